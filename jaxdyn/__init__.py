@@ -1,0 +1,3 @@
+"""jaxdyn: simulate, sweep and differentiate through the dynamics of transformer attention."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+import sys
+
+from jaxdyn.cli import main
+
+sys.exit(main())

@@ -1,0 +1,210 @@
+"""Memory-linear evaluation of attention over many keys (transformer_pde.md, "The model").
+
+The dense velocity of ``m`` queries against ``n`` keys materialises an ``m x n`` score
+matrix: at ``n = 100 000`` that is 40 GB in float32. Here queries and keys are both cut into
+chunks; a ``lax.scan`` over key chunks keeps a running maximum, a running normaliser and a
+running weighted sum (the online log-sum-exp of flash attention), and a ``lax.map`` over query
+chunks bounds the live score block to ``chunk_size x chunk_size``. Each key-chunk body is
+wrapped in ``jax.checkpoint`` so reverse-mode differentiation also stays linear in ``n``.
+
+Keys are a PyTree whose leaves share the leading axis ``n`` (e.g. token coordinates and
+positions); ``score_fn(query_chunk, key_chunk)`` returns the scores of a block. Padding keys
+carry ``log_weight = -inf`` (softmax) or weight zero (sums), so they never contribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PyTree
+
+ScoreFn = Callable[[PyTree, PyTree], Float[Array, "m c"]]
+
+
+def _pad_leading(tree, size: int, fill=0.0):
+    def pad(a):
+        extra = size - a.shape[0]
+        if extra == 0:
+            return a
+        widths = [(0, extra)] + [(0, 0)] * (a.ndim - 1)
+        return jnp.pad(a, widths, constant_values=fill)
+
+    return jax.tree_util.tree_map(pad, tree)
+
+
+def _split_chunks(tree, chunk: int):
+    return jax.tree_util.tree_map(lambda a: a.reshape((-1, chunk) + a.shape[1:]), tree)
+
+
+def _leading(tree) -> int:
+    return jax.tree_util.tree_leaves(tree)[0].shape[0]
+
+
+def _map_query_chunks(fn, queries, chunk_size: int):
+    """Apply ``fn(query_chunk) -> (c, ...)`` over query chunks and concatenate the rows."""
+    m = _leading(queries)
+    chunk = min(chunk_size, m)
+    m_pad = -(-m // chunk) * chunk
+    padded = _split_chunks(_pad_leading(queries, m_pad), chunk)
+    out = jax.lax.map(fn, padded)
+    return jax.tree_util.tree_map(lambda a: a.reshape((m_pad,) + a.shape[2:])[:m], out)
+
+
+def _prepare_keys(keys, values, log_weights, chunk_size: int):
+    n = _leading(keys)
+    chunk = min(chunk_size, n)
+    n_pad = -(-n // chunk) * chunk
+    if log_weights is None:
+        log_weights = jnp.zeros(n, jnp.asarray(values).dtype)
+    keys_c = _split_chunks(_pad_leading(keys, n_pad), chunk)
+    values_c = _split_chunks(_pad_leading(values, n_pad), chunk)
+    lw_c = _split_chunks(_pad_leading(log_weights, n_pad, fill=-jnp.inf), chunk)
+    return keys_c, values_c, lw_c
+
+
+def online_softmax_average(
+    score_fn: ScoreFn,
+    queries: PyTree,
+    keys: PyTree,
+    values: Float[Array, "n p"],
+    *,
+    log_weights: Float[Array, " n"] | None = None,
+    chunk_size: int = 1024,
+) -> Float[Array, "m p"]:
+    """``sum_k softmax_k(s_qk + log m_k) v_k`` for every query, in O(chunk_size^2) memory.
+
+    Scores may be ``-inf`` (masked keys). A query whose keys are all masked gets zeros, like
+    :func:`jaxdyn.attention.softmax_weights`.
+    """
+    keys_c, values_c, lw_c = _prepare_keys(keys, values, log_weights, chunk_size)
+
+    def one_query_chunk(q):
+        mq = _leading(q)
+        p = values.shape[-1]
+        dtype = values.dtype
+
+        @jax.checkpoint
+        def body(carry, chunk):
+            run_max, run_norm, run_acc = carry
+            k, v, lw = chunk
+            logits = score_fn(q, k) + lw[None, :]
+            new_max = jnp.maximum(run_max, jnp.max(logits, axis=1))
+            # Keep the shift finite while every key seen so far is masked.
+            shift = jnp.where(jnp.isfinite(new_max), new_max, 0.0)
+            scale = jnp.exp(run_max - shift)
+            w = jnp.exp(logits - shift[:, None])
+            run_norm = run_norm * scale + jnp.sum(w, axis=1)
+            run_acc = run_acc * scale[:, None] + w @ v
+            return (new_max, run_norm, run_acc), None
+
+        init = (
+            jnp.full(mq, -jnp.inf, dtype),
+            jnp.zeros(mq, dtype),
+            jnp.zeros((mq, p), dtype),
+        )
+        (_, norm, acc), _ = jax.lax.scan(body, init, (keys_c, values_c, lw_c))
+        return acc / jnp.where(norm > 0, norm, 1.0)[:, None]
+
+    return _map_query_chunks(one_query_chunk, queries, chunk_size)
+
+
+def online_weighted_sum(
+    weight_fn: ScoreFn,
+    queries: PyTree,
+    keys: PyTree,
+    values: Float[Array, "n p"],
+    *,
+    chunk_size: int = 1024,
+) -> Float[Array, "m p"]:
+    """``sum_k w(q, k) v_k`` for unnormalised weights (sigmoid, linear), in chunks.
+
+    ``weight_fn`` must return zero for padding keys; padding keys are all-zero vectors and
+    carry zero values, so any weight times a zero value vanishes.
+    """
+    n = _leading(keys)
+    chunk = min(chunk_size, n)
+    n_pad = -(-n // chunk) * chunk
+    keys_c = _split_chunks(_pad_leading(keys, n_pad), chunk)
+    values_c = _split_chunks(_pad_leading(values, n_pad), chunk)
+
+    def one_query_chunk(q):
+        @jax.checkpoint
+        def body(acc, chunk):
+            k, v = chunk
+            return acc + weight_fn(q, k) @ v, None
+
+        init = jnp.zeros((_leading(q), values.shape[-1]), values.dtype)
+        acc, _ = jax.lax.scan(body, init, (keys_c, values_c))
+        return acc
+
+    return _map_query_chunks(one_query_chunk, queries, chunk_size)
+
+
+def online_logsumexp(
+    score_fn: ScoreFn,
+    queries: PyTree,
+    keys: PyTree,
+    *,
+    log_weights: Float[Array, " n"] | None = None,
+    chunk_size: int = 1024,
+) -> Float[Array, " m"]:
+    """``log sum_k exp(s_qk + log m_k)`` for every query, in chunks."""
+    n = _leading(keys)
+    dtype = jax.tree_util.tree_leaves(keys)[0].dtype
+    dummy = jnp.zeros((n, 1), dtype)
+    keys_c, _, lw_c = _prepare_keys(keys, dummy, log_weights, chunk_size)
+
+    def one_query_chunk(q):
+        @jax.checkpoint
+        def body(carry, chunk):
+            run_max, run_sum = carry
+            k, lw = chunk
+            logits = score_fn(q, k) + lw[None, :]
+            new_max = jnp.maximum(run_max, jnp.max(logits, axis=1))
+            shift = jnp.where(jnp.isfinite(new_max), new_max, 0.0)
+            run_sum = run_sum * jnp.exp(run_max - shift) + jnp.sum(
+                jnp.exp(logits - shift[:, None]), axis=1
+            )
+            return (new_max, run_sum), None
+
+        mq = _leading(q)
+        init = (jnp.full(mq, -jnp.inf, dtype), jnp.zeros(mq, dtype))
+        (run_max, run_sum), _ = jax.lax.scan(body, init, (keys_c, lw_c))
+        shift = jnp.where(jnp.isfinite(run_max), run_max, 0.0)
+        return shift + jnp.log(run_sum)
+
+    return _map_query_chunks(one_query_chunk, queries, chunk_size)
+
+
+def chunked_sinkhorn_potential(
+    score_fn: ScoreFn,
+    tokens: PyTree,
+    *,
+    iterations: int,
+    chunk_size: int = 1024,
+) -> Float[Array, " n"]:
+    """Column potential ``g`` of the entropic self-coupling of the empirical measure.
+
+    The same symmetric log-domain iterations as :func:`jaxdyn.attention.sinkhorn_log_coupling`
+    (``f <- log a - LSE_k(s + g)``, ``g <- log b - LSE_q(s + f)``, ``a = b = 1/n``), with each
+    log-sum-exp evaluated chunk by chunk so the ``n x n`` kernel is never stored. The
+    conditional coupling of any query ``x`` is then ``softmax_k(s(x, y_k) + g_k)``.
+    """
+    n = _leading(tokens)
+    dtype = jax.tree_util.tree_leaves(tokens)[0].dtype
+    log_a = jnp.full(n, -jnp.log(n), dtype)
+
+    def transposed(k, q):
+        return score_fn(q, k).T
+
+    def body(_, fg):
+        f, g = fg
+        f = log_a - online_logsumexp(score_fn, tokens, tokens, log_weights=g, chunk_size=chunk_size)
+        g = log_a - online_logsumexp(transposed, tokens, tokens, log_weights=f, chunk_size=chunk_size)
+        return f, g
+
+    zeros = jnp.zeros(n, dtype)
+    _, g = jax.lax.fori_loop(0, iterations, body, (zeros, zeros))
+    return g

@@ -1,0 +1,215 @@
+"""The ``jaxdyn`` command line: parse, look up the experiment, call it. Nothing else lives here.
+
+Exit codes: 0 success, 1 an experiment failed at run time, 2 bad input (one-line message),
+130 interrupted (finished sweep chunks are kept: rerun with ``--resume``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own errors: one line, exit 2
+        self.exit(EXIT_BAD_INPUT, f"jaxdyn: error: {message}\n")
+
+
+def _enable_compilation_cache() -> None:
+    import jax
+
+    cache = os.environ.get("JAXDYN_CACHE_DIR", str(Path.home() / ".cache" / "jaxdyn" / "xla"))
+    if cache.lower() in ("", "0", "off", "none"):
+        return
+    try:
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    except Exception:  # a read-only home must not stop a run
+        pass
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="jaxdyn",
+        description="Simulate, sweep and differentiate through the dynamics of attention.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    sub.add_parser("list", help="list the registered experiments")
+
+    run = sub.add_parser("run", help="run one experiment into a run directory")
+    run.add_argument("experiment", help="experiment name (see `jaxdyn list`)")
+    run.add_argument("--quick", action="store_true", help="small CPU-sized configuration")
+    run.add_argument("--out", type=Path, help="run directory (default runs/<experiment>-<time>)")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, e.g. --set lam=0.3 --set pi=[0.6,0.3,0.1]",
+    )
+    run.add_argument("--config", type=Path, help="TOML file of config fields")
+    run.add_argument("--resume", action="store_true", help="continue a killed run in --out")
+    run.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    run.add_argument("--show-config", action="store_true", help="print the resolved config and exit")
+
+    report = sub.add_parser("report", help="one Markdown + HTML report over run directories")
+    report.add_argument("dirs", nargs="+", type=Path, help="run directories or folders of runs")
+    report.add_argument("--out", type=Path, default=Path("report"), help="report directory")
+
+    reproduce = sub.add_parser("reproduce", help="run every paper experiment and write a report")
+    reproduce.add_argument("--quick", action="store_true", help="small CPU-sized configurations")
+    reproduce.add_argument("--out", type=Path, help="folder for the runs and the report")
+    reproduce.add_argument(
+        "--only", action="append", default=[], metavar="EXPERIMENT", help="restrict to these"
+    )
+    reproduce.add_argument("--resume", action="store_true", help="skip complete runs in --out")
+    return parser
+
+
+def _cmd_list() -> int:
+    from jaxdyn.runs import list_experiments
+
+    experiments = list_experiments()
+    width = max((len(e.name) for e in experiments), default=10)
+    for e in experiments:
+        tag = "" if e.paper else " [extra]"
+        print(f"{e.name:<{width}}  {e.description}{tag}")
+    return EXIT_OK
+
+
+def _cmd_run(args) -> int:
+    import json
+    import dataclasses
+
+    from jaxdyn.runs import execute_run, prepare_run
+
+    experiment, config, out = prepare_run(
+        args.experiment,
+        out=args.out,
+        quick=args.quick,
+        toml_path=args.config,
+        overrides=args.overrides,
+        resume=args.resume,
+        overwrite=args.overwrite,
+    )
+    if args.show_config:
+        print(json.dumps(dataclasses.asdict(config), indent=2))
+        return EXIT_OK
+    _enable_compilation_cache()
+    execute_run(experiment, config, out, quick=args.quick, overwrite=args.overwrite)
+    _print_run_result(out)
+    return EXIT_OK
+
+
+def _print_run_result(out: Path) -> None:
+    from jaxdyn.runs import read_summary
+
+    summary = read_summary(out) or {}
+    print(
+        f"{summary.get('experiment')}: {summary.get('status')}, checks "
+        f"{summary.get('checks_passed', 0)}/{summary.get('checks_total', 0)} passed, "
+        f"{summary.get('failed_members', 0)} failed member(s) -> {out}"
+    )
+
+
+def _cmd_report(args) -> int:
+    from jaxdyn.runs import find_run_dirs, write_report
+
+    dirs = find_run_dirs(args.dirs)
+    out = write_report(dirs, args.out)
+    print(f"report: {out / 'report.md'} and {out / 'report.html'} ({len(dirs)} run(s))")
+    return EXIT_OK
+
+
+def _cmd_reproduce(args) -> int:
+    import datetime
+
+    from jaxdyn.runs import (
+        ConfigError,
+        execute_run,
+        get_experiment,
+        list_experiments,
+        prepare_run,
+        read_summary,
+        write_report,
+    )
+
+    names = args.only or [e.name for e in list_experiments() if e.paper]
+    for name in names:
+        get_experiment(name)  # unknown names fail before anything runs
+    if args.out is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out_root = Path("runs") / f"reproduce-{stamp}{'-quick' if args.quick else ''}"
+    else:
+        out_root = args.out
+    _enable_compilation_cache()
+    failed = []
+    run_dirs = []
+    for i, name in enumerate(names, 1):
+        out = out_root / name
+        summary = read_summary(out)
+        if args.resume and summary and summary.get("status") == "complete":
+            print(f"[{i}/{len(names)}] {name}: complete, skipped", file=sys.stderr)
+            run_dirs.append(out)
+            continue
+        print(f"[{i}/{len(names)}] {name}", file=sys.stderr, flush=True)
+        try:
+            experiment, config, out = prepare_run(
+                name, out=out, quick=args.quick, resume=args.resume, overwrite=not args.resume
+            )
+            execute_run(experiment, config, out, quick=args.quick)
+            _print_run_result(out)
+        except ConfigError:
+            raise
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # one failing experiment must not stop the others
+            print(f"{name}: FAILED: {type(err).__name__}: {err}", file=sys.stderr)
+            failed.append(name)
+        if read_summary(out) is not None:
+            run_dirs.append(out)
+    report_dir = write_report(run_dirs, out_root / "report", title="jaxdyn reproduce")
+    print(f"report: {report_dir / 'report.md'} and {report_dir / 'report.html'}")
+    if failed:
+        print(f"failed experiments: {', '.join(failed)}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    args = _build_parser().parse_args(argv)
+    from jaxdyn.runs import ConfigError
+
+    try:
+        if args.command == "list":
+            return _cmd_list()
+        if args.command == "run":
+            return _cmd_run(args)
+        if args.command == "report":
+            return _cmd_report(args)
+        if args.command == "reproduce":
+            return _cmd_reproduce(args)
+    except ConfigError as err:
+        print(f"jaxdyn: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(
+            "jaxdyn: interrupted; finished chunks are kept, rerun with --resume to continue",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    except Exception as err:
+        print(f"jaxdyn: {args.command} failed: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

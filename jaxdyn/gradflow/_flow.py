@@ -1,0 +1,91 @@
+"""Population gradient flow ``d theta / dt = -grad L(theta)`` (focus_dilution.md, "Population
+loss") solved by diffrax with an adaptive step and a log-spaced save grid, since the stages
+span decades of time (condensation at t ~ 10, focus at t ~ 100, new directions at t ~ 500).
+"""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._custom_types import Array, ArrayLike, Float, Int
+from .._status import nonfinite_status, status_from_diffrax
+from ._model import OneLayerTransformer, population_loss
+
+
+class FlowSolution(eqx.Module):
+    """Saved trajectory of a population flow.
+
+    ``ts``: save times; ``models``: the parameters at each save time (leading time axis on every
+    leaf); ``status``: a :class:`jaxdyn._status.Status` code; ``num_steps``: accepted + rejected
+    solver steps.
+    """
+
+    ts: Float[Array, " T"]
+    models: OneLayerTransformer
+    status: Int[Array, ""]
+    num_steps: Int[Array, ""]
+
+
+def log_time_grid(t1: float, num: int, t_first: float = 0.05) -> np.ndarray:
+    """``0`` followed by ``num - 1`` log-spaced times from ``t_first`` to ``t1``."""
+    if not t1 > t_first > 0:
+        raise ValueError(f"need t1 > t_first > 0, got t1={t1}, t_first={t_first}")
+    if num < 3:
+        raise ValueError(f"num must be at least 3, got {num}")
+    return np.concatenate([[0.0], np.geomspace(t_first, t1, num - 1)])
+
+
+def gradient_field(t, model: OneLayerTransformer, args) -> OneLayerTransformer:
+    """The vector field ``-grad L(theta)`` (args = ``(pi, P)``)."""
+    pi, P = args
+    g = jax.grad(population_loss)(model, pi, P)
+    return jax.tree_util.tree_map(jnp.negative, g)
+
+
+def population_flow(
+    model0: OneLayerTransformer,
+    pi: Float[ArrayLike, " d"],
+    P: Float[ArrayLike, "d d"],
+    ts: Float[ArrayLike, " T"],
+    *,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+    max_steps: int = 100_000,
+    throw: bool = False,
+    adjoint: diffrax.AbstractAdjoint | None = None,
+) -> FlowSolution:
+    """Solve ``d theta/dt = -grad L(theta)`` from ``model0`` over ``[ts[0], ts[-1]]``.
+
+    Tsit5 with a PID step-size controller; ``rtol``/``atol`` control accuracy. With
+    ``throw=False`` (the default, as inside sweeps) solver failures become ``status`` codes;
+    a NaN in the saved states gives ``Status.NAN``. Differentiable through the solve
+    (``RecursiveCheckpointAdjoint`` by default).
+    """
+    ts = jnp.asarray(ts)
+    pi = jnp.asarray(pi)
+    P = jnp.asarray(P)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(gradient_field),
+        diffrax.Tsit5(),
+        t0=ts[0],
+        t1=ts[-1],
+        dt0=None,
+        y0=model0,
+        args=(pi, P),
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=max_steps,
+        throw=throw,
+        adjoint=adjoint if adjoint is not None else diffrax.RecursiveCheckpointAdjoint(),
+    )
+    status = nonfinite_status(sol.ys, status_from_diffrax(sol.result))
+    return FlowSolution(
+        ts=sol.ts,
+        models=sol.ys,
+        status=status,
+        num_steps=sol.stats["num_steps"],
+    )

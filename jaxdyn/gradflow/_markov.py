@@ -1,0 +1,135 @@
+"""Markov-chain data of focus_dilution.md ("Data"): transition matrices, stationary
+distributions, the paper's family, the ablation family and the symmetry-breaking family, and a
+vmapped sequence sampler.
+
+Validation of user-given matrices happens in Python (NumPy) before anything is traced, so a
+bad input fails with a one-line ``ValueError`` naming it.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._custom_types import Array, ArrayLike, Float, Int, Key
+
+_ATOL = 1e-6
+
+
+def validate_distribution(pi: ArrayLike, name: str = "pi") -> np.ndarray:
+    """Check that ``pi`` is a strictly positive probability vector; return it as float64 NumPy."""
+    p = np.asarray(pi, dtype=np.float64)
+    if p.ndim != 1 or p.shape[0] < 2:
+        raise ValueError(f"{name} must be a vector with at least 2 entries, got shape {p.shape}")
+    if not np.all(np.isfinite(p)) or np.any(p <= 0):
+        raise ValueError(f"{name} must have strictly positive finite entries, got {p.tolist()}")
+    if abs(p.sum() - 1.0) > _ATOL:
+        raise ValueError(f"{name} must sum to 1, got sum {p.sum():.8g}")
+    return p
+
+
+def validate_transition(P: ArrayLike, name: str = "P") -> np.ndarray:
+    """Check that ``P`` is square, non-negative and row-stochastic; return it as float64 NumPy."""
+    m = np.asarray(P, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {m.shape}")
+    if not np.all(np.isfinite(m)) or np.any(m < 0):
+        raise ValueError(f"{name} must have non-negative finite entries (not row-stochastic)")
+    rows = m.sum(axis=1)
+    if np.max(np.abs(rows - 1.0)) > _ATOL:
+        raise ValueError(
+            f"{name} is not row-stochastic: row sums range over [{rows.min():.6g}, {rows.max():.6g}]"
+        )
+    return m
+
+
+def stationary_distribution(P: Float[ArrayLike, "d d"]) -> Float[Array, " d"]:
+    """Stationary distribution ``pi^T P = pi^T``, ``sum(pi) = 1`` (focus_dilution.md, "Data").
+
+    Solved as the least-squares system ``[P^T - I; 1^T] pi = [0; 1]``: differentiable in ``P``
+    and exact for an irreducible chain (the stacked system then has full column rank).
+    """
+    P = jnp.asarray(P)
+    d = P.shape[0]
+    A = jnp.concatenate([P.T - jnp.eye(d, dtype=P.dtype), jnp.ones((1, d), P.dtype)], axis=0)
+    b = jnp.zeros(d + 1, P.dtype).at[-1].set(1.0)
+    pi, *_ = jnp.linalg.lstsq(A, b)
+    return pi
+
+
+def paper_transition(pi: Float[ArrayLike, " d"], lam: Float[ArrayLike, ""]) -> Float[Array, "d d"]:
+    """The paper's family ``P = lam I + (1 - lam) 1 pi^T`` (stationary distribution ``pi``).
+
+    Traceable in ``pi`` and ``lam`` (a sweep over ``lam`` compiles once); validate concrete
+    inputs with :func:`validate_distribution` first.
+    """
+    pi = jnp.asarray(pi)
+    d = pi.shape[0]
+    return lam * jnp.eye(d, dtype=pi.dtype) + (1.0 - lam) * jnp.ones((d, 1), pi.dtype) * pi[None, :]
+
+
+def reversible_transition(pi: ArrayLike, key: Key, *, laziness: float = 0.0) -> Float[Array, "d d"]:
+    """A random reversible ``P`` with stationary distribution ``pi`` (the paper's ablation).
+
+    Metropolis-Hastings: a random symmetric proposal ``Q`` (uniform entries, scaled so that rows
+    sum to at most ``1 - laziness``) and ``P_ij = Q_ij min(1, pi_j / pi_i)`` for ``i != j``, the
+    rest on the diagonal. Detailed balance ``pi_i P_ij = pi_j P_ji`` holds by construction.
+    """
+    p = validate_distribution(pi)
+    if not 0.0 <= laziness < 1.0:
+        raise ValueError(f"laziness must be in [0, 1), got {laziness}")
+    pi = jnp.asarray(p)
+    d = pi.shape[0]
+    B = jax.random.uniform(key, (d, d), dtype=pi.dtype)
+    S = 0.5 * (B + B.T) * (1.0 - jnp.eye(d, dtype=pi.dtype))
+    Q = S / jnp.max(jnp.sum(S, axis=1)) * (1.0 - laziness)
+    off = Q * jnp.minimum(1.0, pi[None, :] / pi[:, None])
+    return off + jnp.diag(1.0 - jnp.sum(off, axis=1))
+
+
+def symmetry_breaking_pi(
+    pi_top: Float[ArrayLike, ""],
+    delta: Float[ArrayLike, ""],
+    direction: Float[ArrayLike, " k"],
+) -> Float[Array, " d"]:
+    """Low-frequency family ``pi_1 = pi_top``, ``pi_i = (1 - pi_1)/(d - 1) + delta c_i``.
+
+    ``direction`` is ``c`` for the ``d - 1`` low-frequency tokens; it is centred here so that
+    ``sum_i c_i = 0`` and ``pi`` sums to one. ``delta = 0`` gives exactly symmetric
+    low-frequency tokens (focus_dilution.md, "Data" and stage 4). Traceable in ``pi_top`` and
+    ``delta``.
+    """
+    c = jnp.asarray(direction)
+    c = c - jnp.mean(c)
+    k = c.shape[0]
+    low = (1.0 - pi_top) / k + delta * c
+    return jnp.concatenate([jnp.reshape(jnp.asarray(pi_top, low.dtype), (1,)), low])
+
+
+def default_direction(d: int) -> np.ndarray:
+    """Default asymmetry ``c`` for :func:`symmetry_breaking_pi`: linear, centred, unit sup-norm."""
+    c = np.linspace(1.0, -1.0, d - 1)
+    return c
+
+
+def sample_sequences(
+    key: Key, P: Float[ArrayLike, "d d"], n: int, length: int
+) -> Int[Array, "n length"]:
+    """``n`` sequences of ``length`` tokens: ``x_1 ~ Uniform([d])``, ``x_{j+1} ~ P[x_j, :]``.
+
+    One ``lax.scan`` over positions, vectorised over the ``n`` chains. ``length = s + 1``
+    gives inputs ``x_1..x_s`` and the target ``x_{s+1}``.
+    """
+    P = jnp.asarray(P)
+    d = P.shape[0]
+    logP = jnp.log(P)
+    k0, k1 = jax.random.split(key)
+    x1 = jax.random.randint(k0, (n,), 0, d)
+
+    def step(x, k):
+        nxt = jax.random.categorical(k, logP[x], axis=-1)
+        return nxt, nxt
+
+    _, rest = jax.lax.scan(step, x1, jax.random.split(k1, length - 1))
+    return jnp.concatenate([x1[None, :], rest], axis=0).T.astype(jnp.int32)

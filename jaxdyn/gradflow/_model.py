@@ -1,0 +1,137 @@
+"""The one-layer transformer of focus_dilution.md ("Model") and its two losses.
+
+Parameters ``W0`` (d x m), ``W1`` (m x d), ``WQ``, ``WK`` (m x m'); the analysis lives in
+``M = W0 W1`` and ``Phi = W0 WQ WK^T W0^T``. The query is the last token ``x_s``:
+
+    a_j = softmax_j(Phi[x_s, x_j]),   z = sum_j a_j M[x_j, :],   loss = -log softmax(z)[x_{s+1}]
+
+and, for ``s, N -> infinity`` ("Population loss"),
+
+    w_qk = pi_k exp(Phi_qk) / sum_l pi_l exp(Phi_ql),   o(q) = sum_k w_qk M[k, :]
+    L = sum_q pi_q sum_y P_qy [ -o(q)_y + logsumexp(o(q)) ].
+
+Attention weights always come from :func:`jaxdyn.attention.softmax_weights`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import equinox as eqx
+
+from ..attention import softmax_weights
+from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
+
+
+class AbstractAttentionModel(eqx.Module):
+    """A model whose analysis lives in the value map ``M`` and the score matrix ``Phi``."""
+
+    def matrices(self) -> tuple[Float[Array, "d d"], Float[Array, "d d"]]:
+        """``(M, Phi)``."""
+        raise NotImplementedError
+
+
+class OneLayerTransformer(AbstractAttentionModel):
+    """Embedding ``W0``, output ``W1``, query/key ``WQ``, ``WK``; no value matrix, residual,
+    LayerNorm or positions (focus_dilution.md, "Model")."""
+
+    W0: Float[Array, "d m"]
+    W1: Float[Array, "m d"]
+    WQ: Float[Array, "m mp"]
+    WK: Float[Array, "m mp"]
+
+    def __check_init__(self):
+        d, m = jnp.shape(self.W0)
+        if jnp.shape(self.W1) != (m, d):
+            raise ValueError(f"W1 must have shape {(m, d)} to match W0 {(d, m)}, got {jnp.shape(self.W1)}")
+        if jnp.ndim(self.WQ) != 2 or jnp.shape(self.WQ)[0] != m:
+            raise ValueError(f"WQ must have shape (m={m}, m'), got {jnp.shape(self.WQ)}")
+        if jnp.shape(self.WK) != jnp.shape(self.WQ):
+            raise ValueError(f"WK must have the shape of WQ {jnp.shape(self.WQ)}, got {jnp.shape(self.WK)}")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.W0.shape[0]
+
+    def matrices(self) -> tuple[Float[Array, "d d"], Float[Array, "d d"]]:
+        M = self.W0 @ self.W1
+        E = self.W0 @ self.WQ
+        F = self.W0 @ self.WK
+        return M, E @ F.T
+
+    def attention(self, tokens: Int[ArrayLike, " s"]) -> Float[Array, " s"]:
+        """Attention ``a_j`` of the last token on positions ``j = 1..s``."""
+        tokens = jnp.asarray(tokens)
+        emb = self.W0[tokens]
+        q = emb[-1] @ self.WQ
+        scores = (emb @ self.WK) @ q
+        return softmax_weights(scores)
+
+    def logits(self, tokens: Int[ArrayLike, " s"]) -> Float[Array, " d"]:
+        """``z = sum_j a_j M[x_j, :]`` for one input sequence ``x_1..x_s``."""
+        tokens = jnp.asarray(tokens)
+        a = self.attention(tokens)
+        return (a @ self.W0[tokens]) @ self.W1
+
+
+def init_transformer(
+    key: Key, d: int, m: int, m_attn: int, eps: float | Float[ArrayLike, ""], dtype=None
+) -> OneLayerTransformer:
+    """Small-scale initialisation: every entry i.i.d. ``N(0, eps^2)`` (focus_dilution.md).
+
+    ``eps`` may be traced (a sweep over ``eps`` compiles once).
+    """
+    for name, v in (("d", d), ("m", m), ("m_attn", m_attn)):
+        if int(v) < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v}")
+    dtype = dtype or jnp.result_type(float)
+    k0, k1, k2, k3 = jax.random.split(key, 4)
+    return OneLayerTransformer(
+        W0=eps * jax.random.normal(k0, (d, m), dtype),
+        W1=eps * jax.random.normal(k1, (m, d), dtype),
+        WQ=eps * jax.random.normal(k2, (m, m_attn), dtype),
+        WK=eps * jax.random.normal(k3, (m, m_attn), dtype),
+    )
+
+
+def population_attention(
+    Phi: Float[ArrayLike, "d d"], pi: Float[ArrayLike, " d"]
+) -> Float[Array, "d d"]:
+    """Token-type attention ``w_qk = pi_k exp(Phi_qk) / sum_l pi_l exp(Phi_ql)``."""
+    return softmax_weights(Phi, log_weights=jnp.log(jnp.asarray(pi))[None, :])
+
+
+def population_loss_from_matrices(
+    M: Float[ArrayLike, "d d"],
+    Phi: Float[ArrayLike, "d d"],
+    pi: Float[ArrayLike, " d"],
+    P: Float[ArrayLike, "d d"],
+) -> Scalar:
+    """``L(M, Phi) = sum_q pi_q [ logsumexp(o(q)) - sum_y P_qy o(q)_y ]``, ``O = W M``."""
+    W = population_attention(Phi, pi)
+    O = W @ M
+    per_query = jax.nn.logsumexp(O, axis=1) - jnp.sum(jnp.asarray(P) * O, axis=1)
+    return jnp.sum(jnp.asarray(pi) * per_query)
+
+
+def population_loss(
+    model: OneLayerTransformer, pi: Float[ArrayLike, " d"], P: Float[ArrayLike, "d d"]
+) -> Scalar:
+    """Exact ``s, N -> infinity`` loss of ``model`` on the chain ``(pi, P)``."""
+    M, Phi = model.matrices()
+    return population_loss_from_matrices(M, Phi, pi, P)
+
+
+def sequence_loss(model: OneLayerTransformer, sequences: Int[ArrayLike, "n s1"]) -> Scalar:
+    """Mean last-token cross-entropy ``-log softmax(z)[x_{s+1}]`` over ``n`` sequences of
+    ``s + 1`` tokens (inputs ``x_1..x_s``, target ``x_{s+1}``)."""
+    sequences = jnp.asarray(sequences)
+    z = jax.vmap(model.logits)(sequences[:, :-1])
+    logp = jax.nn.log_softmax(z, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, sequences[:, -1:], axis=1))
+
+
+def entropy(p: Float[ArrayLike, "... d"]) -> Float[Array, "..."]:
+    """Shannon entropy in nats (``H(pi) = 0.72714`` for the headline ``pi``)."""
+    p = jnp.asarray(p)
+    return -jnp.sum(jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0), axis=-1)

@@ -1,0 +1,286 @@
+"""Simulate the mean-field Transformer PDE: n particles, or the closed Gaussian ODE
+(transformer_pde.md, "The model", "Gaussian closure", "The paper's numerical experiments").
+
+Both simulators are pure functions of arrays (jit/vmap-able, usable inside
+``jaxdyn.sweep.run_sweep``), solve with diffrax (adaptive Tsit5 by default, fixed-step on
+request) with ``throw=False``, and stop on events:
+
+- blow-up: the real-valued ``tr Sigma - blowup_trace`` (Gaussian) or
+  ``max_i |x_i| - blowup_norm`` (particles) changes sign; the crossing time is located
+  exactly by a Newton root finder, and the blow-up time itself is extrapolated from the pole
+  ``tr Sigma ~ c / (t* - t)``: ``t* ~ t_event + tr Sigma / (d tr Sigma/dt)``;
+- loss of positive definiteness: ``lambda_min(Sigma) + psd_tol`` turns negative (root found);
+- steady state: ``|d Sigma/dt|_F + |d alpha/dt| < steady_tol`` (the paper's ``tol_low``).
+
+Each run carries a :class:`jaxdyn._status.Status` and, for Gaussians, which event fired.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optimistix as optx
+from jaxtyping import Array, ArrayLike, Float, Int, PyTree
+
+from jaxdyn._status import Status, nonfinite_status, status_from_diffrax
+from jaxdyn.attention import AbstractAttention
+
+
+class GaussianEvent(enum.IntEnum):
+    """Which event stopped a Gaussian solve (``GaussianSolution.event``)."""
+
+    NONE = 0
+    BLOWUP = 1
+    STEADY = 2
+    NOT_PSD = 3
+
+
+class GaussianSolution(eqx.Module):
+    """Result of :func:`simulate_gaussian`.
+
+    ``ts``, ``means``, ``covs``: the requested save times and states (``inf`` after an
+    event, as diffrax fills them); ``final_mean``/``final_cov`` at ``t_final`` (the event time
+    if one fired, else ``t1``); ``t_event`` (``inf`` if none) and ``event``
+    (:class:`GaussianEvent`); ``t_blowup``: pole-extrapolated blow-up time (``inf`` unless the
+    blow-up event fired); ``status`` (:class:`Status`); ``num_steps``.
+    """
+
+    ts: Float[Array, " s"]
+    means: Float[Array, "s d"]
+    covs: Float[Array, "s d d"]
+    final_mean: Float[Array, " d"]
+    final_cov: Float[Array, "d d"]
+    t_final: Float[Array, ""]
+    t_event: Float[Array, ""]
+    t_blowup: Float[Array, ""]
+    event: Int[Array, ""]
+    status: Int[Array, ""]
+    num_steps: Int[Array, ""]
+
+
+class ParticleSolution(eqx.Module):
+    """Result of :func:`simulate_particles`.
+
+    ``xs`` holds the particles at ``ts`` (or ``save_fn(t, x)`` outputs); ``final_x`` at
+    ``t_final`` (blow-up event time or ``t1``); ``status``; ``num_steps``.
+    """
+
+    ts: Float[Array, " s"]
+    xs: PyTree
+    final_x: Float[Array, "n d"]
+    t_final: Float[Array, ""]
+    status: Int[Array, ""]
+    num_steps: Int[Array, ""]
+
+
+def _controller(adaptive: bool, rtol: float, atol: float, dt0, t0, t1, name: str):
+    if adaptive:
+        return diffrax.PIDController(rtol=rtol, atol=atol), dt0
+    if dt0 is None:
+        raise ValueError(f"{name}: adaptive=False needs a fixed step dt0")
+    return diffrax.ConstantStepSize(), dt0
+
+
+def _check_times(name, t1, ts, dt0):
+    for label, value in (("t1", t1), ("dt0", dt0)):
+        if value is None:
+            continue
+        try:
+            v = float(value)
+        except (TypeError, jax.errors.ConcretizationTypeError):
+            continue  # traced inside a sweep: validated by the experiment config
+        if not v > 0:
+            raise ValueError(f"{name}: {label} must be positive, got {v}")
+
+
+def _root_finder():
+    return optx.Newton(rtol=1e-12, atol=1e-12)
+
+
+def simulate_gaussian(
+    attention: AbstractAttention,
+    mean0: Float[ArrayLike, " d"],
+    cov0: Float[ArrayLike, "d d"],
+    t1: Float[ArrayLike, ""],
+    *,
+    ts: Float[ArrayLike, " s"] | None = None,
+    adaptive: bool = True,
+    dt0: Float[ArrayLike, ""] | None = None,
+    solver: diffrax.AbstractSolver | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+    max_steps: int = 4096,
+    blowup_trace: Float[ArrayLike, ""] = 1e3,
+    steady_tol: Float[ArrayLike, ""] | None = None,
+    psd_tol: Float[ArrayLike, ""] = 1e-10,
+) -> GaussianSolution:
+    """Solve ``d alpha/dt = B alpha + c``, ``d Sigma/dt = B Sigma + Sigma B^T`` from ``t = 0``.
+
+    The right-hand side is ``attention.gaussian_rhs`` (transformer_pde.md, Gaussian closure).
+    Stops at ``t1`` or at the first event (blow-up, steady state if ``steady_tol`` is given,
+    loss of definiteness). Pure and jit/vmap-able; never raises at run time.
+    """
+    name = "simulate_gaussian"
+    if not attention.gaussian_closed:
+        raise ValueError(f"{name}: {type(attention).__name__} attention is not Gaussian-closed")
+    mean0 = jnp.asarray(mean0)
+    cov0 = jnp.asarray(cov0)
+    d = mean0.shape[-1]
+    if mean0.shape != (d,) or cov0.shape != (d, d):
+        raise ValueError(f"{name}: mean0 must be (d,) and cov0 (d, d), got {mean0.shape}, {cov0.shape}")
+    _check_times(name, t1, ts, dt0)
+    dtype = jnp.result_type(mean0, cov0, float)
+    t1 = jnp.asarray(t1, dtype)
+
+    def rhs(t, y, args):
+        mean, cov = y
+        return attention.gaussian_rhs(mean, cov, t=t)
+
+    def blowup_cond(t, y, args, **kw):
+        return jnp.trace(y[1]) - blowup_trace
+
+    def psd_cond(t, y, args, **kw):
+        return -(jnp.linalg.eigvalsh(0.5 * (y[1] + y[1].T))[0] + psd_tol)
+
+    conds = {"blowup": blowup_cond, "psd": psd_cond}
+    directions = {"blowup": True, "psd": True}
+    if steady_tol is not None:
+
+        def steady_cond(t, y, args, **kw):
+            dmean, dcov = rhs(t, y, args)
+            return jnp.sqrt(jnp.sum(dcov**2) + jnp.sum(dmean**2)) < steady_tol
+
+        conds["steady"] = steady_cond
+        directions["steady"] = None
+    event = diffrax.Event(conds, root_finder=_root_finder(), direction=directions)
+
+    controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
+    saveat = (
+        diffrax.SaveAt(t1=True)
+        if ts is None
+        else diffrax.SaveAt(ts=jnp.asarray(ts, dtype), t1=True)
+    )
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(rhs),
+        solver if solver is not None else diffrax.Tsit5(),
+        t0=jnp.zeros((), dtype),
+        t1=t1,
+        dt0=dt0,
+        y0=(mean0.astype(dtype), cov0.astype(dtype)),
+        saveat=saveat,
+        stepsize_controller=controller,
+        event=event,
+        max_steps=max_steps,
+        throw=False,
+    )
+    means, covs = sol.ys
+    final_mean, final_cov = means[-1], covs[-1]
+    t_final = sol.ts[-1]
+    mask = sol.event_mask
+    fired_blowup = mask["blowup"]
+    fired_psd = mask["psd"]
+    fired_steady = mask["steady"] if "steady" in mask else jnp.asarray(False)
+    event_code = jnp.where(
+        fired_blowup,
+        GaussianEvent.BLOWUP,
+        jnp.where(fired_psd, GaussianEvent.NOT_PSD, jnp.where(fired_steady, GaussianEvent.STEADY, 0)),
+    ).astype(jnp.int32)
+    any_event = event_code != GaussianEvent.NONE
+    status = status_from_diffrax(sol.result)
+    status = jnp.where(fired_blowup, jnp.int32(Status.BLOWUP), status)
+    status = jnp.where(fired_psd, jnp.int32(Status.NOT_PSD), status)
+    status = nonfinite_status((final_mean, final_cov), status)
+
+    # Pole extrapolation: tr Sigma = c / (t* - t) + O(1) gives t* - t = tr / (d tr/dt) + O(1/tr^2).
+    dtrace = jnp.trace(rhs(t_final, (final_mean, final_cov), None)[1])
+    t_blowup = jnp.where(fired_blowup, t_final + jnp.trace(final_cov) / dtrace, jnp.inf)
+    return GaussianSolution(
+        ts=sol.ts[:-1] if ts is not None else sol.ts,
+        means=means[:-1] if ts is not None else means,
+        covs=covs[:-1] if ts is not None else covs,
+        final_mean=final_mean,
+        final_cov=final_cov,
+        t_final=t_final,
+        t_event=jnp.where(any_event, t_final, jnp.inf),
+        t_blowup=t_blowup,
+        event=event_code,
+        status=status,
+        num_steps=sol.stats["num_steps"],
+    )
+
+
+def simulate_particles(
+    attention: AbstractAttention,
+    x0: Float[ArrayLike, "n d"],
+    t1: Float[ArrayLike, ""],
+    *,
+    ts: Float[ArrayLike, " s"] | None = None,
+    adaptive: bool = True,
+    dt0: Float[ArrayLike, ""] | None = None,
+    solver: diffrax.AbstractSolver | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+    max_steps: int = 4096,
+    blowup_norm: Float[ArrayLike, ""] = 1e6,
+    save_fn: Callable[[Float[Array, ""], Float[Array, "n d"]], PyTree] | None = None,
+    chunk_size: int | None = None,
+) -> ParticleSolution:
+    """Solve ``dx_i/dt = Gamma_mu(x_i)``, ``mu = (1/n) sum_j delta_{x_j}``, from ``t = 0``.
+
+    Stops at ``t1`` or when ``max_i |x_i|`` reaches ``blowup_norm`` (crossing located by a
+    root finder, status ``BLOWUP``). ``save_fn(t, x)`` saves statistics instead of the
+    particles (memory). ``chunk_size`` evaluates the velocity in memory-linear chunks.
+    """
+    name = "simulate_particles"
+    x0 = jnp.asarray(x0)
+    if x0.ndim != 2:
+        raise ValueError(f"{name}: x0 must be (n, d), got shape {x0.shape}")
+    _check_times(name, t1, ts, dt0)
+    dtype = jnp.result_type(x0, float)
+    t1 = jnp.asarray(t1, dtype)
+
+    def rhs(t, x, args):
+        return attention.velocity(x, x, t=t, chunk_size=chunk_size)
+
+    def blowup_cond(t, x, args, **kw):
+        return jnp.sqrt(jnp.max(jnp.sum(x**2, axis=-1))) - blowup_norm
+
+    event = diffrax.Event(blowup_cond, root_finder=_root_finder(), direction=True)
+    controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
+    fn = (lambda t, x, args: x) if save_fn is None else (lambda t, x, args: save_fn(t, x))
+    saved_at = (
+        diffrax.SubSaveAt(t1=True, fn=fn)
+        if ts is None
+        else diffrax.SubSaveAt(ts=jnp.asarray(ts, dtype), fn=fn)
+    )
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(rhs),
+        solver if solver is not None else diffrax.Tsit5(),
+        t0=jnp.zeros((), dtype),
+        t1=t1,
+        dt0=dt0,
+        y0=x0.astype(dtype),
+        saveat=diffrax.SaveAt(subs=[saved_at, diffrax.SubSaveAt(t1=True)]),
+        stepsize_controller=controller,
+        event=event,
+        max_steps=max_steps,
+        throw=False,
+    )
+    saved, final = sol.ys
+    final_x = final[-1]
+    status = status_from_diffrax(sol.result)
+    status = jnp.where(sol.event_mask, jnp.int32(Status.BLOWUP), status)
+    status = nonfinite_status(final_x, status)
+    return ParticleSolution(
+        ts=sol.ts[0],
+        xs=saved,
+        final_x=final_x,
+        t_final=sol.ts[1][-1],
+        status=status,
+        num_steps=sol.stats["num_steps"],
+    )
