@@ -85,7 +85,18 @@ class AbstractReducedModel(eqx.Module):
     symmetric_state: eqx.AbstractVar[bool]
 
 
+def _as_float(x):
+    return jnp.asarray(x, dtype=jnp.result_type(float))
+
+
+def _concrete(x) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
 def _check_common(L, V, temperature, sigma_w2, sigma_g2, objective):
+    _check_objective(objective)
+    if not all(_concrete(v) for v in (L, V, temperature, sigma_w2, sigma_g2)):
+        return
     if L < 2:
         raise ValueError(f"L must be >= 2, got {L}")
     if V < 2:
@@ -93,17 +104,17 @@ def _check_common(L, V, temperature, sigma_w2, sigma_g2, objective):
     for name, v in (("temperature", temperature), ("sigma_w2", sigma_w2), ("sigma_g2", sigma_g2)):
         if not v > 0:
             raise ValueError(f"{name} must be > 0, got {v}")
-    _check_objective(objective)
 
 
 class SoftmaxReduced(AbstractReducedModel):
     """Softmax copy head reduced to the logit gap Delta (x = (Delta,))."""
 
-    L: int = eqx.field(static=True)
-    V: int = eqx.field(static=True)
-    temperature: float = 1.0
-    sigma_w2: float = 1.0
-    sigma_g2: float = 1.0
+    # Arrays, not static ints: one compilation serves every (L, V, T, sigma^2) of a sweep.
+    L: Float[Array, ""] = eqx.field(converter=_as_float)
+    V: Float[Array, ""] = eqx.field(converter=_as_float)
+    temperature: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     objective: str = eqx.field(static=True, default="marginal")
     grid_points: int = eqx.field(static=True, default=2001)
     symmetric_state: bool = eqx.field(static=True, default=False)
@@ -118,8 +129,8 @@ class SoftmaxReduced(AbstractReducedModel):
         )
 
     def grid(self):
-        top = 2.0 * np.log(self.L) + 8.0
-        return jnp.linspace(-1.0, top, self.grid_points)[:, None]
+        top = 2.0 * jnp.log(self.L) + 8.0
+        return (-1.0 + (top + 1.0) * jnp.linspace(0.0, 1.0, self.grid_points))[:, None]
 
     def order(self, x):
         a1, aG = softmax_order_parameters(x[0], self.L)
@@ -129,19 +140,19 @@ class SoftmaxReduced(AbstractReducedModel):
 class LinearReduced(AbstractReducedModel):
     """Linear copy head A = G / L^alpha reduced to x = (c_1, c_G)."""
 
-    L: int = eqx.field(static=True)
-    V: int = eqx.field(static=True)
-    temperature: float = 1.0
-    sigma_w2: float = 1.0
-    sigma_g2: float = 1.0
-    alpha: float = 1.0
+    L: Float[Array, ""] = eqx.field(converter=_as_float)
+    V: Float[Array, ""] = eqx.field(converter=_as_float)
+    temperature: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    alpha: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     objective: str = eqx.field(static=True, default="marginal")
     grid_points: int = eqx.field(static=True, default=161)
     symmetric_state: bool = eqx.field(static=True, default=True)
 
     def __check_init__(self):
         _check_common(self.L, self.V, self.temperature, self.sigma_w2, self.sigma_g2, self.objective)
-        if not self.alpha >= 0:
+        if _concrete(self.alpha) and not self.alpha >= 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha}")
 
     def action(self, x, P):
@@ -152,9 +163,10 @@ class LinearReduced(AbstractReducedModel):
 
     def grid(self):
         # Natural scale of A: the prior L^{2 alpha} ||A||^2 balances a data term of order P/T.
-        s = float(self.L) ** (1.0 - self.alpha) * 2.0
-        c1 = jnp.linspace(-0.05 * s, s, self.grid_points)
-        cG = jnp.linspace(-0.05 * s, 0.5 * s, self.grid_points)
+        s = self.L ** (1.0 - self.alpha) * 2.0
+        u = jnp.linspace(0.0, 1.0, self.grid_points)
+        c1 = s * (-0.05 + 1.05 * u)
+        cG = s * (-0.05 + 0.55 * u)
         return jnp.stack(jnp.meshgrid(c1, cG, indexing="ij"), -1).reshape(-1, 2)
 
     def order(self, x):
@@ -163,7 +175,7 @@ class LinearReduced(AbstractReducedModel):
         return {
             "c_1": c1,
             "c_G": cG,
-            "c_G_normalised": jnp.sqrt(float(self.L)) * cG,
+            "c_G_normalised": jnp.sqrt(self.L) * cG,
             "amplitude": jnp.sqrt(jnp.maximum(frob2, 0.0)),
         }
 
@@ -274,14 +286,18 @@ def first_order_point(
     P = diagram.P
     S_up = np.asarray(jax.vmap(model.action)(jnp.asarray(diagram.x_up), jnp.asarray(P)))
     S_down = np.asarray(jax.vmap(model.action)(jnp.asarray(diagram.x_down), jnp.asarray(P)))
-    h = np.where(diagram.coexistence, S_down - S_up, np.nan)
-    idx = [i for i in range(len(P) - 1) if h[i] > 0 and h[i + 1] <= 0]
+    h = S_down - S_up
+    coex = diagram.coexistence
+    idx = [
+        i for i in range(len(P) - 1) if (coex[i] or coex[i + 1]) and h[i] > 0 and h[i + 1] <= 0
+    ]
     if not idx:
         return None
     i = idx[0]
     x_up0, x_down0 = jnp.asarray(diagram.x_up[i]), jnp.asarray(diagram.x_down[i + 1])
 
     def gap(p):
+        p = jnp.asarray(p)
         up = local_minimum(model, p, x_up0)
         down = local_minimum(model, p, x_down0)
         return float(model.action(down, p) - model.action(up, p))
@@ -328,8 +344,9 @@ def classify_transition(
         P_star = first_order_point(model, diagram, iterations=bisection_iterations)
         if P_star is not None:
             i = int(np.searchsorted(P, P_star)) - 1
-            up = local_minimum(model, P_star, jnp.asarray(diagram.x_up[i]))
-            down = local_minimum(model, P_star, jnp.asarray(diagram.x_down[i + 1]))
+            p = jnp.asarray(P_star)
+            up = local_minimum(model, p, jnp.asarray(diagram.x_up[i]))
+            down = local_minimum(model, p, jnp.asarray(diagram.x_down[i + 1]))
             jump = abs(float(model.order(down)["amplitude"] - model.order(up)["amplitude"]))
             scale = float(np.max(np.abs(diagram.order_global["amplitude"])))
             out.update(P_star=P_star, jump=jump)

@@ -139,7 +139,7 @@ def reduced_action_softmax(
     q = (1 - p) / (L - 1)
     frob2 = L * (p**2 + (L - 1) * q**2)
     data = population_data_term(
-        frob2, jnp.asarray(float(L)), L * p, jnp.asarray(float(L)), P, V=V,
+        frob2, L * jnp.ones_like(p), L * p, L * jnp.ones_like(p), P, V=V,
         temperature=temperature, sigma_w2=sigma_w2, objective=objective,
     )
     return (L - 1) * delta**2 / (2 * sigma_g2) + data

@@ -153,10 +153,10 @@ def simulate_gaussian(
 
         def steady_cond(t, y, args, **kw):
             dmean, dcov = rhs(t, y, args)
-            return jnp.sqrt(jnp.sum(dcov**2) + jnp.sum(dmean**2)) < steady_tol
+            return steady_tol - jnp.sqrt(jnp.sum(dcov**2) + jnp.sum(dmean**2))
 
         conds["steady"] = steady_cond
-        directions["steady"] = None
+        directions["steady"] = True
     event = diffrax.Event(conds, root_finder=_root_finder(), direction=directions)
 
     controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)

@@ -1,0 +1,146 @@
+"""Finite-sample training (focus_dilution.md, "Population loss": the finite-(N, s) model
+trained by full-batch gradient descent or Adam on sampled sequences).
+
+Pure ``init``/``step`` functions driven by ``lax.scan``; the learning rate is a traced array
+(``optax.inject_hyperparams``), so a sweep over learning rates or seeds compiles once. Full-batch
+gradient descent with step ``lr`` after ``k`` steps is compared with the population flow at time
+``t = k lr``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+
+from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
+from .._status import nonfinite_status
+from ._markov import sample_sequences
+from ._model import OneLayerTransformer, init_transformer, population_loss, sequence_loss
+
+OptimizerName = Literal["gd", "adam"]
+
+
+def make_optimizer(name: OptimizerName) -> optax.GradientTransformation:
+    """Full-batch ``"gd"`` (``optax.sgd``) or ``"adam"``, with the learning rate injected as a
+    run-time hyperparameter (``opt_state.hyperparams["learning_rate"]``)."""
+    if name == "gd":
+        return optax.inject_hyperparams(optax.sgd)(learning_rate=0.0)
+    if name == "adam":
+        return optax.inject_hyperparams(optax.adam)(learning_rate=0.0)
+    raise ValueError(f"optimizer must be 'gd' or 'adam', got {name!r}")
+
+
+class TrainState(eqx.Module):
+    """Model, optimiser state and step count of one training run."""
+
+    model: OneLayerTransformer
+    opt_state: optax.OptState
+    step: Int[Array, ""]
+
+
+def train_init(
+    model: OneLayerTransformer, optimizer: optax.GradientTransformation, lr: Float[ArrayLike, ""]
+) -> TrainState:
+    """Initial :class:`TrainState` with the (traced) learning rate ``lr``."""
+    opt_state = optimizer.init(model)
+    opt_state.hyperparams["learning_rate"] = jnp.asarray(lr, dtype=jnp.result_type(float))
+    return TrainState(model=model, opt_state=opt_state, step=jnp.asarray(0, jnp.int32))
+
+
+def train_step(
+    state: TrainState, batch: Int[ArrayLike, "n s1"], optimizer: optax.GradientTransformation
+) -> tuple[TrainState, Scalar]:
+    """One full-batch step on the mean last-token cross-entropy of ``batch``."""
+    loss, grads = jax.value_and_grad(sequence_loss)(state.model, batch)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.model)
+    model = optax.apply_updates(state.model, updates)
+    return TrainState(model=model, opt_state=opt_state, step=state.step + 1), loss
+
+
+def position_entropy(model: OneLayerTransformer, sequences: Int[ArrayLike, "n s1"]) -> Scalar:
+    """Mean entropy of the last-token attention over positions, divided by ``log s``
+    (1 = uniform over the ``s`` input positions)."""
+    from ..attention import attention_entropy
+
+    x = jnp.asarray(sequences)[:, :-1]
+    a = jax.vmap(model.attention)(x)
+    return jnp.mean(attention_entropy(a)) / jnp.log(x.shape[1])
+
+
+class TrainingRun(eqx.Module):
+    """Recorded training curve: ``steps`` at which the model was recorded, the training loss,
+    the population loss of the trained model, its position-attention entropy, the models
+    themselves (leading axis = records) and a status code."""
+
+    steps: Int[Array, " R"]
+    train_loss: Float[Array, " R"]
+    population_loss: Float[Array, " R"]
+    position_entropy: Float[Array, " R"]
+    models: OneLayerTransformer
+    status: Int[Array, ""]
+
+
+def train_finite(
+    key: Key,
+    P: Float[ArrayLike, "d d"],
+    pi: Float[ArrayLike, " d"],
+    *,
+    n: int,
+    s: int,
+    m: int,
+    m_attn: int,
+    eps: Float[ArrayLike, ""],
+    lr: Float[ArrayLike, ""],
+    num_steps: int,
+    record_every: int,
+    optimizer: OptimizerName = "gd",
+    init_key: Key | None = None,
+) -> TrainingRun:
+    """Sample ``n`` sequences of ``s + 1`` tokens from ``P``, initialise at scale ``eps`` and
+    train for ``num_steps`` full-batch steps, recording every ``record_every`` steps.
+
+    ``init_key`` (default: derived from ``key``) fixes the initialisation separately from the
+    data, so the population flow can start from the same parameters. ``eps``, ``lr``, ``P``
+    and ``pi`` may be traced; ``n``, ``s``, widths and step counts are static.
+    """
+    if num_steps % record_every:
+        raise ValueError(f"num_steps ({num_steps}) must be a multiple of record_every ({record_every})")
+    k_data, k_init = jax.random.split(key)
+    if init_key is not None:
+        k_init = init_key
+    P = jnp.asarray(P)
+    d = P.shape[0]
+    data = sample_sequences(k_data, P, n, s + 1)
+    model = init_transformer(k_init, d, m, m_attn, eps, dtype=P.dtype)
+    opt = make_optimizer(optimizer)
+    state = train_init(model, opt, lr)
+
+    def record(st, loss):
+        return (
+            st.step,
+            loss,
+            population_loss(st.model, pi, P),
+            position_entropy(st.model, data),
+            st.model,
+        )
+
+    def block(st, _):
+        def inner(c, _):
+            c, loss = train_step(c, data, opt)
+            return c, loss
+
+        st, losses = jax.lax.scan(inner, st, None, length=record_every)
+        return st, record(st, losses[-1])
+
+    first = record(state, sequence_loss(state.model, data))
+    state, recs = jax.lax.scan(block, state, None, length=num_steps // record_every)
+    recs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
+    steps, tl, pl, pe, models = recs
+    status = nonfinite_status((tl, pl, models))
+    return TrainingRun(
+        steps=steps, train_loss=tl, population_loss=pl, position_entropy=pe, models=models, status=status
+    )

@@ -1,0 +1,165 @@
+"""The CLI and the run-directory contract: errors, config resolution, reports, kill + resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxdyn.cli import main
+from jaxdyn.runs import ConfigError, get_experiment, resolve_config
+
+TESTS = Path(__file__).resolve().parent
+os.environ["JAXDYN_EXPERIMENT_MODULES"] = "toy_experiment"
+os.environ.setdefault("JAXDYN_CACHE_DIR", "off")
+
+
+def _cli_env(**extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
+    env["JAXDYN_EXPERIMENT_MODULES"] = "toy_experiment"
+    env["JAXDYN_CACHE_DIR"] = "off"
+    env.update(extra)
+    return env
+
+
+def _jaxdyn(*args, timeout=300, **env):
+    return subprocess.run(
+        [sys.executable, "-m", "jaxdyn", *args],
+        capture_output=True, text=True, env=_cli_env(**env), timeout=timeout,
+    )
+
+
+def test_unknown_key_exits_2_with_one_line_and_no_run_directory(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["run", "toy-blowup", "--set", "bogus=1", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and "bogus" in err
+    assert not out.exists()
+
+
+def test_unknown_experiment_exits_2_and_suggests(tmp_path, capsys):
+    code = main(["run", "toy-blowpu", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "unknown experiment 'toy-blowpu'" in err and "toy-blowup" in err
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_wrong_type_and_invalid_science_value_exit_2(tmp_path, capsys):
+    assert main(["run", "toy-blowup", "--set", "t1=abc", "--out", str(tmp_path / "a")]) == 2
+    assert "t1" in capsys.readouterr().err
+    assert main(["run", "toy-blowup", "--set", "t1=-1", "--out", str(tmp_path / "b")]) == 2
+    assert "t1 must be positive" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_set_parses_lists_floats_bools_and_toml_layers(tmp_path):
+    cls = get_experiment("toy-blowup").config_cls
+    cfg = resolve_config(
+        cls, experiment="toy-blowup", overrides=["rates=[0.6,0.3,0.1]", "t1=0.5", "x64=false"]
+    )
+    assert cfg.rates == (0.6, 0.3, 0.1) and cfg.t1 == 0.5 and cfg.x64 is False
+    toml = tmp_path / "c.toml"
+    toml.write_text("t1 = 2.0\nseeds = 3\n")
+    cfg = resolve_config(
+        cls, experiment="toy-blowup", quick=True, toml_path=toml, overrides=["seeds=5"]
+    )
+    assert cfg.t1 == 2.0 and cfg.seeds == 5  # --set wins over the file, the file over --quick
+    with pytest.raises(ConfigError, match="expected list of float"):
+        resolve_config(cls, experiment="toy-blowup", overrides=["rates=0.5"])
+
+
+def test_run_writes_the_run_directory_contract(tmp_path):
+    out = tmp_path / "run"
+    assert main(["run", "toy-blowup", "--quick", "--out", str(out)]) == 0
+    for name in ["config.json", "results.npz", "summary.json", "log.txt"]:
+        assert (out / name).exists(), name
+    config = json.loads((out / "config.json").read_text())
+    assert config["config"]["seeds"] == 2 and config["quick"] is True
+    assert "jax_version" in config and config["devices"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "complete"
+    check = summary["checks"][0]
+    assert set(check) >= {"name", "expected", "measured", "tolerance", "passed"}
+    assert check["passed"]
+    # r * y0 > 1 blows up before t1 = 1: those members are counted and excluded.
+    with np.load(out / "results.npz") as data:
+        status = data["toy.status"]
+        rate, y0 = data["toy.param.rate"], data["toy.y0"]
+    np.testing.assert_array_equal(status == 2, rate * y0 > 1.0)
+    assert summary["failed_members"] == int(np.sum(status != 0))
+    assert not (out / "checkpoints").exists()
+    # An existing run directory is not silently overwritten.
+    assert main(["run", "toy-blowup", "--quick", "--out", str(out)]) == 2
+
+
+def test_report_collects_runs_into_markdown_and_html(tmp_path):
+    out = tmp_path / "runs" / "toy"
+    assert main(["run", "toy-blowup", "--quick", "--out", str(out)]) == 0
+    report = tmp_path / "report"
+    assert main(["report", str(tmp_path / "runs"), "--out", str(report)]) == 0
+    md = (report / "report.md").read_text()
+    assert "toy-blowup" in md and "closed_form" in md
+    assert "<table>" in (report / "report.html").read_text()
+    assert main(["report", str(tmp_path / "nothing"), "--out", str(report)]) == 2
+
+
+def _wait_for_chunks(directory: Path, n: int, proc, timeout=240):
+    start = time.time()
+    while time.time() - start < timeout:
+        if len(list(directory.glob("chunk_*.npz"))) >= n:
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_killed_run_resumes_to_identical_results(tmp_path, sig):
+    args = ["run", "toy-blowup", "--set", "chunk_size=4", "--set", "vmap_width=4"]
+    full = tmp_path / "full"
+    assert _jaxdyn(*args, "--out", str(full)).returncode == 0
+
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxdyn", *args, "--out", str(out)],
+        env=_cli_env(JAXDYN_SWEEP_CHUNK_DELAY="1.0"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert _wait_for_chunks(out / "checkpoints" / "toy", 2, proc), proc.communicate()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and "--resume" in err
+    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+    assert summary.get("status") != "complete"
+    finished = len(list((out / "checkpoints" / "toy").glob("chunk_*.npz")))
+    assert 2 <= finished < 5
+
+    resumed = _jaxdyn("run", "toy-blowup", "--resume", "--out", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{finished} chunk(s) resumed" in resumed.stderr
+    with np.load(full / "results.npz") as a, np.load(out / "results.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_resume_refuses_a_changed_config(tmp_path):
+    out = tmp_path / "run"
+    assert main(["run", "toy-blowup", "--quick", "--out", str(out)]) == 0
+    assert main(["run", "toy-blowup", "--resume", "--out", str(out), "--set", "t1=3.0"]) == 2
+
+
+def test_list_shows_registered_experiments(capsys):
+    assert main(["list"]) == 0
+    assert "toy-blowup" in capsys.readouterr().out

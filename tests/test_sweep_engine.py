@@ -1,0 +1,161 @@
+"""The sweep engine: grids, one compilation, chunk/device independence, statuses."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxdyn._status import Status
+from jaxdyn.sweep import Grid, run_sweep
+from jaxdyn.sweep._engine import effective_vmap_width
+
+
+def test_product_grid_orders_members_in_c_order_with_seed_last():
+    grid = Grid.product({"a": [1.0, 2.0], "b": [10.0, 20.0, 30.0]}, seeds=2, base_seed=5)
+    assert len(grid) == 12
+    assert grid.shape == (2, 3, 2)
+    assert grid.axes == ("a", "b", "seed")
+    np.testing.assert_array_equal(grid.params["a"], np.repeat([1.0, 2.0], 6))
+    np.testing.assert_array_equal(grid.params["b"][:6], [10, 10, 20, 20, 30, 30])
+    np.testing.assert_array_equal(grid.seeds[:4], [5, 6, 5, 6])
+
+
+def test_product_grid_accepts_array_valued_parameters():
+    pis = np.array([[0.7, 0.3], [0.5, 0.5], [0.9, 0.1]])
+    grid = Grid.product({"pi": pis}, seeds=1)
+    assert grid.params["pi"].shape == (3, 2)
+    np.testing.assert_array_equal(grid.params["pi"], pis)
+
+
+def test_zip_grid_requires_equal_lengths():
+    with pytest.raises(ValueError, match="equal leading lengths"):
+        Grid.zip({"a": np.zeros(3), "b": np.zeros(4)})
+    grid = Grid.zip({"a": np.arange(3.0), "M": np.zeros((3, 2, 2))}, seeds=2)
+    assert grid.shape == (3, 2) and len(grid) == 6
+
+
+def test_grid_rejects_empty_and_non_numeric_values():
+    with pytest.raises(ValueError, match="no values"):
+        Grid.product({"a": []})
+    with pytest.raises(ValueError, match="numeric"):
+        Grid.product({"a": ["x", "y"]})
+
+
+def _noisy_decay(params, key):
+    """Explicit Euler of dx/dt = -r x with a random start: closed form x0 (1 - r h)^n."""
+    x0 = jax.random.normal(key, (3,))
+    r = params["rate"]
+
+    def step(x, _):
+        x = x - 0.01 * r * x
+        return x, jnp.sum(x**2)
+
+    x, energy = jax.lax.scan(step, x0, None, length=50)
+    return {"x": x, "energy": energy, "x0": x0}
+
+
+def test_sweep_matches_closed_form_per_member():
+    rates = np.linspace(0.1, 2.0, 7)
+    result = run_sweep(_noisy_decay, Grid.product({"rate": rates}, seeds=3))
+    expected = result.outputs["x0"] * (1 - 0.01 * result.params["rate"][:, None]) ** 50
+    np.testing.assert_allclose(result.outputs["x"], expected, rtol=1e-10)
+    assert result.reshaped("x").shape == (7, 3, 3)
+    assert np.all(result.ok)
+
+
+def test_sweep_over_ten_values_compiles_once():
+    traces = []
+
+    def member(params, key):
+        traces.append(1)
+        return _noisy_decay(params, key)
+
+    result = run_sweep(member, Grid.product({"rate": np.linspace(0.0, 1.0, 10)}, seeds=2))
+    assert len(traces) == 1
+    assert result.n_compilations == 1
+    # Chunks smaller than the grid reuse the same executable (last chunk padded).
+    traces.clear()
+    result = run_sweep(
+        member, Grid.product({"rate": np.linspace(0.0, 1.0, 10)}, seeds=2), chunk_size=3,
+        vmap_width=2,
+    )
+    assert len(traces) == 1 and result.n_compilations == 1
+    assert result.chunk_size == 4
+
+
+@pytest.mark.parametrize("chunk_size", [1, 5, 64])
+def test_sweep_results_independent_of_chunk_size(chunk_size):
+    grid = Grid.product({"rate": np.linspace(0.1, 3.0, 13)}, seeds=3)
+    reference = run_sweep(_noisy_decay, grid, vmap_width=4)
+    other = run_sweep(_noisy_decay, grid, chunk_size=chunk_size, vmap_width=4)
+    for key in reference.outputs:
+        np.testing.assert_array_equal(reference.outputs[key], other.outputs[key])
+
+
+def test_nan_outputs_mark_member_failed_and_explicit_status_is_kept():
+    def member(params, key):
+        r = params["rate"]
+        value = jnp.where(r > 1.5, jnp.nan, r)
+        status = jnp.where(r < 0.5, Status.BLOWUP, Status.SUCCESS)
+        return {"value": value, "status": status}
+
+    result = run_sweep(member, Grid.product({"rate": [0.1, 1.0, 2.0]}))
+    np.testing.assert_array_equal(result.status, [Status.BLOWUP, Status.SUCCESS, Status.NAN])
+    assert result.n_failed == 2
+    assert np.isnan(result.masked("value")[0]) and result.masked("value")[1] == 1.0
+    assert result.status_counts() == {"SUCCESS": 1, "NAN": 1, "BLOWUP": 1}
+
+
+def test_effective_width_depends_only_on_grid_size():
+    assert effective_vmap_width(32, 1) == 1
+    assert effective_vmap_width(32, 5) == 8
+    assert effective_vmap_width(32, 1000) == 32
+
+
+def test_bad_sweep_arguments_raise_clear_errors():
+    grid = Grid.product({"rate": [1.0]})
+    with pytest.raises(TypeError, match="callable"):
+        run_sweep(None, grid)
+    with pytest.raises(ValueError, match="chunk_size"):
+        run_sweep(_noisy_decay, grid, chunk_size=-1)
+    with pytest.raises(TypeError, match="dict"):
+        run_sweep(lambda p, k: p["rate"], grid)
+
+
+_EIGHT_DEVICE_SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from test_sweep_engine import _noisy_decay
+    from jaxdyn.sweep import Grid, run_sweep
+    assert jax.device_count() == 8, jax.devices()
+    grid = Grid.product({"rate": np.linspace(0.1, 3.0, 13)}, seeds=3)
+    result = run_sweep(_noisy_decay, grid, chunk_size=int(sys.argv[3]), vmap_width=4)
+    np.savez(sys.argv[2], **result.outputs, n_devices=result.n_devices)
+    """
+)
+
+
+def test_sweep_results_identical_on_one_and_eight_devices(tmp_path):
+    grid = Grid.product({"rate": np.linspace(0.1, 3.0, 13)}, seeds=3)
+    reference = run_sweep(_noisy_decay, grid, vmap_width=4)
+    out = tmp_path / "eight.npz"
+    tests_dir = os.path.dirname(__file__)
+    env = dict(os.environ, PYTHONPATH=tests_dir + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    subprocess.run(
+        [sys.executable, "-c", _EIGHT_DEVICE_SCRIPT, tests_dir, str(out), "1"],
+        check=True, env=env, timeout=300,
+    )
+    with np.load(out) as data:
+        assert int(data["n_devices"]) == 8
+        for key in reference.outputs:
+            np.testing.assert_array_equal(reference.outputs[key], data[key])
