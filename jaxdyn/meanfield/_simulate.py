@@ -99,7 +99,9 @@ def _check_times(name, t1, ts, dt0):
 
 
 def _root_finder():
-    return optx.Newton(rtol=1e-12, atol=1e-12)
+    # Bisection on the step's dense interpolant: no linear solve, which keeps the event
+    # usable inside jaxdyn.sweep's shard_map (optimistix's Newton fails there, see docs).
+    return optx.Bisection(rtol=1e-13, atol=1e-13)
 
 
 def simulate_gaussian(
@@ -141,23 +143,24 @@ def simulate_gaussian(
         mean, cov = y
         return attention.gaussian_rhs(mean, cov, t=t)
 
-    def blowup_cond(t, y, args, **kw):
-        return jnp.trace(y[1]) - blowup_trace
+    # Each condition is negative before its event and crosses zero upwards at it. They are
+    # merged into one real-valued condition (their maximum) so that a scalar bracketing root
+    # finder locates the first crossing; which one fired is read off the final state.
+    def conditions(t, y):
+        mean, cov = y
+        out = {
+            "blowup": jnp.trace(cov) / blowup_trace - 1.0,
+            "psd": -(jnp.linalg.eigvalsh(0.5 * (cov + cov.T))[0] + psd_tol),
+        }
+        if steady_tol is not None:
+            dmean, dcov = rhs(t, y, None)
+            out["steady"] = 1.0 - jnp.sqrt(jnp.sum(dcov**2) + jnp.sum(dmean**2)) / steady_tol
+        return out
 
-    def psd_cond(t, y, args, **kw):
-        return -(jnp.linalg.eigvalsh(0.5 * (y[1] + y[1].T))[0] + psd_tol)
+    def merged_cond(t, y, args, **kw):
+        return jnp.max(jnp.stack(list(conditions(t, y).values())))
 
-    conds = {"blowup": blowup_cond, "psd": psd_cond}
-    directions = {"blowup": True, "psd": True}
-    if steady_tol is not None:
-
-        def steady_cond(t, y, args, **kw):
-            dmean, dcov = rhs(t, y, args)
-            return steady_tol - jnp.sqrt(jnp.sum(dcov**2) + jnp.sum(dmean**2))
-
-        conds["steady"] = steady_cond
-        directions["steady"] = True
-    event = diffrax.Event(conds, root_finder=_root_finder(), direction=directions)
+    event = diffrax.Event(merged_cond, root_finder=_root_finder(), direction=True)
 
     controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
     saveat = (
@@ -181,15 +184,17 @@ def simulate_gaussian(
     means, covs = sol.ys
     final_mean, final_cov = means[-1], covs[-1]
     t_final = sol.ts[-1]
-    mask = sol.event_mask
-    fired_blowup = mask["blowup"]
-    fired_psd = mask["psd"]
-    fired_steady = mask["steady"] if "steady" in mask else jnp.asarray(False)
-    event_code = jnp.where(
-        fired_blowup,
-        GaussianEvent.BLOWUP,
-        jnp.where(fired_psd, GaussianEvent.NOT_PSD, jnp.where(fired_steady, GaussianEvent.STEADY, 0)),
-    ).astype(jnp.int32)
+    fired = sol.event_mask
+    values = conditions(t_final, (final_mean, final_cov))
+    names = list(values)
+    which = jnp.argmax(jnp.stack([values[k] for k in names]))
+    codes = jnp.array(
+        [{"blowup": GaussianEvent.BLOWUP, "psd": GaussianEvent.NOT_PSD, "steady": GaussianEvent.STEADY}[k] for k in names],
+        jnp.int32,
+    )
+    event_code = jnp.where(fired, codes[which], GaussianEvent.NONE).astype(jnp.int32)
+    fired_blowup = event_code == GaussianEvent.BLOWUP
+    fired_psd = event_code == GaussianEvent.NOT_PSD
     any_event = event_code != GaussianEvent.NONE
     status = status_from_diffrax(sol.result)
     status = jnp.where(fired_blowup, jnp.int32(Status.BLOWUP), status)

@@ -327,13 +327,12 @@ def run_sweep(
             chunk_size, n_members, n_devices, width, _DEFAULT_MAX_PER_DEVICE
         )
 
-    program = _member_program(fn, mesh, width)
     budget = memory_budget_gb * 2**30
     n_compilations = 0
     while True:
         example_params, example_seeds = _slice_members(grid.params, grid.seeds, 0, chunk, chunk)
-        compiled = program.lower(example_params, example_seeds).compile()
-        n_compilations += 1
+        compiled, fresh = _compile(fn, mesh, width, example_params, example_seeds)
+        n_compilations += fresh
         per_device_bytes = _compiled_bytes(compiled) / n_devices
         smallest = n_devices * width
         if chunk_size or stored_chunk or per_device_bytes <= budget or chunk == smallest:
@@ -422,6 +421,34 @@ def run_sweep(
     else:
         log(f"sweep '{name}': done in {result.wall_time_s:.1f} s")
     return result
+
+
+_COMPILED: dict = {}
+_COMPILED_MAX = 32
+
+
+def _compile(fn, mesh, width, params, seeds):
+    """The compiled chunk program, cached per (function, devices, width, input shapes).
+
+    Returns ``(executable, 1 if it was compiled now else 0)``; repeated sweeps of the same
+    member function (a benchmark, an interactive session) skip tracing and compilation.
+    """
+    signature = tuple(
+        (k, np.shape(v), np.asarray(v).dtype.str) for k, v in sorted(params.items())
+    ) + ((np.shape(seeds), np.asarray(seeds).dtype.str),)
+    key = (fn, tuple(d.id for d in mesh.devices.flat), width, signature)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable callable: compile without caching
+        key = None
+    if key is not None and key in _COMPILED:
+        return _COMPILED[key], 0
+    compiled = _member_program(fn, mesh, width).lower(params, seeds).compile()
+    if key is not None:
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        _COMPILED[key] = compiled
+    return compiled, 1
 
 
 def _compiled_bytes(compiled) -> float:

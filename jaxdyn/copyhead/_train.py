@@ -1,0 +1,243 @@
+"""Networks, not just theory: Adam to the MAP, SGLD over (W, G), MALA on G alone.
+
+copy_head.md, "Validation protocol". All three are pure ``init`` / ``step`` functions driven by
+``lax.scan``; hyperparameters (learning rate, step size, temperature) are traced arrays, so a
+sweep over P and seeds compiles once. Data enter through :class:`CopyStatistics` (weights mask
+padded sequences), so every step costs O(L^2 V^2) whatever P.
+
+Conventions:
+- Adam minimises the joint energy E(W, G) (see :func:`joint_energy`), whose prior terms are the
+  weight decay V / sigma_w^2 on W and 1 / sigma_g^2 on G (coupled L2, i.e. weight decay = prior
+  precisions). Its minimum is the joint MAP; the matching theory is the reduced action with
+  ``objective="map"``.
+- SGLD (blackjax 1.7.1): theta <- theta + h grad log p(theta) + sqrt(2 h) xi, with log p = -E.
+  No 1/2 factor: an "eps/2" library step eps equals blackjax/jaxdyn h = eps / 2. The gradient is
+  the exact full-data gradient (the dataset is summarised by sufficient statistics), i.e. the
+  unadjusted Langevin limit of SGLD; its stationary law is ~ exp(-E) up to O(h) bias, whose
+  G-marginal is exp(-S(G)) (theory with ``objective="marginal"``).
+- MALA (blackjax): G <- G + h grad(-S)(G) + sqrt(2 h) xi with a Metropolis correction: exact
+  samples of p(G | D) ~ exp(-S(G)).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import blackjax
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Float
+
+from .._custom_types import Key
+from ._action import action_from_statistics, attention_matrix, joint_energy, sequence_loss
+from ._order import logit_gap, order_parameters
+from ._task import CopyStatistics, shift_matrix
+
+
+class HeadSettings(NamedTuple):
+    """Model settings shared by the trainers: attention name, alpha, conventions, priors."""
+
+    attention: str = "softmax"
+    alpha: float = 1.0
+    cyclic: bool = True
+    temperature: float | Array = 1.0
+    sigma_w2: float | Array = 1.0
+    sigma_g2: float | Array = 1.0
+
+    def kwargs(self) -> dict:
+        return dict(
+            attention=self.attention,
+            alpha=self.alpha,
+            cyclic=self.cyclic,
+            temperature=self.temperature,
+            sigma_w2=self.sigma_w2,
+            sigma_g2=self.sigma_g2,
+        )
+
+    def net_kwargs(self) -> dict:
+        return dict(attention=self.attention, alpha=self.alpha, cyclic=self.cyclic)
+
+
+def measure(G: Float[Array, "L L"], W, stats: CopyStatistics, head: HeadSettings) -> dict:
+    """Order parameters, losses and exact action of one (W, G) on the theory's axes."""
+    A = attention_matrix(G, **head.net_kwargs())
+    c1, cG = order_parameters(A, cyclic=head.cyclic)
+    out = {
+        "c_1": c1,
+        "c_G": cG,
+        "c_G_normalised": jnp.sqrt(A.shape[-1]) * cG,
+        "delta": logit_gap(G, cyclic=head.cyclic),
+        "copy_weight": jnp.sum(A * shift_matrix(A.shape[-1], cyclic=head.cyclic)) / A.shape[-1],
+        "action": action_from_statistics(G, stats, **head.kwargs()),
+    }
+    if W is not None:
+        out["loss"] = sequence_loss(W, G, stats, **head.net_kwargs())
+        out["energy"] = joint_energy(W, G, stats, **head.kwargs())
+    return out
+
+
+# --------------------------------------------------------------------------- Adam to the MAP
+
+
+class MAPState(NamedTuple):
+    params: dict
+    opt_state: optax.OptState
+
+
+def map_init(
+    key: Key, L: int, V: int, learning_rate, *, init_scale=1e-2, copy_start=0.0
+) -> MAPState:
+    """Small random (W, G); ``copy_start`` adds that multiple of the copy pattern to G (a start
+    from the copy state, for hysteresis and the convergence filter)."""
+    kw, kg = jax.random.split(key)
+    G = init_scale * jax.random.normal(kg, (L, L)) + copy_start * shift_matrix(L)
+    W = init_scale * jax.random.normal(kw, (V, V))
+    params = {"W": W, "G": G}
+    opt = optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate)
+    return MAPState(params, opt.init(params))
+
+
+def map_step(state: MAPState, stats: CopyStatistics, head: HeadSettings) -> tuple[MAPState, Array]:
+    """One Adam step on the joint energy E(W, G); returns the new state and E before the step."""
+    opt = optax.inject_hyperparams(optax.adam)(learning_rate=0.0)  # lr lives in opt_state
+
+    def energy(p):
+        return joint_energy(p["W"], p["G"], stats, **head.kwargs())
+
+    value, grads = jax.value_and_grad(energy)(state.params)
+    updates, opt_state = opt.update(grads, state.opt_state, state.params)
+    return MAPState(optax.apply_updates(state.params, updates), opt_state), value
+
+
+def train_map(
+    key: Key,
+    stats: CopyStatistics,
+    head: HeadSettings,
+    *,
+    steps: int,
+    learning_rate,
+    init_scale=1e-2,
+    copy_start=0.0,
+    record_every: int = 10,
+) -> tuple[dict, Float[Array, " n"]]:
+    """Adam to the joint MAP with ``lax.scan`` and a cosine-decayed learning rate (peak
+    ``learning_rate``, a traced array), so the last steps are gradient-flow-like and the
+    final point is a converged minimum; returns final params and the energy trace."""
+    L, V = stats.L, stats.V
+    state = map_init(key, L, V, learning_rate, init_scale=init_scale, copy_start=copy_start)
+    n_outer = max(steps // record_every, 1)
+    total = n_outer * record_every
+
+    def inner(carry, _):
+        state, t = carry
+        lr = learning_rate * (0.01 + 0.99 * 0.5 * (1.0 + jnp.cos(jnp.pi * t / total)))
+        hyper = {**state.opt_state.hyperparams, "learning_rate": lr}
+        state = MAPState(state.params, state.opt_state._replace(hyperparams=hyper))
+        state, e = map_step(state, stats, head)
+        return (state, t + 1), e
+
+    def outer(carry, _):
+        carry, es = jax.lax.scan(inner, carry, None, length=record_every)
+        return carry, es[-1]
+
+    (state, _), trace = jax.lax.scan(outer, (state, jnp.asarray(0.0)), None, length=n_outer)
+    return state.params, trace
+
+
+# --------------------------------------------------------------------------- SGLD on (W, G)
+
+
+def sgld_kernel(stats: CopyStatistics, head: HeadSettings):
+    """blackjax SGLD over {"W", "G"} with the exact gradient of log p = -E(W, G)."""
+
+    def grad_log_density(position, minibatch):
+        return jax.grad(lambda p: -joint_energy(p["W"], p["G"], minibatch, **head.kwargs()))(
+            position
+        )
+
+    return blackjax.sgld(grad_log_density)
+
+
+def sample_sgld(
+    key: Key,
+    stats: CopyStatistics,
+    head: HeadSettings,
+    *,
+    step_size,
+    burn_in: int,
+    num_samples: int,
+    thin: int,
+    init_scale=1e-2,
+    copy_start=0.0,
+) -> dict:
+    """One SGLD chain: burn-in, then ``num_samples`` samples every ``thin`` steps.
+
+    Returns per-sample measurements (see :func:`measure`) and the final G.
+    """
+    L, V = stats.L, stats.V
+    sgld = sgld_kernel(stats, head)
+    k0, kw, kg = jax.random.split(key, 3)
+    position = sgld.init(
+        {
+            "W": init_scale * jax.random.normal(kw, (V, V)),
+            "G": init_scale * jax.random.normal(kg, (L, L)) + copy_start * shift_matrix(L),
+        }
+    )
+
+    def one(pos, k):
+        return sgld.step(k, pos, stats, step_size), None
+
+    def run(pos, k, n):
+        pos, _ = jax.lax.scan(one, pos, jax.random.split(k, n))
+        return pos
+
+    kb, ks = jax.random.split(k0)
+    position = run(position, kb, burn_in)
+
+    def sample(pos, k):
+        pos = run(pos, k, thin)
+        return pos, measure(pos["G"], pos["W"], stats, head)
+
+    position, samples = jax.lax.scan(sample, position, jax.random.split(ks, num_samples))
+    samples["G_final"] = position["G"]
+    return samples
+
+
+# --------------------------------------------------------------------------- MALA on G alone
+
+
+def sample_mala(
+    key: Key,
+    stats: CopyStatistics,
+    head: HeadSettings,
+    *,
+    step_size,
+    burn_in: int,
+    num_samples: int,
+    thin: int,
+    G0: Float[Array, "L L"] | None = None,
+) -> dict:
+    """MALA on p(G | D) ~ exp(-S(G)) with the exact action (W integrated out).
+
+    Returns per-sample measurements and the mean acceptance rate after burn-in.
+    """
+    L = stats.L
+    mala = blackjax.mala(lambda G: -action_from_statistics(G, stats, **head.kwargs()), step_size)
+    state = mala.init(jnp.zeros((L, L)) if G0 is None else G0)
+
+    def one(st, k):
+        st, info = mala.step(k, st)
+        return st, info.acceptance_rate
+
+    k_burn, k_s = jax.random.split(key)
+    state, _ = jax.lax.scan(one, state, jax.random.split(k_burn, burn_in))
+
+    def sample(st, k):
+        st, acc = jax.lax.scan(one, st, jax.random.split(k, thin))
+        return st, (measure(st.position, None, stats, head), jnp.mean(acc))
+
+    state, (samples, acc) = jax.lax.scan(sample, state, jax.random.split(k_s, num_samples))
+    samples["acceptance"] = acc
+    samples["G_final"] = state.position
+    return samples
