@@ -56,7 +56,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, help="TOML file of config fields")
     run.add_argument("--resume", action="store_true", help="continue a killed run in --out")
     run.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    run.add_argument("--show-config", action="store_true", help="print the resolved config and exit")
+    run.add_argument(
+        "--show-config", action="store_true", help="print the resolved config and exit"
+    )
 
     report = sub.add_parser("report", help="one Markdown + HTML report over run directories")
     report.add_argument("dirs", nargs="+", type=Path, help="run directories or folders of runs")
@@ -84,8 +86,8 @@ def _cmd_list() -> int:
 
 
 def _cmd_run(args) -> int:
-    import json
     import dataclasses
+    import json
 
     from jaxdyn.runs import execute_run, prepare_run
 

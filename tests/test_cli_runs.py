@@ -122,11 +122,20 @@ def _wait_for_chunks(directory: Path, n: int, proc, timeout=240):
     return False
 
 
+_RESUME_ARGS = ["run", "toy-blowup", "--set", "chunk_size=4", "--set", "vmap_width=4"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_run(tmp_path_factory):
+    full = tmp_path_factory.mktemp("full") / "run"
+    assert _jaxdyn(*_RESUME_ARGS, "--out", str(full)).returncode == 0
+    return full
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
-def test_killed_run_resumes_to_identical_results(tmp_path, sig):
-    args = ["run", "toy-blowup", "--set", "chunk_size=4", "--set", "vmap_width=4"]
-    full = tmp_path / "full"
-    assert _jaxdyn(*args, "--out", str(full)).returncode == 0
+def test_killed_run_resumes_to_identical_results(tmp_path, sig, uninterrupted_run):
+    args = _RESUME_ARGS
+    full = uninterrupted_run
 
     out = tmp_path / "killed"
     proc = subprocess.Popen(
@@ -140,7 +149,8 @@ def test_killed_run_resumes_to_identical_results(tmp_path, sig):
     assert proc.returncode != 0
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "--resume" in err
-    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+    summary_file = out / "summary.json"
+    summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
     assert summary.get("status") != "complete"
     finished = len(list((out / "checkpoints" / "toy").glob("chunk_*.npz")))
     assert 2 <= finished < 5

@@ -48,6 +48,7 @@ def test_blowup_time_gradient_through_the_solver_matches_the_closed_form():
     assert abs(float(jnp.trace(grads["V"])) + t_closed) < 1e-5 * t_closed
 
 
+@pytest.mark.slow
 def test_final_covariance_gradient_through_the_solver_matches_the_closed_form():
     # contracting weights (K = -Q) so Sigma(t1) stays finite; the functional is tr(W Sigma(t1))
     t1 = 1.5
@@ -71,6 +72,7 @@ def test_final_covariance_gradient_through_the_solver_matches_the_closed_form():
     assert abs(float(jnp.trace(grads["V"])) - t1 * float(dt)) < 1e-7
 
 
+@pytest.mark.slow
 def test_value_gradient_through_the_solver_matches_finite_differences():
     # off the closed-form family (random V): directional derivative against central differences
     t1 = 1.0

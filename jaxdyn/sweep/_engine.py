@@ -163,12 +163,9 @@ def _to_host(tree):
     return jax.tree_util.tree_map(np.asarray, jax.device_get(tree))
 
 
-def _slice_members(params: dict, seeds: np.ndarray, start: int, stop: int, padded_total: int):
-    """Members start:stop, padded with copies of the last member up to the chunk size."""
-    n = seeds.shape[0]
-    idx = np.arange(start, stop)
-    idx = np.minimum(idx, n - 1)
-    del padded_total
+def _slice_members(params: dict, seeds: np.ndarray, start: int, stop: int):
+    """Members start:stop; indices past the end repeat the last member (chunk padding)."""
+    idx = np.minimum(np.arange(start, stop), seeds.shape[0] - 1)
     return {k: v[idx] for k, v in params.items()}, seeds[idx]
 
 
@@ -330,7 +327,7 @@ def run_sweep(
     budget = memory_budget_gb * 2**30
     n_compilations = 0
     while True:
-        example_params, example_seeds = _slice_members(grid.params, grid.seeds, 0, chunk, chunk)
+        example_params, example_seeds = _slice_members(grid.params, grid.seeds, 0, chunk)
         compiled, fresh = _compile(fn, mesh, width, example_params, example_seeds)
         n_compilations += fresh
         per_device_bytes = _compiled_bytes(compiled) / n_devices
@@ -379,7 +376,7 @@ def run_sweep(
     pending = [i for i in range(n_chunks) if chunk_status[i] is None]
 
     def dispatch(i):
-        p, s = _slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk, chunk)
+        p, s = _slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
         p = {k: _put_global(v, sharding) for k, v in p.items()}
         return compiled(p, _put_global(s, sharding))
 
