@@ -173,3 +173,26 @@ def test_resume_refuses_a_changed_config(tmp_path):
 def test_list_shows_registered_experiments(capsys):
     assert main(["list"]) == 0
     assert "toy-blowup" in capsys.readouterr().out
+
+
+def test_run_results_identical_on_one_and_eight_devices_and_chunk_sizes(tmp_path):
+    """The toy's event root finding cannot trace under shard_map (diffrax #765): the engine
+    falls back to per-device dispatch, and results stay bitwise identical."""
+    runs = {
+        "one": ([], ["--set", "chunk_size=64"]),
+        "eight": (["--xla_force_host_platform_device_count=8"], ["--set", "chunk_size=1"]),
+    }
+    for name, (flags, extra) in runs.items():
+        proc = _jaxdyn(
+            "run", "toy-blowup", "--set", "vmap_width=4", *extra, "--out", str(tmp_path / name),
+            XLA_FLAGS=" ".join(flags),
+        )
+        assert proc.returncode == 0, proc.stderr
+    config = json.loads((tmp_path / "eight" / "config.json").read_text())
+    assert config["n_devices"] == 8
+    with np.load(tmp_path / "one" / "results.npz") as a, np.load(
+        tmp_path / "eight" / "results.npz"
+    ) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])

@@ -149,7 +149,9 @@ def test_gaussian_sinkhorn_energy_matches_discretised_sinkhorn_in_one_dimension(
     logm = -0.5 * grid**2 / s
     logm = logm - jax.scipy.special.logsumexp(logm)
     scores = a * np.outer(grid, grid)
-    log_pi = sinkhorn_log_coupling(scores, log_row_weights=logm, log_col_weights=logm, iterations=2000)
+    log_pi = sinkhorn_log_coupling(
+        scores, log_row_weights=logm, log_col_weights=logm, iterations=2000
+    )
     pi = np.exp(np.asarray(log_pi))
     cost = -np.sum(pi * scores)
     kl = np.sum(pi * (np.asarray(log_pi) - logm[:, None] - logm[None, :]))
@@ -185,4 +187,6 @@ def test_energy_rejects_attention_without_a_single_interaction_matrix():
     with pytest.raises(ValueError, match="no single interaction matrix"):
         interaction_energy(att, np.zeros((3, 2)))
     # linear attention has one: the energy is defined
-    assert np.isfinite(float(interaction_energy(Linear(Q=np.eye(2), K=np.eye(2), V=np.eye(2)), np.ones((3, 2)))))
+    assert np.isfinite(
+        float(interaction_energy(Linear(Q=np.eye(2), K=np.eye(2), V=np.eye(2)), np.ones((3, 2))))
+    )

@@ -82,7 +82,9 @@ def test_value_gradient_through_the_solver_matches_finite_differences():
 
     @jax.jit
     def f(V):
-        return jnp.trace(W @ solver_final_covariance(Softmax(Q=Qc, K=Kc, V=V), jnp.zeros(D), COV0, t1))
+        return jnp.trace(
+            W @ solver_final_covariance(Softmax(Q=Qc, K=Kc, V=V), jnp.zeros(D), COV0, t1)
+        )
 
     g = jax.jit(jax.grad(f))(V)
     h = 1e-5

@@ -11,6 +11,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optimistix as optx
 
 from jaxdyn._status import Status, status_from_diffrax
 from jaxdyn.runs import ConfigError, ExperimentConfig, register_experiment
@@ -49,16 +50,22 @@ def toy_member(params, key):
         0.01,
         y0,
         args=r,
-        saveat=diffrax.SaveAt(ts=ts),
+        saveat=diffrax.SaveAt(ts=ts, t1=True),
         stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10),
-        event=diffrax.Event(cond),
+        # Exact event time by root finding: under shard_map this needs the engine's
+        # per-device fallback (diffrax issue #765), which the 8-device test exercises.
+        event=diffrax.Event(cond, root_finder=optx.Newton(rtol=1e-10, atol=1e-10)),
         max_steps=4096,
         throw=False,
     )
     status = status_from_diffrax(sol.result)
     status = jnp.where(sol.event_mask, jnp.int32(Status.BLOWUP), status)
     exact = y0 / (1.0 - r * y0 * ts)
-    return {"y": sol.ys, "y0": y0, "exact": exact, "status": status}
+    # After an event diffrax writes the terminal (event) time in the next save slot and
+    # fills the rest with inf: the event time is the last finite save time.
+    t_stop = jnp.max(jnp.where(jnp.isfinite(sol.ts), sol.ts, -jnp.inf))
+    t_event = jnp.where(sol.event_mask, t_stop, jnp.inf)
+    return {"y": sol.ys[:-1], "y0": y0, "exact": exact, "t_event": t_event, "status": status}
 
 
 @register_experiment("toy-blowup", ToyConfig, "test-only: dy/dt = r y^2 sweep", paper=False)
@@ -76,4 +83,10 @@ def run_toy(config: ToyConfig, run):
     ok = result.ok
     err = np.max(np.abs(result.outputs["y"][ok] - result.outputs["exact"][ok]))
     run.check("closed_form", expected=0.0, measured=float(err), tolerance=1e-5)
+    # The event y = 1e3 happens at t = 1/(r y0) - 1/(r 1e3), located by root finding.
+    blown = result.status == Status.BLOWUP
+    rate, y0 = result.params["rate"][blown], result.outputs["y0"][blown]
+    t_exact = 1.0 / (rate * y0) - 1.0 / (rate * 1e3)
+    t_err = float(np.max(np.abs(result.outputs["t_event"][blown] - t_exact), initial=0.0))
+    run.check("event_time", expected=0.0, measured=t_err, tolerance=1e-6)
     run.scalar("blowups", int(np.sum(result.status == Status.BLOWUP)))

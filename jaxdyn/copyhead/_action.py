@@ -16,6 +16,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._network import ATTENTIONS, copy_head
@@ -24,6 +25,11 @@ from ._task import CopyStatistics, supervised_positions
 
 def _is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
+
+
+def _all(x, predicate) -> bool:
+    # numpy, not jnp: validation must not create tracers under make_jaxpr / jit.
+    return bool(np.all(predicate(np.asarray(x))))
 
 
 def validate_hyperparameters(
@@ -37,9 +43,9 @@ def validate_hyperparameters(
         ("sigma_w2", sigma_w2),
         ("sigma_g2", sigma_g2),
     ):
-        if _is_concrete(value) and not bool(jnp.all(jnp.asarray(value) > 0)):
+        if _is_concrete(value) and not _all(value, lambda v: v > 0):
             raise ValueError(f"{name} must be > 0, got {value}")
-    if _is_concrete(alpha) and not bool(jnp.all(jnp.asarray(alpha) >= 0)):
+    if _is_concrete(alpha) and not _all(alpha, lambda v: v >= 0):
         raise ValueError(f"alpha must be >= 0, got {alpha}")
 
 

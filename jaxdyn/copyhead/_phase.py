@@ -305,6 +305,12 @@ def first_order_point(
     return _bisect(gap, float(P[i]), float(P[i + 1]), iterations)
 
 
+@eqx.filter_jit
+def _symmetric_state_curvature(model, P):
+    x0 = jnp.zeros(2)
+    return jnp.min(jnp.linalg.eigvalsh(jax.hessian(lambda x: model.action(x, P))(x0)))
+
+
 def instability_point(
     model: AbstractReducedModel, P_lo: float, P_hi: float, *, iterations: int = 60
 ) -> float | None:
@@ -312,13 +318,7 @@ def instability_point(
     Hessian of the reduced action at 0 crosses zero (bisection), or None."""
     if not model.symmetric_state:
         return None
-    x0 = jnp.zeros(2)
-
-    @jax.jit
-    def lam(p):
-        return jnp.min(jnp.linalg.eigvalsh(jax.hessian(lambda x: model.action(x, p))(x0)))
-
-    f = lambda p: float(lam(p))
+    f = lambda p: float(_symmetric_state_curvature(model, jnp.asarray(p)))
     if not (f(P_lo) > 0 > f(P_hi)):
         return None
     return _bisect(f, P_lo, P_hi, iterations)

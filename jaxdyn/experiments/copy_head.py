@@ -43,24 +43,25 @@ def _reduced_model(attention, L, V, T, sigma_w2, sigma_g2, alpha, objective):
     )
 
 
-def _refined_transition(model, P_min, P_max, n_P, *, refine: int = 61):
+def _refined_transition(model, P_min, P_max, n_P):
     """Phase diagram on a log grid, then classification on a fine grid around the largest jump
     of the global amplitude (so narrow coexistence windows are resolved)."""
     diagram = ch.phase_diagram(model, np.geomspace(P_min, P_max, n_P))
     amp = diagram.order_global["amplitude"]
     i = int(np.argmax(np.abs(np.diff(amp))))
     lo, hi = diagram.P[max(i - 3, 0)], diagram.P[min(i + 4, n_P - 1)]
-    fine = ch.phase_diagram(model, np.geomspace(lo, hi, refine))
+    fine = ch.phase_diagram(model, np.geomspace(lo, hi, n_P))  # same length: no recompilation
     info = ch.classify_transition(model, fine)
     if info["transition_order"] != "first":
         info = ch.classify_transition(model, diagram)
     return diagram, fine, info
 
 
-def _crossover_point(P, c1, cG, weight):
-    """First P where weight * c_G >= c_1 (log-linear interpolation), or NaN."""
+def _crossover_point(P, c1, cG, weight, P_c):
+    """First P above the onset P_c where weight * c_G >= c_1 (log-linear interpolation)."""
     d = weight * np.asarray(cG) - np.asarray(c1)
-    idx = np.flatnonzero((d[:-1] < 0) & (d[1:] >= 0))
+    above = np.asarray(P) > 1.01 * P_c
+    idx = np.flatnonzero((d[:-1] < 0) & (d[1:] >= 0) & above[:-1])
     if idx.size == 0:
         return float("nan")
     i = idx[0]
@@ -164,7 +165,7 @@ def run_theory(config: TheoryConfig, run: Run) -> None:
                   note="amplitude ~ (P - P_c)^beta just above the onset")
         for w, name in ((1.0, "raw"), (np.sqrt(c.L), "normalised")):
             run.scalar(f"linear_crossover_P_{name}", _crossover_point(
-                lin_diag.P, lin_diag.order_global["c_1"], lin_diag.order_global["c_G"], w))
+                lin_diag.P, lin_diag.order_global["c_1"], lin_diag.order_global["c_G"], w, P_c))
         run.scalar("linear_onset_over_V_three_halves", P_c / (c.temperature * c.V**1.5))
 
     _theory_figures(run, c, results)
@@ -611,9 +612,9 @@ def run_scaling(c: ScalingConfig, run: Run) -> None:
             P_c = ch.instability_point(lin, 1e-2, 1e6)
             lin_c[i, j] = np.nan if P_c is None else P_c
             d = ch.phase_diagram(lin, np.geomspace(0.5 * (P_c or 1.0), 1e3 * (P_c or 1.0), c.n_P))
-            lin_x[i, j] = _crossover_point(d.P, d.order_global["c_1"], d.order_global["c_G"], 1.0)
-            lin_xn[i, j] = _crossover_point(d.P, d.order_global["c_1"], d.order_global["c_G"],
-                                            np.sqrt(L))
+            o = d.order_global
+            lin_x[i, j] = _crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c or 0.0)
+            lin_xn[i, j] = _crossover_point(d.P, o["c_1"], o["c_G"], np.sqrt(L), P_c or 0.0)
             run.log(f"L={L} V={V}: softmax {info['transition_order']} P*={info['P_star']}, "
                     f"linear P_c={P_c}, crossover {lin_x[i, j]:.4g} / {lin_xn[i, j]:.4g}")
     run.save_arrays(L=np.asarray(Ls), V=np.asarray(Vs), softmax_P_star=sm, linear_P_c=lin_c,

@@ -63,6 +63,8 @@ from ._stages import (
 )
 from ._text import (
     Corpus as Corpus,
+    attention_by_token as attention_by_token,
+    attention_story as attention_story,
     bigram_chain as bigram_chain,
     detect_format as detect_format,
     load_corpus as load_corpus,

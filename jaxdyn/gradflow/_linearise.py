@@ -2,9 +2,8 @@
 closed-form stage rates ("Stages and the numbers the theory gives").
 
 Near a critical point ``theta*``, ``d Delta/dt = J Delta`` with ``J = -Hess L(theta*)``. We
-find critical points by root-finding ``grad L = 0`` with optimistix (Newton with a
-pseudo-inverse linear solve: the Hessian is singular along the gauge orbits
-``W0 -> W0 A, W1 -> A^{-1} W1``), take the Hessian with ``jax.hessian``, and split unstable
+find critical points by root-finding ``grad L = 0`` with optimistix (Levenberg-Marquardt on
+``grad L``: the Hessian is singular along the gauge orbits ``W0 -> W0 A, W1 -> A^{-1} W1``), take the Hessian with ``jax.hessian``, and split unstable
 eigenvectors into their embedding (W0, W1) and attention (WQ, WK) parts.
 """
 
@@ -13,7 +12,6 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import lineax as lx
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
@@ -144,17 +142,19 @@ def find_critical_point(
 ) -> CriticalPoint:
     """Root-find ``grad L(theta) = 0`` starting at ``model`` (e.g. a point on the trajectory).
 
-    ``optimistix.Newton`` with an SVD (pseudo-inverse) linear solve, because the Hessian is
-    singular along the continuous symmetries of the parametrisation; Newton then moves
-    orthogonally to the critical manifold and converges quadratically near a saddle.
+    Solved as the least-squares problem ``min ||grad L||^2`` with
+    ``optimistix.LevenbergMarquardt``: the Hessian is singular along the continuous symmetries
+    of the parametrisation (``W0 -> W0 A``, ``W1 -> A^{-1} W1``), where plain Newton with a
+    pseudo-inverse drifts along the critical manifold to unbalanced points; the damped
+    Gauss-Newton steps stay near the start and converge to the nearby critical point.
     """
     flat, unravel = ravel_pytree(model)
 
     def residual(v, args):
         return ravel_pytree(loss_gradient(unravel(v), pi, P))[0]
 
-    solver = optx.Newton(rtol=rtol, atol=atol, linear_solver=lx.SVD())
-    sol = optx.root_find(residual, solver, flat, max_steps=max_steps, throw=False)
+    solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
+    sol = optx.least_squares(residual, solver, flat, max_steps=max_steps, throw=False)
     point = unravel(sol.value)
     gnorm = jnp.linalg.norm(residual(sol.value, None))
     ok = (sol.result == optx.RESULTS.successful) & jnp.isfinite(gnorm)

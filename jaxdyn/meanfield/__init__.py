@@ -21,4 +21,40 @@ from ._simulate import (
 )
 
 # --- analysis (engineer B) ---
+from ._analysis import (
+    bures_wasserstein as bures_wasserstein,
+    bures_wasserstein_map as bures_wasserstein_map,
+    detect_clusters as detect_clusters,
+    empirical_mean_cov as empirical_mean_cov,
+    optimal_assignment as optimal_assignment,
+    sliced_wasserstein as sliced_wasserstein,
+    sqrtm_psd as sqrtm_psd,
+    stability_ratio as stability_ratio,
+    wasserstein2_exact as wasserstein2_exact,
+)
+from ._design import (
+    BlowupDesign as BlowupDesign,
+    delay_blowup as delay_blowup,
+    solver_blowup_time as solver_blowup_time,
+    solver_final_covariance as solver_final_covariance,
+    weight_gradients as weight_gradients,
+)
+from ._energy import (
+    bures_wasserstein_geodesic as bures_wasserstein_geodesic,
+    bures_wasserstein_gradient as bures_wasserstein_gradient,
+    bures_wasserstein_step as bures_wasserstein_step,
+    energy_rate as energy_rate,
+    gaussian_interaction_energy as gaussian_interaction_energy,
+    gaussian_sinkhorn_energy as gaussian_sinkhorn_energy,
+    geodesic_second_variation as geodesic_second_variation,
+    interaction_energy as interaction_energy,
+)
+from ._particles import (
+    FixedStepSolution as FixedStepSolution,
+    RK4 as RK4,
+    SphereProjected as SphereProjected,
+    fixed_step_particles as fixed_step_particles,
+    sphere_softmax as sphere_softmax,
+    uniform_on_sphere as uniform_on_sphere,
+)
 # --- end analysis ---

@@ -61,7 +61,9 @@ def sqrtm_psd(cov: Float[ArrayLike, "d d"]) -> Float[Array, "d d"]:
     return (U * jnp.sqrt(jnp.clip(lam, 0.0))) @ U.T
 
 
-def empirical_mean_cov(x: Float[ArrayLike, "n d"]) -> tuple[Float[Array, " d"], Float[Array, "d d"]]:
+def empirical_mean_cov(
+    x: Float[ArrayLike, "n d"],
+) -> tuple[Float[Array, " d"], Float[Array, "d d"]]:
     """Mean and covariance of the empirical measure ``(1/n) sum_i delta_{x_i}``.
 
     The covariance is that of the measure itself, ``(1/n) sum_i (x_i - m)(x_i - m)^T`` (no
@@ -88,13 +90,18 @@ def bures_wasserstein(
     _check_gaussian("mean1", mean1, "cov1", cov1)
     _check_gaussian("mean2", mean2, "cov2", cov2)
     if jnp.shape(mean1) != jnp.shape(mean2):
-        raise ValueError(f"mean1 and mean2 differ in shape: {jnp.shape(mean1)} vs {jnp.shape(mean2)}")
+        raise ValueError(
+            f"mean1 and mean2 differ in shape: {jnp.shape(mean1)} vs {jnp.shape(mean2)}"
+        )
     m1, s1, m2, s2 = map(jnp.asarray, (mean1, cov1, mean2, cov2))
     r1 = sqrtm_psd(s1)
     cross = r1 @ (0.5 * (s2 + s2.T)) @ r1
     lam = jnp.linalg.eigvalsh(0.5 * (cross + cross.T))
-    bw2 = jnp.sum((m1 - m2) ** 2) + jnp.trace(s1) + jnp.trace(s2) - 2.0 * jnp.sum(
-        jnp.sqrt(jnp.clip(lam, 0.0))
+    bw2 = (
+        jnp.sum((m1 - m2) ** 2)
+        + jnp.trace(s1)
+        + jnp.trace(s2)
+        - 2.0 * jnp.sum(jnp.sqrt(jnp.clip(lam, 0.0)))
     )
     return jnp.sqrt(jnp.clip(bw2, 0.0))
 
@@ -149,7 +156,9 @@ def sliced_wasserstein(
     _check_cloud("x", x)
     _check_cloud("y", y)
     if jnp.shape(x)[1] != jnp.shape(y)[1]:
-        raise ValueError(f"x and y must share the dimension d, got {jnp.shape(x)} and {jnp.shape(y)}")
+        raise ValueError(
+            f"x and y must share the dimension d, got {jnp.shape(x)} and {jnp.shape(y)}"
+        )
     if int(n_projections) < 1:
         raise ValueError(f"n_projections must be >= 1, got {n_projections}")
     x, y = jnp.asarray(x), jnp.asarray(y)
@@ -203,7 +212,9 @@ def _hungarian(cost: np.ndarray) -> np.ndarray:
     return col
 
 
-def optimal_assignment(x: Float[ArrayLike, "n d"], y: Float[ArrayLike, "n d"]) -> Int[np.ndarray, " n"]:
+def optimal_assignment(
+    x: Float[ArrayLike, "n d"], y: Float[ArrayLike, "n d"]
+) -> Int[np.ndarray, " n"]:
     """Permutation ``sigma`` minimising ``sum_i |x_i - y_sigma(i)|^2`` (host-side, small n).
 
     Between two uniform empirical measures with the same number of atoms, optimal transport
@@ -213,7 +224,9 @@ def optimal_assignment(x: Float[ArrayLike, "n d"], y: Float[ArrayLike, "n d"]) -
     _check_cloud("x", x)
     _check_cloud("y", y)
     if np.shape(x) != np.shape(y):
-        raise ValueError(f"x and y must have the same shape (n, d), got {np.shape(x)} and {np.shape(y)}")
+        raise ValueError(
+            f"x and y must have the same shape (n, d), got {np.shape(x)} and {np.shape(y)}"
+        )
     xn = np.asarray(x, dtype=np.float64)
     yn = np.asarray(y, dtype=np.float64)
     cost = np.sum((xn[:, None, :] - yn[None, :, :]) ** 2, axis=-1)
@@ -282,7 +295,9 @@ def stability_ratio(
     xs = np.asarray(xs)
     ys = np.asarray(ys)
     if xs.ndim != 3 or xs.shape != ys.shape:
-        raise ValueError(f"xs and ys must be (T, n, d) of equal shape, got {xs.shape} and {ys.shape}")
+        raise ValueError(
+            f"xs and ys must be (T, n, d) of equal shape, got {xs.shape} and {ys.shape}"
+        )
     d0 = float(distance(xs[0], ys[0]))
     if d0 <= 0.0:
         raise ValueError("the initial clouds coincide (distance 0): the ratio is undefined")

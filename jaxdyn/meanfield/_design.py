@@ -40,7 +40,13 @@ def solver_blowup_time(
     ``t1``. ``jax.grad`` with respect to the Module gives ``dt*/dQ``, ``dt*/dK``, ``dt*/dV``.
     """
     sol = simulate_gaussian(
-        attention, mean0, cov0, t1, blowup_trace=blowup_trace, rtol=rtol, atol=atol,
+        attention,
+        mean0,
+        cov0,
+        t1,
+        blowup_trace=blowup_trace,
+        rtol=rtol,
+        atol=atol,
         max_steps=max_steps,
     )
     return sol.t_blowup
@@ -59,7 +65,13 @@ def solver_final_covariance(
     """``Sigma(t_1)`` of the Gaussian ODE (differentiable in the weights); NaN if an event stopped it
     first (blow-up or loss of definiteness before ``t_1``)."""
     sol = simulate_gaussian(
-        attention, mean0, cov0, t1, rtol=rtol, atol=atol, max_steps=max_steps,
+        attention,
+        mean0,
+        cov0,
+        t1,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
         blowup_trace=jnp.inf,
     )
     stopped = jnp.isfinite(sol.t_event)
@@ -132,8 +144,13 @@ def delay_blowup(
     def blowup(params):
         Q, K = weights(params)
         tb = solver_blowup_time(
-            Softmax(Q=Q, K=K, V=eye), jnp.zeros(d, cov0.dtype), cov0, t1,
-            blowup_trace=blowup_trace, rtol=1e-8, atol=1e-10,
+            Softmax(Q=Q, K=K, V=eye),
+            jnp.zeros(d, cov0.dtype),
+            cov0,
+            t1,
+            blowup_trace=blowup_trace,
+            rtol=1e-8,
+            atol=1e-10,
         )
         return jnp.where(jnp.isfinite(tb), jnp.minimum(tb, t1), t1)
 

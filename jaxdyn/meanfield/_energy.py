@@ -123,7 +123,9 @@ def geodesic_second_variation(
     """
     _check_cloud("x0", x0)
     if jnp.shape(x0) != jnp.shape(x1):
-        raise ValueError(f"x0 and x1 must have the same shape, got {jnp.shape(x0)} and {jnp.shape(x1)}")
+        raise ValueError(
+            f"x0 and x1 must have the same shape, got {jnp.shape(x0)} and {jnp.shape(x1)}"
+        )
     x0, x1 = jnp.asarray(x0), jnp.asarray(x1)
 
     def along(r):

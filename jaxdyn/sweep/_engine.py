@@ -23,6 +23,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from .._compat import patch_equinox_closure_convert
 from .._status import Status, count_by_status, nonfinite_status
 from ..runs._atomic import atomic_savez, atomic_write_text
 from ._grid import Grid
@@ -108,7 +110,9 @@ class SweepResult:
 
 
 
-def _member_program(fn: Callable, mesh, vmap_width: int) -> Callable:
+def _batched_member_program(fn: Callable, vmap_width: int) -> Callable:
+    """``(params, seeds) -> (outputs, status)`` for a batch of members on one device."""
+
     def member(params, seed):
         key = jax.random.key(seed)
         out = fn(params, key)
@@ -135,15 +139,92 @@ def _member_program(fn: Callable, mesh, vmap_width: int) -> Callable:
         out = jax.lax.map(lambda a: vmapped(*a), (jax.tree.map(group, params), group(seeds)))
         return jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), out)
 
-    # check_vma=False: diffrax/optimistix internals are not annotated for varying axes.
-    sharded = jax.shard_map(
-        batched,
-        mesh=mesh,
-        in_specs=(PartitionSpec(SWEEP_AXIS), PartitionSpec(SWEEP_AXIS)),
-        out_specs=PartitionSpec(SWEEP_AXIS),
-        check_vma=False,
-    )
-    return jax.jit(sharded)
+    return batched
+
+
+class _ShardedProgram:
+    """One executable for the whole chunk: ``jax.shard_map`` over the ``sweep`` mesh axis.
+
+    On a single device the shard_map is dropped (a plain jit of the same batched program).
+    """
+
+    mode = "shard_map"
+
+    def __init__(self, fn, mesh, width, params, seeds):
+        batched = _batched_member_program(fn, width)
+        self.n_devices = mesh.devices.size
+        self.sharding = NamedSharding(mesh, PartitionSpec(SWEEP_AXIS))
+        if self.n_devices == 1:
+            program = jax.jit(batched)
+        else:
+            patch_equinox_closure_convert()
+            # check_vma=False: diffrax/optimistix internals are not annotated for varying axes.
+            program = jax.jit(
+                jax.shard_map(
+                    batched,
+                    mesh=mesh,
+                    in_specs=(PartitionSpec(SWEEP_AXIS), PartitionSpec(SWEEP_AXIS)),
+                    out_specs=PartitionSpec(SWEEP_AXIS),
+                    check_vma=False,
+                )
+            )
+        self.compiled = program.lower(params, seeds).compile()
+        self.compilations = 1
+        self.bytes_per_device = _compiled_bytes(self.compiled) / self.n_devices
+
+    def dispatch(self, params, seeds):
+        put = lambda x: _put_global(x, self.sharding)
+        return self.compiled({k: put(v) for k, v in params.items()}, put(seeds))
+
+    def fetch(self, handle):
+        return _to_host(handle)
+
+
+class _PerDeviceProgram:
+    """Fallback when a member function cannot be traced under ``shard_map``.
+
+    Some library internals are not yet shard_map-safe (diffrax event root finding through
+    optimistix/lineax on jax 0.10: diffrax issue #765, lineax issue #185). Then each device
+    gets its slice of the chunk and runs the same single-device program, compiled once per
+    device and dispatched asynchronously, so devices still work in parallel and results stay
+    identical. Single-process only.
+    """
+
+    mode = "per_device"
+
+    def __init__(self, fn, devices, width, params, seeds):
+        if jax.process_count() > 1:
+            raise RuntimeError(
+                "this sweep's member function cannot run under shard_map, and the per-device "
+                "fallback supports a single process only"
+            )
+        self.devices = list(devices)
+        self.n_devices = len(self.devices)
+        self.program = jax.jit(_batched_member_program(fn, width))
+        self.compiled = []
+        for device, (p, s) in zip(self.devices, self._split(params, seeds), strict=True):
+            p, s = jax.device_put((p, s), device)
+            self.compiled.append(self.program.lower(p, s).compile())
+        self.compilations = self.n_devices
+        self.bytes_per_device = _compiled_bytes(self.compiled[0])
+
+    def _split(self, params, seeds):
+        n = seeds.shape[0] // self.n_devices
+        return [
+            ({k: v[d * n : (d + 1) * n] for k, v in params.items()}, seeds[d * n : (d + 1) * n])
+            for d in range(self.n_devices)
+        ]
+
+    def dispatch(self, params, seeds):
+        handles = []
+        parts = self._split(params, seeds)
+        for device, compiled, (p, s) in zip(self.devices, self.compiled, parts, strict=True):
+            handles.append(compiled(*jax.device_put((p, s), device)))
+        return handles
+
+    def fetch(self, handles):
+        hosts = [_to_host(h) for h in handles]
+        return jax.tree.map(lambda *xs: np.concatenate(xs), *hosts)
 
 
 def _put_global(host_array: np.ndarray, sharding) -> jax.Array:
@@ -291,7 +372,6 @@ def run_sweep(
     devices = list(devices) if devices is not None else jax.devices()
     n_devices = len(devices)
     mesh = jax.sharding.Mesh(np.array(devices), (SWEEP_AXIS,))
-    sharding = NamedSharding(mesh, PartitionSpec(SWEEP_AXIS))
     n_members = len(grid)
     width = effective_vmap_width(vmap_width, n_members)
     log = getattr(run, "log", None) or (lambda msg: None)
@@ -328,9 +408,9 @@ def run_sweep(
     n_compilations = 0
     while True:
         example_params, example_seeds = _slice_members(grid.params, grid.seeds, 0, chunk)
-        compiled, fresh = _compile(fn, mesh, width, example_params, example_seeds)
+        program, fresh = _compile(fn, mesh, width, example_params, example_seeds, log)
         n_compilations += fresh
-        per_device_bytes = _compiled_bytes(compiled) / n_devices
+        per_device_bytes = program.bytes_per_device
         smallest = n_devices * width
         if chunk_size or stored_chunk or per_device_bytes <= budget or chunk == smallest:
             break
@@ -376,9 +456,9 @@ def run_sweep(
     pending = [i for i in range(n_chunks) if chunk_status[i] is None]
 
     def dispatch(i):
-        p, s = _slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
-        p = {k: _put_global(v, sharding) for k, v in p.items()}
-        return compiled(p, _put_global(s, sharding))
+        return program.dispatch(
+            *_slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
+        )
 
     try:
         in_flight = dispatch(pending[0]) if pending else None
@@ -386,7 +466,7 @@ def run_sweep(
             current = in_flight
             # Dispatch the next chunk before fetching this one: device work overlaps I/O.
             in_flight = dispatch(pending[j + 1]) if j + 1 < len(pending) else None
-            outputs, status = _to_host(current)
+            outputs, status = program.fetch(current)
             checkpoints.save(i, outputs, status)
             chunk_outputs[i], chunk_status[i] = outputs, status
             bar.update(1)
@@ -424,10 +504,10 @@ _COMPILED: dict = {}
 _COMPILED_MAX = 32
 
 
-def _compile(fn, mesh, width, params, seeds):
-    """The compiled chunk program, cached per (function, devices, width, input shapes).
+def _compile(fn, mesh, width, params, seeds, log=lambda msg: None):
+    """The chunk program, cached per (function, devices, width, input shapes).
 
-    Returns ``(executable, 1 if it was compiled now else 0)``; repeated sweeps of the same
+    Returns ``(program, number of compilations done now)``; repeated sweeps of the same
     member function (a benchmark, an interactive session) skip tracing and compilation.
     """
     signature = tuple(
@@ -440,12 +520,23 @@ def _compile(fn, mesh, width, params, seeds):
         key = None
     if key is not None and key in _COMPILED:
         return _COMPILED[key], 0
-    compiled = _member_program(fn, mesh, width).lower(params, seeds).compile()
+    try:
+        program = _ShardedProgram(fn, mesh, width, params, seeds)
+    except Exception as err:
+        if mesh.devices.size == 1:
+            raise
+        message = (
+            f"shard_map could not compile this member function ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:120]}); falling back to per-device dispatch"
+        )
+        log(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        program = _PerDeviceProgram(fn, list(mesh.devices.flat), width, params, seeds)
     if key is not None:
         if len(_COMPILED) >= _COMPILED_MAX:
             _COMPILED.pop(next(iter(_COMPILED)))
-        _COMPILED[key] = compiled
-    return compiled, 1
+        _COMPILED[key] = program
+    return program, program.compilations
 
 
 def _compiled_bytes(compiled) -> float:

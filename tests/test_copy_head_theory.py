@@ -1,0 +1,168 @@
+"""Order parameters, population reduction and phase diagrams (copy_head.md)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdyn.copyhead as ch
+
+
+@pytest.mark.parametrize("cyclic", [True, False])
+def test_order_parameters_recover_a_combination_of_U_and_S(cyclic):
+    L = 7
+    A = 0.3 * ch.uniform_matrix(L) + 0.7 * ch.shift_matrix(L, cyclic=cyclic)
+    c1, cG = ch.order_parameters(A, cyclic=cyclic)
+    assert abs(float(c1) - 0.3) < 1e-12 and abs(float(cG) - 0.7) < 1e-12
+    assert abs(float(ch.coverage(A[None], cyclic=cyclic)) - 1.0) < 1e-12
+
+
+def test_coverage_of_random_patterns_is_small():
+    A = jax.random.uniform(jax.random.key(0), (50, 12, 12))
+    assert float(ch.coverage(A)) < 0.1
+
+
+def test_logit_gap_of_row_centred_copy_scores_ignores_the_softmax_gauge():
+    L, delta = 9, 1.7
+    G = delta * (ch.shift_matrix(L) - 1.0 / L) + jnp.arange(L)[:, None]  # row constants
+    assert abs(float(ch.logit_gap(G)) - delta * L / (L - 1) * (L - 1) / L) < 1e-12
+    p = ch.softmax_copy_probability(delta, L)
+    A = ch.copy_head("softmax").weights(G)
+    assert abs(float(A[3, 2]) - float(p)) < 1e-12
+    a1, aG = ch.softmax_order_parameters(delta, L)
+    c1, cG = ch.order_parameters(A)
+    assert abs(float(a1 - c1)) < 1e-12 and abs(float(aG - cG)) < 1e-12
+
+
+def _expected_statistics(L, V, P):
+    """E[N[l, m, a, b]] = P (delta_lm delta_ab / V + (1 - delta_lm) / V^2) for uniform tokens."""
+    eye_L, eye_V = np.eye(L), np.eye(V)
+    N = P * (eye_L[:, :, None, None] * eye_V / V + (1 - eye_L)[:, :, None, None] / V**2)
+    S = np.asarray(ch.shift_matrix(L))
+    # Y_l = x_{l-1}: NY[m, l] = E[x_m y_l^T] = E[x_m x_{l-1}^T]
+    same = np.einsum("lk,mk->ml", S, eye_L)
+    NY = P * (same[:, :, None, None] * eye_V / V + (1 - same)[:, :, None, None] / V**2)
+    return ch.CopyStatistics(N=jnp.asarray(N), NY=jnp.asarray(NY),
+                             yy=jnp.asarray(P * L * 1.0), P=jnp.asarray(float(P)))
+
+
+@pytest.mark.parametrize("attention", ["linear", "softmax"])
+def test_population_action_equals_exact_action_at_expected_statistics(attention):
+    L, V, P = 6, 4, 13.0
+    G = jax.random.normal(jax.random.key(1), (L, L))
+    A = ch.attention_matrix(G, attention=attention)
+    stats = _expected_statistics(L, V, P)
+    exact = ch.action_from_statistics(G, stats, attention=attention, temperature=0.9)
+    pop = ch.population_action(G, A, P, V=V, temperature=0.9)
+    assert abs(float(exact - pop)) < 1e-10
+
+
+def test_expected_statistics_match_sampled_data():
+    L, V, P = 5, 3, 20000
+    X, Y = ch.copy_task(jax.random.key(2), P, L, V)
+    emp = ch.copy_statistics(X, Y)
+    exp = _expected_statistics(L, V, P)
+    assert float(jnp.max(jnp.abs(emp.N - exp.N))) / P < 0.01
+    assert float(jnp.max(jnp.abs(emp.NY - exp.NY))) / P < 0.01
+
+
+def test_reduced_actions_equal_population_action_on_their_coordinates():
+    L, V, P = 10, 5, 17.0
+    c = jnp.array([0.31, 0.12])
+    A = c[0] * ch.uniform_matrix(L) + c[1] * ch.shift_matrix(L)
+    lin = ch.reduced_action_linear(c, P, L=L, V=V, alpha=1.0)
+    assert abs(float(lin - ch.population_action(L * A, A, P, V=V))) < 1e-10
+    delta = 1.3
+    G = delta * (ch.shift_matrix(L) - 1.0 / L)
+    sm = ch.reduced_action_softmax(delta, P, L=L, V=V)
+    A = ch.copy_head("softmax").weights(G)
+    assert abs(float(sm - ch.population_action(G, A, P, V=V))) < 1e-10
+
+
+def test_temperature_only_rescales_P():
+    x = jnp.array([0.2, 0.1])
+    a = ch.reduced_action_linear(x, 30.0, L=16, V=4, temperature=0.1)
+    b = ch.reduced_action_linear(x, 300.0, L=16, V=4, temperature=1.0)
+    assert abs(float(a - b)) < 1e-9
+    a = ch.reduced_action_softmax(2.0, 5.0, L=16, V=4, temperature=0.25)
+    b = ch.reduced_action_softmax(2.0, 20.0, L=16, V=4, temperature=1.0)
+    assert abs(float(a - b)) < 1e-9
+
+
+def test_softmax_transition_is_first_order_at_the_reconstructions_P_star():
+    """copy_head.md: L = 32, V = 8, T = 1: P* = 19.5, coexistence 17.8-25.7."""
+    model = ch.SoftmaxReduced(L=32, V=8)
+    diagram = ch.phase_diagram(model, np.geomspace(15.0, 30.0, 41))
+    info = ch.classify_transition(model, diagram)
+    assert info["transition_order"] == "first"
+    assert abs(info["P_star"] - 19.5) < 0.3
+    lo, hi = info["coexistence"]
+    assert abs(lo - 17.8) < 0.5 and abs(hi - 25.7) < 0.6
+    # the jump: a_G from ~0 (uniform) to a copy state, Delta ~ (0.6-0.85) ln L
+    i = int(np.searchsorted(diagram.P, info["P_star"]))
+    assert diagram.order_up["a_G"][i] < 0.02
+    assert 0.6 * np.log(32) < diagram.x_down[i, 0] < 0.85 * np.log(32)
+
+
+def test_softmax_at_L8_is_continuous():
+    model = ch.SoftmaxReduced(L=8, V=8)
+    diagram = ch.phase_diagram(model, np.geomspace(2.0, 200.0, 41))
+    assert not diagram.coexistence.any()
+    assert ch.classify_transition(model, diagram)["transition_order"] == "crossover"
+
+
+def _onset_closed_form(L, V, T, sw2, sg2, alpha):
+    """Smallest P where the quadratic form of the reduced action at A = 0 becomes singular.
+
+    To second order: L^{2a} f / (2 sg2) + (kappa P / 2T) [(V-1) f + r]
+    - (kappa P^2 / (2 T^2 V^2)) [(V-1) tau^2 + t^2] with f, r, tau^2, t^2 quadratic in c.
+    """
+    kappa = sw2 / V
+    F = np.array([[1.0, 1.0], [1.0, L]])
+    R = L * np.ones((2, 2))
+    Tau = np.array([[1.0, L], [L, L * L]])
+    Tt = L * L * np.ones((2, 2))
+    A0 = L ** (2 * alpha) * F / sg2
+    A1 = kappa / T * ((V - 1) * F + R)
+    A2 = kappa / (T * T * V * V) * ((V - 1) * Tau + Tt)
+    Ps = np.geomspace(0.01, 1e5, 20001)
+    lam = [np.linalg.eigvalsh(A0 + p * A1 - p * p * A2).min() for p in Ps]
+    lam = np.asarray(lam)
+    i = int(np.flatnonzero(lam < 0)[0])
+    return float(np.interp(0.0, [lam[i], lam[i - 1]], [Ps[i], Ps[i - 1]]))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_linear_onset_matches_small_amplitude_expansion(alpha):
+    L, V = 16, 4
+    model = ch.LinearReduced(L=L, V=V, alpha=alpha)
+    P_c = ch.instability_point(model, 1e-2, 1e5)
+    assert abs(P_c / _onset_closed_form(L, V, 1.0, 1.0, 1.0, alpha) - 1) < 1e-3
+
+
+def test_linear_transition_is_second_order_with_square_root_rise():
+    model = ch.LinearReduced(L=32, V=8)
+    diagram = ch.phase_diagram(model, np.geomspace(5.0, 200.0, 30))
+    info = ch.classify_transition(model, diagram)
+    assert info["transition_order"] == "second"
+    P_c = info["P_star"]
+    assert abs(P_c / 8**1.5 - 1) < 0.2  # P_c ~ T V^{3/2} sequences (alpha = 1)
+    eps = np.array([1e-3, 4e-3, 1.6e-2])
+    amps = [float(model.order(ch.global_minimum(model, jnp.asarray(P_c * (1 + e))))["amplitude"])
+            for e in eps]
+    slope = np.polyfit(np.log(eps), np.log(amps), 1)[0]
+    assert abs(slope - 0.5) < 0.05
+    # pools first (c_1 leaves zero), then crosses over to copying (c_G > c_1) at larger P
+    o = diagram.order_global
+    just_above = int(np.searchsorted(diagram.P, 1.3 * P_c))
+    assert o["c_1"][just_above] > 5 * abs(o["c_G"][just_above])
+    assert o["c_G"][-1] > o["c_1"][-1]
+
+
+def test_reduced_model_validation():
+    with pytest.raises(ValueError, match="temperature"):
+        ch.SoftmaxReduced(L=16, V=4, temperature=-1.0)
+    with pytest.raises(ValueError, match="alpha"):
+        ch.LinearReduced(L=16, V=4, alpha=-0.5)
+    with pytest.raises(ValueError, match="objective"):
+        ch.LinearReduced(L=16, V=4, objective="mode")
