@@ -59,8 +59,14 @@ class HeadSettings(NamedTuple):
         return dict(attention=self.attention, alpha=self.alpha, cyclic=self.cyclic)
 
 
-def measure(G: Float[Array, "L L"], W, stats: CopyStatistics, head: HeadSettings) -> dict:
-    """Order parameters, losses and exact action of one (W, G) on the theory's axes."""
+def measure(
+    G: Float[Array, "L L"],
+    W,
+    stats: CopyStatistics,
+    head: HeadSettings,
+    test: CopyStatistics | None = None,
+) -> dict:
+    """Order parameters, losses (train, and test when given) and exact action of (W, G)."""
     A = attention_matrix(G, **head.net_kwargs())
     c1, cG = order_parameters(A, cyclic=head.cyclic)
     out = {
@@ -74,6 +80,8 @@ def measure(G: Float[Array, "L L"], W, stats: CopyStatistics, head: HeadSettings
     if W is not None:
         out["loss"] = sequence_loss(W, G, stats, **head.net_kwargs())
         out["energy"] = joint_energy(W, G, stats, **head.kwargs())
+        if test is not None:
+            out["test_loss"] = sequence_loss(W, G, test, **head.net_kwargs())
     return out
 
 
@@ -148,13 +156,16 @@ def train_map(
 # --------------------------------------------------------------------------- SGLD on (W, G)
 
 
-def sgld_kernel(stats: CopyStatistics, head: HeadSettings):
-    """blackjax SGLD over {"W", "G"} with the exact gradient of log p = -E(W, G)."""
+def sgld_kernel(stats: CopyStatistics, head: HeadSettings, g_scale=1.0):
+    """blackjax SGLD over {"W", "g"} with G = g_scale * g and the exact gradient of
+    log p = -E(W, G). The constant-Jacobian reparametrisation leaves the law of G unchanged
+    and multiplies G's effective step by g_scale^2 (a diagonal preconditioner: G is much
+    less stiff than W)."""
 
     def grad_log_density(position, minibatch):
-        return jax.grad(lambda p: -joint_energy(p["W"], p["G"], minibatch, **head.kwargs()))(
-            position
-        )
+        return jax.grad(
+            lambda p: -joint_energy(p["W"], g_scale * p["g"], minibatch, **head.kwargs())
+        )(position)
 
     return blackjax.sgld(grad_log_density)
 
@@ -170,20 +181,20 @@ def sample_sgld(
     thin: int,
     init_scale=1e-2,
     copy_start=0.0,
+    g_preconditioner=1.0,
+    test: CopyStatistics | None = None,
 ) -> dict:
     """One SGLD chain: burn-in, then ``num_samples`` samples every ``thin`` steps.
 
+    ``g_preconditioner`` is the ratio of G's step to W's step (see :func:`sgld_kernel`).
     Returns per-sample measurements (see :func:`measure`) and the final G.
     """
     L, V = stats.L, stats.V
-    sgld = sgld_kernel(stats, head)
+    g_scale = jnp.sqrt(g_preconditioner)
+    sgld = sgld_kernel(stats, head, g_scale)
     k0, kw, kg = jax.random.split(key, 3)
-    position = sgld.init(
-        {
-            "W": init_scale * jax.random.normal(kw, (V, V)),
-            "G": init_scale * jax.random.normal(kg, (L, L)) + copy_start * shift_matrix(L),
-        }
-    )
+    G0 = init_scale * jax.random.normal(kg, (L, L)) + copy_start * shift_matrix(L)
+    position = sgld.init({"W": init_scale * jax.random.normal(kw, (V, V)), "g": G0 / g_scale})
 
     def one(pos, k):
         return sgld.step(k, pos, stats, step_size), None
@@ -197,10 +208,10 @@ def sample_sgld(
 
     def sample(pos, k):
         pos = run(pos, k, thin)
-        return pos, measure(pos["G"], pos["W"], stats, head)
+        return pos, measure(g_scale * pos["g"], pos["W"], stats, head, test)
 
     position, samples = jax.lax.scan(sample, position, jax.random.split(ks, num_samples))
-    samples["G_final"] = position["G"]
+    samples["G_final"] = g_scale * position["g"]
     return samples
 
 

@@ -199,11 +199,10 @@ def simulate_gaussian(
     event = diffrax.Event(merged_cond, root_finder=_root_finder(), direction=True)
 
     controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
-    saveat = (
-        diffrax.SaveAt(t1=True)
-        if ts is None
-        else diffrax.SaveAt(ts=jnp.asarray(ts, dtype), t1=True)
-    )
+    # Requested saves and the final state are separate sub-saves (after an event diffrax
+    # fills the remaining requested slots with inf; the final state is at the event time).
+    saved_at = diffrax.SubSaveAt(t1=True) if ts is None else diffrax.SubSaveAt(ts=jnp.asarray(ts, dtype))
+    saveat = diffrax.SaveAt(subs=[saved_at, diffrax.SubSaveAt(t1=True)])
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(rhs),
         solver if solver is not None else diffrax.Tsit5(),
@@ -217,9 +216,9 @@ def simulate_gaussian(
         max_steps=max_steps,
         throw=False,
     )
-    means, covs = sol.ys
-    final_mean, final_cov = means[-1], covs[-1]
-    t_final = sol.ts[-1]
+    (means, covs), (final_means, final_covs) = sol.ys
+    final_mean, final_cov = final_means[-1], final_covs[-1]
+    t_final = sol.ts[1][-1]
     fired = sol.event_mask
     values = conditions(t_final, (final_mean, final_cov))
     names = list(values)
@@ -241,9 +240,9 @@ def simulate_gaussian(
     dtrace = jnp.trace(rhs(t_final, (final_mean, final_cov), None)[1])
     t_blowup = jnp.where(fired_blowup, t_final + jnp.trace(final_cov) / dtrace, jnp.inf)
     return GaussianSolution(
-        ts=sol.ts[:-1] if ts is not None else sol.ts,
-        means=means[:-1] if ts is not None else means,
-        covs=covs[:-1] if ts is not None else covs,
+        ts=sol.ts[0],
+        means=means,
+        covs=covs,
         final_mean=final_mean,
         final_cov=final_cov,
         t_final=t_final,

@@ -1,0 +1,49 @@
+"""Atomic file writes: write a temporary file in the same directory, then rename over.
+
+A reader (or a resumed run) sees either the old file or the new one, never half of one,
+even if the process is killed mid-write.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_savez(path: str | os.PathLike, **arrays) -> None:
+    """``np.savez_compressed`` to ``path`` atomically (keys may contain dots)."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def atomic_savefig(fig, path: str | os.PathLike, **kwargs) -> None:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png", **kwargs)
+    atomic_write_bytes(path, buffer.getvalue())
