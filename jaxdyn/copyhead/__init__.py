@@ -37,6 +37,7 @@ from ._phase import (
     global_minimum as global_minimum,
     instability_point as instability_point,
     local_minimum as local_minimum,
+    locate_transition as locate_transition,
     phase_diagram as phase_diagram,
 )
 from ._reduced import (

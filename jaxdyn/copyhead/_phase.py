@@ -289,7 +289,9 @@ def first_order_point(
     h = S_down - S_up
     coex = diagram.coexistence
     idx = [
-        i for i in range(len(P) - 1) if (coex[i] or coex[i + 1]) and h[i] > 0 and h[i + 1] <= 0
+        i
+        for i in range(len(P) - 1)
+        if coex[i] and coex[i + 1] and h[i] > 0 and h[i + 1] <= 0
     ]
     if not idx:
         return None
@@ -357,3 +359,33 @@ def classify_transition(
     if P_c is not None:
         out.update(transition_order="second", P_star=P_c)
     return out
+
+
+def locate_transition(
+    model: AbstractReducedModel,
+    P_min: float,
+    P_max: float,
+    n_P: int = 60,
+    *,
+    zooms: int = 4,
+    jump_tol: float = 0.05,
+) -> tuple[PhaseDiagram, PhaseDiagram, dict]:
+    """Phase diagram on a log grid, then zoom in around the largest jump of the global order
+    parameter until the coexistence window spans several grid points (narrow windows, e.g.
+    softmax at L = 16, are otherwise missed), and classify. Returns (coarse, fine, info)."""
+    diagram = phase_diagram(model, np.geomspace(P_min, P_max, n_P))
+    P = diagram.P
+    i = int(np.argmax(np.abs(np.diff(diagram.order_global["amplitude"]))))
+    lo, hi = P[max(i - 3, 0)], P[min(i + 4, n_P - 1)]
+    fine = diagram
+    for _ in range(zooms):
+        fine = phase_diagram(model, np.geomspace(lo, hi, n_P))  # same length: no recompilation
+        info = classify_transition(model, fine, jump_tol=jump_tol)
+        if info["transition_order"] == "first":
+            return diagram, fine, info
+        where = np.flatnonzero(fine.coexistence)
+        if where.size == 0:
+            break
+        lo = fine.P[max(where[0] - 2, 0)]
+        hi = fine.P[min(where[-1] + 2, n_P - 1)]
+    return diagram, fine, classify_transition(model, diagram, jump_tol=jump_tol)

@@ -69,6 +69,10 @@ def measure(
     """Order parameters, losses (train, and test when given) and exact action of (W, G)."""
     A = attention_matrix(G, **head.net_kwargs())
     c1, cG = order_parameters(A, cyclic=head.cyclic)
+    if head.attention == "linear":
+        # Exact mirror symmetry (A, W) -> (-A, -W): report the representative with row sums >= 0.
+        sign = jnp.where(c1 + cG < 0, -1.0, 1.0)
+        c1, cG = sign * c1, sign * cG
     out = {
         "c_1": c1,
         "c_G": cG,

@@ -44,17 +44,7 @@ def _reduced_model(attention, L, V, T, sigma_w2, sigma_g2, alpha, objective):
 
 
 def _refined_transition(model, P_min, P_max, n_P):
-    """Phase diagram on a log grid, then classification on a fine grid around the largest jump
-    of the global amplitude (so narrow coexistence windows are resolved)."""
-    diagram = ch.phase_diagram(model, np.geomspace(P_min, P_max, n_P))
-    amp = diagram.order_global["amplitude"]
-    i = int(np.argmax(np.abs(np.diff(amp))))
-    lo, hi = diagram.P[max(i - 3, 0)], diagram.P[min(i + 4, n_P - 1)]
-    fine = ch.phase_diagram(model, np.geomspace(lo, hi, n_P))  # same length: no recompilation
-    info = ch.classify_transition(model, fine)
-    if info["transition_order"] != "first":
-        info = ch.classify_transition(model, diagram)
-    return diagram, fine, info
+    return ch.locate_transition(model, P_min, P_max, n_P)
 
 
 def _crossover_point(P, c1, cG, weight, P_c):
@@ -177,12 +167,12 @@ def _theory_figures(run, c, results):
     fig, ax = new_figure(1, 3)
     # Softmax landscapes around P*.
     P_star = sm_info["P_star"] or float(np.median(sm_diag.P))
-    deltas = jnp.linspace(-1.0, 2 * np.log(c.L) + 4, 400)
-    for f in (0.7, 0.9, 1.0, 1.15, 1.4):
+    deltas = jnp.linspace(-0.5, 1.5 * np.log(c.L), 400)
+    for f in (0.8, 0.9, 1.0, 1.15, 1.35):
         S = np.asarray(jax.vmap(lambda d: sm_model.action(d[None], f * P_star))(deltas))
         ax[0, 0].plot(deltas, S - S[0], label=f"P = {f * P_star:.1f}")
     ax[0, 0].set_xlabel("logit gap Delta")
-    ax[0, 0].set_ylabel("S(Delta) - S(-1)")
+    ax[0, 0].set_ylabel("S(Delta) - S(-0.5)")
     ax[0, 0].set_title(f"softmax reduced action, L={c.L}, V={c.V}", fontsize=9)
     ax[0, 0].legend(fontsize=7)
     # Phase diagram: order parameters vs P, both hysteresis branches.
@@ -302,9 +292,13 @@ def _order_keys(c: NetworkConfig):
     return ("c_G",) if c.attention == "softmax" else ("c_1", "c_G")
 
 
+def _figure_keys(c: NetworkConfig):
+    return ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
+
+
 def _theory_key(c, key):
     if c.attention == "softmax":
-        return {"c_G": "a_G", "c_1": "a_1"}[key]
+        return {"c_G": "a_G", "c_1": "a_1", "delta": "delta"}[key]
     return key
 
 
@@ -400,7 +394,7 @@ def _compare_to_theory(run, c, name, P, keep, result, diagram, info, reduce=np.n
 
 def _network_figures(run, c, name, P, keep, result, diagram, info, theory_label):
     fig, ax = new_figure(1, 3)
-    for j, key in enumerate(_order_keys(c)):
+    for j, key in enumerate(_figure_keys(c)):
         vals = result.outputs[key]
         if vals.ndim > 1:
             vals = np.nanmean(vals, axis=1)

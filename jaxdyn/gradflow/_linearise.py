@@ -20,6 +20,7 @@ from .._status import Status
 from ._model import OneLayerTransformer, population_loss
 
 
+@eqx.filter_jit
 def condensation_rate(pi: Float[ArrayLike, " d"]) -> Scalar:
     """Stage-I rate ``mu1 = ||pi|| ||pi - 1/d 1||`` (0.4595 for the headline ``pi``).
 
@@ -43,6 +44,7 @@ class UnigramSaddle(eqx.Module):
     model: OneLayerTransformer
 
 
+@eqx.filter_jit
 def unigram_saddle(
     pi: Float[ArrayLike, " d"], m: int, m_attn: int, alpha: Float[ArrayLike, " m"] | None = None
 ) -> UnigramSaddle:
@@ -72,6 +74,7 @@ def unigram_saddle(
     return UnigramSaddle(gamma=gamma, beta=beta, model=model)
 
 
+@eqx.filter_jit
 def focus_rate(
     pi: Float[ArrayLike, " d"], P: Float[ArrayLike, "d d"], gamma=None, beta=None
 ) -> Scalar:
@@ -95,6 +98,7 @@ def loss_gradient(model: OneLayerTransformer, pi, P) -> OneLayerTransformer:
     return jax.grad(population_loss)(model, pi, P)
 
 
+@eqx.filter_jit
 def jacobian(model: OneLayerTransformer, pi, P) -> Float[Array, "n n"]:
     """``J = -Hess L(theta)`` of the gradient flow at ``model``, on the flattened parameters
     (order of :func:`jax.flatten_util.ravel_pytree`: W0, W1, WQ, WK)."""
@@ -117,6 +121,7 @@ class Spectrum(eqx.Module):
     attention_weight: Float[Array, " n"]
 
 
+@eqx.filter_jit
 def jacobian_spectrum(model: OneLayerTransformer, pi, P) -> Spectrum:
     """Spectrum of ``J = -Hess L`` at ``model`` with each eigenvector's block structure."""
     J = jacobian(model, pi, P)
@@ -137,6 +142,7 @@ class CriticalPoint(eqx.Module):
     status: Int[Array, ""]
 
 
+@eqx.filter_jit
 def find_critical_point(
     model: OneLayerTransformer, pi, P, *, rtol: float = 1e-10, atol: float = 1e-10, max_steps: int = 100
 ) -> CriticalPoint:

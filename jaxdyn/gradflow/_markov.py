@@ -8,6 +8,7 @@ bad input fails with a one-line ``ValueError`` naming it.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,6 +45,7 @@ def validate_transition(P: ArrayLike, name: str = "P") -> np.ndarray:
     return m
 
 
+@eqx.filter_jit
 def stationary_distribution(P: Float[ArrayLike, "d d"]) -> Float[Array, " d"]:
     """Stationary distribution ``pi^T P = pi^T``, ``sum(pi) = 1`` (focus_dilution.md, "Data").
 
@@ -58,6 +60,7 @@ def stationary_distribution(P: Float[ArrayLike, "d d"]) -> Float[Array, " d"]:
     return pi
 
 
+@eqx.filter_jit
 def paper_transition(pi: Float[ArrayLike, " d"], lam: Float[ArrayLike, ""]) -> Float[Array, "d d"]:
     """The paper's family ``P = lam I + (1 - lam) 1 pi^T`` (stationary distribution ``pi``).
 
@@ -88,6 +91,7 @@ def reversible_transition(pi: ArrayLike, key: Key, *, laziness: float = 0.0) -> 
     return off + jnp.diag(1.0 - jnp.sum(off, axis=1))
 
 
+@eqx.filter_jit
 def symmetry_breaking_pi(
     pi_top: Float[ArrayLike, ""],
     delta: Float[ArrayLike, ""],
@@ -113,6 +117,7 @@ def default_direction(d: int) -> np.ndarray:
     return c
 
 
+@eqx.filter_jit
 def sample_sequences(
     key: Key, P: Float[ArrayLike, "d d"], n: int, length: int
 ) -> Int[Array, "n length"]:

@@ -7,6 +7,7 @@ NumPy post-processing of saved arrays.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -75,6 +76,7 @@ def model_metrics(model: OneLayerTransformer, pi, P) -> dict[str, Array]:
     }
 
 
+@eqx.filter_jit
 def trajectory_metrics(models: OneLayerTransformer, pi, P) -> dict[str, Array]:
     """Metrics over time for a stack of models (leading time axis on every leaf).
 

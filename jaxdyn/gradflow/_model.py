@@ -114,6 +114,7 @@ def population_loss_from_matrices(
     return jnp.sum(jnp.asarray(pi) * per_query)
 
 
+@eqx.filter_jit
 def population_loss(
     model: OneLayerTransformer, pi: Float[ArrayLike, " d"], P: Float[ArrayLike, "d d"]
 ) -> Scalar:
@@ -122,6 +123,7 @@ def population_loss(
     return population_loss_from_matrices(M, Phi, pi, P)
 
 
+@eqx.filter_jit
 def sequence_loss(model: OneLayerTransformer, sequences: Int[ArrayLike, "n s1"]) -> Scalar:
     """Mean last-token cross-entropy ``-log softmax(z)[x_{s+1}]`` over ``n`` sequences of
     ``s + 1`` tokens (inputs ``x_1..x_s``, target ``x_{s+1}``)."""

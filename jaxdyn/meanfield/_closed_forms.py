@@ -39,14 +39,17 @@ def softmax_identity_covariance(
 def blowup_time(cov0: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"]) -> Float[Array, ""]:
     """``t* = 1 / lambda_max(Sigma_0^{1/2} (A + A^T) Sigma_0^{1/2})`` (softmax, ``V = I``).
 
-    ``inf`` when that eigenvalue is ``<= 0`` (no finite-time blow-up: ``A + A^T`` has no
+    ``inf`` when that eigenvalue is ``<= 0`` (relative to round-off; no finite-time blow-up: ``A + A^T`` has no
     positive eigenvalue on the range of ``Sigma_0``).
     """
     cov0 = jnp.asarray(cov0)
     A = jnp.asarray(A)
     S = _sym_sqrt(cov0)
-    lam = jnp.linalg.eigvalsh(_sym(S @ (A + A.T) @ S))[-1]
-    return jnp.where(lam > 0, 1.0 / jnp.where(lam > 0, lam, 1.0), jnp.inf)
+    eig = jnp.linalg.eigvalsh(_sym(S @ (A + A.T) @ S))
+    lam = eig[-1]
+    # Round-off of a zero eigenvalue (e.g. rank-deficient A) must not read as blow-up at 1e16.
+    positive = lam > 1e-12 * jnp.max(jnp.abs(eig))
+    return jnp.where(positive, 1.0 / jnp.where(positive, lam, 1.0), jnp.inf)
 
 
 def low_rank_limit(

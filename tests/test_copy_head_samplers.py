@@ -1,0 +1,123 @@
+"""Adam to the MAP, SGLD over (W, G) and MALA on G (copy_head.md, "Validation protocol")."""
+
+import blackjax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdyn.copyhead as ch
+
+
+def _stats(P, L, V, seed=0, P_max=None):
+    X, Y = ch.copy_task(jax.random.key(seed), P_max or P, L, V)
+    w = (jnp.arange(P_max or P) < P).astype(X.dtype)
+    return ch.copy_statistics(X, Y, w)
+
+
+def test_sgld_step_is_langevin_without_a_half_factor():
+    """blackjax convention: theta + h grad log p + sqrt(2 h T) xi (documented in _train)."""
+    stats = _stats(6, 4, 3)
+    head = ch.HeadSettings(attention="softmax")
+    kernel = ch.sgld_kernel(stats, head)
+    pos = {"W": 0.3 * jnp.ones((3, 3)), "g": 0.2 * jnp.eye(4)}
+    h = 1e-3
+    grad = jax.grad(lambda p: -ch.joint_energy(p["W"], p["g"], stats, **head.kwargs()))(pos)
+    det = kernel.step(jax.random.key(0), pos, stats, h, temperature=0.0)
+    for k in pos:
+        assert jnp.allclose(det[k], pos[k] + h * grad[k], atol=1e-14)
+    noise = jax.vmap(lambda k: kernel.step(k, pos, stats, h)["W"] - pos["W"] - h * grad["W"])(
+        jax.random.split(jax.random.key(1), 2000)
+    )
+    assert abs(float(jnp.var(noise)) / (2 * h) - 1) < 0.06
+
+
+def test_map_objective_is_the_profile_of_the_joint_energy():
+    """min_W E(W, G) = S(G) - (V/2) ln det(I + kappa M / T) + ||Y||^2 / 2T."""
+    L, V, T, sw2 = 5, 3, 0.8, 1.4
+    stats = _stats(7, L, V)
+    for seed in range(2):
+        G = jax.random.normal(jax.random.key(seed), (L, L))
+        A = ch.attention_matrix(G, attention="linear")
+        M, B = stats.moments(A)
+        W_star = jnp.linalg.solve(M + (T * V / sw2) * jnp.eye(V), B)
+        E = ch.joint_energy(W_star, G, stats, attention="linear", temperature=T, sigma_w2=sw2)
+        S = ch.action_from_statistics(G, stats, attention="linear", temperature=T, sigma_w2=sw2)
+        _, logdet = jnp.linalg.slogdet(jnp.eye(V) + (sw2 / V) * M / T)
+        assert abs(float(E - (S - 0.5 * V * logdet + stats.yy / (2 * T)))) < 1e-9
+
+
+def test_adam_reaches_the_map_theory_minimum():
+    """Adam (vmapped over P) from small init lands on the reduced MAP theory's minimum."""
+    L, V = 16, 4
+    head = ch.HeadSettings(attention="linear", alpha=1.0)
+
+    def train(P):
+        stats = _stats(P, L, V, seed=3, P_max=400)
+        p, trace = ch.train_map(jax.random.key(4), stats, head, steps=2000,
+                                learning_rate=jnp.asarray(0.02))
+        return ch.measure(p["G"], p["W"], stats, head), trace
+
+    Ps = jnp.array([3.0, 400.0])
+    m, trace = jax.jit(jax.vmap(train))(Ps)
+    assert bool(jnp.all(trace[:, -1] <= trace[:, 0]))
+    model = ch.LinearReduced(L=L, V=V, alpha=1.0, objective="map")
+    for i, P in enumerate(Ps):
+        x = ch.global_minimum(model, P)
+        assert abs(float(m["c_1"][i]) - float(x[0])) < 0.03
+        assert abs(float(m["c_G"][i]) - float(x[1])) < 0.03
+
+
+def test_mala_samples_the_exact_posterior_of_G():
+    """Tiny problem: MALA's posterior mean of (c_1, c_G) equals self-normalised importance
+    sampling from the prior with weights exp(-(S(G) - ||G||^2 / 2))."""
+    L, V, P = 3, 2, 2
+    stats = _stats(P, L, V, seed=5)
+    head = ch.HeadSettings(attention="linear", alpha=0.0)
+    G = jax.random.normal(jax.random.key(6), (100_000, L, L))
+    S = jax.vmap(lambda g: ch.action_from_statistics(g, stats, **head.kwargs()))(G)
+    logw = -(S - jnp.sum(G**2, axis=(1, 2)) / 2)
+    w = jnp.exp(logw - jnp.max(logw))
+    w = w / jnp.sum(w)
+    c1, cG = ch.order_parameters(G)
+    sign = jnp.where(c1 + cG < 0, -1.0, 1.0)  # measure() reports the mirror representative
+    c1, cG = sign * c1, sign * cG
+    exact = np.array([float(jnp.sum(w * c1)), float(jnp.sum(w * cG))])
+
+    def chain(key):
+        s = ch.sample_mala(key, stats, head, step_size=0.3, burn_in=200, num_samples=200, thin=5)
+        return jnp.stack([s["c_1"], s["c_G"]], -1), s["acceptance"]
+
+    samples, acc = jax.jit(jax.vmap(chain))(jax.random.split(jax.random.key(7), 32))
+    assert 0.3 < float(jnp.mean(acc)) < 1.0
+    chain_means = np.asarray(jnp.mean(samples, axis=1))  # (32, 2): independent chains
+    mean = chain_means.mean(0)
+    se = chain_means.std(0, ddof=1) / np.sqrt(32)
+    assert np.all(np.abs(mean - exact) < 4 * se + 1e-3)
+
+
+@pytest.mark.slow
+def test_sgld_chains_agree_with_mala_on_the_G_marginal():
+    """SGLD's G-marginal is exp(-S(G)), the law MALA samples (softmax, copy phase)."""
+    L, V, P = 16, 4, 60
+    stats = _stats(P, L, V, seed=8)
+    head = ch.HeadSettings(attention="softmax")
+
+    def both(key):
+        k1, k2 = jax.random.split(key)
+        s = ch.sample_sgld(k1, stats, head, step_size=0.2 / (V + P * L / V), burn_in=1500,
+                           num_samples=20, thin=10, g_preconditioner=16.0)
+        m = ch.sample_mala(k2, stats, head, step_size=0.03, burn_in=1500, num_samples=20,
+                           thin=10)
+        return jnp.mean(s["c_G"]), jnp.mean(m["c_G"])
+
+    sg, ma = jax.jit(jax.vmap(both))(jax.random.split(jax.random.key(9), 4))
+    assert abs(float(jnp.mean(sg)) - float(jnp.mean(ma))) < 0.02
+    theory = ch.SoftmaxReduced(L=L, V=V)
+    a_G = float(theory.order(ch.global_minimum(theory, jnp.asarray(float(P))))["a_G"])
+    assert abs(float(jnp.mean(ma)) - a_G) < 0.06  # saddle point vs posterior mean
+
+
+def test_unknown_attention_name_is_rejected():
+    with pytest.raises(ValueError, match="attention"):
+        ch.copy_head("cosine")

@@ -1,0 +1,152 @@
+"""Population gradient flow: reference run, stages, rates from the trajectory, stall at
+delta = 0, and gradients through the solver (focus_dilution.md)."""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdyn.gradflow as gf
+
+PI = jnp.array([0.75, 0.19, 0.05, 0.01])
+H_PI = 0.72714
+
+
+@pytest.fixture(scope="module")
+def headline():
+    P = gf.paper_transition(PI, 0.5)
+    ts = gf.log_time_grid(800.0, 300)
+    model0 = gf.init_transformer(jax.random.key(0), 4, 6, 6, 1e-3)
+
+    @jax.jit
+    def go(model0):
+        sol = gf.population_flow(model0, PI, P, ts, rtol=1e-7, atol=1e-10)
+        return sol, gf.trajectory_metrics(sol.models, PI, P)
+
+    sol, met = go(model0)
+    return ts, sol, {k: np.asarray(v) for k, v in met.items()}
+
+
+def _at(ts, y, t):
+    return y[int(np.searchsorted(ts, t))]
+
+
+def test_headline_flow_reproduces_the_reference_run(headline):
+    ts, sol, met = headline
+    assert int(sol.status) == 0
+    loss = met["loss"]
+    assert abs(_at(ts, loss, 8.0) - np.log(4)) < 2e-3  # at log 4 until t ~ 10
+    assert _at(ts, met["cos_W0_pi"], 10.0) > 0.999  # alignments reach 1 by t ~ 9
+    assert _at(ts, met["cos_W1_centred"], 10.0) > 0.999
+    assert abs(_at(ts, loss, 40.0) - H_PI) < 3e-3  # plateau at H(pi)
+    assert _at(ts, met["phi_norm"], 60.0) < 0.1 and _at(ts, met["phi_norm"], 140.0) > 5.0  # focus
+    assert _at(ts, met["entropy_top_query"], 140.0) < 0.01
+    assert 0.62 < _at(ts, loss, 140.0) < 0.66
+    assert _at(ts, met["sv_W0"][:, 1], 140.0) < 0.01 and _at(ts, met["sv_W0"][:, 1], 700.0) > 1.0
+    assert loss[-1] < 0.6
+
+
+def test_four_stages_detected_in_order(headline):
+    ts, _, met = headline
+    st = gf.detect_stages(ts, met, np.asarray(PI))
+    assert gf.stages_in_order(st), st
+    assert 12 < st["condensation"] < 18
+    assert 70 < st["focus"] < 130
+    assert 130 < st["new_direction"] < 500
+
+
+def test_trajectory_growth_rates_match_linearisation(headline):
+    ts, _, met = headline
+    mu_fit, n = gf.fitted_condensation_rate(ts, met)
+    assert n >= 5
+    np.testing.assert_allclose(mu_fit, 0.4595, rtol=0.03)
+    c_fit, n = gf.fitted_focus_rate(ts, met, np.asarray(PI))
+    assert n >= 5
+    np.testing.assert_allclose(c_fit, 0.0798, rtol=0.08)
+
+
+def test_focus_direction_aligns_phi_with_pi_pi_transpose(headline):
+    ts, _, met = headline
+    # Phi / ||Phi|| -> pi pi^T / ||pi||^2 while attention grows out of the saddle
+    st = gf.detect_stages(ts, met, np.asarray(PI))
+    assert _at(ts, met["cos_Phi_pipi"], st["focus"]) > 0.95
+    # frequent query focuses first and most
+    t_top = gf.first_crossing(ts, met["entropy_top_query"], 0.36, downward=True)
+    t_low = gf.first_crossing(ts, met["entropy_query"][:, 1], 0.36, downward=True)
+    assert np.isfinite(t_top) and not (t_low < t_top)
+
+
+def test_diffrax_flow_agrees_with_a_small_step_euler_integration():
+    P = gf.paper_transition(PI, 0.5)
+    model0 = gf.init_transformer(jax.random.key(1), 4, 3, 2, 0.05)
+    sol = gf.population_flow(model0, PI, P, jnp.array([0.0, 12.0]), rtol=1e-10, atol=1e-12)
+    end = jax.tree_util.tree_map(lambda x: x[-1], sol.models)
+    dt = 1e-3
+
+    def euler(_, m):
+        g = gf.gradient_field(0.0, m, (PI, P))
+        return jax.tree_util.tree_map(lambda a, b: a + dt * b, m, g)
+
+    ref = jax.jit(lambda m: jax.lax.fori_loop(0, 12000, euler, m))(model0)
+    # first-order Euler error ~ dt
+    np.testing.assert_allclose(end.W0, ref.W0, atol=5e-3 * float(jnp.max(jnp.abs(ref.W0))))
+    np.testing.assert_allclose(gf.population_loss(end, PI, P), gf.population_loss(ref, PI, P), atol=2e-3)
+
+
+def test_symmetric_low_frequency_tokens_stall_and_asymmetric_ones_escape():
+    c = jnp.asarray(gf.default_direction(4))
+    ts = gf.log_time_grid(3000.0, 120)
+
+    @jax.jit
+    def ratio(delta):
+        pi = gf.symmetry_breaking_pi(0.75, delta, c)
+        P = gf.paper_transition(pi, 0.5)
+        m0 = gf.init_transformer(jax.random.key(0), 4, 6, 6, 1e-3)
+        sol = gf.population_flow(m0, pi, P, ts, rtol=1e-7, atol=1e-10)
+        sv = jax.vmap(lambda w: jnp.linalg.svd(w, compute_uv=False))(sol.models.W0)
+        return sv[:, 1] / sv[:, 0]
+
+    r = jax.vmap(ratio)(jnp.array([0.0, 0.04]))
+    assert float(r[0, -1]) < 0.01  # delta = 0: sigma2(W0) stays at the init scale
+    assert float(r[1, -1]) > 0.3  # delta > 0: a new direction grows
+
+
+def test_gradient_of_loss_at_time_wrt_lam_matches_finite_differences():
+    model0 = gf.init_transformer(jax.random.key(2), 4, 3, 2, 0.05)
+
+    def f(lam):
+        P = gf.paper_transition(PI, lam)
+        return gf.loss_at_time(model0, PI, P, 15.0, rtol=1e-10, atol=1e-12)
+
+    g = float(jax.jit(jax.grad(f))(0.5))
+    h = 1e-4
+    fd = (float(f(0.5 + h)) - float(f(0.5 - h))) / (2 * h)
+    np.testing.assert_allclose(g, fd, rtol=1e-4)
+    assert abs(g) > 1e-6
+
+
+def test_gradient_of_condensation_escape_time_wrt_pi_matches_finite_differences():
+    model0 = gf.init_transformer(jax.random.key(3), 4, 3, 2, 1e-2)
+    ts = jnp.linspace(0.0, 30.0, 301)
+    direction = jnp.array([1.0, -1.0, 0.0, 0.0])
+
+    def t_escape(a):
+        pi = PI + a * direction
+        P = gf.paper_transition(pi, 0.5)
+        level = 0.5 * (jnp.log(4.0) + gf.entropy(pi))
+        return gf.escape_time(model0, pi, P, ts, level, rtol=1e-10, atol=1e-12)
+
+    g = float(jax.jit(jax.grad(t_escape))(0.0))
+    h = 1e-4
+    fd = (float(t_escape(h)) - float(t_escape(-h))) / (2 * h)
+    np.testing.assert_allclose(g, fd, rtol=2e-3)
+    # more mass on the frequent token -> larger mu1 -> earlier escape
+    assert g < 0
+
+
+def test_crossing_time_interpolates_linearly():
+    ts = jnp.array([0.0, 1.0, 2.0, 3.0])
+    y = jnp.array([3.0, 2.0, 1.0, 0.0])
+    np.testing.assert_allclose(gf.crossing_time(ts, y, 1.5), 1.5)
+    assert not np.isfinite(float(gf.crossing_time(ts, y, -1.0)))

@@ -1,0 +1,148 @@
+"""Finite-sample training, stage detection helpers, real-text loaders and experiment configs
+(focus_dilution.md, "Population loss", "Metrics to log", "Real text")."""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdyn.gradflow as gf
+
+PI = jnp.array([0.75, 0.19, 0.05, 0.01])
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+WIKI = DATA / "wikitext-2" / "valid.txt"
+TINY = DATA / "tinystories" / "sample.txt"
+
+
+def test_gd_step_is_the_plain_gradient_update_with_a_traced_learning_rate():
+    P = gf.paper_transition(PI, 0.5)
+    x = gf.sample_sequences(jax.random.key(0), P, 64, 9)
+    model = gf.init_transformer(jax.random.key(1), 4, 3, 2, 0.3)
+    opt = gf.make_optimizer("gd")
+    step = jax.jit(gf.train_step, static_argnums=2)
+    for lr in (0.1, 0.7):  # one compilation, the rate is a run-time array
+        state = gf.train_init(model, opt, lr)
+        new, loss = step(state, x, opt)
+        g = jax.grad(gf.sequence_loss)(model, x)
+        np.testing.assert_allclose(new.model.W0, model.W0 - lr * g.W0, atol=1e-14)
+        np.testing.assert_allclose(new.model.WK, model.WK - lr * g.WK, atol=1e-14)
+        np.testing.assert_allclose(loss, gf.sequence_loss(model, x), atol=1e-14)
+    assert step._cache_size() == 1
+
+
+def test_finite_gradient_descent_tracks_the_population_flow_for_a_large_sample():
+    P = gf.paper_transition(PI, 0.5)
+    key, k_init = jax.random.split(jax.random.key(3))
+    lr, steps = 0.5, 40
+    run = jax.jit(
+        lambda k: gf.train_finite(k, P, PI, n=2048, s=64, m=4, m_attn=3, eps=1e-2, lr=lr,
+                                  num_steps=steps, record_every=10, init_key=k_init)
+    )(key)
+    model0 = gf.init_transformer(k_init, 4, 4, 3, 1e-2)
+    ts = np.arange(5) * 10 * lr
+    sol = gf.population_flow(model0, PI, P, ts)
+    flow_loss = jax.vmap(lambda m: gf.population_loss(m, PI, P))(sol.models)
+    assert int(run.status) == 0
+    assert float(flow_loss[-1]) < np.log(4) - 0.3  # the comparison spans the condensation
+    np.testing.assert_allclose(run.population_loss, flow_loss, atol=0.03)
+
+
+def test_vmapped_seeds_equal_separate_runs():
+    P = gf.paper_transition(PI, 0.5)
+    f = lambda k: gf.train_finite(k, P, PI, n=32, s=8, m=3, m_attn=2, eps=0.1, lr=0.3,
+                                  num_steps=20, record_every=10, optimizer="adam")
+    keys = jax.random.split(jax.random.key(0), 3)
+    batched = jax.jit(jax.vmap(f))(keys)
+    for i in range(3):
+        single = jax.jit(f)(keys[i])
+        np.testing.assert_allclose(batched.population_loss[i], single.population_loss, rtol=1e-10)
+
+
+def test_first_crossing_and_stage_order_helpers():
+    ts = np.array([0.0, 1.0, 2.0, 3.0])
+    assert gf.first_crossing(ts, np.array([1.0, 0.8, 0.4, 0.2]), 0.6, downward=True) == pytest.approx(1.5)
+    assert gf.first_crossing(ts, np.array([0.0, 0.5, 0.1, 0.9]), 0.7, downward=False, t_min=1.5) == pytest.approx(2.75)
+    assert gf.stages_in_order({"condensation": 1, "focus": 2, "dilution": 3, "new_direction": 4})
+    assert not gf.stages_in_order({"condensation": 1, "focus": 3, "dilution": 2, "new_direction": 4})
+    assert not gf.stages_in_order({"condensation": 1, "focus": 2, "dilution": 3, "new_direction": np.nan})
+
+
+def test_dilution_mode_vanishes_on_pi_and_matches_the_symmetric_formula():
+    pi = np.array([0.7, 0.1, 0.1, 0.1])
+    assert abs(float(gf.dilution_mode(3.0 * pi, pi))) < 1e-14
+    gamma = np.array([2.0, -0.5, -0.5, -0.5])
+    np.testing.assert_allclose(gf.dilution_mode(gamma, pi), (1 - 0.7) * 2.0 - 3 * 0.7 * (-0.5))
+
+
+def test_embedding_pca_recovers_a_planar_trajectory():
+    t = np.linspace(0, 1, 20)
+    rows = np.stack([np.outer(np.cos(t + i), [1, 0, 0]) + np.outer(np.sin(t + i), [0, 1, 0]) for i in range(3)], axis=1)
+    pca = gf.embedding_pca(rows)
+    assert pca.shape == (20, 3, 2)
+    # a planar motion keeps all its variance in two components: distances are preserved
+    d_orig = np.linalg.norm(rows[:, 0] - rows[:, 1], axis=-1)
+    d_pca = np.linalg.norm(pca[:, 0] - pca[:, 1], axis=-1)
+    np.testing.assert_allclose(d_pca, d_orig, atol=1e-12)
+
+
+def test_wikitext_loader_detects_format_and_gives_a_stochastic_bigram_chain():
+    c = gf.load_corpus(WIKI, vocab_size=20, max_tokens=50_000)
+    assert c.format == "wikitext"
+    assert c.vocab[0] == "the" and c.vocab[-1] == "<oov>"
+    assert c.tokens.max() < 20 and len(c.tokens) == 50_000
+    P, pi = gf.bigram_chain(c.tokens, c.d)
+    gf.validate_transition(P)
+    np.testing.assert_allclose(pi @ P, pi, atol=1e-12)
+    np.testing.assert_allclose(pi, gf.unigram_frequencies(c.tokens, c.d), atol=2e-3)
+
+
+def test_tinystories_loader_word_and_character_level():
+    text = TINY.read_text()
+    assert gf.detect_format(text) == "tinystories"
+    words = gf.load_corpus(TINY, vocab_size=16)
+    assert words.format == "tinystories"
+    assert {".", ",", "the"} <= set(words.vocab)
+    assert "<eos>" in gf.tokenize(text, "tinystories")
+    chars = gf.load_corpus(TINY, level="char", vocab_size=12)
+    assert chars.vocab[0] == " "  # whitespace is the most frequent character
+    windows = gf.stream_windows(chars.tokens, 9, 5, np.random.default_rng(0))
+    assert windows.shape == (5, 9)
+
+
+def test_loader_rejects_missing_file():
+    with pytest.raises(ValueError, match="does not exist"):
+        gf.load_corpus(DATA / "no_such_file.txt")
+
+
+def test_attention_story_reads_focus_and_dilution_phases():
+    prior = np.array([0.5, 0.3, 0.2])
+    rows = np.array([prior, [0.95, 0.03, 0.02], prior, [0.34, 0.33, 0.33], [0.05, 0.05, 0.9]])
+    story = gf.attention_story(rows, prior, ["a", "b", "c"])
+    assert story == ["uniform", "focus on 'a'", "uniform", "dilution", "focus on 'c'"]
+
+
+def test_attention_by_token_sums_to_one_per_query():
+    model = gf.init_transformer(jax.random.key(0), 5, 3, 2, 0.5)
+    w = gf.sample_sequences(jax.random.key(1), gf.paper_transition(jnp.ones(5) / 5, 0.2), 200, 11)
+    A, F, counts = gf.attention_by_token(model, w, 5)
+    seen = np.asarray(counts) > 0
+    np.testing.assert_allclose(np.asarray(A).sum(1)[seen], 1.0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(F).sum(1)[seen], 1.0, atol=1e-12)
+
+
+def test_experiment_configs_reject_bad_inputs_before_running():
+    from jaxdyn.runs import ConfigError, get_experiment, resolve_config
+
+    exp = get_experiment("focus-dilution")
+    with pytest.raises(ConfigError, match="sum to 1"):
+        resolve_config(exp.config_cls, experiment=exp.name, overrides=["pi=[0.5,0.4]"]).validate()
+    with pytest.raises(ConfigError, match="lam"):
+        resolve_config(exp.config_cls, experiment=exp.name, overrides=["lam=1.5"]).validate()
+    delta = get_experiment("focus-dilution-delta")
+    with pytest.raises(ConfigError, match="include 0"):
+        resolve_config(delta.config_cls, experiment=delta.name, overrides=["deltas=[0.01,0.02]"]).validate()
+    text = get_experiment("focus-dilution-text")
+    with pytest.raises(ConfigError, match="corpus_path"):
+        resolve_config(text.config_cls, experiment=text.name, overrides=["corpus_path=/nope.txt"]).validate()

@@ -1,0 +1,274 @@
+"""Gaussian closure of the Transformer PDE: formulas, Monte-Carlo particles, closed forms."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+
+from jaxdyn._status import Status
+from jaxdyn.attention import L2, Linear, Masked, MultiHead, Sigmoid, Sinkhorn, Softmax
+from jaxdyn.meanfield import (
+    GaussianEvent,
+    blowup_time,
+    gaussian_rhs,
+    limiting_rank,
+    low_rank_limit,
+    simulate_gaussian,
+    softmax_identity_covariance,
+    velocity,
+)
+
+D = 3
+
+
+def _problem(seed=0, scale=0.5):
+    rng = np.random.default_rng(seed)
+    Q = scale * rng.standard_normal((D, D))
+    K = scale * rng.standard_normal((D, D))
+    V = rng.standard_normal((D, D))
+    G = rng.standard_normal((D, D))
+    cov = G @ G.T / D + 0.2 * np.eye(D)
+    mean = 0.5 * rng.standard_normal(D)
+    return Q, K, V, mean, cov
+
+
+def _page_rhs(kind, Q, K, V, mean, cov, heads=1):
+    """The science page's table, transcribed independently in NumPy/SciPy."""
+    d = Q.shape[1]
+    I = np.eye(d)
+    A = K.T @ Q / np.sqrt(d)
+    if kind == "softmax":
+        M = V @ cov @ A @ cov
+        return V @ (I + cov @ A) @ mean, M + M.T
+    if kind == "l2":
+        KK = K.T @ K
+        M = 2 * V @ cov @ np.linalg.inv(I + 2 * KK @ cov) @ A @ cov
+        return V @ np.linalg.inv(I + 2 * cov @ KK) @ (I + 2 * cov @ A) @ mean, M + M.T
+    if kind == "linear":
+        P = cov + np.outer(mean, mean)
+        M = V @ P @ A @ cov
+        return V @ P @ A @ mean, M + M.T
+    if kind == "sinkhorn":
+        A = K.T @ Q
+        S = scipy.linalg.sqrtm(cov).real
+        At = S @ A @ S
+        phi = 2 * At @ np.linalg.inv(I + scipy.linalg.sqrtm(I + 4 * At.T @ At).real)
+        M = V @ S @ phi @ S
+        return V @ mean, M + M.T
+    if kind == "multihead":
+        k = Q.shape[0] // heads
+        dm, dc = 0, 0
+        for h in range(heads):
+            r = slice(h * k, (h + 1) * k)
+            Ah = K[r].T @ Q[r] / np.sqrt(k)
+            Ch = np.eye(d)[r].T @ V[r]
+            M = Ch @ cov @ Ah @ cov
+            dm, dc = dm + Ch @ (I + cov @ Ah) @ mean, dc + M + M.T
+        return dm, dc
+    raise ValueError(kind)
+
+
+def _module(kind, Q, K, V):
+    if kind == "multihead":
+        return MultiHead(Q=Q, K=K, V=V, heads=D)
+    return {"softmax": Softmax, "l2": L2, "linear": Linear, "sinkhorn": Sinkhorn}[kind](Q=Q, K=K, V=V)
+
+
+KINDS = ["softmax", "l2", "linear", "sinkhorn", "multihead"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gaussian_rhs_matches_the_science_page_formulas(kind):
+    Q, K, V, mean, cov = _problem(seed=1)
+    dm, dc = gaussian_rhs(_module(kind, Q, K, V), jnp.asarray(mean), jnp.asarray(cov))
+    em, ec = _page_rhs(kind, Q, K, V, mean, cov, heads=D)
+    np.testing.assert_allclose(dm, em, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dc, ec, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind,n", [("softmax", 8000), ("l2", 8000), ("linear", 8000), ("multihead", 8000), ("sinkhorn", 1500)])
+def test_gaussian_rhs_matches_monte_carlo_particle_velocities(kind, n):
+    """Velocities of n tokens sampled from N(alpha, Sigma) are affine, B x + c, with the
+    closed B and c; the fitted (B, c) reproduce gaussian_rhs up to Monte-Carlo error."""
+    Q, K, V, mean, cov = _problem(seed=2, scale=0.4)
+    att = _module(kind, Q, K, V)
+    x = mean + np.random.default_rng(3).standard_normal((n, D)) @ np.linalg.cholesky(cov).T
+    x = jnp.asarray(x)
+    v = velocity(att, x, chunk_size=None if kind == "sinkhorn" else 2048)
+    # Least-squares fit of v = B x + c over the sample.
+    X = jnp.concatenate([x, jnp.ones((n, 1))], axis=1)
+    coef = jnp.linalg.lstsq(X, v)[0]
+    B_fit, c_fit = coef[:D].T, coef[D]
+    B, c = att.affine_velocity(jnp.asarray(mean), jnp.asarray(cov))
+    tol = 6.0 / np.sqrt(n) * (np.linalg.norm(B) + 1)
+    assert np.linalg.norm(B_fit - B) < tol, (B_fit, B)
+    assert np.linalg.norm(c_fit - c) < tol, (c_fit, c)
+    dm, dc = gaussian_rhs(att, jnp.asarray(mean), jnp.asarray(cov))
+    fit_dc = B_fit @ cov + cov @ B_fit.T
+    assert np.linalg.norm(fit_dc - dc) < 3 * tol * np.linalg.norm(cov)
+
+
+def test_monte_carlo_check_detects_a_wrong_l2_factor():
+    """The Monte-Carlo tolerance is tight enough to reject L2 without its factor 2."""
+    Q, K, V, mean, cov = _problem(seed=2, scale=0.4)
+    att = L2(Q=Q, K=K, V=V)
+    B, _ = att.affine_velocity(jnp.asarray(mean), jnp.asarray(cov))
+    n = 8000
+    x = jnp.asarray(mean + np.random.default_rng(3).standard_normal((n, D)) @ np.linalg.cholesky(cov).T)
+    X = jnp.concatenate([x, jnp.ones((n, 1))], axis=1)
+    B_fit = jnp.linalg.lstsq(X, velocity(att, x, chunk_size=2048))[0][:D].T
+    tol = 6.0 / np.sqrt(n) * (np.linalg.norm(B) + 1)
+    assert np.linalg.norm(B_fit - 0.5 * B) > tol
+
+
+def test_non_gaussian_closed_variants_refuse_gaussian_rhs():
+    Q, K, V, mean, cov = _problem()
+    with pytest.raises(ValueError, match="not Gaussian-closed"):
+        gaussian_rhs(Sigmoid(Q=Q, K=K, V=V), mean, cov)
+    with pytest.raises(ValueError, match="not Gaussian-closed"):
+        simulate_gaussian(Masked(base=Softmax(Q=Q, K=K, V=V), positions=jnp.zeros(4)), mean, cov, 1.0)
+
+
+def test_softmax_identity_solution_matches_closed_form_to_1e8():
+    Q, K, _, mean, cov = _problem(seed=4)
+    att = Softmax(Q=Q, K=K, V=jnp.eye(D))
+    A = np.asarray(att.A())
+    t_star = float(blowup_time(cov, A))
+    T = 0.8 * min(t_star, 5.0)
+    ts = jnp.linspace(0.0, T, 6)
+    sol = simulate_gaussian(att, jnp.zeros(D), jnp.asarray(cov), T, ts=ts, rtol=1e-12, atol=1e-14, max_steps=100000)
+    assert int(sol.status) == Status.SUCCESS
+    exact = jax.vmap(lambda t: softmax_identity_covariance(cov, A, t))(ts)
+    np.testing.assert_allclose(sol.covs, exact, rtol=1e-8, atol=1e-10)
+
+
+def test_closed_form_inverse_evolves_linearly():
+    _, _, _, _, cov = _problem(seed=5)
+    A = np.random.default_rng(6).standard_normal((D, D))
+    S = A + A.T
+    for t in (0.01, 0.05):
+        Sig = np.asarray(softmax_identity_covariance(cov, A, t))
+        np.testing.assert_allclose(np.linalg.inv(Sig), np.linalg.inv(cov) - t * S, rtol=1e-9, atol=1e-9)
+
+
+def test_softmax_blowup_time_matches_closed_form_to_1e8():
+    rng = np.random.default_rng(7)
+    P = rng.standard_normal((D, D))
+    A = 0.3 * P @ P.T + 0.5 * (P - P.T)  # A + A^T > 0
+    _, _, _, _, cov = _problem(seed=8)
+    att = Softmax(Q=np.sqrt(D) * np.eye(D), K=A.T, V=np.eye(D))
+    np.testing.assert_allclose(att.A(), A, atol=1e-14)
+    t_star = float(blowup_time(cov, A))
+    # At t*, Sigma(t)^{-1} = Sigma_0^{-1} - t* (A + A^T) becomes singular.
+    lam = np.linalg.eigvalsh(np.linalg.inv(cov) - t_star * (A + A.T))
+    assert abs(lam[-1]) < 1e-10 * np.abs(lam).max() or abs(lam[0]) < 1e-10 * np.abs(lam).max()
+    sol = simulate_gaussian(att, jnp.zeros(D), jnp.asarray(cov), 10 * t_star, rtol=1e-12, atol=1e-12,
+                            blowup_trace=1e6, max_steps=100000)
+    assert int(sol.status) == Status.BLOWUP and int(sol.event) == GaussianEvent.BLOWUP
+    assert abs(float(sol.t_blowup) - t_star) < 1e-8 * t_star
+    # The event itself is where tr Sigma(t) = 1e6 exactly (root finder on the real-valued event).
+    np.testing.assert_allclose(np.trace(softmax_identity_covariance(cov, A, sol.t_event)), 1e6, rtol=1e-5)
+    # Sigma / tr Sigma tends to rank one.
+    ev = np.linalg.eigvalsh(sol.final_cov)
+    assert ev[-2] / ev[-1] < 1e-4
+
+
+def test_no_blowup_when_symmetric_part_is_negative_semidefinite():
+    Q = np.random.default_rng(9).standard_normal((1, D))
+    _, _, _, _, cov = _problem(seed=10)
+    att = Softmax(Q=Q, K=-Q, V=np.eye(D))
+    assert float(blowup_time(cov, att.A())) == np.inf
+    sol = simulate_gaussian(att, jnp.zeros(D), jnp.asarray(cov), 200.0, rtol=1e-10, atol=1e-12, max_steps=100000)
+    assert int(sol.status) == Status.SUCCESS and int(sol.event) == GaussianEvent.NONE
+
+
+def test_low_rank_limit_is_the_long_time_closed_form():
+    Q = np.random.default_rng(11).standard_normal((1, D))  # ker(A + A^T) has dimension D - 1
+    _, _, _, _, cov = _problem(seed=12)
+    A = -Q.T @ Q / np.sqrt(D)
+    limit = np.asarray(low_rank_limit(cov, A))
+    late = np.asarray(softmax_identity_covariance(cov, A, 1e7))
+    np.testing.assert_allclose(late, limit, atol=1e-6)
+    assert int(limiting_rank(limit, 1e-9)) == D - 1
+    # Negative definite A + A^T: the limit is zero; a positive eigenvalue: NaN (blow-up instead).
+    np.testing.assert_allclose(low_rank_limit(cov, -np.eye(D)), 0.0, atol=1e-14)
+    assert np.all(np.isnan(low_rank_limit(cov, np.eye(D))))
+
+
+def test_limiting_rank_counts_eigenvalues_above_threshold():
+    U = scipy.linalg.qr(np.random.default_rng(13).standard_normal((4, 4)))[0]
+    cov = U @ np.diag([2.0, 0.5, 0.09, 0.0]) @ U.T
+    assert int(limiting_rank(cov)) == 2
+    assert int(limiting_rank(cov, threshold=0.05)) == 3
+
+
+def test_steady_state_event_stops_at_the_papers_tolerance():
+    Q = np.random.default_rng(14).standard_normal((1, D))
+    _, _, _, _, cov = _problem(seed=15)
+    att = Softmax(Q=Q, K=-Q, V=np.eye(D))
+    sol = simulate_gaussian(att, jnp.zeros(D), jnp.asarray(cov), 1e5, steady_tol=1e-3, rtol=1e-8, atol=1e-10)
+    assert int(sol.event) == GaussianEvent.STEADY and int(sol.status) == Status.SUCCESS
+    _, dcov = gaussian_rhs(att, sol.final_mean, sol.final_cov)
+    np.testing.assert_allclose(np.linalg.norm(dcov), 1e-3, rtol=1e-6)
+
+
+def test_simulate_gaussian_vmaps_over_initial_conditions():
+    Q, K, V, mean, cov = _problem(seed=16, scale=0.3)
+    att = Softmax(Q=Q, K=K, V=V)
+    covs = jnp.stack([cov, 2 * cov, 0.5 * cov])
+    batched = jax.vmap(lambda c: simulate_gaussian(att, jnp.asarray(mean), c, 0.5, rtol=1e-10, atol=1e-12))(covs)
+    for i in range(3):
+        one = simulate_gaussian(att, jnp.asarray(mean), covs[i], 0.5, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(batched.final_cov[i], one.final_cov, rtol=1e-9)
+
+
+def test_fixed_step_solver_agrees_with_adaptive():
+    Q, K, V, mean, cov = _problem(seed=17, scale=0.3)
+    att = L2(Q=Q, K=K, V=V)
+    a = simulate_gaussian(att, jnp.asarray(mean), jnp.asarray(cov), 1.0, rtol=1e-11, atol=1e-12)
+    f = simulate_gaussian(att, jnp.asarray(mean), jnp.asarray(cov), 1.0, adaptive=False, dt0=1e-3)
+    np.testing.assert_allclose(f.final_cov, a.final_cov, rtol=1e-8)
+    with pytest.raises(ValueError, match="dt0"):
+        simulate_gaussian(att, mean, cov, 1.0, adaptive=False)
+
+
+def test_invalid_inputs_raise_before_compiling():
+    Q, K, V, mean, cov = _problem()
+    att = Softmax(Q=Q, K=K, V=V)
+    with pytest.raises(ValueError, match="cov0"):
+        simulate_gaussian(att, mean, cov[:2], 1.0)
+    with pytest.raises(ValueError, match="t1"):
+        simulate_gaussian(att, mean, cov, -1.0)
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        simulate_gaussian(att, mean, -cov, 1.0)
+    with pytest.raises(ValueError, match="symmetric"):
+        simulate_gaussian(att, mean, cov + np.triu(np.ones((D, D)), 1), 1.0)
+
+
+def test_gradient_through_solver_matches_closed_form_derivative():
+    """d tr Sigma(t) / dA and d t* / dA through the adaptive solver vs the closed forms."""
+    rng = np.random.default_rng(18)
+    P = rng.standard_normal((D, D))
+    A0 = jnp.asarray(0.3 * P @ P.T + 0.3 * (P - P.T))
+    _, _, _, _, cov = _problem(seed=19)
+    cov = jnp.asarray(cov)
+    T = 0.5 * float(blowup_time(cov, A0))
+
+    def trace_solver(A):
+        att = Softmax(Q=np.sqrt(D) * jnp.eye(D), K=A.T, V=jnp.eye(D))
+        return jnp.trace(simulate_gaussian(att, jnp.zeros(D), cov, T, rtol=1e-12, atol=1e-12).final_cov)
+
+    g_solver = jax.grad(trace_solver)(A0)
+    g_exact = jax.grad(lambda A: jnp.trace(softmax_identity_covariance(cov, A, T)))(A0)
+    np.testing.assert_allclose(g_solver, g_exact, rtol=1e-6, atol=1e-8)
+
+    def tstar_solver(A):
+        att = Softmax(Q=np.sqrt(D) * jnp.eye(D), K=A.T, V=jnp.eye(D))
+        sol = simulate_gaussian(att, jnp.zeros(D), cov, 10.0, rtol=1e-12, atol=1e-12, blowup_trace=1e6,
+                                max_steps=100000)
+        return sol.t_blowup
+
+    g_t = jax.grad(tstar_solver)(A0)
+    g_t_exact = jax.grad(lambda A: blowup_time(cov, A))(A0)
+    np.testing.assert_allclose(g_t, g_t_exact, rtol=1e-5, atol=1e-8)

@@ -1,0 +1,129 @@
+"""Particle integrators, tokens on the sphere and the invariances the experiments rely on."""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxdyn.attention import Sigmoid, Sinkhorn, Softmax
+from jaxdyn.meanfield import (
+    RK4,
+    detect_clusters,
+    fixed_step_particles,
+    sphere_softmax,
+    uniform_on_sphere,
+)
+
+
+def test_rk4_is_fourth_order_on_a_linear_ode():
+    # dy/dt = -y + cos t has an exact solution; halving dt divides the error by ~16
+    def solve(steps):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(lambda t, y, a: -y + jnp.cos(t)),
+            RK4(),
+            0.0,
+            2.0,
+            2.0 / steps,
+            jnp.asarray(1.0),
+            stepsize_controller=diffrax.ConstantStepSize(),
+        )
+        return float(sol.ys[-1])
+
+    exact = 0.5 * np.exp(-2.0) + 0.5 * (np.cos(2.0) + np.sin(2.0))
+    e1, e2 = abs(solve(10) - exact), abs(solve(20) - exact)
+    assert 14.0 < e1 / e2 < 18.0
+
+
+def _numpy_softmax_rk4(x, A, V, t1, steps):
+    """An independent slow implementation: softmax particle velocities and RK4 in NumPy."""
+
+    def velocity(x):
+        s = x @ A.T @ x.T  # s[i, j] = x_j^T A x_i
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        w /= w.sum(axis=1, keepdims=True)
+        return (w @ x) @ V.T
+
+    h = t1 / steps
+    for _ in range(steps):
+        k1 = velocity(x)
+        k2 = velocity(x + 0.5 * h * k1)
+        k3 = velocity(x + 0.5 * h * k2)
+        k4 = velocity(x + h * k3)
+        x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return x
+
+
+def test_fixed_step_particles_matches_a_numpy_rk4_of_softmax_attention():
+    rng = np.random.default_rng(0)
+    d, n = 3, 20
+    Q, K = rng.standard_normal((d, d)), rng.standard_normal((d, d))
+    V = rng.standard_normal((d, d))
+    x0 = rng.standard_normal((n, d))
+    sol = fixed_step_particles(Softmax(Q=Q, K=K, V=V), x0, 0.7, 14)
+    expected = _numpy_softmax_rk4(x0, K.T @ Q / np.sqrt(d), V, 0.7, 14)
+    np.testing.assert_allclose(sol.final_x, expected, atol=1e-11)
+    assert int(sol.status) == 0
+
+
+@pytest.mark.parametrize("variant", ["sinkhorn", "sigmoid"])
+def test_duplicated_particles_follow_the_same_mean_field_dynamics(variant):
+    # n samples each repeated r times define the same empirical measure, hence the same flow
+    # (pde-meanfield runs every n in one compiled sweep this way)
+    rng = np.random.default_rng(1)
+    d, n, r = 2, 12, 3
+    Q, K = 0.7 * rng.standard_normal((d, d)), 0.7 * rng.standard_normal((d, d))
+    V = np.eye(d)
+    att = {
+        "softmax": Softmax(Q=Q, K=K, V=V),
+        "sinkhorn": Sinkhorn(Q=Q, K=K, V=V, iterations=60),
+        "sigmoid": Sigmoid(Q=Q, K=K, V=V, bias=0.3),
+    }[variant]
+    x0 = rng.standard_normal((n, d))
+    single = fixed_step_particles(att, x0, 0.5, 5).final_x
+    repeated = fixed_step_particles(att, np.repeat(x0, r, axis=0), 0.5, 5).final_x
+    np.testing.assert_allclose(np.asarray(repeated)[::r], single, atol=1e-10)
+
+
+@jax.jit
+def _sphere_flow(beta, t1, x0):
+    # one compilation shared by the sphere tests (beta and t1 are traced)
+    return fixed_step_particles(sphere_softmax(beta, x0.shape[1]), x0, t1, 300).final_x
+
+
+def test_sphere_projected_velocity_is_tangent_and_the_flow_stays_on_the_sphere():
+    d, n = 3, 16
+    x0 = uniform_on_sphere(jax.random.key(0), n, d)
+    np.testing.assert_allclose(jnp.linalg.norm(x0, axis=-1), 1.0, atol=1e-14)
+    att = sphere_softmax(4.0, d)
+    v = att.velocity(x0, x0)
+    np.testing.assert_allclose(jnp.sum(v * x0, axis=-1), 0.0, atol=1e-14)
+    final = _sphere_flow(4.0, 5.0, x0)
+    assert float(jnp.max(jnp.abs(jnp.linalg.norm(final, axis=-1) - 1.0))) < 1e-8
+    # A = beta I: the base softmax has K^T Q / sqrt(d) = beta I
+    np.testing.assert_allclose(att.base.A(), 4.0 * np.eye(d), atol=1e-14)
+
+
+def test_sphere_softmax_at_small_beta_collapses_to_one_cluster():
+    # beta -> 0: every token moves towards the (projected) mean, so consensus is reached
+    d, n = 3, 16
+    x0 = uniform_on_sphere(jax.random.key(3), n, d)
+    _, k = detect_clusters(_sphere_flow(0.5, 30.0, x0), 0.05)
+    assert int(k) == 1
+
+
+def test_fixed_step_particles_marks_a_blown_up_linear_attention_cloud_nan():
+    # linear attention's velocity is cubic in x: large clouds blow up in finite time
+    from jaxdyn.attention import Linear
+
+    x0 = 3.0 * np.ones((4, 1)) + np.arange(4.0)[:, None]
+    sol = fixed_step_particles(Linear(Q=np.eye(1), K=np.eye(1), V=np.eye(1)), x0, 5.0, 50)
+    assert int(sol.status) == 1  # Status.NAN
+
+
+def test_fixed_step_particles_rejects_bad_inputs():
+    att = Softmax(Q=np.eye(2), K=np.eye(2), V=np.eye(2))
+    with pytest.raises(ValueError, match="x0 must be"):
+        fixed_step_particles(att, np.zeros(3), 1.0, 4)
+    with pytest.raises(ValueError, match="steps must be"):
+        fixed_step_particles(att, np.zeros((3, 2)), 1.0, 0)
