@@ -12,8 +12,6 @@ import time
 import jax
 import numpy as np
 
-jax.config.update("jax_enable_x64", True)
-
 import jaxdyn.copyhead as ch  # noqa: E402
 
 
@@ -21,9 +19,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--x64", action="store_true", help="float64 (default float32)")
+    parser.add_argument("--L", type=int, default=16)
+    parser.add_argument("--V", type=int, default=8)
     args = parser.parse_args()
+    jax.config.update("jax_enable_x64", args.x64)
     n = 200 if args.quick else 1000
-    P, L, V = 32, 16, 8
+    P, L, V = 32, args.L, args.V
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
     Gs = jax.random.normal(jax.random.key(1), (n, L, L))
     single = jax.jit(lambda g: ch.action(g, X, Y, attention="softmax"))
@@ -48,7 +50,7 @@ def main():
     ratio = loop / bat
     print(json.dumps({
         "benchmark": "copy_head_exact_action_batched",
-        "matrices": n, "P": P, "L": L, "V": V,
+        "matrices": n, "P": P, "L": L, "V": V, "x64": args.x64,
         "batched_s": bat, "baseline_loop_s": loop, "ratio": ratio,
         "target_ratio": 10.0, "passed": bool(ratio >= 10.0),
     }))

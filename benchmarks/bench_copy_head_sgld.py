@@ -10,9 +10,6 @@ import statistics
 import time
 
 import jax
-
-jax.config.update("jax_enable_x64", True)
-
 import jax.numpy as jnp  # noqa: E402
 
 import jaxdyn.copyhead as ch  # noqa: E402
@@ -23,8 +20,12 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--chains", type=int, default=64)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--L", type=int, default=16)
+    parser.add_argument("--V", type=int, default=4)
+    parser.add_argument("--x64", action="store_true", help="float64 (default float32)")
     args = parser.parse_args()
-    L, V, P = 16, 4, 40
+    jax.config.update("jax_enable_x64", args.x64)
+    L, V, P = args.L, args.V, 40
     steps = 100 if args.quick else 400
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
     stats = ch.copy_statistics(X, Y)
@@ -66,7 +67,7 @@ def main():
     ratio = loop / vm
     print(json.dumps({
         "benchmark": "copy_head_sgld_chains",
-        "chains": args.chains, "steps": steps, "L": L, "V": V,
+        "chains": args.chains, "steps": steps, "L": L, "V": V, "x64": args.x64,
         "vmapped_s": vm, "baseline_per_chain_loop_s": loop,
         "ratio": ratio, "target_ratio": 20.0, "passed": bool(ratio >= 20.0),
         "chain_steps_per_s_vmapped": args.chains * steps / vm,

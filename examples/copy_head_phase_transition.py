@@ -32,7 +32,7 @@ for P in (5, 100):
           "  (> 0: the copy pattern is more probable)")
 
 # 2. Phase diagrams of the reduced action.
-Ps = np.geomspace(2.0, 500.0, 40)
+Ps = np.geomspace(2.0, 500.0, 30)
 fig, ax = plt.subplots(1, 2, figsize=(9, 3.2), layout="constrained")
 for attention, model, key in (
     ("softmax", ch.SoftmaxReduced(L=L, V=V), "a_G"),
@@ -51,7 +51,7 @@ head = ch.HeadSettings(attention="softmax")
 def train(P):
     X, Y = ch.copy_task(jax.random.key(1), 200, L, V)
     stats = ch.copy_statistics(X, Y, (jnp.arange(200) < P).astype(X.dtype))
-    params, _ = ch.train_map(jax.random.key(2), stats, head, steps=800,
+    params, _ = ch.train_map(jax.random.key(2), stats, head, steps=600,
                              learning_rate=jnp.asarray(0.03))
     return ch.measure(params["G"], params["W"], stats, head)["c_G"]
 

@@ -32,21 +32,27 @@ def test_gd_step_is_the_plain_gradient_update_with_a_traced_learning_rate():
     assert step._cache_size() == 1
 
 
-def test_finite_gradient_descent_tracks_the_population_flow_for_a_large_sample():
+def test_finite_gradient_descent_approaches_the_population_flow_as_n_and_s_grow():
     P = gf.paper_transition(PI, 0.5)
     key, k_init = jax.random.split(jax.random.key(3))
-    lr, steps = 0.5, 40
-    run = jax.jit(
-        lambda k: gf.train_finite(k, P, PI, n=2048, s=64, m=4, m_attn=3, eps=1e-2, lr=lr,
-                                  num_steps=steps, record_every=10, init_key=k_init)
-    )(key)
+    # a small step, so that GD's own discretisation (growth factor 1 + lr mu1 per step instead
+    # of exp(lr mu1)) does not shift the escape time
+    lr, steps = 0.1, 200
     model0 = gf.init_transformer(k_init, 4, 4, 3, 1e-2)
-    ts = np.arange(5) * 10 * lr
+    ts = np.arange(6) * 40 * lr
     sol = gf.population_flow(model0, PI, P, ts)
-    flow_loss = jax.vmap(lambda m: gf.population_loss(m, PI, P))(sol.models)
-    assert int(run.status) == 0
-    assert float(flow_loss[-1]) < np.log(4) - 0.3  # the comparison spans the condensation
-    np.testing.assert_allclose(run.population_loss, flow_loss, atol=0.03)
+    flow_loss = np.asarray(jax.vmap(lambda m: gf.population_loss(m, PI, P))(sol.models))
+    assert flow_loss[-1] < np.log(4) - 0.3  # the comparison spans the condensation
+    errors = []
+    for n, s in ((64, 8), (2048, 64)):
+        run = jax.jit(
+            lambda k: gf.train_finite(k, P, PI, n=n, s=s, m=4, m_attn=3, eps=1e-2, lr=lr,
+                                      num_steps=steps, record_every=40, init_key=k_init)
+        )(key)
+        assert int(run.status) == 0
+        errors.append(float(np.max(np.abs(np.asarray(run.population_loss) - flow_loss))))
+    assert errors[1] < 0.06, errors
+    assert errors[1] < 0.5 * errors[0], errors
 
 
 def test_vmapped_seeds_equal_separate_runs():
@@ -119,7 +125,7 @@ def test_loader_rejects_missing_file():
 def test_attention_story_reads_focus_and_dilution_phases():
     prior = np.array([0.5, 0.3, 0.2])
     rows = np.array([prior, [0.95, 0.03, 0.02], prior, [0.34, 0.33, 0.33], [0.05, 0.05, 0.9]])
-    story = gf.attention_story(rows, prior, ["a", "b", "c"])
+    story = gf.attention_story(rows, prior, ["a", "b", "c"], threshold=0.05)
     assert story == ["uniform", "focus on 'a'", "uniform", "dilution", "focus on 'c'"]
 
 

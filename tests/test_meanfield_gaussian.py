@@ -72,7 +72,9 @@ def _page_rhs(kind, Q, K, V, mean, cov, heads=1):
 def _module(kind, Q, K, V):
     if kind == "multihead":
         return MultiHead(Q=Q, K=K, V=V, heads=D)
-    return {"softmax": Softmax, "l2": L2, "linear": Linear, "sinkhorn": Sinkhorn}[kind](Q=Q, K=K, V=V)
+    return {"softmax": Softmax, "l2": L2, "linear": Linear, "sinkhorn": Sinkhorn}[kind](
+        Q=Q, K=K, V=V
+    )
 
 
 KINDS = ["softmax", "l2", "linear", "sinkhorn", "multihead"]
@@ -87,7 +89,10 @@ def test_gaussian_rhs_matches_the_science_page_formulas(kind):
     np.testing.assert_allclose(dc, ec, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("kind,n", [("softmax", 8000), ("l2", 8000), ("linear", 8000), ("multihead", 8000), ("sinkhorn", 1500)])
+@pytest.mark.parametrize(
+    "kind,n",
+    [("softmax", 8000), ("l2", 8000), ("linear", 8000), ("multihead", 8000), ("sinkhorn", 1500)],
+)
 def test_gaussian_rhs_matches_monte_carlo_particle_velocities(kind, n):
     """Velocities of n tokens sampled from N(alpha, Sigma) are affine, B x + c, with the
     closed B and c; the fitted (B, c) reproduce gaussian_rhs up to Monte-Carlo error."""
@@ -115,7 +120,9 @@ def test_monte_carlo_check_detects_a_wrong_l2_factor():
     att = L2(Q=Q, K=K, V=V)
     B, _ = att.affine_velocity(jnp.asarray(mean), jnp.asarray(cov))
     n = 8000
-    x = jnp.asarray(mean + np.random.default_rng(3).standard_normal((n, D)) @ np.linalg.cholesky(cov).T)
+    x = jnp.asarray(
+        mean + np.random.default_rng(3).standard_normal((n, D)) @ np.linalg.cholesky(cov).T
+    )
     X = jnp.concatenate([x, jnp.ones((n, 1))], axis=1)
     B_fit = jnp.linalg.lstsq(X, velocity(att, x, chunk_size=2048))[0][:D].T
     tol = 6.0 / np.sqrt(n) * (np.linalg.norm(B) + 1)
@@ -127,7 +134,9 @@ def test_non_gaussian_closed_variants_refuse_gaussian_rhs():
     with pytest.raises(ValueError, match="not Gaussian-closed"):
         gaussian_rhs(Sigmoid(Q=Q, K=K, V=V), mean, cov)
     with pytest.raises(ValueError, match="not Gaussian-closed"):
-        simulate_gaussian(Masked(base=Softmax(Q=Q, K=K, V=V), positions=jnp.zeros(4)), mean, cov, 1.0)
+        simulate_gaussian(
+            Masked(base=Softmax(Q=Q, K=K, V=V), positions=jnp.zeros(4)), mean, cov, 1.0
+        )
 
 
 def test_softmax_identity_solution_matches_closed_form_to_1e8():
@@ -137,7 +146,9 @@ def test_softmax_identity_solution_matches_closed_form_to_1e8():
     t_star = float(blowup_time(cov, A))
     T = 0.8 * min(t_star, 5.0)
     ts = jnp.linspace(0.0, T, 6)
-    sol = simulate_gaussian(att, jnp.zeros(D), jnp.asarray(cov), T, ts=ts, rtol=1e-12, atol=1e-14, max_steps=100000)
+    sol = simulate_gaussian(
+        att, jnp.zeros(D), jnp.asarray(cov), T, ts=ts, rtol=1e-12, atol=1e-14, max_steps=100000
+    )
     assert int(sol.status) == Status.SUCCESS
     exact = jax.vmap(lambda t: softmax_identity_covariance(cov, A, t))(ts)
     np.testing.assert_allclose(sol.covs, exact, rtol=1e-8, atol=1e-10)
@@ -149,7 +160,9 @@ def test_closed_form_inverse_evolves_linearly():
     S = A + A.T
     for t in (0.01, 0.05):
         Sig = np.asarray(softmax_identity_covariance(cov, A, t))
-        np.testing.assert_allclose(np.linalg.inv(Sig), np.linalg.inv(cov) - t * S, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(
+            np.linalg.inv(Sig), np.linalg.inv(cov) - t * S, rtol=1e-9, atol=1e-9
+        )
 
 
 def test_softmax_blowup_time_matches_closed_form_to_1e8():
@@ -163,12 +176,22 @@ def test_softmax_blowup_time_matches_closed_form_to_1e8():
     # At t*, Sigma(t)^{-1} = Sigma_0^{-1} - t* (A + A^T) becomes singular.
     lam = np.linalg.eigvalsh(np.linalg.inv(cov) - t_star * (A + A.T))
     assert abs(lam[-1]) < 1e-10 * np.abs(lam).max() or abs(lam[0]) < 1e-10 * np.abs(lam).max()
-    sol = simulate_gaussian(att, jnp.zeros(D), jnp.asarray(cov), 10 * t_star, rtol=1e-12, atol=1e-12,
-                            blowup_trace=1e6, max_steps=100000)
+    sol = simulate_gaussian(
+        att,
+        jnp.zeros(D),
+        jnp.asarray(cov),
+        10 * t_star,
+        rtol=1e-12,
+        atol=1e-12,
+        blowup_trace=1e6,
+        max_steps=100000,
+    )
     assert int(sol.status) == Status.BLOWUP and int(sol.event) == GaussianEvent.BLOWUP
     assert abs(float(sol.t_blowup) - t_star) < 1e-8 * t_star
     # The event itself is where tr Sigma(t) = 1e6 exactly (root finder on the real-valued event).
-    np.testing.assert_allclose(np.trace(softmax_identity_covariance(cov, A, sol.t_event)), 1e6, rtol=1e-5)
+    np.testing.assert_allclose(
+        np.trace(softmax_identity_covariance(cov, A, sol.t_event)), 1e6, rtol=1e-5
+    )
     # Sigma / tr Sigma tends to rank one.
     ev = np.linalg.eigvalsh(sol.final_cov)
     assert ev[-2] / ev[-1] < 1e-4
@@ -179,7 +202,9 @@ def test_no_blowup_when_symmetric_part_is_negative_semidefinite():
     _, _, _, _, cov = _problem(seed=10)
     att = Softmax(Q=Q, K=-Q, V=np.eye(D))
     assert float(blowup_time(cov, att.A())) == np.inf
-    sol = simulate_gaussian(att, jnp.zeros(D), jnp.asarray(cov), 200.0, rtol=1e-10, atol=1e-12, max_steps=100000)
+    sol = simulate_gaussian(
+        att, jnp.zeros(D), jnp.asarray(cov), 200.0, rtol=1e-10, atol=1e-12, max_steps=100000
+    )
     assert int(sol.status) == Status.SUCCESS and int(sol.event) == GaussianEvent.NONE
 
 
@@ -207,22 +232,28 @@ def test_steady_state_event_stops_at_the_papers_tolerance():
     Q = np.random.default_rng(14).standard_normal((1, D))
     _, _, _, _, cov = _problem(seed=15)
     att = Softmax(Q=Q, K=-Q, V=np.eye(D))
-    sol = simulate_gaussian(att, jnp.zeros(D), jnp.asarray(cov), 1e5, steady_tol=1e-3, rtol=1e-8, atol=1e-10)
+    sol = simulate_gaussian(
+        att, jnp.zeros(D), jnp.asarray(cov), 1e5, steady_tol=1e-3, rtol=1e-8, atol=1e-10
+    )
     assert int(sol.event) == GaussianEvent.STEADY and int(sol.status) == Status.SUCCESS
     _, dcov = gaussian_rhs(att, sol.final_mean, sol.final_cov)
     np.testing.assert_allclose(np.linalg.norm(dcov), 1e-3, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_simulate_gaussian_vmaps_over_initial_conditions():
     Q, K, V, mean, cov = _problem(seed=16, scale=0.3)
     att = Softmax(Q=Q, K=K, V=V)
     covs = jnp.stack([cov, 2 * cov, 0.5 * cov])
-    batched = jax.vmap(lambda c: simulate_gaussian(att, jnp.asarray(mean), c, 0.5, rtol=1e-10, atol=1e-12))(covs)
+    batched = jax.vmap(
+        lambda c: simulate_gaussian(att, jnp.asarray(mean), c, 0.5, rtol=1e-10, atol=1e-12)
+    )(covs)
     for i in range(3):
         one = simulate_gaussian(att, jnp.asarray(mean), covs[i], 0.5, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(batched.final_cov[i], one.final_cov, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_fixed_step_solver_agrees_with_adaptive():
     Q, K, V, mean, cov = _problem(seed=17, scale=0.3)
     att = L2(Q=Q, K=K, V=V)
@@ -246,6 +277,7 @@ def test_invalid_inputs_raise_before_compiling():
         simulate_gaussian(att, mean, cov + np.triu(np.ones((D, D)), 1), 1.0)
 
 
+@pytest.mark.slow
 def test_gradient_through_solver_matches_closed_form_derivative():
     """d tr Sigma(t) / dA and d t* / dA through the adaptive solver vs the closed forms."""
     rng = np.random.default_rng(18)
@@ -257,7 +289,9 @@ def test_gradient_through_solver_matches_closed_form_derivative():
 
     def trace_solver(A):
         att = Softmax(Q=np.sqrt(D) * jnp.eye(D), K=A.T, V=jnp.eye(D))
-        return jnp.trace(simulate_gaussian(att, jnp.zeros(D), cov, T, rtol=1e-12, atol=1e-12).final_cov)
+        return jnp.trace(
+            simulate_gaussian(att, jnp.zeros(D), cov, T, rtol=1e-12, atol=1e-12).final_cov
+        )
 
     g_solver = jax.grad(trace_solver)(A0)
     g_exact = jax.grad(lambda A: jnp.trace(softmax_identity_covariance(cov, A, T)))(A0)
@@ -265,8 +299,9 @@ def test_gradient_through_solver_matches_closed_form_derivative():
 
     def tstar_solver(A):
         att = Softmax(Q=np.sqrt(D) * jnp.eye(D), K=A.T, V=jnp.eye(D))
-        sol = simulate_gaussian(att, jnp.zeros(D), cov, 10.0, rtol=1e-12, atol=1e-12, blowup_trace=1e6,
-                                max_steps=100000)
+        sol = simulate_gaussian(
+            att, jnp.zeros(D), cov, 10.0, rtol=1e-12, atol=1e-12, blowup_trace=1e6, max_steps=100000
+        )
         return sol.t_blowup
 
     g_t = jax.grad(tstar_solver)(A0)

@@ -20,7 +20,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._network import ATTENTIONS, copy_head
-from ._task import CopyStatistics, supervised_positions
+from ._task import CopyStatistics, copy_statistics, supervised_positions
 
 
 def _is_concrete(x) -> bool:
@@ -145,15 +145,20 @@ def action(
     if G.ndim < 2 or G.shape[-2:] != (L, L):
         raise ValueError(f"G must have shape (..., {L}, {L}) to match X, got {G.shape}")
 
-    def one(g):
-        A = attention_matrix(g, attention=attention, alpha=alpha, causal=causal, cyclic=cyclic)
+    hyper = dict(temperature=temperature, sigma_w2=sigma_w2, sigma_g2=sigma_g2)
+    if G.ndim == 2:
+        # One G: contract the data directly, O(P L^2 V + P L V^2).
+        A = attention_matrix(G, attention=attention, alpha=alpha, causal=causal, cyclic=cyclic)
         M, B = _data_moments(A, X, Y)
-        return action_from_moments(
-            g, M, B, temperature=temperature, sigma_w2=sigma_w2, sigma_g2=sigma_g2
-        )
-
+        return action_from_moments(G, M, B, **hyper)
+    # Many G: build the sufficient statistics once (O(P L^2 V^2)); each G then costs two
+    # GEMM-shaped contractions, O(L^2 V^2), which batch far better than per-G data sums.
+    stats = copy_statistics(X, Y)
     batch = G.shape[:-2]
     flat = G.reshape((-1, L, L))
+    one = lambda g: action_from_statistics(
+        g, stats, attention=attention, alpha=alpha, causal=causal, cyclic=cyclic, **hyper
+    )
     return jax.vmap(one)(flat).reshape(batch)
 
 

@@ -101,8 +101,11 @@ class CopyStatistics(eqx.Module):
     def moments(self, A: Float[ArrayLike, "L L"]) -> tuple[Float[Array, "V V"], Float[Array, "V V"]]:
         """(M, B) = (sum_mu X^T A^T A X, sum_mu X^T A^T Y) for an attention matrix A."""
         A = jnp.asarray(A)
-        M = jnp.einsum("lm,lmab->ab", A.T @ A, self.N)
-        B = jnp.einsum("lm,mlab->ab", A, self.NY)
+        L, V = self.L, self.V
+        # Flattened to vector-matrix products: under vmap over many A they become single GEMMs.
+        M = ((A.T @ A).reshape(L * L) @ self.N.reshape(L * L, V * V)).reshape(V, V)
+        NY_lm = jnp.swapaxes(self.NY, 0, 1).reshape(L * L, V * V)
+        B = (A.reshape(L * L) @ NY_lm).reshape(V, V)
         return M, B
 
 

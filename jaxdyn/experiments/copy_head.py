@@ -372,6 +372,7 @@ def run_adam(c: AdamConfig, run: Run) -> None:
     run.scalar("theory_transition_order_map", info["transition_order"])
     run.scalar("theory_P_star_map", info["P_star"])
     _compare_to_theory(run, c, "adam", P, keep, result, diagram, info)
+    _transition_signatures(run, c, "adam", P, keep, result, diagram, info)
     _network_figures(run, c, "adam", P, keep, result, diagram, info, "MAP theory")
 
 
@@ -390,6 +391,39 @@ def _compare_to_theory(run, c, name, P, keep, result, diagram, info, reduce=np.n
                   measured=meas.tolist(), tolerance=c.check_tolerance,
                   note=f"median over kept members at P farther than x{c.exclusion_factor} "
                        f"from P*={info['P_star']}")
+
+
+def _transition_signatures(run, c, name, P, keep, result, diagram, info):
+    """Softmax: jump of c_G across P* (vs the theory's jump) and hysteresis between starts;
+    linear: c_1 leaves zero above the onset while c_G stays small (pooling first)."""
+    key = _order_keys(c)[-1]
+    vals = result.outputs[key]
+    if vals.ndim > 1:
+        vals = np.nanmean(vals, axis=1)
+    P_star = info["P_star"]
+    if P_star is None:
+        return
+    Ps = np.unique(P[keep])
+    below, above = Ps[Ps < P_star], Ps[Ps > P_star]
+    if below.size == 0 or above.size == 0:
+        return
+    lo, hi = below.max(), above.min()
+    med = lambda p: float(np.nanmedian(vals[(P == p) & keep]))
+    measured = med(hi) - med(lo)
+    theory = float(_theory_at(diagram, np.array([hi]), _theory_key(c, key))[0]
+                   - _theory_at(diagram, np.array([lo]), _theory_key(c, key))[0])
+    run.check(f"{name}_{key}_change_across_P_star", expected=theory, measured=measured,
+              tolerance=max(c.check_tolerance, 0.25 * abs(theory)),
+              note=f"median {key} at P={hi:g} minus at P={lo:g} (P*={P_star:.3g})")
+    # Hysteresis: P values where chains / runs from the two starts end in different states.
+    start = result.params["copy_start"]
+    hyst = []
+    for p in np.unique(P):
+        a = vals[(P == p) & (start == 0.0) & result.ok]
+        b = vals[(P == p) & (start == 1.0) & result.ok]
+        if a.size and b.size and abs(np.nanmedian(a) - np.nanmedian(b)) > 0.1:
+            hyst.append(float(p))
+    run.scalar(f"{name}_hysteresis_P", hyst)
 
 
 def _network_figures(run, c, name, P, keep, result, diagram, info, theory_label):
@@ -513,6 +547,7 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
     run.scalar("theory_transition_order", info["transition_order"])
     run.scalar("theory_P_star", info["P_star"])
     _compare_to_theory(run, c, "sgld", P, keep, result, diagram, info)
+    _transition_signatures(run, c, "sgld", P, keep, result, diagram, info)
 
     # SGLD's G-marginal and MALA sample the same law exp(-S(G)): their order parameters agree.
     far = _away_from(P, [info["P_star"]], c.exclusion_factor)

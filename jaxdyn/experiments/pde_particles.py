@@ -287,6 +287,7 @@ class ParticlesConfig(ExperimentConfig):
     distance ``phase_radius``, ``betas`` log-spaced; one sweep over ``beta`` x systems.
     """
 
+    vmap_width: int = 8  # small groups keep each group's score blocks in cache on CPUs
     d: int = 2
     variants: tuple[str, ...] = ALL_VARIANTS
     n: int = 256
@@ -303,7 +304,7 @@ class ParticlesConfig(ExperimentConfig):
     beta_max: float = 32.0
     n_betas: int = 16
     phase_t1: float = 30.0
-    phase_steps: int = 600
+    phase_steps: int = 1000
     phase_saves: int = 16
     phase_radius: float = 0.05
 

@@ -7,7 +7,7 @@ Definitions (each a first crossing, linearly interpolated in ``t``; NaN if never
   plateau);
 - focus: the attention entropy of the most frequent query falls to ``focus_fraction * H(pi)``
   (it starts at ``H(pi)`` because attention is uniform, ``w = pi``);
-- dilution: the relative dilution mode ``D / ||gamma||`` reaches ``dilution_fraction`` of its
+- dilution: the relative dilution mode ``D / ||gamma||`` reaches ``dilution_fraction`` (0.9) of its
   maximum over the run (the high- and low-frequency embeddings move apart while the
   low-frequency queries' attention spreads out);
 - new direction: ``sigma_2(W0) / sigma_1(W0)`` crosses ``new_direction_ratio`` after the
@@ -50,7 +50,7 @@ def detect_stages(
     pi: ArrayLike,
     *,
     focus_fraction: float = 0.5,
-    dilution_fraction: float = 0.5,
+    dilution_fraction: float = 0.9,
     new_direction_ratio: float = 0.1,
 ) -> dict[str, float]:
     """Timestamps of the four stages (see the module docstring) from saved metrics."""
