@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer steps")
     ap.add_argument("--seeds", type=int, default=64)
     args = ap.parse_args()
-    n, s, m = 256, 16, 6
+    n, s, m = 128, 16, 6
     steps = 100 if args.quick else 300
     lr = 0.5
     pi = jnp.array([0.75, 0.19, 0.05, 0.01])

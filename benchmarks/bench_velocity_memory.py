@@ -25,7 +25,8 @@ n, d, chunk, work = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.ar
 key = jax.random.key(0)
 k1, k2, k3, k4 = jax.random.split(key, 4)
 tokens = jax.random.normal(k1, (n, d), jnp.float32)
-att = Softmax(Q=jax.random.normal(k2, (d, d)), K=jax.random.normal(k3, (d, d)), V=jax.random.normal(k4, (d, d)))
+Q, K, V = (jax.random.normal(k, (d, d)) for k in (k2, k3, k4))
+att = Softmax(Q=Q, K=K, V=V)
 out = {"n": n, "d": d}
 if work:
     f = jax.jit(lambda x: att.velocity(x, x, chunk_size=chunk))
@@ -39,7 +40,9 @@ if work:
         compiled(tokens).block_until_ready()  # warm-up (the program is already compiled AOT)
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter(); v = compiled(tokens); v.block_until_ready(); times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        v = compiled(tokens).block_until_ready()
+        times.append(time.perf_counter() - t0)
     out["seconds_median"] = sorted(times)[len(times) // 2]
     out["reps"] = reps
     out["finite"] = bool(jnp.all(jnp.isfinite(v)))
@@ -53,7 +56,9 @@ def _child(n: int, d: int, chunk: int, work: bool, reps: int = 1) -> tuple[dict,
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(n), str(d), str(chunk), "1" if work else "0", str(reps)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     # ru_maxrss of RUSAGE_CHILDREN is the largest child so far (KiB on Linux): run the

@@ -59,7 +59,7 @@ def train(P):
 P_train = jnp.array([5.0, 10.0, 40.0, 100.0, 200.0])
 a_G = jax.jit(jax.vmap(train))(P_train)
 theory = ch.SoftmaxReduced(L=L, V=V, objective="map")
-for P, a in zip(np.asarray(P_train), np.asarray(a_G)):
+for P, a in zip(np.asarray(P_train), np.asarray(a_G), strict=True):
     th = float(theory.order(ch.global_minimum(theory, jnp.asarray(P)))["a_G"])
     print(f"Adam P = {P:5.0f}: a_G = {a:.3f}   MAP theory {th:.3f}")
 ax[0].semilogx(np.asarray(P_train), np.asarray(a_G), "ko", label="Adam (softmax)")

@@ -59,7 +59,8 @@ def main():
         _, k = detect_clusters(flow(beta, x_sphere), 0.05)
         print(f"beta = {beta}: {int(k)} clusters of 32 tokens at depth 15")
 
-    # 3. d t* / dQ through the solver vs the closed form t* = 1 / lambda_max(S0^1/2 (A + A^T) S0^1/2)
+    # 3. d t*/dQ through the solver vs the closed form
+    #    t* = 1 / lambda_max(S0^1/2 (A + A^T) S0^1/2)
     Qb = rng.standard_normal((d, d))
     Kb = Qb + 0.3 * rng.standard_normal((d, d))  # A close to Q^T Q / sqrt(d): blows up
     t_closed = float(blowup_time(cov0, Kb.T @ Qb / np.sqrt(d)))

@@ -28,12 +28,22 @@ inputs = paper_rank_inputs(d, runs, attention="softmax", value="identity")
 @jax.jit
 @jax.vmap
 def solve(Q, K, V, Sigma0):
-    sol = simulate_gaussian(Softmax(Q=Q, K=K, V=V), jnp.zeros(d), Sigma0, 1e5, steady_tol=tol_low,
-                            rtol=1e-6, atol=1e-9, max_steps=20000)
+    sol = simulate_gaussian(
+        Softmax(Q=Q, K=K, V=V),
+        jnp.zeros(d),
+        Sigma0,
+        1e5,
+        steady_tol=tol_low,
+        rtol=1e-6,
+        atol=1e-9,
+        max_steps=20000,
+    )
     return sol.final_cov, sol.t_final, sol.status
 
 
-covs, t_stop, status = solve(*(jnp.asarray(a) for a in (inputs.Q, inputs.K, inputs.V, inputs.Sigma0)))
+covs, t_stop, status = solve(
+    *(jnp.asarray(a) for a in (inputs.Q, inputs.K, inputs.V, inputs.Sigma0))
+)
 ranks = np.asarray(jax.vmap(limiting_rank)(covs))
 A = np.einsum("rki,rkj->rij", inputs.K, inputs.Q) / np.sqrt(d)
 exact = jax.vmap(softmax_identity_covariance)(jnp.asarray(inputs.Sigma0), jnp.asarray(A), t_stop)

@@ -55,7 +55,9 @@ def _slow_velocity(kind, Q, K, V, x, tokens, bias=0.0, positions=None):
     return out
 
 
-@pytest.mark.parametrize("kind,cls", [("softmax", Softmax), ("l2", L2), ("sigmoid", Sigmoid), ("linear", Linear)])
+@pytest.mark.parametrize(
+    "kind,cls", [("softmax", Softmax), ("l2", L2), ("sigmoid", Sigmoid), ("linear", Linear)]
+)
 def test_velocity_matches_slow_double_loop(kind, cls):
     Q, K, V = _weights()
     x = _tokens(25, seed=2)
@@ -66,7 +68,9 @@ def test_velocity_matches_slow_double_loop(kind, cls):
     np.testing.assert_allclose(att.velocity(x, tokens), expected, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("kind,cls", [("softmax", Softmax), ("l2", L2), ("sigmoid", Sigmoid), ("linear", Linear)])
+@pytest.mark.parametrize(
+    "kind,cls", [("softmax", Softmax), ("l2", L2), ("sigmoid", Sigmoid), ("linear", Linear)]
+)
 def test_masked_velocity_averages_only_over_earlier_positions(kind, cls):
     Q, K, V = _weights(seed=3)
     tokens = _tokens(40)
@@ -74,7 +78,9 @@ def test_masked_velocity_averages_only_over_earlier_positions(kind, cls):
     att = Masked(base=cls(Q=Q, K=K, V=V), positions=positions)
     expected = _slow_velocity(kind, Q, K, V, tokens, tokens, positions=np.asarray(positions))
     np.testing.assert_allclose(att.velocity(tokens, tokens), expected, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(att.velocity(tokens, tokens, chunk_size=7), expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        att.velocity(tokens, tokens, chunk_size=7), expected, rtol=1e-10, atol=1e-12
+    )
 
 
 def test_attention_sink_makes_first_token_visible_to_all():
@@ -86,8 +92,14 @@ def test_attention_sink_makes_first_token_visible_to_all():
     # The first token sees only itself: its velocity is V x_0 for softmax.
     np.testing.assert_allclose(plain.velocity(tokens, tokens)[0], V @ tokens[0], rtol=1e-12)
     # With the sink at position 0, the token at position 0.05 sees token 0 and itself.
-    w = jax.nn.softmax(jnp.array([tokens[0] @ Softmax(Q=Q, K=K, V=V).A() @ tokens[3],
-                                  tokens[3] @ Softmax(Q=Q, K=K, V=V).A() @ tokens[3]]))
+    w = jax.nn.softmax(
+        jnp.array(
+            [
+                tokens[0] @ Softmax(Q=Q, K=K, V=V).A() @ tokens[3],
+                tokens[3] @ Softmax(Q=Q, K=K, V=V).A() @ tokens[3],
+            ]
+        )
+    )
     expected = V @ (w[0] * tokens[0] + w[1] * tokens[3])
     np.testing.assert_allclose(sink.velocity(tokens, tokens)[3], expected, rtol=1e-12)
 
@@ -99,7 +111,9 @@ def test_chunked_velocity_equals_dense(cls):
     att = cls(Q=Q, K=K, V=V)
     dense = att.velocity(tokens, tokens)
     for chunk in (16, 200):
-        np.testing.assert_allclose(att.velocity(tokens, tokens, chunk_size=chunk), dense, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            att.velocity(tokens, tokens, chunk_size=chunk), dense, rtol=1e-10, atol=1e-12
+        )
 
 
 def test_chunked_softmax_survives_scores_that_overflow_exp():
@@ -108,7 +122,9 @@ def test_chunked_softmax_survives_scores_that_overflow_exp():
     att = Softmax(Q=Q, K=K, V=V)
     dense = att.velocity(tokens, tokens)
     assert np.all(np.isfinite(dense))
-    np.testing.assert_allclose(att.velocity(tokens, tokens, chunk_size=8), dense, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        att.velocity(tokens, tokens, chunk_size=8), dense, rtol=1e-9, atol=1e-9
+    )
 
 
 def test_sinkhorn_weights_are_a_coupling_with_uniform_marginals():
@@ -120,7 +136,9 @@ def test_sinkhorn_weights_are_a_coupling_with_uniform_marginals():
     np.testing.assert_allclose(W.sum(0), 1.0, atol=1e-8)  # column marginal: n * (1/n)
     s = (tokens @ Q.T) @ (tokens @ K.T).T
     logm = jnp.full(50, -jnp.log(50.0))
-    pi = jnp.exp(sinkhorn_log_coupling(s, log_row_weights=logm, log_col_weights=logm, iterations=300))
+    pi = jnp.exp(
+        sinkhorn_log_coupling(s, log_row_weights=logm, log_col_weights=logm, iterations=300)
+    )
     np.testing.assert_allclose(W / 50, pi, atol=1e-10)
 
 
@@ -162,10 +180,14 @@ def test_time_dependent_weights_follow_the_schedule():
         V=lambda t: V1 * (1.0 + t),
     )
     np.testing.assert_allclose(
-        sched.velocity(tokens, tokens, t=0.5), Softmax(Q=Q1, K=K1, V=1.5 * V1).velocity(tokens, tokens), rtol=1e-12
+        sched.velocity(tokens, tokens, t=0.5),
+        Softmax(Q=Q1, K=K1, V=1.5 * V1).velocity(tokens, tokens),
+        rtol=1e-12,
     )
     np.testing.assert_allclose(
-        sched.velocity(tokens, tokens, t=2.0), Softmax(Q=Q2, K=K2, V=3.0 * V1).velocity(tokens, tokens), rtol=1e-12
+        sched.velocity(tokens, tokens, t=2.0),
+        Softmax(Q=Q2, K=K2, V=3.0 * V1).velocity(tokens, tokens),
+        rtol=1e-12,
     )
 
 

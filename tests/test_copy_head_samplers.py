@@ -1,6 +1,5 @@
 """Adam to the MAP, SGLD over (W, G) and MALA on G (copy_head.md, "Validation protocol")."""
 
-import blackjax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,10 +25,10 @@ def test_sgld_step_is_langevin_without_a_half_factor():
     det = kernel.step(jax.random.key(0), pos, stats, h, temperature=0.0)
     for k in pos:
         assert jnp.allclose(det[k], pos[k] + h * grad[k], atol=1e-14)
-    noise = jax.vmap(lambda k: kernel.step(k, pos, stats, h)["W"] - pos["W"] - h * grad["W"])(
-        jax.random.split(jax.random.key(1), 2000)
-    )
-    assert abs(float(jnp.var(noise)) / (2 * h) - 1) < 0.06
+    noise = jax.jit(jax.vmap(lambda k: kernel.step(k, pos, stats, h)["W"]))(
+        jax.random.split(jax.random.key(1), 1500)
+    ) - (pos["W"] + h * grad["W"])
+    assert abs(float(jnp.var(noise)) / (2 * h) - 1) < 0.07
 
 
 def test_map_objective_is_the_profile_of_the_joint_energy():
@@ -54,7 +53,7 @@ def test_adam_reaches_the_map_theory_minimum():
 
     def train(P):
         stats = _stats(P, L, V, seed=3, P_max=400)
-        p, trace = ch.train_map(jax.random.key(4), stats, head, steps=2000,
+        p, trace = ch.train_map(jax.random.key(4), stats, head, steps=1200,
                                 learning_rate=jnp.asarray(0.02))
         return ch.measure(p["G"], p["W"], stats, head), trace
 
@@ -74,8 +73,8 @@ def test_mala_samples_the_exact_posterior_of_G():
     L, V, P = 3, 2, 2
     stats = _stats(P, L, V, seed=5)
     head = ch.HeadSettings(attention="linear", alpha=0.0)
-    G = jax.random.normal(jax.random.key(6), (100_000, L, L))
-    S = jax.vmap(lambda g: ch.action_from_statistics(g, stats, **head.kwargs()))(G)
+    G = jax.random.normal(jax.random.key(6), (50_000, L, L))
+    S = jax.jit(jax.vmap(lambda g: ch.action_from_statistics(g, stats, **head.kwargs())))(G)
     logw = -(S - jnp.sum(G**2, axis=(1, 2)) / 2)
     w = jnp.exp(logw - jnp.max(logw))
     w = w / jnp.sum(w)
@@ -85,14 +84,14 @@ def test_mala_samples_the_exact_posterior_of_G():
     exact = np.array([float(jnp.sum(w * c1)), float(jnp.sum(w * cG))])
 
     def chain(key):
-        s = ch.sample_mala(key, stats, head, step_size=0.3, burn_in=200, num_samples=200, thin=5)
+        s = ch.sample_mala(key, stats, head, step_size=0.3, burn_in=100, num_samples=100, thin=5)
         return jnp.stack([s["c_1"], s["c_G"]], -1), s["acceptance"]
 
-    samples, acc = jax.jit(jax.vmap(chain))(jax.random.split(jax.random.key(7), 32))
+    samples, acc = jax.jit(jax.vmap(chain))(jax.random.split(jax.random.key(7), 24))
     assert 0.3 < float(jnp.mean(acc)) < 1.0
-    chain_means = np.asarray(jnp.mean(samples, axis=1))  # (32, 2): independent chains
+    chain_means = np.asarray(jnp.mean(samples, axis=1))  # (24, 2): independent chains
     mean = chain_means.mean(0)
-    se = chain_means.std(0, ddof=1) / np.sqrt(32)
+    se = chain_means.std(0, ddof=1) / np.sqrt(24)
     assert np.all(np.abs(mean - exact) < 4 * se + 1e-3)
 
 

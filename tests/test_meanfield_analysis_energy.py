@@ -1,4 +1,4 @@
-"""Interaction energy, its rate, geodesic (non-)convexity and the Sinkhorn / Bures-Wasserstein link."""
+"""Interaction energy, its rate, geodesic (non-)convexity, the Sinkhorn / Bures-Wasserstein link."""
 
 import jax
 import jax.numpy as jnp
@@ -66,7 +66,6 @@ def test_softmax_energy_is_monotone_when_AV_is_semidefinite(sign):
 
 
 def test_gaussian_interaction_energy_matches_gauss_hermite_quadrature():
-    d = 2
     A = np.array([[-0.3, 0.2], [0.1, 0.25]])
     alpha = np.array([0.4, -0.7])
     L = np.array([[0.8, 0.0], [0.3, 0.6]])

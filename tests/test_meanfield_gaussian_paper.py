@@ -43,7 +43,9 @@ def test_paper_numpy_rhs_equals_jaxdyn_gaussian_rhs(cls, page_rhs):
     inp = paper_rank_inputs(5, 2, attention="softmax", value="random")
     att = cls(Q=inp.Q[1], K=inp.K[1], V=inp.V[1])
     _, dcov = att.gaussian_rhs(jnp.zeros(5), jnp.asarray(inp.Sigma0[1]))
-    np.testing.assert_allclose(dcov, page_rhs(inp.Sigma0[1], inp.Q[1], inp.K[1], inp.V[1]), rtol=1e-10)
+    np.testing.assert_allclose(
+        dcov, page_rhs(inp.Sigma0[1], inp.Q[1], inp.K[1], inp.V[1]), rtol=1e-10
+    )
 
 
 def test_padding_to_the_largest_dimension_leaves_each_member_unchanged():
@@ -68,7 +70,9 @@ def test_projected_euler_tracks_the_closed_form():
     inp = paper_rank_inputs(3, 1, attention="softmax", value="identity")
     Q, K, V, S0 = inp.Q[0], inp.K[0], inp.V[0], inp.Sigma0[0]
     dt, steps = 1e-4, 2000
-    res = projected_euler(lambda S: paper_softmax_rhs(S, Q, K, V), S0, dt=dt, tol_low=0.0, max_iter=steps)
+    res = projected_euler(
+        lambda S: paper_softmax_rhs(S, Q, K, V), S0, dt=dt, tol_low=0.0, max_iter=steps
+    )
     exact = np.asarray(softmax_identity_covariance(S0, K.T @ Q / np.sqrt(3), steps * dt))
     assert res.outcome == "max_iter"
     # Explicit Euler is first order: error O(dt) relative.
@@ -92,11 +96,21 @@ def test_limiting_ranks_match_the_papers_projected_euler_run_by_run(variant, tol
     cls = Softmax if variant == "softmax" else L2
 
     def solve(Q, K, V, S0):
-        sol = simulate_gaussian(cls(Q=Q, K=K, V=V), jnp.zeros(d), S0, 1e5, steady_tol=tol_low,
-                                rtol=1e-7, atol=1e-10, max_steps=20000)
+        sol = simulate_gaussian(
+            cls(Q=Q, K=K, V=V),
+            jnp.zeros(d),
+            S0,
+            1e5,
+            steady_tol=tol_low,
+            rtol=1e-7,
+            atol=1e-10,
+            max_steps=20000,
+        )
         return limiting_rank(sol.final_cov), sol.t_final, sol.final_cov
 
-    ranks, t_stop, covs = jax.vmap(solve)(*(jnp.asarray(a) for a in (inp.Q, inp.K, inp.V, inp.Sigma0)))
+    ranks, t_stop, covs = jax.vmap(solve)(
+        *(jnp.asarray(a) for a in (inp.Q, inp.K, inp.V, inp.Sigma0))
+    )
     np.testing.assert_array_equal(np.asarray(ranks), euler_ranks)
     assert np.all(np.asarray(ranks) <= 2)
     for r in range(runs):

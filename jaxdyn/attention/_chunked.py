@@ -202,7 +202,9 @@ def chunked_sinkhorn_potential(
     def body(_, fg):
         f, g = fg
         f = log_a - online_logsumexp(score_fn, tokens, tokens, log_weights=g, chunk_size=chunk_size)
-        g = log_a - online_logsumexp(transposed, tokens, tokens, log_weights=f, chunk_size=chunk_size)
+        g = log_a - online_logsumexp(
+            transposed, tokens, tokens, log_weights=f, chunk_size=chunk_size
+        )
         return f, g
 
     zeros = jnp.zeros(n, dtype)

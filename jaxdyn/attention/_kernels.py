@@ -188,7 +188,9 @@ class _AbstractSingleHead(AbstractAttention):
                 s = score_fn(q[0], k[0])
                 return s if not masked else jnp.where(block_mask(q, k), s, -jnp.inf)
 
-            return online_softmax_average(block_scores, queries, keys, tokens, chunk_size=chunk_size)
+            return online_softmax_average(
+                block_scores, queries, keys, tokens, chunk_size=chunk_size
+            )
 
         def block_weights(q, k):
             return self._weights_from_scores(score_fn(q[0], k[0]), block_mask(q, k)) / n
@@ -199,7 +201,9 @@ class _AbstractSingleHead(AbstractAttention):
         avg = self._masked_average(x, tokens, None, None, t, chunk_size)
         return avg @ _at(self.V, t).T
 
-    def weights(self, x: Float[Array, "m d"], tokens: Float[Array, "n d"], *, t=0.0) -> Float[Array, "m n"]:
+    def weights(
+        self, x: Float[Array, "m d"], tokens: Float[Array, "n d"], *, t=0.0
+    ) -> Float[Array, "m n"]:
         """Dense attention of each query on each token (the velocity is ``V (W @ tokens)``)."""
         w = self._weights_from_scores(self._score_fn(t)(x, tokens), None)
         return w / tokens.shape[0] if self._reduction == "sum" else w
@@ -447,7 +451,9 @@ class MultiHead(AbstractAttention):
     K: Weight = eqx.field(converter=_as_weight)
     V: Weight = eqx.field(converter=_as_weight)
     heads: int = eqx.field(static=True, default=1)
-    W: Weight | None = eqx.field(default=None, converter=lambda w: None if w is None else _as_weight(w))
+    W: Weight | None = eqx.field(
+        default=None, converter=lambda w: None if w is None else _as_weight(w)
+    )
     gaussian_closed: ClassVar[bool] = True
 
     def __check_init__(self):
@@ -528,7 +534,8 @@ class Masked(AbstractAttention):
     def __check_init__(self):
         if not isinstance(self.base, (Softmax, L2, Sigmoid, Linear)):
             raise ValueError(
-                f"Masked: base must be Softmax, L2, Sigmoid or Linear, got {type(self.base).__name__}"
+                "Masked: base must be Softmax, L2, Sigmoid or Linear, "
+                f"got {type(self.base).__name__}"
             )
         if self.positions.ndim != 1:
             raise ValueError(f"Masked: positions must be (n,), got shape {self.positions.shape}")

@@ -35,7 +35,7 @@ def _all(x, predicate) -> bool:
 def validate_hyperparameters(
     *, attention: str = "softmax", temperature=1.0, sigma_w2=1.0, sigma_g2=1.0, alpha=1.0
 ) -> None:
-    """One-line ValueErrors for an unknown attention name or non-positive T, sigma^2 (before jit)."""
+    """One-line ValueErrors for an unknown attention name, non-positive T or sigma^2."""
     if attention not in ATTENTIONS:
         raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
     for name, value in (

@@ -120,7 +120,9 @@ class SoftmaxReduced(AbstractReducedModel):
     symmetric_state: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
-        _check_common(self.L, self.V, self.temperature, self.sigma_w2, self.sigma_g2, self.objective)
+        _check_common(
+            self.L, self.V, self.temperature, self.sigma_w2, self.sigma_g2, self.objective
+        )
 
     def action(self, x, P):
         return reduced_action_softmax(
@@ -151,7 +153,9 @@ class LinearReduced(AbstractReducedModel):
     symmetric_state: bool = eqx.field(static=True, default=True)
 
     def __check_init__(self):
-        _check_common(self.L, self.V, self.temperature, self.sigma_w2, self.sigma_g2, self.objective)
+        _check_common(
+            self.L, self.V, self.temperature, self.sigma_w2, self.sigma_g2, self.objective
+        )
         if _concrete(self.alpha) and not self.alpha >= 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha}")
 

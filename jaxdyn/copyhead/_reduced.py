@@ -16,7 +16,8 @@ Reduced coordinates (cyclic convention):
 - linear, A = c_1 U + c_G S, G = L^alpha A: ||A||^2 = c_1^2 + 2 c_1 c_G + L c_G^2, row sums
   c_1 + c_G, tau = c_1 + L c_G; prior L^{2 alpha} ||A||^2 / (2 sigma_g^2).
 - softmax, row-centred G = Delta (S - 1 1^T / L): A_{l,l-1} = p = e^Delta / (e^Delta + L - 1),
-  other entries q = (1 - p) / (L - 1); a_1 = L q, a_G = p - q; prior (L - 1) Delta^2 / (2 sigma_g^2).
+  other entries q = (1 - p) / (L - 1); a_1 = L q, a_G = p - q;
+  prior (L - 1) Delta^2 / (2 sigma_g^2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The copy task and its sufficient statistics (copy_head.md, "Task" and "What the reconstruction gives").
+"""The copy task and its sufficient statistics (copy_head.md, "Task"; "What the reconstruction
+gives").
 
 P training sequences of L i.i.d. uniform one-hot tokens over a vocabulary of V; the target at
 position l is the token at l - 1. Position 1 needs a convention [open]: ``cyclic=True`` (default)
@@ -87,7 +88,8 @@ class CopyStatistics(eqx.Module):
     def __check_init__(self):
         if self.N.ndim != 4 or self.N.shape != self.NY.shape:
             raise ValueError(
-                f"N and NY must both have shape (L, L, V, V), got {self.N.shape} and {self.NY.shape}"
+                "N and NY must both have shape (L, L, V, V), "
+                f"got {self.N.shape} and {self.NY.shape}"
             )
 
     @property
@@ -98,7 +100,9 @@ class CopyStatistics(eqx.Module):
     def V(self) -> int:
         return self.N.shape[2]
 
-    def moments(self, A: Float[ArrayLike, "L L"]) -> tuple[Float[Array, "V V"], Float[Array, "V V"]]:
+    def moments(
+        self, A: Float[ArrayLike, "L L"]
+    ) -> tuple[Float[Array, "V V"], Float[Array, "V V"]]:
         """(M, B) = (sum_mu X^T A^T A X, sum_mu X^T A^T Y) for an attention matrix A."""
         A = jnp.asarray(A)
         L, V = self.L, self.V

@@ -95,7 +95,7 @@ class TheoryConfig(ExperimentConfig):
 
     def validate(self) -> None:
         if self.L < 16:
-            raise ConfigError(f"L must be >= 16 (softmax is first-order only for L >= 16), got {self.L}")
+            raise ConfigError(f"L must be >= 16 (softmax is first-order only there), got {self.L}")
         if self.V < 2:
             raise ConfigError(f"V must be >= 2, got {self.V}")
         _check_positive(temperature=self.temperature, sigma_w2=self.sigma_w2,
@@ -169,7 +169,7 @@ def _theory_figures(run, c, results):
     P_star = sm_info["P_star"] or float(np.median(sm_diag.P))
     deltas = jnp.linspace(-0.5, 1.5 * np.log(c.L), 400)
     for f in (0.8, 0.9, 1.0, 1.15, 1.35):
-        S = np.asarray(jax.vmap(lambda d: sm_model.action(d[None], f * P_star))(deltas))
+        S = np.asarray(jax.vmap(sm_model.action, in_axes=(0, None))(deltas[:, None], f * P_star))
         ax[0, 0].plot(deltas, S - S[0], label=f"P = {f * P_star:.1f}")
     ax[0, 0].set_xlabel("logit gap Delta")
     ax[0, 0].set_ylabel("S(Delta) - S(-0.5)")
@@ -204,7 +204,8 @@ def _theory_figures(run, c, results):
     grid = jnp.stack(jnp.meshgrid(c1, cG, indexing="ij"), -1)
     for j, f in enumerate((0.7, 4.0)):
         P = f * (lin_info["P_star"] or 20.0)
-        S = np.asarray(jax.vmap(jax.vmap(lambda x: lin_model.action(x, P)))(grid))
+        S = np.asarray(jax.vmap(jax.vmap(lin_model.action, in_axes=(0, None)),
+                                in_axes=(0, None))(grid, P))
         ax[0, j].contourf(np.asarray(c1), np.asarray(cG), (S - S.min()).T, levels=30)
         ax[0, j].set_xlabel("c_1")
         ax[0, j].set_ylabel("c_G")
@@ -559,6 +560,16 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
         b = np.array([np.nanmedian(ma[(P == p) & far & keep]) for p in Ps])
         run.check(f"sgld_{key}_matches_mala", expected=b.tolist(), measured=a.tolist(),
                   tolerance=c.check_tolerance, note="same marginal law exp(-S(G))")
+    # Precursors: posterior variance of the order parameters per P (mean over chains of the
+    # within-chain variance); for linear attention it grows towards the onset P_c.
+    for key in _order_keys(c):
+        var = np.nanvar(result.outputs[key], axis=1)
+        Ps = np.unique(P[keep])
+        per_P = [float(np.nanmean(var[(P == p) & keep])) for p in Ps]
+        run.save_arrays(**{f"sgld.posterior_variance_{key}": np.asarray(per_P),
+                           "sgld.posterior_variance_P": Ps})
+        labels = [f"{p:g}" for p in Ps]
+        run.scalar(f"posterior_variance_{key}", dict(zip(labels, per_P, strict=True)))
     # Coverage of span{U, S} by the posterior's attention patterns in the copy phase.
     G = result.outputs["G_final"]
     copy_phase = keep & (P > 2 * (info["P_star"] or 0.0))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -194,7 +193,9 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
     shape = (len(config.dims), len(RANK_VARIANTS), len(RANK_VALUES), config.runs)
     R = ranks.reshape(shape)
     ok = converged.reshape(shape)
-    fig, axes = new_figure(len(RANK_VALUES) * len(RANK_VARIANTS), len(config.dims), width=2.8, height=2.2)
+    fig, axes = new_figure(
+        len(RANK_VALUES) * len(RANK_VARIANTS), len(config.dims), width=2.8, height=2.2
+    )
     hist = {}
     for i, d in enumerate(config.dims):
         cap = -(-d // 2)
@@ -206,7 +207,9 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
                 hist[f"d{d}_{variant}_{value}"] = counts.tolist()
                 ax.bar(np.arange(d + 1), counts, color="C0" if value == "identity" else "C1")
                 ax.axvline(cap + 0.5, color="0.5", ls=":", lw=0.8)
-                ax.set_title(f"d={d} {variant} V={'I' if value == 'identity' else 'GᵀG'}", fontsize=8)
+                ax.set_title(
+                    f"d={d} {variant} V={'I' if value == 'identity' else 'GᵀG'}", fontsize=8
+                )
                 note_excluded(ax, int((~ok[i, j, k]).sum()), config.runs)
                 if value == "identity":
                     run.check(
@@ -228,11 +231,15 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
     # V = I softmax: Sigma(t) = (Sigma_0^{-1} - t (A + A^T))^{-1} exactly, so the solver's rank
     # at its stopping time must be the closed form's rank at that same time; the t -> inf
     # limit N (N^T Sigma_0^{-1} N)^{-1} N^T is reported for comparison.
-    labels_arr = np.array([(d, RANK_VARIANTS.index(v), RANK_VALUES.index(w)) for d, v, w, _ in labels])
+    labels_arr = np.array(
+        [(d, RANK_VARIANTS.index(v), RANK_VALUES.index(w)) for d, v, w, _ in labels]
+    )
     sel = (labels_arr[:, 1] == 0) & (labels_arr[:, 2] == 0) & converged
     A = np.einsum("mki,mkj->mij", params["K"], params["Q"]) / np.sqrt(D)
     S0, A_sel = jnp.asarray(params["Sigma0"][sel]), jnp.asarray(A[sel])
-    exact_now = jax.vmap(softmax_identity_covariance)(S0, A_sel, jnp.asarray(result.outputs["t_final"][sel]))
+    exact_now = jax.vmap(softmax_identity_covariance)(
+        S0, A_sel, jnp.asarray(result.outputs["t_final"][sel])
+    )
     rank_now = np.asarray(jax.vmap(lambda c: limiting_rank(c, config.threshold))(exact_now))
     rank_inf = np.asarray(
         jax.vmap(lambda c: limiting_rank(c, config.threshold))(jax.vmap(low_rank_limit)(S0, A_sel))
@@ -244,7 +251,9 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
         tolerance=0,
         note=f"runs (of {int(sel.sum())}) whose rank differs from the exact Sigma(t_stop)'s",
     )
-    run.scalar("softmax_identity_runs_above_infinite_time_limit_rank", int(np.sum(ranks[sel] > rank_inf)))
+    run.scalar(
+        "softmax_identity_runs_above_infinite_time_limit_rank", int(np.sum(ranks[sel] > rank_inf))
+    )
 
     # Run-by-run comparison with the paper's projected Euler on the same inputs.
     if config.compare_runs:
@@ -270,7 +279,9 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
                         if res[r].outcome != "converged" or not ok[i, j, k, r]:
                             continue
                         if er[r] != R[i, j, k, r]:
-                            mismatches.append((d, variant, value, r, int(er[r]), int(R[i, j, k, r])))
+                            mismatches.append(
+                                (d, variant, value, r, int(er[r]), int(R[i, j, k, r]))
+                            )
         run.scalar("euler_compare_wall_s", t_euler)
         run.scalar("euler_rank_mismatches", [list(m) for m in mismatches])
         run.check(
@@ -363,7 +374,9 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
 
     d = config.d
     inputs = blowup_inputs(d, config.samples, config.seed)
-    t_star = np.asarray(jax.vmap(blowup_time)(jnp.asarray(inputs["Sigma0"]), jnp.asarray(inputs["A"])))
+    t_star = np.asarray(
+        jax.vmap(blowup_time)(jnp.asarray(inputs["Sigma0"]), jnp.asarray(inputs["A"]))
+    )
     members = {k: inputs[k] for k in ("Q", "K", "Sigma0")}
     members["t_star"] = t_star
     # Softmax and L2 on the same inputs: 2 x samples members, one program.
@@ -398,7 +411,8 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
             "ts": sol.ts,
             "trace": jnp.trace(sol.covs, axis1=-2, axis2=-1),
             "final_trace": jnp.trace(sol.final_cov),
-            "rank_one_ratio": jnp.linalg.eigvalsh(sol.final_cov)[-2] / jnp.linalg.eigvalsh(sol.final_cov)[-1],
+            "rank_one_ratio": jnp.linalg.eigvalsh(sol.final_cov)[-2]
+            / jnp.linalg.eigvalsh(sol.final_cov)[-1],
             # Blow-up is the measured outcome for softmax, not a failure.
             "status": jnp.where(blew_up & (p["variant"] == 0), Status.SUCCESS, sol.status),
         }
@@ -409,7 +423,10 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
     soft = np.arange(len(grid)) < config.samples
     l2 = ~soft
     soft_ok = soft & result.ok & out["blew_up"]
-    rel = np.abs(out["t_blowup"][soft_ok] - t_star[soft_ok[: config.samples]]) / t_star[soft_ok[: config.samples]]
+    rel = (
+        np.abs(out["t_blowup"][soft_ok] - t_star[soft_ok[: config.samples]])
+        / t_star[soft_ok[: config.samples]]
+    )
     run.check(
         "softmax_blowup_time_matches_closed_form",
         expected=0.0,
@@ -513,11 +530,23 @@ def cone_cases(seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
     G = rng.standard_normal((2, 2))
     q = np.array([[1.0, 0.5], [0.0, 0.0]])
     cases = {
-        "to_zero": dict(Q=np.array([[1.0, 0.2], [0.3, 0.8]]), K=-np.array([[1.0, 0.2], [0.3, 0.8]]), V=G @ G.T + 0.1 * np.eye(2)),
+        "to_zero": dict(
+            Q=np.array([[1.0, 0.2], [0.3, 0.8]]),
+            K=-np.array([[1.0, 0.2], [0.3, 0.8]]),
+            V=G @ G.T + 0.1 * np.eye(2),
+        ),
         "to_line": dict(Q=q, K=-q, V=np.eye(2)),
-        "two_lines": dict(Q=np.array([[1.0, 0.0], [0.0, 1.0]]), K=np.array([[1.0, 0.0], [0.0, -1.0]]), V=np.eye(2)),
-        "blowup": dict(Q=np.array([[1.0, 0.3], [0.0, 0.7]]), K=np.array([[1.0, 0.0], [0.2, 0.9]]), V=np.eye(2)),
-        "either": dict(Q=np.array([[1.0, 0.0], [0.0, 1.0]]), K=np.array([[0.8, 0.0], [0.0, -1.0]]), V=np.array([[1.0, 0.6], [-0.4, 0.5]])),
+        "two_lines": dict(
+            Q=np.array([[1.0, 0.0], [0.0, 1.0]]), K=np.array([[1.0, 0.0], [0.0, -1.0]]), V=np.eye(2)
+        ),
+        "blowup": dict(
+            Q=np.array([[1.0, 0.3], [0.0, 0.7]]), K=np.array([[1.0, 0.0], [0.2, 0.9]]), V=np.eye(2)
+        ),
+        "either": dict(
+            Q=np.array([[1.0, 0.0], [0.0, 1.0]]),
+            K=np.array([[0.8, 0.0], [0.0, -1.0]]),
+            V=np.array([[1.0, 0.6], [-0.4, 0.5]]),
+        ),
     }
     return cases
 
@@ -535,7 +564,9 @@ def run_pde_cone(config: ConeConfig, run: Run) -> None:
     U, W = np.meshgrid(u, u)
     inside = U**2 + W**2 < config.disk_radius**2
     u0, w0 = U[inside], W[inside]
-    covs0 = np.stack([np.array([[(1 + a) / 2, b / 2], [b / 2, (1 - a) / 2]]) for a, b in zip(u0, w0)])
+    covs0 = np.stack(
+        [np.array([[(1 + a) / 2, b / 2], [b / 2, (1 - a) / 2]]) for a, b in zip(u0, w0, strict=True)]
+    )
     n0 = len(covs0)
     rows = {"Q": [], "K": [], "V": [], "Sigma0": [], "variant": [], "case": []}
     for ci, name in enumerate(CONE_CASES):
@@ -582,7 +613,9 @@ def run_pde_cone(config: ConeConfig, run: Run) -> None:
 
     result = run_sweep(member, grid, name="cone", run=run)
     run.record_sweep(result)
-    covs = result.outputs["covs"].reshape(len(CONE_CASES), len(CONE_VARIANTS), n0, config.saves, 2, 2)
+    covs = result.outputs["covs"].reshape(
+        len(CONE_CASES), len(CONE_VARIANTS), n0, config.saves, 2, 2
+    )
     final = result.outputs["final_cov"].reshape(len(CONE_CASES), len(CONE_VARIANTS), n0, 2, 2)
     event = result.outputs["event"].reshape(len(CONE_CASES), len(CONE_VARIANTS), n0)
     ok = result.ok.reshape(len(CONE_CASES), len(CONE_VARIANTS), n0)
@@ -624,12 +657,21 @@ def run_pde_cone(config: ConeConfig, run: Run) -> None:
     A_line = cases["to_line"]["K"].T @ cases["to_line"]["Q"] / np.sqrt(2)
     ci = CONE_CASES.index("to_line")
     t_final = config.t1
-    expected = np.stack([np.asarray(softmax_identity_covariance(c, A_line, t_final)) for c in covs0])
+    expected = np.stack(
+        [np.asarray(softmax_identity_covariance(c, A_line, t_final)) for c in covs0]
+    )
     err = np.max(np.abs(final[ci, 0] - expected))
-    run.check("softmax_to_line_matches_closed_form", expected=0.0, measured=float(err), tolerance=1e-5)
+    run.check(
+        "softmax_to_line_matches_closed_form", expected=0.0, measured=float(err), tolerance=1e-5
+    )
     ranks = np.asarray(jax.vmap(limiting_rank)(jnp.asarray(final[ci, 0])))
-    run.check("softmax_to_line_rank_one", expected=1, measured=int(np.max(ranks)), tolerance=0,
-              note="eigenvalues of Sigma(t1) above 0.1 (the other decays like 1/t)")
+    run.check(
+        "softmax_to_line_rank_one",
+        expected=1,
+        measured=int(np.max(ranks)),
+        tolerance=0,
+        note="eigenvalues of Sigma(t1) above 0.1 (the other decays like 1/t)",
+    )
     limit = np.stack([np.asarray(low_rank_limit(c, A_line)) for c in covs0])
     run.scalar("to_line_distance_to_limit_at_t1", float(np.max(np.abs(final[ci, 0] - limit))))
 
@@ -640,7 +682,9 @@ def run_pde_cone(config: ConeConfig, run: Run) -> None:
     run.check(
         "softmax_blowup_event_before_closed_form_time",
         expected="all",
-        measured="all" if np.all((event[ci, 0] == GaussianEvent.BLOWUP) & (t_ev <= t_star)) else "not all",
+        measured="all"
+        if np.all((event[ci, 0] == GaussianEvent.BLOWUP) & (t_ev <= t_star))
+        else "not all",
     )
     run.check(
         "l2_never_blows_up",
@@ -658,6 +702,9 @@ def run_pde_cone(config: ConeConfig, run: Run) -> None:
     )
     run.scalar(
         "blowup_fraction_by_case_variant",
-        {f"{c}/{v}": float(np.mean(event[ci_, vi_] == GaussianEvent.BLOWUP))
-         for ci_, c in enumerate(CONE_CASES) for vi_, v in enumerate(CONE_VARIANTS)},
+        {
+            f"{c}/{v}": float(np.mean(event[ci_, vi_] == GaussianEvent.BLOWUP))
+            for ci_, c in enumerate(CONE_CASES)
+            for vi_, v in enumerate(CONE_VARIANTS)
+        },
     )

@@ -107,14 +107,14 @@ class MeanFieldConfig(ExperimentConfig):
 
     d: int = 2
     variants: tuple[str, ...] = CLOSED_VARIANTS
-    n_max: int = 1024
-    repeats: tuple[int, ...] = (32, 16, 8, 4, 2, 1)
+    n_max: int = 512
+    repeats: tuple[int, ...] = (16, 8, 4, 2, 1)
     systems: int = 16
     t1: float = 1.0
     steps: int = 20
     weight_scale: float = 0.5
     weight_seed: int = 3
-    sinkhorn_iterations: int = 50
+    sinkhorn_iterations: int = 30
     rate_tolerance: float = 0.15
     stability_n: int = 256
     stability_saves: int = 6
@@ -147,7 +147,7 @@ class MeanFieldConfig(ExperimentConfig):
             "steps": 5,
             "stability_n": 96,
             "stability_saves": 4,
-            "sinkhorn_iterations": 30,
+            "sinkhorn_iterations": 20,
         }
 
 

@@ -59,19 +59,26 @@ class OneLayerTransformer(AbstractAttentionModel):
         F = self.W0 @ self.WK
         return M, E @ F.T
 
+    def _onehot(self, tokens) -> Float[Array, "s d"]:
+        return jax.nn.one_hot(jnp.asarray(tokens), self.W0.shape[0], dtype=self.W0.dtype)
+
     def attention(self, tokens: Int[ArrayLike, " s"]) -> Float[Array, " s"]:
-        """Attention ``a_j`` of the last token on positions ``j = 1..s``."""
-        tokens = jnp.asarray(tokens)
-        emb = self.W0[tokens]
-        q = emb[-1] @ self.WQ
-        scores = (emb @ self.WK) @ q
-        return softmax_weights(scores)
+        """Attention ``a_j = softmax_j(Phi[x_s, x_j])`` of the last token on positions ``j``."""
+        _, Phi = self.matrices()
+        onehot = self._onehot(tokens)
+        return softmax_weights(onehot @ (onehot[-1] @ Phi))
 
     def logits(self, tokens: Int[ArrayLike, " s"]) -> Float[Array, " d"]:
-        """``z = sum_j a_j M[x_j, :]`` for one input sequence ``x_1..x_s``."""
-        tokens = jnp.asarray(tokens)
-        a = self.attention(tokens)
-        return (a @ self.W0[tokens]) @ self.W1
+        """``z = sum_j a_j M[x_j, :]`` for one input sequence ``x_1..x_s``.
+
+        Computed through ``M`` and ``Phi`` with one-hot token matrices (the model has no value
+        matrix, so it depends on the parameters only through them): under ``vmap`` over
+        sequences the d x d matrices are formed once, and the gradient is a few matmuls
+        instead of a scatter-add into the embedding rows (slow on CPU)."""
+        M, Phi = self.matrices()
+        onehot = self._onehot(tokens)
+        a = softmax_weights(onehot @ (onehot[-1] @ Phi))
+        return (a @ onehot) @ M
 
 
 def init_transformer(

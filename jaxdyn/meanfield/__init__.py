@@ -21,6 +21,7 @@ from ._simulate import (
 )
 
 # --- analysis (engineer B) ---
+# isort: split
 from ._analysis import (
     bures_wasserstein as bures_wasserstein,
     bures_wasserstein_map as bures_wasserstein_map,
@@ -50,11 +51,13 @@ from ._energy import (
     interaction_energy as interaction_energy,
 )
 from ._particles import (
-    FixedStepSolution as FixedStepSolution,
     RK4 as RK4,
+    FixedStepSolution as FixedStepSolution,
     SphereProjected as SphereProjected,
     fixed_step_particles as fixed_step_particles,
     sphere_softmax as sphere_softmax,
     uniform_on_sphere as uniform_on_sphere,
 )
+
+# isort: split
 # --- end analysis ---

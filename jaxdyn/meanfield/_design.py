@@ -62,8 +62,9 @@ def solver_final_covariance(
     atol: float = 1e-12,
     max_steps: int = 4096,
 ) -> Float[Array, "d d"]:
-    """``Sigma(t_1)`` of the Gaussian ODE (differentiable in the weights); NaN if an event stopped it
-    first (blow-up or loss of definiteness before ``t_1``)."""
+    """``Sigma(t_1)`` of the Gaussian ODE (differentiable in the weights).
+
+    NaN if an event stopped the solve first (blow-up or loss of definiteness before ``t_1``)."""
     sol = simulate_gaussian(
         attention,
         mean0,

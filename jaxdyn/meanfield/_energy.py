@@ -81,7 +81,7 @@ def gaussian_interaction_energy(
     *,
     t: Float[ArrayLike, ""] = 0.0,
 ) -> Float[Array, ""]:
-    """``E(N(alpha, Sigma)) = 1/2 E[exp(X^T A Y)]``, ``X, Y`` iid ``N(alpha, Sigma)``, in closed form.
+    """``E(N(alpha, Sigma)) = 1/2 E[exp(X^T A Y)]``, ``X, Y`` iid ``N(alpha, Sigma)``, closed form.
 
     Integrating ``Y`` first gives ``exp(b^T X + 1/2 X^T M X)`` with ``b = A alpha``,
     ``M = A Sigma A^T``; then, with ``P = Sigma^{-1} - M`` and ``h = Sigma^{-1} alpha + b``,
@@ -204,7 +204,10 @@ def bures_wasserstein_step(
     cov: Float[ArrayLike, "d d"],
     step: Float[ArrayLike, ""],
 ) -> Float[Array, "d d"]:
-    """One Bures-Wasserstein gradient step (exponential map): ``(I - 2 tau G) Sigma (I - 2 tau G)``."""
+    """One Bures-Wasserstein gradient step (exponential map), ``(I - 2 tau G) Sigma (I - 2 tau G)``.
+
+    ``G`` is the symmetric Euclidean gradient of ``energy_fn`` at ``cov``; ``step`` is ``tau``.
+    """
     sigma = jnp.asarray(cov)
     G = jax.grad(lambda c: energy_fn(0.5 * (c + c.T)))(sigma)
     G = 0.5 * (G + G.T)

@@ -185,7 +185,9 @@ def simulate_gaussian(
     cov0 = jnp.asarray(cov0)
     d = mean0.shape[-1]
     if mean0.shape != (d,) or cov0.shape != (d, d):
-        raise ValueError(f"{name}: mean0 must be (d,) and cov0 (d, d), got {mean0.shape}, {cov0.shape}")
+        raise ValueError(
+            f"{name}: mean0 must be (d,) and cov0 (d, d), got {mean0.shape}, {cov0.shape}"
+        )
     _check_times(name, t1, ts, dt0)
     _check_covariance(name, cov0)
     dtype = jnp.result_type(mean0, cov0, float)
@@ -203,7 +205,9 @@ def simulate_gaussian(
         out = {
             "blowup": jnp.trace(cov) / blowup_trace - 1.0,
             # Relative to the trace, so round-off of a huge or tiny Sigma never fires it.
-            "psd": -jnp.linalg.eigvalsh(0.5 * (cov + cov.T))[0] / (psd_tol * jnp.maximum(jnp.trace(cov), 1e-300)) - 1.0,
+            "psd": -jnp.linalg.eigvalsh(0.5 * (cov + cov.T))[0]
+            / (psd_tol * jnp.maximum(jnp.trace(cov), 1e-300))
+            - 1.0,
         }
         if steady_tol is not None:
             dmean, dcov = rhs(t, y, None)
@@ -218,7 +222,9 @@ def simulate_gaussian(
     controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
     # Requested saves and the final state are separate sub-saves (after an event diffrax
     # fills the remaining requested slots with inf; the final state is at the event time).
-    saved_at = diffrax.SubSaveAt(t1=True) if ts is None else diffrax.SubSaveAt(ts=jnp.asarray(ts, dtype))
+    saved_at = (
+        diffrax.SubSaveAt(t1=True) if ts is None else diffrax.SubSaveAt(ts=jnp.asarray(ts, dtype))
+    )
     saveat = diffrax.SaveAt(subs=[saved_at, diffrax.SubSaveAt(t1=True)])
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(rhs),
@@ -241,7 +247,14 @@ def simulate_gaussian(
     names = list(values)
     which = jnp.argmax(jnp.stack([values[k] for k in names]))
     codes = jnp.array(
-        [{"blowup": GaussianEvent.BLOWUP, "psd": GaussianEvent.NOT_PSD, "steady": GaussianEvent.STEADY}[k] for k in names],
+        [
+            {
+                "blowup": GaussianEvent.BLOWUP,
+                "psd": GaussianEvent.NOT_PSD,
+                "steady": GaussianEvent.STEADY,
+            }[k]
+            for k in names
+        ],
         jnp.int32,
     )
     event_code = jnp.where(fired, codes[which], GaussianEvent.NONE).astype(jnp.int32)
