@@ -33,7 +33,7 @@ def numpy_gradient(W0, W1, WQ, WK, pi, P):
     logits = Phi + np.log(pi)[None, :]
     W = np.exp(logits - logits.max(1, keepdims=True))
     W /= W.sum(1, keepdims=True)
-    O = W @ M
+    O = W @ M  # noqa: E741 (the science page's name)
     S = np.exp(O - O.max(1, keepdims=True))
     S /= S.sum(1, keepdims=True)
     G_O = pi[:, None] * (S - P)
@@ -52,7 +52,7 @@ def numpy_loss(W0, W1, WQ, WK, pi, P):
     logits = Phi + np.log(pi)[None, :]
     W = np.exp(logits - logits.max(1, keepdims=True))
     W /= W.sum(1, keepdims=True)
-    O = W @ M
+    O = W @ M  # noqa: E741 (the science page's name)
     lse = O.max(1) + np.log(np.exp(O - O.max(1, keepdims=True)).sum(1))
     return float(pi @ (lse - np.sum(P * O, axis=1)))
 
@@ -77,7 +77,9 @@ def euler(params, pi, P, t_save, dt):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="t1 = 200 (through focus) instead of 800")
-    ap.add_argument("--budget", type=float, default=40.0, help="seconds allowed for the Euler baseline")
+    ap.add_argument(
+        "--budget", type=float, default=40.0, help="seconds allowed for the Euler baseline"
+    )
     args = ap.parse_args()
     t1 = 200.0 if args.quick else 800.0
     pi = jnp.asarray(PI)
@@ -118,7 +120,9 @@ def main() -> None:
         loss_e = euler(p0, PI, np.asarray(P), t_check, dt)
         elapsed = time.perf_counter() - t0
         spent += elapsed
-        err_e = float(np.nanmax(np.abs(loss_e - ref))) if np.all(np.isfinite(loss_e)) else float("inf")
+        err_e = (
+            float(np.nanmax(np.abs(loss_e - ref))) if np.all(np.isfinite(loss_e)) else float("inf")
+        )
         euler_runs.append({"dt": dt, "seconds": elapsed, "max_loss_error": err_e})
         if err_e <= err_d:
             matched = True
@@ -126,26 +130,31 @@ def main() -> None:
         dt /= 2
     last = euler_runs[-1]
     ratio = last["seconds"] / t_diffrax
-    print(json.dumps({
-        "benchmark": "focus_dilution_population_flow",
-        "t1": t1,
-        "diffrax_seconds_median": t_diffrax,
-        "diffrax_steps": int(steps_d),
-        "diffrax_max_loss_error": err_d,
-        "baseline": "NumPy explicit Euler, hand-derived gradient",
-        "baseline_seconds": last["seconds"],
-        "baseline_dt": last["dt"],
-        "baseline_max_loss_error": last["max_loss_error"],
-        "equal_accuracy_reached": matched,
-        "euler_runs": euler_runs,
-        "ratio": ratio,
-        "ratio_is_lower_bound": not matched,
-        # Euler is first order (the error halves with dt, see euler_runs): the time it would
-        # need to reach diffrax's accuracy, extrapolated, for information only
-        "baseline_seconds_extrapolated_to_equal_accuracy": last["seconds"] * max(1.0, last["max_loss_error"] / err_d),
-        "target": 20.0,
-        "passed": bool(ratio >= 20.0),
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "focus_dilution_population_flow",
+                "t1": t1,
+                "diffrax_seconds_median": t_diffrax,
+                "diffrax_steps": int(steps_d),
+                "diffrax_max_loss_error": err_d,
+                "baseline": "NumPy explicit Euler, hand-derived gradient",
+                "baseline_seconds": last["seconds"],
+                "baseline_dt": last["dt"],
+                "baseline_max_loss_error": last["max_loss_error"],
+                "equal_accuracy_reached": matched,
+                "euler_runs": euler_runs,
+                "ratio": ratio,
+                "ratio_is_lower_bound": not matched,
+                # Euler is first order (the error halves with dt, see euler_runs): the time it would
+                # need to reach diffrax's accuracy, extrapolated, for information only
+                "baseline_seconds_extrapolated_to_equal_accuracy": last["seconds"]
+                * max(1.0, last["max_loss_error"] / err_d),
+                "target": 20.0,
+                "passed": bool(ratio >= 20.0),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

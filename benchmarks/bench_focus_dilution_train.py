@@ -32,8 +32,19 @@ def main() -> None:
     keys = jax.random.split(jax.random.key(0), args.seeds)
 
     def one(key):
-        return gf.train_finite(key, P, pi, n=n, s=s, m=m, m_attn=m, eps=1e-3, lr=lr,
-                               num_steps=steps, record_every=steps).population_loss[-1]
+        return gf.train_finite(
+            key,
+            P,
+            pi,
+            n=n,
+            s=s,
+            m=m,
+            m_attn=m,
+            eps=1e-3,
+            lr=lr,
+            num_steps=steps,
+            record_every=steps,
+        ).population_loss[-1]
 
     batched = jax.jit(jax.vmap(one))
     jax.block_until_ready(batched(keys))
@@ -65,17 +76,24 @@ def main() -> None:
     t_loop = time.perf_counter() - t0
     max_diff = float(np.max(np.abs(np.asarray(out) - np.asarray(ref))))
     ratio = t_loop / t_vmap
-    print(json.dumps({
-        "benchmark": "focus_dilution_finite_training",
-        "seeds": args.seeds, "n": n, "s": s, "steps": steps,
-        "vmapped_seconds_median": t_vmap,
-        "baseline": "per-seed Python loop of jitted full-batch GD steps",
-        "baseline_seconds": t_loop,
-        "max_abs_difference_final_population_loss": max_diff,
-        "ratio": ratio,
-        "target": 10.0,
-        "passed": bool(ratio >= 10.0 and max_diff < 1e-8),
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "focus_dilution_finite_training",
+                "seeds": args.seeds,
+                "n": n,
+                "s": s,
+                "steps": steps,
+                "vmapped_seconds_median": t_vmap,
+                "baseline": "per-seed Python loop of jitted full-batch GD steps",
+                "baseline_seconds": t_loop,
+                "max_abs_difference_final_population_loss": max_diff,
+                "ratio": ratio,
+                "target": 10.0,
+                "passed": bool(ratio >= 10.0 and max_diff < 1e-8),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

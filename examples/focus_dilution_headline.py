@@ -37,10 +37,15 @@ saddle = gf.unigram_saddle(pi, 6, 6)
 c = float(gf.focus_rate(pi, P, saddle.gamma, saddle.beta))
 spec = gf.jacobian_spectrum(saddle.model, pi, P)
 att = np.asarray(spec.attention_weight) > 0.5
-print(f"focus rate: theory {c:.4f}, Jacobian at the saddle {float(np.asarray(spec.eigenvalues)[att][0]):.4f},"
-      f" fitted {gf.fitted_focus_rate(ts, met, np.asarray(pi))[0]:.4f}")
-print(f"plateau: H(pi) = {float(gf.entropy(pi)):.5f}, loss at t=40: {met['loss'][np.searchsorted(ts, 40.0)]:.5f}")
+c_jac = float(np.asarray(spec.eigenvalues)[att][0])
+c_fit = gf.fitted_focus_rate(ts, met, np.asarray(pi))[0]
+print(f"focus rate: theory {c:.4f}, Jacobian at the saddle {c_jac:.4f}, fitted {c_fit:.4f}")
+plateau = met["loss"][np.searchsorted(ts, 40.0)]
+print(f"plateau: H(pi) = {float(gf.entropy(pi)):.5f}, loss at t=40: {plateau:.5f}")
 for t in (5, 40, 100, 140, 400, 800):
     i = min(int(np.searchsorted(ts, t)), len(ts) - 1)
-    print(f"t={ts[i]:6.1f}  loss={met['loss'][i]:.4f}  ||Phi||={met['phi_norm'][i]:7.3f}  "
-          f"H(top query)={met['entropy_top_query'][i]:.3f}  sigma(W0)={np.round(met['sv_W0'][i][:2], 3)}")
+    print(
+        f"t={ts[i]:6.1f}  loss={met['loss'][i]:.4f}  ||Phi||={met['phi_norm'][i]:7.3f}  "
+        f"H(top query)={met['entropy_top_query'][i]:.3f}  "
+        f"sigma(W0)={np.round(met['sv_W0'][i][:2], 3)}"
+    )

@@ -1,7 +1,6 @@
 """Population gradient flow: reference run, stages, rates from the trajectory, stall at
 delta = 0, and gradients through the solver (focus_dilution.md)."""
 
-import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -91,9 +90,12 @@ def test_diffrax_flow_agrees_with_a_small_step_euler_integration():
     ref = jax.jit(lambda m: jax.lax.fori_loop(0, 12000, euler, m))(model0)
     # first-order Euler error ~ dt
     np.testing.assert_allclose(end.W0, ref.W0, atol=5e-3 * float(jnp.max(jnp.abs(ref.W0))))
-    np.testing.assert_allclose(gf.population_loss(end, PI, P), gf.population_loss(ref, PI, P), atol=2e-3)
+    np.testing.assert_allclose(
+        gf.population_loss(end, PI, P), gf.population_loss(ref, PI, P), atol=2e-3
+    )
 
 
+@pytest.mark.slow
 def test_symmetric_low_frequency_tokens_stall_and_asymmetric_ones_escape():
     c = jnp.asarray(gf.default_direction(4))
     ts = gf.log_time_grid(3000.0, 120)
@@ -126,6 +128,7 @@ def test_gradient_of_loss_at_time_wrt_lam_matches_finite_differences():
     assert abs(g) > 1e-6
 
 
+@pytest.mark.slow
 def test_gradient_of_condensation_escape_time_wrt_pi_matches_finite_differences():
     model0 = gf.init_transformer(jax.random.key(3), 4, 3, 2, 1e-2)
     ts = jnp.linspace(0.0, 30.0, 301)

@@ -33,7 +33,9 @@ def test_focus_rate_reference_value_and_paper_family_identity():
     var = p @ (g - p @ g) ** 2
     cov = p @ ((g - p @ g) * (b - p @ b))
     for lam in (0.2, 0.5, 0.9):
-        np.testing.assert_allclose(float(gf.focus_rate(PI, gf.paper_transition(PI, lam))), lam * var * cov, rtol=1e-12)
+        np.testing.assert_allclose(
+            float(gf.focus_rate(PI, gf.paper_transition(PI, lam))), lam * var * cov, rtol=1e-12
+        )
 
 
 def test_unigram_saddle_is_a_critical_point():

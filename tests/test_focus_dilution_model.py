@@ -87,7 +87,9 @@ def test_gradient_in_M_at_origin_is_rank_one_pi_times_uniform_minus_pi():
     P = gf.paper_transition(pi, 0.5)
     G = jax.grad(gf.population_loss_from_matrices)(jnp.zeros((4, 4)), jnp.zeros((4, 4)), pi, P)
     np.testing.assert_allclose(G, np.outer(PI, 0.25 - PI), atol=1e-14)
-    GPhi = jax.grad(gf.population_loss_from_matrices, argnums=1)(jnp.zeros((4, 4)), jnp.zeros((4, 4)), pi, P)
+    GPhi = jax.grad(gf.population_loss_from_matrices, argnums=1)(
+        jnp.zeros((4, 4)), jnp.zeros((4, 4)), pi, P
+    )
     np.testing.assert_allclose(GPhi, 0.0, atol=1e-14)
 
 
@@ -100,7 +102,7 @@ def _slow_logits(W0, W1, WQ, WK, tokens):
     a = np.exp(scores - scores.max())
     a /= a.sum()
     z = np.zeros(M.shape[1])
-    for aj, k in zip(a, tokens):
+    for aj, k in zip(a, tokens, strict=True):
         z += aj * M[k]
     return z
 
@@ -125,6 +127,10 @@ def test_sequence_loss_approaches_the_population_loss_for_long_sequences():
 
 def test_transformer_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="W1 must have shape"):
-        gf.OneLayerTransformer(W0=jnp.zeros((4, 3)), W1=jnp.zeros((2, 4)), WQ=jnp.zeros((3, 2)), WK=jnp.zeros((3, 2)))
+        gf.OneLayerTransformer(
+            W0=jnp.zeros((4, 3)), W1=jnp.zeros((2, 4)), WQ=jnp.zeros((3, 2)), WK=jnp.zeros((3, 2))
+        )
     with pytest.raises(ValueError, match="WK must have the shape"):
-        gf.OneLayerTransformer(W0=jnp.zeros((4, 3)), W1=jnp.zeros((3, 4)), WQ=jnp.zeros((3, 2)), WK=jnp.zeros((3, 3)))
+        gf.OneLayerTransformer(
+            W0=jnp.zeros((4, 3)), W1=jnp.zeros((3, 4)), WQ=jnp.zeros((3, 2)), WK=jnp.zeros((3, 3))
+        )

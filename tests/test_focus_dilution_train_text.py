@@ -46,8 +46,20 @@ def test_finite_gradient_descent_approaches_the_population_flow_as_n_and_s_grow(
     errors = []
     for n, s in ((64, 8), (2048, 64)):
         run = jax.jit(
-            lambda k: gf.train_finite(k, P, PI, n=n, s=s, m=4, m_attn=3, eps=1e-2, lr=lr,
-                                      num_steps=steps, record_every=40, init_key=k_init)
+            lambda k, n=n, s=s: gf.train_finite(
+                k,
+                P,
+                PI,
+                n=n,
+                s=s,
+                m=4,
+                m_attn=3,
+                eps=1e-2,
+                lr=lr,
+                num_steps=steps,
+                record_every=40,
+                init_key=k_init,
+            )
         )(key)
         assert int(run.status) == 0
         errors.append(float(np.max(np.abs(np.asarray(run.population_loss) - flow_loss))))
@@ -55,10 +67,23 @@ def test_finite_gradient_descent_approaches_the_population_flow_as_n_and_s_grow(
     assert errors[1] < 0.5 * errors[0], errors
 
 
+@pytest.mark.slow
 def test_vmapped_seeds_equal_separate_runs():
     P = gf.paper_transition(PI, 0.5)
-    f = lambda k: gf.train_finite(k, P, PI, n=32, s=8, m=3, m_attn=2, eps=0.1, lr=0.3,
-                                  num_steps=20, record_every=10, optimizer="adam")
+    f = lambda k: gf.train_finite(
+        k,
+        P,
+        PI,
+        n=32,
+        s=8,
+        m=3,
+        m_attn=2,
+        eps=0.1,
+        lr=0.3,
+        num_steps=20,
+        record_every=10,
+        optimizer="adam",
+    )
     keys = jax.random.split(jax.random.key(0), 3)
     batched = jax.jit(jax.vmap(f))(keys)
     for i in range(3):
@@ -68,11 +93,19 @@ def test_vmapped_seeds_equal_separate_runs():
 
 def test_first_crossing_and_stage_order_helpers():
     ts = np.array([0.0, 1.0, 2.0, 3.0])
-    assert gf.first_crossing(ts, np.array([1.0, 0.8, 0.4, 0.2]), 0.6, downward=True) == pytest.approx(1.5)
-    assert gf.first_crossing(ts, np.array([0.0, 0.5, 0.1, 0.9]), 0.7, downward=False, t_min=1.5) == pytest.approx(2.75)
+    assert gf.first_crossing(
+        ts, np.array([1.0, 0.8, 0.4, 0.2]), 0.6, downward=True
+    ) == pytest.approx(1.5)
+    assert gf.first_crossing(
+        ts, np.array([0.0, 0.5, 0.1, 0.9]), 0.7, downward=False, t_min=1.5
+    ) == pytest.approx(2.75)
     assert gf.stages_in_order({"condensation": 1, "focus": 2, "dilution": 3, "new_direction": 4})
-    assert not gf.stages_in_order({"condensation": 1, "focus": 3, "dilution": 2, "new_direction": 4})
-    assert not gf.stages_in_order({"condensation": 1, "focus": 2, "dilution": 3, "new_direction": np.nan})
+    assert not gf.stages_in_order(
+        {"condensation": 1, "focus": 3, "dilution": 2, "new_direction": 4}
+    )
+    assert not gf.stages_in_order(
+        {"condensation": 1, "focus": 2, "dilution": 3, "new_direction": np.nan}
+    )
 
 
 def test_dilution_mode_vanishes_on_pi_and_matches_the_symmetric_formula():
@@ -84,7 +117,10 @@ def test_dilution_mode_vanishes_on_pi_and_matches_the_symmetric_formula():
 
 def test_embedding_pca_recovers_a_planar_trajectory():
     t = np.linspace(0, 1, 20)
-    rows = np.stack([np.outer(np.cos(t + i), [1, 0, 0]) + np.outer(np.sin(t + i), [0, 1, 0]) for i in range(3)], axis=1)
+    rows = np.stack(
+        [np.outer(np.cos(t + i), [1, 0, 0]) + np.outer(np.sin(t + i), [0, 1, 0]) for i in range(3)],
+        axis=1,
+    )
     pca = gf.embedding_pca(rows)
     assert pca.shape == (20, 3, 2)
     # a planar motion keeps all its variance in two components: distances are preserved
@@ -132,7 +168,7 @@ def test_attention_story_reads_focus_and_dilution_phases():
 def test_attention_by_token_sums_to_one_per_query():
     model = gf.init_transformer(jax.random.key(0), 5, 3, 2, 0.5)
     w = gf.sample_sequences(jax.random.key(1), gf.paper_transition(jnp.ones(5) / 5, 0.2), 200, 11)
-    A, F, counts = gf.attention_by_token(model, w, 5)
+    A, F, counts = jax.jit(gf.attention_by_token, static_argnums=2)(model, w, 5)
     seen = np.asarray(counts) > 0
     np.testing.assert_allclose(np.asarray(A).sum(1)[seen], 1.0, atol=1e-12)
     np.testing.assert_allclose(np.asarray(F).sum(1)[seen], 1.0, atol=1e-12)
@@ -148,7 +184,11 @@ def test_experiment_configs_reject_bad_inputs_before_running():
         resolve_config(exp.config_cls, experiment=exp.name, overrides=["lam=1.5"]).validate()
     delta = get_experiment("focus-dilution-delta")
     with pytest.raises(ConfigError, match="include 0"):
-        resolve_config(delta.config_cls, experiment=delta.name, overrides=["deltas=[0.01,0.02]"]).validate()
+        resolve_config(
+            delta.config_cls, experiment=delta.name, overrides=["deltas=[0.01,0.02]"]
+        ).validate()
     text = get_experiment("focus-dilution-text")
     with pytest.raises(ConfigError, match="corpus_path"):
-        resolve_config(text.config_cls, experiment=text.name, overrides=["corpus_path=/nope.txt"]).validate()
+        resolve_config(
+            text.config_cls, experiment=text.name, overrides=["corpus_path=/nope.txt"]
+        ).validate()

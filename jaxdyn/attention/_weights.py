@@ -140,7 +140,7 @@ def bilinear_scores(
     queries: Float[ArrayLike, "q d"], keys: Float[ArrayLike, "k d"], A: Float[ArrayLike, "d d"]
 ) -> Float[Array, "q k"]:
     """Scores ``s_qk = y_k^T A x_q`` (transformer_pde.md: A = K^T Q / sqrt(d))."""
-    return jnp.asarray(keys) @ jnp.asarray(A) @ jnp.asarray(queries).T
+    return jnp.asarray(queries) @ jnp.asarray(A).T @ jnp.asarray(keys).T
 
 
 def l2_scores(

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import gradflow as gf
 from .._status import Status
-from ..plotting import heatmap, mark_stages, new_figure, note_excluded, time_series
+from ..plotting import mark_stages, new_figure, note_excluded, time_series
 from ..runs import ConfigError, ExperimentConfig, Run, register_experiment
 from ..sweep import Grid, run_sweep
 
@@ -45,7 +45,9 @@ def _check_positive(**values) -> None:
 
 def _check_lam(lam: float) -> None:
     if not 0.0 <= lam < 1.0:
-        raise ConfigError(f"lam must be in [0, 1) so that P = lam I + (1 - lam) 1 pi^T mixes, got {lam}")
+        raise ConfigError(
+            f"lam must be in [0, 1) so that P = lam I + (1 - lam) 1 pi^T mixes, got {lam}"
+        )
 
 
 def _entropy(pi) -> float:
@@ -78,34 +80,58 @@ def _stage_figures(run: Run, ts, met, stages, pi, prefix: str = "") -> None:
     d = len(pi)
     fig, axes = new_figure(2, 3)
     ax = axes[0, 0]
-    time_series(ax, t, met["loss"][keep], labels=["loss"], logx=True, stages=stages, title="population loss")
+    time_series(
+        ax, t, met["loss"][keep], labels=["loss"], logx=True, stages=stages, title="population loss"
+    )
     ax.axhline(np.log(d), color="0.5", ls=":", lw=0.8)
     ax.axhline(H, color="0.3", ls=":", lw=0.8)
     time_series(
-        axes[0, 1], t, [met["sv_W0"][keep], met["sv_Phi"][keep, :2]],
-        labels=[f"sigma{i + 1}(W0)" for i in range(met["sv_W0"].shape[1])] + ["sigma1(Phi)", "sigma2(Phi)"],
-        logx=True, logy=True, stages=stages, title="singular values",
+        axes[0, 1],
+        t,
+        [met["sv_W0"][keep], met["sv_Phi"][keep, :2]],
+        labels=[f"sigma{i + 1}(W0)" for i in range(met["sv_W0"].shape[1])]
+        + ["sigma1(Phi)", "sigma2(Phi)"],
+        logx=True,
+        logy=True,
+        stages=stages,
+        title="singular values",
     )
     time_series(
-        axes[0, 2], t,
+        axes[0, 2],
+        t,
         [met["cos_W0_pi"][keep], met["cos_W1_centred"][keep], met["cos_Phi_pipi"][keep]],
         labels=["cos(u1(W0), pi)", "cos(v1(W1), pi - 1/d)", "cos(Phi, pi pi^T)"],
-        logx=True, stages=stages, title="alignments",
+        logx=True,
+        stages=stages,
+        title="alignments",
     )
     time_series(
-        axes[1, 0], t, met["entropy_query"][keep],
+        axes[1, 0],
+        t,
+        met["entropy_query"][keep],
         labels=[f"query {q} (pi={pi[q]:.3g})" for q in range(d)] if d <= 8 else None,
-        logx=True, stages=stages, title="token-type attention entropy",
+        logx=True,
+        stages=stages,
+        title="token-type attention entropy",
     )
     time_series(
-        axes[1, 1], t, [met["dilution_mode_rel"][keep], met["attention_mode"][keep]],
+        axes[1, 1],
+        t,
+        [met["dilution_mode_rel"][keep], met["attention_mode"][keep]],
         labels=["dilution mode / ||gamma||", "attention mode ||alpha^T (WQ, WK)||"],
-        logx=True, stages=stages, title="stage modes",
+        logx=True,
+        stages=stages,
+        title="stage modes",
     )
     pca = gf.embedding_pca(met["W0"])
     ax = axes[1, 2]
     for i in range(min(d, 8)):
-        ax.plot(pca[:, i, 0], pca[:, i, 1] if pca.shape[2] > 1 else 0 * pca[:, i, 0], lw=1.2, label=f"row {i}")
+        ax.plot(
+            pca[:, i, 0],
+            pca[:, i, 1] if pca.shape[2] > 1 else 0 * pca[:, i, 0],
+            lw=1.2,
+            label=f"row {i}",
+        )
         ax.plot(pca[-1, i, 0], pca[-1, i, 1] if pca.shape[2] > 1 else 0, "o", ms=3)
     ax.set_title("PCA of embedding rows W0[i, :](t)", fontsize=10)
     ax.legend(fontsize=7)
@@ -153,7 +179,9 @@ class FocusDilutionConfig(ExperimentConfig):
         if self.t1 < 0:
             raise ConfigError(f"t1 must be >= 0 (0 = automatic), got {self.t1}")
         if self.eps >= 0.1:
-            raise ConfigError(f"eps must be small (< 0.1) for the small-initialisation theory, got {self.eps}")
+            raise ConfigError(
+                f"eps must be small (< 0.1) for the small-initialisation theory, got {self.eps}"
+            )
         if self.m < 2 or self.m_attn < 1:
             raise ConfigError(f"need m >= 2 and m_attn >= 1, got m={self.m}, m_attn={self.m_attn}")
         if self.num_saves < 50:
@@ -170,7 +198,9 @@ class FocusDilutionConfig(ExperimentConfig):
         if self.t1:
             return self.t1
         pi = np.asarray(self.pi)
-        c = abs(float(gf.focus_rate(jnp.asarray(pi), gf.paper_transition(jnp.asarray(pi), self.lam))))
+        c = abs(
+            float(gf.focus_rate(jnp.asarray(pi), gf.paper_transition(jnp.asarray(pi), self.lam)))
+        )
         return float(max(800.0, 8.0 * math.log(1.0 / self.eps) / max(c, 1e-3)))
 
     @classmethod
@@ -198,8 +228,12 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     t1 = config.end_time()
     run.scalar("t1", t1)
     ts = gf.log_time_grid(t1, config.num_saves)
-    model0 = gf.init_transformer(jax.random.key(config.seed), d, config.m, config.m_attn, config.eps)
-    sol, met = jax.jit(_flow_and_metrics, static_argnums=(4, 5))(pi, P, model0, ts, config.rtol, config.atol)
+    model0 = gf.init_transformer(
+        jax.random.key(config.seed), d, config.m, config.m_attn, config.eps
+    )
+    sol, met = jax.jit(_flow_and_metrics, static_argnums=(4, 5))(
+        pi, P, model0, ts, config.rtol, config.atol
+    )
     status = int(sol.status)
     run.log(f"flow: {int(sol.num_steps)} steps, status {Status.describe(status)}")
     run.scalar("flow_status", Status(status).name)
@@ -208,8 +242,12 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     if status != Status.SUCCESS:
         run.log("the flow failed: no stage or rate is reported from it")
     stages = gf.detect_stages(
-        ts, met, config.pi, focus_fraction=config.focus_fraction,
-        dilution_fraction=config.dilution_fraction, new_direction_ratio=config.new_direction_ratio,
+        ts,
+        met,
+        config.pi,
+        focus_fraction=config.focus_fraction,
+        dilution_fraction=config.dilution_fraction,
+        new_direction_ratio=config.new_direction_ratio,
     )
     run.scalar("stages", stages)
     run.log("stages: " + ", ".join(f"{k} t={v:.4g}" for k, v in stages.items()))
@@ -220,73 +258,163 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     spec0 = jax.jit(gf.jacobian_spectrum)(zero, pi, P)
     mu_jac = float(spec0.eigenvalues[0])
     mu_fit, n_fit = gf.fitted_condensation_rate(ts, met)
-    run.check("condensation_rate", expected=mu1, measured=mu_jac, tolerance=1e-6, relative=True,
-              note="top eigenvalue of J = -Hess L at theta = 0 vs ||pi|| ||pi - 1/d 1||")
-    run.check("condensation_rate_fit", expected=mu1, measured=mu_fit, tolerance=0.05, relative=True,
-              note=f"growth rate of sigma1(W0) fitted on {n_fit} saved times in the linear regime")
-    run.check("condensation_embedding_block", expected=1.0, measured=float(spec0.embedding_weight[0]),
-              tolerance=1e-8, note="the unstable mode at the origin lives in (W0, W1) only")
+    run.check(
+        "condensation_rate",
+        expected=mu1,
+        measured=mu_jac,
+        tolerance=1e-6,
+        relative=True,
+        note="top eigenvalue of J = -Hess L at theta = 0 vs ||pi|| ||pi - 1/d 1||",
+    )
+    run.check(
+        "condensation_rate_fit",
+        expected=mu1,
+        measured=mu_fit,
+        tolerance=0.05,
+        relative=True,
+        note=f"growth rate of sigma1(W0) fitted on {n_fit} saved times in the linear regime",
+    )
+    run.check(
+        "condensation_embedding_block",
+        expected=1.0,
+        measured=float(spec0.embedding_weight[0]),
+        tolerance=1e-8,
+        note="the unstable mode at the origin lives in (W0, W1) only",
+    )
 
     # --- stage II: plateau and focus rate at the unigram saddle
     plateau = _plateau_loss(ts, met["loss"], stages["condensation"], stages["focus"])
-    run.check("unigram_plateau", expected=H, measured=plateau, tolerance=5e-3,
-              note="flattest loss between condensation and focus vs H(pi)")
+    run.check(
+        "unigram_plateau",
+        expected=H,
+        measured=plateau,
+        tolerance=5e-3,
+        note="flattest loss between condensation and focus vs H(pi)",
+    )
     saddle = gf.unigram_saddle(pi, config.m, config.m_attn)
     c = float(gf.focus_rate(pi, P, saddle.gamma, saddle.beta))
     spec_s = jax.jit(gf.jacobian_spectrum)(saddle.model, pi, P)
     att = np.asarray(spec_s.attention_weight) > 0.5
     c_closed = float(np.asarray(spec_s.eigenvalues)[att][0])
-    run.check("focus_rate_closed_form_saddle", expected=abs(c), measured=c_closed, tolerance=1e-6,
-              relative=True, note="top attention-block eigenvalue of J at the closed-form saddle")
+    run.check(
+        "focus_rate_closed_form_saddle",
+        expected=abs(c),
+        measured=c_closed,
+        tolerance=1e-6,
+        relative=True,
+        note="top attention-block eigenvalue of J at the closed-form saddle",
+    )
     t_crit = config.t_critical or float(np.sqrt(stages["condensation"] * stages["focus"]))
     i_crit = int(np.clip(np.searchsorted(ts, t_crit), 0, len(ts) - 1))
     start = jax.tree_util.tree_map(lambda x: x[i_crit], sol.models)
     cp = jax.jit(gf.find_critical_point)(start, pi, P)
     spec_c = jax.jit(gf.jacobian_spectrum)(cp.model, pi, P)
     att_c = np.asarray(spec_c.attention_weight) > 0.5
-    c_cp = float(np.asarray(spec_c.eigenvalues)[att_c][0]) if int(cp.status) == Status.SUCCESS else float("nan")
-    run.scalar("critical_point", {"from_t": float(ts[i_crit]), "loss": float(cp.loss),
-                                  "grad_norm": float(cp.grad_norm), "status": Status(int(cp.status)).name})
-    run.check("critical_point_loss", expected=H, measured=float(cp.loss), tolerance=1e-6,
-              note=f"root of grad L found from the trajectory at t={ts[i_crit]:.3g}")
-    run.check("focus_rate", expected=abs(c), measured=c_cp, tolerance=0.03, relative=True,
-              note="top attention-block eigenvalue of J at the critical point root-found from the "
-                   "trajectory vs Var_pi(gamma) Cov_pi(gamma, P beta)")
+    c_cp = (
+        float(np.asarray(spec_c.eigenvalues)[att_c][0])
+        if int(cp.status) == Status.SUCCESS
+        else float("nan")
+    )
+    run.scalar(
+        "critical_point",
+        {
+            "from_t": float(ts[i_crit]),
+            "loss": float(cp.loss),
+            "grad_norm": float(cp.grad_norm),
+            "status": Status(int(cp.status)).name,
+        },
+    )
+    run.check(
+        "critical_point_loss",
+        expected=H,
+        measured=float(cp.loss),
+        tolerance=1e-6,
+        note=f"root of grad L found from the trajectory at t={ts[i_crit]:.3g}",
+    )
+    run.check(
+        "focus_rate",
+        expected=abs(c),
+        measured=c_cp,
+        tolerance=0.03,
+        relative=True,
+        note="top attention-block eigenvalue of J at the critical point root-found from the "
+        "trajectory vs Var_pi(gamma) Cov_pi(gamma, P beta)",
+    )
     c_fit, n_cfit = gf.fitted_focus_rate(ts, met, config.pi)
-    run.check("focus_rate_fit", expected=abs(c), measured=c_fit, tolerance=0.1, relative=True,
-              note=f"growth rate of ||alpha^T (WQ, WK)|| fitted on {n_cfit} saved times near the saddle")
+    run.check(
+        "focus_rate_fit",
+        expected=abs(c),
+        measured=c_fit,
+        tolerance=0.1,
+        relative=True,
+        note=f"growth rate of ||alpha^T (WQ, WK)|| fitted on {n_cfit} saved times near the saddle",
+    )
     # focus direction: in the linear regime out of the saddle Phi / ||Phi|| -> pi pi^T / ||pi||^2
     win = (ts >= stages["condensation"]) & (ts <= stages["focus"])
     cos_f = float(np.nanmax(met["cos_Phi_pipi"][win])) if win.any() else float("nan")
-    run.check("focus_direction", expected=">= 0.95", measured=cos_f, passed=bool(cos_f >= 0.95),
-              note="max of cos(Phi, pi pi^T) between the condensation and focus times")
+    run.check(
+        "focus_direction",
+        expected=">= 0.95",
+        measured=cos_f,
+        passed=bool(cos_f >= 0.95),
+        note="max of cos(Phi, pi pi^T) between the condensation and focus times",
+    )
     top = int(np.argmax(config.pi))
     ent = met["entropy_query"]
-    order_ok = bool(np.all(np.nanmin(ent[:, top]) <= np.nanmin(np.delete(ent, top, axis=1), axis=0)))
-    run.check("frequent_query_focuses_most", expected=True, measured=order_ok,
-              note="the most frequent query reaches the lowest token-type attention entropy")
-    run.check("stages_in_order", expected=True, measured=gf.stages_in_order(stages),
-              note="condensation < focus < dilution < new direction (may need a larger t1 for other pi)")
+    order_ok = bool(
+        np.all(np.nanmin(ent[:, top]) <= np.nanmin(np.delete(ent, top, axis=1), axis=0))
+    )
+    run.check(
+        "frequent_query_focuses_most",
+        expected=True,
+        measured=order_ok,
+        note="the most frequent query reaches the lowest token-type attention entropy",
+    )
+    run.check(
+        "stages_in_order",
+        expected=True,
+        measured=gf.stages_in_order(stages),
+        note="condensation < focus < dilution < new direction (may need a larger t1 for other pi)",
+    )
 
     # --- escape times: predicted log(1/eps)/rate vs observed
     t_esc_pred = float(gf.predicted_escape_time(config.eps, mu1))
     run.scalar("condensation_escape", {"predicted": t_esc_pred, "observed": stages["condensation"]})
-    run.scalar("focus_escape", {"predicted_after_plateau": float(gf.predicted_escape_time(config.eps, abs(c))),
-                                "observed_focus_minus_condensation": stages["focus"] - stages["condensation"]})
+    run.scalar(
+        "focus_escape",
+        {
+            "predicted_after_plateau": float(gf.predicted_escape_time(config.eps, abs(c))),
+            "observed_focus_minus_condensation": stages["focus"] - stages["condensation"],
+        },
+    )
     run.scalar("rates", {"mu1": mu1, "c": c, "H_pi": H})
     run.scalar("final_loss", float(met["loss"][-1]))
 
     run.save_arrays(
-        ts=ts, loss=met["loss"], sv_W0=met["sv_W0"], sv_W1=met["sv_W1"], sv_Phi=met["sv_Phi"],
-        cos_W0_pi=met["cos_W0_pi"], cos_W1_centred=met["cos_W1_centred"], cos_Phi_pipi=met["cos_Phi_pipi"],
-        entropy_query=met["entropy_query"], attention=met["attention"], dilution_mode=met["dilution_mode"],
-        attention_mode=met["attention_mode"], W0=met["W0"], embedding_pca=gf.embedding_pca(met["W0"]),
-        spectrum_origin=spec0.eigenvalues, spectrum_saddle=spec_c.eigenvalues,
+        ts=ts,
+        loss=met["loss"],
+        sv_W0=met["sv_W0"],
+        sv_W1=met["sv_W1"],
+        sv_Phi=met["sv_Phi"],
+        cos_W0_pi=met["cos_W0_pi"],
+        cos_W1_centred=met["cos_W1_centred"],
+        cos_Phi_pipi=met["cos_Phi_pipi"],
+        entropy_query=met["entropy_query"],
+        attention=met["attention"],
+        dilution_mode=met["dilution_mode"],
+        attention_mode=met["attention_mode"],
+        W0=met["W0"],
+        embedding_pca=gf.embedding_pca(met["W0"]),
+        spectrum_origin=spec0.eigenvalues,
+        spectrum_saddle=spec_c.eigenvalues,
         spectrum_saddle_attention_weight=spec_c.attention_weight,
     )
     _stage_figures(run, ts, met, stages, config.pi)
     fig, axes = new_figure(1, 2)
-    for ax, spec, title in ((axes[0, 0], spec0, "J at theta = 0"), (axes[0, 1], spec_c, "J at the unigram saddle")):
+    for ax, spec, title in (
+        (axes[0, 0], spec0, "J at theta = 0"),
+        (axes[0, 1], spec_c, "J at the unigram saddle"),
+    ):
         ev = np.asarray(spec.eigenvalues)[:20]
         w = np.asarray(spec.attention_weight)[:20]
         ax.bar(np.arange(len(ev)), ev, color=[("#d95f02" if a > 0.5 else "#1b9e77") for a in w])
@@ -333,7 +461,10 @@ class AblationConfig(ExperimentConfig):
         if not 0 <= self.laziness < 1:
             raise ConfigError(f"laziness must be in [0, 1), got {self.laziness}")
         if self.m < 2 or self.m_attn < 1 or self.num_saves < 50:
-            raise ConfigError(f"need m >= 2, m_attn >= 1, num_saves >= 50; got {self.m}, {self.m_attn}, {self.num_saves}")
+            raise ConfigError(
+                f"need m >= 2, m_attn >= 1, num_saves >= 50; "
+                f"got {self.m}, {self.m_attn}, {self.num_saves}"
+            )
 
     @classmethod
     def quick(cls) -> dict:
@@ -359,7 +490,7 @@ def run_ablation(config: AblationConfig, run: Run) -> None:
         Ps.append(np.asarray(gf.reversible_transition(pi_np, keys[i], laziness=config.laziness)))
         names.append(f"reversible #{i}")
     Ps = np.stack(Ps)
-    for P, name in zip(Ps, names):
+    for P, name in zip(Ps, names, strict=True):
         gf.validate_transition(P, name)
         if np.max(np.abs(pi_np @ P - pi_np)) > 1e-10:
             raise ConfigError(f"{name}: pi is not stationary")
@@ -375,10 +506,15 @@ def run_ablation(config: AblationConfig, run: Run) -> None:
         att = spec.attention_weight > 0.5
         c_jac = jnp.max(jnp.where(att, spec.eigenvalues, -jnp.inf))
         return {
-            "loss": met["loss"], "sv_W0": met["sv_W0"], "entropy_top_query": met["entropy_top_query"],
-            "entropy_query": met["entropy_query"], "dilution_mode_rel": met["dilution_mode_rel"],
-            "attention_mode": met["attention_mode"], "phi_norm": met["phi_norm"],
-            "c_formula": gf.focus_rate(pi, P, saddle.gamma, saddle.beta), "c_jacobian": c_jac,
+            "loss": met["loss"],
+            "sv_W0": met["sv_W0"],
+            "entropy_top_query": met["entropy_top_query"],
+            "entropy_query": met["entropy_query"],
+            "dilution_mode_rel": met["dilution_mode_rel"],
+            "attention_mode": met["attention_mode"],
+            "phi_norm": met["phi_norm"],
+            "c_formula": gf.focus_rate(pi, P, saddle.gamma, saddle.beta),
+            "c_jacobian": c_jac,
             "status": sol.status,
         }
 
@@ -394,26 +530,44 @@ def run_ablation(config: AblationConfig, run: Run) -> None:
         met = {k: result.outputs[k][i] for k in result.outputs}
         stages = gf.detect_stages(ts, met, pi_np)
         c = float(met["c_formula"])
-        run.check(f"focus_rate[{name}]", expected=abs(c), measured=float(met["c_jacobian"]),
-                  tolerance=1e-6 * max(abs(c), 1e-2),
-                  note="Var_pi(gamma) Cov_pi(gamma, P beta) vs top attention eigenvalue of J at the saddle")
+        run.check(
+            f"focus_rate[{name}]",
+            expected=abs(c),
+            measured=float(met["c_jacobian"]),
+            tolerance=1e-6 * max(abs(c), 1e-2),
+            note="Var_pi(gamma) Cov_pi(gamma, P beta) vs top attention eigenvalue of J at saddle",
+        )
         t_end = stages["focus"] if np.isfinite(stages["focus"]) else ts[-1]
         plateau = _plateau_loss(ts, met["loss"], stages["condensation"], t_end)
         run.check(f"unigram_plateau[{name}]", expected=H, measured=plateau, tolerance=5e-3)
         mu_fit, _ = gf.fitted_condensation_rate(ts, met)
-        run.check(f"condensation_rate_fit[{name}]", expected=mu1, measured=mu_fit, tolerance=0.05,
-                  relative=True, note="mu1 depends on pi only, not on P")
+        run.check(
+            f"condensation_rate_fit[{name}]",
+            expected=mu1,
+            measured=mu_fit,
+            tolerance=0.05,
+            relative=True,
+            note="mu1 depends on pi only, not on P",
+        )
         if abs(c) > 0.02:
             c_fit, n = gf.fitted_focus_rate(ts, met, pi_np)
-            run.check(f"focus_rate_fit[{name}]", expected=abs(c), measured=c_fit, tolerance=0.15,
-                      relative=True, note=f"fitted on {n} saved times")
+            run.check(
+                f"focus_rate_fit[{name}]",
+                expected=abs(c),
+                measured=c_fit,
+                tolerance=0.15,
+                relative=True,
+                note=f"fitted on {n} saved times",
+            )
         run.scalar(f"stages[{name}]", stages)
         run.scalar(f"c[{name}]", c)
         keep = ts > 0
         axes[0, 0].plot(ts[keep], met["loss"][keep], label=f"{name} (c={c:.3f})")
         axes[0, 1].plot(ts[keep], met["entropy_top_query"][keep], label=name)
         axes[0, 2].plot(ts[keep], met["attention_mode"][keep], label=name)
-    for ax, title in zip(axes[0], ("loss", "attention entropy of the frequent query", "attention mode")):
+    for ax, title in zip(
+        axes[0], ("loss", "attention entropy of the frequent query", "attention mode"), strict=True
+    ):
         ax.set_xscale("log")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("t")
@@ -464,13 +618,17 @@ class DeltaConfig(ExperimentConfig):
             raise ConfigError(f"pi_top must be in (0, 1), got {self.pi_top}")
         _check_lam(self.lam)
         if self.direction and len(self.direction) != self.d - 1:
-            raise ConfigError(f"direction must have d - 1 = {self.d - 1} entries, got {len(self.direction)}")
+            raise ConfigError(
+                f"direction must have d - 1 = {self.d - 1} entries, got {len(self.direction)}"
+            )
         c = np.asarray(self.direction or gf.default_direction(self.d), dtype=float)
         c = c - c.mean()
         if not np.any(c):
             raise ConfigError("direction must not be constant (it is centred to sum to zero)")
         if any(dl < 0 for dl in self.deltas) or 0.0 not in self.deltas:
-            raise ConfigError(f"deltas must be >= 0 and include 0 (the symmetric case), got {self.deltas}")
+            raise ConfigError(
+                f"deltas must be >= 0 and include 0 (the symmetric case), got {self.deltas}"
+            )
         if sum(dl > 0 for dl in self.deltas) < 2:
             raise ConfigError("deltas needs at least two positive values to fit the exponent")
         for dl in self.deltas:
@@ -499,18 +657,26 @@ def run_delta(config: DeltaConfig, run: Run) -> None:
     def member(params, key):
         pi = gf.symmetry_breaking_pi(config.pi_top, params["delta"], direction)
         P = gf.paper_transition(pi, config.lam)
-        model0 = gf.init_transformer(key, config.d, config.m, config.m_attn, params["eps"], dtype=pi.dtype)
-        sol = gf.population_flow(model0, pi, P, ts, rtol=config.rtol, atol=config.atol,
-                                 max_steps=config.max_steps)
+        model0 = gf.init_transformer(
+            key, config.d, config.m, config.m_attn, params["eps"], dtype=pi.dtype
+        )
+        sol = gf.population_flow(
+            model0, pi, P, ts, rtol=config.rtol, atol=config.atol, max_steps=config.max_steps
+        )
         met = gf.trajectory_metrics(sol.models, pi, P)
         return {
-            "pi": pi, "loss": met["loss"], "sv_W0": met["sv_W0"],
-            "entropy_top_query": met["entropy_top_query"], "dilution_mode_rel": met["dilution_mode_rel"],
-            "steps": sol.num_steps, "status": sol.status,
+            "pi": pi,
+            "loss": met["loss"],
+            "sv_W0": met["sv_W0"],
+            "entropy_top_query": met["entropy_top_query"],
+            "dilution_mode_rel": met["dilution_mode_rel"],
+            "steps": sol.num_steps,
+            "status": sol.status,
         }
 
-    grid = Grid.product({"delta": list(config.deltas), "eps": list(config.eps_values)},
-                        seeds=[config.seed])
+    grid = Grid.product(
+        {"delta": list(config.deltas), "eps": list(config.eps_values)}, seeds=[config.seed]
+    )
     result = run_sweep(member, grid, name="delta", run=run)
     run.record_sweep(result)
     run.check("delta_sweep_compiles_once", expected=1, measured=int(result.n_compilations))
@@ -525,21 +691,37 @@ def run_delta(config: DeltaConfig, run: Run) -> None:
     for i in range(M):
         if not ok[i]:
             continue
-        met = {k: result.outputs[k][i] for k in ("loss", "sv_W0", "entropy_top_query", "dilution_mode_rel")}
-        st = gf.detect_stages(ts, met, result.outputs["pi"][i], new_direction_ratio=config.new_direction_ratio)
+        met = {
+            k: result.outputs[k][i]
+            for k in ("loss", "sv_W0", "entropy_top_query", "dilution_mode_rel")
+        }
+        st = gf.detect_stages(
+            ts, met, result.outputs["pi"][i], new_direction_ratio=config.new_direction_ratio
+        )
         t_stall[i] = st["dilution"]
         t_new[i] = st["new_direction"]
         final_ratio[i] = met["sv_W0"][-1, 1] / met["sv_W0"][-1, 0]
     escape = t_new - t_stall
     delta = result.params["delta"]
     eps = result.params["eps"]
-    run.save_arrays(ts=ts, escape_time=escape, t_stall=t_stall, t_new_direction=t_new,
-                    final_sigma_ratio=final_ratio, delta=delta, eps=eps)
+    run.save_arrays(
+        ts=ts,
+        escape_time=escape,
+        t_stall=t_stall,
+        t_new_direction=t_new,
+        final_sigma_ratio=final_ratio,
+        delta=delta,
+        eps=eps,
+    )
     zero = ok & (delta == 0)
     stalled = bool(zero.any() and np.all(~np.isfinite(t_new[zero])))
-    run.check("stall_at_delta_0", expected=True, measured=stalled,
-              note=f"no new direction by t1={config.t1:g} when delta = 0 (final sigma2/sigma1 = "
-                   f"{np.nanmax(final_ratio[zero]) if zero.any() else float('nan'):.3g})")
+    run.check(
+        "stall_at_delta_0",
+        expected=True,
+        measured=stalled,
+        note=f"no new direction by t1={config.t1:g} when delta = 0 (final sigma2/sigma1 = "
+        f"{np.nanmax(final_ratio[zero]) if zero.any() else float('nan'):.3g})",
+    )
     exps = {}
     fig, axes = new_figure(1, 2)
     for e in config.eps_values:
@@ -553,16 +735,25 @@ def run_delta(config: DeltaConfig, run: Run) -> None:
             run.log(f"eps={e:g}: {censored} positive-delta members did not escape by t1 (censored)")
     run.scalar("escape_exponents", exps)
     measured = float(np.mean(list(exps.values()))) if exps else float("nan")
-    run.check("escape_time_exponent", expected=-1.0, measured=measured,
-              tolerance=config.exponent_tolerance,
-              note="slope of log(t_new_direction - t_stall) vs log(delta), averaged over eps")
+    run.check(
+        "escape_time_exponent",
+        expected=-1.0,
+        measured=measured,
+        tolerance=config.exponent_tolerance,
+        note="slope of log(t_new_direction - t_stall) vs log(delta), averaged over eps",
+    )
     if len(config.eps_values) >= 2:
         e_lo, e_hi = min(config.eps_values), max(config.eps_values)
         sel_lo = ok & (eps == e_lo) & (delta > 0)
         sel_hi = ok & (eps == e_hi) & (delta > 0)
         ratio = np.nanmean(escape[sel_lo] / escape[sel_hi])
-        run.scalar("escape_ratio_eps", {"measured": float(ratio),
-                                        "log_ratio_prediction": math.log(1 / e_lo) / math.log(1 / e_hi)})
+        run.scalar(
+            "escape_ratio_eps",
+            {
+                "measured": float(ratio),
+                "log_ratio_prediction": math.log(1 / e_lo) / math.log(1 / e_hi),
+            },
+        )
     ax = axes[0, 0]
     ax.set_xlabel("delta")
     ax.set_ylabel("escape time t_new - t_stall")
@@ -573,7 +764,9 @@ def run_delta(config: DeltaConfig, run: Run) -> None:
     for i in range(M):
         if ok[i]:
             sv = result.outputs["sv_W0"][i]
-            ax.plot(ts[keep], (sv[:, 1] / sv[:, 0])[keep], label=f"delta={delta[i]:g}, eps={eps[i]:g}")
+            ax.plot(
+                ts[keep], (sv[:, 1] / sv[:, 0])[keep], label=f"delta={delta[i]:g}, eps={eps[i]:g}"
+            )
     ax.axhline(config.new_direction_ratio, color="0.4", ls=":")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -619,7 +812,9 @@ class FiniteConfig(ExperimentConfig):
         _check_lam(self.lam)
         _check_positive(eps=self.eps, lr=self.lr, adam_lr=self.adam_lr)
         if len(self.sizes_n) != len(self.sizes_s) or len(self.sizes_n) < 2:
-            raise ConfigError(f"sizes_n and sizes_s must pair up (>= 2 sizes), got {self.sizes_n}, {self.sizes_s}")
+            raise ConfigError(
+                f"sizes_n and sizes_s must pair up (>= 2 sizes), got {self.sizes_n}, {self.sizes_s}"
+            )
         if any(n < 1 for n in self.sizes_n) or any(s < 2 for s in self.sizes_s):
             raise ConfigError("sizes_n must be >= 1 and sizes_s >= 2")
         if self.num_steps % self.record_every or self.adam_steps % self.record_every:
@@ -649,12 +844,26 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
         def member(params, key):
             k_data, k_init = jax.random.split(key)
             tr = gf.train_finite(
-                k_data, P, pi, n=n, s=s, m=config.m, m_attn=config.m_attn, eps=config.eps,
-                lr=params["lr"], num_steps=num_steps, record_every=config.record_every,
-                optimizer=optimizer, init_key=k_init,
+                k_data,
+                P,
+                pi,
+                n=n,
+                s=s,
+                m=config.m,
+                m_attn=config.m_attn,
+                eps=config.eps,
+                lr=params["lr"],
+                num_steps=num_steps,
+                record_every=config.record_every,
+                optimizer=optimizer,
+                init_key=k_init,
             )
-            out = {"train_loss": tr.train_loss, "population_loss": tr.population_loss,
-                   "position_entropy": tr.position_entropy, "status": tr.status}
+            out = {
+                "train_loss": tr.train_loss,
+                "population_loss": tr.population_loss,
+                "position_entropy": tr.position_entropy,
+                "status": tr.status,
+            }
             return out
 
         return member
@@ -675,38 +884,83 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
 
     fig, axes = new_figure(1, 3)
     mean_err, final_err = [], []
-    for n, s in zip(config.sizes_n, config.sizes_s):
+    for n, s in zip(config.sizes_n, config.sizes_s, strict=True):
         grid = Grid.product({"lr": [config.lr]}, seeds=config.n_seeds, base_seed=config.seed)
-        res = run_sweep(make_member(n, s, "gd", config.num_steps), grid, name=f"gd_n{n}_s{s}", run=run)
+        res = run_sweep(
+            make_member(n, s, "gd", config.num_steps), grid, name=f"gd_n{n}_s{s}", run=run
+        )
         run.record_sweep(res)
         ok = res.ok & flow_ok
         diff = np.abs(res.outputs["population_loss"] - flow_loss)[ok]
         mean_err.append(float(np.mean(diff)) if diff.size else float("nan"))
         final_err.append(float(np.mean(diff[:, -1])) if diff.size else float("nan"))
-        run.log(f"n={n}, s={s}: mean |L_pop(GD) - L_flow| = {mean_err[-1]:.4g}, final {final_err[-1]:.4g}"
-                f" ({int(np.sum(~ok))} failed seeds excluded)")
-        axes[0, 0].plot(ts, np.mean(res.outputs["population_loss"][ok], axis=0), label=f"GD n={n}, s={s}")
-        axes[0, 2].plot(ts, np.mean(res.outputs["position_entropy"][ok], axis=0), label=f"n={n}, s={s}")
+        run.log(
+            f"n={n}, s={s}: mean |L_pop(GD) - L_flow| = {mean_err[-1]:.4g}, "
+            f"final {final_err[-1]:.4g}"
+            f" ({int(np.sum(~ok))} failed seeds excluded)"
+        )
+        axes[0, 0].plot(
+            ts, np.mean(res.outputs["population_loss"][ok], axis=0), label=f"GD n={n}, s={s}"
+        )
+        axes[0, 2].plot(
+            ts, np.mean(res.outputs["position_entropy"][ok], axis=0), label=f"n={n}, s={s}"
+        )
         if n == config.sizes_n[-1]:
             axes[0, 0].plot(ts, np.mean(flow_loss[ok], axis=0), "k--", label="population flow")
-    run.scalar("mean_abs_error", dict(zip([f"n{n}_s{s}" for n, s in zip(config.sizes_n, config.sizes_s)], mean_err)))
-    run.scalar("final_abs_error", dict(zip([f"n{n}_s{s}" for n, s in zip(config.sizes_n, config.sizes_s)], final_err)))
+    run.scalar(
+        "mean_abs_error",
+        dict(
+            zip(
+                [f"n{n}_s{s}" for n, s in zip(config.sizes_n, config.sizes_s, strict=True)],
+                mean_err,
+                strict=True,
+            )
+        ),
+    )
+    run.scalar(
+        "final_abs_error",
+        dict(
+            zip(
+                [f"n{n}_s{s}" for n, s in zip(config.sizes_n, config.sizes_s, strict=True)],
+                final_err,
+                strict=True,
+            )
+        ),
+    )
     decreasing = bool(np.all(np.diff(final_err) < 0))
-    run.check("finite_approaches_population", expected=True, measured=decreasing,
-              note=f"final |L_pop(GD) - L_flow| decreases with (n, s): {np.round(final_err, 5).tolist()}")
-    run.check("largest_size_matches_flow", expected=0.0, measured=final_err[-1], tolerance=0.02,
-              note="population loss of the GD-trained model vs the flow at the final time")
+    run.check(
+        "finite_approaches_population",
+        expected=True,
+        measured=decreasing,
+        note=f"final |L_pop(GD) - L_flow| decreases with (n, s): {np.round(final_err, 5).tolist()}",
+    )
+    run.check(
+        "largest_size_matches_flow",
+        expected=0.0,
+        measured=final_err[-1],
+        tolerance=0.02,
+        note="population loss of the GD-trained model vs the flow at the final time",
+    )
     n, s = config.sizes_n[-1], config.sizes_s[-1]
     grid = Grid.product({"lr": [config.adam_lr]}, seeds=config.n_seeds, base_seed=config.seed)
     res = run_sweep(make_member(n, s, "adam", config.adam_steps), grid, name="adam", run=run)
     run.record_sweep(res)
     ok = res.ok
     t_adam = np.arange(config.adam_steps // config.record_every + 1) * config.record_every
-    adam_final = float(np.median(res.outputs["population_loss"][ok][:, -1])) if ok.any() else float("nan")
-    run.check("adam_escapes_unigram_plateau", expected=f"< H(pi) = {H:.4f}", measured=adam_final,
-              passed=bool(adam_final < H - 0.01), note="Adam passes the unigram plateau (focus)")
+    adam_final = (
+        float(np.median(res.outputs["population_loss"][ok][:, -1])) if ok.any() else float("nan")
+    )
+    run.check(
+        "adam_escapes_unigram_plateau",
+        expected=f"< H(pi) = {H:.4f}",
+        measured=adam_final,
+        passed=bool(adam_final < H - 0.01),
+        note="Adam passes the unigram plateau (focus)",
+    )
     ax = axes[0, 1]
-    ax.plot(t_adam, np.median(res.outputs["population_loss"][ok], axis=0), label=f"Adam n={n}, s={s}")
+    ax.plot(
+        t_adam, np.median(res.outputs["population_loss"][ok], axis=0), label=f"Adam n={n}, s={s}"
+    )
     ax.axhline(H, color="0.3", ls=":", lw=0.8)
     ax.set_xlabel("Adam step")
     ax.set_title("Adam: population loss", fontsize=10)
@@ -719,7 +973,9 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
     axes[0, 2].set_xlabel("t")
     axes[0, 2].legend(fontsize=7)
     run.save_figure(fig, "finite_vs_population")
-    run.save_arrays(ts=ts, mean_abs_error=np.asarray(mean_err), final_abs_error=np.asarray(final_err))
+    run.save_arrays(
+        ts=ts, mean_abs_error=np.asarray(mean_err), final_abs_error=np.asarray(final_err)
+    )
 
 
 # ----------------------------------------------------------------------------------------
@@ -735,7 +991,8 @@ class TextConfig(ExperimentConfig):
     token stream, with per-query attention stories.
 
     Attributes:
-        corpus_path: WikiText raw or TinyStories text file ("" = ../shared/data/wikitext-2/valid.txt).
+        corpus_path: WikiText raw or TinyStories text file
+            ("" = ../shared/data/wikitext-2/valid.txt).
         corpus_format: "auto" (detected), "wikitext", "tinystories" or "plain".
         level: "word" (top-k words + <oov>) or "char".
         vocab_size: vocabulary size d including <oov>; max_tokens: 0 = the whole file.
@@ -776,7 +1033,10 @@ class TextConfig(ExperimentConfig):
         if not self.corpus().is_file():
             raise ConfigError(f"corpus_path does not exist: {self.corpus()}")
         if self.corpus_format not in ("auto", "wikitext", "tinystories", "plain"):
-            raise ConfigError(f"corpus_format must be auto, wikitext, tinystories or plain, got {self.corpus_format!r}")
+            raise ConfigError(
+                f"corpus_format must be auto, wikitext, tinystories or plain, "
+                f"got {self.corpus_format!r}"
+            )
         if self.level not in ("word", "char"):
             raise ConfigError(f"level must be 'word' or 'char', got {self.level!r}")
         if self.optimizer not in ("gd", "adam"):
@@ -811,15 +1071,29 @@ def _story_queries(config: TextConfig, corpus, pi) -> list[int]:
 )
 def run_text(config: TextConfig, run: Run) -> None:
     corpus = gf.load_corpus(
-        config.corpus(), fmt=config.corpus_format, level=config.level, vocab_size=config.vocab_size,
+        config.corpus(),
+        fmt=config.corpus_format,
+        level=config.level,
+        vocab_size=config.vocab_size,
         max_tokens=config.max_tokens or None,
     )
     d = corpus.d
     P_np, pi_np = gf.bigram_chain(corpus.tokens, d, smoothing=config.smoothing)
     names = list(corpus.vocab)
-    run.log(f"corpus {config.corpus()} ({corpus.format}, {config.level}): {len(corpus.tokens)} tokens, d={d}")
-    run.scalar("corpus", {"path": str(config.corpus()), "format": corpus.format, "tokens": len(corpus.tokens),
-                          "vocab_head": names[:8], "oov_mass": float(pi_np[corpus.index(gf._text.OOV)])})
+    run.log(
+        f"corpus {config.corpus()} ({corpus.format}, {config.level}): "
+        f"{len(corpus.tokens)} tokens, d={d}"
+    )
+    run.scalar(
+        "corpus",
+        {
+            "path": str(config.corpus()),
+            "format": corpus.format,
+            "tokens": len(corpus.tokens),
+            "vocab_head": names[:8],
+            "oov_mass": float(pi_np[corpus.index(gf._text.OOV)]),
+        },
+    )
     pi = jnp.asarray(pi_np)
     P = jnp.asarray(P_np)
     H = _entropy(pi_np)
@@ -828,29 +1102,47 @@ def run_text(config: TextConfig, run: Run) -> None:
 
     # --- population flow on the bigram chain
     ts = gf.log_time_grid(config.t1, config.num_saves)
-    model0 = gf.init_transformer(jax.random.key(config.seed), d, config.m, config.m_attn, config.eps)
-    sol, met = jax.jit(_flow_and_metrics, static_argnums=(4, 5))(pi, P, model0, ts, config.rtol, config.atol)
+    model0 = gf.init_transformer(
+        jax.random.key(config.seed), d, config.m, config.m_attn, config.eps
+    )
+    sol, met = jax.jit(_flow_and_metrics, static_argnums=(4, 5))(
+        pi, P, model0, ts, config.rtol, config.atol
+    )
     met = _np(met)
     status = int(sol.status)
     run.scalar("flow_status", Status(status).name)
     valid = np.all(np.isfinite(met["attention"].reshape(len(ts), -1)), axis=1)
-    run.log(f"flow: {int(sol.num_steps)} steps, {Status.describe(status)}; {int(valid.sum())} valid saves")
+    run.log(
+        f"flow: {int(sol.num_steps)} steps, {Status.describe(status)}; "
+        f"{int(valid.sum())} valid saves"
+    )
     stages = gf.detect_stages(ts[valid], {k: v[valid] for k, v in met.items()}, pi_np)
     stages = {k: v for k, v in stages.items() if k in ("condensation", "focus", "dilution")}
     run.scalar("flow_stages", stages)
     mu1 = float(gf.condensation_rate(pi))
     mu_fit, _ = gf.fitted_condensation_rate(ts[valid], {k: v[valid] for k, v in met.items()})
-    run.check("condensation_rate_fit", expected=mu1, measured=mu_fit, tolerance=0.1, relative=True,
-              note="||pi|| ||pi - 1/d 1|| of the corpus bigram chain vs the fitted growth of sigma1(W0)")
-    plateau = _plateau_loss(ts, met["loss"], stages["condensation"],
-                            stages["focus"] if np.isfinite(stages["focus"]) else ts[valid][-1])
+    run.check(
+        "condensation_rate_fit",
+        expected=mu1,
+        measured=mu_fit,
+        tolerance=0.1,
+        relative=True,
+        note="||pi|| ||pi - 1/d 1|| of the corpus bigram chain vs the fitted growth of sigma1(W0)",
+    )
+    plateau = _plateau_loss(
+        ts,
+        met["loss"],
+        stages["condensation"],
+        stages["focus"] if np.isfinite(stages["focus"]) else ts[valid][-1],
+    )
     # On text |c| is often larger than the approach rate to the saddle, so attention moves before
     # the loss settles on H(pi): the flattest loss is reported, not checked.
     run.scalar("plateau", {"H_pi": H, "flattest_loss": plateau})
     flow_stories = {}
     for q in queries:
-        flow_stories[names[q]] = gf.attention_story(met["attention"][valid][:, q, :], pi_np, names,
-                                                   threshold=config.story_threshold)
+        flow_stories[names[q]] = gf.attention_story(
+            met["attention"][valid][:, q, :], pi_np, names, threshold=config.story_threshold
+        )
     run.scalar("flow_stories", flow_stories)
     top = int(np.argmax(pi_np))
 
@@ -861,19 +1153,31 @@ def run_text(config: TextConfig, run: Run) -> None:
     c = float(gf.focus_rate(pi, P, saddle.gamma, saddle.beta))
     spec = jax.jit(gf.jacobian_spectrum)(saddle.model, pi, P)
     att = np.asarray(spec.attention_weight) > 0.5
-    run.check("focus_rate", expected=abs(c), measured=float(np.asarray(spec.eigenvalues)[att][0]),
-              tolerance=1e-6, relative=True,
-              note=f"|Var_pi(gamma) Cov_pi(gamma, P beta)| (c = {c:.4g}) vs top attention eigenvalue of J")
+    run.check(
+        "focus_rate",
+        expected=abs(c),
+        measured=float(np.asarray(spec.eigenvalues)[att][0]),
+        tolerance=1e-6,
+        relative=True,
+        note=f"|Var_pi(gamma) Cov_pi(gamma, P beta)| (c = {c:.4g}) "
+        "vs top attention eigenvalue of J",
+    )
     run.scalar("focus_rate_signed", c)
     W = met["attention"][valid]
     excess = np.einsum("q,tq->t", pi_np, W[:, :, top] - pi_np[top])
     moved = np.nonzero(np.abs(excess) > 1e-3)[0]
     first_sign = float(np.sign(excess[moved[0]])) if moved.size else 0.0
-    run.check("first_attention_phase_sign", expected=float(np.sign(c)), measured=first_sign,
-              note=f"first change of the pi-weighted attention excess on the most frequent token "
-                   f"{names[top]!r}: +1 focus, -1 dilution (flow), predicted by the sign of c")
-    run.scalar("flow_excess_on_top_key", {"first_sign": first_sign, "max": float(np.max(excess)),
-                                          "min": float(np.min(excess))})
+    run.check(
+        "first_attention_phase_sign",
+        expected=float(np.sign(c)),
+        measured=first_sign,
+        note=f"first change of the pi-weighted attention excess on the most frequent token "
+        f"{names[top]!r}: +1 focus, -1 dilution (flow), predicted by the sign of c",
+    )
+    run.scalar(
+        "flow_excess_on_top_key",
+        {"first_sign": first_sign, "max": float(np.max(excess)), "min": float(np.min(excess))},
+    )
 
     # --- actual training on the token stream
     rng = np.random.default_rng(config.seed)
@@ -901,21 +1205,41 @@ def run_text(config: TextConfig, run: Run) -> None:
     train_stories = {}
     for q in queries:
         prior = np.mean(F[:, q, :], axis=0)
-        train_stories[names[q]] = gf.attention_story(A[:, q, :], prior, names, threshold=config.story_threshold)
+        train_stories[names[q]] = gf.attention_story(
+            A[:, q, :], prior, names, threshold=config.story_threshold
+        )
     run.scalar("train_stories", train_stories)
     # trained model: attention excess on the most frequent key, weighted by query frequency
     qw = np.asarray(pi_np)
     ex_t = np.einsum("q,tq->t", qw, A[:, :, top] - F[:, :, top])
     i_pk = int(np.nanargmax(ex_t))
     focus_then_dilution = bool(ex_t[i_pk] > 0.01 and np.nanmin(ex_t[i_pk:]) < 0.5 * ex_t[i_pk])
-    run.check("trained_frequent_focus_then_dilution", expected=True, measured=focus_then_dilution,
-              note=f"trained model: excess attention on {names[top]!r} peaks at {ex_t[i_pk]:.3g} "
-                   f"(step {(i_pk + 1) * config.record_every}) and later falls to {np.nanmin(ex_t[i_pk:]):.3g}")
+    run.check(
+        "trained_frequent_focus_then_dilution",
+        expected=True,
+        measured=focus_then_dilution,
+        note=f"trained model: excess attention on {names[top]!r} peaks at {ex_t[i_pk]:.3g} "
+        f"(step {(i_pk + 1) * config.record_every}) and later falls to "
+        f"{np.nanmin(ex_t[i_pk:]):.3g}",
+    )
     for name in qnames:
-        run.log(f"query {name!r}: flow {' -> '.join(flow_stories[name])}; trained {' -> '.join(train_stories[name])}")
-    run.save_arrays(ts=ts, loss=met["loss"], attention=met["attention"], pi=pi_np, P=P_np,
-                    train_steps=steps, train_loss=train_loss, train_population_loss=pop_loss,
-                    train_attention=A, train_key_share=F, queries=np.asarray(queries))
+        run.log(
+            f"query {name!r}: flow {' -> '.join(flow_stories[name])}; "
+            f"trained {' -> '.join(train_stories[name])}"
+        )
+    run.save_arrays(
+        ts=ts,
+        loss=met["loss"],
+        attention=met["attention"],
+        pi=pi_np,
+        P=P_np,
+        train_steps=steps,
+        train_loss=train_loss,
+        train_population_loss=pop_loss,
+        train_attention=A,
+        train_key_share=F,
+        queries=np.asarray(queries),
+    )
 
     # --- figures: per-query stories, flow and training
     fig, axes = new_figure(2, len(queries))
@@ -923,21 +1247,50 @@ def run_text(config: TextConfig, run: Run) -> None:
     for j, q in enumerate(queries):
         ax = axes[0, j]
         ratios = W[:, q, keys] / pi_np[keys]
-        time_series(ax, ts[valid], ratios, labels=[f"key {names[k]!r}" for k in keys], logx=True,
-                    stages=stages, title=f"flow: query {names[q]!r}", ylabel="w_qk / pi_k")
+        time_series(
+            ax,
+            ts[valid],
+            ratios,
+            labels=[f"key {names[k]!r}" for k in keys],
+            logx=True,
+            stages=stages,
+            title=f"flow: query {names[q]!r}",
+            ylabel="w_qk / pi_k",
+        )
         ax.axhline(1.0, color="0.5", ls=":", lw=0.8)
         ax = axes[1, j]
         ratios_t = A[:, q, keys] / np.maximum(F[:, q, keys], 1e-12)
-        time_series(ax, steps, ratios_t, labels=[f"key {names[k]!r}" for k in keys], logx=True,
-                    title=f"trained ({config.optimizer}): query {names[q]!r}", xlabel="step",
-                    ylabel="attention / key share")
+        time_series(
+            ax,
+            steps,
+            ratios_t,
+            labels=[f"key {names[k]!r}" for k in keys],
+            logx=True,
+            title=f"trained ({config.optimizer}): query {names[q]!r}",
+            xlabel="step",
+            ylabel="attention / key share",
+        )
         ax.axhline(1.0, color="0.5", ls=":", lw=0.8)
     run.save_figure(fig, "attention_stories")
     fig, axes = new_figure(1, 2)
-    time_series(axes[0, 0], ts[valid], met["loss"][valid], labels=["population loss"], logx=True,
-                stages=stages, title="population flow on the bigram chain")
+    time_series(
+        axes[0, 0],
+        ts[valid],
+        met["loss"][valid],
+        labels=["population loss"],
+        logx=True,
+        stages=stages,
+        title="population flow on the bigram chain",
+    )
     axes[0, 0].axhline(H, color="0.3", ls=":", lw=0.8)
-    time_series(axes[0, 1], steps, [train_loss, pop_loss], labels=["training loss", "population loss"],
-                logx=True, xlabel="step", title=f"training on the stream ({config.optimizer})")
+    time_series(
+        axes[0, 1],
+        steps,
+        [train_loss, pop_loss],
+        labels=["training loss", "population loss"],
+        logx=True,
+        xlabel="step",
+        title=f"training on the stream ({config.optimizer})",
+    )
     axes[0, 1].axhline(H, color="0.3", ls=":", lw=0.8)
     run.save_figure(fig, "text_loss")

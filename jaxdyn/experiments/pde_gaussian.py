@@ -108,7 +108,7 @@ class RanksConfig(ExperimentConfig):
 
     @classmethod
     def quick(cls) -> dict:
-        return {"dims": (3,), "runs": 24, "compare_runs": 1}
+        return {"dims": (3,), "runs": 24, "compare_runs": 1, "euler_dt": 2e-3}
 
 
 def ranks_members(config: RanksConfig) -> tuple[dict[str, np.ndarray], list[tuple]]:
@@ -498,7 +498,7 @@ class ConeConfig(ExperimentConfig):
 
     grid: int = 9
     disk_radius: float = 0.95
-    t1: float = 30.0
+    t1: float = 15.0
     saves: int = 64
     blowup_trace: float = 1e3
     rtol: float = 1e-6
@@ -517,7 +517,7 @@ class ConeConfig(ExperimentConfig):
 
     @classmethod
     def quick(cls) -> dict:
-        return {"grid": 5, "saves": 32, "t1": 20.0}
+        return {"grid": 5, "saves": 32, "t1": 8.0}
 
 
 def cone_cases(seed: int = 0) -> dict[str, dict[str, np.ndarray]]:

@@ -52,8 +52,8 @@ from ._model import (
 )
 from ._outcomes import (
     crossing_time as crossing_time,
-    loss_at_time as loss_at_time,
     escape_time as escape_time,
+    loss_at_time as loss_at_time,
 )
 from ._stages import (
     STAGE_NAMES as STAGE_NAMES,
@@ -73,8 +73,8 @@ from ._text import (
     unigram_frequencies as unigram_frequencies,
 )
 from ._train import (
-    TrainState as TrainState,
     TrainingRun as TrainingRun,
+    TrainState as TrainState,
     make_optimizer as make_optimizer,
     position_entropy as position_entropy,
     train_finite as train_finite,

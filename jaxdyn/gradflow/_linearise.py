@@ -3,7 +3,8 @@ closed-form stage rates ("Stages and the numbers the theory gives").
 
 Near a critical point ``theta*``, ``d Delta/dt = J Delta`` with ``J = -Hess L(theta*)``. We
 find critical points by root-finding ``grad L = 0`` with optimistix (Levenberg-Marquardt on
-``grad L``: the Hessian is singular along the gauge orbits ``W0 -> W0 A, W1 -> A^{-1} W1``), take the Hessian with ``jax.hessian``, and split unstable
+``grad L``: the Hessian is singular along the gauge orbits ``W0 -> W0 A, W1 -> A^{-1} W1``),
+take the Hessian with ``jax.hessian``, and split unstable
 eigenvectors into their embedding (W0, W1) and attention (WQ, WK) parts.
 """
 
@@ -32,7 +33,8 @@ def condensation_rate(pi: Float[ArrayLike, " d"]) -> Scalar:
 
 
 class UnigramSaddle(eqx.Module):
-    """The stage-II saddle ``theta_c1``: ``W0 = gamma alpha^T``, ``W1 = alpha beta^T``, ``WQ = WK = 0``.
+    """The stage-II saddle ``theta_c1``: ``W0 = gamma alpha^T``, ``W1 = alpha beta^T``,
+    ``WQ = WK = 0``.
 
     ``gamma = g pi / ||pi||``, ``beta = l / (g ||pi||)``, ``g^2 = ||l|| / ||pi||``,
     ``l = log pi - mean(log pi) 1`` (the balanced point of the gauge family reached by a
@@ -129,7 +131,9 @@ def jacobian_spectrum(model: OneLayerTransformer, pi, P) -> Spectrum:
     vals, vecs = vals[::-1], vecs[:, ::-1]
     n_emb = model.W0.size + model.W1.size
     emb = jnp.sum(vecs[:n_emb] ** 2, axis=0)
-    return Spectrum(eigenvalues=vals, eigenvectors=vecs, embedding_weight=emb, attention_weight=1.0 - emb)
+    return Spectrum(
+        eigenvalues=vals, eigenvectors=vecs, embedding_weight=emb, attention_weight=1.0 - emb
+    )
 
 
 class CriticalPoint(eqx.Module):
@@ -144,7 +148,13 @@ class CriticalPoint(eqx.Module):
 
 @eqx.filter_jit
 def find_critical_point(
-    model: OneLayerTransformer, pi, P, *, rtol: float = 1e-10, atol: float = 1e-10, max_steps: int = 100
+    model: OneLayerTransformer,
+    pi,
+    P,
+    *,
+    rtol: float = 1e-10,
+    atol: float = 1e-10,
+    max_steps: int = 100,
 ) -> CriticalPoint:
     """Root-find ``grad L(theta) = 0`` starting at ``model`` (e.g. a point on the trajectory).
 
@@ -165,7 +175,9 @@ def find_critical_point(
     gnorm = jnp.linalg.norm(residual(sol.value, None))
     ok = (sol.result == optx.RESULTS.successful) & jnp.isfinite(gnorm)
     status = jnp.where(ok, Status.SUCCESS, Status.NOT_CONVERGED).astype(jnp.int32)
-    return CriticalPoint(model=point, grad_norm=gnorm, loss=population_loss(point, pi, P), status=status)
+    return CriticalPoint(
+        model=point, grad_norm=gnorm, loss=population_loss(point, pi, P), status=status
+    )
 
 
 def predicted_escape_time(eps: Float[ArrayLike, ""], rate: Float[ArrayLike, ""]) -> Scalar:

@@ -40,7 +40,8 @@ def validate_transition(P: ArrayLike, name: str = "P") -> np.ndarray:
     rows = m.sum(axis=1)
     if np.max(np.abs(rows - 1.0)) > _ATOL:
         raise ValueError(
-            f"{name} is not row-stochastic: row sums range over [{rows.min():.6g}, {rows.max():.6g}]"
+            f"{name} is not row-stochastic: row sums range over "
+            f"[{rows.min():.6g}, {rows.max():.6g}]"
         )
     return m
 

@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..attention import attention_entropy
 from .._custom_types import Array, ArrayLike, Float
+from ..attention import attention_entropy
 from ._model import OneLayerTransformer, population_attention, population_loss_from_matrices
 
 
@@ -68,11 +68,14 @@ def model_metrics(model: OneLayerTransformer, pi, P) -> dict[str, Array]:
         "attention": W,
         "entropy_query": H,
         "entropy_top_query": H[top],
-        "entropy_low_queries": jnp.sum(jnp.where(low, pi * H, 0.0)) / jnp.sum(jnp.where(low, pi, 0.0)),
+        "entropy_low_queries": jnp.sum(jnp.where(low, pi * H, 0.0))
+        / jnp.sum(jnp.where(low, pi, 0.0)),
         "gamma": gamma,
         "dilution_mode": D,
         "dilution_mode_rel": D / (gnorm + 1e-300),
-        "attention_mode": jnp.sqrt(jnp.sum((alpha @ model.WQ) ** 2) + jnp.sum((alpha @ model.WK) ** 2)),
+        "attention_mode": jnp.sqrt(
+            jnp.sum((alpha @ model.WQ) ** 2) + jnp.sum((alpha @ model.WK) ** 2)
+        ),
     }
 
 
@@ -133,7 +136,9 @@ def fit_rate_between(ts: ArrayLike, y: ArrayLike, t_lo: float, t_hi: float) -> t
     return float(np.polyfit(ts[sel], np.log(y[sel]), 1)[0]), n
 
 
-def fitted_condensation_rate(ts, metrics, *, lo: float = 3.0, hi: float = 0.02) -> tuple[float, int]:
+def fitted_condensation_rate(
+    ts, metrics, *, lo: float = 3.0, hi: float = 0.02
+) -> tuple[float, int]:
     """Stage-I growth rate fitted on ``sigma_1(W0)(t)`` while it grows from ``lo`` times its
     initial value to ``hi`` times its maximum (the linear regime around ``theta = 0``)."""
     s = np.asarray(metrics["sv_W0"])[:, 0]

@@ -15,12 +15,12 @@ Attention weights always come from :func:`jaxdyn.attention.softmax_weights`.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
-import equinox as eqx
 
-from ..attention import softmax_weights
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
+from ..attention import softmax_weights
 
 
 class AbstractAttentionModel(eqx.Module):
@@ -43,11 +43,15 @@ class OneLayerTransformer(AbstractAttentionModel):
     def __check_init__(self):
         d, m = jnp.shape(self.W0)
         if jnp.shape(self.W1) != (m, d):
-            raise ValueError(f"W1 must have shape {(m, d)} to match W0 {(d, m)}, got {jnp.shape(self.W1)}")
+            raise ValueError(
+                f"W1 must have shape {(m, d)} to match W0 {(d, m)}, got {jnp.shape(self.W1)}"
+            )
         if jnp.ndim(self.WQ) != 2 or jnp.shape(self.WQ)[0] != m:
             raise ValueError(f"WQ must have shape (m={m}, m'), got {jnp.shape(self.WQ)}")
         if jnp.shape(self.WK) != jnp.shape(self.WQ):
-            raise ValueError(f"WK must have the shape of WQ {jnp.shape(self.WQ)}, got {jnp.shape(self.WK)}")
+            raise ValueError(
+                f"WK must have the shape of WQ {jnp.shape(self.WQ)}, got {jnp.shape(self.WK)}"
+            )
 
     @property
     def vocab_size(self) -> int:
@@ -116,7 +120,7 @@ def population_loss_from_matrices(
 ) -> Scalar:
     """``L(M, Phi) = sum_q pi_q [ logsumexp(o(q)) - sum_y P_qy o(q)_y ]``, ``O = W M``."""
     W = population_attention(Phi, pi)
-    O = W @ M
+    O = W @ M  # noqa: E741 (the science page's name)
     per_query = jax.nn.logsumexp(O, axis=1) - jnp.sum(jnp.asarray(P) * O, axis=1)
     return jnp.sum(jnp.asarray(pi) * per_query)
 

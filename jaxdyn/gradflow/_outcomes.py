@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .._custom_types import Array, ArrayLike, Float, Scalar
+from .._custom_types import ArrayLike, Float, Scalar
 from ._flow import population_flow
 from ._model import OneLayerTransformer, population_loss
 

@@ -125,7 +125,9 @@ def load_corpus(
     return Corpus(tokens=tokens, vocab=tuple(vocab), format=detected, level=level)
 
 
-def bigram_chain(tokens: np.ndarray, d: int, *, smoothing: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+def bigram_chain(
+    tokens: np.ndarray, d: int, *, smoothing: float = 1e-3
+) -> tuple[np.ndarray, np.ndarray]:
     """Empirical bigram transition matrix and its stationary distribution.
 
     ``P_ij = (C_ij + smoothing) / sum_k (C_ik + smoothing)`` with ``C_ij`` the count of
@@ -156,7 +158,9 @@ def stream_windows(tokens: np.ndarray, length: int, n: int, rng: np.random.Gener
     ``x_1..x_{length-1}``, target ``x_length``)."""
     tokens = np.asarray(tokens)
     if len(tokens) < length:
-        raise ValueError(f"the corpus has {len(tokens)} tokens, fewer than the window length {length}")
+        raise ValueError(
+            f"the corpus has {len(tokens)} tokens, fewer than the window length {length}"
+        )
     starts = rng.integers(0, len(tokens) - length + 1, size=n)
     return tokens[starts[:, None] + np.arange(length)[None, :]].astype(np.int32)
 

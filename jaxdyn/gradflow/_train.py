@@ -108,7 +108,9 @@ def train_finite(
     and ``pi`` may be traced; ``n``, ``s``, widths and step counts are static.
     """
     if num_steps % record_every:
-        raise ValueError(f"num_steps ({num_steps}) must be a multiple of record_every ({record_every})")
+        raise ValueError(
+            f"num_steps ({num_steps}) must be a multiple of record_every ({record_every})"
+        )
     k_data, k_init = jax.random.split(key)
     if init_key is not None:
         k_init = init_key
@@ -142,5 +144,10 @@ def train_finite(
     steps, tl, pl, pe, models = recs
     status = nonfinite_status((tl, pl, models))
     return TrainingRun(
-        steps=steps, train_loss=tl, population_loss=pl, position_entropy=pe, models=models, status=status
+        steps=steps,
+        train_loss=tl,
+        population_loss=pl,
+        position_entropy=pe,
+        models=models,
+        status=status,
     )
