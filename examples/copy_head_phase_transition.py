@@ -38,8 +38,7 @@ for attention, model, key in (
     ("softmax", ch.SoftmaxReduced(L=L, V=V), "a_G"),
     ("linear", ch.LinearReduced(L=L, V=V, alpha=1.0), "c_1"),
 ):
-    diagram = ch.phase_diagram(model, Ps)
-    info = ch.classify_transition(model, diagram)
+    diagram, _, info = ch.locate_transition(model, Ps[0], Ps[-1], len(Ps))
     print(f"{attention}: {info['transition_order']} transition at P* = {info['P_star']:.2f}")
     ax[0].semilogx(Ps, diagram.order_global[key], label=f"{attention}: {key}")
     ax[0].axvline(info["P_star"], ls="--", color="0.6")

@@ -120,3 +120,15 @@ def test_sgld_chains_agree_with_mala_on_the_G_marginal():
 def test_unknown_attention_name_is_rejected():
     with pytest.raises(ValueError, match="attention"):
         ch.copy_head("cosine")
+
+
+def test_minimise_action_reaches_a_stationary_point_of_the_exact_action():
+    L, V = 6, 3
+    stats = _stats(10, L, V, seed=11)
+    head = ch.HeadSettings(attention="softmax")
+    G0 = 2.0 * ch.shift_matrix(L)
+    f = jax.jit(lambda G: ch.action_from_statistics(G, stats, **head.kwargs()))
+    G = jax.jit(lambda g: ch.minimise_action(stats, head, g, steps=1500,
+                                             learning_rate=jnp.asarray(0.05)))(G0)
+    assert float(f(G)) < float(f(G0))
+    assert float(jnp.max(jnp.abs(jax.grad(f)(G)))) < 1e-3

@@ -1,6 +1,7 @@
 """Population gradient flow: reference run, stages, rates from the trajectory, stall at
 delta = 0, and gradients through the solver (focus_dilution.md)."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -114,14 +115,19 @@ def test_symmetric_low_frequency_tokens_stall_and_asymmetric_ones_escape():
     assert float(r[1, -1]) > 0.3  # delta > 0: a new direction grows
 
 
-def test_gradient_of_loss_at_time_wrt_lam_matches_finite_differences():
+def test_derivative_of_loss_at_time_wrt_lam_matches_finite_differences():
     model0 = gf.init_transformer(jax.random.key(2), 4, 3, 2, 0.05)
 
-    def f(lam):
+    def f(lam, **kw):
         P = gf.paper_transition(PI, lam)
-        return gf.loss_at_time(model0, PI, P, 15.0, rtol=1e-10, atol=1e-12)
+        return gf.loss_at_time(model0, PI, P, 15.0, rtol=1e-10, atol=1e-12, **kw)
 
-    g = float(jax.jit(jax.grad(f))(0.5))
+    # forward mode through the solver (cheaper to compile than reverse mode; the slow test
+    # below differentiates an escape time in reverse mode)
+    jvp = jax.jit(
+        lambda lam: jax.jvp(lambda x: f(x, adjoint=diffrax.ForwardMode()), (lam,), (1.0,))[1]
+    )
+    g = float(jvp(0.5))
     h = 1e-4
     fd = (float(f(0.5 + h)) - float(f(0.5 - h))) / (2 * h)
     np.testing.assert_allclose(g, fd, rtol=1e-4)

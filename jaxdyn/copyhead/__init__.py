@@ -63,6 +63,7 @@ from ._train import (
     map_init as map_init,
     map_step as map_step,
     measure as measure,
+    minimise_action as minimise_action,
     sample_mala as sample_mala,
     sample_sgld as sample_sgld,
     sgld_kernel as sgld_kernel,

@@ -157,6 +157,30 @@ def train_map(
     return state.params, trace
 
 
+def minimise_action(
+    stats: CopyStatistics,
+    head: HeadSettings,
+    G0: Float[Array, "L L"],
+    *,
+    steps: int,
+    learning_rate,
+) -> Float[Array, "L L"]:
+    """Local minimiser of the exact action S(G) (W integrated out) from G0: Adam with a
+    cosine-decayed learning rate (small steps keep it in G0's basin: hysteresis runs)."""
+    opt = optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate)
+    f = lambda G: action_from_statistics(G, stats, **head.kwargs())
+
+    def step(carry, t):
+        G, state = carry
+        lr = learning_rate * (0.01 + 0.99 * 0.5 * (1.0 + jnp.cos(jnp.pi * t / steps)))
+        state = state._replace(hyperparams={**state.hyperparams, "learning_rate": lr})
+        updates, state = opt.update(jax.grad(f)(G), state, G)
+        return (optax.apply_updates(G, updates), state), None
+
+    (G, _), _ = jax.lax.scan(step, (G0, opt.init(G0)), jnp.arange(steps, dtype=G0.dtype))
+    return G
+
+
 # --------------------------------------------------------------------------- SGLD on (W, G)
 
 

@@ -126,13 +126,9 @@ def _stage_figures(run: Run, ts, met, stages, pi, prefix: str = "") -> None:
     pca = gf.embedding_pca(met["W0"])
     ax = axes[1, 2]
     for i in range(min(d, 8)):
-        ax.plot(
-            pca[:, i, 0],
-            pca[:, i, 1] if pca.shape[2] > 1 else 0 * pca[:, i, 0],
-            lw=1.2,
-            label=f"row {i}",
-        )
-        ax.plot(pca[-1, i, 0], pca[-1, i, 1] if pca.shape[2] > 1 else 0, "o", ms=3)
+        y = pca[:, i, 1] if pca.shape[2] > 1 else 0 * pca[:, i, 0]
+        (line,) = ax.plot(pca[:, i, 0], y, lw=1.2, label=f"row {i}")
+        ax.plot(pca[-1, i, 0], y[-1], "o", ms=3, color=line.get_color())
     ax.set_title("PCA of embedding rows W0[i, :](t)", fontsize=10)
     ax.legend(fontsize=7)
     run.save_figure(fig, f"{prefix}dynamics")
@@ -824,7 +820,7 @@ class FiniteConfig(ExperimentConfig):
 
     @classmethod
     def quick(cls) -> dict:
-        return {"sizes_n": (64, 256, 1024), "sizes_s": (8, 16, 32), "n_seeds": 3, "adam_steps": 400}
+        return {"sizes_n": (64, 1024), "sizes_s": (8, 32), "n_seeds": 3, "adam_steps": 400}
 
 
 @register_experiment(

@@ -15,6 +15,8 @@ Attention weights always come from :func:`jaxdyn.attention.softmax_weights`.
 
 from __future__ import annotations
 
+import abc
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -26,9 +28,9 @@ from ..attention import softmax_weights
 class AbstractAttentionModel(eqx.Module):
     """A model whose analysis lives in the value map ``M`` and the score matrix ``Phi``."""
 
+    @abc.abstractmethod
     def matrices(self) -> tuple[Float[Array, "d d"], Float[Array, "d d"]]:
         """``(M, Phi)``."""
-        raise NotImplementedError
 
 
 class OneLayerTransformer(AbstractAttentionModel):

@@ -5,6 +5,7 @@ first crosses a level, both differentiable through the diffrax solve.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from .._custom_types import ArrayLike, Float, Scalar
@@ -33,14 +34,8 @@ def loss_at_time(
     """Population loss ``L(theta(t))`` of the flow started at ``model0``."""
     ts = jnp.stack([jnp.zeros_like(jnp.asarray(t, float)), jnp.asarray(t, float)])
     sol = population_flow(model0, pi, P, ts, **flow_kwargs)
-    last = jax_tree_last(sol.models)
+    last = jax.tree_util.tree_map(lambda x: x[-1], sol.models)
     return population_loss(last, pi, P)
-
-
-def jax_tree_last(models):
-    import jax
-
-    return jax.tree_util.tree_map(lambda x: x[-1], models)
 
 
 def escape_time(
@@ -54,8 +49,6 @@ def escape_time(
     """Time the population loss first falls below ``level`` (e.g. midway between ``log d``
     and ``H(pi)`` for the condensation escape), from the loss sampled on the grid ``ts``
     and interpolated (use a fine grid around the crossing for accuracy)."""
-    import jax
-
     sol = population_flow(model0, pi, P, ts, **flow_kwargs)
     losses = jax.vmap(lambda m: population_loss(m, pi, P))(sol.models)
     return crossing_time(sol.ts, losses, level)

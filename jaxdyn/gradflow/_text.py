@@ -42,7 +42,7 @@ def tokenize(text: str, fmt: str, level: Level = "word", *, lowercase: bool = Tr
     lines are dropped); TinyStories and plain text are split into words and punctuation marks,
     stories separated by ``<eos>``. Every line break becomes ``<nl>`` (the "whitespace" token
     of the paper's GPT-style tokenisers). Character level: every character, line breaks as
-    ``<nl>``.
+    ``<nl>`` (WikiText's ``<unk>`` becomes ``<oov>``).
     """
     if fmt not in ("wikitext", "tinystories", "plain"):
         raise ValueError(f"format must be 'wikitext', 'tinystories' or 'plain', got {fmt!r}")
@@ -61,7 +61,13 @@ def tokenize(text: str, fmt: str, level: Level = "word", *, lowercase: bool = Tr
         if stripped == sep:
             out.append(EOS)
             continue
-        if level == "char":
+        if level == "char" and fmt == "wikitext":
+            # WikiText's own unknown-word marker is one token, not five characters
+            for i, word in enumerate(stripped.split()):
+                if i:
+                    out.append(" ")
+                out.extend([OOV] if word == "<unk>" else list(word))
+        elif level == "char":
             out.extend(list(stripped))
         elif fmt == "wikitext":
             out.extend(stripped.split())

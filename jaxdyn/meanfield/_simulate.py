@@ -317,8 +317,8 @@ def simulate_particles(
     def rhs(t, x, args):
         return attention.velocity(x, x, t=t, chunk_size=chunk_size)
 
-    def blowup_cond(t, x, args, **kw):
-        return jnp.sqrt(jnp.max(jnp.sum(x**2, axis=-1))) - blowup_norm
+    def blowup_cond(t, y, args, **kw):  # diffrax passes t, y, args by keyword
+        return jnp.sqrt(jnp.max(jnp.sum(y**2, axis=-1))) / blowup_norm - 1.0
 
     event = diffrax.Event(blowup_cond, root_finder=_root_finder(), direction=True)
     controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
