@@ -24,7 +24,7 @@ def test_gd_step_is_the_plain_gradient_update_with_a_traced_learning_rate():
     step = jax.jit(gf.train_step, static_argnums=2)
     for lr in (0.1, 0.7):  # one compilation, the rate is a run-time array
         state = gf.train_init(model, opt, lr)
-        new, loss = step(state, x, opt)
+        new, loss = step(state, gf.prepare_batch(x, 4), opt)
         g = jax.grad(gf.sequence_loss)(model, x)
         np.testing.assert_allclose(new.model.W0, model.W0 - lr * g.W0, atol=1e-14)
         np.testing.assert_allclose(new.model.WK, model.WK - lr * g.WK, atol=1e-14)

@@ -83,7 +83,7 @@ def test_projected_euler_tracks_the_closed_form():
     "variant,tol_low,dt",
     [
         ("softmax", 1e-2, 2e-3),
-        ("l2", 1e-2, 2e-3),
+        pytest.param("l2", 1e-2, 2e-3, marks=pytest.mark.slow),
         pytest.param("softmax", 1e-3, 1e-3, marks=pytest.mark.slow),
         pytest.param("l2", 1e-3, 1e-3, marks=pytest.mark.slow),
     ],

@@ -38,8 +38,16 @@ def test_particles_follow_the_exact_linear_attention_solution():
     for k, t in enumerate(np.asarray(ts)):
         np.testing.assert_allclose(sol.xs[k], _exact(x0, M0, t), rtol=1e-8, atol=1e-10)
     # save_fn stores statistics instead of particles, and chunked velocities agree.
-    stats = simulate_particles(att, jnp.asarray(x0), 0.8 * t_star, ts=ts, rtol=1e-11, atol=1e-12,
-                               save_fn=lambda t, x: jnp.mean(x**2), chunk_size=5)
+    stats = simulate_particles(
+        att,
+        jnp.asarray(x0),
+        0.8 * t_star,
+        ts=ts,
+        rtol=1e-11,
+        atol=1e-12,
+        save_fn=lambda t, x: jnp.mean(x**2),
+        chunk_size=5,
+    )
     np.testing.assert_allclose(stats.xs, np.mean(np.asarray(sol.xs) ** 2, axis=(1, 2)), rtol=1e-8)
 
 
@@ -47,8 +55,9 @@ def test_particle_blowup_event_located_at_the_exact_norm_crossing():
     att, x0, M0 = _setup()
     t_star = 1 / (2 * np.linalg.eigvalsh(M0)[-1])
     R = 1e3
-    sol = simulate_particles(att, jnp.asarray(x0), 2 * t_star, blowup_norm=R, rtol=1e-12, atol=1e-12,
-                             max_steps=100000)
+    sol = simulate_particles(
+        att, jnp.asarray(x0), 2 * t_star, blowup_norm=R, rtol=1e-12, atol=1e-12, max_steps=100000
+    )
     assert int(sol.status) == Status.BLOWUP
     crossing = scipy.optimize.brentq(
         lambda t: np.max(np.linalg.norm(_exact(x0, M0, t), axis=1)) - R, 0.0, t_star * (1 - 1e-15)

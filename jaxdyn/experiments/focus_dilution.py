@@ -1182,10 +1182,11 @@ def run_text(config: TextConfig, run: Run) -> None:
 
     def train(model, windows):
         state = gf.train_init(model, opt, config.lr)
+        batch = gf.prepare_batch(windows, d)
 
         def block(st, _):
             def inner(c, _):
-                return gf.train_step(c, windows, opt)
+                return gf.train_step(c, batch, opt)
 
             st, losses = jax.lax.scan(inner, st, None, length=config.record_every)
             A, F, _ = gf.attention_by_token(st.model, windows, d)

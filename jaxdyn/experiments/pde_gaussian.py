@@ -241,9 +241,13 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
         S0, A_sel, jnp.asarray(result.outputs["t_final"][sel])
     )
     rank_now = np.asarray(jax.vmap(lambda c: limiting_rank(c, config.threshold))(exact_now))
-    rank_inf = np.asarray(
-        jax.vmap(lambda c: limiting_rank(c, config.threshold))(jax.vmap(low_rank_limit)(S0, A_sel))
-    )
+    # The t -> inf limit needs an invertible Sigma_0: evaluate it on each member's d x d block.
+    dims_sel = labels_arr[sel, 0]
+    rank_inf = np.zeros(int(sel.sum()), int)
+    for d in np.unique(dims_sel):
+        rows = dims_sel == d
+        limits = jax.vmap(low_rank_limit)(S0[rows][:, :d, :d], A_sel[rows][:, :d, :d])
+        rank_inf[rows] = np.asarray(jax.vmap(lambda c: limiting_rank(c, config.threshold))(limits))
     run.check(
         "softmax_identity_ranks_match_closed_form_at_stopping_time",
         expected=0,
@@ -565,7 +569,10 @@ def run_pde_cone(config: ConeConfig, run: Run) -> None:
     inside = U**2 + W**2 < config.disk_radius**2
     u0, w0 = U[inside], W[inside]
     covs0 = np.stack(
-        [np.array([[(1 + a) / 2, b / 2], [b / 2, (1 - a) / 2]]) for a, b in zip(u0, w0, strict=True)]
+        [
+            np.array([[(1 + a) / 2, b / 2], [b / 2, (1 - a) / 2]])
+            for a, b in zip(u0, w0, strict=True)
+        ]
     )
     n0 = len(covs0)
     rows = {"Q": [], "K": [], "V": [], "Sigma0": [], "variant": [], "case": []}

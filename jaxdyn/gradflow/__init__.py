@@ -42,12 +42,15 @@ from ._metrics import (
 )
 from ._model import (
     AbstractAttentionModel as AbstractAttentionModel,
+    Batch as Batch,
     OneLayerTransformer as OneLayerTransformer,
+    batch_loss as batch_loss,
     entropy as entropy,
     init_transformer as init_transformer,
     population_attention as population_attention,
     population_loss as population_loss,
     population_loss_from_matrices as population_loss_from_matrices,
+    prepare_batch as prepare_batch,
     sequence_loss as sequence_loss,
 )
 from ._outcomes import (

@@ -75,14 +75,18 @@ class OneLayerTransformer(AbstractAttentionModel):
         return softmax_weights(onehot @ (onehot[-1] @ Phi))
 
     def logits(self, tokens: Int[ArrayLike, " s"]) -> Float[Array, " d"]:
-        """``z = sum_j a_j M[x_j, :]`` for one input sequence ``x_1..x_s``.
+        """``z = sum_j a_j M[x_j, :]`` for one input sequence ``x_1..x_s``."""
+        return self.logits_onehot(self._onehot(tokens))
 
-        Computed through ``M`` and ``Phi`` with one-hot token matrices (the model has no value
-        matrix, so it depends on the parameters only through them): under ``vmap`` over
-        sequences the d x d matrices are formed once, and the gradient is a few matmuls
-        instead of a scatter-add into the embedding rows (slow on CPU)."""
+    def logits_onehot(self, onehot: Float[ArrayLike, "s d"]) -> Float[Array, " d"]:
+        """:meth:`logits` from the one-hot rows of ``x_1..x_s``.
+
+        Computed through ``M`` and ``Phi`` (the model has no value matrix, so it depends on the
+        parameters only through them): under ``vmap`` over sequences the d x d matrices are
+        formed once, and the gradient is a few matmuls instead of a scatter-add into the
+        embedding rows (slow on CPU)."""
         M, Phi = self.matrices()
-        onehot = self._onehot(tokens)
+        onehot = jnp.asarray(onehot)
         a = softmax_weights(onehot @ (onehot[-1] @ Phi))
         return (a @ onehot) @ M
 
@@ -136,14 +140,33 @@ def population_loss(
     return population_loss_from_matrices(M, Phi, pi, P)
 
 
+class Batch(eqx.Module):
+    """Sequences prepared once for repeated loss evaluations: one-hot inputs ``x_1..x_s`` and
+    integer targets ``x_{s+1}`` (training loops reuse it at every step)."""
+
+    inputs: Float[Array, "n s d"]
+    targets: Int[Array, " n"]
+
+
+def prepare_batch(sequences: Int[ArrayLike, "n s1"], d: int, dtype=None) -> Batch:
+    """One-hot inputs and targets of ``n`` sequences of ``s + 1`` tokens over ``d`` types."""
+    sequences = jnp.asarray(sequences)
+    dtype = dtype or jnp.result_type(float)
+    return Batch(inputs=jax.nn.one_hot(sequences[:, :-1], d, dtype=dtype), targets=sequences[:, -1])
+
+
+def batch_loss(model: OneLayerTransformer, batch: Batch) -> Scalar:
+    """Mean last-token cross-entropy ``-log softmax(z)[x_{s+1}]`` over a prepared batch."""
+    z = jax.vmap(model.logits_onehot)(batch.inputs)
+    logp = jax.nn.log_softmax(z, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, batch.targets[:, None], axis=1))
+
+
 @eqx.filter_jit
 def sequence_loss(model: OneLayerTransformer, sequences: Int[ArrayLike, "n s1"]) -> Scalar:
     """Mean last-token cross-entropy ``-log softmax(z)[x_{s+1}]`` over ``n`` sequences of
     ``s + 1`` tokens (inputs ``x_1..x_s``, target ``x_{s+1}``)."""
-    sequences = jnp.asarray(sequences)
-    z = jax.vmap(model.logits)(sequences[:, :-1])
-    logp = jax.nn.log_softmax(z, axis=-1)
-    return -jnp.mean(jnp.take_along_axis(logp, sequences[:, -1:], axis=1))
+    return batch_loss(model, prepare_batch(sequences, model.vocab_size, model.W0.dtype))
 
 
 def entropy(p: Float[ArrayLike, "... d"]) -> Float[Array, "..."]:

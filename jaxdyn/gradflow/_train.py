@@ -19,7 +19,14 @@ import optax
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
 from .._status import nonfinite_status
 from ._markov import sample_sequences
-from ._model import OneLayerTransformer, init_transformer, population_loss, sequence_loss
+from ._model import (
+    Batch,
+    OneLayerTransformer,
+    batch_loss,
+    init_transformer,
+    population_loss,
+    prepare_batch,
+)
 
 OptimizerName = Literal["gd", "adam"]
 
@@ -52,10 +59,11 @@ def train_init(
 
 
 def train_step(
-    state: TrainState, batch: Int[ArrayLike, "n s1"], optimizer: optax.GradientTransformation
+    state: TrainState, batch: Batch, optimizer: optax.GradientTransformation
 ) -> tuple[TrainState, Scalar]:
-    """One full-batch step on the mean last-token cross-entropy of ``batch``."""
-    loss, grads = jax.value_and_grad(sequence_loss)(state.model, batch)
+    """One full-batch step on the mean last-token cross-entropy of ``batch`` (a
+    :class:`Batch` from :func:`prepare_batch`, built once outside the training loop)."""
+    loss, grads = jax.value_and_grad(batch_loss)(state.model, batch)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.model)
     model = optax.apply_updates(state.model, updates)
     return TrainState(model=model, opt_state=opt_state, step=state.step + 1), loss
@@ -117,6 +125,7 @@ def train_finite(
     P = jnp.asarray(P)
     d = P.shape[0]
     data = sample_sequences(k_data, P, n, s + 1)
+    batch = prepare_batch(data, d, P.dtype)
     model = init_transformer(k_init, d, m, m_attn, eps, dtype=P.dtype)
     opt = make_optimizer(optimizer)
     state = train_init(model, opt, lr)
@@ -132,13 +141,13 @@ def train_finite(
 
     def block(st, _):
         def inner(c, _):
-            c, loss = train_step(c, data, opt)
+            c, loss = train_step(c, batch, opt)
             return c, loss
 
         st, losses = jax.lax.scan(inner, st, None, length=record_every)
         return st, record(st, losses[-1])
 
-    first = record(state, sequence_loss(state.model, data))
+    first = record(state, batch_loss(state.model, batch))
     state, recs = jax.lax.scan(block, state, None, length=num_steps // record_every)
     recs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
     steps, tl, pl, pe, models = recs
