@@ -175,6 +175,7 @@ def test_list_shows_registered_experiments(capsys):
     assert "toy-blowup" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_run_results_identical_on_one_and_eight_devices_and_chunk_sizes(tmp_path):
     """The toy's event root finding cannot trace under shard_map (diffrax #765): the engine
     falls back to per-device dispatch, and results stay bitwise identical."""

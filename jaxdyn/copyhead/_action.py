@@ -152,14 +152,86 @@ def action(
         M, B = _data_moments(A, X, Y)
         return action_from_moments(G, M, B, **hyper)
     # Many G: build the sufficient statistics once (O(P L^2 V^2)); each G then costs two
-    # GEMM-shaped contractions, O(L^2 V^2), which batch far better than per-G data sums.
+    # GEMM-shaped contractions, O(L^2 V^2), shared by the whole batch (see _batched_action).
     stats = copy_statistics(X, Y)
     batch = G.shape[:-2]
     flat = G.reshape((-1, L, L))
-    one = lambda g: action_from_statistics(
-        g, stats, attention=attention, alpha=alpha, causal=causal, cyclic=cyclic, **hyper
+    S = _batched_action(
+        flat, stats, attention=attention, alpha=alpha, causal=causal, cyclic=cyclic, **hyper
     )
-    return jax.vmap(one)(flat).reshape(batch)
+    return S.reshape(batch)
+
+
+# Largest V for which the batched path unrolls the V x V Cholesky factorisation into
+# elementwise operations over the batch (O(V^3) traced ops); above it, LAPACK per matrix.
+_UNROLL_MAX_V = 16
+
+
+def _batched_action(
+    G, stats: CopyStatistics, *, attention, alpha, causal, cyclic, temperature, sigma_w2, sigma_g2
+):
+    """S(G) for a flat batch G (n, L, L): the same equation as :func:`action_from_moments`,
+    laid out for throughput on small matrices (benchmarks/bench_copy_head_action.py):
+
+    - A^T A as one fused broadcast-multiply-sum (batched 16 x 16 matmuls are slow on CPU);
+    - M and B as two (n, L^2) x (L^2, .) GEMMs against the statistics; only the lower
+      triangle of the symmetric M is formed (it is all that the Cholesky factor reads);
+    - the V x V Cholesky factor and the triangular solve unrolled over V, each operation
+      vectorised over the batch (n, the last axis), instead of n tiny LAPACK calls.
+    """
+    n, L = G.shape[0], G.shape[-1]
+    V = stats.V
+    A = jax.vmap(
+        lambda g: attention_matrix(
+            g, attention=attention, alpha=alpha, causal=causal, cyclic=cyclic
+        )
+    )(G)
+    # Same dtype promotion as action_from_moments on (A @ statistics).
+    dtype = jnp.result_type(A.dtype, stats.N.dtype)
+    T = jnp.asarray(temperature, dtype)
+    kappa = jnp.asarray(sigma_w2, dtype) / V
+    prior = jnp.sum(G**2, axis=(-2, -1)) / (2.0 * sigma_g2)
+    ATA = jnp.sum(A[:, :, :, None] * A[:, :, None, :], axis=1).reshape(n, L * L)
+    N = stats.N.reshape(L * L, V, V)
+    NY = jnp.swapaxes(stats.NY, 0, 1).reshape(L * L, V * V)
+    B = (A.reshape(n, L * L) @ NY).T.reshape(V, V, n)  # B[a, b] over the batch
+    if V > _UNROLL_MAX_V:
+        M = (ATA @ N.reshape(L * L, V * V)).reshape(n, V, V)
+        K = (T / kappa) * jnp.eye(V, dtype=dtype) + M
+        C = jnp.linalg.cholesky(K)
+        logdet = V * jnp.log(kappa / T) + 2.0 * jnp.sum(
+            jnp.log(jnp.diagonal(C, axis1=-2, axis2=-1)), axis=-1
+        )
+        Z = jsl.solve_triangular(C, jnp.moveaxis(B, -1, 0), lower=True)
+        quad = jnp.sum(Z**2, axis=(-2, -1))
+        return prior + 0.5 * V * logdet - quad / (2.0 * T)
+    rows, cols = np.tril_indices(V)
+    M_low = (ATA @ N[:, rows, cols]).T  # (V(V+1)/2, n): M[a, b] for a >= b
+    index = {(int(a), int(b)): k for k, (a, b) in enumerate(zip(rows, cols))}
+    ridge = T / kappa
+    # K = (T/kappa) I + M = C C^T, column by column (Cholesky-Banachiewicz, lower C).
+    C = [[None] * V for _ in range(V)]
+    for j in range(V):
+        s = M_low[index[(j, j)]] + ridge
+        for k in range(j):
+            s = s - C[j][k] ** 2
+        C[j][j] = jnp.sqrt(s)
+        for i in range(j + 1, V):
+            s = M_low[index[(i, j)]]
+            for k in range(j):
+                s = s - C[i][k] * C[j][k]
+            C[i][j] = s / C[j][j]
+    logdet = V * jnp.log(kappa / T) + 2.0 * sum(jnp.log(C[j][j]) for j in range(V))
+    # Z = C^{-1} B by forward substitution, row by row (each row is (V, n)).
+    quad = 0.0
+    Z = []
+    for i in range(V):
+        s = B[i]
+        for k in range(i):
+            s = s - C[i][k] * Z[k]
+        Z.append(s / C[i][i])
+        quad = quad + jnp.sum(Z[i] ** 2, axis=0)
+    return prior + 0.5 * V * logdet - quad / (2.0 * T)
 
 
 def joint_energy(

@@ -141,25 +141,42 @@ def population_loss(
 
 
 class Batch(eqx.Module):
-    """Sequences prepared once for repeated loss evaluations: one-hot inputs ``x_1..x_s`` and
-    integer targets ``x_{s+1}`` (training loops reuse it at every step)."""
+    """Sequences prepared once for repeated loss evaluations (training loops reuse it at every
+    step), reduced to what the loss depends on: the one-hot query token ``x_s``, the log counts
+    of each token type among the inputs ``x_1..x_s`` (``-inf`` for absent types) and the
+    one-hot target ``x_{s+1}``.
 
-    inputs: Float[Array, "n s d"]
-    targets: Int[Array, " n"]
+    The model has no positions, so ``sum_j a_j M[x_j, :]`` only sees how often each type
+    occurs: with ``c_k = #{j : x_j = k}``, ``sum_{j: x_j = k} a_j = softmax_k(Phi[x_s, k] +
+    log c_k)``. The loss is therefore a softmax over ``d`` types per sequence instead of over
+    ``s`` positions, and every product with the data is a dense ``(n, d)`` matmul (no gather,
+    whose gradient is a slow scatter-add on CPU)."""
+
+    query: Float[Array, "n d"]
+    log_counts: Float[Array, "n d"]
+    targets: Float[Array, "n d"]
 
 
 def prepare_batch(sequences: Int[ArrayLike, "n s1"], d: int, dtype=None) -> Batch:
-    """One-hot inputs and targets of ``n`` sequences of ``s + 1`` tokens over ``d`` types."""
+    """:class:`Batch` of ``n`` sequences of ``s + 1`` tokens over ``d`` types (inputs
+    ``x_1..x_s``, target ``x_{s+1}``)."""
     sequences = jnp.asarray(sequences)
     dtype = dtype or jnp.result_type(float)
-    return Batch(inputs=jax.nn.one_hot(sequences[:, :-1], d, dtype=dtype), targets=sequences[:, -1])
+    inputs = jax.nn.one_hot(sequences[:, :-1], d, dtype=dtype)
+    return Batch(
+        query=inputs[:, -1],
+        log_counts=jnp.log(jnp.sum(inputs, axis=1)),
+        targets=jax.nn.one_hot(sequences[:, -1], d, dtype=dtype),
+    )
 
 
 def batch_loss(model: OneLayerTransformer, batch: Batch) -> Scalar:
-    """Mean last-token cross-entropy ``-log softmax(z)[x_{s+1}]`` over a prepared batch."""
-    z = jax.vmap(model.logits_onehot)(batch.inputs)
-    logp = jax.nn.log_softmax(z, axis=-1)
-    return -jnp.mean(jnp.take_along_axis(logp, batch.targets[:, None], axis=1))
+    """Mean last-token cross-entropy ``-log softmax(z)[x_{s+1}]`` over a prepared batch
+    (``z`` as in :meth:`OneLayerTransformer.logits`, computed from the token counts)."""
+    M, Phi = model.matrices()
+    w = softmax_weights(batch.query @ Phi, log_weights=batch.log_counts)
+    logp = jax.nn.log_softmax(w @ M, axis=-1)
+    return -jnp.sum(batch.targets * logp) / batch.targets.shape[0]
 
 
 @eqx.filter_jit
