@@ -33,7 +33,9 @@ def blowup_member(params, key):
         x0,
         args=rate,
         stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
-        event=diffrax.Event(lambda t, y, args, **kw: y - 1e3, root_finder=optx.Newton(rtol=1e-12, atol=1e-12)),
+        event=diffrax.Event(
+            lambda t, y, args, **kw: y - 1e3, root_finder=optx.Newton(rtol=1e-12, atol=1e-12)
+        ),
         max_steps=100_000,
         throw=False,
     )

@@ -36,15 +36,15 @@ def _problem(seed=0, scale=0.5):
 def _page_rhs(kind, Q, K, V, mean, cov, heads=1):
     """The science page's table, transcribed independently in NumPy/SciPy."""
     d = Q.shape[1]
-    I = np.eye(d)
+    eye = np.eye(d)
     A = K.T @ Q / np.sqrt(d)
     if kind == "softmax":
         M = V @ cov @ A @ cov
-        return V @ (I + cov @ A) @ mean, M + M.T
+        return V @ (eye + cov @ A) @ mean, M + M.T
     if kind == "l2":
         KK = K.T @ K
-        M = 2 * V @ cov @ np.linalg.inv(I + 2 * KK @ cov) @ A @ cov
-        return V @ np.linalg.inv(I + 2 * cov @ KK) @ (I + 2 * cov @ A) @ mean, M + M.T
+        M = 2 * V @ cov @ np.linalg.inv(eye + 2 * KK @ cov) @ A @ cov
+        return V @ np.linalg.inv(eye + 2 * cov @ KK) @ (eye + 2 * cov @ A) @ mean, M + M.T
     if kind == "linear":
         P = cov + np.outer(mean, mean)
         M = V @ P @ A @ cov
@@ -53,7 +53,7 @@ def _page_rhs(kind, Q, K, V, mean, cov, heads=1):
         A = K.T @ Q
         S = scipy.linalg.sqrtm(cov).real
         At = S @ A @ S
-        phi = 2 * At @ np.linalg.inv(I + scipy.linalg.sqrtm(I + 4 * At.T @ At).real)
+        phi = 2 * At @ np.linalg.inv(eye + scipy.linalg.sqrtm(eye + 4 * At.T @ At).real)
         M = V @ S @ phi @ S
         return V @ mean, M + M.T
     if kind == "multihead":
@@ -64,7 +64,7 @@ def _page_rhs(kind, Q, K, V, mean, cov, heads=1):
             Ah = K[r].T @ Q[r] / np.sqrt(k)
             Ch = np.eye(d)[r].T @ V[r]
             M = Ch @ cov @ Ah @ cov
-            dm, dc = dm + Ch @ (I + cov @ Ah) @ mean, dc + M + M.T
+            dm, dc = dm + Ch @ (eye + cov @ Ah) @ mean, dc + M + M.T
         return dm, dc
     raise ValueError(kind)
 

@@ -207,7 +207,7 @@ def _batched_action(
         return prior + 0.5 * V * logdet - quad / (2.0 * T)
     rows, cols = np.tril_indices(V)
     M_low = (ATA @ N[:, rows, cols]).T  # (V(V+1)/2, n): M[a, b] for a >= b
-    index = {(int(a), int(b)): k for k, (a, b) in enumerate(zip(rows, cols))}
+    index = {(int(a), int(b)): k for k, (a, b) in enumerate(zip(rows, cols, strict=True))}
     ridge = T / kappa
     # K = (T/kappa) I + M = C C^T, column by column (Cholesky-Banachiewicz, lower C).
     C = [[None] * V for _ in range(V)]

@@ -39,7 +39,8 @@ def softmax_identity_covariance(
 def blowup_time(cov0: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"]) -> Float[Array, ""]:
     """``t* = 1 / lambda_max(Sigma_0^{1/2} (A + A^T) Sigma_0^{1/2})`` (softmax, ``V = I``).
 
-    ``inf`` when that eigenvalue is ``<= 0`` (relative to round-off; no finite-time blow-up: ``A + A^T`` has no
+    ``inf`` when that eigenvalue is ``<= 0`` (relative to round-off; no finite-time blow-up:
+    ``A + A^T`` has no
     positive eigenvalue on the range of ``Sigma_0``).
     """
     cov0 = jnp.asarray(cov0)
@@ -55,7 +56,8 @@ def blowup_time(cov0: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"]) -> Fl
 def low_rank_limit(
     cov0: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"], *, kernel_tol: float = 1e-10
 ) -> Float[Array, "d d"]:
-    """``lim_{t -> inf} Sigma(t) = N (N^T Sigma_0^{-1} N)^{-1} N^T`` for ``A + A^T <= 0``, ``V = I``.
+    """``lim_{t -> inf} Sigma(t) = N (N^T Sigma_0^{-1} N)^{-1} N^T`` for ``A + A^T <= 0``,
+    ``V = I``.
 
     ``N`` is an orthonormal basis of ``ker(A + A^T)`` (eigenvalues below ``kernel_tol`` times
     the largest magnitude); the limit is zero if ``A + A^T < 0``. Returns NaNs if ``A + A^T``
@@ -78,5 +80,5 @@ def low_rank_limit(
 
 
 def limiting_rank(cov: Float[ArrayLike, "d d"], threshold: float = 0.1) -> Int[Array, ""]:
-    """Number of eigenvalues of ``cov`` above ``threshold`` (the paper's rank histograms use 0.1)."""
+    """Number of eigenvalues of ``cov`` above ``threshold`` (the paper's histograms use 0.1)."""
     return jnp.sum(jnp.linalg.eigvalsh(_sym(jnp.asarray(cov))) > threshold).astype(jnp.int32)

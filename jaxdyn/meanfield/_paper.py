@@ -96,7 +96,8 @@ def projected_euler(
     max_iter: int = 1_000_000,
     clip: float = 1e-14,
 ) -> EulerResult:
-    """The paper's integrator: ``Sigma <- P(Sigma + dt rhs(Sigma))``, eigenvalues clipped at ``clip``."""
+    """The paper's integrator: ``Sigma <- P(Sigma + dt rhs(Sigma))``, eigenvalues clipped at
+    ``clip``."""
     Sigma = np.array(Sigma0, dtype=float)
     for step in range(max_iter):
         F = rhs(Sigma)
