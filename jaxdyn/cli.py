@@ -167,8 +167,9 @@ def _cmd_reproduce(args) -> int:
             )
             execute_run(experiment, config, out, quick=args.quick)
             _print_run_result(out)
-        except ConfigError:
-            raise
+        except ConfigError as err:  # e.g. a data file missing on this machine: skip, report
+            print(f"{name}: SKIPPED: {err}", file=sys.stderr)
+            failed.append(name)
         except KeyboardInterrupt:
             raise
         except Exception as err:  # one failing experiment must not stop the others

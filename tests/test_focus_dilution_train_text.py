@@ -14,6 +14,9 @@ PI = jnp.array([0.75, 0.19, 0.05, 0.01])
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 WIKI = DATA / "wikitext-2" / "valid.txt"
 TINY = DATA / "tinystories" / "sample.txt"
+needs_shared_data = pytest.mark.skipif(
+    not (WIKI.exists() and TINY.exists()), reason="../shared/data (real-text samples) not found"
+)
 
 
 def test_gd_step_is_the_plain_gradient_update_with_a_traced_learning_rate():
@@ -129,6 +132,7 @@ def test_embedding_pca_recovers_a_planar_trajectory():
     np.testing.assert_allclose(d_pca, d_orig, atol=1e-12)
 
 
+@needs_shared_data
 def test_wikitext_loader_detects_format_and_gives_a_stochastic_bigram_chain():
     c = gf.load_corpus(WIKI, vocab_size=20, max_tokens=50_000)
     assert c.format == "wikitext"
@@ -140,6 +144,7 @@ def test_wikitext_loader_detects_format_and_gives_a_stochastic_bigram_chain():
     np.testing.assert_allclose(pi, gf.unigram_frequencies(c.tokens, c.d), atol=2e-3)
 
 
+@needs_shared_data
 def test_tinystories_loader_word_and_character_level():
     text = TINY.read_text()
     assert gf.detect_format(text) == "tinystories"

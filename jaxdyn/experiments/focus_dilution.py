@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from pathlib import Path
 
 import jax
@@ -978,7 +979,10 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
 # focus-dilution-text: real text
 # ----------------------------------------------------------------------------------------
 _REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CORPUS = _REPO_ROOT.parent / "shared" / "data" / "wikitext-2" / "valid.txt"
+# The real-text samples live outside the repository: ``$JAXDYN_DATA`` if set, else the
+# ``shared/data`` folder beside the checkout (never downloaded, never copied in).
+_DATA_DIR = Path(os.environ.get("JAXDYN_DATA", _REPO_ROOT.parent / "shared" / "data"))
+DEFAULT_CORPUS = _DATA_DIR / "wikitext-2" / "valid.txt"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
