@@ -62,3 +62,13 @@ def test_l2_scores_causal_mask_and_entropy():
     )
     np.testing.assert_allclose(attention_entropy(jnp.full(4, 0.25)), np.log(4), rtol=1e-12)
     assert attention_entropy(jnp.array([1.0, 0.0])) == 0.0
+
+
+def test_softmax_axis_argument_equals_transposed_last_axis_softmax():
+    s = jax.random.normal(jax.random.key(4), (5, 7))
+    log_m = jnp.log(jax.random.uniform(jax.random.key(5), (5, 7)))
+    np.testing.assert_allclose(
+        softmax_weights(s, log_weights=log_m, axis=0),
+        softmax_weights(s.T, log_weights=log_m.T).T,
+        rtol=1e-13,
+    )

@@ -36,16 +36,19 @@ def softmax_weights(
     *,
     log_weights: Float[ArrayLike, "... k"] | None = None,
     mask: Bool[ArrayLike, "... k"] | None = None,
+    axis: int = -1,
 ) -> Float[Array, "... k"]:
-    """Softmax attention over the last axis, optionally against a key measure and a mask.
+    """Softmax attention over the key axis (``axis``, last by default), optionally against a
+    key measure and a mask.
 
-    Rows that are fully masked return zeros rather than NaN.
+    Rows that are fully masked return zeros rather than NaN. ``axis`` lets key-major layouts
+    (keys first, many queries on the last axis, which vectorises best) avoid a transpose.
     """
     logits = _masked_log_weights(jnp.asarray(scores), log_weights, mask)
-    row_max = jnp.max(logits, axis=-1, keepdims=True)
+    row_max = jnp.max(logits, axis=axis, keepdims=True)
     row_max = jnp.where(jnp.isfinite(row_max), row_max, 0.0)
     unnorm = jnp.exp(logits - jax.lax.stop_gradient(row_max))
-    total = jnp.sum(unnorm, axis=-1, keepdims=True)
+    total = jnp.sum(unnorm, axis=axis, keepdims=True)
     return unnorm / jnp.where(total > 0, total, 1.0)
 
 

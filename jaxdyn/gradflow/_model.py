@@ -10,10 +10,8 @@ and, for ``s, N -> infinity`` ("Population loss"),
     w_qk = pi_k exp(Phi_qk) / sum_l pi_l exp(Phi_ql),   o(q) = sum_k w_qk M[k, :]
     L = sum_q pi_q sum_y P_qy [ -o(q)_y + logsumexp(o(q)) ].
 
-Attention weights always come from :func:`jaxdyn.attention.softmax_weights`, except in
-:func:`batch_loss`, which applies the same stabilised softmax over the leading (token-type) axis
-of its type-major batch (``softmax_weights`` normalises the last axis; transposing around it
-made the vmapped training step ~1.5x slower).
+Attention weights always come from :func:`jaxdyn.attention.softmax_weights` (in
+:func:`batch_loss` over the leading, token-type axis of its type-major batch: ``axis=0``).
 """
 
 from __future__ import annotations
@@ -178,10 +176,8 @@ def batch_loss(model: OneLayerTransformer, batch: Batch) -> Scalar:
     """Mean last-token cross-entropy ``-log softmax(z)[x_{s+1}]`` over a prepared batch
     (``z`` as in :meth:`OneLayerTransformer.logits`, computed from the token counts)."""
     M, Phi = model.matrices()
-    scores = Phi.T @ batch.query + batch.log_counts  # (d, n): Phi[x_s, k] + log c_k
-    row_max = jax.lax.stop_gradient(jnp.max(scores, axis=0, keepdims=True))
-    unnorm = jnp.exp(scores - row_max)
-    w = unnorm / jnp.sum(unnorm, axis=0, keepdims=True)  # per-type attention mass
+    # per-type attention mass softmax_k(Phi[x_s, k] + log c_k), keys on axis 0: (d, n)
+    w = softmax_weights(Phi.T @ batch.query, log_weights=batch.log_counts, axis=0)
     z = M.T @ w  # (d, n) logits
     logp = z - jax.nn.logsumexp(z, axis=0, keepdims=True)
     return -jnp.sum(batch.targets * logp) / batch.targets.shape[1]
