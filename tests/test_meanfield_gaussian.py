@@ -307,3 +307,149 @@ def test_gradient_through_solver_matches_closed_form_derivative():
     g_t = jax.grad(tstar_solver)(A0)
     g_t_exact = jax.grad(lambda A: blowup_time(cov, A))(A0)
     np.testing.assert_allclose(g_t, g_t_exact, rtol=1e-5, atol=1e-8)
+
+
+# --- d = 2 cone cases (pde-cone): derived flows for "two lines" and "either" -------------------
+
+
+def _softmax_case(name):
+    from jaxdyn.experiments.pde_gaussian import cone_cases
+
+    c = cone_cases()[name]
+    return Softmax(Q=c["Q"], K=c["K"], V=c["V"])
+
+
+def _trace_one(u, w):
+    return np.array([[(1 + u) / 2, w / 2], [w / 2, (1 - u) / 2]])
+
+
+def test_rank_one_equilibria_stability_is_the_derived_sign():
+    """At Sigma* = p e e^T with e^T A e = 0, the Jacobian of the softmax ODE restricted to
+    the directions off the line has eigenvalues 2 p (e^T A f)(f^T V e) (twice): the criterion
+    behind the "two lines" and "either" cases."""
+    from jaxdyn.experiments.pde_gaussian import isotropic_line_stability
+
+    rng = np.random.default_rng(21)
+    A = np.diag([1.0, -1.0])
+    for V in (np.diag([-1.0, 1.0]), np.diag([2.0, 3.0]), rng.standard_normal((2, 2))):
+        att = Softmax(Q=np.eye(2), K=np.sqrt(2.0) * A, V=V)
+        np.testing.assert_allclose(att.A(), A, atol=1e-14)
+        for e in (np.array([1.0, 1.0]) / np.sqrt(2), np.array([1.0, -1.0]) / np.sqrt(2)):
+            f = np.array([-e[1], e[0]])
+            p = 0.7
+            basis = np.stack([np.outer(e, e), np.outer(e, f) + np.outer(f, e), np.outer(f, f)])
+
+            def rhs(z, e=e, f=f, p=p, att=att, basis=basis):
+                cov = p * np.outer(e, e) + jnp.tensordot(z, basis, 1)
+                _, dcov = att.gaussian_rhs(jnp.zeros(2), cov)
+                # coordinates of dcov in the (ee, ef + fe, ff) basis
+                return jnp.array([e @ dcov @ e, e @ dcov @ f, f @ dcov @ f])
+
+            assert np.max(np.abs(rhs(jnp.zeros(3)))) < 1e-14  # an equilibrium
+            J = np.asarray(jax.jacfwd(rhs)(jnp.zeros(3)))
+            off_line = np.sort(np.linalg.eigvals(J[1:, 1:]).real)
+            kappa = 2 * p * (e @ A @ f) * (f @ V @ e)
+            np.testing.assert_allclose(off_line, [kappa, kappa], atol=1e-12)
+            listed = [k for e2, k in isotropic_line_stability(A, V) if abs(e2 @ e) > 1 - 1e-12]
+            np.testing.assert_allclose(2 * p * np.array(listed), [kappa], atol=1e-12)
+
+
+def test_two_lines_closed_form_solves_the_softmax_ode():
+    """The exact "two lines" solution (c constant, Riccati a and b) against the ODE itself:
+    its time derivative (central differences) equals the softmax right-hand side."""
+    from jaxdyn.experiments.pde_gaussian import two_lines_covariance
+
+    att = _softmax_case("two_lines")
+    for u, w in ((0.3, 0.5), (-0.6, -0.2), (0.4, 0.0)):
+        cov0 = _trace_one(u, w)
+        for t in (0.0, 0.7, 3.0):
+            h = 1e-5
+            deriv = (two_lines_covariance(cov0, t + h) - two_lines_covariance(cov0, t - h)) / (
+                2 * h
+            )
+            _, dcov = att.gaussian_rhs(jnp.zeros(2), jnp.asarray(two_lines_covariance(cov0, t)))
+            np.testing.assert_allclose(deriv, dcov, atol=1e-8)
+        np.testing.assert_allclose(two_lines_covariance(cov0, 0.0), cov0, atol=1e-15)
+
+
+def test_vmapped_members_without_event_reach_t1_when_another_member_blows_up():
+    # regression: the event bisection once assumed an upward crossing, and members without an
+    # event stopped one step short of t1 whenever another member of the batch blew up
+    att_a = Softmax(Q=np.eye(2), K=np.sqrt(2.0) * np.eye(2), V=np.eye(2))  # A = I: blows up
+    att_b = Softmax(Q=np.eye(2), K=-np.sqrt(2.0) * np.eye(2), V=np.eye(2))  # A = -I: decays
+    Ks = jnp.stack([att_a.K, att_b.K])
+
+    @jax.vmap
+    def solve(K):
+        return simulate_gaussian(
+            Softmax(Q=np.eye(2), K=K, V=np.eye(2)), jnp.zeros(2), 0.5 * jnp.eye(2), 5.0
+        )
+
+    sol = solve(Ks)
+    assert int(sol.event[0]) == GaussianEvent.BLOWUP
+    assert int(sol.event[1]) == GaussianEvent.NONE
+    assert float(sol.t_final[1]) == 5.0
+
+
+@pytest.mark.slow
+def test_two_lines_and_either_cases_follow_the_derived_flows():
+    """One compiled solve: "two lines" follows its exact Riccati solution and converges to the
+    line of sign(c0); "either" blows up along the attracting eigenvector of V from one start
+    and converges to the stable isotropic line from another."""
+    from jaxdyn.experiments.pde_gaussian import (
+        blowup_directions,
+        cone_cases,
+        isotropic_line_stability,
+        two_lines_covariance,
+    )
+
+    cases = cone_cases()
+    starts = [("two_lines", (0.3, 0.5)), ("two_lines", (-0.6, -0.2)), ("two_lines", (0.4, 0.0))]
+    starts += [("either", (0.2, 0.7)), ("either", (0.0, -0.7))]
+    stack = {
+        k: jnp.asarray(np.stack([cases[name][k] for name, _ in starts])) for k in ("Q", "K", "V")
+    }
+    covs0 = np.stack([_trace_one(*uw) for _, uw in starts])
+    ts = jnp.linspace(0.0, 20.0, 5)
+
+    @jax.jit
+    @jax.vmap
+    def solve(Q, K, V, cov0):
+        return simulate_gaussian(
+            Softmax(Q=Q, K=K, V=V),
+            jnp.zeros(2),
+            cov0,
+            30.0,
+            ts=ts,
+            rtol=1e-10,
+            atol=1e-12,
+            blowup_trace=1e6,
+        )
+
+    sol = solve(stack["Q"], stack["K"], stack["V"], jnp.asarray(covs0))
+    for m in range(3):  # two lines
+        assert int(sol.status[m]) == Status.SUCCESS and int(sol.event[m]) == GaussianEvent.NONE
+        exact = np.stack([two_lines_covariance(covs0[m], float(t)) for t in ts])
+        np.testing.assert_allclose(sol.covs[m], exact, atol=1e-8)
+        c = covs0[m, 0, 1]
+        limit = abs(c) * np.array([[1.0, np.sign(c)], [np.sign(c), 1.0]])
+        np.testing.assert_allclose(sol.final_cov[m], limit, atol=1e-4 if c else 3e-2)
+
+    A = cases["either"]["K"].T @ cases["either"]["Q"] / np.sqrt(2)
+    (e_up, k_up), (e_down, k_down) = isotropic_line_stability(A, cases["either"]["V"])
+    assert k_up > 0 > k_down and e_up[0] * e_up[1] > 0 > e_down[0] * e_down[1]
+    (u,) = blowup_directions(A, cases["either"]["V"])
+    np.testing.assert_allclose(np.abs(u), [0.8, 0.6], atol=1e-12)
+    # Start near the blow-up direction's disk point (0.28, 0.96): blows up along (4, 3).
+    assert int(sol.event[3]) == GaussianEvent.BLOWUP
+    S = np.asarray(sol.final_cov[3])
+    disk = np.array([S[0, 0] - S[1, 1], 2 * S[0, 1]]) / np.trace(S)
+    np.testing.assert_allclose(disk, [0.28, 0.96], atol=1e-2)
+    # Start near the stable line (1, -1): converges to a point of it.
+    assert int(sol.event[4]) == GaussianEvent.NONE
+    S = np.asarray(sol.final_cov[4])
+    np.testing.assert_allclose([S[0, 0], S[1, 1]], [-S[0, 1], -S[0, 1]], rtol=1e-6)
+    _, dcov = Softmax(**{k: cases["either"][k] for k in ("Q", "K", "V")}).gaussian_rhs(
+        jnp.zeros(2), jnp.asarray(S)
+    )
+    assert np.linalg.norm(dcov) < 1e-6

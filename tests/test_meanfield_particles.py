@@ -9,6 +9,7 @@ import pytest
 from jaxdyn.attention import Sigmoid, Sinkhorn, Softmax
 from jaxdyn.meanfield import (
     RK4,
+    SphereSoftmax,
     detect_clusters,
     fixed_step_particles,
     sphere_softmax,
@@ -127,3 +128,79 @@ def test_fixed_step_particles_rejects_bad_inputs():
         fixed_step_particles(att, np.zeros(3), 1.0, 4)
     with pytest.raises(ValueError, match="steps must be"):
         fixed_step_particles(att, np.zeros((3, 2)), 1.0, 0)
+
+
+def _projected_softmax_velocity(x, tokens, beta):
+    """The plain definition in NumPy: row-max softmax of beta <x_i, y_j>, then P_x^perp."""
+    s = beta * x @ tokens.T
+    w = np.exp(s - s.max(axis=1, keepdims=True))
+    avg = (w / w.sum(axis=1, keepdims=True)) @ tokens
+    return avg - np.sum(avg * x, axis=1, keepdims=True) / np.sum(x * x, axis=1, keepdims=True) * x
+
+
+@jax.jit
+def _sphere_velocities(beta, x, tokens):
+    # bounded, general and chunked-bounded velocities; one compilation per shape (beta traced)
+    d = x.shape[1]
+    fast = sphere_softmax(beta, d, bounded=True)
+    general = sphere_softmax(beta, d)
+    return (
+        fast.velocity(x, tokens),
+        general.velocity(x, tokens),
+        fast.velocity(x, tokens, chunk_size=16),
+    )
+
+
+@pytest.mark.parametrize("beta", [0.3, 4.0, 30.0])
+def test_bounded_sphere_softmax_velocity_equals_the_projected_softmax_velocity(beta):
+    # the shift by the bound beta (no row max) changes nothing but rounding, also off the
+    # sphere (RK4 stages) and for queries that are not tokens
+    rng = np.random.default_rng(7)
+    d, n = 5, 40
+    y = np.asarray(uniform_on_sphere(jax.random.key(1), n, d))
+    off = y * (1.0 + 0.05 * rng.standard_normal((n, 1)))
+    queries = rng.standard_normal((7, d))
+    for x, tokens in [(y, y), (off, off), (queries, y)]:
+        expected = _projected_softmax_velocity(x, tokens, beta)
+        for v in _sphere_velocities(beta, x, tokens):
+            np.testing.assert_allclose(v, expected, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(sphere_softmax(beta, d, bounded=True).A(), beta * np.eye(d))
+
+
+def test_bounded_sphere_softmax_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="beta must be a scalar"):
+        SphereSoftmax(beta=np.ones(2), d=3)
+    with pytest.raises(ValueError, match="d = 3 columns"):
+        SphereSoftmax(beta=1.0, d=3).velocity(np.ones((4, 2)), np.ones((4, 2)))
+
+
+def _numpy_rk4_sphere(x, beta, t1, steps, save_every=None):
+    h = t1 / steps
+    saves = [x] if save_every else []
+    for k in range(steps):
+        k1 = _projected_softmax_velocity(x, x, beta)
+        y = x + 0.5 * h * k1
+        k2 = _projected_softmax_velocity(y, y, beta)
+        y = x + 0.5 * h * k2
+        k3 = _projected_softmax_velocity(y, y, beta)
+        y = x + h * k3
+        k4 = _projected_softmax_velocity(y, y, beta)
+        x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        if save_every and (k + 1) % save_every == 0:
+            saves.append(x)
+    return x, np.stack(saves) if save_every else None
+
+
+def test_fixed_step_sphere_flow_matches_a_hand_written_rk4_at_its_save_times():
+    # the default RK4 (diffrax, constant steps) against NumPy, for the bounded and general
+    # velocities, saving on the step grid (t = 0 and every 4th step of 12)
+    d, n, beta, t1, steps = 4, 24, 3.0, 1.5, 12
+    x0 = np.asarray(uniform_on_sphere(jax.random.key(5), n, d))
+    final, saves = _numpy_rk4_sphere(x0, beta, t1, steps, save_every=4)
+    ts = np.linspace(0.0, t1, 4)
+    for bounded in (True, False):
+        sol = fixed_step_particles(sphere_softmax(beta, d, bounded=bounded), x0, t1, steps, ts=ts)
+        np.testing.assert_allclose(sol.final_x, final, atol=1e-12)
+        np.testing.assert_allclose(sol.xs, saves, atol=1e-12)
+        np.testing.assert_allclose(sol.ts, ts, atol=1e-15)
+        assert int(sol.status) == 0

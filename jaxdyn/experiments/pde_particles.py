@@ -462,7 +462,7 @@ def _phase_diagram(config: ParticlesConfig, run: Run) -> None:
     def member(params, key):
         x0 = uniform_on_sphere(key, n, d)
         sol = fixed_step_particles(
-            sphere_softmax(params["beta"], d),
+            sphere_softmax(params["beta"], d, bounded=True),
             x0,
             config.phase_t1,
             config.phase_steps,

@@ -54,6 +54,7 @@ from ._particles import (
     RK4 as RK4,
     FixedStepSolution as FixedStepSolution,
     SphereProjected as SphereProjected,
+    SphereSoftmax as SphereSoftmax,
     fixed_step_particles as fixed_step_particles,
     sphere_softmax as sphere_softmax,
     uniform_on_sphere as uniform_on_sphere,

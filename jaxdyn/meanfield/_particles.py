@@ -8,7 +8,9 @@ on Transformers") studies tokens normalised to the unit sphere (a layer norm), m
 
 i.e. softmax attention with ``A = beta I``, ``V = I`` followed by the projection on the tangent
 space of the sphere. :class:`SphereProjected` wraps any attention Module that way, so the
-simulators of this package run it unchanged. [open, our choice] The phase diagram counts
+simulators of this package run it unchanged; :class:`SphereSoftmax` is the same velocity
+evaluated with the known score bound ``beta`` in place of a row maximum (the fast path of
+``sphere_softmax(beta, d, bounded=True)`` for sweeps). [open, our choice] The phase diagram counts
 clusters of these spherical dynamics: in R^d without normalisation, softmax with ``A = beta I``
 blows up in finite time (transformer_pde.md, Closed forms) and there is nothing to count.
 """
@@ -20,12 +22,13 @@ from typing import ClassVar
 
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
 from .._status import nonfinite_status, status_from_diffrax
-from ..attention import AbstractAttention, Softmax
+from ..attention import AbstractAttention, Softmax, online_softmax_average
 
 _rk4_tableau = diffrax.ButcherTableau(
     a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
@@ -69,20 +72,82 @@ class SphereProjected(AbstractAttention):
         return self.base.dim
 
 
-def sphere_softmax(beta: Float[ArrayLike, ""], d: int) -> SphereProjected:
+class SphereSoftmax(AbstractAttention):
+    """``Gamma(x) = P_x^perp sum_j softmax_j(beta <x, y_j>) y_j``, ``P_x^perp = I - x x^T / |x|^2``:
+    the velocity of ``SphereProjected(Softmax(A = beta I, V = I))``, evaluated for tokens on (or
+    near) the unit sphere.
+
+    Numerical choice: a softmax is invariant under a shift of each row of scores, and on the
+    unit sphere the scores ``beta <x, y>`` are bounded by ``beta``, so the shift is ``beta``
+    instead of the row maximum: ``E = exp(beta (<x, y> - 1))`` lies in ``[e^{-2 beta}, 1]``
+    and no max-reduction pass over the score matrix is needed. The normalisation is applied
+    after the products: ``Gamma = P^perp (E Y) / (E 1)`` (``P^perp`` is linear, so it acts on
+    the numerator). The result is the same softmax average up to rounding for any tokens; the
+    shift only matters for range. It is safe while ``beta (|x||y| - 1)`` stays well below the
+    exponent range (RK4 stages leave the sphere by ``O(h^2)``, harmless) and no query row
+    underflows entirely: queries that are tokens always see themselves with
+    ``E_ii = exp(beta (|x_i|^2 - 1)) ~ 1``; for other queries keep ``2 beta`` below ~80
+    (float32) or use the general path (``sphere_softmax(beta, d)``). With ``chunk_size`` the
+    general online log-sum-exp of ``jaxdyn.attention`` is used.
+    """
+
+    beta: Float[Array, ""] = eqx.field(converter=jnp.asarray)
+    d: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        if self.beta.ndim != 0:
+            raise ValueError(f"SphereSoftmax: beta must be a scalar, got shape {self.beta.shape}")
+        if self.d < 1:
+            raise ValueError(f"SphereSoftmax: d must be >= 1, got {self.d}")
+
+    def A(self, t=0.0) -> Float[Array, "d d"]:
+        """Interaction matrix ``A = beta I``."""
+        return self.beta * jnp.eye(self.d)
+
+    def velocity(self, x, tokens, *, t=0.0, chunk_size=None):
+        if x.shape[-1] != self.d or tokens.shape[-1] != self.d:
+            raise ValueError(
+                f"SphereSoftmax: x and tokens must have d = {self.d} columns, got "
+                f"{x.shape} and {tokens.shape}"
+            )
+        beta = self.beta.astype(jnp.result_type(x, tokens))
+        sq = jnp.sum(x * x, axis=-1, keepdims=True)
+        if chunk_size is not None:
+            avg = online_softmax_average(
+                lambda q, k: beta * (q @ k.T), x, tokens, tokens, chunk_size=chunk_size
+            )
+            return avg - (jnp.sum(avg * x, axis=-1, keepdims=True) / sq) * x
+        E = jnp.exp(beta * (x @ tokens.T - 1.0))
+        num = E @ tokens
+        den = jnp.sum(E, axis=-1, keepdims=True)
+        radial = jnp.sum(num * x, axis=-1, keepdims=True) / sq
+        return (num - radial * x) / den
+
+    @property
+    def dim(self) -> int:
+        return self.d
+
+
+def sphere_softmax(
+    beta: Float[ArrayLike, ""], d: int, *, bounded: bool = False
+) -> SphereProjected | SphereSoftmax:
     """The clustering model of the token-clustering literature: softmax with ``A = beta I``,
     ``V = I`` (``Q = beta sqrt(d) I``, ``K = I``, so ``K^T Q / sqrt(d) = beta I``), on the sphere.
 
     ``beta`` is the inverse temperature and may be traced (one compilation for a beta sweep).
+    ``bounded=False`` (default): the general path, ``SphereProjected(Softmax(...))``.
+    ``bounded=True``: :class:`SphereSoftmax`, the same velocity for tokens known to lie on
+    the unit sphere, shifting scores by their bound ``beta`` instead of a row maximum (no
+    max pass over the score matrix; see its docstring for when the bound is valid).
     """
+    if bounded:
+        return SphereSoftmax(beta=beta, d=d)
     eye = jnp.eye(d)
     return SphereProjected(base=Softmax(Q=beta * jnp.sqrt(d) * eye, K=eye, V=eye))
 
 
 def uniform_on_sphere(key, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
     """``n`` points uniform on the unit sphere ``S^{d-1}`` (normalised Gaussians)."""
-    import jax
-
     z = jax.random.normal(key, (n, d), dtype=dtype or jnp.result_type(float))
     return z / jnp.linalg.norm(z, axis=-1, keepdims=True)
 
@@ -111,17 +176,18 @@ def fixed_step_particles(
     """``dx_i/dt = Gamma_mu(x_i)`` with ``steps`` equal steps of ``solver`` (default :class:`RK4`).
 
     The lean path for sweeps of many fixed-step particle systems: the same vector field as
-    :func:`jaxdyn.meanfield.simulate_particles` and the same diffrax loop, but without its
-    blow-up event (whose root finder roughly doubles compilation time); a non-finite state
-    gives ``Status.NAN`` instead. Use ``simulate_particles`` when blow-up must be located.
+    :func:`jaxdyn.meanfield.simulate_particles`, without its blow-up event (whose root finder
+    roughly doubles compilation time); a non-finite state gives ``Status.NAN`` instead. Use
+    ``simulate_particles`` when blow-up must be located.
     """
     x0 = jnp.asarray(x0)
     if x0.ndim != 2:
         raise ValueError(f"fixed_step_particles: x0 must be (n, d), got shape {x0.shape}")
     if int(steps) < 1:
         raise ValueError(f"fixed_step_particles: steps must be >= 1, got {steps}")
+    steps = int(steps)
     dtype = jnp.result_type(x0, float)
-    t1 = jnp.asarray(t1, dtype)
+    t1_arr = jnp.asarray(t1, dtype)
 
     def rhs(t, x, args):
         return attention.velocity(x, x, t=t, chunk_size=chunk_size)
@@ -136,12 +202,12 @@ def fixed_step_particles(
         diffrax.ODETerm(rhs),
         solver if solver is not None else RK4(),
         t0=jnp.zeros((), dtype),
-        t1=t1,
-        dt0=t1 / steps,
+        t1=t1_arr,
+        dt0=t1_arr / steps,
         y0=x0.astype(dtype),
         saveat=diffrax.SaveAt(subs=[saved, diffrax.SubSaveAt(t1=True)]),
         stepsize_controller=diffrax.ConstantStepSize(),
-        max_steps=int(steps) + 1,
+        max_steps=steps + 1,
         throw=False,
     )
     out, final = sol.ys

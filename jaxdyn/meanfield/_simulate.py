@@ -102,13 +102,19 @@ def _check_times(name, t1, ts, dt0):
 
 
 class _UpcrossingBisection(optx.AbstractRootFinder):
-    """Bisection for an event condition known to cross zero upwards on ``[lower, upper]``.
+    """Bisection for an event condition that changes sign on ``[lower, upper]``.
 
     diffrax brackets the crossing by the step that triggered the event. Unlike
     ``optx.Bisection`` this never raises when round-off makes the bracket look empty (it
     then returns ``upper``, the end of the step), stops on the interval width alone (an event
     function near a blow-up is too steep for a tolerance on its value), and needs no linear
     solve, so it runs inside ``jaxdyn.sweep``'s ``shard_map`` where optimistix's Newton fails.
+
+    The direction of the crossing is read off the sign at ``lower``: under ``vmap`` diffrax
+    runs the root finder for every member, and for members *without* an event it finds the
+    end of the step as the root of the decreasing ``t_next - t``. A bisection that assumed an
+    upward crossing returned ``lower`` for those members, so they stopped one step short of
+    ``t1`` whenever another member of the batch hit an event.
     """
 
     rtol: float
@@ -118,19 +124,20 @@ class _UpcrossingBisection(optx.AbstractRootFinder):
     def init(self, fn, y, args, options, f_struct, aux_struct, tags):
         lower = jnp.asarray(options["lower"], f_struct.dtype)
         upper = jnp.asarray(options["upper"], f_struct.dtype)
-        return (lower, upper)
+        f_lower, _ = fn(lower, args)
+        return (lower, upper, f_lower < 0)
 
     def step(self, fn, y, args, options, state, tags):
-        lower, upper = state
+        lower, upper, lower_negative = state
         mid = lower + 0.5 * (upper - lower)
         value, aux = fn(mid, args)
-        below = value < 0
-        lower = jnp.where(below, mid, lower)
-        upper = jnp.where(below, upper, mid)
-        return upper, (lower, upper), aux
+        same_side_as_lower = (value < 0) == lower_negative
+        lower = jnp.where(same_side_as_lower, mid, lower)
+        upper = jnp.where(same_side_as_lower, upper, mid)
+        return upper, (lower, upper, lower_negative), aux
 
     def terminate(self, fn, y, args, options, state, tags):
-        lower, upper = state
+        lower, upper = state[0], state[1]
         done = (upper - lower) <= self.atol + self.rtol * jnp.abs(upper)
         return done, optx.RESULTS.successful
 
