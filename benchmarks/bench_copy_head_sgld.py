@@ -11,11 +11,24 @@ two baselines measured in the same run, on the same keys:
 (b) ``baseline_scan_loop``: a Python loop over chains of the jitted single-chain ``lax.scan``
     (the stronger baseline: no per-step dispatch). Its ratio is reported too; no target.
 
-Prints one JSON object (timings are medians of ``--reps``). ``--quick`` uses fewer steps.
+The kernel is the library's, ``jaxdyn.copyhead.sgld_kernel`` (the one ``sample_sgld`` and the
+``copy-head-sgld`` experiment use): ``blackjax.sgld`` with the gradient written out from the
+sufficient statistics (``joint_energy_gradient``) and threefry noise drawn in JAX's
+non-partitionable bit layout (``partitionable_noise=False``, its default).
+
+Problem size: the default L = 16, V = 4, P = 40, float32, 64 chains sharing one dataset (one
+posterior, many chains). The ``copy-head-sgld`` experiment runs L = 32, V = 8 (``--quick``:
+V = 4) with one dataset per member; ``--L 32 --V 8`` times that size. Each step costs
+O(L^2 V^2) whatever P. Larger problems make the per-step dispatch of baseline (a) a smaller
+share, so the ratio falls with L and V (docs/copy_head.md gives both sizes).
+
+Prints one JSON object (timings are medians of ``--reps``; the 1-minute load average before
+and after is recorded, since loaded machines inflate the ratio). ``--quick`` uses fewer steps.
 """
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -102,6 +115,7 @@ def main():
     ref = np.asarray(batched(keys)[:n_loop])
     agree = float(np.max(np.abs(np.stack(run_step_loop()) - ref)) / (np.max(np.abs(ref)) + 1e-30))
 
+    load_before = os.getloadavg()[0]
     step_sub = statistics.median(time_step_loop() for _ in range(args.reps))
     step_loop = step_sub * args.chains / n_loop
     scan_loop = statistics.median(time_scan_loop() for _ in range(args.reps))
@@ -109,7 +123,10 @@ def main():
     ratio = step_loop / vm
     print(json.dumps({
         "benchmark": "copy_head_sgld_chains",
-        "chains": args.chains, "steps": steps, "L": L, "V": V, "x64": args.x64,
+        "chains": args.chains, "steps": steps, "L": L, "V": V, "P": P, "x64": args.x64,
+        "kernel": "jaxdyn.copyhead.sgld_kernel: blackjax.sgld, joint_energy_gradient, "
+                  "non-partitionable threefry noise",
+        "load_average_1min": [load_before, os.getloadavg()[0]],
         "vmapped_s": vm,
         "baseline_step_loop_s": step_loop,
         "baseline_step_loop_note": (

@@ -104,6 +104,24 @@ def test_joint_energy_marginalises_to_exact_action():
     assert np.ptp(diffs) < 1e-9
 
 
+@pytest.mark.parametrize("attention,alpha,causal", [("softmax", 1.0, False),
+                                                    ("softmax", 1.0, True),
+                                                    ("linear", 1.0, False), ("linear", 0.0, True)])
+@pytest.mark.parametrize("cyclic", [True, False])
+def test_joint_energy_gradient_equals_autodiff(attention, alpha, causal, cyclic):
+    """The hand-written gradient (SGLD's) equals jax.grad of the joint energy, padded data too."""
+    X, Y = _data(P=9, cyclic=cyclic)
+    stats = ch.copy_statistics(X, Y, (jnp.arange(9) < 7).astype(X.dtype))
+    kw = dict(attention=attention, alpha=alpha, causal=causal, cyclic=cyclic, temperature=T,
+              sigma_w2=SW2, sigma_g2=SG2)
+    W = jax.random.normal(jax.random.key(1), (4, 4))
+    G = jax.random.normal(jax.random.key(2), (6, 6))
+    expected = jax.grad(lambda W, G: ch.joint_energy(W, G, stats, **kw), argnums=(0, 1))(W, G)
+    got = ch.joint_energy_gradient(W, G, stats, **kw)
+    for e, g in zip(expected, got, strict=True):
+        assert float(jnp.max(jnp.abs(e - g))) < 1e-12 * float(jnp.max(jnp.abs(e)))
+
+
 def test_linear_action_has_mirror_symmetry():
     X, Y = _data()
     G = jax.random.normal(jax.random.key(7), (6, 6))

@@ -26,6 +26,7 @@ def test_experiment_is_registered_with_valid_defaults_and_quick(name):
         (exp.AdamConfig(learning_rate=0.0), "learning_rate"),
         (exp.SGLDConfig(burn_in=0), "burn_in"),
         (exp.SGLDConfig(sigma_w2=0.0), "sigma_w2"),
+        (exp.SGLDConfig(batch_size=-1), "batch_size"),
         (exp.ScalingConfig(L_values=(32,)), "L_values"),
         (exp.ScalingConfig(alpha=-1.0), "alpha"),
     ],

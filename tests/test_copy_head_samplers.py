@@ -132,3 +132,51 @@ def test_minimise_action_reaches_a_stationary_point_of_the_exact_action():
                                              learning_rate=jnp.asarray(0.05)))(G0)
     assert float(f(G)) < float(f(G0))
     assert float(jnp.max(jnp.abs(jax.grad(f)(G)))) < 1e-3
+
+
+def test_minibatch_gradient_is_unbiased():
+    """E over draw_minibatch of grad(minibatch_energy) = grad(joint_energy): exact with
+    batch_size 1 by enumerating the sequences with their draw probabilities; padding is never
+    drawn and the draw frequencies follow the weights."""
+    L, V, P, P_max = 5, 3, 6, 9
+    X, Y = ch.copy_task(jax.random.key(11), P_max, L, V)
+    w = (jnp.arange(P_max) < P).astype(X.dtype)
+    stats = ch.copy_statistics(X, Y, w)
+    head = ch.HeadSettings(attention="softmax", temperature=0.7, sigma_w2=1.3, sigma_g2=0.8)
+    W = jax.random.normal(jax.random.key(12), (V, V))
+    G = jax.random.normal(jax.random.key(13), (L, L))
+    full = jax.jit(jax.grad(lambda W, G: ch.joint_energy(W, G, stats, **head.kwargs()),
+                            (0, 1)))(W, G)
+
+    def one(x, y):  # batch_size 1, drawn with probability 1 / P
+        batch = ch.Minibatch(x[None], y[None], jnp.sum(w))
+        return jax.grad(lambda W, G: ch.minibatch_energy(W, G, batch, head), (0, 1))(W, G)
+
+    per_sequence = jax.jit(jax.vmap(one))(X[:P], Y[:P])
+    for f, g in zip(full, per_sequence, strict=True):
+        m = jnp.mean(g, axis=0)
+        assert float(jnp.max(jnp.abs(f - m))) < 1e-12 * float(jnp.max(jnp.abs(f)))
+    labels = jnp.arange(P_max)[:, None, None] * jnp.ones((1, L, V))
+    draws = jax.jit(jax.vmap(lambda k: ch.draw_minibatch(k, (labels, Y, w), 4).X))(
+        jax.random.split(jax.random.key(14), 3000))[..., 0, 0]
+    counts = np.bincount(np.asarray(draws).astype(int).ravel(), minlength=P_max)
+    assert counts[P:].sum() == 0
+    assert np.all(np.abs(counts[:P] / counts.sum() - 1 / P) < 0.02)  # 12000 draws: se 0.003
+    batch = ch.draw_minibatch(jax.random.key(15), (X, Y, w), 4)
+    assert abs(float(batch.scale) - P / 4) < 1e-12
+
+
+def test_minibatch_sgld_needs_data():
+    with pytest.raises(ValueError, match="batch_size needs data"):
+        ch.sample_sgld(jax.random.key(0), _stats(6, 4, 3), ch.HeadSettings(), step_size=1e-3,
+                       burn_in=2, num_samples=2, thin=1, batch_size=2)
+
+
+@pytest.mark.slow
+def test_minibatch_sgld_runs():
+    stats = _stats(6, 4, 3)
+    head = ch.HeadSettings(attention="softmax")
+    X, Y = ch.copy_task(jax.random.key(0), 6, 4, 3)
+    out = ch.sample_sgld(jax.random.key(0), stats, head, step_size=1e-3, burn_in=5,
+                         num_samples=3, thin=2, batch_size=2, data=(X, Y, jnp.ones(6)))
+    assert out["c_G"].shape == (3,) and bool(jnp.all(jnp.isfinite(out["c_G"])))

@@ -111,6 +111,31 @@ def test_softmax_at_L8_is_continuous():
     assert ch.classify_transition(model, diagram)["transition_order"] == "crossover"
 
 
+def _softmax_minima_count(L, V, Ps):
+    """Local minima of the reduced softmax action on a fine Delta grid, for each P."""
+    deltas = jnp.linspace(-1.0, 3.0 * np.log(L) + 3.0, 6001)
+    S = jax.jit(jax.vmap(lambda p: ch.reduced_action_softmax(deltas, p, L=L, V=V)))(
+        jnp.asarray(Ps))
+    S = np.asarray(S)
+    return ((S[:, 1:-1] < S[:, :-2]) & (S[:, 1:-1] < S[:, 2:])).sum(axis=1)
+
+
+def test_softmax_first_order_line_ends_between_V24_and_V32_at_L16():
+    """The page's "first-order for L >= 16" holds at small V only: at L = 16 two minima coexist
+    (a narrow window, 57.4-57.8 sequences) at V = 24 but never at V = 32, where the transition
+    is continuous (a steep crossover). Brute force, independent of Newton and bisection."""
+    assert (_softmax_minima_count(16, 24, np.linspace(57.0, 58.2, 61)) >= 2).any()
+    assert (_softmax_minima_count(16, 32, np.geomspace(40.0, 160.0, 241)) == 1).all()
+
+
+@pytest.mark.slow
+def test_softmax_classification_agrees_with_the_brute_force_at_L16():
+    for V, expected in ((24, "first"), (32, "crossover")):
+        model = ch.SoftmaxReduced(L=16, V=V)
+        _, _, info = ch.locate_transition(model, 20.0, 300.0, 40)
+        assert info["transition_order"] == expected
+
+
 def _onset_closed_form(L, V, T, sw2, sg2, alpha):
     """Smallest P where the quadratic form of the reduced action at A = 0 becomes singular.
 

@@ -10,6 +10,7 @@ from ._action import (
     action_from_statistics as action_from_statistics,
     attention_matrix as attention_matrix,
     joint_energy as joint_energy,
+    joint_energy_gradient as joint_energy_gradient,
     sequence_loss as sequence_loss,
     validate_hyperparameters as validate_hyperparameters,
 )
@@ -60,12 +61,16 @@ from ._task import (
 from ._train import (
     HeadSettings as HeadSettings,
     MAPState as MAPState,
+    Minibatch as Minibatch,
+    draw_minibatch as draw_minibatch,
     map_init as map_init,
     map_step as map_step,
     measure as measure,
+    minibatch_energy as minibatch_energy,
     minimise_action as minimise_action,
     sample_mala as sample_mala,
     sample_sgld as sample_sgld,
     sgld_kernel as sgld_kernel,
+    sgld_minibatch_kernel as sgld_minibatch_kernel,
     train_map as train_map,
 )
