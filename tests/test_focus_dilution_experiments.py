@@ -1,5 +1,7 @@
 """End-to-end --quick runs of the focus-and-dilution experiments (slow: run with -m slow)."""
 
+from pathlib import Path
+
 import pytest
 
 from jaxdyn.runs import execute_run, prepare_run, read_summary
@@ -30,3 +32,24 @@ def test_delta_sweep_stalls_at_zero_and_fits_exponent_minus_one(tmp_path):
     assert checks["stall_at_delta_0"]["passed"]
     assert checks["escape_time_exponent"]["passed"], checks["escape_time_exponent"]
     assert checks["delta_sweep_compiles_once"]["passed"]
+
+
+TINY = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tinystories" / "sample.txt"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TINY.exists(), reason="../shared/data (real-text samples) not found")
+def test_text_trained_focus_then_dilution_on_tinystories_needs_every_window(tmp_path):
+    # the 3.7k-character sample has 3687 windows of 33 characters: trained on all of them the
+    # model focuses on ' ' and then dilutes (as on WikiText-2); trained on 512 of them (512
+    # examples, the loss sits on the last position) it over-fits and never focuses on ' '
+    summary = _run("focus-dilution-text", tmp_path, [f"corpus_path={TINY}"])
+    checks = {c["name"]: c for c in summary["checks"]}
+    assert summary["checks_passed"] == summary["checks_total"], checks
+    excess = summary["scalars"]["train_excess_on_top_key"]
+    assert excess["peak_ratio"] > 1.3 and excess["min_after_peak"] < 0.5 * excess["peak"]
+    small = _run(
+        "focus-dilution-text", tmp_path / "small", [f"corpus_path={TINY}", "n_windows=512"]
+    )
+    checks = {c["name"]: c for c in small["checks"]}
+    assert not checks["trained_frequent_focus_then_dilution"]["passed"]

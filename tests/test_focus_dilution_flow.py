@@ -60,10 +60,15 @@ def test_trajectory_growth_rates_match_linearisation(headline):
     ts, _, met = headline
     mu_fit, n = gf.fitted_condensation_rate(ts, met)
     assert n >= 5
-    np.testing.assert_allclose(mu_fit, 0.4595, rtol=0.03)
+    # measured 0.4559 (-0.8%, deterministic for this seed): a fit of a finite window, not the
+    # asymptotic rate; 1.5% is about twice the measured bias
+    np.testing.assert_allclose(mu_fit, 0.4595, rtol=0.015)
     c_fit, n = gf.fitted_focus_rate(ts, met, np.asarray(PI))
     assert n >= 5
-    np.testing.assert_allclose(c_fit, 0.0798, rtol=0.08)
+    # measured 0.0763 (-4.3%, deterministic): the fit starts when the loss is within 0.01 of
+    # H(pi), while the embeddings are still approaching the saddle (the local rate is then
+    # below c); 6% leaves room for that measured bias and little more
+    np.testing.assert_allclose(c_fit, 0.0798, rtol=0.06)
 
 
 def test_focus_direction_aligns_phi_with_pi_pi_transpose(headline):
@@ -89,10 +94,11 @@ def test_diffrax_flow_agrees_with_a_small_step_euler_integration():
         return jax.tree_util.tree_map(lambda a, b: a + dt * b, m, g)
 
     ref = jax.jit(lambda m: jax.lax.fori_loop(0, 12000, euler, m))(model0)
-    # first-order Euler error ~ dt
-    np.testing.assert_allclose(end.W0, ref.W0, atol=5e-3 * float(jnp.max(jnp.abs(ref.W0))))
+    # first-order Euler error ~ dt: measured 1.5e-5 (relative to max |W0|) and 6.9e-6 in the
+    # loss at dt = 1e-3, both halving at dt = 5e-4; the bounds are about 3x those
+    np.testing.assert_allclose(end.W0, ref.W0, atol=5e-5 * float(jnp.max(jnp.abs(ref.W0))))
     np.testing.assert_allclose(
-        gf.population_loss(end, PI, P), gf.population_loss(ref, PI, P), atol=2e-3
+        gf.population_loss(end, PI, P), gf.population_loss(ref, PI, P), atol=2e-5
     )
 
 
@@ -159,3 +165,28 @@ def test_crossing_time_interpolates_linearly():
     y = jnp.array([3.0, 2.0, 1.0, 0.0])
     np.testing.assert_allclose(gf.crossing_time(ts, y, 1.5), 1.5)
     assert not np.isfinite(float(gf.crossing_time(ts, y, -1.0)))
+
+
+def test_make_solver_names_and_rejects_unknown_solvers():
+    assert isinstance(gf.make_solver("tsit5"), diffrax.Tsit5)
+    assert isinstance(gf.make_solver("kvaerno5"), diffrax.Kvaerno5)
+    with pytest.raises(ValueError, match="solver must be one of"):
+        gf.make_solver("euler")
+
+
+@pytest.mark.slow
+def test_implicit_kvaerno5_flow_agrees_with_tsit5_through_condensation_and_focus():
+    P = gf.paper_transition(PI, 0.5)
+    model0 = gf.init_transformer(jax.random.key(1), 4, 3, 2, 0.05)
+    ts = jnp.array([0.0, 10.0, 60.0])
+
+    def end_loss(solver):
+        sol = gf.population_flow(model0, PI, P, ts, rtol=1e-9, atol=1e-12, solver=solver)
+        assert int(sol.status) == 0
+        return np.asarray(jax.vmap(lambda m: gf.population_loss(m, PI, P))(sol.models))
+
+    explicit, implicit = end_loss("tsit5"), end_loss("kvaerno5")
+    assert explicit[-1] < H_PI - 0.02  # the interval covers the plateau and the focus
+    # both solvers at rtol 1e-9: their difference is the integration error (measured 1.2e-9
+    # at t = 10, 1e-12 at t = 60; global errors may exceed the local tolerance a few times)
+    np.testing.assert_allclose(implicit, explicit, rtol=0, atol=1e-8)

@@ -122,7 +122,9 @@ def test_sequence_loss_approaches_the_population_loss_for_long_sequences():
     x = gf.sample_sequences(jax.random.key(6), P, 20000, 257)
     finite = float(jax.jit(gf.sequence_loss)(model, x))
     pop = float(gf.population_loss(model, pi, P))
-    assert abs(finite - pop) < 0.02, (finite, pop)
+    # measured +0.005 for this key (-0.001, -0.004 for keys 7, 8): sampling noise of 20000
+    # sequences plus the O(1/s) finite-length bias; 0.01 is twice the largest seen
+    assert abs(finite - pop) < 0.01, (finite, pop)
 
 
 def test_transformer_rejects_mismatched_shapes():

@@ -158,6 +158,21 @@ def test_tinystories_loader_word_and_character_level():
     assert windows.shape == (5, 9)
 
 
+def test_stream_windows_are_distinct_and_cover_a_short_stream():
+    tokens = np.arange(100, dtype=np.int32)  # token = its position: a window is its start
+    rng = np.random.default_rng(0)
+    w = gf.stream_windows(tokens, 10, 40, rng)
+    assert w.shape == (40, 10)
+    np.testing.assert_array_equal(w - w[:, :1], np.broadcast_to(np.arange(10), (40, 10)))
+    assert len(np.unique(w[:, 0])) == 40  # drawn without replacement
+    # a stream with at most n windows gives every window once, in order
+    every = gf.stream_windows(tokens, 10, 91, rng)
+    np.testing.assert_array_equal(every[:, 0], np.arange(91))
+    np.testing.assert_array_equal(gf.stream_windows(tokens, 10, 5000, rng), every)
+    with pytest.raises(ValueError, match="fewer than the window length"):
+        gf.stream_windows(tokens[:5], 10, 3, rng)
+
+
 def test_loader_rejects_missing_file():
     with pytest.raises(ValueError, match="does not exist"):
         gf.load_corpus(DATA / "no_such_file.txt")
@@ -197,3 +212,10 @@ def test_experiment_configs_reject_bad_inputs_before_running():
         resolve_config(
             text.config_cls, experiment=text.name, overrides=["corpus_path=/nope.txt"]
         ).validate()
+    if TINY.exists():
+        with pytest.raises(ConfigError, match="solver"):
+            resolve_config(
+                text.config_cls,
+                experiment=text.name,
+                overrides=[f"corpus_path={TINY}", "solver=euler"],
+            ).validate()

@@ -205,8 +205,10 @@ class FocusDilutionConfig(ExperimentConfig):
         return {"num_saves": 300}
 
 
-def _flow_and_metrics(pi, P, model0, ts, rtol, atol):
-    sol = gf.population_flow(model0, pi, P, ts, rtol=rtol, atol=atol)
+def _flow_and_metrics(pi, P, model0, ts, rtol, atol, solver="tsit5", max_steps=100_000):
+    sol = gf.population_flow(
+        model0, pi, P, ts, rtol=rtol, atol=atol, solver=solver, max_steps=max_steps
+    )
     met = gf.trajectory_metrics(sol.models, pi, P)
     met["W0"] = sol.models.W0
     return sol, met
@@ -1000,7 +1002,11 @@ class TextConfig(ExperimentConfig):
         queries: query tokens for the stories (empty = the 3 most frequent and one of median
             frequency).
         m, m_attn, eps, t1, num_saves, rtol, atol: the population flow.
-        n_windows, s, optimizer, lr, train_steps, record_every: training on the stream.
+        solver: "tsit5" (explicit, default) or "kvaerno5" (implicit, for stiff flows past
+            t ~ 2000); max_steps: solver step budget.
+        n_windows, s, optimizer, lr, train_steps, record_every: training on the stream
+            (n_windows distinct windows, every window if the stream has fewer: each window
+            is one example, since the loss sits on the last position).
         story_threshold: relative entropy change that counts as focus or dilution.
     """
 
@@ -1018,7 +1024,9 @@ class TextConfig(ExperimentConfig):
     num_saves: int = 150
     rtol: float = 1e-5
     atol: float = 1e-8
-    n_windows: int = 1024
+    solver: str = "tsit5"
+    max_steps: int = 100_000
+    n_windows: int = 4096
     s: int = 32
     optimizer: str = "adam"
     lr: float = 0.01
@@ -1039,6 +1047,10 @@ class TextConfig(ExperimentConfig):
             )
         if self.level not in ("word", "char"):
             raise ConfigError(f"level must be 'word' or 'char', got {self.level!r}")
+        if self.solver not in gf.SOLVERS:
+            raise ConfigError(f"solver must be one of {gf.SOLVERS}, got {self.solver!r}")
+        if self.max_steps < 1:
+            raise ConfigError(f"max_steps must be >= 1, got {self.max_steps}")
         if self.optimizer not in ("gd", "adam"):
             raise ConfigError(f"optimizer must be 'gd' or 'adam', got {self.optimizer!r}")
         if self.vocab_size < 3:
@@ -1051,7 +1063,7 @@ class TextConfig(ExperimentConfig):
 
     @classmethod
     def quick(cls) -> dict:
-        return {"max_tokens": 200_000, "num_saves": 100, "n_windows": 512, "train_steps": 1000}
+        return {"max_tokens": 200_000, "num_saves": 100, "train_steps": 1000}
 
 
 def _story_queries(config: TextConfig, corpus, pi) -> list[int]:
@@ -1105,12 +1117,13 @@ def run_text(config: TextConfig, run: Run) -> None:
     model0 = gf.init_transformer(
         jax.random.key(config.seed), d, config.m, config.m_attn, config.eps
     )
-    sol, met = jax.jit(_flow_and_metrics, static_argnums=(4, 5))(
-        pi, P, model0, ts, config.rtol, config.atol
+    sol, met = jax.jit(_flow_and_metrics, static_argnums=(4, 5, 6, 7))(
+        pi, P, model0, ts, config.rtol, config.atol, config.solver, config.max_steps
     )
     met = _np(met)
     status = int(sol.status)
     run.scalar("flow_status", Status(status).name)
+    run.scalar("flow_steps", int(sol.num_steps))
     valid = np.all(np.isfinite(met["attention"].reshape(len(ts), -1)), axis=1)
     run.log(
         f"flow: {int(sol.num_steps)} steps, {Status.describe(status)}; "
@@ -1182,6 +1195,8 @@ def run_text(config: TextConfig, run: Run) -> None:
     # --- actual training on the token stream
     rng = np.random.default_rng(config.seed)
     windows = gf.stream_windows(corpus.tokens, config.s + 1, config.n_windows, rng)
+    run.log(f"training on {len(windows)} windows of {config.s + 1} tokens")
+    run.scalar("train_windows", len(windows))
     opt = gf.make_optimizer(config.optimizer)
 
     def train(model, windows):
@@ -1210,18 +1225,36 @@ def run_text(config: TextConfig, run: Run) -> None:
             A[:, q, :], prior, names, threshold=config.story_threshold
         )
     run.scalar("train_stories", train_stories)
-    # trained model: attention excess on the most frequent key, weighted by query frequency
+    # trained model: attention on the most frequent key, weighted by query frequency, against
+    # its share of the positions (the uniform-attention baseline). Focus: the attention reaches
+    # (1 + story_threshold) times the share; dilution: the excess over the share then falls
+    # below half of its peak.
     qw = np.asarray(pi_np)
-    ex_t = np.einsum("q,tq->t", qw, A[:, :, top] - F[:, :, top])
+    att_t = np.einsum("q,tq->t", qw, A[:, :, top])
+    share_t = np.einsum("q,tq->t", qw, F[:, :, top])
+    ex_t = att_t - share_t
     i_pk = int(np.nanargmax(ex_t))
-    focus_then_dilution = bool(ex_t[i_pk] > 0.01 and np.nanmin(ex_t[i_pk:]) < 0.5 * ex_t[i_pk])
+    peak_ratio = float(att_t[i_pk] / share_t[i_pk])
+    focus_then_dilution = bool(
+        peak_ratio >= 1.0 + config.story_threshold and np.nanmin(ex_t[i_pk:]) < 0.5 * ex_t[i_pk]
+    )
+    run.scalar(
+        "train_excess_on_top_key",
+        {
+            "peak": float(ex_t[i_pk]),
+            "peak_ratio": peak_ratio,
+            "peak_step": int((i_pk + 1) * config.record_every),
+            "min_after_peak": float(np.nanmin(ex_t[i_pk:])),
+        },
+    )
     run.check(
         "trained_frequent_focus_then_dilution",
         expected=True,
         measured=focus_then_dilution,
-        note=f"trained model: excess attention on {names[top]!r} peaks at {ex_t[i_pk]:.3g} "
-        f"(step {(i_pk + 1) * config.record_every}) and later falls to "
-        f"{np.nanmin(ex_t[i_pk:]):.3g}",
+        note=f"trained model: attention on {names[top]!r} peaks at {peak_ratio:.3g} x its "
+        f"share (excess {ex_t[i_pk]:.3g}, step {(i_pk + 1) * config.record_every}; focus needs "
+        f"{1.0 + config.story_threshold:.3g} x) and the excess later falls to "
+        f"{np.nanmin(ex_t[i_pk:]):.3g} (dilution: below half the peak)",
     )
     for name in qnames:
         run.log(

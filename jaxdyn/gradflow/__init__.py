@@ -2,9 +2,11 @@
 real text (focus_dilution.md; Chen, Lin, Xu, Luo, arXiv 2605.01199)."""
 
 from ._flow import (
+    SOLVERS as SOLVERS,
     FlowSolution as FlowSolution,
     gradient_field as gradient_field,
     log_time_grid as log_time_grid,
+    make_solver as make_solver,
     population_flow as population_flow,
 )
 from ._linearise import (

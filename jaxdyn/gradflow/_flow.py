@@ -9,7 +9,9 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import lineax as lx
 import numpy as np
+import optimistix as optx
 
 from .._custom_types import Array, ArrayLike, Float, Int
 from .._status import nonfinite_status, status_from_diffrax
@@ -46,6 +48,29 @@ def gradient_field(t, model: OneLayerTransformer, args) -> OneLayerTransformer:
     return jax.tree_util.tree_map(jnp.negative, g)
 
 
+SOLVERS = ("tsit5", "kvaerno5")
+
+
+def make_solver(name: str) -> diffrax.AbstractSolver:
+    """The diffrax solver called ``name``: ``"tsit5"`` (explicit Runge-Kutta 5(4), the default:
+    cheapest per step while the flow is non-stiff) or ``"kvaerno5"`` (L-stable ESDIRK 5(4) for
+    the stiff late stages of text flows, where Tsit5's steps are limited by stability rather
+    than accuracy), whose stage equations are solved by Newton's method with matrix-free GMRES
+    on Hessian-vector products."""
+    if name == "tsit5":
+        return diffrax.Tsit5()
+    if name == "kvaerno5":
+        # Kvaerno5's default (a chord method with a dense LU) re-forms the full Hessian by
+        # jacfwd at every stage: ~600 gradients for a 640-parameter text model, 60x slower than
+        # Newton-GMRES there (focus_dilution.md, "[open] modelling choices"). I - h a J is well
+        # conditioned for the step sizes taken, so unpreconditioned GMRES converges quickly.
+        # The Newton tolerances follow the step controller's.
+        gmres = lx.GMRES(rtol=1e-8, atol=1e-12, restart=40, stagnation_iters=40, max_steps=400)
+        newton = diffrax.with_stepsize_controller_tols(optx.Newton)(linear_solver=gmres)
+        return diffrax.Kvaerno5(root_finder=newton)
+    raise ValueError(f"solver must be one of {SOLVERS}, got {name!r}")
+
+
 def population_flow(
     model0: OneLayerTransformer,
     pi: Float[ArrayLike, " d"],
@@ -57,10 +82,12 @@ def population_flow(
     max_steps: int = 100_000,
     throw: bool = False,
     adjoint: diffrax.AbstractAdjoint | None = None,
+    solver: str = "tsit5",
 ) -> FlowSolution:
     """Solve ``d theta/dt = -grad L(theta)`` from ``model0`` over ``[ts[0], ts[-1]]``.
 
-    Tsit5 with a PID step-size controller; ``rtol``/``atol`` control accuracy. With
+    ``solver`` (:func:`make_solver`) ``"tsit5"`` (default) or ``"kvaerno5"`` (implicit, for
+    stiff flows) with a PID step-size controller; ``rtol``/``atol`` control accuracy. With
     ``throw=False`` (the default, as inside sweeps) solver failures become ``status`` codes;
     a NaN in the saved states gives ``Status.NAN``. Differentiable through the solve
     (``RecursiveCheckpointAdjoint`` by default).
@@ -70,7 +97,7 @@ def population_flow(
     P = jnp.asarray(P)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(gradient_field),
-        diffrax.Tsit5(),
+        make_solver(solver),
         t0=ts[0],
         t1=ts[-1],
         dt0=None,

@@ -160,14 +160,24 @@ def unigram_frequencies(tokens: np.ndarray, d: int) -> np.ndarray:
 
 
 def stream_windows(tokens: np.ndarray, length: int, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` windows of ``length`` consecutive tokens at random offsets of the stream (inputs
-    ``x_1..x_{length-1}``, target ``x_length``)."""
+    """``n`` distinct windows of ``length`` consecutive tokens at random offsets of the stream
+    (inputs ``x_1..x_{length-1}``, target ``x_length``), drawn without replacement; if the
+    stream has at most ``n`` windows, every window, in stream order.
+
+    The model's loss sits on the last position only, so each window is one training example:
+    drawing with replacement from a small stream repeats some examples and drops others (a
+    3.7k-character sample has only ~3.7k windows).
+    """
     tokens = np.asarray(tokens)
     if len(tokens) < length:
         raise ValueError(
             f"the corpus has {len(tokens)} tokens, fewer than the window length {length}"
         )
-    starts = rng.integers(0, len(tokens) - length + 1, size=n)
+    available = len(tokens) - length + 1
+    if n >= available:
+        starts = np.arange(available)
+    else:
+        starts = np.sort(rng.choice(available, size=n, replace=False))
     return tokens[starts[:, None] + np.arange(length)[None, :]].astype(np.int32)
 
 
