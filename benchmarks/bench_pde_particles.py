@@ -2,11 +2,12 @@
 
 1. A beta (temperature) sweep of tokens on the sphere (16 betas x 64 systems x 64 tokens,
    d = 8, 100 RK4 steps; ``jaxdyn.meanfield.sphere_softmax``), three ways, in the same run:
-   - jaxdyn: ``run_sweep`` over a ``Grid`` of betas x seeds (``vmap_width=8``), each member
-     ``fixed_step_particles`` (its default classical RK4, a ``lax.fori_loop`` without diffrax's
-     per-step bookkeeping) of ``sphere_softmax(beta, d, bounded=True)`` (scores shifted by
-     their bound ``beta`` on the unit sphere instead of a row max, normalisation after the
-     products) and a cluster count;
+   - jaxdyn: ``run_sweep`` over a ``Grid`` of betas x seeds (``vmap_width=8``), sharded over
+     every CPU core (``--cpu-devices auto``: one XLA device per core,
+     ``jaxdyn.sweep.use_cpu_devices``; results are identical for any device count), each
+     member ``fixed_step_particles`` (diffrax, the RK4 of jaxdyn.meanfield) of
+     ``sphere_softmax(beta, d, bounded=True)`` (scores shifted by their bound ``beta`` on the
+     unit sphere instead of a row max, normalisation after the products) and a cluster count;
    - PyTorch-style: a Python loop over betas and RK4 steps, each step one jitted batched
      velocity call over the 64 systems (what a hand-written training-loop script does);
    - plain jit + vmap: a hand-written RK4 in ``lax.fori_loop``, ``jit(vmap(vmap(...)))`` over
@@ -18,7 +19,7 @@
 
 All timings warm (compiled beforehand), median of repetitions, ``block_until_ready``.
 
-    python benchmarks/bench_pde_particles.py [--quick]
+    python benchmarks/bench_pde_particles.py [--quick] [--cpu-devices N|auto]
 """
 
 import argparse
@@ -36,7 +37,7 @@ from jaxdyn.meanfield import (
     sphere_softmax,
     uniform_on_sphere,
 )
-from jaxdyn.sweep import Grid, run_sweep
+from jaxdyn.sweep import Grid, run_sweep, use_cpu_devices
 
 
 def _median_time(fn, reps):
@@ -105,8 +106,8 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
     t_plain = _median_time(lambda: plain(x0, jnp.asarray(betas)), reps)
     return {
         "size": {"betas": n_betas, "systems": systems, "tokens": n, "d": d, "rk4_steps": steps},
-        "jaxdyn_path": "run_sweep(vmap_width=8) of fixed_step_particles(default RK4 loop) of "
-        "sphere_softmax(beta, d, bounded=True)",
+        "jaxdyn_path": f"run_sweep(vmap_width=8) over {jax.device_count()} device(s) of "
+        "fixed_step_particles (diffrax RK4) of sphere_softmax(beta, d, bounded=True)",
         "jaxdyn_s": t_jaxdyn,
         "pytorch_style_loop_s": t_loop,
         "plain_jit_vmap_s": t_plain,
@@ -142,7 +143,11 @@ def particle_steps(n, d, steps, reps):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--cpu-devices", default="auto", help="XLA CPU devices for the sweep (auto: one per core)"
+    )
     args = parser.parse_args()
+    n_devices = use_cpu_devices(args.cpu_devices)  # before any array exists
     if args.quick:
         sweep = beta_sweep(8, 16, 32, 8, 50, 5.0, reps=3)
         n, d, steps, mm = 2048, 64, 1, 1024
@@ -160,6 +165,7 @@ def main():
             {
                 "benchmark": "pde_particles",
                 "quick": args.quick,
+                "devices": n_devices,
                 "beta_sweep": sweep,
                 "particle_steps": {
                     "n": n,

@@ -32,6 +32,29 @@ def _enable_compilation_cache() -> None:
         pass
 
 
+def _add_cpu_devices_option(parser) -> None:
+    parser.add_argument(
+        "--cpu-devices",
+        default=os.environ.get("JAXDYN_CPU_DEVICES"),
+        metavar="N|auto",
+        help="split the CPU into N XLA devices (auto: one per core) so sweeps use every core; "
+        "results are identical for any N (default: $JAXDYN_CPU_DEVICES, else JAX's default)",
+    )
+
+
+def _apply_cpu_devices(args) -> None:
+    from jaxdyn.runs import ConfigError
+    from jaxdyn.sweep import use_cpu_devices
+    from jaxdyn.sweep._devices import resolve_cpu_devices
+
+    value = getattr(args, "cpu_devices", None)
+    try:
+        if resolve_cpu_devices(value) is not None:
+            use_cpu_devices(value)
+    except (ValueError, RuntimeError) as err:
+        raise ConfigError(f"--cpu-devices: {err}") from None
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="jaxdyn",
@@ -55,6 +78,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--config", type=Path, help="TOML file of config fields")
     run.add_argument("--resume", action="store_true", help="continue a killed run in --out")
+    _add_cpu_devices_option(run)
     run.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     run.add_argument(
         "--show-config", action="store_true", help="print the resolved config and exit"
@@ -71,6 +95,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--only", action="append", default=[], metavar="EXPERIMENT", help="restrict to these"
     )
     reproduce.add_argument("--resume", action="store_true", help="skip complete runs in --out")
+    _add_cpu_devices_option(reproduce)
     return parser
 
 
@@ -191,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     from jaxdyn.runs import ConfigError
 
     try:
+        _apply_cpu_devices(args)
         if args.command == "list":
             return _cmd_list()
         if args.command == "run":

@@ -197,3 +197,23 @@ def test_run_results_identical_on_one_and_eight_devices_and_chunk_sizes(tmp_path
         assert sorted(a.files) == sorted(b.files)
         for key in a.files:
             np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_cpu_devices_option_shards_over_cores_with_identical_results(tmp_path, uninterrupted_run):
+    # --cpu-devices 2 splits the CPU into two XLA devices (one per core); sweep results do not
+    # depend on the device count
+    out = tmp_path / "two"
+    proc = _jaxdyn(*_RESUME_ARGS, "--cpu-devices", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "config.json").read_text())["n_devices"] == 2
+    with np.load(uninterrupted_run / "results.npz") as a, np.load(out / "results.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_cpu_devices_option_rejects_bad_values_in_one_line(tmp_path):
+    proc = _jaxdyn("run", "toy-blowup", "--cpu-devices", "0", "--out", str(tmp_path / "r"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "--cpu-devices" in proc.stderr
+    assert not (tmp_path / "r").exists()

@@ -159,3 +159,29 @@ def test_sweep_results_identical_on_one_and_eight_devices(tmp_path):
         assert int(data["n_devices"]) == 8
         for key in reference.outputs:
             np.testing.assert_array_equal(reference.outputs[key], data[key])
+
+
+def test_importing_jaxdyn_does_not_start_jax_so_cpu_devices_can_be_set(tmp_path):
+    # use_cpu_devices must run before JAX starts its backends; importing any jaxdyn package or
+    # experiment (and blackjax, imported lazily) must not start them
+    code = (
+        "import jaxdyn, jaxdyn.copyhead, jaxdyn.meanfield, jaxdyn.gradflow, jaxdyn.attention\n"
+        "from jaxdyn.runs import list_experiments; list_experiments()\n"
+        "from jax._src import xla_bridge\n"
+        "assert not xla_bridge.backends_are_initialized()\n"
+        "from jaxdyn.sweep import use_cpu_devices\n"
+        "assert use_cpu_devices(3) == 3\n"
+        "import jax; assert jax.device_count() == 3, jax.devices()\n"
+        "try:\n"
+        "    use_cpu_devices(2)\n"
+        "except RuntimeError as err:\n"
+        "    assert 'already started with 3' in str(err)\n"
+        "else:\n"
+        "    raise AssertionError('no error')\n"
+    )
+    drop = ("XLA_FLAGS", "JAXDYN_EXPERIMENT_MODULES")  # the package alone
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr

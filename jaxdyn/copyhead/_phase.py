@@ -33,8 +33,6 @@ from ._reduced import (
     softmax_order_parameters,
 )
 
-_STEP_SCALES = 2.0 ** -jnp.arange(0, 40)
-
 
 def descend(f, x0: Float[Array, " n"], iterations: int = 100) -> Float[Array, " n"]:
     """Monotone damped-Newton minimisation of a smooth low-dimensional f (backtracking over
@@ -54,9 +52,8 @@ def descend(f, x0: Float[Array, " n"], iterations: int = 100) -> Float[Array, " 
         radius = 0.1 * (1.0 + jnp.linalg.norm(x))
         newton = newton * jnp.minimum(1.0, radius / (jnp.linalg.norm(newton) + 1e-300))
         gradient = -g / (jnp.linalg.norm(g) + 1e-300) * radius
-        cands = jnp.concatenate(
-            [x + _STEP_SCALES[:, None] * newton, x + _STEP_SCALES[:, None] * gradient, x[None]]
-        )
+        scales = 2.0 ** -jnp.arange(0, 40, dtype=x.dtype)[:, None]
+        cands = jnp.concatenate([x + scales * newton, x + scales * gradient, x[None]])
         vals = jax.vmap(f)(cands)
         vals = jnp.where(jnp.isfinite(vals), vals, jnp.inf)
         return cands[jnp.argmin(vals)]

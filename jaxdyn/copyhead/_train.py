@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import blackjax
 import jax
 import jax.numpy as jnp
 import optax
@@ -191,6 +190,14 @@ def minimise_action(
 # --------------------------------------------------------------------------- SGLD on (W, G)
 
 
+def _blackjax():
+    """blackjax, imported on first use: importing it starts JAX's backends, and importing
+    jaxdyn must not (``jaxdyn.sweep.use_cpu_devices`` has to run before that)."""
+    import blackjax
+
+    return blackjax
+
+
 def _noise_layout(sgld, partitionable_noise: bool):
     """blackjax SGLD with its step traced under ``jax.threefry_partitionable(False)`` unless
     ``partitionable_noise`` (see :func:`sgld_kernel`)."""
@@ -234,7 +241,7 @@ def sgld_kernel(
         )
         return {"W": -grad_W, "g": -g_scale * grad_G}
 
-    return _noise_layout(blackjax.sgld(grad_log_density), partitionable_noise)
+    return _noise_layout(_blackjax().sgld(grad_log_density), partitionable_noise)
 
 
 class Minibatch(NamedTuple):
@@ -286,7 +293,7 @@ def sgld_minibatch_kernel(head: HeadSettings, g_scale=1.0, *, partitionable_nois
             lambda p: -minibatch_energy(p["W"], g_scale * p["g"], batch, head)
         )(position)
 
-    return _noise_layout(blackjax.sgld(grad_log_density), partitionable_noise)
+    return _noise_layout(_blackjax().sgld(grad_log_density), partitionable_noise)
 
 
 def sample_sgld(
@@ -373,7 +380,7 @@ def sample_mala(
     Returns per-sample measurements and the mean acceptance rate after burn-in.
     """
     L = stats.L
-    mala = blackjax.mala(lambda G: -action_from_statistics(G, stats, **head.kwargs()), step_size)
+    mala = _blackjax().mala(lambda G: -action_from_statistics(G, stats, **head.kwargs()), step_size)
     state = mala.init(jnp.zeros((L, L)) if G0 is None else G0)
 
     def one(st, k):

@@ -1,0 +1,63 @@
+"""One XLA device per CPU core, so that the sweep engine's sharding uses every core.
+
+XLA runs one compiled program on one CPU device with little parallelism inside small
+operations: a sweep of many small members (particle systems, SGLD chains, Gaussian ODEs)
+then uses one core of a multi-core CPU. JAX can split the host into several CPU devices
+(``jax_num_cpu_devices``, the option behind ``--xla_force_host_platform_device_count``); the
+sweep engine then shards members over them as over GPUs. Results do not change: sweep
+members are bitwise identical for any device count (``jaxdyn.sweep.run_sweep``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+
+__all__ = ["use_cpu_devices", "resolve_cpu_devices"]
+
+
+def resolve_cpu_devices(n: int | str | None) -> int | None:
+    """``"auto"``: the cores this process may use; an int or digit string: that many; ``None``
+    or ``""``: leave JAX's default. Raises ``ValueError`` (one line) on anything else."""
+    if n is None or (isinstance(n, str) and n.strip() == ""):
+        return None
+    if isinstance(n, str) and n.strip().lower() == "auto":
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not on Linux
+            return max(1, os.cpu_count() or 1)
+    try:
+        count = int(n)
+    except (TypeError, ValueError):
+        raise ValueError(f"cpu devices must be a positive integer or 'auto', got {n!r}") from None
+    if count < 1:
+        raise ValueError(f"cpu devices must be a positive integer or 'auto', got {n!r}")
+    return count
+
+
+def use_cpu_devices(n: int | str = "auto") -> int:
+    """Split the host CPU into ``n`` XLA devices (``"auto"``: one per available core).
+
+    Must run before JAX starts its backends (before the first array is created); afterwards
+    it only checks that the count already matches. An explicit
+    ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS`` wins over ``n``. Returns the
+    number of CPU devices JAX will use.
+    """
+    from jax._src import xla_bridge
+
+    count = resolve_cpu_devices(n)
+    if count is None:
+        raise ValueError("use_cpu_devices: n must be a positive integer or 'auto'")
+    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+        return len(jax.devices("cpu"))
+    if xla_bridge.backends_are_initialized():
+        have = len(jax.devices("cpu"))
+        if have != count:
+            raise RuntimeError(
+                f"use_cpu_devices({n!r}): JAX already started with {have} CPU device(s); call "
+                f"it before creating any array"
+            )
+        return have
+    jax.config.update("jax_num_cpu_devices", count)
+    return count
