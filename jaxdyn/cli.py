@@ -37,7 +37,8 @@ def _add_cpu_devices_option(parser) -> None:
         "--cpu-devices",
         default=os.environ.get("JAXDYN_CPU_DEVICES"),
         metavar="N|auto",
-        help="split the CPU into N XLA devices (auto: one per core) so sweeps use every core; "
+        help="experimental: split the CPU into N XLA devices (auto: one per core) so sweeps "
+        "use every core (a known XLA CPU deadlock with some members: docs/scaling.md); "
         "results are identical for any N (default: $JAXDYN_CPU_DEVICES, else JAX's default)",
     )
 
