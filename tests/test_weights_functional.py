@@ -72,3 +72,15 @@ def test_softmax_axis_argument_equals_transposed_last_axis_softmax():
         softmax_weights(s.T, log_weights=log_m.T).T,
         rtol=1e-13,
     )
+
+
+def test_bounded_softmax_average_equals_softmax_weights_times_values():
+    # the known-bound shift (no row max) changes nothing but rounding, batched too
+    from jaxdyn.attention import bounded_softmax_average
+
+    s = 3.0 * jax.random.normal(jax.random.key(6), (2, 5, 7))
+    v = jax.random.normal(jax.random.key(7), (2, 7, 3))
+    bound = float(jnp.max(s))
+    np.testing.assert_allclose(
+        bounded_softmax_average(s, v, bound), softmax_weights(s) @ v, rtol=1e-12, atol=1e-14
+    )

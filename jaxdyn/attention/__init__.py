@@ -25,6 +25,7 @@ from ._kernels import (
 from ._weights import (
     attention_entropy as attention_entropy,
     bilinear_scores as bilinear_scores,
+    bounded_softmax_average as bounded_softmax_average,
     causal_mask as causal_mask,
     l2_scores as l2_scores,
     linear_weights as linear_weights,

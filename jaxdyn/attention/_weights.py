@@ -52,6 +52,24 @@ def softmax_weights(
     return unnorm / jnp.where(total > 0, total, 1.0)
 
 
+def bounded_softmax_average(
+    scores: Float[ArrayLike, "... q k"],
+    values: Float[ArrayLike, "... k v"],
+    bound: Float[ArrayLike, ""],
+) -> Float[Array, "... q v"]:
+    """``sum_j softmax_j(scores) values_j`` for scores known to be at most ~``bound``.
+
+    A softmax is invariant under a shift of each row, so the known bound replaces the row
+    maximum: ``E = exp(scores - bound)``, ``(E values) / (E 1)``, normalised after the product.
+    This skips the max-reduction pass over the score matrix (the fast path of sweeps of small
+    particle systems, e.g. tokens on the unit sphere where ``beta <x, y> <= beta``). Valid
+    while no row underflows entirely, i.e. every row has a score within ~80 (float32) of
+    ``bound``; otherwise use :func:`softmax_weights`.
+    """
+    E = jnp.exp(jnp.asarray(scores) - bound)
+    return (E @ values) / jnp.sum(E, axis=-1, keepdims=True)
+
+
 def log_softmax_weights(
     scores: Float[ArrayLike, "... k"],
     *,

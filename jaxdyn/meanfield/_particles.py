@@ -28,7 +28,12 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
 from .._status import nonfinite_status, status_from_diffrax
-from ..attention import AbstractAttention, Softmax, online_softmax_average
+from ..attention import (
+    AbstractAttention,
+    Softmax,
+    bounded_softmax_average,
+    online_softmax_average,
+)
 
 _rk4_tableau = diffrax.ButcherTableau(
     a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
@@ -81,8 +86,8 @@ class SphereSoftmax(AbstractAttention):
     unit sphere the scores ``beta <x, y>`` are bounded by ``beta``, so the shift is ``beta``
     instead of the row maximum: ``E = exp(beta (<x, y> - 1))`` lies in ``[e^{-2 beta}, 1]``
     and no max-reduction pass over the score matrix is needed. The normalisation is applied
-    after the products: ``Gamma = P^perp (E Y) / (E 1)`` (``P^perp`` is linear, so it acts on
-    the numerator). The result is the same softmax average up to rounding for any tokens; the
+    after the products (``jaxdyn.attention.bounded_softmax_average``), then projected. The
+    result is the same softmax average up to rounding for any tokens; the
     shift only matters for range. It is safe while ``beta (|x||y| - 1)`` stays well below the
     exponent range (RK4 stages leave the sphere by ``O(h^2)``, harmless) and no query row
     underflows entirely: queries that are tokens always see themselves with
@@ -117,11 +122,8 @@ class SphereSoftmax(AbstractAttention):
                 lambda q, k: beta * (q @ k.T), x, tokens, tokens, chunk_size=chunk_size
             )
             return avg - (jnp.sum(avg * x, axis=-1, keepdims=True) / sq) * x
-        E = jnp.exp(beta * (x @ tokens.T - 1.0))
-        num = E @ tokens
-        den = jnp.sum(E, axis=-1, keepdims=True)
-        radial = jnp.sum(num * x, axis=-1, keepdims=True) / sq
-        return (num - radial * x) / den
+        avg = bounded_softmax_average(beta * (x @ tokens.T), tokens, beta)
+        return avg - (jnp.sum(avg * x, axis=-1, keepdims=True) / sq) * x
 
     @property
     def dim(self) -> int:
