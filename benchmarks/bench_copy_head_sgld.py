@@ -40,7 +40,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np
 
 import jaxdyn.copyhead as ch  # noqa: E402
-from jaxdyn.sweep import Grid, run_sweep, use_cpu_devices
+from jaxdyn.sweep import Grid, SweepOptions, run_sweep, use_cpu_devices
 
 
 def main():
@@ -91,7 +91,7 @@ def main():
         return {"g": chain(keys[params["chain"].astype(jnp.int32)]), "status": jnp.int32(0)}
 
     def swept():
-        return run_sweep(member, grid, progress=False).outputs["g"]
+        return run_sweep(member, grid, options=SweepOptions(progress=False)).outputs["g"]
     step = jax.jit(lambda k, p: kernel.step(k, p, stats, h))  # the same kernel, one step
     key_list = [keys[i] for i in range(args.chains)]  # slicing outside the timed loops
     starts = [jax.jit(start)(key_list[i]) for i in range(n_loop)]

@@ -37,7 +37,7 @@ from jaxdyn.meanfield import (
     sphere_softmax,
     uniform_on_sphere,
 )
-from jaxdyn.sweep import Grid, run_sweep, use_cpu_devices
+from jaxdyn.sweep import Grid, SweepOptions, run_sweep, use_cpu_devices
 
 
 def _median_time(fn, reps):
@@ -78,7 +78,10 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
     grid = Grid.product({"beta": betas}, seeds=systems)
     # vmap_width=8: groups of 8 members keep each group's score blocks in cache on CPUs
     t_jaxdyn = _median_time(
-        lambda: run_sweep(member, grid, progress=False, vmap_width=8).outputs["clusters"], reps
+        lambda: run_sweep(
+            member, grid, options=SweepOptions(progress=False, vmap_width=8)
+        ).outputs["clusters"],
+        reps,
     )
 
     # the same initial conditions for the baselines

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn.sweep import Grid, run_sweep
+from jaxdyn.sweep import Grid, SweepOptions, run_sweep
 
 
 def member(params, key):
@@ -45,9 +45,9 @@ def main():
         {"omega": np.linspace(0.5, 3.0, n_omega), "damping": [0.1, 0.5]}, seeds=seeds
     )
 
-    run_sweep(member, grid, progress=False)  # compile
+    run_sweep(member, grid, options=SweepOptions(progress=False))  # compile
     t0 = time.perf_counter()
-    result = run_sweep(member, grid, progress=False)
+    result = run_sweep(member, grid, options=SweepOptions(progress=False))
     t_sweep_total = time.perf_counter() - t0
 
     single = jax.jit(member)
@@ -67,7 +67,7 @@ def main():
         traces.append(1)
         return member(params, key)
 
-    run_sweep(counted, grid, progress=False)
+    run_sweep(counted, grid, options=SweepOptions(progress=False))
     ratio = t_loop / t_sweep_total
     print(json.dumps({
         "benchmark": "sweep_engine",

@@ -3,19 +3,17 @@
 For dx/dt = r x^2 with x(0) ~ U(0.5, 1.5), the solution blows up at t* = 1 / (r x0). We sweep
 r over 12 values x 16 seeds, stop each solve with an event when x > 1e3, and compare the
 measured blow-up times with the closed form. Members that did not blow up before t1 keep
-Status.SUCCESS; the blown-up ones are the measurement here.
+``Status.successful``; the blown-up ones (``Status.blowup``) are the measurement here.
 
     python examples/sweep_quickstart.py
 """
 
 import diffrax
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
 from jaxdyn import Status
-from jaxdyn._status import status_from_diffrax
 from jaxdyn.sweep import Grid, run_sweep
 
 jax.config.update("jax_enable_x64", True)
@@ -39,14 +37,14 @@ def blowup_member(params, key):
         max_steps=100_000,
         throw=False,
     )
-    status = jnp.where(sol.event_mask, jnp.int32(Status.BLOWUP), status_from_diffrax(sol.result))
+    status = Status.where(sol.event_mask, Status.blowup, Status.promote(sol.result))
     return {"t_stop": sol.ts[-1], "x0": x0, "status": status}
 
 
 def main():
     grid = Grid.product({"rate": np.linspace(0.2, 3.0, 12)}, seeds=16)
     result = run_sweep(blowup_member, grid)
-    blew_up = result.status == Status.BLOWUP
+    blew_up = result.has_status(Status.blowup)
     # The event fires at x = 1e3, i.e. at t* - 1/(r 1e3) exactly.
     expected = 1.0 / (result.params["rate"] * result.outputs["x0"]) - 1.0 / (
         result.params["rate"] * 1e3

@@ -1,100 +1,137 @@
-"""Per-member outcome codes of a simulation, in the spirit of ``diffrax.RESULTS``.
+"""One outcome vocabulary: :class:`Status`, an equinox Enumeration extending ``diffrax.RESULTS``.
 
-Every sweep member carries one ``int32`` status. Summaries and plots exclude members whose
-status is not ``SUCCESS`` (or an outcome the experiment declares acceptable, such as
-``BLOWUP`` where finite-time blow-up is the quantity measured) and report how many they
-excluded.
+Every sweep member carries one status. ``Status`` inherits every item of ``diffrax.RESULTS``
+(``successful``, ``max_steps_reached``, ``dt_min_reached``, ``event_occurred``, ``nonfinite``
+and the optimistix/lineax failures), so a solver's result becomes a status with
+``Status.promote(sol.result)``, and adds the outcomes that jaxdyn's simulations detect
+themselves (blow-up, steady state, loss of positive semi-definiteness, non-convergence).
+
+Inside JAX a status is an ``EnumerationItem`` (it can be traced, vmapped, compared with
+``==``, selected with ``Status.where``). On the host, sweeps store statuses as ``int32`` codes
+(``results.npz``); :func:`status_code`, :func:`status_name` and :func:`count_by_status` convert
+between codes, items and names, and :meth:`jaxdyn.sweep.SweepResult.ok` selects members.
+
+Theory-specific outcomes (which event fired, the order of a transition, a cone outcome) are
+Enumerations of their own in the theory packages, built the same way; :func:`outcome_names`
+names the codes of any of them.
 """
 
 from __future__ import annotations
 
-import enum
+from typing import Any
 
+import diffrax
+import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Int
+from equinox._enum import EnumerationItem  # the item type of every equinox Enumeration
 
 
-class Status(enum.IntEnum):
-    """Outcome of one simulation (one sweep member)."""
+class Status(diffrax.RESULTS):  # pyright: ignore
+    """Outcome of one simulation (one sweep member).
 
-    SUCCESS = 0
-    NAN = 1
-    BLOWUP = 2
-    MAX_STEPS = 3
-    DT_MIN = 4
-    NOT_PSD = 5
-    NOT_CONVERGED = 6
-    SOLVER_FAILED = 7
+    Extends ``diffrax.RESULTS``, so ``Status.promote(sol.result)`` turns a diffrax result into
+    a status without a ``jnp.where`` chain. Items (besides diffrax's own):
 
-    @property
-    def message(self) -> str:
-        return _MESSAGES[self]
-
-    @classmethod
-    def describe(cls, code: int) -> str:
-        try:
-            return cls(int(code)).message
-        except ValueError:
-            return f"unknown status code {code}"
-
-
-_MESSAGES = {
-    Status.SUCCESS: "finished successfully",
-    Status.NAN: "a NaN or infinity appeared in the state or outputs",
-    Status.BLOWUP: "the state blew up (norm or trace threshold crossed)",
-    Status.MAX_STEPS: "the solver reached its maximum number of steps",
-    Status.DT_MIN: "the step size fell to its minimum (likely blow-up or stiffness)",
-    Status.NOT_PSD: "a covariance lost positive semi-definiteness",
-    Status.NOT_CONVERGED: "the iteration did not converge within its budget",
-    Status.SOLVER_FAILED: "the solver failed for another reason",
-}
-
-
-def status_from_diffrax(result) -> Int[Array, ""]:
-    """Map a ``diffrax.RESULTS`` value (inside jit, possibly vmapped) to a :class:`Status`.
-
-    ``event_occurred`` maps to ``SUCCESS``: callers that use events to detect blow-up or
-    loss of definiteness inspect ``sol.event_mask`` and refine the status themselves.
+    - ``blowup``: the state crossed a norm or trace threshold (finite-time blow-up);
+    - ``steady_state``: the dynamics stopped at a steady state (a convergence event fired);
+    - ``not_psd``: a covariance lost positive semi-definiteness;
+    - ``not_converged``: an iteration (root finder, fixed point, sampler) did not converge.
     """
-    import diffrax
 
-    R = diffrax.RESULTS
-    code = jnp.asarray(Status.SOLVER_FAILED, jnp.int32)
-    code = jnp.where(result == R.successful, Status.SUCCESS, code)
-    code = jnp.where(result == R.event_occurred, Status.SUCCESS, code)
-    code = jnp.where(result == R.max_steps_reached, Status.MAX_STEPS, code)
-    code = jnp.where(result == R.dt_min_reached, Status.DT_MIN, code)
-    return code.astype(jnp.int32)
+    blowup = "the state blew up (a norm or trace threshold was crossed)"
+    steady_state = "the dynamics reached a steady state"
+    not_psd = "a covariance lost positive semi-definiteness"
+    not_converged = "the iteration did not converge within its budget"
 
 
-def nonfinite_status(tree, status: Int[Array, ""] | int = Status.SUCCESS) -> Int[Array, ""]:
-    """Return ``Status.NAN`` if any floating leaf of ``tree`` is NaN, else ``status``.
+def _is_item(value: Any) -> bool:
+    return isinstance(value, EnumerationItem)
+
+
+def status_code(status: Any) -> np.ndarray | int:
+    """The ``int32`` code(s) of a status item (or pass an array of codes through)."""
+    value = status._value if _is_item(status) else status
+    arr = np.asarray(value, dtype=np.int32)
+    return int(arr) if arr.ndim == 0 else arr
+
+
+def outcome_names(enumeration: type, codes) -> np.ndarray:
+    """The item name of each code of ``enumeration`` (any equinox Enumeration)."""
+    by_index = {int(item._value): name for name, item in enumeration._name_to_item.items()}
+    codes = np.asarray(codes, dtype=np.int64)
+    return np.vectorize(lambda c: by_index.get(int(c), f"code_{int(c)}"), otypes=[object])(codes)
+
+
+def status_name(code) -> str:
+    """The name of one status code, e.g. ``"blowup"``."""
+    return str(outcome_names(Status, int(status_code(code))))
+
+
+def status_item(code) -> Any:
+    """A host code (or array of codes) as a ``Status`` item, e.g. for ``Status[item]``."""
+    return EnumerationItem(np.asarray(code, dtype=np.int32), Status)
+
+
+def status_message(code) -> str:
+    """The message of one status code, e.g. ``"the dynamics reached a steady state"``."""
+    message = Status[status_item(int(status_code(code)))]
+    return message or "finished successfully"
+
+
+def count_outcomes(enumeration: type, codes) -> dict[str, int]:
+    """Counts of each item name of ``enumeration`` present in ``codes`` (for summaries)."""
+    codes = np.asarray(codes).ravel()
+    names = outcome_names(enumeration, codes)
+    return {str(n): int(np.sum(names == n)) for n in dict.fromkeys(names.tolist())}
+
+
+def count_by_status(codes) -> dict[str, int]:
+    """Counts of each status name present in an array of codes (for ``summary.json``)."""
+    return count_outcomes(Status, codes)
+
+
+def as_status(status: Any) -> Any:
+    """A :class:`Status` item from a ``Status``/``diffrax.RESULTS`` item.
+
+    Raises ``TypeError`` for anything else: statuses are never bare integers inside JAX.
+    """
+    if isinstance(status, Status):
+        return status
+    if _is_item(status) and issubclass(Status, status._enumeration):
+        return Status.promote(status)
+    raise TypeError(
+        f"a status must be a jaxdyn.Status (or diffrax.RESULTS) item, got {type(status).__name__}"
+    )
+
+
+def mark_nonfinite(status: Any, tree: Any) -> Any:
+    """``Status.nonfinite`` if a floating leaf of ``tree`` holds a NaN and ``status`` is
+    ``successful``; otherwise ``status``.
 
     Infinities are left alone: diffrax fills save slots after an event with ``inf``.
     """
-    import jax
-
+    status = as_status(status)
     leaves = [
         jnp.any(jnp.isnan(x))
         for x in jax.tree_util.tree_leaves(tree)
         if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)
     ]
-    status = jnp.asarray(status, jnp.int32)
     if not leaves:
         return status
     bad = jnp.any(jnp.stack(leaves))
-    return jnp.where(bad & (status == Status.SUCCESS), jnp.int32(Status.NAN), status)
+    return Status.where(bad & (status == Status.successful), Status.nonfinite, status)
 
 
-def count_by_status(status) -> dict[str, int]:
-    """Counts of each status name present in an array of codes (for summary.json)."""
-    status = np.asarray(status).ravel()
-    out: dict[str, int] = {}
-    for code in np.unique(status):
-        try:
-            name = Status(int(code)).name
-        except ValueError:
-            name = f"CODE_{int(code)}"
-        out[name] = int(np.sum(status == code))
-    return out
+__all__ = [
+    "Status",
+    "as_status",
+    "count_by_status",
+    "count_outcomes",
+    "mark_nonfinite",
+    "outcome_names",
+    "status_code",
+    "status_item",
+    "status_message",
+    "status_name",
+]

@@ -56,16 +56,46 @@ def _apply_cpu_devices(args) -> None:
         raise ConfigError(f"--cpu-devices: {err}") from None
 
 
+def _common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module (by name) or a .py file (by path) that registers experiments; "
+        "repeatable (also $JAXDYN_IMPORT, comma-separated)",
+    )
+    return common
+
+
+def _add_sweep_option(parser) -> None:
+    parser.add_argument(
+        "--sweep",
+        dest="sweep_options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a sweep option (vmap_width, chunk_size, memory_budget_gb, devices, progress), "
+        "e.g. --sweep vmap_width=64; also the [sweep] table of --config",
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="jaxdyn",
         description="Simulate, sweep and differentiate through the dynamics of attention.",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    common = [_common_options()]
 
-    sub.add_parser("list", help="list the registered experiments")
+    listing = sub.add_parser("list", help="list the registered experiments", parents=common)
+    listing.add_argument(
+        "--verbose", action="store_true", help="also show where each experiment comes from"
+    )
 
-    run = sub.add_parser("run", help="run one experiment into a run directory")
+    run = sub.add_parser("run", help="run one experiment into a run directory", parents=common)
     run.add_argument("experiment", help="experiment name (see `jaxdyn list`)")
     run.add_argument("--quick", action="store_true", help="small CPU-sized configuration")
     run.add_argument("--out", type=Path, help="run directory (default runs/<experiment>-<time>)")
@@ -77,7 +107,10 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a config field, e.g. --set lam=0.3 --set pi=[0.6,0.3,0.1]",
     )
-    run.add_argument("--config", type=Path, help="TOML file of config fields")
+    run.add_argument(
+        "--config", type=Path, help="TOML file of config fields (and a [sweep] table)"
+    )
+    _add_sweep_option(run)
     run.add_argument("--resume", action="store_true", help="continue a killed run in --out")
     _add_cpu_devices_option(run)
     run.add_argument("--overwrite", action="store_true", help="replace an existing --out")
@@ -85,29 +118,35 @@ def _build_parser() -> argparse.ArgumentParser:
         "--show-config", action="store_true", help="print the resolved config and exit"
     )
 
-    report = sub.add_parser("report", help="one Markdown + HTML report over run directories")
+    report = sub.add_parser(
+        "report", help="one Markdown + HTML report over run directories", parents=common
+    )
     report.add_argument("dirs", nargs="+", type=Path, help="run directories or folders of runs")
     report.add_argument("--out", type=Path, default=Path("report"), help="report directory")
 
-    reproduce = sub.add_parser("reproduce", help="run every paper experiment and write a report")
+    reproduce = sub.add_parser(
+        "reproduce", help="run every paper experiment and write a report", parents=common
+    )
     reproduce.add_argument("--quick", action="store_true", help="small CPU-sized configurations")
     reproduce.add_argument("--out", type=Path, help="folder for the runs and the report")
     reproduce.add_argument(
         "--only", action="append", default=[], metavar="EXPERIMENT", help="restrict to these"
     )
     reproduce.add_argument("--resume", action="store_true", help="skip complete runs in --out")
+    _add_sweep_option(reproduce)
     _add_cpu_devices_option(reproduce)
     return parser
 
 
-def _cmd_list() -> int:
+def _cmd_list(args) -> int:
     from jaxdyn.runs import list_experiments
 
     experiments = list_experiments()
     width = max((len(e.name) for e in experiments), default=10)
     for e in experiments:
         tag = "" if e.paper else " [extra]"
-        print(f"{e.name:<{width}}  {e.description}{tag}")
+        origin = f"  ({e.module})" if args.verbose else ""
+        print(f"{e.name:<{width}}  {e.description}{tag}{origin}")
     return EXIT_OK
 
 
@@ -117,21 +156,24 @@ def _cmd_run(args) -> int:
 
     from jaxdyn.runs import execute_run, prepare_run
 
-    experiment, config, out = prepare_run(
+    prepared = prepare_run(
         args.experiment,
         out=args.out,
         quick=args.quick,
         toml_path=args.config,
         overrides=args.overrides,
+        sweep=args.sweep_options,
         resume=args.resume,
         overwrite=args.overwrite,
     )
     if args.show_config:
-        print(json.dumps(dataclasses.asdict(config), indent=2))
+        shown = {"config": dataclasses.asdict(prepared.config),
+                 "sweep": prepared.options.as_dict()}
+        print(json.dumps(shown, indent=2))
         return EXIT_OK
     _enable_compilation_cache()
-    execute_run(experiment, config, out, quick=args.quick, overwrite=args.overwrite)
-    _print_run_result(out)
+    execute_run(prepared, overwrite=args.overwrite)
+    _print_run_result(prepared.out)
     return EXIT_OK
 
 
@@ -188,10 +230,15 @@ def _cmd_reproduce(args) -> int:
             continue
         print(f"[{i}/{len(names)}] {name}", file=sys.stderr, flush=True)
         try:
-            experiment, config, out = prepare_run(
-                name, out=out, quick=args.quick, resume=args.resume, overwrite=not args.resume
+            prepared = prepare_run(
+                name,
+                out=out,
+                quick=args.quick,
+                sweep=args.sweep_options,
+                resume=args.resume,
+                overwrite=not args.resume,
             )
-            execute_run(experiment, config, out, quick=args.quick)
+            execute_run(prepared)
             _print_run_result(out)
         except ConfigError as err:  # e.g. a data file missing on this machine: skip, report
             print(f"{name}: SKIPPED: {err}", file=sys.stderr)
@@ -214,12 +261,16 @@ def _cmd_reproduce(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     args = _build_parser().parse_args(argv)
-    from jaxdyn.runs import ConfigError
+    from jaxdyn.runs import ConfigError, import_experiments
 
     try:
         _apply_cpu_devices(args)
+        import_experiments(args.imports)
+        if args.imports:  # worker processes started by this one import the same modules
+            inherited = os.environ.get("JAXDYN_IMPORT", "")
+            os.environ["JAXDYN_IMPORT"] = ",".join(filter(None, [inherited, *args.imports]))
         if args.command == "list":
-            return _cmd_list()
+            return _cmd_list(args)
         if args.command == "run":
             return _cmd_run(args)
         if args.command == "report":

@@ -11,18 +11,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jaxdyn import Status, status_code
 from jaxdyn.cli import main
 from jaxdyn.runs import ConfigError, get_experiment, resolve_config
 
 TESTS = Path(__file__).resolve().parent
-os.environ["JAXDYN_EXPERIMENT_MODULES"] = "toy_experiment"
+os.environ["JAXDYN_IMPORT"] = "toy_experiment"
 os.environ.setdefault("JAXDYN_CACHE_DIR", "off")
 
 
 def _cli_env(**extra):
     env = dict(os.environ)
     env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
-    env["JAXDYN_EXPERIMENT_MODULES"] = "toy_experiment"
+    env["JAXDYN_IMPORT"] = "toy_experiment"
     env["JAXDYN_CACHE_DIR"] = "off"
     env.update(extra)
     return env
@@ -93,8 +94,11 @@ def test_run_writes_the_run_directory_contract(tmp_path):
     with np.load(out / "results.npz") as data:
         status = data["toy.status"]
         rate, y0 = data["toy.param.rate"], data["toy.y0"]
-    np.testing.assert_array_equal(status == 2, rate * y0 > 1.0)
-    assert summary["failed_members"] == int(np.sum(status != 0))
+    np.testing.assert_array_equal(status == status_code(Status.blowup), rate * y0 > 1.0)
+    # blow-up is the toy's accepted outcome: no member failed
+    assert summary["sweeps"]["toy"]["accepted"] == ["blowup"]
+    assert summary["failed_members"] == 0 == summary["sweeps"]["toy"]["failed"]
+    assert summary["sweeps"]["toy"]["status_counts"]["blowup"] == int(np.sum(rate * y0 > 1))
     assert not (out / "checkpoints").exists()
     # An existing run directory is not silently overwritten.
     assert main(["run", "toy-blowup", "--quick", "--out", str(out)]) == 2
@@ -122,7 +126,7 @@ def _wait_for_chunks(directory: Path, n: int, proc, timeout=240):
     return False
 
 
-_RESUME_ARGS = ["run", "toy-blowup", "--set", "chunk_size=4", "--set", "vmap_width=4"]
+_RESUME_ARGS = ["run", "toy-blowup", "--sweep", "chunk_size=4", "--sweep", "vmap_width=4"]
 
 
 @pytest.fixture(scope="module")
@@ -180,12 +184,12 @@ def test_run_results_identical_on_one_and_eight_devices_and_chunk_sizes(tmp_path
     """The toy's event root finding cannot trace under shard_map (diffrax #765): the engine
     falls back to per-device dispatch, and results stay bitwise identical."""
     runs = {
-        "one": ([], ["--set", "chunk_size=64"]),
-        "eight": (["--xla_force_host_platform_device_count=8"], ["--set", "chunk_size=1"]),
+        "one": ([], ["--sweep", "chunk_size=64"]),
+        "eight": (["--xla_force_host_platform_device_count=8"], ["--sweep", "chunk_size=1"]),
     }
     for name, (flags, extra) in runs.items():
         proc = _jaxdyn(
-            "run", "toy-blowup", "--set", "vmap_width=4", *extra, "--out", str(tmp_path / name),
+            "run", "toy-blowup", "--sweep", "vmap_width=4", *extra, "--out", str(tmp_path / name),
             XLA_FLAGS=" ".join(flags),
         )
         assert proc.returncode == 0, proc.stderr

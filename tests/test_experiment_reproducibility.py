@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 EXPERIMENT = "pde-ranks"
-COMMON = ["--quick", "--set", "vmap_width=4"]
+COMMON = ["--quick", "--sweep", "vmap_width=4"]
 
 
 def _env(**extra):
@@ -46,20 +46,20 @@ def _assert_same_results(a: Path, b: Path):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     out = tmp_path_factory.mktemp("ref") / "run"
-    _run(out, "--set", "chunk_size=64")
+    _run(out, "--sweep", "chunk_size=64")
     return out
 
 
 def test_identical_on_eight_devices_with_chunk_size_one(reference, tmp_path):
     out = tmp_path / "eight"
-    _run(out, "--set", "chunk_size=1", XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    _run(out, "--sweep", "chunk_size=1", XLA_FLAGS="--xla_force_host_platform_device_count=8")
     assert '"n_devices": 8' in (out / "config.json").read_text()
     _assert_same_results(reference, out)
 
 
 def test_identical_after_sigkill_and_resume(reference, tmp_path):
     out = tmp_path / "killed"
-    args = [sys.executable, "-m", "jaxdyn", "run", EXPERIMENT, *COMMON, "--set", "chunk_size=4"]
+    args = [sys.executable, "-m", "jaxdyn", "run", EXPERIMENT, *COMMON, "--sweep", "chunk_size=4"]
     proc = subprocess.Popen(
         [*args, "--out", str(out)], env=_env(JAXDYN_SWEEP_CHUNK_DELAY="0.5"),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

@@ -4,15 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from jaxdyn.runs import execute_run, prepare_run, read_summary
+from jaxdyn.runs import read_summary, run_experiment
 
 
 def _run(name, tmp_path, overrides=()):
-    experiment, config, out = prepare_run(
-        name, out=tmp_path / name, quick=True, overrides=list(overrides)
+    return read_summary(
+        run_experiment(name, out=tmp_path / name, quick=True, overrides=list(overrides))
     )
-    execute_run(experiment, config, out, quick=True, echo=False)
-    return read_summary(out)
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 import jaxdyn.gradflow as gf
+from jaxdyn import Status
 
 PI = jnp.array([0.75, 0.19, 0.05, 0.01])
 
@@ -75,7 +76,7 @@ def test_root_finding_from_a_perturbed_saddle_returns_to_the_saddle_loss():
     flat, unravel = ravel_pytree(s.model)
     start = unravel(flat + 1e-2 * jax.random.normal(jax.random.key(4), flat.shape))
     cp = jax.jit(gf.find_critical_point)(start, PI, P)
-    assert int(cp.status) == 0
+    assert bool(cp.status == Status.successful)
     assert float(cp.grad_norm) < 1e-9
     np.testing.assert_allclose(float(cp.loss), float(gf.entropy(PI)), atol=1e-9)
 

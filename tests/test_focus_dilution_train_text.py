@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
+from jaxdyn import Status
 
 PI = jnp.array([0.75, 0.19, 0.05, 0.01])
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -64,7 +65,7 @@ def test_finite_gradient_descent_approaches_the_population_flow_as_n_and_s_grow(
                 init_key=k_init,
             )
         )(key)
-        assert int(run.status) == 0
+        assert bool(run.status == Status.successful)
         errors.append(float(np.max(np.abs(np.asarray(run.population_loss) - flow_loss))))
     assert errors[1] < 0.06, errors
     assert errors[1] < 0.5 * errors[0], errors

@@ -1,8 +1,8 @@
-"""A small registered experiment for testing the core (loaded via JAXDYN_EXPERIMENT_MODULES).
+"""A small registered experiment for testing the core (loaded with ``--import`` / JAXDYN_IMPORT).
 
 dy/dt = r y^2 with y(0) = y0 drawn from the member's key: the closed form is
 y(t) = y0 / (1 - r y0 t), which blows up at t* = 1 / (r y0) when r y0 > 0. Members whose
-blow-up happens before t1 are stopped by an event and get Status.BLOWUP.
+blow-up happens before t1 are stopped by an event and get Status.blowup.
 """
 
 import dataclasses
@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
-from jaxdyn._status import Status, status_from_diffrax
+from jaxdyn import Status
 from jaxdyn.runs import ConfigError, ExperimentConfig, register_experiment
-from jaxdyn.sweep import Grid, run_sweep
+from jaxdyn.sweep import Grid
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -58,8 +58,7 @@ def toy_member(params, key):
         max_steps=4096,
         throw=False,
     )
-    status = status_from_diffrax(sol.result)
-    status = jnp.where(sol.event_mask, jnp.int32(Status.BLOWUP), status)
+    status = Status.where(sol.event_mask, Status.blowup, Status.promote(sol.result))
     exact = y0 / (1.0 - r * y0 * ts)
     # After an event diffrax writes the terminal (event) time in the next save slot and
     # fills the rest with inf: the event time is the last finite save time.
@@ -73,20 +72,14 @@ def run_toy(config: ToyConfig, run):
     grid = Grid.product(
         {"rate": list(config.rates), "t1": [config.t1]}, seeds=config.seeds, base_seed=config.seed
     )
-    result = run_sweep(
-        toy_member,
-        grid,
-        name="toy",
-        run=run,
-    )
-    run.record_sweep(result)
-    ok = result.ok
+    result = run.sweep("toy", toy_member, grid, accept=[Status.blowup])
+    ok = result.ok()  # successful: no blow-up before t1
     err = np.max(np.abs(result.outputs["y"][ok] - result.outputs["exact"][ok]))
     run.check("closed_form", expected=0.0, measured=float(err), tolerance=1e-5)
     # The event y = 1e3 happens at t = 1/(r y0) - 1/(r 1e3), located by root finding.
-    blown = result.status == Status.BLOWUP
+    blown = result.has_status(Status.blowup)
     rate, y0 = result.params["rate"][blown], result.outputs["y0"][blown]
     t_exact = 1.0 / (rate * y0) - 1.0 / (rate * 1e3)
     t_err = float(np.max(np.abs(result.outputs["t_event"][blown] - t_exact), initial=0.0))
     run.check("event_time", expected=0.0, measured=t_err, tolerance=1e-6)
-    run.scalar("blowups", int(np.sum(result.status == Status.BLOWUP)))
+    run.scalar("blowups", int(np.sum(blown)))

@@ -1,4 +1,6 @@
-"""Registered experiments: one module per theory, each registering its experiments.
+"""jaxdyn's own experiments, one package per theory.
 
-Modules here are imported by :func:`jaxdyn.runs.list_experiments` (the CLI's registry).
+They join the registry through the ``jaxdyn.experiments`` entry-point group declared in
+jaxdyn's ``pyproject.toml``, exactly as a user's package does (docs/extending.md); nothing in
+the core imports them by name.
 """

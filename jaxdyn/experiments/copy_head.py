@@ -13,10 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import copyhead as ch
-from .._status import nonfinite_status
 from ..plotting import heatmap, new_figure, note_excluded
 from ..runs import ConfigError, ExperimentConfig, Run, register_experiment
-from ..sweep import Grid, run_sweep
+from ..sweep import Grid
 
 # --------------------------------------------------------------------------- shared helpers
 
@@ -188,14 +187,12 @@ def _exact_action_hysteresis(run, c, P_star):
                                steps=c.hysteresis_steps,
                                learning_rate=params["learning_rate"])
         out = ch.measure(G, None, stats, head)
-        out["status"] = nonfinite_status(out)
         return out
 
     grid = Grid.product({"P": Ps, "copy_start": [0.0, 1.0],
                          "learning_rate": [c.hysteresis_learning_rate]},
                         seeds=1, base_seed=c.seed)
-    result = run_sweep(member, grid, name="exact_hysteresis", run=run)
-    run.record_sweep(result)
+    result = run.sweep("exact_hysteresis", member, grid)
     aG = result.reshaped("c_G")[:, :, 0, 0]  # (P, start)
     S = result.reshaped("action")[:, :, 0, 0]
     ok = result.reshaped("status")[:, :, 0, 0] == 0
@@ -422,28 +419,26 @@ def run_adam(c: AdamConfig, run: Run) -> None:
         out["test_loss"] = ch.sequence_loss(p["W"], p["G"], test, **head.net_kwargs())
         out["A"] = ch.attention_matrix(p["G"], **head.net_kwargs())
         out["energy_trace"] = trace
-        out["status"] = nonfinite_status(out)
         return out
 
     grid = Grid.product({"P": np.asarray(c.P_values, float), "copy_start": [0.0, 1.0],
                          "learning_rate": [c.learning_rate]}, seeds=c.seeds, base_seed=c.seed)
-    result = run_sweep(member, grid, name="adam", run=run)
-    run.record_sweep(result)
+    result = run.sweep("adam", member, grid)
 
     P = result.params["P"]
     energy = result.masked("energy")
     # Convergence filter: per P, keep runs whose final energy is within tolerance of the best
     # (over seeds and starts). Seeds share datasets across starts, not across seeds, so the
     # best is taken per (P, seed).
-    keep = np.zeros_like(result.ok)
+    keep = np.zeros_like(result.ok())
     for p in np.unique(P):
         for s in np.unique(result.seeds):
-            sel = (P == p) & (result.seeds == s) & result.ok
+            sel = (P == p) & (result.seeds == s) & result.ok()
             if sel.any():
                 best = np.nanmin(energy[sel])
                 keep |= sel & (energy <= best + c.energy_tolerance * max(abs(best), 1.0))
     run.scalar("converged_fraction", float(np.mean(keep)))
-    run.scalar("failed_members", result.n_failed)
+    run.scalar("failed_members", result.n_failed())
 
     model, diagram, info = _theory_curves(c, "map")
     run.scalar("theory_transition_order_map", info["transition_order"])
@@ -499,8 +494,8 @@ def _transition_signatures(run, c, name, P, keep, result, diagram, info):
     start = result.params["copy_start"]
     hyst = []
     for p in np.unique(P):
-        a = vals[(P == p) & (start == 0.0) & result.ok]
-        b = vals[(P == p) & (start == 1.0) & result.ok]
+        a = vals[(P == p) & (start == 0.0) & result.ok()]
+        b = vals[(P == p) & (start == 1.0) & result.ok()]
         if a.size and b.size and abs(np.nanmedian(a) - np.nanmedian(b)) > 0.1:
             hyst.append(float(p))
     run.scalar(f"{name}_hysteresis_P", hyst)
@@ -521,7 +516,7 @@ def _network_figures(run, c, name, P, keep, result, diagram, info, theory_label)
         if info["P_star"]:
             ax[0, j].axvline(info["P_star"], color="0.5", ls="--")
         ax[0, j].legend(fontsize=7)
-        note_excluded(ax[0, j], result.n_failed, len(P))
+        note_excluded(ax[0, j], result.n_failed(), len(P))
     loss = result.outputs["loss"]
     test = result.outputs["test_loss"]
     if loss.ndim > 1:
@@ -536,7 +531,7 @@ def _network_figures(run, c, name, P, keep, result, diagram, info, theory_label)
         fig, ax = new_figure(1, 2)
         Ps = np.unique(P)
         for j, p in enumerate((Ps[0], Ps[-1])):
-            i = int(np.flatnonzero((P == p) & result.ok)[0])
+            i = int(np.flatnonzero((P == p) & result.ok())[0])
             if "A" in result.outputs:
                 A = result.outputs["A"][i]
             else:
@@ -618,16 +613,14 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
             G0=params["copy_start"] * gap * ch.shift_matrix(c.L),
         )
         out.update({f"mala_{k}": v for k, v in mala.items()})
-        out["status"] = nonfinite_status(out)
         return out
 
     grid = Grid.product({"P": np.asarray(c.P_values, float), "copy_start": [0.0, 1.0]},
                         seeds=c.seeds, base_seed=c.seed)
-    result = run_sweep(member, grid, name="sgld", run=run)
-    run.record_sweep(result)
+    result = run.sweep("sgld", member, grid)
     P = result.params["P"]
-    keep = result.ok
-    run.scalar("failed_members", result.n_failed)
+    keep = result.ok()
+    run.scalar("failed_members", result.n_failed())
     run.scalar("mala_acceptance", float(np.nanmean(result.outputs["mala_acceptance"][keep])))
 
     model, diagram, info = _theory_curves(c, "marginal")
@@ -674,7 +667,7 @@ def _posterior_histograms(run, c, P, result, info):
     fig, ax = new_figure(1, 2)
     for j, (src, label) in enumerate(((key, "SGLD"), (f"mala_{key}", "MALA"))):
         for start in (0.0, 1.0):
-            sel = (P == p) & (result.params["copy_start"] == start) & result.ok
+            sel = (P == p) & (result.params["copy_start"] == start) & result.ok()
             ax[0, j].hist(result.outputs[src][sel].ravel(), bins=30, alpha=0.6,
                           label="from copy" if start else "from small init")
         ax[0, j].set_title(f"{label} posterior of {key} at P = {p:g} (P* = {target:.3g})",

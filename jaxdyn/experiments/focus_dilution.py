@@ -20,10 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import gradflow as gf
-from .._status import Status
+from .._status import Status, status_code, status_message, status_name
 from ..plotting import mark_stages, new_figure, note_excluded, time_series
 from ..runs import ConfigError, ExperimentConfig, Run, register_experiment
-from ..sweep import Grid, run_sweep
+from ..sweep import Grid
 
 HEADLINE_PI = (0.75, 0.19, 0.05, 0.01)
 
@@ -233,12 +233,12 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     sol, met = jax.jit(_flow_and_metrics, static_argnums=(4, 5))(
         pi, P, model0, ts, config.rtol, config.atol
     )
-    status = int(sol.status)
-    run.log(f"flow: {int(sol.num_steps)} steps, status {Status.describe(status)}")
-    run.scalar("flow_status", Status(status).name)
+    status = status_code(sol.status)
+    run.log(f"flow: {int(sol.num_steps)} steps, status {status_message(status)}")
+    run.scalar("flow_status", status_name(status))
     run.scalar("flow_steps", int(sol.num_steps))
     met = _np(met)
-    if status != Status.SUCCESS:
+    if status != status_code(Status.successful):
         run.log("the flow failed: no stage or rate is reported from it")
     stages = gf.detect_stages(
         ts,
@@ -311,7 +311,7 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     att_c = np.asarray(spec_c.attention_weight) > 0.5
     c_cp = (
         float(np.asarray(spec_c.eigenvalues)[att_c][0])
-        if int(cp.status) == Status.SUCCESS
+        if bool(cp.status == Status.successful)
         else float("nan")
     )
     run.scalar(
@@ -320,7 +320,7 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
             "from_t": float(ts[i_crit]),
             "loss": float(cp.loss),
             "grad_norm": float(cp.grad_norm),
-            "status": Status(int(cp.status)).name,
+            "status": status_name(cp.status),
         },
     )
     run.check(
@@ -517,9 +517,8 @@ def run_ablation(config: AblationConfig, run: Run) -> None:
             "status": sol.status,
         }
 
-    result = run_sweep(member, Grid.zip({"P": Ps}, seeds=[config.seed]), name="ablation", run=run)
-    run.record_sweep(result)
-    ok = result.ok
+    result = run.sweep("ablation", member, Grid.zip({"P": Ps}, seeds=[config.seed]))
+    ok = result.ok()
     run.log(f"{int(np.sum(~ok))} of {len(ok)} flows failed and are excluded")
     mu1 = float(gf.condensation_rate(pi))
     fig, axes = new_figure(1, 3)
@@ -676,10 +675,9 @@ def run_delta(config: DeltaConfig, run: Run) -> None:
     grid = Grid.product(
         {"delta": list(config.deltas), "eps": list(config.eps_values)}, seeds=[config.seed]
     )
-    result = run_sweep(member, grid, name="delta", run=run)
-    run.record_sweep(result)
+    result = run.sweep("delta", member, grid)
     run.check("delta_sweep_compiles_once", expected=1, measured=int(result.n_compilations))
-    ok = result.ok
+    ok = result.ok()
     n_bad = int(np.sum(~ok))
     if n_bad:
         run.log(f"{n_bad} members failed ({result.status_counts()}) and are excluded")
@@ -878,18 +876,15 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
         return jax.vmap(lambda mm: gf.population_loss(mm, pi, P))(sol.models), sol.status
 
     flow_loss, flow_status = _np(jax.jit(jax.vmap(flow_from_seed))(jnp.asarray(seeds)))
-    run.save_arrays(flow_loss=flow_loss, flow_status=flow_status)
-    flow_ok = flow_status == Status.SUCCESS
+    run.save_arrays(flow_loss=flow_loss, flow_status=status_code(flow_status))
+    flow_ok = status_code(flow_status) == status_code(Status.successful)
 
     fig, axes = new_figure(1, 3)
     mean_err, final_err = [], []
     for n, s in zip(config.sizes_n, config.sizes_s, strict=True):
         grid = Grid.product({"lr": [config.lr]}, seeds=config.n_seeds, base_seed=config.seed)
-        res = run_sweep(
-            make_member(n, s, "gd", config.num_steps), grid, name=f"gd_n{n}_s{s}", run=run
-        )
-        run.record_sweep(res)
-        ok = res.ok & flow_ok
+        res = run.sweep(f"gd_n{n}_s{s}", make_member(n, s, "gd", config.num_steps), grid)
+        ok = res.ok() & flow_ok
         diff = np.abs(res.outputs["population_loss"] - flow_loss)[ok]
         mean_err.append(float(np.mean(diff)) if diff.size else float("nan"))
         final_err.append(float(np.mean(diff[:, -1])) if diff.size else float("nan"))
@@ -942,9 +937,8 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
     )
     n, s = config.sizes_n[-1], config.sizes_s[-1]
     grid = Grid.product({"lr": [config.adam_lr]}, seeds=config.n_seeds, base_seed=config.seed)
-    res = run_sweep(make_member(n, s, "adam", config.adam_steps), grid, name="adam", run=run)
-    run.record_sweep(res)
-    ok = res.ok
+    res = run.sweep("adam", make_member(n, s, "adam", config.adam_steps), grid)
+    ok = res.ok()
     t_adam = np.arange(config.adam_steps // config.record_every + 1) * config.record_every
     adam_final = (
         float(np.median(res.outputs["population_loss"][ok][:, -1])) if ok.any() else float("nan")
@@ -1121,12 +1115,12 @@ def run_text(config: TextConfig, run: Run) -> None:
         pi, P, model0, ts, config.rtol, config.atol, config.solver, config.max_steps
     )
     met = _np(met)
-    status = int(sol.status)
-    run.scalar("flow_status", Status(status).name)
+    status = status_code(sol.status)
+    run.scalar("flow_status", status_name(status))
     run.scalar("flow_steps", int(sol.num_steps))
     valid = np.all(np.isfinite(met["attention"].reshape(len(ts), -1)), axis=1)
     run.log(
-        f"flow: {int(sol.num_steps)} steps, {Status.describe(status)}; "
+        f"flow: {int(sol.num_steps)} steps, {status_message(status)}; "
         f"{int(valid.sum())} valid saves"
     )
     stages = gf.detect_stages(ts[valid], {k: v[valid] for k, v in met.items()}, pi_np)
@@ -1216,7 +1210,7 @@ def run_text(config: TextConfig, run: Run) -> None:
     train_loss, pop_loss, A, F = _np(jax.jit(train)(model0, jnp.asarray(windows)))
     steps = np.arange(1, len(train_loss) + 1) * config.record_every
     ok_train = bool(np.all(np.isfinite(train_loss)))
-    run.scalar("train_status", "SUCCESS" if ok_train else "NAN")
+    run.scalar("train_status", status_name(Status.successful if ok_train else Status.nonfinite))
     run.scalar("train_final_loss", float(train_loss[-1]))
     train_stories = {}
     for q in queries:

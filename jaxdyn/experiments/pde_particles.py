@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn._status import Status
+from jaxdyn._status import Status, status_code, status_message, status_name
 from jaxdyn.attention import L2, Linear, Masked, MultiHead, Sigmoid, Sinkhorn, Softmax
 from jaxdyn.meanfield import (
     bures_wasserstein,
@@ -42,7 +42,7 @@ from jaxdyn.meanfield import (
 )
 from jaxdyn.plotting import heatmap, new_figure, note_excluded, time_series
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
-from jaxdyn.sweep import Grid, run_sweep
+from jaxdyn.sweep import Grid
 
 CLOSED_VARIANTS = ("softmax", "l2", "sinkhorn", "linear", "multihead")
 ALL_VARIANTS = CLOSED_VARIANTS + ("sigmoid", "masked")
@@ -178,8 +178,8 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
     for variant in config.variants:
         att = make_attention(variant, Q, K, V, sinkhorn_iterations=config.sinkhorn_iterations)
         gauss = solve_gaussian(att, alpha0, cov0)
-        if int(gauss.status) != Status.SUCCESS:
-            run.log(f"{variant}: Gaussian ODE stopped early ({Status.describe(int(gauss.status))})")
+        if not bool(gauss.status == Status.successful):
+            run.log(f"{variant}: Gaussian ODE stopped early ({status_message(gauss.status)})")
         g_mean, g_cov = np.asarray(gauss.final_mean), np.asarray(gauss.final_cov)
 
         def member(params, key, att=att, g_mean=g_mean, g_cov=g_cov):
@@ -198,10 +198,9 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
         grid = Grid.product(
             {"repeat": np.array(config.repeats)}, seeds=config.systems, base_seed=config.seed
         )
-        result = run_sweep(member, grid, name=f"meanfield_{variant}", run=run)
-        run.record_sweep(result)
+        result = run.sweep(f"meanfield_{variant}", member, grid)
         err = result.reshaped("error")
-        ok = result.reshaped("status") == Status.SUCCESS
+        ok = result.ok().reshape(result.grid_shape)
         rms = np.array(
             [
                 np.sqrt(np.mean(err[i][ok[i]] ** 2)) if ok[i].any() else np.nan
@@ -218,7 +217,7 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
             note="slope of log RMS BW(particles, Gaussian ODE) vs log n",
         )
         ax_err.loglog(ns, rms, "o-", label=f"{variant} (slope {slope:.2f})")
-        note_excluded(ax_err, result.n_failed, len(grid))
+        note_excluded(ax_err, result.n_failed(), len(grid))
         run.save_arrays(**{f"meanfield_{variant}.n": ns, f"meanfield_{variant}.rms_error": rms})
     ax_err.loglog(ns, rms[np.argmax(ns)] * np.sqrt(ns.max() / ns), "k--", lw=0.8, label="n^-1/2")
     ax_err.set_xlabel("particles n")
@@ -287,7 +286,6 @@ class ParticlesConfig(ExperimentConfig):
     distance ``phase_radius``, ``betas`` log-spaced; one sweep over ``beta`` x systems.
     """
 
-    vmap_width: int = 8  # small groups keep each group's score blocks in cache on CPUs
     d: int = 2
     variants: tuple[str, ...] = ALL_VARIANTS
     n: int = 256
@@ -360,6 +358,8 @@ def _standardised(x):
     "pde-particles",
     ParticlesConfig,
     "particle clouds of every attention variant, clusters over depth, beta phase diagram",
+    # small groups keep each group's score blocks in cache on CPUs
+    sweep={"vmap_width": 8},
 )
 def run_pde_particles(config: ParticlesConfig, run: Run) -> None:
     d, n = config.d, config.n
@@ -395,11 +395,11 @@ def run_pde_particles(config: ParticlesConfig, run: Run) -> None:
         clouds, counts = np.asarray(sol.xs[0]), np.asarray(sol.xs[1]).astype(float)
         finite = np.all(np.isfinite(clouds), axis=(1, 2))
         counts[~finite] = np.nan  # a blown-up cloud has no cluster count
-        status = int(sol.status)
+        status = status_code(sol.status)
         cluster_counts[variant] = counts
         final_clouds[variant] = clouds[-1]
         run.save_arrays(**{f"clouds_{variant}": clouds, f"clusters_{variant}": counts})
-        run.scalar(f"{variant}_status", Status(status).name)
+        run.scalar(f"{variant}_status", status_name(status))
         run.scalar(
             f"{variant}_final_rms_radius",
             float(np.sqrt(np.mean(np.sum((clouds[-1] - clouds[-1].mean(0)) ** 2, -1)))),
@@ -416,11 +416,11 @@ def run_pde_particles(config: ParticlesConfig, run: Run) -> None:
             label = f"{counts[i]:.0f} clusters" if finite[i] else "blown up"
             ax.set_title(f"{variant}, t={depth[i]:.2f}, {label}", fontsize=7)
             ax.tick_params(labelsize=6)
-            if status != Status.SUCCESS:
+            if status != status_code(Status.successful):
                 ax.text(
                     0.02,
                     0.02,
-                    Status(status).name,
+                    status_name(status),
                     transform=ax.transAxes,
                     color="crimson",
                     fontsize=7,
@@ -476,10 +476,9 @@ def _phase_diagram(config: ParticlesConfig, run: Run) -> None:
         return {"clusters": counts, "norm_drift": jnp.max(drift), "status": sol.status}
 
     grid = Grid.product({"beta": betas}, seeds=config.phase_systems, base_seed=config.seed)
-    result = run_sweep(member, grid, name="phase", run=run)
-    run.record_sweep(result)
+    result = run.sweep("phase", member, grid)
     clusters = result.reshaped("clusters").astype(float)  # (betas, systems, saves)
-    ok = result.reshaped("status") == Status.SUCCESS
+    ok = result.ok().reshape(result.grid_shape)
     clusters[~ok] = np.nan
     mean_clusters = np.nanmean(clusters, axis=1)
     run.save_arrays(phase_betas=betas, phase_ts=ts, phase_mean_clusters=mean_clusters)
@@ -494,7 +493,7 @@ def _phase_diagram(config: ParticlesConfig, run: Run) -> None:
         xticklabels=[f"{b:.2g}" for b in betas],
         yticklabels=[f"{t:.1f}" for t in ts[::-1]],
     )
-    note_excluded(axes[0, 0], result.n_failed, len(grid))
+    note_excluded(axes[0, 0], result.n_failed(), len(grid))
     for j in np.linspace(0, len(ts) - 1, 4).astype(int)[1:]:
         axes[0, 1].semilogx(betas, mean_clusters[:, j], "o-", label=f"t = {ts[j]:.1f}")
     axes[0, 1].set_xlabel("beta")
@@ -502,7 +501,8 @@ def _phase_diagram(config: ParticlesConfig, run: Run) -> None:
     axes[0, 1].legend(fontsize=7)
     run.save_figure(fig, "beta_phase_diagram")
 
-    drift = float(np.max(result.outputs["norm_drift"][result.ok])) if result.ok.any() else np.nan
+    ok = result.ok()
+    drift = float(np.max(result.outputs["norm_drift"][ok])) if ok.any() else np.nan
     run.check(
         "tokens_stay_on_the_sphere",
         expected=0.0,
@@ -652,9 +652,9 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
     _nonconvexity(config, run, axes[0, 1])
     _sinkhorn_vs_bw(config, run, axes[0, 2])
     run.save_figure(fig, "energy")
-    for i, s in enumerate(np.asarray(statuses)):
-        if s != Status.SUCCESS:
-            run.log(f"energy case {i}: {Status.describe(int(s))}")
+    for i, s in enumerate(np.atleast_1d(status_code(statuses))):
+        if s != status_code(Status.successful):
+            run.log(f"energy case {i}: {status_message(s)}")
 
 
 def _nonconvexity(config: EnergyConfig, run: Run, ax) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import optimistix as optx
 
 from .._custom_types import Array, ArrayLike, Float, Int
-from .._status import nonfinite_status, status_from_diffrax
+from .._status import Status, mark_nonfinite
 from ._model import OneLayerTransformer, population_loss
 
 
@@ -22,13 +22,13 @@ class FlowSolution(eqx.Module):
     """Saved trajectory of a population flow.
 
     ``ts``: save times; ``models``: the parameters at each save time (leading time axis on every
-    leaf); ``status``: a :class:`jaxdyn._status.Status` code; ``num_steps``: accepted + rejected
+    leaf); ``status``: a :class:`jaxdyn.Status`; ``num_steps``: accepted + rejected
     solver steps.
     """
 
     ts: Float[Array, " T"]
     models: OneLayerTransformer
-    status: Int[Array, ""]
+    status: Status
     num_steps: Int[Array, ""]
 
 
@@ -89,7 +89,7 @@ def population_flow(
     ``solver`` (:func:`make_solver`) ``"tsit5"`` (default) or ``"kvaerno5"`` (implicit, for
     stiff flows) with a PID step-size controller; ``rtol``/``atol`` control accuracy. With
     ``throw=False`` (the default, as inside sweeps) solver failures become ``status`` codes;
-    a NaN in the saved states gives ``Status.NAN``. Differentiable through the solve
+    a NaN in the saved states gives ``Status.nonfinite``. Differentiable through the solve
     (``RecursiveCheckpointAdjoint`` by default).
     """
     ts = jnp.asarray(ts)
@@ -109,7 +109,7 @@ def population_flow(
         throw=throw,
         adjoint=adjoint if adjoint is not None else diffrax.RecursiveCheckpointAdjoint(),
     )
-    status = nonfinite_status(sol.ys, status_from_diffrax(sol.result))
+    status = mark_nonfinite(Status.promote(sol.result), sol.ys)
     return FlowSolution(
         ts=sol.ts,
         models=sol.ys,

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
-from .._custom_types import Array, ArrayLike, Float, Int, Scalar
+from .._custom_types import Array, ArrayLike, Float, Scalar
 from .._status import Status
 from ._model import OneLayerTransformer, population_loss
 
@@ -138,12 +138,12 @@ def jacobian_spectrum(model: OneLayerTransformer, pi, P) -> Spectrum:
 
 class CriticalPoint(eqx.Module):
     """Result of :func:`find_critical_point`: the point, ``||grad L||`` there, the loss and a
-    :class:`jaxdyn._status.Status` (``NOT_CONVERGED`` if the root finder failed)."""
+    :class:`jaxdyn.Status` (``not_converged`` if the root finder failed)."""
 
     model: OneLayerTransformer
     grad_norm: Scalar
     loss: Scalar
-    status: Int[Array, ""]
+    status: Status
 
 
 @eqx.filter_jit
@@ -174,7 +174,7 @@ def find_critical_point(
     point = unravel(sol.value)
     gnorm = jnp.linalg.norm(residual(sol.value, None))
     ok = (sol.result == optx.RESULTS.successful) & jnp.isfinite(gnorm)
-    status = jnp.where(ok, Status.SUCCESS, Status.NOT_CONVERGED).astype(jnp.int32)
+    status = Status.where(ok, Status.successful, Status.not_converged)
     return CriticalPoint(
         model=point, grad_norm=gnorm, loss=population_loss(point, pi, P), status=status
     )

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import optax
 
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
-from .._status import nonfinite_status
+from .._status import Status, mark_nonfinite
 from ._markov import sample_sequences
 from ._model import (
     Batch,
@@ -82,14 +82,14 @@ def position_entropy(model: OneLayerTransformer, sequences: Int[ArrayLike, "n s1
 class TrainingRun(eqx.Module):
     """Recorded training curve: ``steps`` at which the model was recorded, the training loss,
     the population loss of the trained model, its position-attention entropy, the models
-    themselves (leading axis = records) and a status code."""
+    themselves (leading axis = records) and a :class:`jaxdyn.Status`."""
 
     steps: Int[Array, " R"]
     train_loss: Float[Array, " R"]
     population_loss: Float[Array, " R"]
     position_entropy: Float[Array, " R"]
     models: OneLayerTransformer
-    status: Int[Array, ""]
+    status: Status
 
 
 def train_finite(
@@ -153,7 +153,7 @@ def train_finite(
     state, recs = jax.lax.scan(block, state, None, length=num_steps // record_every)
     recs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
     steps, tl, pl, pe, models = recs
-    status = nonfinite_status((tl, pl, models))
+    status = mark_nonfinite(Status.successful, (tl, pl, models))
     return TrainingRun(
         steps=steps,
         train_loss=tl,

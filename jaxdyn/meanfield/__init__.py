@@ -1,27 +1,17 @@
 """Mean-field Transformer PDE (transformer_pde.md): particles, Gaussian ODEs, analysis."""
 
-from ._closed_forms import (
-    blowup_time as blowup_time,
-    limiting_rank as limiting_rank,
-    low_rank_limit as low_rank_limit,
-    softmax_identity_covariance as softmax_identity_covariance,
-)
-from ._gaussian import gaussian_rhs as gaussian_rhs, velocity as velocity
-from ._paper import (
-    paper_limiting_ranks as paper_limiting_ranks,
-    paper_rank_inputs as paper_rank_inputs,
-    projected_euler as projected_euler,
-)
-from ._simulate import (
-    GaussianEvent as GaussianEvent,
-    GaussianSolution as GaussianSolution,
-    ParticleSolution as ParticleSolution,
-    simulate_gaussian as simulate_gaussian,
-    simulate_particles as simulate_particles,
+# The velocity fields of the mean-field PDE (to move here from jaxdyn.attention).
+from jaxdyn.attention import (
+    L2 as L2,
+    Linear as Linear,
+    Masked as Masked,
+    MultiHead as MultiHead,
+    PiecewiseConstant as PiecewiseConstant,
+    Sigmoid as Sigmoid,
+    Sinkhorn as Sinkhorn,
+    Softmax as Softmax,
 )
 
-# --- analysis (engineer B) ---
-# isort: split
 from ._analysis import (
     bures_wasserstein as bures_wasserstein,
     bures_wasserstein_map as bures_wasserstein_map,
@@ -32,6 +22,12 @@ from ._analysis import (
     sqrtm_psd as sqrtm_psd,
     stability_ratio as stability_ratio,
     wasserstein2_exact as wasserstein2_exact,
+)
+from ._closed_forms import (
+    blowup_time as blowup_time,
+    limiting_rank as limiting_rank,
+    low_rank_limit as low_rank_limit,
+    softmax_identity_covariance as softmax_identity_covariance,
 )
 from ._design import (
     BlowupDesign as BlowupDesign,
@@ -50,6 +46,12 @@ from ._energy import (
     geodesic_second_variation as geodesic_second_variation,
     interaction_energy as interaction_energy,
 )
+from ._gaussian import gaussian_rhs as gaussian_rhs, velocity as velocity
+from ._paper import (
+    paper_limiting_ranks as paper_limiting_ranks,
+    paper_rank_inputs as paper_rank_inputs,
+    projected_euler as projected_euler,
+)
 from ._particles import (
     RK4 as RK4,
     FixedStepSolution as FixedStepSolution,
@@ -59,6 +61,10 @@ from ._particles import (
     sphere_softmax as sphere_softmax,
     uniform_on_sphere as uniform_on_sphere,
 )
-
-# isort: split
-# --- end analysis ---
+from ._simulate import (
+    GaussianEvent as GaussianEvent,
+    GaussianSolution as GaussianSolution,
+    ParticleSolution as ParticleSolution,
+    simulate_gaussian as simulate_gaussian,
+    simulate_particles as simulate_particles,
+)

@@ -25,9 +25,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Int, PyTree
+from jaxtyping import Array, ArrayLike, Float, PyTree
 
-from .._status import nonfinite_status, status_from_diffrax
+from .._status import Status, mark_nonfinite
 from ..attention import (
     AbstractAttention,
     Softmax,
@@ -156,12 +156,12 @@ def uniform_on_sphere(key, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
 
 class FixedStepSolution(eqx.Module):
     """Result of :func:`fixed_step_particles`: saved outputs at ``ts``, the final particles and a
-    :class:`jaxdyn._status.Status`."""
+    :class:`jaxdyn.Status`."""
 
     ts: Float[Array, " s"]
     xs: PyTree
     final_x: Float[Array, "n d"]
-    status: Int[Array, ""]
+    status: Status
 
 
 def fixed_step_particles(
@@ -179,7 +179,7 @@ def fixed_step_particles(
 
     The lean path for sweeps of many fixed-step particle systems: the same vector field as
     :func:`jaxdyn.meanfield.simulate_particles`, without its blow-up event (whose root finder
-    roughly doubles compilation time); a non-finite state gives ``Status.NAN`` instead. Use
+    roughly doubles compilation time); a non-finite state gives ``Status.nonfinite`` instead. Use
     ``simulate_particles`` when blow-up must be located.
     """
     x0 = jnp.asarray(x0)
@@ -214,5 +214,5 @@ def fixed_step_particles(
     )
     out, final = sol.ys
     final_x = final[-1]
-    status = nonfinite_status(final_x, status_from_diffrax(sol.result))
+    status = mark_nonfinite(Status.promote(sol.result), final_x)
     return FixedStepSolution(ts=sol.ts[0], xs=out, final_x=final_x, status=status)

@@ -14,7 +14,7 @@ request) with ``throw=False``, and stop on events:
   flags a genuine failure only when ``psd_tol`` is well above the solver's relative error;
 - steady state: ``|d Sigma/dt|_F + |d alpha/dt| < steady_tol`` (the paper's ``tol_low``).
 
-Each run carries a :class:`jaxdyn._status.Status` and, for Gaussians, which event fired.
+Each run carries a :class:`jaxdyn.Status` and, for Gaussians, which event fired.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
-from jaxdyn._status import Status, nonfinite_status, status_from_diffrax
+from jaxdyn._status import Status, mark_nonfinite
 from jaxdyn.attention import AbstractAttention
 
 
@@ -62,7 +62,7 @@ class GaussianSolution(eqx.Module):
     t_event: Float[Array, ""]
     t_blowup: Float[Array, ""]
     event: Int[Array, ""]
-    status: Int[Array, ""]
+    status: Status
     num_steps: Int[Array, ""]
 
 
@@ -77,7 +77,7 @@ class ParticleSolution(eqx.Module):
     xs: PyTree
     final_x: Float[Array, "n d"]
     t_final: Float[Array, ""]
-    status: Int[Array, ""]
+    status: Status
     num_steps: Int[Array, ""]
 
 
@@ -268,10 +268,11 @@ def simulate_gaussian(
     fired_blowup = event_code == GaussianEvent.BLOWUP
     fired_psd = event_code == GaussianEvent.NOT_PSD
     any_event = event_code != GaussianEvent.NONE
-    status = status_from_diffrax(sol.result)
-    status = jnp.where(fired_blowup, jnp.int32(Status.BLOWUP), status)
-    status = jnp.where(fired_psd, jnp.int32(Status.NOT_PSD), status)
-    status = nonfinite_status((final_mean, final_cov), status)
+    status = Status.promote(sol.result)
+    status = Status.where(fired_blowup, Status.blowup, status)
+    status = Status.where(fired_psd, Status.not_psd, status)
+    status = Status.where(event_code == GaussianEvent.STEADY, Status.steady_state, status)
+    status = mark_nonfinite(status, (final_mean, final_cov))
 
     # Pole extrapolation: tr Sigma = c / (t* - t) + O(1) gives t* - t = tr / (d tr/dt) + O(1/tr^2).
     dtrace = jnp.trace(rhs(t_final, (final_mean, final_cov), None)[1])
@@ -310,7 +311,7 @@ def simulate_particles(
     """Solve ``dx_i/dt = Gamma_mu(x_i)``, ``mu = (1/n) sum_j delta_{x_j}``, from ``t = 0``.
 
     Stops at ``t1`` or when ``max_i |x_i|`` reaches ``blowup_norm`` (crossing located by a
-    root finder, status ``BLOWUP``). ``save_fn(t, x)`` saves statistics instead of the
+    root finder, status ``Status.blowup``). ``save_fn(t, x)`` saves statistics instead of the
     particles (memory). ``chunk_size`` evaluates the velocity in memory-linear chunks.
     """
     name = "simulate_particles"
@@ -350,9 +351,8 @@ def simulate_particles(
     )
     saved, final = sol.ys
     final_x = final[-1]
-    status = status_from_diffrax(sol.result)
-    status = jnp.where(sol.event_mask, jnp.int32(Status.BLOWUP), status)
-    status = nonfinite_status(final_x, status)
+    status = Status.where(sol.event_mask, Status.blowup, Status.promote(sol.result))
+    status = mark_nonfinite(status, final_x)
     return ParticleSolution(
         ts=sol.ts[0],
         xs=saved,

@@ -56,16 +56,29 @@ def time_series(
     ylabel: str = "",
     title: str = "",
 ):
-    """Curves ``ys`` (one array, or a sequence of arrays, or a 2-D array of columns) vs ``t``."""
+    """Curves ``ys`` against ``t``.
+
+    ``ys`` is one array, a sequence of arrays, a 2-D array (one curve per column) or a mapping
+    ``{label: array}`` (its keys label the curves unless ``labels`` is given). Every curve must
+    have ``len(t)`` points; a mismatch raises ``ValueError`` naming the curve.
+    """
     t = np.asarray(t)
-    arr = ys if isinstance(ys, list | tuple) else [ys]
+    if isinstance(ys, Mapping):
+        labels = list(ys) if labels is None else labels
+        arr = list(ys.values())
+    else:
+        arr = list(ys) if isinstance(ys, list | tuple) else [ys]
     curves = []
     for y in arr:
         y = np.asarray(y)
-        curves.extend([y] if y.ndim == 1 else list(y.T))
+        curves.extend([y] if y.ndim <= 1 else list(y.T))
     for i, y in enumerate(curves):
-        label = labels[i] if labels is not None and i < len(labels) else None
-        ax.plot(t, y, label=label, lw=1.4)
+        name = labels[i] if labels is not None and i < len(labels) else None
+        if y.shape != t.shape:
+            raise ValueError(
+                f"time_series: curve {name or i} has shape {y.shape}, expected {t.shape} like t"
+            )
+        ax.plot(t, y, label=name, lw=1.4)
     if logx:
         ax.set_xscale("log")
     if logy:

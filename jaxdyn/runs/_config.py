@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from ..sweep._options import SweepOptions
+
 
 class ConfigError(ValueError):
     """Bad user input: unknown experiment or key, wrong type or shape, invalid science input.
@@ -25,46 +27,29 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExperimentConfig:
-    """Fields every experiment has.
+    """Fields every experiment has; an experiment's config subclasses this frozen dataclass.
+
+    Science only: how a sweep is executed (vector width, chunk size, memory budget, devices,
+    processes) is a :class:`jaxdyn.sweep.SweepOptions`, set separately.
 
     Attributes:
         seed: base seed; sweeps use ``seed, seed + 1, ...`` for their seed axis.
-        chunk_size: sweep members per compiled call; 0 chooses it from the memory budget.
-        memory_budget_gb: memory one sweep chunk may use per device.
-        vmap_width: sweep members vectorised together per device; results are bitwise
-            reproducible across chunk sizes and device counts at a fixed width.
         x64: run in float64 (recommended on CPU; set false for speed on GPUs).
     """
 
     seed: int = 0
-    chunk_size: int = 0
-    memory_budget_gb: float = 2.0
-    vmap_width: int = 32
     x64: bool = True
 
     def validate(self) -> None:
-        """Check science inputs; raise :class:`ConfigError` with a one-line reason."""
+        """Check science inputs; raise :class:`ConfigError` (or ``ValueError``) with a
+        one-line reason. Called before anything is created or compiled."""
 
     @classmethod
     def quick(cls) -> dict[str, Any]:
         """Overrides for ``--quick``: a CPU-sized run of about a minute."""
         return {}
 
-    @property
-    def sweep_options(self) -> dict[str, Any]:
-        return {
-            "chunk_size": self.chunk_size,
-            "memory_budget_gb": self.memory_budget_gb,
-            "vmap_width": self.vmap_width,
-        }
-
     def validate_common(self) -> None:
-        if self.chunk_size < 0:
-            raise ConfigError(f"chunk_size must be >= 0 (0 = automatic), got {self.chunk_size}")
-        if not self.memory_budget_gb > 0:
-            raise ConfigError(f"memory_budget_gb must be positive, got {self.memory_budget_gb}")
-        if self.vmap_width < 1:
-            raise ConfigError(f"vmap_width must be >= 1, got {self.vmap_width}")
         if self.seed < 0:
             raise ConfigError(f"seed must be >= 0, got {self.seed}")
 
@@ -157,6 +142,17 @@ def parse_cli_value(text: str) -> Any:
         return stripped
 
 
+def _parse_assignments(items: Sequence[str], flag: str) -> dict[str, Any]:
+    """``["k=v", ...]`` from the command line -> ``{k: parsed v}``."""
+    parsed = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"{flag} expects key=value, got '{item}'")
+        key, _, text = item.partition("=")
+        parsed[key.strip()] = parse_cli_value(text)
+    return parsed
+
+
 def config_fields(config_cls) -> dict[str, Any]:
     hints = typing.get_type_hints(config_cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(config_cls)}
@@ -172,6 +168,9 @@ def resolve_config(
     base: Mapping[str, Any] | None = None,
 ) -> ExperimentConfig:
     """Build and validate a config: defaults < ``base`` < --quick < TOML file < --set.
+
+    The TOML file holds config keys at its top level (or in a ``[config]`` table); its
+    ``[sweep]`` table is read by :func:`resolve_sweep_options`.
 
     ``overrides`` is either a mapping or a list of ``"key=value"`` strings (as on the
     command line); string values are parsed with :func:`parse_cli_value`.
@@ -201,24 +200,14 @@ def resolve_config(
         apply("--quick", config_cls.quick())
     if toml_path is not None:
         path = Path(toml_path)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
-        try:
-            table = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"config file {path} is not valid TOML: {err}") from None
-        table = table.get("config", table)
+        table = _read_toml(path)
+        table = dict(table.get("config", table))
+        table.pop("sweep", None)  # execution options: see read_sweep_table
         apply(f"config file {path.name}", table)
     if isinstance(overrides, Mapping):
         apply("override", overrides)
     else:
-        parsed = {}
-        for item in overrides:
-            if "=" not in item:
-                raise ConfigError(f"--set expects key=value, got '{item}'")
-            key, _, text = item.partition("=")
-            parsed[key.strip()] = parse_cli_value(text)
-        apply("--set", parsed)
+        apply("--set", _parse_assignments(overrides, "--set"))
 
     try:
         config = config_cls(**values)
@@ -236,3 +225,46 @@ def resolve_config(
 
 def config_to_dict(config: ExperimentConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"config file {path} is not valid TOML: {err}") from None
+
+
+def resolve_sweep_options(
+    defaults: SweepOptions | None = None,
+    *,
+    toml_path: str | Path | None = None,
+    overrides: Mapping[str, Any] | Sequence[str] = (),
+    base: Mapping[str, Any] | None = None,
+) -> SweepOptions:
+    """Sweep options: ``defaults`` (the experiment's) < ``base`` (a stored run's) < the
+    ``[sweep]`` table of the TOML file < ``overrides`` (``--sweep KEY=VALUE``).
+
+    Raises :class:`ConfigError` with a one-line message for an unknown key or a bad value.
+    """
+    options = SweepOptions() if defaults is None else defaults
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if base:
+        layers.append(("stored run", base))
+    if toml_path is not None:
+        table = _read_toml(Path(toml_path)).get("sweep", {})
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"config file {Path(toml_path).name}: [sweep] must be a table")
+        layers.append((f"[sweep] of {Path(toml_path).name}", table))
+    if isinstance(overrides, Mapping):
+        layers.append(("override", overrides))
+    else:
+        layers.append(("--sweep", _parse_assignments(overrides, "--sweep")))
+    for source, values in layers:
+        try:
+            options = options.updated(values, source=source)
+        except (TypeError, ValueError) as err:
+            message = str(err) if source in str(err) else f"{err} ({source})"
+            raise ConfigError(message) from None
+    return options

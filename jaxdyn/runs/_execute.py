@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -10,8 +11,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ._atomic import atomic_write_text
-from ._config import ConfigError, ExperimentConfig, config_to_dict, resolve_config
+from .._atomic import atomic_write_text
+from ..sweep._options import SweepOptions
+from ._config import (
+    ConfigError,
+    ExperimentConfig,
+    config_to_dict,
+    resolve_config,
+    resolve_sweep_options,
+)
 from ._registry import Experiment, get_experiment
 from ._run import Run, _jsonable
 
@@ -28,6 +36,53 @@ def read_summary(path: str | Path) -> dict[str, Any] | None:
     return json.loads(file.read_text())
 
 
+@dataclasses.dataclass(frozen=True)
+class PreparedRun:
+    """A resolved, validated run that has not started: what ``jaxdyn run`` is about to do.
+
+    Attributes:
+        experiment: the registered :class:`Experiment`.
+        config: its validated science config.
+        options: the :class:`jaxdyn.sweep.SweepOptions` its sweeps use.
+        out: the run directory.
+        quick: whether ``--quick`` was applied.
+    """
+
+    experiment: Experiment
+    config: ExperimentConfig
+    options: SweepOptions
+    out: Path
+    quick: bool = False
+
+
+def _run_directory(name: str, out, resume: bool) -> Path:
+    if out is not None:
+        return Path(out)
+    if not resume:
+        return default_run_dir(name)
+    candidates = sorted(Path("runs").glob(f"{name}-*"))
+    candidates = [c for c in candidates if (c / "config.json").exists()]
+    if not candidates:
+        raise ConfigError(f"--resume: no earlier run of '{name}' under runs/; pass --out")
+    return candidates[-1]
+
+
+def _stored_run(name: str, out: Path, resume: bool, overwrite: bool) -> dict | None:
+    if not (out / "config.json").exists():
+        if out.exists() and any(out.iterdir()) and not overwrite:
+            raise ConfigError(f"--out {out} exists and is not a jaxdyn run directory")
+        return None
+    stored = json.loads((out / "config.json").read_text())
+    if stored.get("experiment") != name:
+        raise ConfigError(f"{out} holds a run of '{stored.get('experiment')}', not '{name}'")
+    if not resume and not overwrite:
+        raise ConfigError(
+            f"run directory {out} already exists; use --resume to continue it or "
+            f"--overwrite to start again"
+        )
+    return stored
+
+
 def prepare_run(
     name: str,
     *,
@@ -35,40 +90,21 @@ def prepare_run(
     quick: bool = False,
     toml_path: str | Path | None = None,
     overrides: list[str] | dict[str, Any] = (),
+    sweep: list[str] | dict[str, Any] = (),
     resume: bool = False,
     overwrite: bool = False,
-) -> tuple[Experiment, ExperimentConfig, Path]:
-    """Resolve the experiment, config and run directory; create nothing. Raises ConfigError."""
-    experiment = get_experiment(name)
-    if out is None:
-        if resume:
-            candidates = sorted(Path("runs").glob(f"{name}-*"))
-            candidates = [c for c in candidates if (c / "config.json").exists()]
-            if not candidates:
-                raise ConfigError(f"--resume: no earlier run of '{name}' under runs/; pass --out")
-            out = candidates[-1]
-        else:
-            out = default_run_dir(name)
-    out = Path(out)
-    stored = None
-    if (out / "config.json").exists():
-        stored = json.loads((out / "config.json").read_text())
-        if stored.get("experiment") != name:
-            raise ConfigError(
-                f"{out} holds a run of '{stored.get('experiment')}', not '{name}'"
-            )
-        if not resume and not overwrite:
-            raise ConfigError(
-                f"run directory {out} already exists; use --resume to continue it or "
-                f"--overwrite to start again"
-            )
-    elif out.exists() and any(out.iterdir()) and not overwrite:
-        raise ConfigError(f"--out {out} exists and is not a jaxdyn run directory")
+) -> PreparedRun:
+    """Resolve the experiment, config, sweep options and run directory; create nothing.
 
+    ``overrides`` are config fields (``--set``), ``sweep`` are sweep options (``--sweep``).
+    With ``resume`` the stored config is continued (changing it is refused); sweep options
+    other than the stored vector width may change. Raises :class:`ConfigError`.
+    """
+    experiment = get_experiment(name)
+    out = _run_directory(name, out, resume)
+    stored = _stored_run(name, out, resume, overwrite)
     if resume and stored is not None and not overwrite:
-        config = resolve_config(
-            experiment.config_cls, experiment=name, base=stored["config"]
-        )
+        config = resolve_config(experiment.config_cls, experiment=name, base=stored["config"])
         if overrides or toml_path:
             requested = resolve_config(
                 experiment.config_cls,
@@ -81,6 +117,8 @@ def prepare_run(
                 raise ConfigError(
                     "--resume continues the stored config; --set/--config would change it"
                 )
+        quick = bool(stored.get("quick", quick))
+        base_options = stored.get("sweep_options")
     else:
         config = resolve_config(
             experiment.config_cls,
@@ -89,7 +127,11 @@ def prepare_run(
             toml_path=toml_path,
             overrides=overrides,
         )
-    return experiment, config, out
+        base_options = None
+    options = resolve_sweep_options(
+        experiment.sweep_defaults, toml_path=toml_path, overrides=sweep, base=base_options
+    )
+    return PreparedRun(experiment, config, options, out, quick)
 
 
 def _environment() -> dict[str, Any]:
@@ -109,29 +151,23 @@ def _environment() -> dict[str, Any]:
     }
 
 
-def execute_run(
-    experiment: Experiment,
-    config: ExperimentConfig,
-    out: Path,
-    *,
-    quick: bool = False,
-    overwrite: bool = False,
-    echo: bool = True,
-) -> Path:
-    """Run ``experiment`` with ``config`` into ``out``; returns the run directory.
+def execute_run(prepared: PreparedRun, *, overwrite: bool = False, echo: bool = True) -> Path:
+    """Run a :class:`PreparedRun` into its directory; returns the run directory.
 
     Exceptions from the experiment propagate after ``summary.json`` records the failure.
     """
     import jax
 
+    experiment, config, out = prepared.experiment, prepared.config, prepared.out
     jax.config.update("jax_enable_x64", bool(config.x64))
-    if overwrite and out.exists():
+    if overwrite and out.exists() and jax.process_index() == 0:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     config_json = {
         "experiment": experiment.name,
         "config": config_to_dict(config),
-        "quick": quick,
+        "sweep_options": prepared.options.as_dict(),
+        "quick": prepared.quick,
         "seed": config.seed,
         **_environment(),
     }
@@ -139,13 +175,12 @@ def execute_run(
     if config_path.exists():
         previous = json.loads(config_path.read_text())
         config_json["created"] = previous.get("created")
-        config_json["quick"] = previous.get("quick", quick)
     else:
         config_json["created"] = datetime.datetime.now().isoformat(timespec="seconds")
     if jax.process_index() == 0:
         atomic_write_text(config_path, json.dumps(_jsonable(config_json), indent=2))
 
-    run = Run(out, experiment=experiment.name, echo=echo, config=config)
+    run = Run(out, experiment=experiment.name, echo=echo, config=config, options=prepared.options)
     run.log(f"run {experiment.name} -> {out} (pid {os.getpid()})")
     try:
         experiment.fn(config, run)
@@ -154,9 +189,30 @@ def execute_run(
         run.fail("interrupted" if isinstance(err, KeyboardInterrupt) else message)
         if not isinstance(err, KeyboardInterrupt):
             run.log("failed: " + message)
-            with open(out / "log.txt", "a", encoding="utf-8") as f:
-                f.write(traceback.format_exc())
+            if run.writer:
+                with open(out / "log.txt", "a", encoding="utf-8") as f:
+                    f.write(traceback.format_exc())
         raise
     run.finish()
     run.log("complete")
     return out
+
+
+def run_experiment(
+    name: str,
+    *,
+    out: str | Path | None = None,
+    quick: bool = False,
+    overrides: dict[str, Any] | list[str] = (),
+    sweep: dict[str, Any] | list[str] = (),
+    resume: bool = False,
+    overwrite: bool = False,
+    echo: bool = False,
+) -> Path:
+    """``jaxdyn run`` from Python: prepare and execute experiment ``name``; returns its run
+    directory (read it with :func:`read_summary` or ``numpy.load(out / "results.npz")``)."""
+    prepared = prepare_run(
+        name, out=out, quick=quick, overrides=overrides, sweep=sweep, resume=resume,
+        overwrite=overwrite,
+    )
+    return execute_run(prepared, overwrite=overwrite, echo=echo)

@@ -1,14 +1,38 @@
-"""The experiment registry: names -> (config class, run function, description)."""
+"""The experiment registry: names -> (config class, run function, description, sweep defaults).
+
+Experiments join the registry in one of two ways, and jaxdyn's own experiments use the first:
+
+- **entry points**: a package declares modules in the ``jaxdyn.experiments`` entry-point group
+  of its ``pyproject.toml``; loading the entry point imports the module, whose
+  :func:`register_experiment` decorators register its experiments::
+
+      [project.entry-points."jaxdyn.experiments"]
+      my-experiments = "my_package.experiments"
+
+- **imports**: ``--import MODULE`` on any ``jaxdyn`` command (or ``JAXDYN_IMPORT``, a
+  comma-separated list) imports a module by name or a plain ``.py`` file by path.
+
+The registry never imports experiment modules by name itself.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
+import importlib.metadata
+import importlib.util
 import os
-import pkgutil
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
+from ..sweep._options import SweepOptions
 from ._config import ConfigError, ExperimentConfig
+
+ENTRY_POINT_GROUP = "jaxdyn.experiments"
+IMPORT_ENV = "JAXDYN_IMPORT"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +45,9 @@ class Experiment:
         fn: ``fn(config, run) -> None``; writes arrays, scalars, checks and figures to ``run``.
         description: one line for ``jaxdyn list``.
         paper: part of ``jaxdyn reproduce``.
+        sweep_defaults: the experiment's default :class:`jaxdyn.sweep.SweepOptions` (the
+            ``[sweep]`` table and ``--sweep`` override them).
+        module: where it was registered from (shown by ``jaxdyn list --verbose``).
     """
 
     name: str
@@ -28,56 +55,121 @@ class Experiment:
     fn: Callable
     description: str
     paper: bool = True
+    sweep_defaults: SweepOptions = dataclasses.field(default_factory=SweepOptions)
+    module: str = ""
 
 
 _REGISTRY: dict[str, Experiment] = {}
-_LOADED = False
+_LOADED_ENTRY_POINTS = False
+_IMPORTED: set[str] = set()
 
 
 def register_experiment(
-    name: str, config_cls: type[ExperimentConfig], description: str, *, paper: bool = True
+    name: str,
+    config_cls: type[ExperimentConfig],
+    description: str,
+    *,
+    paper: bool = True,
+    sweep: SweepOptions | Mapping[str, Any] | None = None,
 ):
-    """Decorator registering ``fn(config, run)`` as experiment ``name``."""
+    """Decorator registering ``fn(config, run)`` as experiment ``name``.
+
+    ``sweep`` gives the experiment's default sweep options (a :class:`SweepOptions` or a
+    mapping of its fields), e.g. ``{"vmap_width": 8}`` for members that run best in narrow
+    groups.
+    """
     if not (isinstance(config_cls, type) and issubclass(config_cls, ExperimentConfig)):
         raise TypeError(f"experiment '{name}': config must subclass ExperimentConfig")
     if not dataclasses.is_dataclass(config_cls):
         raise TypeError(f"experiment '{name}': config must be a dataclass")
+    if sweep is None:
+        defaults = SweepOptions()
+    elif isinstance(sweep, SweepOptions):
+        defaults = sweep
+    else:
+        defaults = SweepOptions().updated(sweep, source=f"experiment '{name}'")
 
     def decorator(fn: Callable) -> Callable:
         existing = _REGISTRY.get(name)
-        if existing is not None and existing.fn.__qualname__ != fn.__qualname__:
-            raise ValueError(f"experiment '{name}' is registered twice")
-        _REGISTRY[name] = Experiment(name, config_cls, fn, description, paper)
+        module = getattr(fn, "__module__", "")
+        if existing is not None and (existing.module, existing.fn.__qualname__) != (
+            module,
+            fn.__qualname__,
+        ):
+            raise ValueError(
+                f"experiment '{name}' is registered twice ({existing.module} and {module})"
+            )
+        _REGISTRY[name] = Experiment(name, config_cls, fn, description, paper, defaults, module)
         return fn
 
     return decorator
 
 
-def load_experiments() -> None:
-    """Import every module of ``jaxdyn.experiments`` and any in ``JAXDYN_EXPERIMENT_MODULES``.
+def _import_path(path: Path) -> None:
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
+    module_name = f"_jaxdyn_import_{path.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"--import: cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
 
-    ``JAXDYN_EXPERIMENT_MODULES`` is a comma-separated list of importable modules that
-    register their own experiments (plugins; the test suite uses it).
+
+def import_experiments(targets: Iterable[str]) -> None:
+    """Import modules (by name) or ``.py`` files (by path) that register experiments.
+
+    Raises :class:`ConfigError` with a one-line message when a target cannot be imported.
     """
-    global _LOADED
-    if _LOADED:
-        return
-    import jaxdyn.experiments as package
+    for target in targets:
+        target = target.strip()
+        if not target or target in _IMPORTED:
+            continue
+        path = Path(target)
+        try:
+            if target.endswith(".py") or os.sep in target:
+                if not path.is_file():
+                    raise ConfigError(f"--import: no such file: {target}")
+                _import_path(path.resolve())
+            else:
+                importlib.import_module(target)
+        except ConfigError:
+            raise
+        except ImportError as err:
+            raise ConfigError(f"--import {target}: {err}") from None
+        _IMPORTED.add(target)
 
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{package.__name__}.{info.name}")
-    for module in filter(None, os.environ.get("JAXDYN_EXPERIMENT_MODULES", "").split(",")):
-        importlib.import_module(module.strip())
-    _LOADED = True
+
+def _load_entry_points() -> None:
+    global _LOADED_ENTRY_POINTS
+    if _LOADED_ENTRY_POINTS:
+        return
+    _LOADED_ENTRY_POINTS = True
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            entry.load()
+        except Exception as err:  # one broken plugin must not hide the others
+            print(
+                f"jaxdyn: warning: could not load experiments '{entry.name}' "
+                f"({entry.value}): {type(err).__name__}: {err}",
+                file=sys.stderr,
+            )
+
+
+def load_experiments() -> None:
+    """Load every experiment: entry points, then the modules named in ``JAXDYN_IMPORT``."""
+    _load_entry_points()
+    import_experiments(os.environ.get(IMPORT_ENV, "").split(","))
 
 
 def list_experiments() -> list[Experiment]:
+    """Every registered experiment, in registration order."""
     load_experiments()
     return list(_REGISTRY.values())
 
 
 def get_experiment(name: str) -> Experiment:
+    """The experiment called ``name``; :class:`ConfigError` (with a suggestion) if unknown."""
     load_experiments()
     if name not in _REGISTRY:
         import difflib

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ._atomic import atomic_write_text
+from .._atomic import atomic_write_text
 from ._config import ConfigError
 
 

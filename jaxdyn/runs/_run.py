@@ -20,12 +20,17 @@ import math
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ._atomic import atomic_savefig, atomic_savez, atomic_write_text
+from .._atomic import atomic_savefig, atomic_savez, atomic_write_text
+from .._status import status_code, status_name
+from ..sweep._grid import Grid
+from ..sweep._options import SweepOptions
+from ..sweep._result import SweepResult
 
 
 def _jsonable(value: Any) -> Any:
@@ -51,11 +56,17 @@ class Run:
     """
 
     def __init__(
-        self, path: str | Path, *, experiment: str, echo: bool = True, config=None
+        self,
+        path: str | Path,
+        *,
+        experiment: str,
+        echo: bool = True,
+        config=None,
+        options: SweepOptions | None = None,
     ):
         self.path = Path(path)
         self.config = config
-        self.sweep_options = getattr(config, "sweep_options", {})
+        self.options = SweepOptions() if options is None else options
         self.experiment = experiment
         self.echo = echo
         self.figures_dir = self.path / "figures"
@@ -91,11 +102,44 @@ class Run:
         if self.writer:
             atomic_savez(self.path / "results.npz", **self._arrays)
 
-    def record_sweep(self, result) -> None:
-        """Store a :class:`jaxdyn.sweep.SweepResult`: its arrays and its failure counts."""
+    def sweep(
+        self,
+        name: str,
+        member: Callable,
+        grid: Grid,
+        *,
+        accept: Iterable = (),
+        options: SweepOptions | None = None,
+    ) -> SweepResult:
+        """Run a sweep into this run directory: checkpoint, resume, record, in one call.
+
+        ``member(params, key) -> dict`` and ``grid`` are as in :func:`jaxdyn.sweep.run_sweep`;
+        the run's :class:`~jaxdyn.sweep.SweepOptions` apply (``options`` replaces them for this
+        sweep). Finished chunks go to ``checkpoints/<name>/`` so that ``--resume`` continues a
+        killed run; the result's arrays go to ``results.npz`` as ``<name>.<key>`` and its
+        status counts to ``summary.json``. Members whose status is in ``accept`` (besides
+        ``Status.successful``) are not counted as failed (e.g. ``Status.blowup`` where blow-up
+        is what is measured).
+        """
+        from ..sweep import run_sweep
+
+        result = run_sweep(
+            member,
+            grid,
+            name=name,
+            options=self.options if options is None else options,
+            checkpoint_dir=self.path / "checkpoints",
+            log=self.log,
+        )
+        self._record_sweep(result, accept=accept)
+        return result
+
+    def _record_sweep(self, result: SweepResult, accept: Iterable = ()) -> None:
+        """Store a sweep's arrays and its status counts."""
         self._sweeps[result.name] = {
             "members": int(result.status.shape[0]),
-            "failed": result.n_failed,
+            "failed": result.n_failed(accept),
+            "accepted": [status_name(status_code(s)) for s in accept],
             "status_counts": result.status_counts(),
             "chunk_size": result.chunk_size,
             "n_devices": result.n_devices,

@@ -1,5 +1,16 @@
-"""The sweep engine: hyperparameters x seeds as one jit(vmap) program, chunked and sharded."""
+"""The sweep engine: hyperparameters x seeds as one jit(vmap) program, chunked and sharded.
+
+```python
+from jaxdyn.sweep import Grid, SweepOptions, run_sweep
+
+result = run_sweep(member, Grid.product({"lam": [0.3, 0.5]}, seeds=8),
+                   options=SweepOptions(vmap_width=16))
+```
+"""
 
 from ._devices import use_cpu_devices as use_cpu_devices
-from ._engine import SweepResult as SweepResult, run_sweep as run_sweep
+from ._engine import run_sweep as run_sweep
 from ._grid import Grid as Grid
+from ._options import SweepOptions as SweepOptions
+from ._programs import effective_vmap_width as effective_vmap_width
+from ._result import SweepResult as SweepResult

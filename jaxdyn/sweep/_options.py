@@ -1,0 +1,82 @@
+"""How a sweep is executed, kept apart from what it computes: :class:`SweepOptions`.
+
+Science configs say *what* to simulate; sweep options say *how* to spread it over vector
+lanes, memory, devices and processes. They come from (lowest to highest precedence) the
+defaults below, an experiment's own defaults, the ``[sweep]`` table of a TOML config file, and
+``--sweep KEY=VALUE`` on the command line. None of them changes a member's result except
+``vmap_width`` (XLA's vectorised code may round differently at different widths), which is
+therefore fixed per run and stored with the checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SweepOptions:
+    """Execution options of :func:`jaxdyn.sweep.run_sweep` and :meth:`jaxdyn.runs.Run.sweep`.
+
+    Attributes:
+        vmap_width: members vectorised together on a device (fewer for smaller grids). A
+            device's share of a chunk is a loop over groups of this width. Larger widths suit
+            GPUs; on CPUs 8-64 is best. Results are bitwise identical for any chunk size,
+            device count and process count at a fixed width.
+        chunk_size: members per compiled call (rounded up to a multiple of devices x width);
+            ``0`` chooses it from ``memory_budget_gb``.
+        memory_budget_gb: memory one chunk may use per device (arguments, outputs and XLA
+            temporaries, from the compiled program's memory analysis).
+        devices: how many of this process's devices to shard over (``None``: all).
+        progress: show a progress bar (``None``: when stderr is a terminal).
+    """
+
+    vmap_width: int = 32
+    chunk_size: int = 0
+    memory_budget_gb: float = 2.0
+    devices: int | None = None
+    progress: bool | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("vmap_width", "chunk_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"sweep option {name} must be an integer, got {value!r}")
+        if self.vmap_width < 1:
+            raise ValueError(f"sweep option vmap_width must be >= 1, got {self.vmap_width}")
+        if self.chunk_size < 0:
+            raise ValueError(
+                f"sweep option chunk_size must be >= 0 (0 = automatic), got {self.chunk_size}"
+            )
+        budget = self.memory_budget_gb
+        if isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0:
+            raise ValueError(f"sweep option memory_budget_gb must be positive, got {budget!r}")
+        if self.devices is not None and (
+            isinstance(self.devices, bool) or not isinstance(self.devices, int) or self.devices < 1
+        ):
+            raise ValueError(
+                f"sweep option devices must be a positive integer, got {self.devices!r}"
+            )
+        if self.progress is not None and not isinstance(self.progress, bool):
+            raise ValueError(f"sweep option progress must be true or false, got {self.progress!r}")
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    def updated(self, values: Mapping[str, Any], *, source: str = "sweep options") -> SweepOptions:
+        """A copy with ``values`` applied; unknown keys and bad values raise ``ValueError``."""
+        unknown = sorted(set(values) - set(self.field_names()))
+        if unknown:
+            raise ValueError(
+                f"unknown sweep option '{unknown[0]}' ({source}); valid options: "
+                f"{', '.join(self.field_names())}"
+            )
+        values = dict(values)
+        if "memory_budget_gb" in values and isinstance(values["memory_budget_gb"], int):
+            values["memory_budget_gb"] = float(values["memory_budget_gb"])
+        return dataclasses.replace(self, **values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
