@@ -61,10 +61,12 @@ from ._particles import (
     sphere_softmax as sphere_softmax,
     uniform_on_sphere as uniform_on_sphere,
 )
-from ._simulate import (
+from ._simulate_gaussian import (
     GaussianEvent as GaussianEvent,
     GaussianSolution as GaussianSolution,
-    ParticleSolution as ParticleSolution,
     simulate_gaussian as simulate_gaussian,
+)
+from ._simulate_particles import (
+    ParticleSolution as ParticleSolution,
     simulate_particles as simulate_particles,
 )

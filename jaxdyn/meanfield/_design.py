@@ -18,7 +18,7 @@ import optax
 from jaxtyping import Array, ArrayLike, Float
 
 from ..attention import AbstractAttention, Softmax
-from ._simulate import simulate_gaussian
+from ._simulate_gaussian import simulate_gaussian
 
 
 def solver_blowup_time(

@@ -20,18 +20,18 @@ Each run carries a :class:`jaxdyn.Status` and, for Gaussians, which event fired.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
-from jaxtyping import Array, ArrayLike, Float, Int, PyTree
+from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxdyn._status import Status, mark_nonfinite
 from jaxdyn.attention import AbstractAttention
+
+from ._solve_common import _check_times, _controller, _root_finder
 
 
 class GaussianEvent(enum.IntEnum):
@@ -66,85 +66,6 @@ class GaussianSolution(eqx.Module):
     num_steps: Int[Array, ""]
 
 
-class ParticleSolution(eqx.Module):
-    """Result of :func:`simulate_particles`.
-
-    ``xs`` holds the particles at ``ts`` (or ``save_fn(t, x)`` outputs); ``final_x`` at
-    ``t_final`` (blow-up event time or ``t1``); ``status``; ``num_steps``.
-    """
-
-    ts: Float[Array, " s"]
-    xs: PyTree
-    final_x: Float[Array, "n d"]
-    t_final: Float[Array, ""]
-    status: Status
-    num_steps: Int[Array, ""]
-
-
-def _controller(adaptive: bool, rtol: float, atol: float, dt0, t0, t1, name: str):
-    if adaptive:
-        return diffrax.PIDController(rtol=rtol, atol=atol), dt0
-    if dt0 is None:
-        raise ValueError(f"{name}: adaptive=False needs a fixed step dt0")
-    return diffrax.ConstantStepSize(), dt0
-
-
-def _check_times(name, t1, ts, dt0):
-    for label, value in (("t1", t1), ("dt0", dt0)):
-        if value is None:
-            continue
-        try:
-            v = float(value)
-        except (TypeError, jax.errors.ConcretizationTypeError):
-            continue  # traced inside a sweep: validated by the experiment config
-        if not v > 0:
-            raise ValueError(f"{name}: {label} must be positive, got {v}")
-
-
-class _UpcrossingBisection(optx.AbstractRootFinder):
-    """Bisection for an event condition that changes sign on ``[lower, upper]``.
-
-    diffrax brackets the crossing by the step that triggered the event. Unlike
-    ``optx.Bisection`` this never raises when round-off makes the bracket look empty (it
-    then returns ``upper``, the end of the step), stops on the interval width alone (an event
-    function near a blow-up is too steep for a tolerance on its value), and needs no linear
-    solve, so it runs inside ``jaxdyn.sweep``'s ``shard_map`` where optimistix's Newton fails.
-
-    The direction of the crossing is read off the sign at ``lower``: under ``vmap`` diffrax
-    runs the root finder for every member, and for members *without* an event it finds the
-    end of the step as the root of the decreasing ``t_next - t``. A bisection that assumed an
-    upward crossing returned ``lower`` for those members, so they stopped one step short of
-    ``t1`` whenever another member of the batch hit an event.
-    """
-
-    rtol: float
-    atol: float
-    norm = staticmethod(jnp.abs)
-
-    def init(self, fn, y, args, options, f_struct, aux_struct, tags):
-        lower = jnp.asarray(options["lower"], f_struct.dtype)
-        upper = jnp.asarray(options["upper"], f_struct.dtype)
-        f_lower, _ = fn(lower, args)
-        return (lower, upper, f_lower < 0)
-
-    def step(self, fn, y, args, options, state, tags):
-        lower, upper, lower_negative = state
-        mid = lower + 0.5 * (upper - lower)
-        value, aux = fn(mid, args)
-        same_side_as_lower = (value < 0) == lower_negative
-        lower = jnp.where(same_side_as_lower, mid, lower)
-        upper = jnp.where(same_side_as_lower, upper, mid)
-        return upper, (lower, upper, lower_negative), aux
-
-    def terminate(self, fn, y, args, options, state, tags):
-        lower, upper = state[0], state[1]
-        done = (upper - lower) <= self.atol + self.rtol * jnp.abs(upper)
-        return done, optx.RESULTS.successful
-
-    def postprocess(self, fn, y, aux, args, options, state, tags, result):
-        return state[1], aux, {}
-
-
 def _check_covariance(name, cov) -> None:
     """Symmetric and PSD (when concrete; traced covariances are the config's to check)."""
     try:
@@ -156,10 +77,6 @@ def _check_covariance(name, cov) -> None:
         raise ValueError(f"{name}: cov0 must be symmetric")
     if np.linalg.eigvalsh(0.5 * (c + c.T))[0] < -1e-10 * scale:
         raise ValueError(f"{name}: cov0 must be positive semi-definite")
-
-
-def _root_finder():
-    return _UpcrossingBisection(rtol=1e-14, atol=1e-14)
 
 
 def simulate_gaussian(
@@ -291,73 +208,3 @@ def simulate_gaussian(
         num_steps=sol.stats["num_steps"],
     )
 
-
-def simulate_particles(
-    attention: AbstractAttention,
-    x0: Float[ArrayLike, "n d"],
-    t1: Float[ArrayLike, ""],
-    *,
-    ts: Float[ArrayLike, " s"] | None = None,
-    adaptive: bool = True,
-    dt0: Float[ArrayLike, ""] | None = None,
-    solver: diffrax.AbstractSolver | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-8,
-    max_steps: int = 4096,
-    blowup_norm: Float[ArrayLike, ""] = 1e6,
-    save_fn: Callable[[Float[Array, ""], Float[Array, "n d"]], PyTree] | None = None,
-    chunk_size: int | None = None,
-) -> ParticleSolution:
-    """Solve ``dx_i/dt = Gamma_mu(x_i)``, ``mu = (1/n) sum_j delta_{x_j}``, from ``t = 0``.
-
-    Stops at ``t1`` or when ``max_i |x_i|`` reaches ``blowup_norm`` (crossing located by a
-    root finder, status ``Status.blowup``). ``save_fn(t, x)`` saves statistics instead of the
-    particles (memory). ``chunk_size`` evaluates the velocity in memory-linear chunks.
-    """
-    name = "simulate_particles"
-    x0 = jnp.asarray(x0)
-    if x0.ndim != 2:
-        raise ValueError(f"{name}: x0 must be (n, d), got shape {x0.shape}")
-    _check_times(name, t1, ts, dt0)
-    dtype = jnp.result_type(x0, float)
-    t1 = jnp.asarray(t1, dtype)
-
-    def rhs(t, x, args):
-        return attention.velocity(x, x, t=t, chunk_size=chunk_size)
-
-    def blowup_cond(t, y, args, **kw):  # diffrax passes t, y, args by keyword
-        return jnp.sqrt(jnp.max(jnp.sum(y**2, axis=-1))) / blowup_norm - 1.0
-
-    event = diffrax.Event(blowup_cond, root_finder=_root_finder(), direction=True)
-    controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
-    fn = (lambda t, x, args: x) if save_fn is None else (lambda t, x, args: save_fn(t, x))
-    saved_at = (
-        diffrax.SubSaveAt(t1=True, fn=fn)
-        if ts is None
-        else diffrax.SubSaveAt(ts=jnp.asarray(ts, dtype), fn=fn)
-    )
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(rhs),
-        solver if solver is not None else diffrax.Tsit5(),
-        t0=jnp.zeros((), dtype),
-        t1=t1,
-        dt0=dt0,
-        y0=x0.astype(dtype),
-        saveat=diffrax.SaveAt(subs=[saved_at, diffrax.SubSaveAt(t1=True)]),
-        stepsize_controller=controller,
-        event=event,
-        max_steps=max_steps,
-        throw=False,
-    )
-    saved, final = sol.ys
-    final_x = final[-1]
-    status = Status.where(sol.event_mask, Status.blowup, Status.promote(sol.result))
-    status = mark_nonfinite(status, final_x)
-    return ParticleSolution(
-        ts=sol.ts[0],
-        xs=saved,
-        final_x=final_x,
-        t_final=sol.ts[1][-1],
-        status=status,
-        num_steps=sol.stats["num_steps"],
-    )
