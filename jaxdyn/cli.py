@@ -37,10 +37,39 @@ def _add_cpu_devices_option(parser) -> None:
         "--cpu-devices",
         default=os.environ.get("JAXDYN_CPU_DEVICES"),
         metavar="N|auto",
-        help="experimental: split the CPU into N XLA devices (auto: one per core) so sweeps "
-        "use every core (a known XLA CPU deadlock with some members: docs/scaling.md); "
-        "results are identical for any N (default: $JAXDYN_CPU_DEVICES, else JAX's default)",
+        help="split the CPU into N XLA devices in one process (auto: one per core); unsafe for "
+        "members with batched LAPACK calls (eigh, solve: an XLA CPU deadlock, "
+        "docs/scaling.md), so --processes is the default way to use every core "
+        "(default: $JAXDYN_CPU_DEVICES, else one device)",
     )
+
+
+def _add_processes_option(parser) -> None:
+    parser.add_argument(
+        "--processes",
+        default=os.environ.get("JAXDYN_PROCESSES"),
+        metavar="N|auto",
+        help="run as N cooperating processes on this machine (jax.distributed; auto: one per "
+        "core, the default; 1 with --cpu-devices); results are identical for any N "
+        "(default: $JAXDYN_PROCESSES, else auto)",
+    )
+
+
+def _processes(args) -> int:
+    """How many local worker processes ``run``/``reproduce`` should use."""
+    from jaxdyn.runs import ConfigError
+    from jaxdyn.sweep._devices import resolve_cpu_devices
+
+    value = getattr(args, "processes", None)
+    if value is None:  # several in-process devices asked for: the user chose that instead
+        in_process = getattr(args, "cpu_devices", None) or (
+            "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+        )
+        value = "1" if in_process else "auto"
+    try:
+        return resolve_cpu_devices(value) or 1
+    except ValueError as err:
+        raise ConfigError(f"--processes: {str(err).replace('cpu devices', 'processes')}") from None
 
 
 def _apply_cpu_devices(args) -> None:
@@ -112,6 +141,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_sweep_option(run)
     run.add_argument("--resume", action="store_true", help="continue a killed run in --out")
+    _add_processes_option(run)
     _add_cpu_devices_option(run)
     run.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     run.add_argument(
@@ -134,6 +164,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument("--resume", action="store_true", help="skip complete runs in --out")
     _add_sweep_option(reproduce)
+    _add_processes_option(reproduce)
     _add_cpu_devices_option(reproduce)
     return parser
 
@@ -177,9 +208,17 @@ def _cmd_run(args) -> int:
     return EXIT_OK
 
 
+def _is_first_process() -> bool:
+    import jax
+
+    return jax.process_index() == 0
+
+
 def _print_run_result(out: Path) -> None:
     from jaxdyn.runs import read_summary
 
+    if not _is_first_process():
+        return
     summary = read_summary(out) or {}
     print(
         f"{summary.get('experiment')}: {summary.get('status')}, checks "
@@ -221,14 +260,15 @@ def _cmd_reproduce(args) -> int:
     _enable_compilation_cache()
     failed = []
     run_dirs = []
+    say = print if _is_first_process() else (lambda *a, **k: None)
     for i, name in enumerate(names, 1):
         out = out_root / name
         summary = read_summary(out)
         if args.resume and summary and summary.get("status") == "complete":
-            print(f"[{i}/{len(names)}] {name}: complete, skipped", file=sys.stderr)
+            say(f"[{i}/{len(names)}] {name}: complete, skipped", file=sys.stderr)
             run_dirs.append(out)
             continue
-        print(f"[{i}/{len(names)}] {name}", file=sys.stderr, flush=True)
+        say(f"[{i}/{len(names)}] {name}", file=sys.stderr, flush=True)
         try:
             prepared = prepare_run(
                 name,
@@ -241,25 +281,57 @@ def _cmd_reproduce(args) -> int:
             execute_run(prepared)
             _print_run_result(out)
         except ConfigError as err:  # e.g. a data file missing on this machine: skip, report
-            print(f"{name}: SKIPPED: {err}", file=sys.stderr)
+            say(f"{name}: SKIPPED: {err}", file=sys.stderr)
             failed.append(name)
         except KeyboardInterrupt:
             raise
         except Exception as err:  # one failing experiment must not stop the others
-            print(f"{name}: FAILED: {type(err).__name__}: {err}", file=sys.stderr)
+            say(f"{name}: FAILED: {type(err).__name__}: {err}", file=sys.stderr)
             failed.append(name)
         if read_summary(out) is not None:
             run_dirs.append(out)
-    report_dir = write_report(run_dirs, out_root / "report", title="jaxdyn reproduce")
-    print(f"report: {report_dir / 'report.md'} and {report_dir / 'report.html'}")
+    if _is_first_process():
+        report_dir = write_report(run_dirs, out_root / "report", title="jaxdyn reproduce")
+        print(f"report: {report_dir / 'report.md'} and {report_dir / 'report.html'}")
     if failed:
-        print(f"failed experiments: {', '.join(failed)}", file=sys.stderr)
+        say(f"failed experiments: {', '.join(failed)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
 
+def _launch_workers(args, argv: list[str]) -> int | None:
+    """Run this command as several local processes when it should; ``None`` to run here.
+
+    Arguments are validated here first, so that bad input fails once, with one line.
+    """
+    from jaxdyn.distributed import is_worker, launch_local
+
+    if args.command not in ("run", "reproduce") or is_worker():
+        return None
+    if getattr(args, "show_config", False):
+        return None
+    n = _processes(args)
+    if n <= 1:
+        return None
+    if args.command == "run":
+        from jaxdyn.runs import prepare_run
+
+        prepare_run(
+            args.experiment, out=args.out, quick=args.quick, toml_path=args.config,
+            overrides=args.overrides, sweep=args.sweep_options, resume=args.resume,
+            overwrite=args.overwrite,
+        )
+    else:
+        from jaxdyn.runs import get_experiment
+
+        for name in args.only:
+            get_experiment(name)
+    return launch_local(argv, n)
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _build_parser().parse_args(argv)
     from jaxdyn.runs import ConfigError, import_experiments
 
@@ -269,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.imports:  # worker processes started by this one import the same modules
             inherited = os.environ.get("JAXDYN_IMPORT", "")
             os.environ["JAXDYN_IMPORT"] = ",".join(filter(None, [inherited, *args.imports]))
+        launched = _launch_workers(args, argv)
+        if launched == EXIT_INTERRUPTED:
+            raise KeyboardInterrupt
+        if launched is not None:
+            return launched
         if args.command == "list":
             return _cmd_list(args)
         if args.command == "run":

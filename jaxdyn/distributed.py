@@ -1,32 +1,163 @@
-"""Multi-host entry point: ``python -m jaxdyn.distributed <jaxdyn CLI arguments>``.
+"""Many processes, one sweep: ``python -m jaxdyn.distributed <jaxdyn CLI arguments>``.
 
-Initialises ``jax.distributed`` (one process per host) before any computation, then runs the
-normal command line. Coordinator settings come from ``JAXDYN_COORDINATOR`` (host:port),
-``JAXDYN_NUM_PROCESSES`` and ``JAXDYN_PROCESS_ID``, or, when those are unset, from the cluster
-environment that ``jax.distributed.initialize()`` detects itself (SLURM, Open MPI, ...).
+Each process initialises JAX's distributed runtime (CPU collectives over gloo) before any
+computation and then runs the normal command line. Every process runs the experiment; the sweep
+engine gives each its share of the chunks and gathers the results to all of them; only
+process 0 writes the run directory. Coordinator settings come from ``JAXDYN_COORDINATOR``
+(host:port), ``JAXDYN_NUM_PROCESSES`` and ``JAXDYN_PROCESS_ID``, or, when those are unset, from
+the cluster environment that ``jax.distributed.initialize()`` detects itself (SLURM, Open MPI,
+...). ``jaxdyn run EXP --processes N`` starts N such processes on this machine
+(:func:`launch_local`).
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
 import sys
+import time
+
+ENV_COORDINATOR = "JAXDYN_COORDINATOR"
+ENV_NUM_PROCESSES = "JAXDYN_NUM_PROCESSES"
+ENV_PROCESS_ID = "JAXDYN_PROCESS_ID"
+ENV_LAUNCHER = "JAXDYN_LAUNCHER_PID"
+
+
+def is_worker() -> bool:
+    """Whether this process already belongs to a multi-process run (started by
+    :func:`launch_local` or ``python -m jaxdyn.distributed``): it must not start workers."""
+    if ENV_PROCESS_ID in os.environ:
+        return True
+    from jax._src import distributed
+
+    return distributed.global_state.client is not None
 
 
 def initialize() -> None:
+    """Start JAX's distributed runtime for this process (before any computation).
+
+    On CPUs each process keeps one XLA device: processes, not in-process devices, spread work
+    over cores (docs/scaling.md explains the XLA CPU deadlock that rules the latter out).
+    """
     import jax
 
-    coordinator = os.environ.get("JAXDYN_COORDINATOR")
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    coordinator = os.environ.get(ENV_COORDINATOR)
     if coordinator:
         jax.distributed.initialize(
             coordinator_address=coordinator,
-            num_processes=int(os.environ["JAXDYN_NUM_PROCESSES"]),
-            process_id=int(os.environ["JAXDYN_PROCESS_ID"]),
+            num_processes=int(os.environ[ENV_NUM_PROCESSES]),
+            process_id=int(os.environ[ENV_PROCESS_ID]),
         )
     else:
         jax.distributed.initialize()
 
 
+def barrier(name: str) -> None:
+    """Wait until every process reaches ``name`` (no-op in a single process)."""
+    import jax
+
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def free_port() -> int:
+    """A TCP port on localhost that is free now (for the coordinator)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In a worker before ``exec``: end when the launcher ends, even by SIGKILL (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the worker's watchdog thread does it
+        pass
+
+
+def _watch_parent(parent: int) -> None:
+    """A worker's watchdog: exit when the launcher (``parent``) is gone."""
+    import threading
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="jaxdyn-parent-watch").start()
+
+
+def _stop(procs: list[subprocess.Popen], grace_s: float = 5.0) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def launch_local(argv: list[str], n: int) -> int:
+    """Run the jaxdyn command line ``argv`` as ``n`` processes on localhost; returns the exit
+    code (the first failing worker's, else 0).
+
+    The workers share one coordinator on a free local port and inherit the environment
+    (``JAXDYN_IMPORT`` included). When one worker fails or is killed the others are stopped:
+    a sweep cannot finish without every process, and its finished chunks stay on disk for
+    ``--resume``.
+    """
+    port = free_port()
+    procs = []
+    # the workers import what this process can (experiments found through sys.path)
+    path = [p for p in sys.path if p and os.path.isdir(p)]
+    python_path = os.pathsep.join(dict.fromkeys(path + [os.environ.get("PYTHONPATH", "")]))
+    for i in range(n):
+        env = dict(os.environ, PYTHONPATH=python_path.rstrip(os.pathsep))
+        env.update({
+            ENV_COORDINATOR: f"127.0.0.1:{port}",
+            ENV_NUM_PROCESSES: str(n),
+            ENV_PROCESS_ID: str(i),
+        })
+        env[ENV_LAUNCHER] = str(os.getpid())
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "jaxdyn.distributed", *argv],
+                env=env,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        )
+    code = 0
+    try:
+        while procs and code == 0:
+            for p in procs:
+                rc = p.poll()
+                if rc is not None and rc != 0:
+                    code = rc if rc > 0 else 128 - rc
+                    break
+            if all(p.poll() == 0 for p in procs):
+                break
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        _stop(procs)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of one worker: initialise the runtime, then run the command line."""
+    if ENV_LAUNCHER in os.environ:
+        _watch_parent(int(os.environ[ENV_LAUNCHER]))
     initialize()
     from jaxdyn.cli import main as cli_main
 

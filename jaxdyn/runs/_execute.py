@@ -158,11 +158,17 @@ def execute_run(prepared: PreparedRun, *, overwrite: bool = False, echo: bool = 
     """
     import jax
 
+    from ..distributed import barrier
+
     experiment, config, out = prepared.experiment, prepared.config, prepared.out
     jax.config.update("jax_enable_x64", bool(config.x64))
+    # Several processes (jax.distributed): all run the experiment, process 0 writes the run
+    # directory; barriers keep the others from touching it while it is being (re)created.
+    barrier("jaxdyn-run-start")
     if overwrite and out.exists() and jax.process_index() == 0:
         shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if jax.process_index() == 0:
+        out.mkdir(parents=True, exist_ok=True)
     config_json = {
         "experiment": experiment.name,
         "config": config_to_dict(config),
@@ -179,6 +185,7 @@ def execute_run(prepared: PreparedRun, *, overwrite: bool = False, echo: bool = 
         config_json["created"] = datetime.datetime.now().isoformat(timespec="seconds")
     if jax.process_index() == 0:
         atomic_write_text(config_path, json.dumps(_jsonable(config_json), indent=2))
+    barrier("jaxdyn-run-created")
 
     run = Run(out, experiment=experiment.name, echo=echo, config=config, options=prepared.options)
     run.log(f"run {experiment.name} -> {out} (pid {os.getpid()})")
@@ -193,6 +200,7 @@ def execute_run(prepared: PreparedRun, *, overwrite: bool = False, echo: bool = 
                 with open(out / "log.txt", "a", encoding="utf-8") as f:
                     f.write(traceback.format_exc())
         raise
+    barrier("jaxdyn-run-finish")  # every process is past its last checkpoint
     run.finish()
     run.log("complete")
     return out

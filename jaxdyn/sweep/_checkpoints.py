@@ -1,8 +1,9 @@
 """Finished sweep chunks on disk: ``<dir>/<sweep name>/chunk_XXXXX.npz`` plus ``meta.json``.
 
-Each chunk is written atomically when it finishes, so a killed sweep resumes from its last
-finished chunk. ``meta.json`` records the grid's fingerprint and the vector width; a resumed
-sweep whose grid or width differs is refused rather than silently mixed.
+Each chunk is written atomically when it finishes, by the process that computed it, so a
+killed sweep resumes from its last finished chunk. ``meta.json`` (written by process 0)
+records the grid's fingerprint and the vector width; a resumed sweep whose grid or width
+differs is refused rather than silently mixed.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ class SweepCheckpoints:
     def path(self, index: int) -> Path:
         return self.dir / f"chunk_{index:05d}.npz"
 
+    def exists(self, index: int) -> bool:
+        """Whether chunk ``index`` is finished on disk (as this process sees it)."""
+        return self.dir is not None and self.path(index).exists()
+
     def load(self, index: int):
         """``(outputs, status)`` of a finished chunk, or ``None``."""
         if self.dir is None or not self.path(index).exists():
@@ -61,7 +66,7 @@ class SweepCheckpoints:
             return outputs, data["status"]
 
     def save(self, index: int, outputs: dict, status: np.ndarray) -> None:
-        if self.dir is None or not self.writer:
+        if self.dir is None:
             return
         arrays = {f"out.{k}": v for k, v in outputs.items()}
         atomic_savez(self.path(index), status=status, **arrays)

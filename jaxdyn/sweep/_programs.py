@@ -62,6 +62,11 @@ def grouped(fn: Callable, vmap_width: int) -> Callable:
     return batched
 
 
+def plain_out_shape(fn: Callable, vmap_width: int, params, seeds):
+    """Shapes of one chunk's ``(outputs, status)``, without compiling anything."""
+    return jax.eval_shape(batched_member_program(fn, vmap_width), params, seeds)
+
+
 def effective_vmap_width(vmap_width: int, n_members: int) -> int:
     """The vector width actually used: ``vmap_width``, or less for grids smaller than it.
 
@@ -78,12 +83,7 @@ def put_global(host_array: np.ndarray, sharding) -> jax.Array:
 
 
 def to_host(tree):
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        return jax.tree_util.tree_map(
-            np.asarray, multihost_utils.process_allgather(tree, tiled=True)
-        )
+    """This process's arrays on the host (sweep programs only use local devices)."""
     return jax.tree_util.tree_map(np.asarray, jax.device_get(tree))
 
 
@@ -116,6 +116,7 @@ class ShardedProgram:
         self.compiled = program.lower(params, seeds).compile()
         self.compilations = 1
         self.bytes_per_device = compiled_bytes(self.compiled) / self.n_devices
+        self.out_shape = jax.eval_shape(batched, params, seeds)
 
     def dispatch(self, params, seeds):
         put = lambda x: put_global(x, self.sharding)
@@ -132,17 +133,12 @@ class PerDeviceProgram:
     through optimistix/lineax on jax 0.10: diffrax issue #765, lineax issue #185). Then each
     device gets its slice of the chunk and runs the same single-device program, compiled once
     per device and dispatched asynchronously, so devices still work in parallel and results
-    stay identical. Single-process only.
+    stay identical.
     """
 
     mode = "per_device"
 
     def __init__(self, fn, devices, width, params, seeds):
-        if jax.process_count() > 1:
-            raise RuntimeError(
-                "this sweep's member function cannot run under shard_map, and the per-device "
-                "fallback supports a single process only"
-            )
         self.devices = list(devices)
         self.n_devices = len(self.devices)
         self.program = jax.jit(batched_member_program(fn, width))
@@ -152,6 +148,7 @@ class PerDeviceProgram:
             self.compiled.append(self.program.lower(p, s).compile())
         self.compilations = self.n_devices
         self.bytes_per_device = compiled_bytes(self.compiled[0])
+        self.out_shape = jax.eval_shape(batched_member_program(fn, width), params, seeds)
 
     def _split(self, params, seeds):
         n = seeds.shape[0] // self.n_devices

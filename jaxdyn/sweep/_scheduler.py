@@ -82,9 +82,9 @@ class SegmentedPrograms:
         grouped_init = grouped(init, width)
         self.init = jax.jit(grouped_init).lower(*put((params, seeds))).compile()
         state_shape = jax.eval_shape(grouped_init, params, seeds)[0]
-        self.finish = (
-            jax.jit(grouped(finish, width)).lower(*put((params, seeds)), state_shape).compile()
-        )
+        grouped_finish = grouped(finish, width)
+        self.finish = jax.jit(grouped_finish).lower(*put((params, seeds)), state_shape).compile()
+        self.out_shape = jax.eval_shape(grouped_finish, params, seeds, state_shape)
         self._advance_fn = jax.jit(jax.vmap(advance))
         on_device = jax.sharding.SingleDeviceSharding(device)
         self._advance_args = jax.tree.map(
@@ -138,3 +138,45 @@ class SegmentedPrograms:
         states = jax.tree.unflatten(treedef, leaves)
         outputs, status = to_host(self.finish(*put((params, seeds, states))))
         return outputs, status, n_segments
+
+
+def _signature(params, seeds):
+    return tuple((k, np.shape(v), np.asarray(v).dtype.str) for k, v in sorted(params.items())) + (
+        (np.shape(seeds), np.asarray(seeds).dtype.str),
+    )
+
+
+_COMPILED: dict = {}
+
+
+def segmented_programs(member, device, width, options, params, seeds):
+    """``(SegmentedPrograms, compilations done now)``, cached per (member, device, widths,
+    segment length, input shapes) like the plain chunk programs."""
+    group_width = segment_width(options.segment_width, width, device.platform)
+    key = (member, device.id, width, group_width, options.segment_steps,
+           _signature(params, seeds))
+    try:
+        hash(key)
+    except TypeError:  # a member holding arrays: compile without caching
+        key = None
+    if key is not None and key in _COMPILED:
+        return _COMPILED[key], 0
+    programs = SegmentedPrograms(
+        member, width, group_width, options.segment_steps, params, seeds, device
+    )
+    if key is not None:
+        if len(_COMPILED) >= 16:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        _COMPILED[key] = programs
+    return programs, programs.compilations
+
+
+def segmented_out_shape(member, width, segment_steps, params, seeds):
+    """Shapes of one chunk's ``(outputs, status)``, without compiling anything."""
+
+    def whole(p, s):
+        key = jax.random.key(s)
+        state = member.init(p, key, segment_steps)
+        return outputs_and_status(member.finish(p, key, state))
+
+    return jax.eval_shape(grouped(whole, width), params, seeds)

@@ -1,0 +1,185 @@
+"""Chunks of a sweep: their size, which process computes which, and the loops that run them.
+
+A sweep's members are cut into chunks of equal size (the last one padded by repeating its last
+member). A chunk is the unit of compilation (one executable serves every chunk), of memory
+(sized to a budget from XLA's memory analysis), of checkpointing (one file per finished chunk)
+and of work sharing between processes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import jax
+import numpy as np
+
+from ._options import SweepOptions
+from ._processes import agree_on_finished, assign_pending, exchange, process_layout
+
+_DEFAULT_MAX_PER_DEVICE = 1024
+_DEFAULT_MAX_SEGMENTED_CHUNK = 4096
+
+
+def slice_members(params: dict, seeds: np.ndarray, start: int, stop: int):
+    """Members start:stop; indices past the end repeat the last member (chunk padding)."""
+    idx = np.minimum(np.arange(start, stop), seeds.shape[0] - 1)
+    return {k: v[idx] for k, v in params.items()}, seeds[idx]
+
+
+def choose_chunk(
+    requested: int, n_members: int, n_devices: int, width: int, max_per_device: int
+) -> int:
+    """Members per chunk: at least one chunk per process, at most ``max_per_device`` members
+    per device, a multiple of ``devices x width``."""
+    if requested and requested > 0:
+        per_device = math.ceil(requested / n_devices)
+    else:
+        n_proc, _ = process_layout()
+        per_device = min(math.ceil(n_members / (n_devices * n_proc)), max_per_device)
+    per_device = math.ceil(max(per_device, 1) / width) * width
+    return per_device * n_devices
+
+
+def segmented_chunk(requested: int, n_members: int, width: int) -> int:
+    """Chunk of a segmented sweep: as few chunks as the cap and the processes allow."""
+    if requested and requested > 0:
+        return math.ceil(requested / width) * width
+    n_proc, _ = process_layout()
+    n_chunks = max(math.ceil(n_members / _DEFAULT_MAX_SEGMENTED_CHUNK), n_proc)
+    return math.ceil(math.ceil(n_members / n_chunks) / width) * width
+
+
+def spread_order(n_members: int, chunk: int) -> np.ndarray:
+    """Member order of a segmented sweep: member ``i`` goes to chunk ``~ i mod n_chunks``, so
+    that costly regions of a grid (one setting's members are adjacent) are shared between the
+    chunks, and so between processes."""
+    n_chunks = math.ceil(n_members / chunk)
+    return np.argsort(np.arange(n_members) % n_chunks, kind="stable")
+
+
+def initial_chunk(checkpoints, options, n_members, n_devices, width, log, name, segmented):
+    """The chunk size: a resumed sweep keeps its stored one when it still divides evenly."""
+    stored = checkpoints.stored_chunk_size()
+    if stored is not None and stored % (n_devices * width) == 0:
+        return stored, True
+    if stored is not None:
+        log(
+            f"sweep '{name}': stored chunk size {stored} does not divide over {n_devices} "
+            f"devices x width {width}; recomputing all chunks"
+        )
+        checkpoints.discard()
+    if segmented:
+        return segmented_chunk(options.chunk_size, n_members, width), False
+    chunk = choose_chunk(options.chunk_size, n_members, n_devices, width, _DEFAULT_MAX_PER_DEVICE)
+    return chunk, False
+
+
+def fit_memory(
+    compile_for, grid, n_devices, width, chunk, fixed, options: SweepOptions, log, name
+):
+    """Compile for ``chunk``; halve it while one chunk exceeds the memory budget."""
+    budget = options.memory_budget_gb * 2**30
+    n_compilations = 0
+    while True:
+        example_params, example_seeds = slice_members(grid.params, grid.seeds, 0, chunk)
+        program, fresh = compile_for(example_params, example_seeds)
+        n_compilations += fresh
+        smallest = n_devices * width
+        if fixed or program.bytes_per_device <= budget or chunk == smallest:
+            break
+        new_chunk = max(smallest, (chunk // 2) // smallest * smallest)
+        log(
+            f"sweep '{name}': chunk of {chunk} needs {program.bytes_per_device / 2**30:.2f} GiB "
+            f"per device (> {options.memory_budget_gb} GiB); retrying with {new_chunk}"
+        )
+        chunk = new_chunk
+    if program.bytes_per_device > budget:
+        log(
+            f"sweep '{name}': warning: one chunk needs {program.bytes_per_device / 2**30:.2f} "
+            f"GiB per device, above the budget of {options.memory_budget_gb} GiB"
+        )
+    return program, chunk, n_compilations
+
+
+class ChunkPlan:
+    """Which chunks this process computes, which it loads, and who holds each one."""
+
+    def __init__(self, checkpoints, n_chunks: int):
+        have = np.array([checkpoints.exists(i) for i in range(n_chunks)], bool)
+        finished_by = agree_on_finished(have)
+        self.owner = assign_pending(finished_by)
+        _, me = process_layout()
+        self.n_resumed = int(np.sum(finished_by >= 0))
+        self.outputs: list = [None] * n_chunks
+        self.status: list = [None] * n_chunks
+        for i in np.flatnonzero(finished_by == me):
+            self.outputs[i], self.status[i] = checkpoints.load(i)
+        self.todo = [int(i) for i in np.flatnonzero((self.owner == me) & (finished_by < 0))]
+
+    def gather(self, out_shape) -> tuple[list, list]:
+        """Every chunk's ``(outputs, status)`` on every process."""
+        template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), out_shape)
+        exchange(self.outputs, self.status, self.owner, template)
+        return self.outputs, self.status
+
+
+def _progress_bar(progress, plan: ChunkPlan, name):
+    n_chunks = len(plan.outputs)
+    if progress is None:
+        progress = len(plan.todo) > 1 and os.isatty(2)
+    from tqdm.auto import tqdm
+
+    return tqdm(total=n_chunks, initial=plan.n_resumed, desc=f"sweep {name}", unit="chunk",
+                disable=not progress or process_layout()[1] != 0, leave=False)
+
+
+def _after_chunk():
+    delay = float(os.environ.get("JAXDYN_SWEEP_CHUNK_DELAY", "0") or 0)
+    if delay:  # test hook: slow a sweep down so that it can be killed mid-way
+        time.sleep(delay)
+
+
+def run_plain_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name):
+    """Dispatch this process's unfinished chunks (one ahead of the fetch), checkpointing
+    each; ``get_program()`` compiles the chunk program when first needed."""
+    pending = plan.todo
+    bar = _progress_bar(progress, plan, name)
+
+    def dispatch(i):
+        members = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
+        return get_program().dispatch(*members)
+
+    try:
+        in_flight = dispatch(pending[0]) if pending else None
+        for j, i in enumerate(pending):
+            current = in_flight
+            # Dispatch the next chunk before fetching this one: device work overlaps I/O.
+            in_flight = dispatch(pending[j + 1]) if j + 1 < len(pending) else None
+            plan.outputs[i], plan.status[i] = get_program().fetch(current)
+            checkpoints.save(i, plan.outputs[i], plan.status[i])
+            bar.update(1)
+            _after_chunk()
+    finally:
+        bar.close()
+
+
+def run_segmented_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress,
+                         name) -> int:
+    """Run this process's unfinished chunks of a segmented sweep, checkpointing each; returns
+    the most segments a chunk needed."""
+    bar = _progress_bar(progress, plan, name)
+    n_segments = 0
+    try:
+        for i in plan.todo:
+            params, seeds = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
+            n_real = min(chunk, len(grid) - i * chunk)
+            plan.outputs[i], plan.status[i], segments = get_program().run(params, seeds, n_real)
+            n_segments = max(n_segments, segments)
+            checkpoints.save(i, plan.outputs[i], plan.status[i])
+            bar.update(1)
+            _after_chunk()
+    finally:
+        bar.close()
+    return n_segments
