@@ -1,0 +1,183 @@
+"""One sweep over several processes (jax.distributed on localhost): identical results, resume
+after a killed worker, the run directory written once."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxdyn import Status
+from jaxdyn.distributed import free_port
+from jaxdyn.sweep import DiffeqMember, SweepOptions, run_sweep
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+
+from test_sweep_segmented import _outputs, _problem, _random_grid  # noqa: E402
+from toy_experiment import toy_member  # noqa: E402
+
+from jaxdyn.sweep import Grid  # noqa: E402
+
+PLAIN_OPTIONS = dict(vmap_width=4, chunk_size=4)
+SEGMENTED_OPTIONS = dict(vmap_width=8, chunk_size=16, segment_steps=9)
+
+_WORKER = textwrap.dedent(
+    """
+    import sys
+    import jax
+    from jaxdyn.distributed import initialize
+    initialize()
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_compilation_cache_dir", sys.argv[3])
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import test_sweep_processes as t
+    from jaxdyn.sweep import run_sweep, SweepOptions
+    plain, segmented = t.sweeps(sys.argv[2])
+    np.savez(f"{sys.argv[2]}/process{jax.process_index()}.npz", processes=jax.process_count(),
+             **{f"plain.{k}": v for k, v in plain.outputs.items()}, plain_status=plain.status,
+             **{f"seg.{k}": v for k, v in segmented.outputs.items()}, seg_status=segmented.status)
+    """
+)
+
+
+def _toy_grid():
+    return Grid.product({"rate": [-1.0, 0.5, 1.0, 2.0, 4.0], "t1": [1.0]}, seeds=4)
+
+
+def sweeps(checkpoint_dir=None):
+    """A plain sweep with root-found diffrax events and a segmented one, both checkpointed."""
+    plain = run_sweep(toy_member, _toy_grid(), name="plain", checkpoint_dir=checkpoint_dir,
+                      options=SweepOptions(**PLAIN_OPTIONS))
+    segmented = run_sweep(DiffeqMember(_problem, _outputs), _random_grid(40), name="seg",
+                          checkpoint_dir=checkpoint_dir,
+                          options=SweepOptions(**SEGMENTED_OPTIONS))
+    return plain, segmented
+
+
+def _launch(script_args, n=2, **extra_env):
+    port = free_port()
+    procs = []
+    for i in range(n):
+        env = dict(os.environ, JAXDYN_COORDINATOR=f"127.0.0.1:{port}",
+                   JAXDYN_NUM_PROCESSES=str(n), JAXDYN_PROCESS_ID=str(i), **extra_env)
+        env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
+        procs.append(subprocess.Popen([sys.executable, *script_args], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def test_sweeps_over_two_processes_are_bitwise_one_process(tmp_path):
+    procs = _launch(["-c", _WORKER, str(TESTS), str(tmp_path), str(tmp_path / "xla-cache")])
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    plain, segmented = sweeps()  # one process, no checkpoints
+    for i in range(2):
+        with np.load(tmp_path / f"process{i}.npz") as got:
+            assert int(got["processes"]) == 2
+            np.testing.assert_array_equal(got["plain_status"], plain.status)
+            np.testing.assert_array_equal(got["seg_status"], segmented.status)
+            for key, value in plain.outputs.items():
+                np.testing.assert_array_equal(got[f"plain.{key}"], value, err_msg=key)
+            for key, value in segmented.outputs.items():
+                np.testing.assert_array_equal(got[f"seg.{key}"], value, err_msg=key)
+    # both processes computed and checkpointed chunks; the events fired in both sweeps
+    assert len(list((tmp_path / "plain").glob("chunk_*.npz"))) == 5
+    assert len(list((tmp_path / "seg").glob("chunk_*.npz"))) == 3
+    assert plain.has_status(Status.blowup).any() and plain.ok().any()
+    assert segmented.has_status(Status.event_occurred).any()
+
+
+def _cli_env(**extra):
+    env = dict(os.environ, JAXDYN_IMPORT="toy_experiment", JAXDYN_CACHE_DIR="off", **extra)
+    env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+_TOY = ["run", "toy-blowup", "--quick", "--sweep", "vmap_width=2", "--sweep", "chunk_size=2"]
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_killed_worker_stops_the_run_and_resume_completes_it_identically(tmp_path):
+    one = tmp_path / "one"
+    ref = subprocess.run([sys.executable, "-m", "jaxdyn", *_TOY, "--processes", "1",
+                          "--out", str(one)], capture_output=True, text=True, env=_cli_env(),
+                         timeout=600)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+
+    out = tmp_path / "two"
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "jaxdyn", *_TOY, "--processes", "2", "--out", str(out)],
+        env=_cli_env(JAXDYN_SWEEP_CHUNK_DELAY="1.5"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    chunks = out / "checkpoints" / "toy"
+    deadline = time.time() + 400
+    while time.time() < deadline and launcher.poll() is None:
+        if len(list(chunks.glob("chunk_*.npz"))) >= 2:
+            break
+        time.sleep(0.05)
+    workers = _children(launcher.pid)
+    assert launcher.poll() is None and len(workers) == 2, "run ended before a worker was killed"
+    os.kill(workers[1], signal.SIGKILL)
+    _, err = launcher.communicate(timeout=120)
+    assert launcher.returncode != 0
+    assert all(not Path(f"/proc/{w}").exists() or "zombie" in Path(f"/proc/{w}/status")
+               .read_text().lower() for w in workers)  # the other worker was stopped too
+    finished = len(list(chunks.glob("chunk_*.npz")))
+    assert 2 <= finished < 5
+    assert not (out / "summary.json").exists() or '"complete"' not in (
+        out / "summary.json").read_text()
+
+    resumed = subprocess.run([sys.executable, "-m", "jaxdyn", "run", "toy-blowup", "--resume",
+                              "--processes", "2", "--out", str(out)],
+                             capture_output=True, text=True, env=_cli_env(), timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"{finished} chunk(s) resumed" in resumed.stderr
+    # one process wrote the run directory: one log line per message, one config
+    log = (out / "log.txt").read_text()
+    assert log.count("resumed from checkpoints") == 1
+    with np.load(one / "results.npz") as a, np.load(out / "results.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def _same_results(a: Path, b: Path):
+    with np.load(a / "results.npz") as x, np.load(b / "results.npz") as y:
+        assert sorted(x.files) == sorted(y.files)
+        for key in x.files:
+            np.testing.assert_array_equal(x[key], y[key], err_msg=key)
+
+
+def _run_cli(*args, timeout=900):
+    proc = subprocess.run([sys.executable, "-m", "jaxdyn", *args], capture_output=True,
+                          text=True, env=_cli_env(), timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "experiment, processes",
+    [("pde-ranks", "2"), ("focus-dilution-ablation", "auto")],  # ablation: eigh in members
+)
+def test_paper_experiment_on_several_processes_is_bitwise_one_process(
+    tmp_path, experiment, processes
+):
+    _run_cli("run", experiment, "--quick", "--processes", "1", "--out", str(tmp_path / "one"))
+    _run_cli("run", experiment, "--quick", "--processes", processes, "--out",
+             str(tmp_path / "many"))
+    _same_results(tmp_path / "one", tmp_path / "many")
