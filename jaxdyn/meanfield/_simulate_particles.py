@@ -11,8 +11,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
 from jaxdyn._status import Status, mark_nonfinite
-from jaxdyn.attention import AbstractAttention
 
+from ._fields import AbstractVelocityField
 from ._solve_common import _check_times, _controller, _root_finder
 
 
@@ -32,7 +32,7 @@ class ParticleSolution(eqx.Module):
 
 
 def simulate_particles(
-    attention: AbstractAttention,
+    field: AbstractVelocityField,
     x0: Float[ArrayLike, "n d"],
     t1: Float[ArrayLike, ""],
     *,
@@ -45,13 +45,12 @@ def simulate_particles(
     max_steps: int = 4096,
     blowup_norm: Float[ArrayLike, ""] = 1e6,
     save_fn: Callable[[Float[Array, ""], Float[Array, "n d"]], PyTree] | None = None,
-    chunk_size: int | None = None,
 ) -> ParticleSolution:
     """Solve ``dx_i/dt = Gamma_mu(x_i)``, ``mu = (1/n) sum_j delta_{x_j}``, from ``t = 0``.
 
     Stops at ``t1`` or when ``max_i |x_i|`` reaches ``blowup_norm`` (crossing located by a
     root finder, status ``Status.blowup``). ``save_fn(t, x)`` saves statistics instead of the
-    particles (memory). ``chunk_size`` evaluates the velocity in memory-linear chunks.
+    particles (memory).
     """
     name = "simulate_particles"
     x0 = jnp.asarray(x0)
@@ -62,7 +61,7 @@ def simulate_particles(
     t1 = jnp.asarray(t1, dtype)
 
     def rhs(t, x, args):
-        return attention.velocity(x, x, t=t, chunk_size=chunk_size)
+        return field.velocity(x, x, t=t)
 
     def blowup_cond(t, y, args, **kw):  # diffrax passes t, y, args by keyword
         return jnp.sqrt(jnp.max(jnp.sum(y**2, axis=-1))) / blowup_norm - 1.0
