@@ -6,6 +6,7 @@ import json
 import zipfile
 
 import pytest
+from conftest import SHARED_DATA
 
 from jaxdyn.cli import main
 from jaxdyn.data import (
@@ -17,8 +18,6 @@ from jaxdyn.data import (
     load_text,
     locate_corpus,
 )
-
-from conftest import SHARED_DATA
 
 
 @pytest.fixture
