@@ -10,7 +10,6 @@ returns x(t1) and d x(t1) / d r, compared with the closed form -t1 x0 exp(-r t1)
 
 import diffrax
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status
