@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
+from .._numerics import entropy
+
 _NEG_INF = -jnp.inf
 
 
@@ -182,6 +184,6 @@ def causal_mask(
 
 
 def attention_entropy(weights: Float[ArrayLike, "... k"]) -> Float[Array, "..."]:
-    """Shannon entropy ``-sum_k w log w`` of normalised attention rows (0 log 0 = 0)."""
-    w = jnp.asarray(weights)
-    return -jnp.sum(jnp.where(w > 0, w * jnp.log(jnp.where(w > 0, w, 1.0)), 0.0), axis=-1)
+    """Shannon entropy ``-sum_k w log w`` of normalised attention rows (0 log 0 = 0); the key
+    axis is last. The same function as :func:`jaxdyn.entropy` over the key axis."""
+    return entropy(weights, axis=-1)
