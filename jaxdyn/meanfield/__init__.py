@@ -6,6 +6,7 @@ from ._analysis import (
     detect_clusters as detect_clusters,
     empirical_mean_cov as empirical_mean_cov,
     optimal_assignment as optimal_assignment,
+    single_cluster_condition as single_cluster_condition,
     sliced_wasserstein as sliced_wasserstein,
     sqrtm_psd as sqrtm_psd,
     stability_ratio as stability_ratio,
