@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Bool, Float
+from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
 from .._numerics import entropy
 
@@ -177,7 +177,7 @@ def l2_scores(
 
 
 def causal_mask(
-    query_positions: Float[ArrayLike, " q"], key_positions: Float[ArrayLike, " k"]
+    query_positions: Real[ArrayLike, " q"], key_positions: Real[ArrayLike, " k"]
 ) -> Bool[Array, "q k"]:
     """``True`` where key position ``s'`` is at or before query position ``s``."""
     return jnp.asarray(key_positions)[None, :] <= jnp.asarray(query_positions)[:, None]
