@@ -36,10 +36,11 @@ class SweepOptions:
             to completion in one vmapped call (cost: width x the slowest member of a group).
             Results do not depend on it.
         segment_width: how many unfinished members of a segmented sweep are advanced
-            together. ``0`` chooses 8 on CPUs (a CPU's cost per member-step is nearly flat from
-            8 lanes up, so narrow groups cost nothing and finish the slowest members fastest)
-            and ``vmap_width`` on GPUs. Keep it a multiple of 8 on CPUs (the SIMD lanes), so
-            that results do not depend on which members share a group.
+            together. ``0`` chooses, on CPUs, the SIMD lane count of the member's state (4 for
+            float64, 8 for float32: a CPU's cost per member-step is nearly flat from there
+            up, so narrow groups cost little and finish the slowest members fastest) and
+            ``vmap_width`` on GPUs. Keep it a multiple of the lane count on CPUs, so that
+            results do not depend on which members share a group.
     """
 
     vmap_width: int = 32
@@ -47,7 +48,7 @@ class SweepOptions:
     memory_budget_gb: float = 2.0
     devices: int | None = None
     progress: bool | None = None
-    segment_steps: int = 256
+    segment_steps: int = 128
     segment_width: int = 0
 
     def __post_init__(self) -> None:

@@ -4,16 +4,19 @@ For one chunk of members on one device:
 
 1. ``init`` (vmapped in groups of ``vmap_width``) starts every member and takes its first
    segment of at most ``segment_steps`` steps;
-2. the unfinished members are packed into groups of ``segment_width`` (the last one padded),
-   each group is advanced by one segment, and this repeats until every member is done;
+2. the unfinished members are packed into groups (:func:`pack`): full groups of
+   ``vmap_width`` while there are enough of them, narrow groups of ``segment_width`` for the
+   rest (the last one padded); each group is advanced by one segment; this repeats until
+   every member is done, so the slowest members finish in the cheapest groups;
 3. ``finish`` (vmapped in groups of ``vmap_width``) turns every state into outputs.
 
-Member states live on the host between segments (numpy gather and scatter). Three programs
-are compiled (``init``, one segment, ``finish``) and reused for every segment and chunk. On
-CPUs, XLA's vectorised code gives a member the same bits at every group width that is a
-multiple of the SIMD lane count (4 float64 / 8 float32 lanes with AVX2 or AVX-512 at XLA's
-default 256-bit vectors), so with widths that are multiples of 8 a member's result does not
-depend on which members shared its groups (tests/test_sweep_segmented.py).
+Member states live on the host between segments (numpy gather and scatter). Each program
+(``init``, one segment at each of the two widths, ``finish``) is compiled once, when first
+needed, and reused for every segment and chunk. On CPUs, XLA's vectorised code gives a member
+the same bits at every group width that is a multiple of the SIMD lane count (4 float64 / 8
+float32 lanes with AVX2 or AVX-512 at XLA's default 256-bit vectors), so with such widths a
+member's result does not depend on which members shared its groups
+(tests/test_sweep_segmented.py).
 """
 
 from __future__ import annotations
@@ -21,98 +24,156 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ._programs import compiled_bytes, grouped, outputs_and_status, to_host
 from ._segmented import AbstractSegmentedMember
 
 
-def segment_width(requested: int, vmap_width: int, platform: str) -> int:
-    """Width of the groups of unfinished members (``SweepOptions.segment_width``)."""
+def segment_width(requested: int, vmap_width: int, platform: str, state_shape) -> int:
+    """Width of the groups of unfinished members (``SweepOptions.segment_width``).
+
+    Automatic on CPUs: the SIMD lane count of the member state's floating dtype (4 when every
+    floating leaf is float64, else 8), the narrowest width whose vectorised code gives the
+    same bits as wider groups; elsewhere ``vmap_width``.
+    """
     if requested:
         return min(requested, vmap_width)
-    return min(8, vmap_width) if platform == "cpu" else vmap_width
+    if platform != "cpu":
+        return vmap_width
+    floating = [
+        x.dtype for x in jax.tree.leaves(state_shape) if jnp.issubdtype(x.dtype, jnp.inexact)
+    ]
+    lanes = 4 if floating and all(d == jnp.float64 for d in floating) else 8
+    return min(lanes, vmap_width)
 
 
-def pack(active: np.ndarray, width: int) -> list[np.ndarray]:
-    """Member indices of each group of ``width`` covering ``active``; the last group is padded
-    with copies of its first member (the padding's results are discarded)."""
-    groups = []
-    for start in range(0, active.size, width):
+def pack(active: np.ndarray, wide: int, narrow: int) -> list[np.ndarray]:
+    """Member indices of the groups that cover ``active``: groups of ``wide`` while at least
+    half a wide group is left, then groups of ``narrow``. A group that is not full is padded
+    with copies of its first member (their results are discarded)."""
+    groups, start = [], 0
+    while start < active.size:
+        left = active.size - start
+        width = wide if 2 * left >= wide else narrow
         idx = active[start : start + width]
         if idx.size < width:
             idx = np.concatenate([idx, np.full(width - idx.size, idx[0])])
         groups.append(idx)
+        start += width
     return groups
 
 
-def _take(tree, idx):
-    return jax.tree.map(lambda x: x[idx], tree)
+class _Packed:
+    """A member state flattened into one vector per dtype (and back), so that a chunk's
+    states are a handful of ``(members, size)`` arrays that programs gather from and scatter
+    into by index."""
+
+    def __init__(self, state_shape):
+        leaves, self.treedef = jax.tree.flatten(state_shape)
+        self.shapes = [x.shape for x in leaves]
+        self.dtypes = sorted({x.dtype.str for x in leaves})
+        self.slots = []  # (dtype, start, stop) of each leaf in its dtype's vector
+        used = dict.fromkeys(self.dtypes, 0)
+        for x in leaves:
+            size = int(np.prod(x.shape))
+            self.slots.append((x.dtype.str, used[x.dtype.str], used[x.dtype.str] + size))
+            used[x.dtype.str] += size
+
+    def pack(self, state) -> dict[str, jax.Array]:
+        parts = {d: [] for d in self.dtypes}
+        for leaf, (d, _, _) in zip(jax.tree.leaves(state), self.slots, strict=True):
+            parts[d].append(jnp.ravel(leaf))
+        return {d: jnp.concatenate(v) for d, v in parts.items()}
+
+    def unpack(self, packed: dict[str, jax.Array]):
+        leaves = [
+            packed[d][a:b].reshape(shape)
+            for (d, a, b), shape in zip(self.slots, self.shapes, strict=True)
+        ]
+        return jax.tree.unflatten(self.treedef, leaves)
 
 
 class SegmentedPrograms:
-    """The compiled programs of one segmented member for one chunk size on one device."""
+    """The compiled programs of one segmented member for one chunk size on one device.
+
+    A chunk's parameters, seeds and (packed) states stay on the device for the whole chunk;
+    a segment program gathers its group's members by index, advances them and scatters them
+    back in place (the state buffers are donated), so between segments only the ``done``
+    flags travel to the host.
+    """
 
     def __init__(
         self,
         member: AbstractSegmentedMember,
         width,
-        group_width,
+        requested_width,
         segment_steps,
         params,
         seeds,
         device,
     ):
-        self.member, self.width, self.group_width = member, width, group_width
+        self.member, self.width = member, width
         self.segment_steps, self.device = segment_steps, device
+        key = jax.random.key
+        state_shape = jax.eval_shape(lambda p, s: member.init(p, key(s), segment_steps),
+                                     *jax.tree.map(lambda x: x[0], (params, seeds)))
+        packing = _Packed(state_shape)
 
         def init(p, s):
-            state = member.init(p, jax.random.key(s), segment_steps)
-            return state, member.done(state)
+            state = member.init(p, key(s), segment_steps)
+            return packing.pack(state), member.done(state)
 
-        def advance(p, s, state):
-            state = member.advance(p, jax.random.key(s), state, segment_steps)
-            return state, member.done(state)
+        def advance(chunk_params, chunk_seeds, states, idx, n_real):
+            p, s = jax.tree.map(lambda x: x[idx], (chunk_params, chunk_seeds))
+            group = jax.tree.map(lambda x: x[idx], states)
 
-        def finish(p, s, state):
-            return outputs_and_status(member.finish(p, jax.random.key(s), state))
+            def one(p, s, packed):
+                state = member.advance(p, key(s), packing.unpack(packed), segment_steps)
+                return packing.pack(state), member.done(state)
+
+            group, done = jax.vmap(one)(p, s, group)
+            # padding lanes (copies of the group's first member) write nowhere
+            target = jnp.where(jnp.arange(idx.shape[0]) < n_real, idx, states_size(states))
+            return {d: x.at[target].set(group[d], mode="drop") for d, x in states.items()}, done
+
+        def finish(p, s, packed):
+            return outputs_and_status(member.finish(p, key(s), packing.unpack(packed)))
 
         put = lambda tree: jax.device_put(tree, device)  # noqa: E731
-        self._params_example, self._seeds_example = params, seeds
-        grouped_init = grouped(init, width)
-        self.init = jax.jit(grouped_init).lower(*put((params, seeds))).compile()
-        state_shape = jax.eval_shape(grouped_init, params, seeds)[0]
+        self.init = jax.jit(grouped(init, width)).lower(*put((params, seeds))).compile()
+        packed_shape = jax.eval_shape(grouped(init, width), params, seeds)[0]
+        self.group_width = segment_width(requested_width, width, device.platform, state_shape)
         grouped_finish = grouped(finish, width)
-        self.finish = jax.jit(grouped_finish).lower(*put((params, seeds)), state_shape).compile()
-        self.out_shape = jax.eval_shape(grouped_finish, params, seeds, state_shape)
-        self._advance_fn = jax.jit(jax.vmap(advance))
-        on_device = jax.sharding.SingleDeviceSharding(device)
-        self._advance_args = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(
-                (group_width,) + x.shape[1:], x.dtype, sharding=on_device
-            ),
-            (params, seeds, state_shape),
-        )
-        self._advance: Callable | None = None
+        self.finish = jax.jit(grouped_finish).lower(*put((params, seeds)), packed_shape).compile()
+        self.out_shape = jax.eval_shape(grouped_finish, params, seeds, packed_shape)
+        self._advance_fn = jax.jit(advance, donate_argnums=(2,))
+        self._advance_example = (params, seeds, packed_shape)
+        self._advance: dict[int, Callable] = {}
         self.compilations = 2
         self.segments = 0  # rounds of the last run (init included)
         self.lane_steps = 0  # lanes x segment_steps of the last run: what the device paid
         self.bytes_per_device = compiled_bytes(self.init) + compiled_bytes(self.finish)
 
-    def advance(self) -> Callable:
-        """The compiled one-segment program (compiled when first needed)."""
-        if self._advance is None:
-            self._advance = self._advance_fn.lower(*self._advance_args).compile()
+    def advance(self, width: int) -> Callable:
+        """The compiled one-segment program for groups of ``width`` (compiled when first
+        needed)."""
+        if width not in self._advance:
+            on_device = jax.sharding.SingleDeviceSharding(self.device)
+            spec = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device)  # noqa: E731
+            example = jax.tree.map(spec, self._advance_example)
+            idx = jax.ShapeDtypeStruct((width,), np.int32, sharding=on_device)
+            n_real = jax.ShapeDtypeStruct((), np.int32, sharding=on_device)
+            self._advance[width] = self._advance_fn.lower(*example, idx, n_real).compile()
             self.compilations += 1
-        return self._advance
+        return self._advance[width]
 
     def run(self, params: dict, seeds: np.ndarray, n_real: int | None = None):
         """``(outputs, status codes, segments run)`` of one chunk of members (on the host);
         members from ``n_real`` on are padding and are not advanced past ``init``."""
-        put = lambda tree: jax.device_put(tree, self.device)  # noqa: E731
-        states, done = to_host(self.init(*put((params, seeds))))
-        leaves, treedef = jax.tree.flatten(states)
-        leaves = [np.array(x) for x in leaves]  # writable host copies
+        params, seeds = jax.device_put((params, seeds), self.device)
+        states, done = self.init(params, seeds)
         done = np.array(done)
         if n_real is not None:
             done[n_real:] = True
@@ -121,23 +182,25 @@ class SegmentedPrograms:
         active = np.flatnonzero(~done)
         while active.size:
             in_flight = []
-            for idx in pack(active, self.group_width):
-                state = jax.tree.unflatten(treedef, [x[idx] for x in leaves])
-                args = put((_take(params, idx), seeds[idx], state))
-                in_flight.append((idx, self.advance()(*args)))  # dispatched asynchronously
+            for idx in pack(active, self.width, self.group_width):
+                real = int(np.unique(idx).size)  # the padding repeats idx[0] at the end
+                program = self.advance(idx.size)
+                states, group_done = program(params, seeds, states, idx.astype(np.int32),
+                                             np.int32(real))  # dispatched asynchronously
+                in_flight.append((idx[:real], group_done))
                 self.lane_steps += idx.size * self.segment_steps
-            for idx, handle in in_flight:
-                new_state, new_done = to_host(handle)
-                real = np.unique(idx, return_index=True)[1]  # drop the padding copies
-                for full, part in zip(leaves, jax.tree.leaves(new_state), strict=True):
-                    full[idx[real]] = part[real]
-                done[idx[real]] = new_done[real]
+            for idx, group_done in in_flight:
+                done[idx] = np.asarray(group_done)[: idx.size]
             n_segments += 1
             active = np.flatnonzero(~done)
         self.segments = n_segments
-        states = jax.tree.unflatten(treedef, leaves)
-        outputs, status = to_host(self.finish(*put((params, seeds, states))))
+        outputs, status = to_host(self.finish(params, seeds, states))
         return outputs, status, n_segments
+
+
+def states_size(states) -> int:
+    """Members in a chunk's packed states."""
+    return next(iter(states.values())).shape[0]
 
 
 def _signature(params, seeds):
@@ -152,8 +215,7 @@ _COMPILED: dict = {}
 def segmented_programs(member, device, width, options, params, seeds):
     """``(SegmentedPrograms, compilations done now)``, cached per (member, device, widths,
     segment length, input shapes) like the plain chunk programs."""
-    group_width = segment_width(options.segment_width, width, device.platform)
-    key = (member, device.id, width, group_width, options.segment_steps,
+    key = (member, device.id, width, options.segment_width, options.segment_steps,
            _signature(params, seeds))
     try:
         hash(key)
@@ -162,7 +224,7 @@ def segmented_programs(member, device, width, options, params, seeds):
     if key is not None and key in _COMPILED:
         return _COMPILED[key], 0
     programs = SegmentedPrograms(
-        member, width, group_width, options.segment_steps, params, seeds, device
+        member, width, options.segment_width, options.segment_steps, params, seeds, device
     )
     if key is not None:
         if len(_COMPILED) >= 16:

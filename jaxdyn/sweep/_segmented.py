@@ -62,6 +62,21 @@ class AbstractSegmentedMember(eqx.Module):
         """The member's outputs (a dict of arrays, optionally with ``"status"``)."""
 
 
+class _Unsegmented(eqx.Module):
+    """``member`` run to completion as a plain member function (see :func:`unsegmented`);
+    equal for equal members, so the engine's compiled-program cache recognises it."""
+
+    member: AbstractSegmentedMember
+
+    def __call__(self, params: dict[str, Array], key: Array) -> dict[str, Any]:
+        member = self.member
+        state = member.init(params, key, None)
+        state = jax.lax.while_loop(
+            lambda s: ~member.done(s), lambda s: member.advance(params, key, s, None), state
+        )
+        return member.finish(params, key, state)
+
+
 def unsegmented(
     member: AbstractSegmentedMember,
 ) -> Callable[[dict[str, Array], Array], dict[str, Any]]:
@@ -76,12 +91,4 @@ def unsegmented(
         raise TypeError(
             f"unsegmented needs an AbstractSegmentedMember, got {type(member).__name__}"
         )
-
-    def run(params: dict[str, Array], key: Array) -> dict[str, Any]:
-        state = member.init(params, key, None)
-        state = jax.lax.while_loop(
-            lambda s: ~member.done(s), lambda s: member.advance(params, key, s, None), state
-        )
-        return member.finish(params, key, state)
-
-    return run
+    return _Unsegmented(member)
