@@ -49,10 +49,23 @@ def _add_processes_option(parser) -> None:
         "--processes",
         default=os.environ.get("JAXDYN_PROCESSES"),
         metavar="N|auto",
-        help="run as N cooperating processes on this machine (jax.distributed; auto: one per "
-        "core, the default; 1 with --cpu-devices); results are identical for any N "
-        "(default: $JAXDYN_PROCESSES, else auto)",
+        help="run as N cooperating processes on this machine (jax.distributed; auto, the "
+        "default: one per core on a CPU-only install, one with a GPU/TPU jaxlib or "
+        "--cpu-devices); results are identical for any N (default: $JAXDYN_PROCESSES, else "
+        "auto)",
     )
+
+
+def _accelerator_installed() -> bool:
+    """Whether JAX may use a GPU/TPU here (decided without starting JAX's backends)."""
+    import importlib.util
+
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip().lower()
+    if platforms:
+        return platforms.split(",")[0] != "cpu"
+    plugins = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin",
+               "jax_rocm7_plugin", "libtpu")
+    return any(importlib.util.find_spec(name) is not None for name in plugins)
 
 
 def _processes(args) -> int:
@@ -66,6 +79,8 @@ def _processes(args) -> int:
             "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
         )
         value = "1" if in_process else "auto"
+    if str(value).strip().lower() == "auto" and _accelerator_installed():
+        return 1  # one process drives the accelerators; cores are not the unit there
     try:
         return resolve_cpu_devices(value) or 1
     except ValueError as err:

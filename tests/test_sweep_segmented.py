@@ -234,3 +234,24 @@ def test_diffeq_problem_rejects_saves_that_cannot_be_continued():
         SweepOptions(segment_steps=-1)
     with pytest.raises(ValueError, match="segment_width"):
         SweepOptions(segment_width=-8)
+
+
+def test_segmented_sweep_resumes_from_its_checkpoints_identically(tmp_path):
+    xs = np.array([2 ** (1 + i % 12) for i in range(40)] + [27, 871, 77031, 97], np.int64)
+    grid = Grid.zip({"x": xs})
+    options = SweepOptions(segment_steps=6, vmap_width=8, chunk_size=16)
+    messages = []
+    full = run_sweep(_Halving(), grid, options=options, checkpoint_dir=tmp_path,
+                     name="halving", log=messages.append)
+    chunks = sorted((tmp_path / "halving").glob("chunk_*.npz"))
+    assert len(chunks) == 3
+    chunks[1].unlink()  # as if killed before the second chunk finished (writes are atomic)
+    messages.clear()
+    resumed = run_sweep(_Halving(), grid, options=options, checkpoint_dir=tmp_path,
+                        name="halving", log=messages.append)
+    assert any("2 chunk(s) resumed" in m for m in messages), messages
+    for key in full.outputs:
+        np.testing.assert_array_equal(resumed.outputs[key], full.outputs[key])
+    np.testing.assert_array_equal(resumed.status, full.status)
+    expected = np.array([_collatz_reference(int(x))[0] for x in xs])
+    np.testing.assert_array_equal(resumed.outputs["n"], expected)

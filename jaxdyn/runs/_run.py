@@ -31,6 +31,7 @@ from .._status import status_code, status_name
 from ..sweep._grid import Grid
 from ..sweep._options import SweepOptions
 from ..sweep._result import SweepResult
+from ..sweep._segmented import AbstractSegmentedMember
 
 
 def _jsonable(value: Any) -> Any:
@@ -105,7 +106,7 @@ class Run:
     def sweep(
         self,
         name: str,
-        member: Callable,
+        member: Callable | AbstractSegmentedMember,
         grid: Grid,
         *,
         accept: Iterable = (),
@@ -113,10 +114,13 @@ class Run:
     ) -> SweepResult:
         """Run a sweep into this run directory: checkpoint, resume, record, in one call.
 
-        ``member(params, key) -> dict`` and ``grid`` are as in :func:`jaxdyn.sweep.run_sweep`;
-        the run's :class:`~jaxdyn.sweep.SweepOptions` apply (``options`` replaces them for this
-        sweep). Finished chunks go to ``checkpoints/<name>/`` so that ``--resume`` continues a
-        killed run; the result's arrays go to ``results.npz`` as ``<name>.<key>`` and its
+        ``member(params, key) -> dict`` (or a segmented member such as a
+        :class:`~jaxdyn.sweep.DiffeqMember`) and ``grid`` are as in
+        :func:`jaxdyn.sweep.run_sweep`; the run's :class:`~jaxdyn.sweep.SweepOptions` apply
+        (``options`` replaces them for this sweep). In a multi-process run every process
+        calls this and gets the whole result; only process 0 writes. Finished chunks go to
+        ``checkpoints/<name>/`` so that ``--resume`` continues a killed run; the result's
+        arrays go to ``results.npz`` as ``<name>.<key>`` and its
         status counts to ``summary.json``. Members whose status is in ``accept`` (besides
         ``Status.successful``) are not counted as failed (e.g. ``Status.blowup`` where blow-up
         is what is measured).

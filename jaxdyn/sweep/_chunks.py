@@ -114,7 +114,7 @@ class ChunkPlan:
         self.n_resumed = int(np.sum(finished_by >= 0))
         self.outputs: list = [None] * n_chunks
         self.status: list = [None] * n_chunks
-        for i in np.flatnonzero(finished_by == me):
+        for i in np.flatnonzero(finished_by == me).tolist():
             self.outputs[i], self.status[i] = checkpoints.load(i)
         self.todo = [int(i) for i in np.flatnonzero((self.owner == me) & (finished_by < 0))]
 
