@@ -32,28 +32,26 @@ def _enable_compilation_cache() -> None:
         pass
 
 
-def _add_cpu_devices_option(parser) -> None:
-    parser.add_argument(
-        "--cpu-devices",
-        default=os.environ.get("JAXDYN_CPU_DEVICES"),
-        metavar="N|auto",
-        help="split the CPU into N XLA devices in one process (auto: one per core); unsafe for "
-        "members with batched LAPACK calls (eigh, solve: an XLA CPU deadlock, "
-        "docs/scaling.md), so --processes is the default way to use every core "
-        "(default: $JAXDYN_CPU_DEVICES, else one device)",
-    )
-
-
-def _add_processes_option(parser) -> None:
-    parser.add_argument(
-        "--processes",
-        default=os.environ.get("JAXDYN_PROCESSES"),
-        metavar="N|auto",
-        help="run as N cooperating processes on this machine (jax.distributed; auto, the "
-        "default: one per core on a CPU-only install, one with a GPU/TPU jaxlib or "
-        "--cpu-devices); results are identical for any N (default: $JAXDYN_PROCESSES, else "
-        "auto)",
-    )
+def _add_parallel_options(parser) -> None:
+    """``--processes`` and ``--cpu-devices`` (how ``run``/``reproduce`` use the cores)."""
+    options = {
+        "--processes": (
+            "JAXDYN_PROCESSES",
+            "run as N cooperating processes on this machine (jax.distributed; auto, the "
+            "default: one per core on a CPU-only install, one with a GPU/TPU jaxlib or "
+            "--cpu-devices); results are identical for any N (default: $JAXDYN_PROCESSES, "
+            "else auto)",
+        ),
+        "--cpu-devices": (
+            "JAXDYN_CPU_DEVICES",
+            "split the CPU into N XLA devices in one process (auto: one per core); unsafe "
+            "for members with batched LAPACK calls (eigh, solve: an XLA CPU deadlock, "
+            "docs/scaling.md), so --processes is the default way to use every core "
+            "(default: $JAXDYN_CPU_DEVICES, else one device)",
+        ),
+    }
+    for flag, (env, text) in options.items():
+        parser.add_argument(flag, default=os.environ.get(env), metavar="N|auto", help=text)
 
 
 def _accelerator_installed() -> bool:
@@ -156,8 +154,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_sweep_option(run)
     run.add_argument("--resume", action="store_true", help="continue a killed run in --out")
-    _add_processes_option(run)
-    _add_cpu_devices_option(run)
+    _add_parallel_options(run)
     run.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     run.add_argument(
         "--show-config", action="store_true", help="print the resolved config and exit"
@@ -179,8 +176,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument("--resume", action="store_true", help="skip complete runs in --out")
     _add_sweep_option(reproduce)
-    _add_processes_option(reproduce)
-    _add_cpu_devices_option(reproduce)
+    _add_parallel_options(reproduce)
 
     data = sub.add_parser("data", help="text corpora: list them, fetch a full one", parents=common)
     data_sub = data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)

@@ -72,32 +72,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    """In a worker before ``exec``: end when the launcher ends, even by SIGKILL (Linux)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the worker's watchdog thread does it
-        pass
-
-
 def _watch_parent(parent: int) -> None:
-    """A worker's watchdog: exit when the launcher (``parent``) is gone."""
+    """A worker's watchdog: exit when the launcher (``parent``) is gone, even killed by
+    SIGKILL (which it cannot forward)."""
     import threading
 
     def watch():
         while os.getppid() == parent:
-            time.sleep(1.0)
+            time.sleep(0.1)
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="jaxdyn-parent-watch").start()
 
 
-def _stop(procs: list[subprocess.Popen], grace_s: float = 5.0) -> None:
+def _stop(procs: list[subprocess.Popen], grace_s: float = 2.0) -> None:
+    """Interrupt the workers still running (SIGINT: a worker records the interruption in its
+    run), then kill those that do not end within ``grace_s`` (e.g. blocked in a collective).
+    Not SIGTERM: JAX's distributed runtime takes it as a preemption notice."""
     for p in procs:
         if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
+            p.send_signal(signal.SIGINT)
     deadline = time.monotonic() + grace_s
     for p in procs:
         try:
@@ -130,11 +124,7 @@ def launch_local(argv: list[str], n: int) -> int:
         })
         env[ENV_LAUNCHER] = str(os.getpid())
         procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "jaxdyn.distributed", *argv],
-                env=env,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-            )
+            subprocess.Popen([sys.executable, "-m", "jaxdyn.distributed", *argv], env=env)
         )
     code = 0
     try:

@@ -35,18 +35,14 @@ from typing import Any
 
 import diffrax
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 from equinox._enum import EnumerationItem
-from jaxtyping import Array, ArrayLike, Bool, Int, PyTree, Real
+from jaxtyping import Array, ArrayLike, PyTree, Real
 
 from ._continuation import TrackedState, controller_never_jumps, step_to, tracked
+from ._diffeq_state import after_segment, direction_of, segment_saveat, subsaves
 from ._segmented import AbstractSegmentedMember
-
-
-def _subs(saveat: diffrax.SaveAt) -> list[diffrax.SubSaveAt]:
-    return jtu.tree_leaves(saveat.subs, is_leaf=lambda s: isinstance(s, diffrax.SubSaveAt))
 
 
 class DiffeqProblem(eqx.Module):
@@ -77,7 +73,7 @@ class DiffeqProblem(eqx.Module):
     def __check_init__(self):
         if not isinstance(self.saveat, diffrax.SaveAt):
             raise TypeError(f"saveat must be a diffrax.SaveAt, got {type(self.saveat).__name__}")
-        if self.saveat.dense or any(sub.steps for sub in _subs(self.saveat)):
+        if self.saveat.dense or any(sub.steps for sub in subsaves(self.saveat)):
             raise ValueError(
                 "DiffeqProblem: SaveAt(dense=...) and SaveAt(steps=...) cannot be continued "
                 "across segments; save at t0, t1 or ts (with fn for statistics) instead"
@@ -90,131 +86,6 @@ class DiffeqProblem(eqx.Module):
             raise ValueError(
                 f"DiffeqProblem: max_steps must be a positive int or None, got {self.max_steps!r}"
             )
-
-
-class DiffeqState(eqx.Module):
-    """Where one member's solve stands between segments (times in diffrax's normalised
-    ``t * direction``). ``saved`` holds each sub-save's ``(ts, ys)`` buffers, as the
-    uninterrupted solve returns them."""
-
-    t: Real[Array, ""]
-    tnext: Real[Array, ""]
-    y: PyTree
-    solver_state: PyTree
-    controller_state: PyTree
-    made_jump: Bool[Array, ""]
-    result: Int[Array, ""]
-    num_steps: Int[Array, ""]
-    num_accepted_steps: Int[Array, ""]
-    num_rejected_steps: Int[Array, ""]
-    saved: list
-    event_mask: PyTree
-    done: Bool[Array, ""]
-
-
-def _direction(problem: DiffeqProblem):
-    return jnp.where(problem.t0 < problem.t1, 1, -1)
-
-
-def _segment_saveat(subs: list[diffrax.SubSaveAt], t_start, direction) -> diffrax.SaveAt:
-    """The user's saves for a continued segment: ``t0`` dropped (saved by the first one) and
-    requested times before the segment's start clipped to it (diffrax requires ``ts`` within
-    ``[t0, t1]``; those slots already hold the earlier segments' values and are kept)."""
-    continued = []
-    for sub in subs:
-        ts = sub.ts
-        if ts is not None:
-            ts = jnp.where((ts - t_start) * direction < 0, t_start, ts)
-        continued.append(diffrax.SubSaveAt(t1=sub.t1, ts=ts, fn=sub.fn))
-    return diffrax.SaveAt(subs=continued, solver_state=True, controller_state=True, made_jump=True)
-
-
-def _continued_slots(sub, prev, seg_ts, seg_ys, state_t, direction):
-    """One sub-save's buffers after a continued segment: the segment's saves, placed after the
-    ``t0`` slot it did not save, and the slots of times up to the segment's start kept from
-    the earlier segments (the segment's values there are extrapolations to its start)."""
-    prev_ts, prev_ys = prev
-    offset = 1 if sub.t0 else 0
-    n = 0 if sub.ts is None else sub.ts.shape[0]
-    keep = jnp.zeros(prev_ts.shape[0], bool).at[:offset].set(True)
-    if n:
-        requested = jnp.asarray(sub.ts, state_t.dtype) * direction
-        earlier = jnp.arange(n) < jnp.sum(requested <= state_t)
-        keep = keep.at[offset : offset + n].set(earlier)
-    if offset:
-        seg_ts = jnp.concatenate([prev_ts[:1], seg_ts])
-        seg_ys = jax.tree.map(lambda p, s: jnp.concatenate([p[:1], s]), prev_ys, seg_ys)
-    ts = jnp.where(keep, prev_ts, seg_ts)
-    ys = jax.tree.map(lambda p, s: jnp.where(_bcast(keep, s), p, s), prev_ys, seg_ys)
-    return ts, ys
-
-
-def _merge_saved(subs, previous, sol, state_t, final, problem, direction):
-    """Each sub-save's buffers after a segment (``previous`` is ``None`` for the first)."""
-    event_fired = (
-        jnp.asarray(False)
-        if sol.event_mask is None
-        else jnp.any(jnp.stack([jnp.asarray(m) for m in jtu.tree_leaves(sol.event_mask)]))
-    )
-    t_end, y_end = final
-    merged = []
-    for i, sub in enumerate(subs):
-        ts, ys = sol.ts[i], sol.ys[i]
-        if previous is not None:
-            ts, ys = _continued_slots(sub, previous[i], ts, ys, state_t, direction)
-        if sub.t1:
-            # Without an event the final save is the loop's own state at the time reached
-            # (diffrax interpolates it when another member of the vmapped batch had an event).
-            own = jax.tree.map(lambda y: y[None], sub.fn(t_end, y_end, problem.args))
-            ts = ts.at[-1].set(jnp.where(event_fired, ts[-1], t_end))
-            ys = jax.tree.map(
-                lambda s, o: s.at[-1:].set(jnp.where(event_fired, s[-1:], o)), ys, own
-            )
-        merged.append((ts, ys))
-    return merged
-
-
-def _bcast(mask, x):
-    return mask.reshape(mask.shape + (1,) * (x.ndim - 1))
-
-
-def _after_segment(problem, subs, sol, previous: DiffeqState | None, direction) -> DiffeqState:
-    """The member's state after one segment's solve ``sol``."""
-    track: TrackedState = sol.controller_state
-    steps = {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
-    if previous is not None:
-        steps = {k: v + getattr(previous, k) for k, v in steps.items()}
-    start = jnp.asarray(problem.t0) * direction if previous is None else previous.t
-    saved = _merge_saved(
-        subs,
-        None if previous is None else previous.saved,
-        sol,
-        start,
-        (track.tprev * direction, track.y),
-        problem,
-        direction,
-    )
-    result = sol.result
-    over_budget = (
-        jnp.asarray(False) if problem.max_steps is None else steps["num_steps"] >= problem.max_steps
-    )
-    done = (result != diffrax.RESULTS.max_steps_reached) | over_budget
-    event_mask = sol.event_mask
-    if previous is not None and event_mask is not None:
-        event_mask = jax.tree.map(lambda now, before: now | before, event_mask, previous.event_mask)
-    return DiffeqState(
-        t=track.tprev,
-        tnext=track.tnext,
-        y=track.y,
-        solver_state=sol.solver_state,
-        controller_state=track.inner,
-        made_jump=jnp.asarray(sol.made_jump, bool),
-        result=jnp.asarray(result._value, jnp.int32),
-        saved=saved,
-        event_mask=event_mask,
-        done=done,
-        **{k: jnp.asarray(v, jnp.int32) for k, v in steps.items()},
-    )
 
 
 class DiffeqMember(AbstractSegmentedMember):
@@ -270,15 +141,15 @@ class DiffeqMember(AbstractSegmentedMember):
 
     def init(self, params, key, max_steps):
         problem = self._problem(params, key)
-        subs = _subs(problem.saveat)
+        subs = subsaves(problem.saveat)
         saveat = diffrax.SaveAt(subs=subs, solver_state=True, controller_state=True, made_jump=True)
         sol = self._solve(problem, max_steps=max_steps, saveat=saveat, steps_left=problem.max_steps)
-        return _after_segment(problem, subs, sol, None, _direction(problem))
+        return after_segment(problem, subs, sol, None, direction_of(problem))
 
     def advance(self, params, key, state, max_steps):
         problem = self._problem(params, key)
-        subs = _subs(problem.saveat)
-        direction = _direction(problem)
+        subs = subsaves(problem.saveat)
+        direction = direction_of(problem)
         steps_left = None if problem.max_steps is None else problem.max_steps - state.num_steps
         never_jumps = controller_never_jumps(
             problem.stepsize_controller,
@@ -293,7 +164,7 @@ class DiffeqMember(AbstractSegmentedMember):
         sol = self._solve(
             problem,
             max_steps=max_steps,
-            saveat=_segment_saveat(subs, state.t * direction, direction),
+            saveat=segment_saveat(subs, state.t * direction, direction),
             steps_left=steps_left,
             t0=state.t * direction,
             dt0=step_to(state.t, state.tnext) * direction,
@@ -304,7 +175,7 @@ class DiffeqMember(AbstractSegmentedMember):
             ),
             made_jump=False if never_jumps else state.made_jump,
         )
-        return _after_segment(problem, subs, sol, state, direction)
+        return after_segment(problem, subs, sol, state, direction)
 
     def done(self, state):
         return state.done

@@ -81,6 +81,16 @@ def _local_devices(options: SweepOptions) -> list:
     return devices
 
 
+def _compiler(fn, segmented, devices, width, options, log):
+    """``compile_for(params, seeds) -> (program, compilations done now)`` for a chunk."""
+    if segmented:
+        return lambda params, seeds: segmented_programs(
+            fn, devices[0], width, options, params, seeds
+        )
+    mesh = jax.sharding.Mesh(np.array(devices), ("sweep",))
+    return lambda params, seeds: compile_program(fn, mesh, width, params, seeds, log)
+
+
 def run_sweep(
     fn: Callable[[dict[str, jax.Array], jax.Array], dict[str, jax.Array]]
     | AbstractSegmentedMember,
@@ -128,14 +138,7 @@ def run_sweep(
             "vmap_width": width}
     checkpoints = SweepCheckpoints(checkpoint_dir, name, meta)
 
-    if segmented:
-        def compile_for(params, seeds):
-            return segmented_programs(fn, devices[0], width, options, params, seeds)
-    else:
-        mesh = jax.sharding.Mesh(np.array(devices), ("sweep",))
-
-        def compile_for(params, seeds):
-            return compile_program(fn, mesh, width, params, seeds, log)
+    compile_for = _compiler(fn, segmented, devices, width, options, log)
 
     # Process 0 sizes the chunks (compiling); the others compile only if they get chunks,
     # by then usually from the persistent compilation cache.
@@ -188,25 +191,9 @@ def run_sweep(
     chunk_outputs, chunk_status = plan.gather(out_shape)
     if plan.n_resumed:
         log(f"sweep '{name}': {plan.n_resumed} chunk(s) resumed from checkpoints")
-    outputs = {
-        k: np.concatenate([c[k] for c in chunk_outputs])[:n_members] for k in chunk_outputs[0]
-    }
-    status = np.concatenate(chunk_status)[:n_members].astype(np.int32)
-    if segmented:  # back to grid order
-        inverse = np.argsort(order)
-        outputs = {k: v[inverse] for k, v in outputs.items()}
-        status = status[inverse]
-    result = SweepResult(
-        name=name,
-        params={k: np.asarray(v) for k, v in original.params.items()},
-        seeds=original.seeds,
-        outputs=outputs,
-        status=status,
-        grid_shape=original.shape,
-        axes=original.axes,
-        chunk_size=chunk,
-        n_devices=n_devices,
-        n_compilations=n_compilations,
+    result = _assemble(
+        name, original, chunk_outputs, chunk_status, order if segmented else None,
+        chunk=chunk, n_devices=n_devices, n_compilations=n_compilations,
         wall_time_s=time.perf_counter() - t_start,
     )
     failed = result.n_failed()
@@ -216,3 +203,27 @@ def run_sweep(
     else:
         log(f"sweep '{name}': done in {result.wall_time_s:.1f} s")
     return result
+
+
+def _assemble(name, grid, chunk_outputs, chunk_status, order, **stats) -> SweepResult:
+    """The chunks' results in grid order (``order``: the member order the chunks used)."""
+    n = len(grid)
+    outputs = {k: np.concatenate([c[k] for c in chunk_outputs])[:n] for k in chunk_outputs[0]}
+    status = np.concatenate(chunk_status)[:n].astype(np.int32)
+    if order is not None:
+        inverse = np.argsort(order)
+        outputs = {k: v[inverse] for k, v in outputs.items()}
+        status = status[inverse]
+    return SweepResult(
+        name=name,
+        params={k: np.asarray(v) for k, v in grid.params.items()},
+        seeds=grid.seeds,
+        outputs=outputs,
+        status=status,
+        grid_shape=grid.shape,
+        axes=grid.axes,
+        chunk_size=stats["chunk"],
+        n_devices=stats["n_devices"],
+        n_compilations=stats["n_compilations"],
+        wall_time_s=stats["wall_time_s"],
+    )
