@@ -183,3 +183,14 @@ def test_paper_experiment_on_several_processes_is_bitwise_one_process(
     _run_cli("run", experiment, "--quick", "--processes", processes, "--out",
              str(tmp_path / "many"))
     _same_results(tmp_path / "one", tmp_path / "many")
+
+
+def test_bad_process_counts_exit_2_before_anything_starts(tmp_path, capsys, monkeypatch):
+    from jaxdyn.cli import main
+
+    monkeypatch.setenv("JAXDYN_IMPORT", "toy_experiment")
+    for bad in ("0", "-2", "many"):
+        out = tmp_path / bad
+        assert main(["run", "toy-blowup", "--processes", bad, "--out", str(out)]) == 2
+        assert "--processes" in capsys.readouterr().err
+        assert not out.exists()
