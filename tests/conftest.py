@@ -22,6 +22,7 @@ TYPECHECKED = (
     "jaxdyn._validation",
     "jaxdyn.attention",
     "jaxdyn.data",
+    "jaxdyn.distributed",
     "jaxdyn.meanfield._fields",
     "jaxdyn.meanfield._heads",
     "jaxdyn.meanfield._wrappers",
