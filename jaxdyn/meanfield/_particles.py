@@ -154,13 +154,15 @@ def fixed_step_particles(
     ts: Float[ArrayLike, " s"] | None = None,
     save_fn: Callable[[Float[Array, ""], Float[Array, "n d"]], PyTree] | None = None,
     solver: diffrax.AbstractSolver | None = None,
+    adjoint: diffrax.AbstractAdjoint | None = None,
 ) -> FixedStepSolution:
     """``dx_i/dt = Gamma_mu(x_i)`` with ``steps`` equal steps of ``solver`` (default :class:`RK4`).
 
     The lean path for sweeps of many fixed-step particle systems: the same vector field as
     :func:`jaxdyn.meanfield.simulate_particles`, without its blow-up event (whose root finder
     roughly doubles compilation time); a non-finite state gives ``Status.nonfinite`` instead. Use
-    ``simulate_particles`` when blow-up must be located.
+    ``simulate_particles`` when blow-up must be located. ``adjoint=diffrax.ForwardMode()``
+    allows forward-mode differentiation (``jax.jacfwd``) through the solve.
     """
     x0 = jnp.asarray(x0)
     if x0.ndim != 2:
@@ -190,6 +192,7 @@ def fixed_step_particles(
         saveat=diffrax.SaveAt(subs=[saved, diffrax.SubSaveAt(t1=True)]),
         stepsize_controller=diffrax.ConstantStepSize(),
         max_steps=steps + 1,
+        adjoint=adjoint if adjoint is not None else diffrax.RecursiveCheckpointAdjoint(),
         throw=False,
     )
     out, final = sol.ys
