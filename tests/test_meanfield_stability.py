@@ -50,14 +50,14 @@ def _ball(key, n, d, radius):
     return r * z / jnp.linalg.norm(z, axis=-1, keepdims=True)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])
 def test_measured_softmax_lipschitz_constants_respect_the_bounds(seed):
     rng = np.random.default_rng(seed)
     d = 2 + seed % 2
     Q, K, V = (rng.standard_normal((d, d)) for _ in range(3))
     field = Softmax(Q, K, V)
     radius = 0.5 + seed
-    y = _ball(jax.random.key(seed), 20, d, radius)
+    y = _ball(jax.random.key(seed), 12, d, radius)
     L_x, L_w2, L_w1 = (float(v) for v in field_lipschitz_constants(field, y))
     bound_x, bound_mu = softmax_lipschitz_bounds(field, radius)
     assert L_x <= bound_x and L_w2 <= L_w1 * (1 + 1e-12) and L_w1 <= bound_mu

@@ -3,10 +3,8 @@
 from ._analysis import (
     bures_wasserstein as bures_wasserstein,
     bures_wasserstein_map as bures_wasserstein_map,
-    detect_clusters as detect_clusters,
     empirical_mean_cov as empirical_mean_cov,
     optimal_assignment as optimal_assignment,
-    single_cluster_condition as single_cluster_condition,
     sliced_wasserstein as sliced_wasserstein,
     sqrtm_psd as sqrtm_psd,
     stability_ratio as stability_ratio,
@@ -21,6 +19,10 @@ from ._closed_forms import (
     limiting_rank as limiting_rank,
     low_rank_limit as low_rank_limit,
     softmax_identity_covariance as softmax_identity_covariance,
+)
+from ._clusters import (
+    detect_clusters as detect_clusters,
+    single_cluster_condition as single_cluster_condition,
 )
 from ._design import (
     BlowupDesign as BlowupDesign,
@@ -59,7 +61,6 @@ from ._heads import (
     Linear as Linear,
     MultiHead as MultiHead,
     Sigmoid as Sigmoid,
-    Sinkhorn as Sinkhorn,
     Softmax as Softmax,
 )
 from ._meanfield_limit import (
@@ -90,6 +91,7 @@ from ._simulate_particles import (
     ParticleSolution as ParticleSolution,
     simulate_particles as simulate_particles,
 )
+from ._sinkhorn import Sinkhorn as Sinkhorn
 from ._stability import (
     field_lipschitz_constants as field_lipschitz_constants,
     flow_jacobian_norms as flow_jacobian_norms,

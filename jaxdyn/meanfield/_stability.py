@@ -24,6 +24,8 @@ the estimate applies to particle clouds directly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -60,8 +62,8 @@ def softmax_lipschitz_bounds(
 
 def softmax_stability_constant(
     field: Softmax,
-    ts: Float[ArrayLike, " s"],
-    radii: Float[ArrayLike, " s"],
+    ts: Float[ArrayLike, " s"] | Sequence[float],
+    radii: Float[ArrayLike, " s"] | Sequence[float],
     *,
     nodes: int = 64,
 ) -> Float[np.ndarray, " s"]:

@@ -105,6 +105,24 @@ def _standardised(x):
     return (x - m) / jnp.sqrt(jnp.trace(c) + 1e-300)
 
 
+def _draw_row(axes, variant, clouds, counts, depth, ts, positions, status) -> None:
+    """One row of the clouds figure: the cloud at each snapshot depth ``ts``."""
+    finite = np.all(np.isfinite(clouds), axis=(1, 2))
+    for ax, t in zip(axes, ts, strict=True):
+        i = int(np.argmin(np.abs(depth - t)))
+        pts = clouds[i]
+        if variant == "masked":  # colour = position s in [0, 1]; the sink is token 0
+            ax.scatter(pts[:, 0], pts[:, 1], s=3, c=np.asarray(positions), cmap="viridis")
+            ax.scatter(pts[:1, 0], pts[:1, 1], s=25, marker="*", color="crimson")
+        else:
+            ax.scatter(pts[:, 0], pts[:, 1], s=3)
+        label = f"{counts[i]:.0f} clusters" if finite[i] else "blown up"
+        ax.set_title(f"{variant}, t={depth[i]:.2f}, {label}", fontsize=7)
+        ax.tick_params(labelsize=6)
+        if status != status_code(Status.successful):
+            ax.text(0.02, 0.02, status_name(status), transform=ax.transAxes, color="crimson")
+
+
 @register_experiment(
     "pde-particles",
     ParticlesConfig,
@@ -155,27 +173,7 @@ def run_pde_particles(config: ParticlesConfig, run: Run) -> None:
             f"{variant}_final_rms_radius",
             float(np.sqrt(np.mean(np.sum((clouds[-1] - clouds[-1].mean(0)) ** 2, -1)))),
         )
-        for col, t in enumerate(ts):
-            i = int(np.argmin(np.abs(depth - t)))
-            ax = axes[row, col]
-            pts = clouds[i]
-            if variant == "masked":  # colour = position s in [0, 1]; the sink is token 0
-                ax.scatter(pts[:, 0], pts[:, 1], s=3, c=np.asarray(positions), cmap="viridis")
-                ax.scatter(pts[:1, 0], pts[:1, 1], s=25, marker="*", color="crimson")
-            else:
-                ax.scatter(pts[:, 0], pts[:, 1], s=3)
-            label = f"{counts[i]:.0f} clusters" if finite[i] else "blown up"
-            ax.set_title(f"{variant}, t={depth[i]:.2f}, {label}", fontsize=7)
-            ax.tick_params(labelsize=6)
-            if status != status_code(Status.successful):
-                ax.text(
-                    0.02,
-                    0.02,
-                    status_name(status),
-                    transform=ax.transAxes,
-                    color="crimson",
-                    fontsize=7,
-                )
+        _draw_row(axes[row], variant, clouds, counts, depth, ts, positions, status)
     run.save_figure(fig, "clouds")
 
     fig, axes = new_figure(1, 1, width=5.0)

@@ -62,14 +62,9 @@ def _sigmoid_field(beta, d, bias):
     return Sigmoid(Q=beta * jnp.sqrt(d) * eye, K=eye, V=eye, bias=bias)  # A = beta I
 
 
-@register_experiment(
-    "pde-sigmoid",
-    SigmoidConfig,
-    "sigmoid attention on the sphere: energy identity, clustering against softmax",
-)
-def run_pde_sigmoid(config: SigmoidConfig, run: Run) -> None:
+def _member(config: SigmoidConfig, ts):
+    """One system at one ``beta``: sigmoid statistics over depth, softmax cluster counts."""
     d, n = config.d, config.n
-    ts = np.linspace(0.0, config.t1, config.saves)
 
     def clusters(x):
         return detect_clusters(x, config.radius)[1]
@@ -108,6 +103,17 @@ def run_pde_sigmoid(config: SigmoidConfig, run: Run) -> None:
             "status": status,
         }
 
+    return member
+
+
+@register_experiment(
+    "pde-sigmoid",
+    SigmoidConfig,
+    "sigmoid attention on the sphere: energy identity, clustering against softmax",
+)
+def run_pde_sigmoid(config: SigmoidConfig, run: Run) -> None:
+    ts = np.linspace(0.0, config.t1, config.saves)
+    member = _member(config, ts)
     grid = Grid.product(
         {"beta": np.array(config.betas)}, seeds=config.systems, base_seed=config.seed
     )
