@@ -46,6 +46,7 @@ class MeanFieldConfig(ExperimentConfig):
     d: int = 2
     variants: tuple[str, ...] = CLOSED_VARIANTS
     n_values: tuple[int, ...] = (64, 256, 1024)
+    sinkhorn_n_values: tuple[int, ...] = (64, 128, 256)
     systems: int = 16
     t1: float = 1.0
     steps: int = 20
@@ -60,10 +61,12 @@ class MeanFieldConfig(ExperimentConfig):
         if self.d < 1:
             raise ConfigError(f"d must be >= 1, got {self.d}")
         check_variants(self.variants, CLOSED_VARIANTS, self.d)
-        if len(self.n_values) < 2 or any(n < 2 or n % 2 for n in self.n_values):
-            raise ConfigError(f"n_values needs >= 2 even sizes, got {self.n_values}")
-        if any(max(self.n_values) % n for n in self.n_values):
-            raise ConfigError(f"every n must divide max(n_values), got {self.n_values}")
+        for name in ("n_values", "sinkhorn_n_values"):
+            sizes = getattr(self, name)
+            if len(sizes) < 2 or any(n < 2 or n % 2 for n in sizes):
+                raise ConfigError(f"{name} needs >= 2 even sizes, got {sizes}")
+            if any(max(sizes) % n for n in sizes):
+                raise ConfigError(f"every n must divide max({name}), got {sizes}")
         if self.systems < 3 or self.stability_systems < 3:
             raise ConfigError("systems and stability_systems must be >= 3 (standard errors)")
         if not self.t1 > 0 or self.steps < 1:
@@ -77,11 +80,18 @@ class MeanFieldConfig(ExperimentConfig):
 
     @classmethod
     def quick(cls) -> dict:
-        return {"n_values": (64, 256), "systems": 8, "stability_n": 96, "stability_systems": 4}
+        return {
+            "n_values": (64, 256),
+            "sinkhorn_n_values": (32, 128),
+            "systems": 8,
+            "stability_n": 96,
+            "stability_systems": 4,
+        }
 
 
-def _error_sweep(config, run, name, field, alpha0, cov0):
-    n_max = max(config.n_values)
+def _error_sweep(config, run, name, field, alpha0, cov0, n_values=None):
+    n_values = config.n_values if n_values is None else n_values
+    n_max = max(n_values)
     half = n_max // 2
 
     def member(params, key):
@@ -100,9 +110,7 @@ def _error_sweep(config, run, name, field, alpha0, cov0):
             "status": err.status,
         }
 
-    grid = Grid.product(
-        {"n": np.array(config.n_values)}, seeds=config.systems, base_seed=config.seed
-    )
+    grid = Grid.product({"n": np.array(n_values)}, seeds=config.systems, base_seed=config.seed)
     return run.sweep(name, member, grid)
 
 
@@ -129,10 +137,10 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
     alpha0, cov0 = initial_gaussian(config.d)
     Q, K, V = random_weights(config.weight_seed, config.d, config.weight_scale)
     fig, axes = new_figure(1, 2, width=4.6)
-    ns = np.array(config.n_values)
     for variant in config.variants:
         field = make_field(variant, Q, K, V, sinkhorn_iterations=config.sinkhorn_iterations)
-        result = _error_sweep(config, run, f"meanfield_{variant}", field, alpha0, cov0)
+        sizes = config.sinkhorn_n_values if variant == "sinkhorn" else config.n_values
+        result = _error_sweep(config, run, f"meanfield_{variant}", field, alpha0, cov0, sizes)
         if variant == "linear":
             fit = _exact_closure_check(config, run, result, cov0)
         else:
@@ -141,8 +149,8 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
         for k, values in rms.items():
             run.scalar(f"{variant}_{k}_error_at_n_max", float(values[-1]))
         run.save_arrays(**{f"meanfield_{variant}.{k}": v for k, v in rms.items()})
-        axes[0, 0].loglog(ns, rms["dynamic"], "o-", label=f"{variant} ({fit.slope:.2f})")
-        axes[0, 0].loglog(ns, rms["total"], ":", color="0.6")
+        axes[0, 0].loglog(sizes, rms["dynamic"], "o-", label=f"{variant} ({fit.slope:.2f})")
+        axes[0, 0].loglog(sizes, rms["total"], ":", color="0.6")
         note_excluded(axes[0, 0], result.n_failed(), len(result.status))
     axes[0, 0].set_xlabel("particles n")
     axes[0, 0].set_ylabel("RMS BW at t1 (dotted: total, solid: dynamic)")
@@ -181,7 +189,9 @@ def _closure_probe(config, run, Q, K, V, alpha0, cov0, ax):
     base = make_field(variant, Q, K, V, sinkhorn_iterations=config.sinkhorn_iterations)
     drift = np.zeros(config.d)
     drift[0] = config.closure_bias
-    result = _error_sweep(config, run, "closure_probe", DriftedClosure(base, drift), alpha0, cov0)
+    sizes = config.sinkhorn_n_values if variant == "sinkhorn" else config.n_values
+    probe = DriftedClosure(base, drift)
+    result = _error_sweep(config, run, "closure_probe", probe, alpha0, cov0, sizes)
     ok = result.ok()
     fit = fit_power_law(result.params["n"][ok], result.outputs["dynamic"][ok])
     gap = result.outputs["mean_gap"][ok][:, 0]
@@ -195,7 +205,7 @@ def _closure_probe(config, run, Q, K, V, alpha0, cov0, ax):
         passed=bool(detected),
         note=f"{variant} with its closure's c shifted by {config.closure_bias:g}",
     )
-    ax.loglog(np.array(config.n_values), _rms_by_n(result, "dynamic"), "k--", label="probe")
+    ax.loglog(sizes, _rms_by_n(result, "dynamic"), "k--", label="probe")
 
 
 def _stability_ratio(config, run, Q, K, V, alpha0, cov0, ax):
