@@ -76,35 +76,32 @@ def test_builtin_capabilities_are_types():
 
 
 def test_user_field_runs_through_simulators_masked_and_the_sweep_engine():
-    n, d = 8, 2
+    n, d = 6, 2
     x0 = jax.random.normal(jax.random.key(0), (n, d))
     positions = jnp.linspace(0.0, 1.0, n)
-    field = Repulsion(0.7)
-    sol = simulate_particles(field, x0, 0.5, rtol=1e-10, atol=1e-12)
-    fixed = fixed_step_particles(field, x0, 0.5, 200)
-    assert bool(sol.status == Status.successful)
-    np.testing.assert_allclose(sol.final_x, fixed.final_x, rtol=1e-8, atol=1e-10)
-
-    masked = Masked(field, positions)
+    masked = Masked(Repulsion(0.7), positions)
     np.testing.assert_allclose(
-        masked.velocity(x0, x0), _brute_force_masked(field, x0, positions), rtol=1e-12
+        masked.velocity(x0, x0), _brute_force_masked(Repulsion(0.7), x0, positions), rtol=1e-12
     )
-    masked_sol = simulate_particles(masked, x0, 0.5, rtol=1e-10, atol=1e-12)
-    assert bool(masked_sol.status == Status.successful)
-    # the first token sees only itself, where the repulsion vanishes: it never moves
-    np.testing.assert_allclose(masked_sol.final_x[0], x0[0], atol=1e-12)
 
     def member(params, key):
         x = jax.random.normal(key, (n, d))
         out = simulate_particles(Masked(Repulsion(params["strength"]), positions), x, 0.5)
         spread = jnp.mean(jnp.sum((out.final_x - out.final_x.mean(0)) ** 2, -1))
-        return {"spread": spread, "status": out.status}
+        # the first token sees only itself, where the repulsion vanishes: it never moves
+        return {"spread": spread, "first_moved": jnp.max(jnp.abs(out.final_x[0] - x[0]))}
 
     grid = Grid.product({"strength": np.array([0.0, 1.0, 3.0])}, seeds=2)
     result = run_sweep(member, grid, options=SweepOptions(progress=False))
     assert result.ok().all()
+    assert np.max(result.outputs["first_moved"]) < 1e-14  # round-off of fused stages
     spread = result.reshaped("spread").mean(axis=1)
     assert spread[0] < spread[1] < spread[2]  # stronger repulsion spreads the cloud further
+    # the same user field, unmasked, through the adaptive and the fixed-step simulators
+    sol = simulate_particles(Repulsion(0.7), x0, 0.5, rtol=1e-10, atol=1e-12)
+    fixed = fixed_step_particles(Repulsion(0.7), x0, 0.5, 100)
+    assert bool(sol.status == Status.successful)
+    np.testing.assert_allclose(sol.final_x, fixed.final_x, rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parametrize(
@@ -122,8 +119,8 @@ def test_direct_causal_paths_equal_the_generic_prefix_evaluation(make):
     rng = np.random.default_rng(1)
     Q, K, V = (jnp.asarray(rng.standard_normal((4, 4))) for _ in range(3))
     field = make(Q, K, V)
-    x = jnp.asarray(rng.standard_normal((9, 4)))
-    positions = jnp.asarray(rng.choice([0.0, 0.2, 0.5, 1.0], size=9))  # with ties
+    x = jnp.asarray(rng.standard_normal((7, 4)))
+    positions = jnp.asarray(rng.choice([0.0, 0.2, 0.5, 1.0], size=7))  # with ties
 
     @jax.jit
     def both(x, positions):
@@ -135,6 +132,7 @@ def test_direct_causal_paths_equal_the_generic_prefix_evaluation(make):
     np.testing.assert_allclose(direct, _brute_force_masked(field, x, positions), rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_masked_sinkhorn_solves_the_coupling_of_each_visible_prefix():
     rng = np.random.default_rng(2)
     Q, K, V = (jnp.asarray(0.5 * rng.standard_normal((2, 2))) for _ in range(3))
@@ -174,13 +172,13 @@ def test_gaussian_time_switch_equals_two_staged_solves():
     second = L2(*(0.4 * rng.standard_normal((3, 3)) for _ in range(2)), -jnp.eye(3))
     switched = GaussianTimeSwitch((first, second), breaks=[0.4])
     mean0, cov0 = np.zeros(3) + 0.2, np.eye(3)
-    tol = dict(rtol=1e-11, atol=1e-12)
+    tol = dict(rtol=1e-10, atol=1e-12)
     whole = simulate_gaussian(switched, mean0, cov0, 1.0, **tol)
     stage1 = simulate_gaussian(first, mean0, cov0, 0.4, **tol)
     stage2 = simulate_gaussian(second, stage1.final_mean, stage1.final_cov, 0.6, **tol)
     # the solver crosses the switch inside a step: error controlled by rejected steps, ~ rtol
-    np.testing.assert_allclose(whole.final_cov, stage2.final_cov, rtol=1e-7)
-    np.testing.assert_allclose(whole.final_mean, stage2.final_mean, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(whole.final_cov, stage2.final_cov, rtol=1e-6)
+    np.testing.assert_allclose(whole.final_mean, stage2.final_mean, rtol=1e-6, atol=1e-8)
     with pytest.raises(TypeError, match="Gaussian-closed"):
         GaussianTimeSwitch((first, Sigmoid(jnp.eye(3), jnp.eye(3), jnp.eye(3))), breaks=[0.4])
     with pytest.raises(ValueError, match="not Gaussian-closed"):

@@ -104,7 +104,8 @@ def test_clustering_time_derivative_matches_finite_differences():
 
 def test_bad_events_are_rejected_before_compiling():
     att, x0, _ = _linear_problem()
-    with pytest.raises(TypeError, match="callable"):
+    # the function's TypeError, or the annotation's TypeCheckError under the test hook
+    with pytest.raises(TypeError, match="event"):
         simulate_particles(att, x0, 1.0, events={"e": 3.0})
     with pytest.raises(ValueError, match="reserved"):
         simulate_particles(att, x0, 1.0, events={"blowup": lambda t, x: t})

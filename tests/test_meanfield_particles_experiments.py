@@ -1,5 +1,5 @@
-"""The pde-meanfield / pde-particles / pde-energy experiments: config validation (fast) and
-end-to-end --quick runs whose theory-vs-simulation checks must all pass (slow)."""
+"""The particle experiments of the Transformer PDE: config validation (fast) and end-to-end
+--quick runs whose theory-vs-simulation checks must all pass (slow)."""
 
 import json
 
@@ -8,16 +8,32 @@ import pytest
 from jaxdyn.cli import main
 from jaxdyn.runs import ConfigError, get_experiment, resolve_config
 
+EXPERIMENTS = [
+    "pde-meanfield",
+    "pde-particles",
+    "pde-energy",
+    "pde-stability",
+    "pde-causal",
+    "pde-sigmoid",
+    "pde-twisted",
+]
+
 
 @pytest.mark.parametrize(
     "name, overrides, message",
     [
-        ("pde-meanfield", {"repeats": (3, 2, 1), "n_max": 256}, "must divide n_max"),
+        ("pde-meanfield", {"n_values": (64, 96)}, "must divide max"),
+        ("pde-meanfield", {"n_values": (63, 126)}, "even sizes"),
         ("pde-meanfield", {"variants": ("softmax", "sigmoid")}, "unknown variants"),
         ("pde-meanfield", {"d": 3}, "d must be even"),
         ("pde-particles", {"beta_max": 64.0, "phase_steps": 100}, "RK4 would be inaccurate"),
         ("pde-particles", {"beta_min": 2.0, "beta_max": 1.0}, "beta_min < beta_max"),
         ("pde-energy", {"bw_steps": (4,)}, "bw_steps"),
+        ("pde-stability", {"lipschitz_radii": (2.0, 1.0, 3.0)}, "increasing"),
+        ("pde-causal", {"sink_mass": 0.0}, "sink_mass"),
+        ("pde-causal", {"prefix": 16, "n_values": (16, 32, 64)}, "prefix"),
+        ("pde-sigmoid", {"betas": (40.0,), "steps": 100}, "RK4 would be inaccurate"),
+        ("pde-twisted", {"n": 1}, "n >= 2"),
     ],
 )
 def test_invalid_configs_are_rejected_before_compiling(name, overrides, message):
@@ -30,14 +46,14 @@ def test_invalid_configs_are_rejected_before_compiling(name, overrides, message)
 
 
 def test_default_and_quick_configs_validate():
-    for name in ("pde-meanfield", "pde-particles", "pde-energy"):
+    for name in EXPERIMENTS:
         cls = get_experiment(name).config_cls
         cls().validate()
         cls(**cls.quick()).validate()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["pde-meanfield", "pde-particles", "pde-energy"])
+@pytest.mark.parametrize("name", EXPERIMENTS)
 def test_quick_run_passes_every_theory_check(name, tmp_path):
     out = tmp_path / name
     assert main(["run", name, "--quick", "--out", str(out)]) == 0

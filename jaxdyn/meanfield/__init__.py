@@ -3,20 +3,26 @@
 from ._analysis import (
     bures_wasserstein as bures_wasserstein,
     bures_wasserstein_map as bures_wasserstein_map,
-    detect_clusters as detect_clusters,
     empirical_mean_cov as empirical_mean_cov,
     optimal_assignment as optimal_assignment,
-    single_cluster_condition as single_cluster_condition,
     sliced_wasserstein as sliced_wasserstein,
     sqrtm_psd as sqrtm_psd,
     stability_ratio as stability_ratio,
     wasserstein2_exact as wasserstein2_exact,
+)
+from ._causal import (
+    causal_influence as causal_influence,
+    sink_positions as sink_positions,
 )
 from ._closed_forms import (
     blowup_time as blowup_time,
     limiting_rank as limiting_rank,
     low_rank_limit as low_rank_limit,
     softmax_identity_covariance as softmax_identity_covariance,
+)
+from ._clusters import (
+    detect_clusters as detect_clusters,
+    single_cluster_condition as single_cluster_condition,
 )
 from ._design import (
     BlowupDesign as BlowupDesign,
@@ -43,13 +49,25 @@ from ._fields import (
     AbstractSoftmaxHead as AbstractSoftmaxHead,
     AbstractVelocityField as AbstractVelocityField,
 )
+from ._gradient_flow import (
+    Exponential as Exponential,
+    sigmoid_energy as sigmoid_energy,
+    twisted_metric as twisted_metric,
+    twisted_speed_squared as twisted_speed_squared,
+    twisted_wasserstein as twisted_wasserstein,
+)
 from ._heads import (
     L2 as L2,
     Linear as Linear,
     MultiHead as MultiHead,
     Sigmoid as Sigmoid,
-    Sinkhorn as Sinkhorn,
     Softmax as Softmax,
+)
+from ._meanfield_limit import (
+    DriftedClosure as DriftedClosure,
+    MeanFieldError as MeanFieldError,
+    antithetic_gaussian_sample as antithetic_gaussian_sample,
+    meanfield_error as meanfield_error,
 )
 from ._paper import (
     paper_limiting_ranks as paper_limiting_ranks,
@@ -72,6 +90,13 @@ from ._simulate_gaussian import (
 from ._simulate_particles import (
     ParticleSolution as ParticleSolution,
     simulate_particles as simulate_particles,
+)
+from ._sinkhorn import Sinkhorn as Sinkhorn
+from ._stability import (
+    field_lipschitz_constants as field_lipschitz_constants,
+    flow_jacobian_norms as flow_jacobian_norms,
+    softmax_lipschitz_bounds as softmax_lipschitz_bounds,
+    softmax_stability_constant as softmax_stability_constant,
 )
 from ._wrappers import (
     AbstractTimeSwitch as AbstractTimeSwitch,

@@ -4,7 +4,6 @@ Everything here compares the output of the mean-field simulators:
 
 - :func:`bures_wasserstein` between Gaussians (the Gaussian ODE, or a cloud's moments);
 - :func:`sliced_wasserstein` and :func:`wasserstein2_exact` between particle clouds;
-- :func:`detect_clusters` for the clustering of tokens over depth;
 - :func:`stability_ratio`, the quantity bounded by the paper's stability estimate
   ``W_p(mu(t), nu(t)) <= C(t, R_0) W_p(mu_0, nu_0)`` ("Mean-field limit and stability").
 """
@@ -74,24 +73,6 @@ def empirical_mean_cov(
     mean = jnp.mean(x, axis=0)
     xc = x - mean
     return mean, xc.T @ xc / x.shape[0]
-
-
-def single_cluster_condition(
-    radius: float | Float[ArrayLike, ""],
-) -> Callable[[Float[Array, ""], Float[Array, "n d"]], Float[Array, ""]]:
-    """Event condition "the tokens have formed one cluster of RMS radius ``radius``":
-    ``g(t, x) = radius^2 - (1/n) sum_i |x_i - mean(x)|^2`` (``radius^2 - tr Cov(mu_t)``).
-
-    Negative while the tokens are spread, crossing zero when their RMS distance to their mean
-    falls to ``radius``; smooth in the particles, so the crossing time (``t_event`` of
-    :func:`jaxdyn.meanfield.simulate_particles` with ``events={"one_cluster": ...}``) is
-    differentiable. ``radius`` may be traced.
-    """
-
-    def condition(t, x):
-        return jnp.asarray(radius, x.dtype) ** 2 - jnp.trace(empirical_mean_cov(x)[1])
-
-    return condition
 
 
 def bures_wasserstein(
@@ -261,42 +242,6 @@ def wasserstein2_exact(x: Float[ArrayLike, "n d"], y: Float[ArrayLike, "n d"]) -
     xn = np.asarray(x, dtype=np.float64)
     yn = np.asarray(y, dtype=np.float64)
     return float(np.sqrt(np.mean(np.sum((xn - yn[sigma]) ** 2, axis=-1))))
-
-
-def detect_clusters(
-    x: Float[ArrayLike, "n d"], radius: float | Float[ArrayLike, ""]
-) -> tuple[Int[Array, " n"], Int[Array, ""]]:
-    """Single-linkage clusters: connected components of the graph ``|x_i - x_j| <= radius``.
-
-    Returns ``(labels, n_clusters)``; ``labels[i]`` is the smallest particle index in the
-    component of ``x_i``. Computed by min-label propagation with pointer jumping inside a
-    ``lax.while_loop`` (at most ``n`` rounds), so it is jit/vmap-able and ``radius`` may be
-    traced. A NaN particle is isolated (its own cluster).
-    """
-    _check_cloud("x", x)
-    x = jnp.asarray(x)
-    n = x.shape[0]
-    sq = jnp.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=-1)
-    adjacent = sq <= jnp.asarray(radius, x.dtype) ** 2
-    adjacent = adjacent | jnp.eye(n, dtype=bool)
-    labels0 = jnp.arange(n, dtype=jnp.int32)
-
-    def propagate(labels):
-        new = jnp.min(jnp.where(adjacent, labels[None, :], n), axis=1).astype(jnp.int32)
-        return new[new]  # pointer jumping: follow the label's own label
-
-    def cond(state):
-        labels, changed, it = state
-        return changed & (it < n)
-
-    def body(state):
-        labels, _, it = state
-        new = propagate(labels)
-        return new, jnp.any(new != labels), it + 1
-
-    labels, _, _ = jax.lax.while_loop(cond, body, (labels0, jnp.array(True), jnp.array(0)))
-    n_clusters = jnp.sum(labels == labels0).astype(jnp.int32)
-    return labels, n_clusters
 
 
 def stability_ratio(

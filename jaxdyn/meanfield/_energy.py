@@ -28,10 +28,10 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._analysis import _check_cloud, _check_gaussian, sqrtm_psd
-from ._fields import AbstractBilinearHead
+from ._fields import AbstractBilinearHead, AbstractVelocityField
 
 
-def _interaction_matrix(attention: AbstractBilinearHead, t) -> Float[Array, "d d"]:
+def _interaction_matrix(attention: AbstractVelocityField, t) -> Float[Array, "d d"]:
     if not isinstance(attention, AbstractBilinearHead):
         raise ValueError(
             f"{type(attention).__name__} has no single interaction matrix A: the interaction "
@@ -42,7 +42,7 @@ def _interaction_matrix(attention: AbstractBilinearHead, t) -> Float[Array, "d d
 
 
 def interaction_energy(
-    attention: AbstractBilinearHead,
+    attention: AbstractVelocityField,
     tokens: Float[ArrayLike, "n d"],
     *,
     t: Float[ArrayLike, ""] = 0.0,
@@ -61,7 +61,7 @@ def interaction_energy(
 
 
 def energy_rate(
-    attention: AbstractBilinearHead,
+    attention: AbstractVelocityField,
     tokens: Float[ArrayLike, "n d"],
     *,
     t: Float[ArrayLike, ""] = 0.0,
@@ -78,7 +78,7 @@ def energy_rate(
 
 
 def gaussian_interaction_energy(
-    attention: AbstractBilinearHead,
+    attention: AbstractVelocityField,
     mean: Float[ArrayLike, " d"],
     cov: Float[ArrayLike, "d d"],
     *,

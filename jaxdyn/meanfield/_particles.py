@@ -32,6 +32,7 @@ from jaxdyn.attention import bounded_softmax_average, online_softmax_average
 
 from ._fields import AbstractVelocityField
 from ._heads import Softmax
+from ._solve_common import particle_saveat
 from ._wrappers import SphereProjected
 
 _rk4_tableau = diffrax.ButcherTableau(
@@ -154,13 +155,15 @@ def fixed_step_particles(
     ts: Float[ArrayLike, " s"] | None = None,
     save_fn: Callable[[Float[Array, ""], Float[Array, "n d"]], PyTree] | None = None,
     solver: diffrax.AbstractSolver | None = None,
+    adjoint: diffrax.AbstractAdjoint | None = None,
 ) -> FixedStepSolution:
     """``dx_i/dt = Gamma_mu(x_i)`` with ``steps`` equal steps of ``solver`` (default :class:`RK4`).
 
     The lean path for sweeps of many fixed-step particle systems: the same vector field as
     :func:`jaxdyn.meanfield.simulate_particles`, without its blow-up event (whose root finder
     roughly doubles compilation time); a non-finite state gives ``Status.nonfinite`` instead. Use
-    ``simulate_particles`` when blow-up must be located.
+    ``simulate_particles`` when blow-up must be located. ``adjoint=diffrax.ForwardMode()``
+    allows forward-mode differentiation (``jax.jacfwd``) through the solve.
     """
     x0 = jnp.asarray(x0)
     if x0.ndim != 2:
@@ -171,25 +174,17 @@ def fixed_step_particles(
     dtype = jnp.result_type(x0, float)
     t1_arr = jnp.asarray(t1, dtype)
 
-    def rhs(t, x, args):
-        return field.velocity(x, x, t=t)
-
-    fn = (lambda t, x, args: x) if save_fn is None else (lambda t, x, args: save_fn(t, x))
-    saved = (
-        diffrax.SubSaveAt(t1=True, fn=fn)
-        if ts is None
-        else diffrax.SubSaveAt(ts=jnp.asarray(ts, dtype), fn=fn)
-    )
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(rhs),
+        diffrax.ODETerm(lambda t, x, args: field.velocity(x, x, t=t)),
         solver if solver is not None else RK4(),
         t0=jnp.zeros((), dtype),
         t1=t1_arr,
         dt0=t1_arr / steps,
         y0=x0.astype(dtype),
-        saveat=diffrax.SaveAt(subs=[saved, diffrax.SubSaveAt(t1=True)]),
+        saveat=particle_saveat(ts, save_fn, dtype),
         stepsize_controller=diffrax.ConstantStepSize(),
         max_steps=steps + 1,
+        adjoint=adjoint if adjoint is not None else diffrax.RecursiveCheckpointAdjoint(),
         throw=False,
     )
     out, final = sol.ys

@@ -22,7 +22,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 from jaxdyn._status import Status, mark_nonfinite
 
 from ._fields import AbstractVelocityField
-from ._solve_common import _check_times, _controller, _root_finder
+from ._solve_common import _check_times, _controller, _root_finder, particle_saveat
 
 ParticleCondition = Callable[[Float[Array, ""], Float[Array, "n d"]], Float[Array, ""]]
 
@@ -112,9 +112,6 @@ def simulate_particles(
     dtype = jnp.result_type(x0, float)
     t1 = jnp.asarray(t1, dtype)
 
-    def rhs(t, x, args):
-        return field.velocity(x, x, t=t)
-
     def conditions(t, x):
         out = {"blowup": jnp.sqrt(jnp.max(jnp.sum(x**2, axis=-1))) / blowup_norm - 1.0}
         out.update({key: jnp.asarray(cond(t, x), dtype) for key, cond in events.items()})
@@ -123,24 +120,17 @@ def simulate_particles(
     def merged_condition(t, y, args, **kwargs):  # diffrax passes t, y, args by keyword
         return jnp.max(jnp.stack(list(conditions(t, y).values())))
 
-    event = diffrax.Event(merged_condition, root_finder=_root_finder(), direction=True)
     controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
-    fn = (lambda t, x, args: x) if save_fn is None else (lambda t, x, args: save_fn(t, x))
-    saved_at = (
-        diffrax.SubSaveAt(t1=True, fn=fn)
-        if ts is None
-        else diffrax.SubSaveAt(ts=jnp.asarray(ts, dtype), fn=fn)
-    )
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(rhs),
+        diffrax.ODETerm(lambda t, x, args: field.velocity(x, x, t=t)),
         solver if solver is not None else diffrax.Tsit5(),
         t0=jnp.zeros((), dtype),
         t1=t1,
         dt0=dt0,
         y0=x0.astype(dtype),
-        saveat=diffrax.SaveAt(subs=[saved_at, diffrax.SubSaveAt(t1=True)]),
+        saveat=particle_saveat(ts, save_fn, dtype),
         stepsize_controller=controller,
-        event=event,
+        event=diffrax.Event(merged_condition, root_finder=_root_finder(), direction=True),
         max_steps=max_steps,
         throw=False,
     )

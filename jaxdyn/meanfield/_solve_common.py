@@ -75,3 +75,16 @@ class _UpcrossingBisection(optx.AbstractRootFinder):
 
 def _root_finder():
     return _UpcrossingBisection(rtol=1e-14, atol=1e-14)
+
+
+def particle_saveat(ts, save_fn, dtype) -> diffrax.SaveAt:
+    """Saves of the particle solvers: ``save_fn(t, x)`` (default the particles) at ``ts`` (default
+    ``t1`` only), and the final state as a second sub-save (diffrax fills requested saves after
+    an event with ``inf``; the final state is at the event time)."""
+    fn = (lambda t, x, args: x) if save_fn is None else (lambda t, x, args: save_fn(t, x))
+    requested = (
+        diffrax.SubSaveAt(t1=True, fn=fn)
+        if ts is None
+        else diffrax.SubSaveAt(ts=jnp.asarray(ts, dtype), fn=fn)
+    )
+    return diffrax.SaveAt(subs=[requested, diffrax.SubSaveAt(t1=True)])

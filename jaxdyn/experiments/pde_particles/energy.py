@@ -1,0 +1,280 @@
+"""``pde-energy``: the interaction energy along trajectories (monotone where the theory says),
+the non-convexity witness for ``V = I, A = -I``, Sinkhorn Gaussians against Bures-Wasserstein
+gradient steps (docs/transformer_pde.md, "Gradient-flow structure")."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdyn import Status, fit_power_law, status_code, status_message
+from jaxdyn.meanfield import (
+    Sinkhorn,
+    Softmax,
+    bures_wasserstein_geodesic,
+    bures_wasserstein_gradient,
+    bures_wasserstein_map,
+    bures_wasserstein_step,
+    fixed_step_particles,
+    gaussian_interaction_energy,
+    gaussian_sinkhorn_energy,
+    geodesic_second_variation,
+    interaction_energy,
+    optimal_assignment,
+    simulate_gaussian,
+)
+from jaxdyn.plotting import new_figure
+from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnergyConfig(ExperimentConfig):
+    """Interaction energy, non-convexity witness, Sinkhorn Gaussians vs BW gradient steps.
+
+    Energy: softmax with ``A = -C^T C`` (decreasing energy), ``A = +C^T C`` (increasing) and a
+    random ``V`` (no monotonicity claimed), ``V = I`` in the first two.
+    """
+
+    d: int = 2
+    n: int = 512
+    t1: float = 1.0
+    steps: int = 40
+    saves: int = 11
+    geodesic_n: int = 2000
+    geodesic_points: int = 21
+    bw_steps: tuple[int, ...] = (4, 8, 16, 32, 64)
+    sinkhorn_t1: float = 0.5
+
+    def validate(self) -> None:
+        if self.d < 1 or self.n < 2 or self.geodesic_n < 2:
+            raise ConfigError("d must be >= 1, n and geodesic_n >= 2")
+        if not self.t1 > 0 or not self.sinkhorn_t1 > 0 or self.steps < 1:
+            raise ConfigError("t1, sinkhorn_t1 must be positive and steps >= 1")
+        if self.saves < 2 or self.geodesic_points < 3:
+            raise ConfigError("saves must be >= 2 and geodesic_points >= 3")
+        if len(self.bw_steps) < 2 or min(self.bw_steps) < 1:
+            raise ConfigError(f"bw_steps needs >= 2 positive values, got {self.bw_steps}")
+
+    @classmethod
+    def quick(cls) -> dict:
+        return {
+            "n": 256,
+            "geodesic_n": 600,
+            "steps": 20,
+            "bw_steps": (4, 8, 16, 32),
+        }
+
+
+@register_experiment(
+    "pde-energy",
+    EnergyConfig,
+    "interaction energy along trajectories, non-convexity witness, Sinkhorn vs BW gradient step",
+)
+def run_pde_energy(config: EnergyConfig, run: Run) -> None:
+    d = config.d
+    rng = np.random.default_rng(config.seed)
+    C = rng.standard_normal((d, d)) / np.sqrt(d)
+    S = C.T @ C + 0.2 * np.eye(d)
+    cases = {
+        "decreasing (A = -C^T C, V = I)": (-S, np.eye(d)),
+        "increasing (A = +C^T C, V = I)": (0.5 * S, np.eye(d)),
+        "random V": (-S, rng.standard_normal((d, d))),
+    }
+    alpha0, cov0 = np.zeros(d) + 0.3, 0.5 * np.eye(d)
+    ts = np.linspace(0.0, config.t1, config.saves)
+    x0 = alpha0 + np.sqrt(0.5) * np.asarray(
+        jax.random.normal(jax.random.key(config.seed), (config.n, d))
+    )
+    Qs = np.stack([np.sqrt(d) * A for A, _ in cases.values()])
+    Vs = np.stack([V for _, V in cases.values()])
+
+    def trajectory(Q, V):
+        att = Softmax(Q=Q, K=jnp.eye(d), V=V)
+        sol = fixed_step_particles(
+            att, x0, config.t1, config.steps, ts=ts, save_fn=lambda t, x: interaction_energy(att, x)
+        )
+        gsol = simulate_gaussian(att, alpha0, cov0, config.t1, ts=ts, rtol=1e-10, atol=1e-12)
+        g_energy = jax.vmap(lambda m, c: gaussian_interaction_energy(att, m, c))(
+            gsol.means, gsol.covs
+        )
+        return sol.xs, g_energy, sol.status
+
+    energies, g_energies, statuses = jax.jit(jax.vmap(trajectory))(Qs, Vs)
+    energies, g_energies = np.asarray(energies), np.asarray(g_energies)
+    fig, axes = new_figure(1, 3, width=4.2)
+    for i, name in enumerate(cases):
+        axes[0, 0].plot(ts, energies[i], label=f"{name}, particles")
+        axes[0, 0].plot(ts, g_energies[i], "k:", lw=0.8)
+        run.save_arrays(
+            **{f"energy_case{i}": energies[i], f"gaussian_energy_case{i}": g_energies[i]}
+        )
+    axes[0, 0].set_xlabel("t")
+    axes[0, 0].set_ylabel("E(mu_t)")
+    axes[0, 0].set_yscale("log")
+    axes[0, 0].set_title("interaction energy (dotted: Gaussian closed form)", fontsize=9)
+    axes[0, 0].legend(fontsize=6)
+    inc = np.diff(energies[0])
+    dec = np.diff(energies[1])
+    run.check(
+        "energy_decreases_when_AV_negative",
+        expected=0.0,
+        measured=float(max(inc.max(), 0.0)),
+        tolerance=1e-12 * energies[0, 0],
+        note="largest increase between saves, A = -C^T C, V = I",
+    )
+    run.check(
+        "energy_increases_when_AV_positive",
+        expected=0.0,
+        measured=float(max(-dec.min(), 0.0)),
+        tolerance=1e-12 * energies[1, 0],
+        note="largest decrease between saves, A = +C^T C, V = I",
+    )
+    rel = np.max(np.abs(energies[:2] - g_energies[:2]) / g_energies[:2])
+    run.check(
+        "particle_energy_tracks_gaussian_closed_form",
+        expected=0.0,
+        measured=float(rel),
+        tolerance=6.0 / np.sqrt(config.n),
+        note=f"max relative gap over t, n = {config.n} particles (Monte-Carlo error)",
+    )
+
+    _nonconvexity(config, run, axes[0, 1])
+    _sinkhorn_vs_bw(config, run, axes[0, 2])
+    run.save_figure(fig, "energy")
+    for i, s in enumerate(np.atleast_1d(status_code(statuses))):
+        if s != status_code(Status.successful):
+            run.log(f"energy case {i}: {status_message(s)}")
+
+
+def _nonconvexity(config: EnergyConfig, run: Run, ax) -> None:
+    """Second variation of E along W2 geodesics for V = I, A = -I (transformer_pde.md)."""
+    d = config.d
+    att = Softmax(Q=-np.sqrt(d) * np.eye(d), K=np.eye(d), V=np.eye(d))  # A = -I
+
+    def energy(x):
+        return interaction_energy(att, x)
+
+    # 1) a translated Dirac: E(s) = 1/2 exp(-s^2 |v|^2), E''(0) = -|v|^2
+    v = np.linspace(1.0, 0.5, d)[None, :]
+    e2_dirac = float(geodesic_second_variation(energy, np.zeros((1, d)), v, 0.0))
+    run.check(
+        "dirac_translation_second_variation",
+        expected=-float(np.sum(v**2)),
+        measured=e2_dirac,
+        tolerance=1e-10,
+        note="E''(0) = -|v|^2 < 0: not convex",
+    )
+    # 2) a Bures-Wasserstein geodesic between two narrow Gaussians: particles vs closed form
+    m0, m1 = np.zeros(d), np.linspace(1.5, 0.0, d)
+    c0 = 0.05 * np.eye(d)
+    c1 = 0.1 * np.diag(np.linspace(1.0, 0.3, d))
+    T = np.asarray(bures_wasserstein_map(c0, c1))
+    z = np.asarray(jax.random.normal(jax.random.key(config.seed + 7), (config.geodesic_n, d)))
+    x0 = m0 + z @ np.linalg.cholesky(c0).T
+    x1 = m1 + (x0 - m0) @ T.T  # the optimal map, applied to the samples
+    # x1[i] is the optimal partner of x0[i]: the assignment of a monotone affine map is the identity
+    if config.geodesic_n <= 300:
+        assert np.all(optimal_assignment(x0, x1) == np.arange(config.geodesic_n))
+    ss = np.linspace(0.0, 1.0, config.geodesic_points)
+    particle_e2 = np.asarray(
+        jax.jit(jax.vmap(lambda s: geodesic_second_variation(energy, x0, x1, s)))(ss)
+    )
+
+    def gaussian_energy_at(s):
+        m, c = bures_wasserstein_geodesic(m0, c0, m1, c1, s)
+        return gaussian_interaction_energy(att, m, c)
+
+    gauss_e2 = np.asarray(jax.jit(jax.vmap(jax.grad(jax.grad(gaussian_energy_at))))(ss))
+    run.save_arrays(geodesic_s=ss, geodesic_e2_particles=particle_e2, geodesic_e2_gaussian=gauss_e2)
+    run.scalar("min_second_variation_gaussian", float(gauss_e2.min()))
+    run.check(
+        "gaussian_geodesic_second_variation_negative",
+        expected="min E'' < 0",
+        measured=f"{gauss_e2.min():.4g}",
+        passed=bool(gauss_e2.min() < 0),
+        note="non-convexity witness for V = I, A = -I along a BW geodesic",
+    )
+    i = int(np.argmin(gauss_e2))
+    run.check(
+        "particle_second_variation_matches_gaussian",
+        expected=float(gauss_e2[i]),
+        measured=float(particle_e2[i]),
+        tolerance=0.1,
+        relative=True,
+        note=f"at s = {ss[i]:.2f}, n = {config.geodesic_n} matched samples",
+    )
+    ax.plot(ss, gauss_e2, label="Gaussian closed form")
+    ax.plot(ss, particle_e2, "--", label=f"particles (n={config.geodesic_n})")
+    ax.axhline(0.0, color="0.5", lw=0.8)
+    ax.set_xlabel("geodesic parameter s")
+    ax.set_ylabel("d^2/ds^2 E(mu_s)")
+    ax.set_title("non-convexity witness, V = I, A = -I", fontsize=9)
+    ax.legend(fontsize=7)
+
+
+def _sinkhorn_vs_bw(config: EnergyConfig, run: Run, ax) -> None:
+    """Sinkhorn Gaussian ODE with V = A (symmetric) vs Bures-Wasserstein gradient steps of
+    F = 1/2 OT_eps(N(0, Sigma), N(0, Sigma)) (the sign: see jaxdyn.meanfield._energy)."""
+    d = config.d
+    rng = np.random.default_rng(config.seed + 11)
+    B = rng.standard_normal((d, d))
+    A = 0.3 * (B + B.T)
+    G = rng.standard_normal((d, d))
+    cov0 = G @ G.T / d + 0.5 * np.eye(d)
+    att = Sinkhorn(Q=A, K=np.eye(d), V=A)
+
+    def F(c):
+        return gaussian_sinkhorn_energy(A, c)
+
+    _, rhs = att.gaussian_rhs(jnp.zeros(d), jnp.asarray(cov0))
+    gap = float(jnp.max(jnp.abs(rhs - bures_wasserstein_gradient(F, cov0))))
+    run.check(
+        "sinkhorn_rhs_equals_bw_gradient_of_half_ot",
+        expected=0.0,
+        measured=gap,
+        tolerance=1e-10,
+        note="V = A symmetric, max |dSigma/dt - BW gradient|",
+    )
+    tau = config.sinkhorn_t1
+    sol = simulate_gaussian(
+        att, np.zeros(d), cov0, tau, ts=np.linspace(0, tau, 11), rtol=1e-11, atol=1e-13
+    )
+    target = np.asarray(sol.final_cov)
+    energy_path = np.array([float(F(c)) for c in np.asarray(sol.covs)])
+
+    def bw_descent(m):
+        h = tau / m
+
+        def body(_, c):
+            return bures_wasserstein_step(F, c, h)
+
+        return jax.lax.fori_loop(0, m, body, jnp.asarray(cov0))
+
+    steps = np.array(config.bw_steps)
+    finals = jax.jit(jax.vmap(bw_descent))(jnp.asarray(steps))
+    errors = np.array([float(jnp.linalg.norm(c - target)) for c in finals])
+    order = -fit_power_law(steps, errors).slope
+    run.save_arrays(bw_steps=steps, bw_errors=errors, sinkhorn_energy_path=energy_path)
+    run.check(
+        "bw_gradient_steps_converge_to_sinkhorn_ode_first_order",
+        expected=1.0,
+        measured=order,
+        tolerance=0.2,
+        note="order of |Sigma_BW(m steps) - Sigma_ODE(t)|",
+    )
+    run.check(
+        "half_ot_decreases_along_sinkhorn_flow",
+        expected=0.0,
+        measured=float(max(np.diff(energy_path).max(), 0.0)),
+        tolerance=1e-12,
+        note="F(Sigma(t)) along the ODE with V = A",
+    )
+    ax.loglog(steps, errors, "o-", label=f"BW steps (order {order:.2f})")
+    ax.loglog(steps, errors[0] * steps[0] / steps, "k--", lw=0.8, label="1/m")
+    ax.set_xlabel("BW gradient steps m over [0, t]")
+    ax.set_ylabel("|Sigma_BW - Sigma_Sinkhorn ODE|_F")
+    ax.set_title("Sinkhorn Gaussians = BW gradient flow", fontsize=9)
+    ax.legend(fontsize=7)

@@ -1,0 +1,111 @@
+"""Gradient-flow structures of attention dynamics (transformer_pde.md, "Gradient-flow structure").
+
+Unnormalised softmax and the twisted Wasserstein distance [derived here, checked in tests]. The
+field ``Gamma_mu(x) = V int exp(y^T A x) y dmu(y)`` (:class:`Exponential`) with ``A``
+symmetric and invertible is ``Gamma_mu = M grad_x (delta E / delta mu)``,
+``E(mu) = 1/2 int int exp(x^T A y) dmu dmu``, ``M = V A^{-1}``. When ``M`` is symmetric and
+definite this is a gradient flow of ``+-E`` (ascent for ``M > 0``) in the twisted distance
+
+    d_{A,V}(mu, nu)^2 = min_pi int (x - y)^T |M|^{-1} (x - y) dpi(x, y),
+
+i.e. the Wasserstein distance after the linear map ``|M|^{-1/2}``. Along the flow the
+energy-dissipation equality holds in that metric, ``dE/dt = +-|mu'|^2_{d_{A,V}}`` with
+``|mu'|^2_{d_{A,V}} = int Gamma^T |M|^{-1} Gamma dmu``, and fails in the plain ``W_2`` unless
+``M`` is a multiple of the identity.
+
+Sigmoid attention on the sphere [derived here]: with ``A = beta I``, ``V = I`` the particle
+flow is the Riemannian gradient ascent of ``E(x) = 1/(2 n^2) sum_jk softplus(x_k^T A x_j + b)``
+scaled by ``n / beta``: ``dE/dt = (beta / n) sum_i |dx_i/dt|^2 >= 0`` (:func:`sigmoid_energy`).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from ._analysis import wasserstein2_exact
+from ._fields import AbstractKernelHead, Weight, as_weight, scaled_interaction, weight_at
+from ._heads import Sigmoid
+
+
+class Exponential(AbstractKernelHead):
+    """Unnormalised softmax: ``Gamma(x) = V (1/n) sum_k exp(y_k^T A x) y_k``,
+    ``A = K^T Q / sqrt(d)``: the gradient flow of the interaction energy in the twisted
+    distance (see the module docstring). Not Gaussian-closed.
+
+    Attributes:
+        Q: query weights ``(k, d)``, an array or a callable of ``t``.
+        K: key weights ``(k, d)``.
+        V: value weights ``(d, d)``.
+        chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
+    """
+
+    Q: Weight = eqx.field(converter=as_weight)
+    K: Weight = eqx.field(converter=as_weight)
+    V: Weight = eqx.field(converter=as_weight)
+    chunk_size: int | None = eqx.field(static=True, default=None)
+
+    def A(self, t=0.0):
+        return scaled_interaction(self.Q, self.K, t)
+
+    def scores(self, x, tokens, *, t=0.0):
+        return x @ self.A(t).T @ tokens.T
+
+    def kernel(self, scores):
+        return jnp.exp(scores)
+
+
+def twisted_metric(field: Exponential, *, t: float = 0.0) -> Float[np.ndarray, "d d"]:
+    """``M = V A^{-1}`` of a field with symmetric invertible ``A`` and ``M`` symmetric definite.
+
+    Raises ``ValueError`` otherwise: the twisted distance is then not a distance.
+    """
+    A = np.asarray(field.A(t), dtype=np.float64)
+    V = np.asarray(weight_at(field.V, t), dtype=np.float64)
+    scale = max(float(np.abs(A).max()), 1e-300)
+    if not np.allclose(A, A.T, atol=1e-10 * scale):
+        raise ValueError("twisted_metric: A = K^T Q / sqrt(d) must be symmetric")
+    M = V @ np.linalg.inv(A)
+    if not np.allclose(M, M.T, atol=1e-8 * max(float(np.abs(M).max()), 1e-300)):
+        raise ValueError("twisted_metric: M = V A^{-1} must be symmetric")
+    w = np.linalg.eigvalsh(0.5 * (M + M.T))
+    if not (np.all(w > 0) or np.all(w < 0)):
+        raise ValueError(f"twisted_metric: M = V A^{{-1}} must be definite, eigenvalues {w}")
+    return 0.5 * (M + M.T)
+
+
+def twisted_wasserstein(
+    x: Float[ArrayLike, "n d"], y: Float[ArrayLike, "n d"], metric: Float[ArrayLike, "d d"]
+) -> float:
+    """``d_{A,V}`` between two uniform empirical measures: the exact ``W_2`` of the clouds mapped
+    by ``|M|^{-1/2}`` (``metric = M`` from :func:`twisted_metric`; host-side assignment)."""
+    M = np.asarray(metric, dtype=np.float64)
+    w, U = np.linalg.eigh(0.5 * (M + M.T))
+    if np.any(w == 0):
+        raise ValueError("twisted_wasserstein: the metric must be definite")
+    P = (U / np.sqrt(np.abs(w))) @ U.T
+    return wasserstein2_exact(np.asarray(x) @ P.T, np.asarray(y) @ P.T)
+
+
+def twisted_speed_squared(
+    field: Exponential, tokens: Float[ArrayLike, "n d"], *, t: float = 0.0
+) -> Float[Array, ""]:
+    """``|mu'|^2_{d_{A,V}} = (1/n) sum_i Gamma_i^T |M|^{-1} Gamma_i``: squared metric speed of the
+    particle flow in the twisted distance."""
+    x = jnp.asarray(tokens)
+    M = jnp.asarray(twisted_metric(field, t=t), x.dtype)
+    w, U = jnp.linalg.eigh(M)
+    M_inv_abs = (U / jnp.abs(w)) @ U.T
+    v = field.velocity(x, x, t=t)
+    return jnp.mean(jnp.einsum("ni,ij,nj->n", v, M_inv_abs, v))
+
+
+def sigmoid_energy(field: Sigmoid, tokens: Float[ArrayLike, "n d"]) -> Float[Array, ""]:
+    """``E(mu) = 1/2 int int softplus(y^T A x + b) dmu(x) dmu(y)`` for the tokens' empirical
+    measure (``softplus' = sigmoid``): with ``A = beta I``, ``V = I`` the sigmoid particle flow,
+    projected on the sphere or not, satisfies ``dE/dt = (beta/n) sum_i |dx_i/dt|^2``."""
+    x = jnp.asarray(tokens)
+    return 0.5 * jnp.mean(jax.nn.softplus(field.scores(x, x) + field.bias))
