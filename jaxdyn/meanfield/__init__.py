@@ -23,11 +23,26 @@ from ._analysis import (
     stability_ratio as stability_ratio,
     wasserstein2_exact as wasserstein2_exact,
 )
+from ._blowup import (
+    l2_growth_rate as l2_growth_rate,
+    random_blowup_problems as random_blowup_problems,
+)
 from ._closed_forms import (
     blowup_time as blowup_time,
     limiting_rank as limiting_rank,
     low_rank_limit as low_rank_limit,
     softmax_identity_covariance as softmax_identity_covariance,
+)
+from ._cone import (
+    CONE_CASES as CONE_CASES,
+    ConeOutcome as ConeOutcome,
+    blowup_directions as blowup_directions,
+    cone_cases as cone_cases,
+    cone_outcome as cone_outcome,
+    disk_coordinates as disk_coordinates,
+    isotropic_line_stability as isotropic_line_stability,
+    trace_one_covariances as trace_one_covariances,
+    two_lines_covariance as two_lines_covariance,
 )
 from ._design import (
     BlowupDesign as BlowupDesign,
@@ -48,9 +63,23 @@ from ._energy import (
 )
 from ._gaussian import gaussian_rhs as gaussian_rhs, velocity as velocity
 from ._paper import (
-    paper_limiting_ranks as paper_limiting_ranks,
+    PUBLISHED_DIMS as PUBLISHED_DIMS,
+    RANK_ATTENTIONS as RANK_ATTENTIONS,
+    RANK_CONSTRUCTIONS as RANK_CONSTRUCTIONS,
+    RANK_SIGMA0_NORMS as RANK_SIGMA0_NORMS,
+    RANK_VALUES as RANK_VALUES,
+    PaperRankInputs as PaperRankInputs,
+    RankPanelSettings as RankPanelSettings,
     paper_rank_inputs as paper_rank_inputs,
+    published_rank_settings as published_rank_settings,
+    rank_panels as rank_panels,
+)
+from ._published_euler import (
+    EulerResult as EulerResult,
+    RankAttempts as RankAttempts,
     projected_euler as projected_euler,
+    published_rank_attempts as published_rank_attempts,
+    rank_histogram as rank_histogram,
 )
 from ._particles import (
     RK4 as RK4,
@@ -61,9 +90,17 @@ from ._particles import (
     sphere_softmax as sphere_softmax,
     uniform_on_sphere as uniform_on_sphere,
 )
+from ._ranks import (
+    pad_rank_member as pad_rank_member,
+    rank_field as rank_field,
+    rank_ode as rank_ode,
+    rank_outcome as rank_outcome,
+)
+from ._select import SelectField as SelectField
 from ._simulate_gaussian import (
-    GaussianEvent as GaussianEvent,
+    GaussianODE as GaussianODE,
     GaussianSolution as GaussianSolution,
+    gaussian_ode as gaussian_ode,
     simulate_gaussian as simulate_gaussian,
 )
 from ._simulate_particles import (
