@@ -452,3 +452,72 @@ def test_two_lines_and_either_cases_follow_the_derived_flows():
         jnp.zeros(2), jnp.asarray(S)
     )
     assert np.linalg.norm(dcov) < 1e-6
+
+
+def test_user_event_time_and_its_gradient_match_the_closed_form():
+    """A user event tr Sigma = 4 tr Sigma_0 (softmax, V = I, A + A^T > 0): its time is the root
+    of the closed form's trace, and d t_event / dQ (through the solver, implicit function
+    theorem at the event) equals central finite differences of that closed-form root."""
+    import scipy.optimize
+
+    rng = np.random.default_rng(31)
+    P = rng.standard_normal((D, D))
+    Q0 = 0.4 * P @ P.T + 0.2 * np.eye(D)  # K = I: A = Q / sqrt(D), A + A^T > 0
+    _, _, _, _, cov = _problem(seed=32)
+    level = 4 * np.trace(cov)
+
+    def closed_form_time(Q):
+        A = Q / np.sqrt(D)
+        t_star = float(blowup_time(cov, A))
+        trace = lambda t: np.trace(np.asarray(softmax_identity_covariance(cov, A, t))) - level
+        return scipy.optimize.brentq(trace, 0.0, t_star * (1 - 1e-9), xtol=1e-15, rtol=1e-15)
+
+    def solver_time(Q):
+        sol = simulate_gaussian(
+            Softmax(Q=Q, K=jnp.eye(D), V=jnp.eye(D)),
+            jnp.zeros(D),
+            cov,
+            100.0,
+            rtol=1e-12,
+            atol=1e-12,
+            max_steps=100000,
+            events={"trace": lambda t, m, c: jnp.trace(c) / level - 1.0},
+        )
+        return sol.t_event, sol
+
+    t, sol = solver_time(jnp.asarray(Q0))
+    assert bool(sol.status == Status.event_occurred) and bool(sol.events["trace"])
+    np.testing.assert_allclose(float(t), closed_form_time(Q0), rtol=1e-9)
+    grad = jax.grad(lambda Q: solver_time(Q)[0])(jnp.asarray(Q0))
+    h = 1e-6
+    fd = np.zeros((D, D))
+    for i in range(D):
+        for j in range(D):
+            E = np.zeros((D, D))
+            E[i, j] = h
+            fd[i, j] = (closed_form_time(Q0 + E) - closed_form_time(Q0 - E)) / (2 * h)
+    # Central differences: O(h^2) truncation plus root-finding noise xtol / h = 1e-9.
+    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
+
+
+def test_the_first_of_several_events_stops_the_solve():
+    Q = np.random.default_rng(33).standard_normal((1, D))
+    _, _, _, _, cov = _problem(seed=34)
+    att = Softmax(Q=Q, K=-Q, V=np.eye(D))  # A + A^T <= 0: the trace decreases
+    tr0 = float(np.trace(cov))
+    events = {
+        "late": lambda t, m, c: 1.0 - jnp.trace(c) / (0.5 * tr0),
+        "early": lambda t, m, c: 1.0 - jnp.trace(c) / (0.9 * tr0),
+    }
+    sol = simulate_gaussian(att, jnp.zeros(D), cov, 1e4, events=events, rtol=1e-10, atol=1e-12)
+    assert bool(sol.events["early"]) and not bool(sol.events["late"])
+    np.testing.assert_allclose(np.trace(sol.final_cov), 0.9 * tr0, rtol=1e-9)
+    # A condition already past its event at t = 0 stops the solve there (rate < 10 at once).
+    steady = simulate_gaussian(
+        att, jnp.zeros(D), cov, 1e4, events=events, steady_tol=10.0, rtol=1e-10, atol=1e-12
+    )
+    assert bool(steady.status == Status.steady_state) and float(steady.t_event) == 0.0
+    assert not any(bool(v) for v in steady.events.values())
+    np.testing.assert_array_equal(steady.final_cov, cov)
+    with pytest.raises(TypeError, match="callable"):
+        simulate_gaussian(att, jnp.zeros(D), cov, 1.0, events={"bad": 3.0})

@@ -75,9 +75,8 @@ def test_published_settings_and_the_other_constructions():
     np.testing.assert_array_equal(shared.Q, np.broadcast_to(per_run.Q[0], (5, 2, 4)))
     np.testing.assert_array_equal(shared.V, np.broadcast_to(per_run.V[0], (5, 4, 4)))
     np.testing.assert_allclose(shared.Sigma0, published.Sigma0 / 4, rtol=1e-15)
-    assert paper_rank_inputs("softmax", "identity", 7, 3, runs=2, construction="per_run").Q.shape == (
-        2, 3, 7,
-    )  # fmt: skip
+    other_d = paper_rank_inputs("softmax", "identity", 7, 3, runs=2, construction="per_run")
+    assert other_d.Q.shape == (2, 3, 7)
     for kwargs, match in (
         (dict(attention="sigmoid", value="identity", d=3), "attention"),
         (dict(attention="softmax", value="G", d=3), "value"),
@@ -116,9 +115,12 @@ def test_projection_replaces_negative_eigenvalues_by_the_floor():
     res = projected_euler(lambda S: -3.0 * S, S0, dt=1.0, tol_low=0.0, max_steps=1)
     np.testing.assert_allclose(np.linalg.eigvalsh(res.Sigma), [1e-14, 1e-14], atol=1e-15)
     mixed = projected_euler(
-        lambda S: np.diag([-3.0 * S[0, 0], 0.0]), np.diag([1.0, 0.5]), dt=1.0, tol_low=0.0,
+        lambda S: np.diag([-3.0 * S[0, 0], 0.0]),
+        np.diag([1.0, 0.5]),
+        dt=1.0,
+        tol_low=0.0,
         max_steps=1,
-    )  # fmt: skip
+    )
     np.testing.assert_allclose(np.diag(mixed.Sigma), [1e-14, 0.5], atol=1e-15)
 
 
@@ -130,9 +132,12 @@ def test_projected_euler_is_first_order_on_the_softmax_closed_form():
     errors = []
     for h in (1e-2, 5e-3):
         res = projected_euler(
-            lambda S: paper_softmax_rhs(S, Q, K, V), S0, dt=h, tol_low=0.0,
+            lambda S: paper_softmax_rhs(S, Q, K, V),
+            S0,
+            dt=h,
+            tol_low=0.0,
             max_steps=round(0.5 / h),
-        )  # fmt: skip
+        )
         errors.append(np.max(np.abs(res.Sigma - exact)))
     # Halving the step halves the error (first order), up to O(h) corrections.
     assert 1.7 < errors[0] / errors[1] < 2.3
@@ -151,11 +156,14 @@ def test_published_attempt_loop_pairs_rejected_attempts_with_the_same_run():
     assert np.any(att.status == status_code(Status.blowup))
     for i in (0, len(att.run) - 2):  # a converged and a rejected attempt, re-run on their own
         r, a = att.run[i], att.attempt[i]
+        Q, K, V = inputs.Q[r], inputs.K[r], inputs.V[r]
         res = projected_euler(
-            lambda S: paper_softmax_rhs(S, inputs.Q[r], inputs.K[r], inputs.V[r]),
-            inputs.Sigma0[a], dt=settings.dt, tol_low=settings.tol_low,
+            lambda S, Q=Q, K=K, V=V: paper_softmax_rhs(S, Q, K, V),
+            inputs.Sigma0[a],
+            dt=settings.dt,
+            tol_low=settings.tol_low,
             max_steps=settings.max_steps,
-        )  # fmt: skip
+        )
         assert res.status == att.status[i] and res.steps == att.steps[i]
     assert np.all(att.rank[~att.converged] == -1)
 

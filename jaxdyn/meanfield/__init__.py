@@ -74,13 +74,6 @@ from ._paper import (
     published_rank_settings as published_rank_settings,
     rank_panels as rank_panels,
 )
-from ._published_euler import (
-    EulerResult as EulerResult,
-    RankAttempts as RankAttempts,
-    projected_euler as projected_euler,
-    published_rank_attempts as published_rank_attempts,
-    rank_histogram as rank_histogram,
-)
 from ._particles import (
     RK4 as RK4,
     FixedStepSolution as FixedStepSolution,
@@ -89,6 +82,13 @@ from ._particles import (
     fixed_step_particles as fixed_step_particles,
     sphere_softmax as sphere_softmax,
     uniform_on_sphere as uniform_on_sphere,
+)
+from ._published_euler import (
+    EulerResult as EulerResult,
+    RankAttempts as RankAttempts,
+    projected_euler as projected_euler,
+    published_rank_attempts as published_rank_attempts,
+    rank_histogram as rank_histogram,
 )
 from ._ranks import (
     pad_rank_member as pad_rank_member,

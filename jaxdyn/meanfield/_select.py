@@ -9,7 +9,6 @@ compilation per variant.
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Int
 
@@ -54,7 +53,9 @@ class SelectField(AbstractGaussianClosed):
 
     def velocity(self, x, tokens, *, t=0.0, chunk_size=None):
         """The selected field's velocity (every candidate is evaluated)."""
-        return self._select([f.velocity(x, tokens, t=t, chunk_size=chunk_size) for f in self.fields])
+        return self._select(
+            [f.velocity(x, tokens, t=t, chunk_size=chunk_size) for f in self.fields]
+        )
 
     def affine_velocity(
         self, mean: Float[Array, " d"], cov: Float[Array, "d d"], *, t: Float[ArrayLike, ""] = 0.0

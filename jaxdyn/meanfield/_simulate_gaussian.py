@@ -37,7 +37,6 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from jaxdyn import Status, is_traced, mark_nonfinite, require_psd
-
 from jaxdyn.attention import AbstractAttention as AbstractGaussianClosed  # until _fields lands
 
 from ._solve_common import _check_times, _controller, _root_finder
@@ -134,13 +133,20 @@ class GaussianODE(eqx.Module):
     def _merged_condition(self, t, y, args, **kwargs):
         return jnp.max(jnp.stack(list(self.conditions(t, y).values())))
 
+    def fired_at_start(self) -> Bool[Array, ""]:
+        """Whether a condition is already at or past its event at ``t = 0`` (the solve then
+        stops at once: an event that has happened cannot be crossed)."""
+        return self._merged_condition(jnp.zeros((), self.t1.dtype), self.y0, None) >= 0
+
     def solve(self) -> diffrax.Solution:
-        """One uninterrupted ``diffeqsolve`` (``throw=False``)."""
+        """One uninterrupted ``diffeqsolve`` (``throw=False``); it ends at ``t = 0`` if
+        :meth:`fired_at_start`."""
+        t0 = jnp.zeros((), self.t1.dtype)
         return diffrax.diffeqsolve(
             diffrax.ODETerm(self.rhs),
             self.solver,
-            t0=jnp.zeros((), self.t1.dtype),
-            t1=self.t1,
+            t0=t0,
+            t1=jnp.where(self.fired_at_start(), t0, self.t1),
             dt0=self.dt0,
             y0=self.y0,
             saveat=self.saveat,
@@ -158,8 +164,9 @@ class GaussianODE(eqx.Module):
         values = self.conditions(t_final, final)
         names = list(values)
         winner = jnp.argmax(jnp.stack([values[k] for k in names]))
-        fired = {k: sol.event_mask & (winner == i) for i, k in enumerate(names)}
-        status = Status.promote(sol.result)
+        any_fired = sol.event_mask | self.fired_at_start()
+        fired = {k: any_fired & (winner == i) for i, k in enumerate(names)}
+        status = Status.where(any_fired, Status.event_occurred, Status.promote(sol.result))
         for name, item in _BUILTIN_STATUS.items():
             if name in fired:
                 status = Status.where(fired[name], item, status)
@@ -174,7 +181,7 @@ class GaussianODE(eqx.Module):
             final_mean=final[0],
             final_cov=final[1],
             t_final=t_final,
-            t_event=jnp.where(sol.event_mask, t_final, jnp.inf),
+            t_event=jnp.where(any_fired, t_final, jnp.inf),
             t_blowup=t_blowup,
             status=status,
             events={k: fired[f"user:{k}"] for k in self.user_events},
@@ -291,8 +298,20 @@ def simulate_gaussian(
         A :class:`GaussianSolution`.
     """
     ode = gaussian_ode(
-        field, mean0, cov0, t1, ts=ts, adaptive=adaptive, dt0=dt0, solver=solver, rtol=rtol,
-        atol=atol, max_steps=max_steps, blowup_trace=blowup_trace, steady_tol=steady_tol,
-        psd_tol=psd_tol, events=events,
-    )  # fmt: skip
+        field,
+        mean0,
+        cov0,
+        t1,
+        ts=ts,
+        adaptive=adaptive,
+        dt0=dt0,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        blowup_trace=blowup_trace,
+        steady_tol=steady_tol,
+        psd_tol=psd_tol,
+        events=events,
+    )
     return ode.solution(ode.solve())

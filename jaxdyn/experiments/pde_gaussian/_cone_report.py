@@ -71,8 +71,9 @@ def cone_figures(run, covs0, out, ok, variants) -> None:
         for level in np.linspace(0, h_max, 4)[1:]:
             ax.plot(level * np.cos(theta), level * np.sin(theta), level, color="0.75", lw=0.5)
         for phi in np.linspace(0, 2 * np.pi, 8, endpoint=False):
-            ax.plot([0, h_max * np.cos(phi)], [0, h_max * np.sin(phi)], [0, h_max], color="0.75",
-                    lw=0.5)  # fmt: skip
+            ax.plot(
+                [0, h_max * np.cos(phi)], [0, h_max * np.sin(phi)], [0, h_max], color="0.75", lw=0.5
+            )
         ax.set(xlim=(-h_max, h_max), ylim=(-h_max, h_max), zlim=(0, h_max))
         ax.set_title(f"softmax: {name}", fontsize=9)
         ax.set_xlabel("(a - b) s", fontsize=7)
@@ -95,11 +96,20 @@ def cone_checks(config, run, cases, covs0, out, ok, variants) -> None:
     ci = CONE_CASES.index("to_line")  # V = I: the closed form at t1, rank one
     A = _interaction(cases["to_line"])
     expected = np.stack([np.asarray(softmax_identity_covariance(c, A, config.t1)) for c in covs0])
-    run.check("softmax_to_line_matches_closed_form", expected=0.0, tolerance=1e-5,
-              measured=float(np.max(np.abs(final[ci, soft] - expected))))  # fmt: skip
+    run.check(
+        "softmax_to_line_matches_closed_form",
+        expected=0.0,
+        tolerance=1e-5,
+        measured=float(np.max(np.abs(final[ci, soft] - expected))),
+    )
     ranks = np.asarray(jax.vmap(limiting_rank)(jnp.asarray(final[ci, soft])))
-    run.check("softmax_to_line_rank_one", expected=1, measured=int(np.max(ranks)), tolerance=0,
-              note="eigenvalues of Sigma(t1) above 0.1 (the other decays like 1/t)")  # fmt: skip
+    run.check(
+        "softmax_to_line_rank_one",
+        expected=1,
+        measured=int(np.max(ranks)),
+        tolerance=0,
+        note="eigenvalues of Sigma(t1) above 0.1 (the other decays like 1/t)",
+    )
     limit = np.stack([np.asarray(low_rank_limit(c, A)) for c in covs0])
     run.scalar("to_line_distance_to_limit_at_t1", float(np.max(np.abs(final[ci, soft] - limit))))
     _two_lines_checks(config, run, covs0, final, end, outcome, soft)
@@ -107,20 +117,33 @@ def cone_checks(config, run, cases, covs0, out, ok, variants) -> None:
     ci = CONE_CASES.index("blowup")  # V = I: the event fires before the closed-form t*
     t_star = np.array([float(blowup_time(c, _interaction(cases["blowup"]))) for c in covs0])
     early = (outcome[ci, soft] == BLOWUP) & (out["t_event"][ci, soft] <= t_star)
-    run.check("softmax_blowup_event_before_closed_form_time", expected=len(covs0),
-              measured=int(early.sum()), tolerance=0)  # fmt: skip
+    run.check(
+        "softmax_blowup_event_before_closed_form_time",
+        expected=len(covs0),
+        measured=int(early.sum()),
+        tolerance=0,
+    )
     _either_checks(config, run, cases, covs0, end, outcome, soft)
 
     l2 = variants.index("l2")
-    run.check("l2_never_blows_up", expected=0, measured=int(np.sum(outcome[:, l2] == BLOWUP)),
-              tolerance=0, note="L2 Gaussians over all five cases")  # fmt: skip
+    run.check(
+        "l2_never_blows_up",
+        expected=0,
+        measured=int(np.sum(outcome[:, l2] == BLOWUP)),
+        tolerance=0,
+        note="L2 Gaussians over all five cases",
+    )
     ci = CONE_CASES.index("to_zero")
     tr_end = np.trace(final[ci, soft], axis1=-2, axis2=-1)[ok[ci, soft]]
     tr_mid = np.trace(out["covs"][ci, soft, :, config.saves // 2], axis1=-2, axis2=-1)
     decreasing = (tr_end < tr_mid[ok[ci, soft]]) & (tr_mid[ok[ci, soft]] < 1.0)
-    run.check("softmax_to_zero_trace_decreases", expected=len(covs0),
-              measured=int(decreasing.sum()), tolerance=0,
-              note="trace 1 initially, smaller at the middle save, smaller still at t1")  # fmt: skip
+    run.check(
+        "softmax_to_zero_trace_decreases",
+        expected=len(covs0),
+        measured=int(decreasing.sum()),
+        tolerance=0,
+        note="trace 1 initially, smaller at the middle save, smaller still at t1",
+    )
     run.scalar("to_zero_max_trace_at_t1", float(tr_end.max()) if tr_end.size else None)
 
 
@@ -129,22 +152,42 @@ def _two_lines_checks(config, run, covs0, final, end, outcome, soft) -> None:
     ci = CONE_CASES.index("two_lines")
     c0 = covs0[:, 0, 1]
     off = np.abs(c0) > 1e-12
-    run.check("softmax_two_lines_no_run_blows_up", expected=0, tolerance=0,
-              measured=int(np.sum(outcome[ci, soft] == BLOWUP)))  # fmt: skip
-    run.check("softmax_two_lines_off_axis_runs_converge", expected=int(off.sum()), tolerance=0,
-              measured=int(np.sum(outcome[ci, soft][off] == CONVERGED)),
-              note="runs with c0 != 0 (those with c0 = 0 decay to 0 like 1/t)")  # fmt: skip
+    run.check(
+        "softmax_two_lines_no_run_blows_up",
+        expected=0,
+        tolerance=0,
+        measured=int(np.sum(outcome[ci, soft] == BLOWUP)),
+    )
+    run.check(
+        "softmax_two_lines_off_axis_runs_converge",
+        expected=int(off.sum()),
+        tolerance=0,
+        measured=int(np.sum(outcome[ci, soft][off] == CONVERGED)),
+        note="runs with c0 != 0 (those with c0 = 0 decay to 0 like 1/t)",
+    )
     exact = np.stack([two_lines_covariance(c, config.t1) for c in covs0])
-    run.check("softmax_two_lines_matches_exact_solution", expected=0.0, tolerance=1e-5,
-              measured=float(np.max(np.abs(final[ci, soft] - exact))),
-              note="c constant, a and b solve y' = -2 (y^2 - c^2)")  # fmt: skip
+    run.check(
+        "softmax_two_lines_matches_exact_solution",
+        expected=0.0,
+        tolerance=1e-5,
+        measured=float(np.max(np.abs(final[ci, soft] - exact))),
+        note="c constant, a and b solve y' = -2 (y^2 - c^2)",
+    )
     line = np.stack([np.zeros_like(c0), np.sign(c0)], -1)
-    run.check("softmax_two_lines_limits_on_the_two_isotropic_lines", expected=0.0, tolerance=0.02,
-              measured=float(np.max(np.linalg.norm(end[ci, soft][off] - line[off], axis=-1))),
-              note="|Sigma/tr Sigma - (0, sign c0)| at t1 (disk coordinates), c0 != 0")  # fmt: skip
-    run.check("softmax_two_lines_both_lines_reached", expected=2, tolerance=0,
-              measured=len(set(np.sign(end[ci, soft][off, 1]).tolist())),
-              note="distinct signs of 2c/tr at t1: two distinct rank-one limits")  # fmt: skip
+    run.check(
+        "softmax_two_lines_limits_on_the_two_isotropic_lines",
+        expected=0.0,
+        tolerance=0.02,
+        measured=float(np.max(np.linalg.norm(end[ci, soft][off] - line[off], axis=-1))),
+        note="|Sigma/tr Sigma - (0, sign c0)| at t1 (disk coordinates), c0 != 0",
+    )
+    run.check(
+        "softmax_two_lines_both_lines_reached",
+        expected=2,
+        tolerance=0,
+        measured=len(set(np.sign(end[ci, soft][off, 1]).tolist())),
+        note="distinct signs of 2c/tr at t1: two distinct rank-one limits",
+    )
 
 
 def _either_checks(config, run, cases, covs0, end, outcome, soft) -> None:
@@ -167,15 +210,31 @@ def _either_checks(config, run, cases, covs0, end, outcome, soft) -> None:
     n_blow, n_conv = int(np.sum(out_e == BLOWUP)), int(np.sum(out_e == CONVERGED))
     run.scalar("either_softmax_blowup_runs", n_blow)
     run.scalar("either_softmax_converged_runs", n_conv)
-    run.check("softmax_either_both_outcomes_occur", expected="both",
-              measured="both" if n_blow and n_conv else f"blowup={n_blow}, converged={n_conv}")
-    run.check("softmax_either_every_run_decided", expected=len(covs0), tolerance=0,
-              measured=n_blow + n_conv, note="each run blows up or converges by t1")
-    run.check("softmax_either_blowup_direction", expected=0.0, tolerance=0.02,
-              measured=distance_to_nearest(end[ci, soft][out_e == BLOWUP], blow_dirs),
-              note=f"Sigma/tr Sigma at the event (tr = {config.blowup_trace:g}) vs the attracting "
-              f"blow-up eigenvector(s) of V {[np.round(u, 4).tolist() for u in blow_dirs]}")
-    run.check("softmax_either_converged_on_stable_line", expected=0.0, tolerance=0.02,
-              measured=distance_to_nearest(end[ci, soft][out_e == CONVERGED], stable),
-              note=f"Sigma/tr Sigma at t1 vs the stable isotropic line(s) "
-              f"{[np.round(e, 4).tolist() for e in stable]}")  # fmt: skip
+    run.check(
+        "softmax_either_both_outcomes_occur",
+        expected="both",
+        measured="both" if n_blow and n_conv else f"blowup={n_blow}, converged={n_conv}",
+    )
+    run.check(
+        "softmax_either_every_run_decided",
+        expected=len(covs0),
+        tolerance=0,
+        measured=n_blow + n_conv,
+        note="each run blows up or converges by t1",
+    )
+    run.check(
+        "softmax_either_blowup_direction",
+        expected=0.0,
+        tolerance=0.02,
+        measured=distance_to_nearest(end[ci, soft][out_e == BLOWUP], blow_dirs),
+        note=f"Sigma/tr Sigma at the event (tr = {config.blowup_trace:g}) vs the attracting "
+        f"blow-up eigenvector(s) of V {[np.round(u, 4).tolist() for u in blow_dirs]}",
+    )
+    run.check(
+        "softmax_either_converged_on_stable_line",
+        expected=0.0,
+        tolerance=0.02,
+        measured=distance_to_nearest(end[ci, soft][out_e == CONVERGED], stable),
+        note=f"Sigma/tr Sigma at t1 vs the stable isotropic line(s) "
+        f"{[np.round(e, 4).tolist() for e in stable]}",
+    )

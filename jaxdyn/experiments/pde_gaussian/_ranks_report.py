@@ -69,8 +69,11 @@ def rank_figures(config, run, summary) -> None:
                 ax.bar(x - 0.2, s["euler_histogram"], 0.4, color="0.6", label="published Euler")
                 ax.bar(x + 0.2, s["accurate_histogram"], 0.4, color="C0", label="accurate")
                 ax.set_xticks(x)
-                ax.set_title(f"d={d}, V={'I' if value == 'identity' else 'GᵀG'}: "
-                             f"{s['rank_disagreements']}/{s['runs']} differ", fontsize=8)
+                ax.set_title(
+                    f"d={d}, V={'I' if value == 'identity' else 'GᵀG'}: "
+                    f"{s['rank_disagreements']}/{s['runs']} differ",
+                    fontsize=8,
+                )
                 if i == len(RANK_VALUES) - 1:
                     ax.set_xlabel("limiting rank")
         axes[0, 0].legend(fontsize=7)
@@ -101,10 +104,16 @@ def rank_checks(config, run, params, accurate, summary) -> None:
     # the rank there is the exact Sigma(t_stop)'s.
     sel = (
         (params["attention"] == 0)
-        & np.isin(params["panel"], [p for p, (a, v, _) in enumerate(rank_panels(config.dims)) if
-                                    a == "softmax" and v == "identity"])
+        & np.isin(
+            params["panel"],
+            [
+                p
+                for p, (a, v, _) in enumerate(rank_panels(config.dims))
+                if a == "softmax" and v == "identity"
+            ],
+        )
         & accurate.has_status(Status.steady_state)
-    )  # fmt: skip
+    )
     if not sel.any():
         return
     D = params["Q"].shape[-1]
@@ -119,8 +128,11 @@ def rank_checks(config, run, params, accurate, summary) -> None:
         # dF = dSigma S Sigma + Sigma S dSigma, so |dF|_F <= 2 |S|_2 |Sigma|_2 |dSigma|_F.
         error = jnp.linalg.norm(cov - exact_cov)
         bound = 2 * jnp.linalg.norm(S, 2) * jnp.linalg.norm(exact_cov, 2) * error
-        return limiting_rank(exact_cov, config.threshold), rate, bound, error / jnp.linalg.norm(
-            exact_cov
+        return (
+            limiting_rank(exact_cov, config.threshold),
+            rate,
+            bound,
+            error / jnp.linalg.norm(exact_cov),
         )
 
     final = accurate.outputs["final_cov"][sel]

@@ -67,19 +67,24 @@ def _member(config: BlowupConfig):
     def member(p, key):
         eye = jnp.eye(d, dtype=p["Sigma0"].dtype)
         softmax = p["variant"] == 0
-        field = SelectField((Softmax(Q=p["Q"], K=p["K"], V=eye), L2(Q=p["Q"], K=p["K"], V=eye)),
-                            p["variant"])  # fmt: skip
+        field = SelectField(
+            (Softmax(Q=p["Q"], K=p["K"], V=eye), L2(Q=p["Q"], K=p["K"], V=eye)), p["variant"]
+        )
         horizon = jnp.where(softmax, 10.0, config.l2_horizon) * p["t_star"]
         ts = p["t_star"] * jnp.linspace(0.0, 1.0, 33) * jnp.where(softmax, 0.999, config.l2_horizon)
         sol = simulate_gaussian(
-            field, jnp.zeros(d, eye.dtype), p["Sigma0"], horizon, ts=ts,
+            field,
+            jnp.zeros(d, eye.dtype),
+            p["Sigma0"],
+            horizon,
+            ts=ts,
             # The blow-up time needs tight tolerances; "L2 stays finite" does not.
             rtol=jnp.where(softmax, config.rtol, 1e-6),
             atol=jnp.where(softmax, config.atol, 1e-9),
             max_steps=config.max_steps,
             # L2 grows at most exponentially: only an overflow-level trace counts for it.
             blowup_trace=jnp.where(softmax, config.blowup_trace, 1e200),
-        )  # fmt: skip
+        )
         eig = jnp.linalg.eigvalsh(sol.final_cov)
         return {
             "t_blowup": sol.t_blowup,
@@ -166,7 +171,9 @@ def _l2_growth_check(config, run, inputs, out, l2_ok) -> None:
         passed=bool(l2_ok.any() and worst <= 0),
         note="max over L2 runs and saves of log tr Sigma(t) - log(d |Sigma_0|_2) - r t",
     )
-    run.scalar("max_l2_trace", float(np.max(out["final_trace"][n:][l2_ok])) if l2_ok.any() else None)
+    run.scalar(
+        "max_l2_trace", float(np.max(out["final_trace"][n:][l2_ok])) if l2_ok.any() else None
+    )
 
 
 def _blowup_figure(config, run, inputs, out, t_star, soft_ok, l2_ok) -> None:

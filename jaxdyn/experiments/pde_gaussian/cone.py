@@ -85,11 +85,17 @@ def _member(config: ConeConfig, ts: np.ndarray):
         )
         field = SelectField(variants, p["variant"])
         sol = simulate_gaussian(
-            field, jnp.zeros(2, Q.dtype), p["Sigma0"], config.t1, ts=ts, rtol=config.rtol,
-            atol=config.atol, max_steps=config.max_steps,
+            field,
+            jnp.zeros(2, Q.dtype),
+            p["Sigma0"],
+            config.t1,
+            ts=ts,
+            rtol=config.rtol,
+            atol=config.atol,
+            max_steps=config.max_steps,
             # L2 grows at most exponentially: only an overflow-level trace counts for it.
             blowup_trace=jnp.where(p["variant"] == 1, 1e200, config.blowup_trace),
-        )  # fmt: skip
+        )
         _, dcov = field.gaussian_rhs(sol.final_mean, sol.final_cov, t=sol.t_final)
         outcome = cone_outcome(
             sol.status, sol.final_cov, jnp.sqrt(jnp.sum(dcov**2)), config.converged_tol

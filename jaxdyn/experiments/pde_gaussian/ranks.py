@@ -1,5 +1,6 @@
 """``pde-ranks``: the paper's rank histograms (softmax and L2; rows ``V = I`` and ``V = G^T G``;
-columns ``d = 3, 4, 5``), certified (transformer_pde.md, rank histograms; docs/transformer_pde_ranks.md).
+columns ``d = 3, 4, 5``), certified (transformer_pde.md, rank histograms;
+docs/transformer_pde_ranks.md).
 
 1. The published attempt loop runs as published (NumPy projected Euler, the published draws,
    steps, tolerances and stopping rule): it decides which ``Sigma_0`` each run index uses.
@@ -16,7 +17,6 @@ import dataclasses
 import time
 
 import diffrax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status, require_positive, status_code
@@ -73,8 +73,10 @@ class RanksConfig(ExperimentConfig):
     threshold: float = 0.1
 
     def validate(self) -> None:
-        if not self.dims or not set(self.dims) <= set(PUBLISHED_DIMS) or len(set(self.dims)) != len(
-            self.dims
+        if (
+            not self.dims
+            or not set(self.dims) <= set(PUBLISHED_DIMS)
+            or len(set(self.dims)) != len(self.dims)
         ):
             raise ConfigError(f"dims must be distinct values of {PUBLISHED_DIMS}, got {self.dims}")
         if not 1 <= self.runs <= 100:
@@ -98,9 +100,13 @@ def published_attempts(config: RanksConfig, log=lambda msg: None):
     out = []
     for attention, value, d in rank_panels(config.dims):
         inputs = paper_rank_inputs(
-            attention, value, d, runs=config.runs, construction=config.construction,
+            attention,
+            value,
+            d,
+            runs=config.runs,
+            construction=config.construction,
             sigma0_norm=config.sigma0_norm,
-        )  # fmt: skip
+        )
         settings = published_rank_settings(attention, value, d)
         t0 = time.perf_counter()
         attempts = published_rank_attempts(inputs, settings, attention, runs=config.runs)
@@ -115,8 +121,9 @@ def published_attempts(config: RanksConfig, log=lambda msg: None):
 def rank_members(config: RanksConfig, panels) -> dict[str, np.ndarray]:
     """One sweep member per attempt of every panel, padded to ``D = max(dims)``."""
     D = max(config.dims)
-    rows: dict[str, list] = {k: [] for k in ("Q", "K", "V", "Sigma0", "attention", "tol_low",
-                                             "tol_high", "t1", "panel")}  # fmt: skip
+    rows: dict[str, list] = {
+        k: [] for k in ("Q", "K", "V", "Sigma0", "attention", "tol_low", "tol_high", "t1", "panel")
+    }
     for p, ((attention, _, _), (inputs, settings, attempts)) in enumerate(
         zip(rank_panels(config.dims), panels, strict=True)
     ):
@@ -129,8 +136,9 @@ def rank_members(config: RanksConfig, panels) -> dict[str, np.ndarray]:
             rows["tol_high"].append(settings.tol_high)
             rows["t1"].append(settings.max_steps * settings.dt)
             rows["panel"].append(p)
-    return {k: np.stack(v) if k in ("Q", "K", "V", "Sigma0") else np.array(v) for k, v in
-            rows.items()}  # fmt: skip
+    return {
+        k: np.stack(v) if k in ("Q", "K", "V", "Sigma0") else np.array(v) for k, v in rows.items()
+    }
 
 
 def rank_member(config: RanksConfig, *, solver=None, rtol=None, atol=None):
@@ -138,11 +146,16 @@ def rank_member(config: RanksConfig, *, solver=None, rtol=None, atol=None):
 
     def member(p, key):
         ode = rank_ode(
-            rank_field(p["Q"], p["K"], p["V"], p["attention"]), p["Sigma0"],
-            tol_low=p["tol_low"], tol_high=p["tol_high"], t1=p["t1"],
-            rtol=config.rtol if rtol is None else rtol, atol=config.atol if atol is None else atol,
-            max_steps=config.max_steps, solver=solver,
-        )  # fmt: skip
+            rank_field(p["Q"], p["K"], p["V"], p["attention"]),
+            p["Sigma0"],
+            tol_low=p["tol_low"],
+            tol_high=p["tol_high"],
+            t1=p["t1"],
+            rtol=config.rtol if rtol is None else rtol,
+            atol=config.atol if atol is None else atol,
+            max_steps=config.max_steps,
+            solver=solver,
+        )
         return rank_outcome(ode.solution(ode.solve()), config.threshold)
 
     return member
@@ -170,11 +183,12 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
     if chosen.size:
         confirm = run.sweep(
             "confirm",
-            rank_member(config, solver=diffrax.Dopri8(), rtol=config.confirm_rtol,
-                        atol=config.confirm_atol),
+            rank_member(
+                config, solver=diffrax.Dopri8(), rtol=config.confirm_rtol, atol=config.confirm_atol
+            ),
             Grid.zip({k: v[chosen] for k, v in params.items()}),
             accept=RANK_ACCEPT,
-        )  # fmt: skip
+        )
     run.save_arrays(
         ranks_panel=params["panel"],
         ranks_run=np.concatenate([att.run for _, _, att in panels]),
@@ -184,8 +198,9 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
         ranks_euler_steps=np.concatenate([att.steps for _, _, att in panels]),
         ranks_disagree=disagree,
     )
-    summary = rank_summary(config, params, accurate, euler_status, euler_rank, disagree,
-                           chosen, confirm)  # fmt: skip
+    summary = rank_summary(
+        config, params, accurate, euler_status, euler_rank, disagree, chosen, confirm
+    )
     rank_figures(config, run, summary)
     rank_checks(config, run, params, accurate, summary)
 
