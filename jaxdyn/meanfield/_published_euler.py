@@ -16,6 +16,7 @@ the JAX solvers are compared with run by run, and the baseline of
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -57,12 +58,14 @@ class EulerResult:
             ``max_steps_reached``).
         steps: updates made.
         t: ``steps * dt``.
+        projected: updates that produced a negative eigenvalue (replaced by the floor).
     """
 
     Sigma: np.ndarray
     status: int
     steps: int
     t: float
+    projected: int = 0
 
     @property
     def converged(self) -> bool:
@@ -95,17 +98,19 @@ def projected_euler(
         An :class:`EulerResult`; a converged run returns the state before its final update.
     """
     Sigma = np.array(Sigma0, dtype=float)
+    projected = 0
     for step in range(1, max_steps + 1):
         F = rhs(Sigma)
         norm = np.linalg.norm(F)
         before = Sigma
         w, U = np.linalg.eigh(Sigma + dt * F)
+        projected += int(w[0] < 0)
         Sigma = (U * np.where(w < 0, floor, w)) @ U.T
         if norm < tol_low:
-            return EulerResult(before, CONVERGED, step, step * dt)
+            return EulerResult(before, CONVERGED, step, step * dt, projected)
         if np.trace(Sigma) > tol_high:
-            return EulerResult(Sigma, DIVERGED, step, step * dt)
-    return EulerResult(Sigma, NOT_FINISHED, max_steps, max_steps * dt)
+            return EulerResult(Sigma, DIVERGED, step, step * dt, projected)
+    return EulerResult(Sigma, NOT_FINISHED, max_steps, max_steps * dt, projected)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +123,8 @@ class RankAttempts:
         status: :class:`jaxdyn.Status` code of each attempt.
         rank: limiting rank of converged attempts (``-1`` otherwise).
         steps: Euler steps of each attempt.
+        projected: steps whose update had a negative eigenvalue (set to the floor).
+        seconds: wall time of each attempt (the loop is the benchmarks' baseline).
     """
 
     run: np.ndarray
@@ -125,6 +132,8 @@ class RankAttempts:
     status: np.ndarray
     rank: np.ndarray
     steps: np.ndarray
+    projected: np.ndarray
+    seconds: np.ndarray
 
     @property
     def converged(self) -> np.ndarray:
@@ -162,12 +171,14 @@ def published_rank_attempts(
     """
     rhs = PAPER_RHS[attention]
     runs = inputs.Q.shape[0] if runs is None else runs
-    rows: list[tuple[int, int, int, int, int]] = []
+    rows: list[tuple[int, int, int, int, int, int]] = []
+    seconds: list[float] = []
     r = 0
     for a in range(min(settings.attempts, inputs.Sigma0.shape[0])):
         if r == runs:
             break
         Q, K, V = inputs.Q[r], inputs.K[r], inputs.V[r]
+        start = time.perf_counter()
         res = projected_euler(
             lambda S, Q=Q, K=K, V=V: rhs(S, Q, K, V),
             inputs.Sigma0[a],
@@ -178,10 +189,11 @@ def published_rank_attempts(
             floor=settings.floor,
         )
         rank = limiting_rank_numpy(res.Sigma, settings.threshold) if res.converged else -1
-        rows.append((r, a, res.status, rank, res.steps))
+        seconds.append(time.perf_counter() - start)
+        rows.append((r, a, res.status, rank, res.steps, res.projected))
         r += int(res.converged)
-    cols = np.array(rows, dtype=np.int64).reshape(-1, 5).T
-    return RankAttempts(*(c.astype(np.int32) for c in cols))
+    cols = np.array(rows, dtype=np.int64).reshape(-1, 6).T
+    return RankAttempts(*(c.astype(np.int32) for c in cols), seconds=np.array(seconds))
 
 
 def rank_histogram(ranks: np.ndarray, d: int) -> np.ndarray:

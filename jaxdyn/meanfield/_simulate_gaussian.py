@@ -138,13 +138,13 @@ class GaussianODE(eqx.Module):
         stops at once: an event that has happened cannot be crossed)."""
         return self._merged_condition(jnp.zeros((), self.t1.dtype), self.y0, None) >= 0
 
-    def solve(self) -> diffrax.Solution:
-        """One uninterrupted ``diffeqsolve`` (``throw=False``); it ends at ``t = 0`` if
-        :meth:`fired_at_start`."""
+    def diffeqsolve_arguments(self) -> dict:
+        """The arguments of ``diffrax.diffeqsolve`` (without ``throw``): ``t1`` is ``0`` if
+        :meth:`fired_at_start`. A sweep engine may solve them in segments."""
         t0 = jnp.zeros((), self.t1.dtype)
-        return diffrax.diffeqsolve(
-            diffrax.ODETerm(self.rhs),
-            self.solver,
+        return dict(
+            terms=diffrax.ODETerm(self.rhs),
+            solver=self.solver,
             t0=t0,
             t1=jnp.where(self.fired_at_start(), t0, self.t1),
             dt0=self.dt0,
@@ -153,8 +153,11 @@ class GaussianODE(eqx.Module):
             stepsize_controller=self.controller,
             event=diffrax.Event(self._merged_condition, root_finder=_root_finder()),
             max_steps=self.max_steps,
-            throw=False,
         )
+
+    def solve(self) -> diffrax.Solution:
+        """One uninterrupted ``diffeqsolve`` of :meth:`diffeqsolve_arguments` (``throw=False``)."""
+        return diffrax.diffeqsolve(**self.diffeqsolve_arguments(), throw=False)
 
     def solution(self, sol: diffrax.Solution) -> GaussianSolution:
         """Post-process a solve: final state, which event fired, status, blow-up time."""

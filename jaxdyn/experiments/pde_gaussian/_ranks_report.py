@@ -19,14 +19,17 @@ from jaxdyn.meanfield import (
 CONVERGED = status_code(Status.steady_state)
 
 
-def rank_summary(config, params, accurate, euler_status, euler_rank, disagree, chosen, confirm):
+def rank_summary(
+    config, params, accurate, euler_status, euler_rank, projected, disagree, chosen, confirm
+):
     """Per panel: the two histograms on the published runs and the disagreements.
 
     ``rank_disagreements``: published runs (converged in the published loop) whose accurate rank
     differs or that do not converge accurately; ``set_aside_converging``: attempts the published
     loop set aside (diverged or unfinished) that converge when solved accurately;
     ``confirmed``: disagreements where the third method gives the accurate solve's outcome and
-    rank.
+    rank; ``projected_disagreeing`` / ``projected_agreeing``: published runs whose Euler steps
+    produced a negative eigenvalue (replaced by 1e-14), among the runs that disagree / agree.
     """
     acc_status, acc_rank = accurate.status, accurate.outputs["rank"]
     confirmed = np.zeros(len(acc_rank), bool)
@@ -48,6 +51,8 @@ def rank_summary(config, params, accurate, euler_status, euler_rank, disagree, c
             "set_aside": int((mine & ~published).sum()),
             "set_aside_converging": int((mine & ~published & disagree).sum()),
             "confirmed": int((mine & disagree & confirmed).sum()),
+            "projected_disagreeing": int((published & disagree & (projected > 0)).sum()),
+            "projected_agreeing": int((published & ~disagree & (projected > 0)).sum()),
             "euler_above_half_d": int(np.sum(euler_rank[published] > (d + 1) // 2)),
             "accurate_above_half_d": int(np.sum(acc_rank[both] > (d + 1) // 2)),
         }

@@ -196,10 +196,12 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
         ranks_euler_status=euler_status,
         ranks_euler_rank=euler_rank,
         ranks_euler_steps=np.concatenate([att.steps for _, _, att in panels]),
+        ranks_euler_projected=np.concatenate([att.projected for _, _, att in panels]),
         ranks_disagree=disagree,
     )
+    projected = np.concatenate([att.projected for _, _, att in panels])
     summary = rank_summary(
-        config, params, accurate, euler_status, euler_rank, disagree, chosen, confirm
+        config, params, accurate, euler_status, euler_rank, projected, disagree, chosen, confirm
     )
     rank_figures(config, run, summary)
     rank_checks(config, run, params, accurate, summary)
