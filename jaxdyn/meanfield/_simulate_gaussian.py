@@ -226,7 +226,7 @@ def gaussian_ode(
     events = dict(events or {})
     for key, condition in events.items():
         if not callable(condition):
-            raise TypeError(f"{name}: event {key!r} must be a callable (t, mean, cov) -> real")
+            raise TypeError(f"{name}: events[{key!r}] must be a callable (t, mean, cov) -> real")
     dtype = jnp.result_type(mean0, cov0, float)
     t1 = jnp.asarray(t1, dtype)
     controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
