@@ -151,7 +151,9 @@ class GaussianODE(eqx.Module):
             y0=self.y0,
             saveat=self.saveat,
             stepsize_controller=self.controller,
-            event=diffrax.Event(self._merged_condition, root_finder=_root_finder()),
+            event=diffrax.Event(
+                self._merged_condition, root_finder=_root_finder(), direction=True
+            ),
             max_steps=self.max_steps,
         )
 
