@@ -20,13 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from jaxdyn.attention import L2, Softmax
-
 from ._closed_forms import limiting_rank
+from ._fields import AbstractGaussianClosed
+from ._heads import L2, Softmax
 from ._select import SelectField
 from ._simulate_gaussian import GaussianODE, GaussianSolution, gaussian_ode
 
-RANK_FIELDS = ("softmax", "l2")
 
 
 def pad_rank_member(
@@ -61,7 +60,7 @@ def rank_field(
 
 
 def rank_ode(
-    field,
+    field: AbstractGaussianClosed,
     cov0: Float[ArrayLike, "d d"],
     *,
     tol_low: Float[ArrayLike, ""],

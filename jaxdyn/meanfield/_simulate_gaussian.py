@@ -37,8 +37,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from jaxdyn import Status, is_traced, mark_nonfinite, require_psd
-from jaxdyn.attention import AbstractAttention as AbstractGaussianClosed  # until _fields lands
 
+from ._fields import AbstractGaussianClosed
 from ._solve_common import _check_times, _controller, _root_finder
 
 EventCondition = Callable[[Float[Array, ""], Float[Array, " d"], Float[Array, "d d"]], Array]
@@ -214,7 +214,7 @@ def gaussian_ode(
 ) -> GaussianODE:
     """Validate the inputs and build the problem of :func:`simulate_gaussian` (same arguments)."""
     name = "simulate_gaussian"
-    if not (isinstance(field, AbstractGaussianClosed) and field.gaussian_closed):
+    if not isinstance(field, AbstractGaussianClosed):
         raise TypeError(f"{name}: {type(field).__name__} is not Gaussian-closed")
     mean0, cov0 = jnp.asarray(mean0), jnp.asarray(cov0)
     d = mean0.shape[-1] if mean0.ndim else 0
