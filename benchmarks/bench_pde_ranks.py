@@ -53,12 +53,8 @@ def main() -> None:
 
     jax.config.update("jax_enable_x64", True)
     from jaxdyn import Status
-    from jaxdyn.experiments.pde_gaussian.ranks import (
-        RanksConfig,
-        published_attempts,
-        rank_member,
-        rank_members,
-    )
+    from jaxdyn.experiments.pde_gaussian.ranks import RanksConfig, published_attempts, rank_members
+    from jaxdyn.meanfield import rank_member
     from jaxdyn.sweep import Grid, run_sweep
 
     config = RanksConfig(runs=args.quick_runs if args.quick else 100)
@@ -71,7 +67,7 @@ def main() -> None:
 
     params = rank_members(config, panels)
     runs = {k: v[converged] for k, v in params.items()}
-    member = rank_member(config)
+    member = rank_member(rtol=config.rtol, atol=config.atol, max_steps=config.max_steps)
     t0 = time.perf_counter()
     cold = run_sweep(member, Grid.zip(runs), name="ranks")
     cold_s = time.perf_counter() - t0

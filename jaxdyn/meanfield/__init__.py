@@ -96,6 +96,7 @@ from ._published_euler import (
 from ._ranks import (
     pad_rank_member as pad_rank_member,
     rank_field as rank_field,
+    rank_member as rank_member,
     rank_ode as rank_ode,
     rank_outcome as rank_outcome,
 )

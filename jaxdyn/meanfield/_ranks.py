@@ -9,7 +9,9 @@ an adaptive solve's interpolant (:func:`jaxdyn.meanfield.gaussian_ode`), not at 
 Euler step.
 
 :func:`rank_ode` builds the problem of one run (to be solved whole or in segments) and
-:func:`rank_outcome` post-processes it. :func:`pad_rank_member` embeds a ``d``-dimensional run
+:func:`rank_outcome` post-processes it; :func:`rank_member` is the sweep member of many runs
+(a :class:`jaxdyn.sweep.DiffeqMember`, solved in segments so that a sweep costs the sum of its
+runs' steps). :func:`pad_rank_member` embeds a ``d``-dimensional run
 in ``D`` dimensions so that runs of every dimension share one compiled program.
 """
 
@@ -20,12 +22,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from jaxdyn.sweep import DiffeqMember
+
 from ._closed_forms import limiting_rank
 from ._fields import AbstractGaussianClosed
 from ._heads import L2, Softmax
 from ._select import SelectField
 from ._simulate_gaussian import GaussianODE, GaussianSolution, gaussian_ode
-
 
 
 def pad_rank_member(
@@ -117,3 +120,42 @@ def rank_outcome(sol: GaussianSolution, threshold: float = 0.1) -> dict[str, Arr
         "num_steps": sol.num_steps,
         "status": sol.status,
     }
+
+
+RANK_MEMBER_PARAMS = ("Q", "K", "V", "Sigma0", "attention", "tol_low", "tol_high", "t1")
+
+
+def rank_member(
+    *,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    max_steps: int = 100_000,
+    solver: diffrax.AbstractSolver | None = None,
+    threshold: float = 0.1,
+) -> DiffeqMember:
+    """The sweep member of rank runs: params ``Q, K, V, Sigma0`` (one run, e.g. padded by
+    :func:`pad_rank_member`), ``attention`` (0 softmax, 1 L2), ``tol_low``, ``tol_high``, ``t1``
+    (see :func:`rank_ode`); outputs those of :func:`rank_outcome`.
+
+    Args:
+        rtol: relative tolerance of the adaptive solve.
+        atol: absolute tolerance of the adaptive solve.
+        max_steps: solver steps per run.
+        solver: a diffrax solver (default ``Tsit5``).
+        threshold: the rank counts eigenvalues above it.
+
+    Returns:
+        A :class:`jaxdyn.sweep.DiffeqMember` for ``jaxdyn.sweep.run_sweep`` or ``Run.sweep``.
+    """
+
+    def ode(p) -> GaussianODE:
+        field = rank_field(p["Q"], p["K"], p["V"], p["attention"])
+        return rank_ode(
+            field, p["Sigma0"], tol_low=p["tol_low"], tol_high=p["tol_high"], t1=p["t1"],
+            rtol=rtol, atol=atol, max_steps=max_steps, solver=solver,
+        )  # fmt: skip
+
+    return DiffeqMember(
+        problem=lambda p, key: ode(p).diffeq_problem(),
+        outputs=lambda p, problem, sol: rank_outcome(ode(p).solution(sol), threshold),
+    )

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from jaxdyn import Status, is_traced, mark_nonfinite, require_psd
+from jaxdyn.sweep import DiffeqProblem
 
 from ._fields import AbstractGaussianClosed
 from ._solve_common import _check_times, _controller, _root_finder
@@ -151,11 +152,14 @@ class GaussianODE(eqx.Module):
             y0=self.y0,
             saveat=self.saveat,
             stepsize_controller=self.controller,
-            event=diffrax.Event(
-                self._merged_condition, root_finder=_root_finder(), direction=True
-            ),
+            event=diffrax.Event(self._merged_condition, root_finder=_root_finder(), direction=True),
             max_steps=self.max_steps,
         )
+
+    def diffeq_problem(self) -> DiffeqProblem:
+        """:meth:`diffeqsolve_arguments` as a :class:`jaxdyn.sweep.DiffeqProblem` (a
+        :class:`jaxdyn.sweep.DiffeqMember` then solves it in segments)."""
+        return DiffeqProblem(**self.diffeqsolve_arguments())
 
     def solve(self) -> diffrax.Solution:
         """One uninterrupted ``diffeqsolve`` of :meth:`diffeqsolve_arguments` (``throw=False``)."""

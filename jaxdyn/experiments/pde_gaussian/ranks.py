@@ -29,9 +29,7 @@ from jaxdyn.meanfield import (
     paper_rank_inputs,
     published_rank_attempts,
     published_rank_settings,
-    rank_field,
-    rank_ode,
-    rank_outcome,
+    rank_member,
     rank_panels,
 )
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
@@ -141,26 +139,6 @@ def rank_members(config: RanksConfig, panels) -> dict[str, np.ndarray]:
     }
 
 
-def rank_member(config: RanksConfig, *, solver=None, rtol=None, atol=None):
-    """``member(params, key)``: the accurate solve of one attempt (:func:`rank_ode`)."""
-
-    def member(p, key):
-        ode = rank_ode(
-            rank_field(p["Q"], p["K"], p["V"], p["attention"]),
-            p["Sigma0"],
-            tol_low=p["tol_low"],
-            tol_high=p["tol_high"],
-            t1=p["t1"],
-            rtol=config.rtol if rtol is None else rtol,
-            atol=config.atol if atol is None else atol,
-            max_steps=config.max_steps,
-            solver=solver,
-        )
-        return rank_outcome(ode.solution(ode.solve()), config.threshold)
-
-    return member
-
-
 @register_experiment(
     "pde-ranks",
     RanksConfig,
@@ -172,7 +150,10 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
     run.scalar("published_euler_wall_s", time.perf_counter() - t0)
     params = rank_members(config, panels)
     run.log(f"{len(params['panel'])} attempts of {len(panels)} panels, solved accurately")
-    accurate = run.sweep("ranks", rank_member(config), Grid.zip(params), accept=RANK_ACCEPT)
+    member = rank_member(
+        rtol=config.rtol, atol=config.atol, max_steps=config.max_steps, threshold=config.threshold
+    )
+    accurate = run.sweep("ranks", member, Grid.zip(params), accept=RANK_ACCEPT)
     run.scalar("sweep_wall_s", accurate.wall_time_s)
     euler_status = np.concatenate([att.status for _, _, att in panels])
     euler_rank = np.concatenate([att.rank for _, _, att in panels])
@@ -184,7 +165,11 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
         confirm = run.sweep(
             "confirm",
             rank_member(
-                config, solver=diffrax.Dopri8(), rtol=config.confirm_rtol, atol=config.confirm_atol
+                rtol=config.confirm_rtol,
+                atol=config.confirm_atol,
+                max_steps=config.max_steps,
+                solver=diffrax.Dopri8(),
+                threshold=config.threshold,
             ),
             Grid.zip({k: v[chosen] for k, v in params.items()}),
             accept=RANK_ACCEPT,
