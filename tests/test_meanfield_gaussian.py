@@ -529,3 +529,25 @@ def test_the_first_of_several_events_stops_the_solve():
     np.testing.assert_array_equal(steady.final_cov, cov)
     with pytest.raises(TypeError, match="events"):  # ours or the runtime type checker's
         simulate_gaussian(att, jnp.zeros(D), cov, 1.0, events={"bad": 3.0})
+
+
+def test_l2_affine_velocity_equals_the_direct_solve_for_random_heads():
+    """L2's (I + 2 Sigma K^T K)^{-1} by Woodbury and an unrolled Cholesky equals NumPy's direct
+    solve, for random d, k (also k > 8, the LAPACK path), K with zero rows (padded runs) and
+    singular covariances."""
+    rng = np.random.default_rng(40)
+    for d, k in [(2, 1), (3, 1), (4, 2), (5, 2), (6, 5), (3, 3), (10, 9)]:
+        Q, K, V = (
+            rng.standard_normal((k, d)),
+            rng.standard_normal((k, d)),
+            rng.standard_normal((d, d)),
+        )
+        if k > 1:
+            K[-1] = 0.0
+        G = rng.standard_normal((d, d - 1))  # rank d - 1
+        cov, mean = 3.0 * G @ G.T, rng.standard_normal(d)
+        B, c = L2(Q=Q, K=K, V=V).affine_velocity(jnp.asarray(mean), jnp.asarray(cov))
+        P = np.eye(d) + 2 * cov @ K.T @ K
+        A = K.T @ Q / np.sqrt(d)
+        np.testing.assert_allclose(B, 2 * V @ np.linalg.solve(P, cov @ A), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(c, V @ np.linalg.solve(P, mean), rtol=1e-10, atol=1e-12)
