@@ -30,6 +30,7 @@ in segments.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -216,7 +217,30 @@ def gaussian_ode(
     psd_tol: Float[ArrayLike, ""] | None = 1e-6,
     events: Mapping[str, EventCondition] | None = None,
 ) -> GaussianODE:
-    """Validate the inputs and build the problem of :func:`simulate_gaussian` (same arguments)."""
+    """Validate the inputs and build the problem that :func:`simulate_gaussian` solves.
+
+    Args:
+        field: a Gaussian-closed velocity field (``field.gaussian_rhs`` is the ODE).
+        mean0: initial mean ``alpha_0``.
+        cov0: initial covariance ``Sigma_0`` (symmetric PSD).
+        t1: final time.
+        ts: save times (default: only ``t1``).
+        adaptive: adaptive steps (PID controller) or a constant step ``dt0``.
+        dt0: initial step (adaptive) or the constant step.
+        solver: a diffrax solver (default ``Tsit5``).
+        rtol: relative tolerance of the controller.
+        atol: absolute tolerance of the controller.
+        max_steps: solver steps before ``Status.max_steps_reached``.
+        blowup_trace: trace at which the blow-up event fires.
+        steady_tol: steady-state event threshold on the rate (``None``: no such event).
+        psd_tol: loss-of-definiteness threshold (``None``: no check; saves an ``eigvalsh`` per
+            step).
+        events: named user events, ``condition(t, mean, cov)`` negative before the event and
+            crossing zero at it (e.g. ``lambda t, m, c: 0.5 - jnp.linalg.eigvalsh(c)[0]``).
+
+    Returns:
+        A :class:`GaussianODE` (``.solve()``, ``.solution(sol)``, ``.diffeq_problem()``).
+    """
     name = "simulate_gaussian"
     if not isinstance(field, AbstractGaussianClosed):
         raise TypeError(f"{name}: {type(field).__name__} is not Gaussian-closed")
@@ -266,61 +290,25 @@ def simulate_gaussian(
     mean0: Float[ArrayLike, " d"],
     cov0: Float[ArrayLike, "d d"],
     t1: Float[ArrayLike, ""],
-    *,
-    ts: Float[ArrayLike, " s"] | None = None,
-    adaptive: bool = True,
-    dt0: Float[ArrayLike, ""] | None = None,
-    solver: diffrax.AbstractSolver | None = None,
-    rtol: Float[ArrayLike, ""] = 1e-6,
-    atol: Float[ArrayLike, ""] = 1e-8,
-    max_steps: int = 4096,
-    blowup_trace: Float[ArrayLike, ""] = 1e3,
-    steady_tol: Float[ArrayLike, ""] | None = None,
-    psd_tol: Float[ArrayLike, ""] | None = 1e-6,
-    events: Mapping[str, EventCondition] | None = None,
+    **options: Any,
 ) -> GaussianSolution:
     """Solve ``d alpha/dt = B alpha + c``, ``d Sigma/dt = B Sigma + Sigma B^T`` from ``t = 0``.
 
     Stops at ``t1`` or at the first event (see the module docstring). Pure and jit/vmap-able;
-    never raises at run time (failures are the solution's ``status``).
+    never raises at run time (failures are the solution's ``status``). Equivalent to
+    ``ode = gaussian_ode(...); ode.solution(ode.solve())``.
 
     Args:
         field: a Gaussian-closed velocity field (``field.gaussian_rhs`` is the ODE).
         mean0: initial mean ``alpha_0``.
         cov0: initial covariance ``Sigma_0`` (symmetric PSD).
         t1: final time.
-        ts: save times (default: only ``t1``).
-        adaptive: adaptive steps (PID controller) or a constant step ``dt0``.
-        dt0: initial step (adaptive) or the constant step.
-        solver: a diffrax solver (default ``Tsit5``).
-        rtol: relative tolerance of the controller.
-        atol: absolute tolerance of the controller.
-        max_steps: solver steps before ``Status.max_steps_reached``.
-        blowup_trace: trace at which the blow-up event fires.
-        steady_tol: steady-state event threshold on the rate (``None``: no such event).
-        psd_tol: loss-of-definiteness threshold (``None``: no check; saves an ``eigvalsh`` per
-            step).
-        events: named user events, ``condition(t, mean, cov)`` negative before the event and
-            crossing zero at it (e.g. ``lambda t, m, c: 0.5 - jnp.linalg.eigvalsh(c)[0]``).
+        **options: the keyword arguments of :func:`gaussian_ode`: ``ts``, ``adaptive``,
+            ``dt0``, ``solver``, ``rtol``, ``atol``, ``max_steps``, ``blowup_trace``,
+            ``steady_tol``, ``psd_tol``, ``events``.
 
     Returns:
         A :class:`GaussianSolution`.
     """
-    ode = gaussian_ode(
-        field,
-        mean0,
-        cov0,
-        t1,
-        ts=ts,
-        adaptive=adaptive,
-        dt0=dt0,
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        blowup_trace=blowup_trace,
-        steady_tol=steady_tol,
-        psd_tol=psd_tol,
-        events=events,
-    )
+    ode = gaussian_ode(field, mean0, cov0, t1, **options)
     return ode.solution(ode.solve())
