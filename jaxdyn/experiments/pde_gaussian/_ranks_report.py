@@ -86,9 +86,18 @@ def rank_figures(config, run, summary) -> None:
 
 
 def rank_checks(config, run, params, accurate, summary) -> None:
-    """Checks that can fail: every disagreement confirmed, no failed solve, and the softmax
-    ``V = I`` runs against the closed form ``Sigma(t) = (Sigma_0^{-1} - t (A + A^T))^{-1}``."""
+    """Checks that can fail: every panel filled, every disagreement confirmed, no failed solve,
+    and the softmax ``V = I`` runs against the closed form
+    ``Sigma(t) = (Sigma_0^{-1} - t (A + A^T))^{-1}`` (none to compare is a failure)."""
     run.scalar("panels", summary)
+    filled = sum(s["runs"] == config.runs for s in summary.values())
+    run.check(
+        "published_loop_filled_every_panel",
+        expected=len(summary),
+        measured=filled,
+        tolerance=0,
+        note=f"panels whose published loop converged {config.runs} runs within its attempts",
+    )
     total = sum(s["rank_disagreements"] + s["set_aside_converging"] for s in summary.values())
     run.check(
         "disagreements_confirmed_by_third_method",
@@ -120,6 +129,12 @@ def rank_checks(config, run, params, accurate, summary) -> None:
         & accurate.has_status(Status.steady_state)
     )
     if not sel.any():
+        run.check(
+            "softmax_identity_ranks_match_closed_form_at_stopping_time",
+            expected="converged runs to compare",
+            measured="none",
+            note="no softmax V = I run converged in the accurate solve",
+        )
         return
     D = params["Q"].shape[-1]
     A = np.einsum("mki,mkj->mij", params["K"][sel], params["Q"][sel]) / np.sqrt(D)
