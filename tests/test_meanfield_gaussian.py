@@ -532,11 +532,11 @@ def test_the_first_of_several_events_stops_the_solve():
 
 
 def test_l2_affine_velocity_equals_the_direct_solve_for_random_heads():
-    """L2's (I + 2 Sigma K^T K)^{-1} by Woodbury and an unrolled Cholesky equals NumPy's direct
-    solve, for random d, k (also k > 8, the LAPACK path), K with zero rows (padded runs) and
-    singular covariances."""
+    """L2's (I + 2 Sigma K^T K)^{-1} by unrolled Gaussian elimination with partial pivoting
+    equals NumPy's LAPACK solve, for random d, k (also d > 8, the LAPACK path), K with zero rows
+    (padded runs), singular and huge covariances (tr ~ 1e12, where a Woodbury form cancels)."""
     rng = np.random.default_rng(40)
-    for d, k in [(2, 1), (3, 1), (4, 2), (5, 2), (6, 5), (3, 3), (10, 9)]:
+    for d, k in [(2, 1), (3, 1), (4, 2), (5, 2), (6, 5), (3, 3), (10, 9), (9, 4)]:
         Q, K, V = (
             rng.standard_normal((k, d)),
             rng.standard_normal((k, d)),
@@ -545,9 +545,13 @@ def test_l2_affine_velocity_equals_the_direct_solve_for_random_heads():
         if k > 1:
             K[-1] = 0.0
         G = rng.standard_normal((d, d - 1))  # rank d - 1
-        cov, mean = 3.0 * G @ G.T, rng.standard_normal(d)
-        B, c = L2(Q=Q, K=K, V=V).affine_velocity(jnp.asarray(mean), jnp.asarray(cov))
-        P = np.eye(d) + 2 * cov @ K.T @ K
-        A = K.T @ Q / np.sqrt(d)
-        np.testing.assert_allclose(B, 2 * V @ np.linalg.solve(P, cov @ A), rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(c, V @ np.linalg.solve(P, mean), rtol=1e-10, atol=1e-12)
+        for scale in (3.0, 1e12):
+            cov, mean = scale * G @ G.T, rng.standard_normal(d)
+            B, c = L2(Q=Q, K=K, V=V).affine_velocity(jnp.asarray(mean), jnp.asarray(cov))
+            P = np.eye(d) + 2 * cov @ K.T @ K
+            want_B = 2 * V @ np.linalg.solve(P, cov @ (K.T @ Q / np.sqrt(d)))
+            want_c = V @ np.linalg.solve(P, mean)
+            # Both are backward stable; forward errors scale with cond(P) ~ scale.
+            tol = 1e-13 * np.linalg.cond(P)
+            np.testing.assert_allclose(B, want_B, atol=tol * np.abs(want_B).max())
+            np.testing.assert_allclose(c, want_c, atol=tol * np.abs(want_c).max())

@@ -40,28 +40,24 @@ from ._fields import (
 )
 
 
-def _spd_solve(C, B):
-    """``C^{-1} B`` for a symmetric positive definite ``C`` (here ``I + 2 K Sigma K^T >= I``).
-
-    Small ``C`` (up to 8 x 8) by an unrolled Cholesky factorisation and two triangular
-    substitutions in plain array operations: a batched LAPACK call costs about a microsecond per
-    matrix on CPUs, several times the arithmetic. Larger ``C``: ``jnp.linalg.solve``.
-    """
-    k = C.shape[0]
-    if k > 8:
-        return jnp.linalg.solve(C, B)
-    L = [[None] * k for _ in range(k)]
-    for j in range(k):
-        L[j][j] = jnp.sqrt(C[j, j] - sum(L[j][p] ** 2 for p in range(j)))
-        for i in range(j + 1, k):
-            L[i][j] = (C[i, j] - sum(L[i][p] * L[j][p] for p in range(j))) / L[j][j]
-    y = []
-    for i in range(k):
-        y.append((B[i] - sum(L[i][p] * y[p] for p in range(i))) / L[i][i])
-    x = [None] * k
-    for i in reversed(range(k)):
-        x[i] = (y[i] - sum(L[p][i] * x[p] for p in range(i + 1, k))) / L[i][i]
-    return jnp.stack(x)
+def _small_solve(P, B):
+    """``P^{-1} B`` by Gaussian elimination with partial pivoting (LAPACK's ``getrf``/``getrs``
+    algorithm), unrolled in plain array operations for ``P`` up to 8 x 8: a batched LAPACK call
+    costs about a microsecond per matrix on CPUs, several times the arithmetic. Larger ``P``:
+    ``jnp.linalg.solve``."""
+    d = P.shape[0]
+    if d > 8:
+        return jnp.linalg.solve(P, B)
+    M = jnp.concatenate([P, B], axis=1)
+    rows = jnp.arange(d)
+    for j in range(d):
+        pivot = jnp.argmax(jnp.where(rows >= j, jnp.abs(M[:, j]), -1.0))
+        M = M[jnp.where(rows == j, pivot, jnp.where(rows == pivot, j, rows))]
+        M = M - jnp.where(rows > j, M[:, j] / M[j, j], 0.0)[:, None] * M[j][None, :]
+    X = [None] * d
+    for i in reversed(range(d)):
+        X[i] = (M[i, d:] - sum(M[i, k] * X[k] for k in range(i + 1, d))) / M[i, i]
+    return jnp.stack(X)
 
 
 def _sym_sqrt(S):
@@ -127,11 +123,10 @@ class L2(AbstractSoftmaxHead, AbstractGaussianClosed):
 
     def affine_velocity(self, mean, cov, *, t=0.0):
         K, V = weight_at(self.K, t), weight_at(self.V, t)
-        # (I + 2 Sigma K^T K)^{-1} X = X - 2 Sigma K^T (I_k + 2 K Sigma K^T)^{-1} K X (Woodbury):
-        # one k x k solve, k = rows of K, for both right-hand sides, never an explicit inverse.
-        X = jnp.concatenate([cov @ self.A(t), mean[:, None]], axis=1)
-        C = jnp.eye(K.shape[0], dtype=cov.dtype) + 2.0 * K @ cov @ K.T
-        Y = X - 2.0 * cov @ K.T @ _spd_solve(C, K @ X)
+        # (I + 2 Sigma M)^{-1} applied by one solve for both right-hand sides, never an explicit
+        # inverse. (Woodbury's k x k form cancels catastrophically once Sigma is large.)
+        P = jnp.eye(cov.shape[0], dtype=cov.dtype) + 2.0 * cov @ (K.T @ K)
+        Y = _small_solve(P, jnp.concatenate([cov @ self.A(t), mean[:, None]], axis=1))
         return 2.0 * V @ Y[:, :-1], V @ Y[:, -1]
 
 

@@ -31,6 +31,7 @@ from .._status import status_code, status_name
 from ..sweep._grid import Grid
 from ..sweep._options import SweepOptions
 from ..sweep._result import SweepResult
+from ..sweep._segmented import AbstractSegmentedMember
 
 
 def _jsonable(value: Any) -> Any:
@@ -105,7 +106,7 @@ class Run:
     def sweep(
         self,
         name: str,
-        member: Callable,
+        member: Callable | AbstractSegmentedMember,
         grid: Grid,
         *,
         accept: Iterable = (),

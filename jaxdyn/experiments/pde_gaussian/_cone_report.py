@@ -107,7 +107,7 @@ def cone_checks(config, run, cases, covs0, out, ok, variants) -> None:
         "softmax_to_line_rank_one",
         expected=1,
         measured=int(np.max(ranks)),
-        tolerance=0,
+        tolerance=0.0,
         note="eigenvalues of Sigma(t1) above 0.1 (the other decays like 1/t)",
     )
     limit = np.stack([np.asarray(low_rank_limit(c, A)) for c in covs0])
@@ -121,7 +121,7 @@ def cone_checks(config, run, cases, covs0, out, ok, variants) -> None:
         "softmax_blowup_event_before_closed_form_time",
         expected=len(covs0),
         measured=int(early.sum()),
-        tolerance=0,
+        tolerance=0.0,
     )
     _either_checks(config, run, cases, covs0, end, outcome, soft)
 
@@ -130,7 +130,7 @@ def cone_checks(config, run, cases, covs0, out, ok, variants) -> None:
         "l2_never_blows_up",
         expected=0,
         measured=int(np.sum(outcome[:, l2] == BLOWUP)),
-        tolerance=0,
+        tolerance=0.0,
         note="L2 Gaussians over all five cases",
     )
     ci = CONE_CASES.index("to_zero")
@@ -141,7 +141,7 @@ def cone_checks(config, run, cases, covs0, out, ok, variants) -> None:
         "softmax_to_zero_trace_decreases",
         expected=len(covs0),
         measured=int(decreasing.sum()),
-        tolerance=0,
+        tolerance=0.0,
         note="trace 1 initially, smaller at the middle save, smaller still at t1",
     )
     run.scalar("to_zero_max_trace_at_t1", float(tr_end.max()) if tr_end.size else None)
@@ -155,13 +155,13 @@ def _two_lines_checks(config, run, covs0, final, end, outcome, soft) -> None:
     run.check(
         "softmax_two_lines_no_run_blows_up",
         expected=0,
-        tolerance=0,
+        tolerance=0.0,
         measured=int(np.sum(outcome[ci, soft] == BLOWUP)),
     )
     run.check(
         "softmax_two_lines_off_axis_runs_converge",
         expected=int(off.sum()),
-        tolerance=0,
+        tolerance=0.0,
         measured=int(np.sum(outcome[ci, soft][off] == CONVERGED)),
         note="runs with c0 != 0 (those with c0 = 0 decay to 0 like 1/t)",
     )
@@ -184,7 +184,7 @@ def _two_lines_checks(config, run, covs0, final, end, outcome, soft) -> None:
     run.check(
         "softmax_two_lines_both_lines_reached",
         expected=2,
-        tolerance=0,
+        tolerance=0.0,
         measured=len(set(np.sign(end[ci, soft][off, 1]).tolist())),
         note="distinct signs of 2c/tr at t1: two distinct rank-one limits",
     )
@@ -218,7 +218,7 @@ def _either_checks(config, run, cases, covs0, end, outcome, soft) -> None:
     run.check(
         "softmax_either_every_run_decided",
         expected=len(covs0),
-        tolerance=0,
+        tolerance=0.0,
         measured=n_blow + n_conv,
         note="each run blows up or converges by t1",
     )

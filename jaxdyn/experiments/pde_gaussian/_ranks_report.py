@@ -95,7 +95,7 @@ def rank_checks(config, run, params, accurate, summary) -> None:
         "published_loop_filled_every_panel",
         expected=len(summary),
         measured=filled,
-        tolerance=0,
+        tolerance=0.0,
         note=f"panels whose published loop converged {config.runs} runs within its attempts",
     )
     total = sum(s["rank_disagreements"] + s["set_aside_converging"] for s in summary.values())
@@ -103,7 +103,7 @@ def rank_checks(config, run, params, accurate, summary) -> None:
         "disagreements_confirmed_by_third_method",
         expected=total,
         measured=sum(s["confirmed"] for s in summary.values()),
-        tolerance=0,
+        tolerance=0.0,
         note="published-Euler disagreements where Dopri8 at confirm_rtol gives the accurate "
         "solve's outcome and rank",
     )
@@ -111,7 +111,7 @@ def rank_checks(config, run, params, accurate, summary) -> None:
         "accurate_solves_without_failure",
         expected=0,
         measured=int(accurate.n_failed(accept=[Status.steady_state, Status.blowup])),
-        tolerance=0,
+        tolerance=0.0,
         note="attempts whose accurate solve failed (max steps, non-finite)",
     )
     # softmax, V = I: the accurate stop is where the exact |F(Sigma(t))|_F equals tol_low, and
@@ -163,7 +163,7 @@ def rank_checks(config, run, params, accurate, summary) -> None:
         "softmax_identity_ranks_match_closed_form_at_stopping_time",
         expected=0,
         measured=int(np.sum(ranks != accurate.outputs["rank"][sel])),
-        tolerance=0,
+        tolerance=0.0,
         note=f"of {int(sel.sum())} converged softmax V = I runs",
     )
     tol_low = params["tol_low"][sel]

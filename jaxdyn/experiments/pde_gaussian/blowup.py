@@ -126,7 +126,7 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
         tolerance=1e-6,
         note="max relative error of the pole-extrapolated blow-up time, V = I",
     )
-    run.check("softmax_all_runs_blow_up", expected=n, measured=int(soft_ok.sum()), tolerance=0)
+    run.check("softmax_all_runs_blow_up", expected=n, measured=int(soft_ok.sum()), tolerance=0.0)
     run.check(
         "softmax_blowup_direction_rank_one",
         expected=0.0,
@@ -139,14 +139,14 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
         "l2_stays_finite_on_same_inputs",
         expected=n,
         measured=int(l2_ok.sum()),
-        tolerance=0,
+        tolerance=0.0,
         note=f"L2 reaches {config.l2_horizon} x the softmax blow-up time with a finite Sigma",
     )
     run.check(
         "l2_runs_reach_horizon",
         expected=0,
         measured=int(np.sum(l2_ok & (out["t_final"][n:] < out["horizon"][n:]))),
-        tolerance=0,
+        tolerance=0.0,
         note="L2 runs that ended before l2_horizon t* without failing",
     )
     _l2_growth_check(config, run, inputs, out, l2_ok)

@@ -155,7 +155,7 @@ def run_pde_cone(config: ConeConfig, run: Run) -> None:
         "no_event_runs_reach_t1",
         expected=0,
         measured=int(short.sum()),
-        tolerance=0,
+        tolerance=0.0,
         note="runs without an event whose solve ended before t1 (final state not at t1)",
     )
     cone_checks(config, run, cases, covs0, out, ok, CONE_VARIANTS)
