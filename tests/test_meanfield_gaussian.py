@@ -531,12 +531,17 @@ def test_the_first_of_several_events_stops_the_solve():
         simulate_gaussian(att, jnp.zeros(D), cov, 1.0, events={"bad": 3.0})
 
 
+@jax.jit
+def _jitted_affine(field, mean, cov):
+    return field.affine_velocity(mean, cov)
+
+
 def test_l2_affine_velocity_equals_the_direct_solve_for_random_heads():
     """L2's (I + 2 Sigma K^T K)^{-1} by unrolled Gaussian elimination with partial pivoting
     equals NumPy's LAPACK solve, for random d, k (also d > 8, the LAPACK path), K with zero rows
     (padded runs), singular and huge covariances (tr ~ 1e12, where a Woodbury form cancels)."""
     rng = np.random.default_rng(40)
-    for d, k in [(2, 1), (3, 1), (4, 2), (5, 2), (6, 5), (3, 3), (10, 9), (9, 4)]:
+    for d, k in [(2, 1), (5, 2), (6, 5), (9, 4)]:
         Q, K, V = (
             rng.standard_normal((k, d)),
             rng.standard_normal((k, d)),
@@ -547,7 +552,7 @@ def test_l2_affine_velocity_equals_the_direct_solve_for_random_heads():
         G = rng.standard_normal((d, d - 1))  # rank d - 1
         for scale in (3.0, 1e12):
             cov, mean = scale * G @ G.T, rng.standard_normal(d)
-            B, c = L2(Q=Q, K=K, V=V).affine_velocity(jnp.asarray(mean), jnp.asarray(cov))
+            B, c = _jitted_affine(L2(Q=Q, K=K, V=V), jnp.asarray(mean), jnp.asarray(cov))
             P = np.eye(d) + 2 * cov @ K.T @ K
             want_B = 2 * V @ np.linalg.solve(P, cov @ (K.T @ Q / np.sqrt(d)))
             want_c = V @ np.linalg.solve(P, mean)
