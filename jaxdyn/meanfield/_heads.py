@@ -40,26 +40,6 @@ from ._fields import (
 )
 
 
-def _small_solve(P, B):
-    """``P^{-1} B`` by Gaussian elimination with partial pivoting (LAPACK's ``getrf``/``getrs``
-    algorithm), unrolled in plain array operations for ``P`` up to 8 x 8: a batched LAPACK call
-    costs about a microsecond per matrix on CPUs, several times the arithmetic. Larger ``P``:
-    ``jnp.linalg.solve``."""
-    d = P.shape[0]
-    if d > 8:
-        return jnp.linalg.solve(P, B)
-    M = jnp.concatenate([P, B], axis=1)
-    rows = jnp.arange(d)
-    for j in range(d):
-        pivot = jnp.argmax(jnp.where(rows >= j, jnp.abs(M[:, j]), -1.0))
-        M = M[jnp.where(rows == j, pivot, jnp.where(rows == pivot, j, rows))]
-        M = M - jnp.where(rows > j, M[:, j] / M[j, j], 0.0)[:, None] * M[j][None, :]
-    X = [None] * d
-    for i in reversed(range(d)):
-        X[i] = (M[i, d:] - sum(M[i, k] * X[k] for k in range(i + 1, d))) / M[i, i]
-    return jnp.stack(X)
-
-
 def _sym_sqrt(S):
     """Square root of a symmetric PSD matrix by eigh (negative round-off eigenvalues clipped)."""
     w, U = jnp.linalg.eigh(0.5 * (S + S.T))
@@ -93,6 +73,26 @@ class Softmax(AbstractSoftmaxHead, AbstractGaussianClosed):
     def affine_velocity(self, mean, cov, *, t=0.0):
         V = weight_at(self.V, t)
         return V @ cov @ self.A(t), V @ mean
+
+
+def _small_solve(P, B):
+    """``P^{-1} B`` by Gaussian elimination with partial pivoting (LAPACK's ``getrf``/``getrs``
+    algorithm), unrolled in plain array operations for ``P`` up to 8 x 8: a batched LAPACK call
+    costs about a microsecond per matrix on CPUs, several times the arithmetic. Larger ``P``:
+    ``jnp.linalg.solve``."""
+    d = P.shape[0]
+    if d > 8:
+        return jnp.linalg.solve(P, B)
+    M = jnp.concatenate([P, B], axis=1)
+    rows = jnp.arange(d)
+    for j in range(d):
+        pivot = jnp.argmax(jnp.where(rows >= j, jnp.abs(M[:, j]), -1.0))
+        M = M[jnp.where(rows == j, pivot, jnp.where(rows == pivot, j, rows))]
+        M = M - jnp.where(rows > j, M[:, j] / M[j, j], 0.0)[:, None] * M[j][None, :]
+    X = [None] * d
+    for i in reversed(range(d)):
+        X[i] = (M[i, d:] - sum(M[i, k] * X[k] for k in range(i + 1, d))) / M[i, i]
+    return jnp.stack(X)
 
 
 class L2(AbstractSoftmaxHead, AbstractGaussianClosed):
