@@ -10,6 +10,10 @@ from ._analysis import (
     stability_ratio as stability_ratio,
     wasserstein2_exact as wasserstein2_exact,
 )
+from ._blowup import (
+    l2_growth_rate as l2_growth_rate,
+    random_blowup_problems as random_blowup_problems,
+)
 from ._causal import (
     causal_influence as causal_influence,
     sink_positions as sink_positions,
@@ -23,6 +27,17 @@ from ._closed_forms import (
 from ._clusters import (
     detect_clusters as detect_clusters,
     single_cluster_condition as single_cluster_condition,
+)
+from ._cone import (
+    CONE_CASES as CONE_CASES,
+    ConeOutcome as ConeOutcome,
+    blowup_directions as blowup_directions,
+    cone_cases as cone_cases,
+    cone_outcome as cone_outcome,
+    disk_coordinates as disk_coordinates,
+    isotropic_line_stability as isotropic_line_stability,
+    trace_one_covariances as trace_one_covariances,
+    two_lines_covariance as two_lines_covariance,
 )
 from ._design import (
     BlowupDesign as BlowupDesign,
@@ -70,9 +85,16 @@ from ._meanfield_limit import (
     meanfield_error as meanfield_error,
 )
 from ._paper import (
-    paper_limiting_ranks as paper_limiting_ranks,
+    PUBLISHED_DIMS as PUBLISHED_DIMS,
+    RANK_ATTENTIONS as RANK_ATTENTIONS,
+    RANK_CONSTRUCTIONS as RANK_CONSTRUCTIONS,
+    RANK_SIGMA0_NORMS as RANK_SIGMA0_NORMS,
+    RANK_VALUES as RANK_VALUES,
+    PaperRankInputs as PaperRankInputs,
+    RankPanelSettings as RankPanelSettings,
     paper_rank_inputs as paper_rank_inputs,
-    projected_euler as projected_euler,
+    published_rank_settings as published_rank_settings,
+    rank_panels as rank_panels,
 )
 from ._particles import (
     RK4 as RK4,
@@ -82,9 +104,25 @@ from ._particles import (
     sphere_softmax as sphere_softmax,
     uniform_on_sphere as uniform_on_sphere,
 )
+from ._published_euler import (
+    EulerResult as EulerResult,
+    RankAttempts as RankAttempts,
+    projected_euler as projected_euler,
+    published_rank_attempts as published_rank_attempts,
+    rank_histogram as rank_histogram,
+)
+from ._ranks import (
+    pad_rank_member as pad_rank_member,
+    rank_field as rank_field,
+    rank_member as rank_member,
+    rank_ode as rank_ode,
+    rank_outcome as rank_outcome,
+)
+from ._select import SelectField as SelectField
 from ._simulate_gaussian import (
-    GaussianEvent as GaussianEvent,
+    GaussianODE as GaussianODE,
     GaussianSolution as GaussianSolution,
+    gaussian_ode as gaussian_ode,
     simulate_gaussian as simulate_gaussian,
 )
 from ._simulate_particles import (

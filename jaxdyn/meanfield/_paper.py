@@ -1,27 +1,24 @@
-"""The paper's own method, in NumPy: projected explicit Euler on Sigma, and its seeded inputs
-(transformer_pde.md, "The paper's numerical experiments").
+"""The inputs and integrator settings of the paper's rank histograms (transformer_pde.md, "The
+paper's numerical experiments"; the construction of the published code).
 
-This is the reference the JAX solvers are compared against, run by run, and the baseline of
-``benchmarks/bench_pde_ranks.py``. It is deliberately a plain Python loop over runs and steps,
-as in the published code: ``Sigma <- P(Sigma + dt * F(Sigma))`` where ``P`` clips eigenvalues
-at ``1e-14``, stopping when ``|F|_F < tol_low`` (converged), ``tr Sigma > tol_high`` (diverged)
-or after ``max_iter`` steps.
+The published figures (softmax and L2 attention; rows ``V = I`` and ``V = G^T G``; columns
+``d = 3, 4, 5``; 100 converged runs per panel) draw everything from NumPy's legacy global
+generator:
 
-Seeded construction [paper: the seeds; draw order and Sigma_0 normalisation open]: for one
-histogram (one ``d``, one choice of V, one attention), ``np.random.seed(40)`` then ``Q_r =
-randn(floor(d/2), d)``; for ``V = G^T G``, ``np.random.seed(26)`` (softmax) or ``27`` (L2)
-then ``G_r = randn(d, d)``; ``np.random.seed(41)`` then ``G_r = randn(d, d)`` and ``Sigma_0 =
-G_r G_r^T / d`` (``sigma0_norm="dim"``) or ``G_r G_r^T`` (``"none"``, the page's literal
-text). ``K = -Q``. With ``weights="per_run"`` a new ``Q_r`` (and ``V_r``) is drawn for every
-run ``r`` in turn; with ``"shared"`` one ``Q`` (and one ``V``) serves the whole histogram and
-only ``Sigma_0`` varies. The legacy generator is reseeded for every histogram, so each
-histogram is reproducible on its own.
+- ``Q``: ``np.random.seed(40)``, then one ``Q = randn(d // 2, d)`` for each of 300 entries in
+  the order ``d = 3`` (x100), ``4`` (x100), ``5`` (x100). ``K = -Q``. The same sequence serves
+  softmax and L2, ``V = I`` and ``V`` random.
+- ``V`` random: ``np.random.seed(26)`` (softmax) or ``27`` (L2), then ``G = randn(d, d)`` for the
+  same 300 entries in the same order, ``V = G^T G``. Run ``r`` of dimension ``d`` uses entry
+  ``r`` of that dimension's block.
+- ``Sigma_0``: per panel ``np.random.seed(41)``, then for each *attempt* ``S = randn(d, d)``,
+  ``Sigma_0 = S S^T`` (no ``1/d``). An attempt that does not converge is set aside and the next
+  attempt is paired with the same run index (see :func:`published_rank_attempts`).
 
-Why the defaults (``per_run``, ``dim``): the page describes the paper's d = 3, softmax, V = I
-histogram as "about half rank 2, half rank 1, a few rank 0". On these seeds (tol_low = 1e-3)
-``per_run`` + ``dim`` gives (1, 50, 49, 0) runs of rank 0..3; ``per_run`` + ``none`` gives
-(0, 32, 68, 0); ``shared`` gives no rank-0 run with either normalisation ((0, 43, 57, 0) and
-(0, 27, 73, 0)). Dividing by ``d`` is the usual normalisation ``E Sigma_0 = I``.
+:func:`paper_rank_inputs` returns those draws: ``Q, K, V`` per run index and ``Sigma_0`` per
+attempt. Two other constructions stay available as options (``construction="per_run"``:
+``Q``/``V`` drawn for dimension ``d`` alone after the seed; ``"shared"``: one ``Q`` and one ``V``
+for the whole panel), with ``sigma0_norm="dim"`` for ``Sigma_0 = S S^T / d``.
 """
 
 from __future__ import annotations
@@ -30,14 +27,85 @@ import dataclasses
 
 import numpy as np
 
-PAPER_SEED_Q = 40
-PAPER_SEED_V = {"softmax": 26, "l2": 27}
-PAPER_SEED_SIGMA = 41
+PUBLISHED_DIMS = (3, 4, 5)
+PUBLISHED_RUNS = 100
+PUBLISHED_SEED_Q = 40
+PUBLISHED_SEED_V = {"softmax": 26, "l2": 27}
+PUBLISHED_SEED_SIGMA = 41
+RANK_ATTENTIONS = ("softmax", "l2")
+RANK_VALUES = ("identity", "random")
+RANK_CONSTRUCTIONS = ("published", "per_run", "shared")
+RANK_SIGMA0_NORMS = ("none", "dim")
+
+
+def rank_panels(dims: tuple[int, ...] = PUBLISHED_DIMS) -> list[tuple[str, str, int]]:
+    """The panels ``(attention, value, d)`` of the two figures in figure order: softmax then L2;
+    within each, row ``V = I`` then ``V`` random; within each row, the columns ``dims``."""
+    return [(a, v, d) for a in RANK_ATTENTIONS for v in RANK_VALUES for d in dims]
+
+
+@dataclasses.dataclass(frozen=True)
+class RankPanelSettings:
+    """The published projected-Euler settings of one histogram panel.
+
+    Attributes:
+        dt: Euler step ``h``.
+        tol_low: the run has converged when ``|F(Sigma)|_F < tol_low``.
+        max_steps: Euler steps before a run counts as not converged.
+        attempts: ``Sigma_0`` draws available to the panel.
+        tol_high: the run has diverged when ``tr Sigma > tol_high``.
+        floor: negative eigenvalues are replaced by ``floor`` after every step.
+        threshold: the limiting rank counts eigenvalues above ``threshold``.
+    """
+
+    dt: float
+    tol_low: float
+    max_steps: int
+    attempts: int
+    tol_high: float = 1e3
+    floor: float = 1e-14
+    threshold: float = 0.1
+
+
+# (attention, value) -> (steps for d = 3, 4, 5; tol_low; max_steps; attempts).
+_PUBLISHED_SETTINGS = {
+    ("softmax", "identity"): ((0.09, 0.05, 0.02), 1e-4, 60_000, 1_000),
+    ("softmax", "random"): ((0.09, 0.06, 0.02), 5e-5, 90_000, 10_000),
+    ("l2", "identity"): ((0.09, 0.06, 0.02), 1e-4, 60_000, 1_000),
+    ("l2", "random"): ((0.15, 0.15, 0.15), 5e-5, 50_000, 1_000),
+}
+
+
+def _check_panel(attention: str, value: str, d: int) -> None:
+    if attention not in RANK_ATTENTIONS:
+        raise ValueError(f"attention must be one of {RANK_ATTENTIONS}, got {attention!r}")
+    if value not in RANK_VALUES:
+        raise ValueError(f"value must be one of {RANK_VALUES}, got {value!r}")
+    if not isinstance(d, int | np.integer) or d < 2:
+        raise ValueError(f"d must be an integer >= 2, got {d!r}")
+
+
+def published_rank_settings(attention: str, value: str, d: int) -> RankPanelSettings:
+    """The published integrator settings of the panel ``(attention, value, d)``, ``d`` in 3..5."""
+    _check_panel(attention, value, d)
+    if d not in PUBLISHED_DIMS:
+        raise ValueError(f"the published settings exist for d in {PUBLISHED_DIMS}, got d={d}")
+    steps, tol_low, max_steps, attempts = _PUBLISHED_SETTINGS[(attention, value)]
+    return RankPanelSettings(
+        dt=steps[PUBLISHED_DIMS.index(d)], tol_low=tol_low, max_steps=max_steps, attempts=attempts
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class PaperRankInputs:
-    """Inputs of one rank histogram: ``Q, K (runs, floor(d/2), d)``, ``V, Sigma0 (runs, d, d)``."""
+    """Draws of one histogram panel.
+
+    Attributes:
+        Q: ``(runs, d // 2, d)``, entry ``r`` for run index ``r``.
+        K: ``-Q``.
+        V: ``(runs, d, d)``, the identity or ``G_r^T G_r``.
+        Sigma0: ``(attempts, d, d)``, the initial covariance of each attempt in order.
+    """
 
     Q: np.ndarray
     K: np.ndarray
@@ -45,130 +113,72 @@ class PaperRankInputs:
     Sigma0: np.ndarray
 
 
-RANK_WEIGHT_DRAWS = ("per_run", "shared")
-RANK_SIGMA0_NORMS = ("dim", "none")
+def _blocks(seed: int, d: int, runs: int, shape, construction: str) -> np.ndarray:
+    """Draw ``randn(*shape(dim))`` after ``seed``: the published order runs through every
+    published dimension (100 entries each); the other constructions draw for ``d`` alone."""
+    np.random.seed(seed)
+    if construction == "published":
+        out = {
+            dim: [np.random.randn(*shape(dim)) for _ in range(PUBLISHED_RUNS)]
+            for dim in PUBLISHED_DIMS
+        }
+        return np.stack(out[d][:runs])
+    draws = runs if construction == "per_run" else 1
+    out = np.stack([np.random.randn(*shape(d)) for _ in range(draws)])
+    return np.broadcast_to(out, (runs,) + out.shape[1:]).copy()
 
 
 def paper_rank_inputs(
-    d: int,
-    runs: int,
-    *,
     attention: str,
     value: str,
-    weights: str = "per_run",
-    sigma0_norm: str = "dim",
+    d: int,
+    attempts: int | None = None,
+    *,
+    runs: int = PUBLISHED_RUNS,
+    construction: str = "published",
+    sigma0_norm: str = "none",
 ) -> PaperRankInputs:
-    """The paper's seeded random construction for the rank histograms (see module docstring).
+    """The draws of the rank-histogram panel ``(attention, value, d)`` (see the module docstring).
 
-    ``attention`` is ``"softmax"`` or ``"l2"``; ``value`` is ``"identity"`` (V = I) or
-    ``"random"`` (V = G^T G); ``weights`` is ``"per_run"`` (new Q, V every run) or
-    ``"shared"`` (one Q, V per histogram); ``sigma0_norm`` is ``"dim"`` (``G G^T / d``) or
-    ``"none"`` (``G G^T``).
+    Args:
+        attention: ``"softmax"`` or ``"l2"`` (selects the seed of ``V``).
+        value: ``"identity"`` (``V = I``) or ``"random"`` (``V = G^T G``).
+        d: token dimension (3, 4 or 5 for the published construction).
+        attempts: number of ``Sigma_0`` draws; default the panel's published budget.
+        runs: run indices (the published figures: 100; at most 100 when published).
+        construction: ``"published"``, ``"per_run"`` or ``"shared"``.
+        sigma0_norm: ``"none"`` (``S S^T``, published) or ``"dim"`` (``S S^T / d``).
+
+    Returns:
+        A :class:`PaperRankInputs` with ``runs`` weight entries and ``attempts`` covariances.
     """
-    if attention not in PAPER_SEED_V:
-        raise ValueError(f"attention must be 'softmax' or 'l2', got {attention!r}")
-    if value not in ("identity", "random"):
-        raise ValueError(f"value must be 'identity' or 'random', got {value!r}")
-    if weights not in RANK_WEIGHT_DRAWS:
-        raise ValueError(f"weights must be one of {RANK_WEIGHT_DRAWS}, got {weights!r}")
+    _check_panel(attention, value, d)
+    if construction not in RANK_CONSTRUCTIONS:
+        raise ValueError(f"construction must be one of {RANK_CONSTRUCTIONS}, got {construction!r}")
     if sigma0_norm not in RANK_SIGMA0_NORMS:
         raise ValueError(f"sigma0_norm must be one of {RANK_SIGMA0_NORMS}, got {sigma0_norm!r}")
-    if d < 2 or runs < 1:
-        raise ValueError(f"need d >= 2 and runs >= 1, got d={d}, runs={runs}")
-    k = d // 2
-    draws = runs if weights == "per_run" else 1
+    if construction == "published":
+        if d not in PUBLISHED_DIMS:
+            raise ValueError(f"the published draws exist for d in {PUBLISHED_DIMS}, got d={d}")
+        if not 1 <= runs <= PUBLISHED_RUNS:
+            raise ValueError(f"runs must be in 1..{PUBLISHED_RUNS} when published, got {runs}")
+    elif runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    if attempts is None:
+        default = _PUBLISHED_SETTINGS[(attention, value)][3]
+        attempts = max(default, runs)
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts}")
 
-    def repeat(x):
-        return np.broadcast_to(x, (runs,) + x.shape[1:]).copy() if draws == 1 else x
-
-    np.random.seed(PAPER_SEED_Q)
-    Q = repeat(np.stack([np.random.randn(k, d) for _ in range(draws)]))
+    Q = _blocks(PUBLISHED_SEED_Q, d, runs, lambda dim: (dim // 2, dim), construction)
     if value == "identity":
         V = np.broadcast_to(np.eye(d), (runs, d, d)).copy()
     else:
-        np.random.seed(PAPER_SEED_V[attention])
-        Gs = [np.random.randn(d, d) for _ in range(draws)]
-        V = repeat(np.stack([G.T @ G for G in Gs]))
-    np.random.seed(PAPER_SEED_SIGMA)
-    Gs = [np.random.randn(d, d) for _ in range(runs)]
+        G = _blocks(PUBLISHED_SEED_V[attention], d, runs, lambda dim: (dim, dim), construction)
+        V = np.stack([g.T @ g for g in G])
+    np.random.seed(PUBLISHED_SEED_SIGMA)
     scale = 1.0 / d if sigma0_norm == "dim" else 1.0
-    Sigma0 = np.stack([scale * (G @ G.T) for G in Gs])
+    # One product per draw, as written in the published code (bitwise the same matrices).
+    draws = [np.random.randn(d, d) for _ in range(attempts)]
+    Sigma0 = np.stack([s @ s.T if scale == 1.0 else scale * (s @ s.T) for s in draws])
     return PaperRankInputs(Q=Q, K=-Q, V=V, Sigma0=Sigma0)
-
-
-def paper_softmax_rhs(Sigma, Q, K, V):
-    """``V Sigma A Sigma + transpose``, ``A = K^T Q / sqrt(d)`` (the paper's softmax ODE)."""
-    A = K.T @ Q / np.sqrt(Q.shape[1])
-    M = V @ Sigma @ A @ Sigma
-    return M + M.T
-
-
-def paper_l2_rhs(Sigma, Q, K, V):
-    """``2 V Sigma (I + 2 K^T K Sigma)^{-1} A Sigma + transpose`` (the paper's L2 ODE)."""
-    d = Q.shape[1]
-    A = K.T @ Q / np.sqrt(d)
-    M = 2.0 * V @ Sigma @ np.linalg.inv(np.eye(d) + 2.0 * K.T @ K @ Sigma) @ A @ Sigma
-    return M + M.T
-
-
-@dataclasses.dataclass(frozen=True)
-class EulerResult:
-    Sigma: np.ndarray
-    outcome: str  # "converged", "diverged" or "max_iter"
-    steps: int
-    t: float
-
-
-def projected_euler(
-    rhs,
-    Sigma0: np.ndarray,
-    *,
-    dt: float,
-    tol_low: float,
-    tol_high: float = 1e3,
-    max_iter: int = 1_000_000,
-    clip: float = 1e-14,
-) -> EulerResult:
-    """The paper's integrator: ``Sigma <- P(Sigma + dt rhs(Sigma))``, eigenvalues clipped at
-    ``clip``."""
-    Sigma = np.array(Sigma0, dtype=float)
-    for step in range(max_iter):
-        F = rhs(Sigma)
-        if np.linalg.norm(F) < tol_low:
-            return EulerResult(Sigma, "converged", step, step * dt)
-        if np.trace(Sigma) > tol_high:
-            return EulerResult(Sigma, "diverged", step, step * dt)
-        Sigma = Sigma + dt * F
-        w, U = np.linalg.eigh(0.5 * (Sigma + Sigma.T))
-        Sigma = (U * np.maximum(w, clip)) @ U.T
-    return EulerResult(Sigma, "max_iter", max_iter, max_iter * dt)
-
-
-def paper_limiting_ranks(
-    inputs: PaperRankInputs,
-    *,
-    attention: str,
-    dt: float,
-    tol_low: float,
-    tol_high: float = 1e3,
-    max_iter: int = 1_000_000,
-    threshold: float = 0.1,
-    runs: int | None = None,
-) -> tuple[np.ndarray, list[EulerResult]]:
-    """Limiting ranks (eigenvalues above ``threshold``) of the first ``runs`` runs, by the
-    paper's projected Euler."""
-    rhs = paper_softmax_rhs if attention == "softmax" else paper_l2_rhs
-    n = inputs.Q.shape[0] if runs is None else runs
-    results = [
-        projected_euler(
-            lambda S, r=r: rhs(S, inputs.Q[r], inputs.K[r], inputs.V[r]),
-            inputs.Sigma0[r],
-            dt=dt,
-            tol_low=tol_low,
-            tol_high=tol_high,
-            max_iter=max_iter,
-        )
-        for r in range(n)
-    ]
-    ranks = np.array([int(np.sum(np.linalg.eigvalsh(res.Sigma) > threshold)) for res in results])
-    return ranks, results

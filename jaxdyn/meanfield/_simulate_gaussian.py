@@ -1,56 +1,70 @@
-"""Simulate the mean-field Transformer PDE: n particles, or the closed Gaussian ODE
-(transformer_pde.md, "The model", "Gaussian closure", "The paper's numerical experiments").
+"""Simulate the closed Gaussian ODE of the mean-field Transformer PDE (transformer_pde.md,
+"Gaussian closure").
 
-Both simulators are pure functions of arrays (jit/vmap-able, usable inside
-``jaxdyn.sweep.run_sweep``), solve with diffrax (adaptive Tsit5 by default, fixed-step on
-request) with ``throw=False``, and stop on events:
+For a Gaussian-closed field the measure ``N(alpha, Sigma)`` stays Gaussian, with
+``d alpha/dt = B alpha + c`` and ``d Sigma/dt = B Sigma + Sigma B^T`` (``Gamma(x) = B x + c``).
+:func:`simulate_gaussian` solves it with diffrax (adaptive Tsit5 by default, fixed step on
+request, ``throw=False``) and stops at the first event, each a real-valued condition of the state
+that is negative before the event and crosses zero at it:
 
-- blow-up: the real-valued ``tr Sigma - blowup_trace`` (Gaussian) or
-  ``max_i |x_i| - blowup_norm`` (particles) changes sign; the crossing time is located
-  exactly by a Newton root finder, and the blow-up time itself is extrapolated from the pole
-  ``tr Sigma ~ c / (t* - t)``: ``t* ~ t_event + tr Sigma / (d tr Sigma/dt)``;
-- loss of positive definiteness: ``lambda_min(Sigma) < -psd_tol tr Sigma`` (root found). The
-  exact flow preserves definiteness (``Sigma(t)`` is a congruence of ``Sigma_0``), so this
-  flags a genuine failure only when ``psd_tol`` is well above the solver's relative error;
-- steady state: ``|d Sigma/dt|_F + |d alpha/dt| < steady_tol`` (the paper's ``tol_low``).
+- blow-up, ``tr Sigma / blowup_trace - 1`` (status ``Status.blowup``); the blow-up time is then
+  extrapolated from the pole ``tr Sigma ~ c / (t* - t)``:
+  ``t* ~ t_event + tr Sigma / (d tr Sigma/dt)``;
+- steady state, ``1 - (|dSigma/dt|_F^2 + |dalpha/dt|^2)^{1/2} / steady_tol`` (the paper's
+  ``tol_low``; status ``Status.steady_state``);
+- loss of definiteness, ``lambda_min(Sigma) < -psd_tol tr Sigma`` (``Status.not_psd``). The
+  exact flow is a congruence of ``Sigma_0`` and never loses definiteness, so this flags a genuine
+  failure only when ``psd_tol`` is well above the solver's relative error;
+- user events ``condition(t, mean, cov)`` (status ``Status.event_occurred``, and
+  ``GaussianSolution.events[name]`` says which one fired).
 
-Each run carries a :class:`jaxdyn.Status` and, for Gaussians, which event fired.
+All conditions are merged into one (their maximum), whose upward crossing is located by
+bisection on the step's interpolant; the event time is differentiable (implicit function
+theorem), so "the time at which Sigma reaches X" has gradients with respect to the field.
+
+The problem is built first (:func:`gaussian_ode`) and solved separately
+(:meth:`GaussianODE.solve`, then :meth:`GaussianODE.solution`), so a sweep can advance it
+in segments.
 """
 
 from __future__ import annotations
 
-import enum
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import diffrax
 import equinox as eqx
-import jax
 import jax.numpy as jnp
-import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Int
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from jaxdyn._status import Status, mark_nonfinite
+from jaxdyn import Status, is_traced, mark_nonfinite, require_psd
+from jaxdyn.sweep import DiffeqProblem
 
 from ._fields import AbstractGaussianClosed
 from ._solve_common import _check_times, _controller, _root_finder
 
+EventCondition = Callable[[Float[Array, ""], Float[Array, " d"], Float[Array, "d d"]], Array]
 
-class GaussianEvent(enum.IntEnum):
-    """Which event stopped a Gaussian solve (``GaussianSolution.event``)."""
-
-    NONE = 0
-    BLOWUP = 1
-    STEADY = 2
-    NOT_PSD = 3
+# Built-in conditions and the status each one sets when it fires.
+_BUILTIN_STATUS = {"blowup": Status.blowup, "steady": Status.steady_state, "psd": Status.not_psd}
 
 
 class GaussianSolution(eqx.Module):
     """Result of :func:`simulate_gaussian`.
 
-    ``ts``, ``means``, ``covs``: the requested save times and states (``inf`` after an
-    event, as diffrax fills them); ``final_mean``/``final_cov`` at ``t_final`` (the event time
-    if one fired, else ``t1``); ``t_event`` (``inf`` if none) and ``event``
-    (:class:`GaussianEvent`); ``t_blowup``: pole-extrapolated blow-up time (``inf`` unless the
-    blow-up event fired); ``status`` (:class:`Status`); ``num_steps``.
+    Attributes:
+        ts: requested save times (``inf`` after an event, as diffrax fills them).
+        means: means at ``ts``.
+        covs: covariances at ``ts``.
+        final_mean: mean at ``t_final``.
+        final_cov: covariance at ``t_final``.
+        t_final: the event time if an event fired, else ``t1`` (or where the solve stopped).
+        t_event: the event time (``inf`` if none fired).
+        t_blowup: pole-extrapolated blow-up time (``inf`` unless the blow-up event fired).
+        status: a :class:`jaxdyn.Status`: ``blowup``, ``steady_state``, ``not_psd``,
+            ``event_occurred`` (a user event), ``successful`` (reached ``t1``) or a failure.
+        events: for each user event, whether it is the one that stopped the solve.
+        num_steps: solver steps taken.
     """
 
     ts: Float[Array, " s"]
@@ -61,26 +75,132 @@ class GaussianSolution(eqx.Module):
     t_final: Float[Array, ""]
     t_event: Float[Array, ""]
     t_blowup: Float[Array, ""]
-    event: Int[Array, ""]
     status: Status
+    events: dict[str, Bool[Array, ""]]
     num_steps: Int[Array, ""]
 
 
-def _check_covariance(name, cov) -> None:
-    """Symmetric and PSD (when concrete; traced covariances are the config's to check)."""
-    try:
-        c = np.asarray(cov, dtype=float)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return
-    scale = max(float(np.abs(c).max()), 1e-300)
-    if not np.allclose(c, c.T, atol=1e-10 * scale):
-        raise ValueError(f"{name}: cov0 must be symmetric")
-    if np.linalg.eigvalsh(0.5 * (c + c.T))[0] < -1e-10 * scale:
-        raise ValueError(f"{name}: cov0 must be positive semi-definite")
+class GaussianODE(eqx.Module):
+    """The diffrax problem solved by :func:`simulate_gaussian` (built by :func:`gaussian_ode`).
+
+    Attributes:
+        field: the Gaussian-closed velocity field.
+        y0: ``(mean0, cov0)``.
+        t1: final time.
+        dt0: initial (or fixed) step, ``None`` to let the controller choose.
+        blowup_trace: trace at which the blow-up event fires.
+        steady_tol: rate below which the steady-state event fires (``None``: no such event).
+        psd_tol: relative negative eigenvalue at which ``not_psd`` fires (``None``: no check).
+        solver: the diffrax solver.
+        controller: the step-size controller.
+        saveat: requested saves, then the final state.
+        max_steps: solver steps before ``max_steps_reached``.
+        user_events: named conditions ``(t, mean, cov) -> real``, crossing zero at the event.
+    """
+
+    field: AbstractGaussianClosed
+    y0: tuple[Float[Array, " d"], Float[Array, "d d"]]
+    t1: Float[Array, ""]
+    dt0: Float[Array, ""] | None
+    blowup_trace: Float[Array, ""]
+    steady_tol: Float[Array, ""] | None
+    psd_tol: Float[Array, ""] | None
+    solver: diffrax.AbstractSolver
+    controller: diffrax.AbstractStepSizeController
+    saveat: diffrax.SaveAt
+    max_steps: int = eqx.field(static=True)
+    user_events: Mapping[str, EventCondition] = eqx.field(static=True)
+
+    def rhs(self, t, y, args=None):
+        """``(d alpha/dt, d Sigma/dt)`` of the field (the diffrax vector field)."""
+        mean, cov = y
+        return self.field.gaussian_rhs(mean, cov, t=t)
+
+    def conditions(self, t, y) -> dict[str, Float[Array, ""]]:
+        """Every event condition at ``(t, y)``: negative before its event, zero at it."""
+        mean, cov = y
+        out = {"blowup": jnp.trace(cov) / self.blowup_trace - 1.0}
+        if self.steady_tol is not None:
+            dmean, dcov = self.rhs(t, y)
+            out["steady"] = 1.0 - jnp.sqrt(jnp.sum(dcov**2) + jnp.sum(dmean**2)) / self.steady_tol
+        if self.psd_tol is not None:
+            # Relative to the trace, so round-off of a huge or tiny Sigma never fires it.
+            smallest = jnp.linalg.eigvalsh(0.5 * (cov + cov.T))[0]
+            scale = self.psd_tol * jnp.maximum(jnp.trace(cov), 1e-300)
+            out["psd"] = -smallest / scale - 1.0
+        for name, condition in self.user_events.items():
+            out[f"user:{name}"] = jnp.asarray(condition(t, mean, cov), cov.dtype)
+        return out
+
+    def _merged_condition(self, t, y, args, **kwargs):
+        return jnp.max(jnp.stack(list(self.conditions(t, y).values())))
+
+    def fired_at_start(self) -> Bool[Array, ""]:
+        """Whether a condition is already at or past its event at ``t = 0`` (the solve then
+        stops at once: an event that has happened cannot be crossed)."""
+        return self._merged_condition(jnp.zeros((), self.t1.dtype), self.y0, None) >= 0
+
+    def diffeqsolve_arguments(self) -> dict:
+        """The arguments of ``diffrax.diffeqsolve`` (without ``throw``): ``t1`` is ``0`` if
+        :meth:`fired_at_start`. A sweep engine may solve them in segments."""
+        t0 = jnp.zeros((), self.t1.dtype)
+        return dict(
+            terms=diffrax.ODETerm(self.rhs),
+            solver=self.solver,
+            t0=t0,
+            t1=jnp.where(self.fired_at_start(), t0, self.t1),
+            dt0=self.dt0,
+            y0=self.y0,
+            saveat=self.saveat,
+            stepsize_controller=self.controller,
+            event=diffrax.Event(self._merged_condition, root_finder=_root_finder(), direction=True),
+            max_steps=self.max_steps,
+        )
+
+    def diffeq_problem(self) -> DiffeqProblem:
+        """:meth:`diffeqsolve_arguments` as a :class:`jaxdyn.sweep.DiffeqProblem` (a
+        :class:`jaxdyn.sweep.DiffeqMember` then solves it in segments)."""
+        return DiffeqProblem(**self.diffeqsolve_arguments())
+
+    def solve(self) -> diffrax.Solution:
+        """One uninterrupted ``diffeqsolve`` of :meth:`diffeqsolve_arguments` (``throw=False``)."""
+        return diffrax.diffeqsolve(**self.diffeqsolve_arguments(), throw=False)
+
+    def solution(self, sol: diffrax.Solution) -> GaussianSolution:
+        """Post-process a solve: final state, which event fired, status, blow-up time."""
+        (means, covs), (final_means, final_covs) = sol.ys
+        final = (final_means[-1], final_covs[-1])
+        t_final = sol.ts[1][-1]
+        values = self.conditions(t_final, final)
+        names = list(values)
+        winner = jnp.argmax(jnp.stack([values[k] for k in names]))
+        any_fired = sol.event_mask | self.fired_at_start()
+        fired = {k: any_fired & (winner == i) for i, k in enumerate(names)}
+        status = Status.where(any_fired, Status.event_occurred, Status.promote(sol.result))
+        for name, item in _BUILTIN_STATUS.items():
+            if name in fired:
+                status = Status.where(fired[name], item, status)
+        status = mark_nonfinite(status, final)
+        # Pole extrapolation: tr Sigma = c / (t* - t) + O(1) gives t* - t = tr / (d tr/dt).
+        dtrace = jnp.trace(self.rhs(t_final, final)[1])
+        t_blowup = jnp.where(fired["blowup"], t_final + jnp.trace(final[1]) / dtrace, jnp.inf)
+        return GaussianSolution(
+            ts=sol.ts[0],
+            means=means,
+            covs=covs,
+            final_mean=final[0],
+            final_cov=final[1],
+            t_final=t_final,
+            t_event=jnp.where(any_fired, t_final, jnp.inf),
+            t_blowup=t_blowup,
+            status=status,
+            events={k: fired[f"user:{k}"] for k in self.user_events},
+            num_steps=sol.stats["num_steps"],
+        )
 
 
-def simulate_gaussian(
-    attention: AbstractGaussianClosed,
+def gaussian_ode(
+    field: AbstractGaussianClosed,
     mean0: Float[ArrayLike, " d"],
     cov0: Float[ArrayLike, "d d"],
     t1: Float[ArrayLike, ""],
@@ -89,121 +209,106 @@ def simulate_gaussian(
     adaptive: bool = True,
     dt0: Float[ArrayLike, ""] | None = None,
     solver: diffrax.AbstractSolver | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-8,
+    rtol: Float[ArrayLike, ""] = 1e-6,
+    atol: Float[ArrayLike, ""] = 1e-8,
     max_steps: int = 4096,
     blowup_trace: Float[ArrayLike, ""] = 1e3,
     steady_tol: Float[ArrayLike, ""] | None = None,
-    psd_tol: Float[ArrayLike, ""] = 1e-6,
-) -> GaussianSolution:
-    """Solve ``d alpha/dt = B alpha + c``, ``d Sigma/dt = B Sigma + Sigma B^T`` from ``t = 0``.
+    psd_tol: Float[ArrayLike, ""] | None = 1e-6,
+    events: Mapping[str, EventCondition] | None = None,
+) -> GaussianODE:
+    """Validate the inputs and build the problem that :func:`simulate_gaussian` solves.
 
-    The right-hand side is ``attention.gaussian_rhs`` (transformer_pde.md, Gaussian closure).
-    Stops at ``t1`` or at the first event (blow-up, steady state if ``steady_tol`` is given,
-    loss of definiteness). Pure and jit/vmap-able; never raises at run time.
+    Args:
+        field: a Gaussian-closed velocity field (``field.gaussian_rhs`` is the ODE).
+        mean0: initial mean ``alpha_0``.
+        cov0: initial covariance ``Sigma_0`` (symmetric PSD).
+        t1: final time.
+        ts: save times (default: only ``t1``).
+        adaptive: adaptive steps (PID controller) or a constant step ``dt0``.
+        dt0: initial step (adaptive) or the constant step.
+        solver: a diffrax solver (default ``Tsit5``).
+        rtol: relative tolerance of the controller.
+        atol: absolute tolerance of the controller.
+        max_steps: solver steps before ``Status.max_steps_reached``.
+        blowup_trace: trace at which the blow-up event fires.
+        steady_tol: steady-state event threshold on the rate (``None``: no such event).
+        psd_tol: loss-of-definiteness threshold (``None``: no check; saves an ``eigvalsh`` per
+            step).
+        events: named user events, ``condition(t, mean, cov)`` negative before the event and
+            crossing zero at it (e.g. ``lambda t, m, c: 0.5 - jnp.linalg.eigvalsh(c)[0]``).
+
+    Returns:
+        A :class:`GaussianODE` (``.solve()``, ``.solution(sol)``, ``.diffeq_problem()``).
     """
     name = "simulate_gaussian"
-    if not isinstance(attention, AbstractGaussianClosed):
-        raise ValueError(f"{name}: {type(attention).__name__} attention is not Gaussian-closed")
-    mean0 = jnp.asarray(mean0)
-    cov0 = jnp.asarray(cov0)
-    d = mean0.shape[-1]
+    if not isinstance(field, AbstractGaussianClosed):
+        raise TypeError(f"{name}: {type(field).__name__} is not Gaussian-closed")
+    mean0, cov0 = jnp.asarray(mean0), jnp.asarray(cov0)
+    d = mean0.shape[-1] if mean0.ndim else 0
     if mean0.shape != (d,) or cov0.shape != (d, d):
         raise ValueError(
             f"{name}: mean0 must be (d,) and cov0 (d, d), got {mean0.shape}, {cov0.shape}"
         )
     _check_times(name, t1, ts, dt0)
-    _check_covariance(name, cov0)
+    if not is_traced(cov0):
+        require_psd(f"{name}: cov0", cov0, rtol=1e-10)
+    events = dict(events or {})
+    for key, condition in events.items():
+        if not callable(condition):
+            raise TypeError(f"{name}: events[{key!r}] must be a callable (t, mean, cov) -> real")
     dtype = jnp.result_type(mean0, cov0, float)
     t1 = jnp.asarray(t1, dtype)
-
-    def rhs(t, y, args):
-        mean, cov = y
-        return attention.gaussian_rhs(mean, cov, t=t)
-
-    # Each condition is negative before its event and crosses zero upwards at it. They are
-    # merged into one real-valued condition (their maximum) so that a scalar bracketing root
-    # finder locates the first crossing; which one fired is read off the final state.
-    def conditions(t, y):
-        mean, cov = y
-        out = {
-            "blowup": jnp.trace(cov) / blowup_trace - 1.0,
-            # Relative to the trace, so round-off of a huge or tiny Sigma never fires it.
-            "psd": -jnp.linalg.eigvalsh(0.5 * (cov + cov.T))[0]
-            / (psd_tol * jnp.maximum(jnp.trace(cov), 1e-300))
-            - 1.0,
-        }
-        if steady_tol is not None:
-            dmean, dcov = rhs(t, y, None)
-            out["steady"] = 1.0 - jnp.sqrt(jnp.sum(dcov**2) + jnp.sum(dmean**2)) / steady_tol
-        return out
-
-    def merged_cond(t, y, args, **kw):
-        return jnp.max(jnp.stack(list(conditions(t, y).values())))
-
-    event = diffrax.Event(merged_cond, root_finder=_root_finder(), direction=True)
-
     controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
-    # Requested saves and the final state are separate sub-saves (after an event diffrax
-    # fills the remaining requested slots with inf; the final state is at the event time).
-    saved_at = (
+    # Requested saves and the final state are separate sub-saves (after an event diffrax fills
+    # the remaining requested slots with inf; the final state is at the event time).
+    requested = (
         diffrax.SubSaveAt(t1=True) if ts is None else diffrax.SubSaveAt(ts=jnp.asarray(ts, dtype))
     )
-    saveat = diffrax.SaveAt(subs=[saved_at, diffrax.SubSaveAt(t1=True)])
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(rhs),
-        solver if solver is not None else diffrax.Tsit5(),
-        t0=jnp.zeros((), dtype),
-        t1=t1,
-        dt0=dt0,
-        y0=(mean0.astype(dtype), cov0.astype(dtype)),
-        saveat=saveat,
-        stepsize_controller=controller,
-        event=event,
-        max_steps=max_steps,
-        throw=False,
-    )
-    (means, covs), (final_means, final_covs) = sol.ys
-    final_mean, final_cov = final_means[-1], final_covs[-1]
-    t_final = sol.ts[1][-1]
-    fired = sol.event_mask
-    values = conditions(t_final, (final_mean, final_cov))
-    names = list(values)
-    which = jnp.argmax(jnp.stack([values[k] for k in names]))
-    codes = jnp.array(
-        [
-            {
-                "blowup": GaussianEvent.BLOWUP,
-                "psd": GaussianEvent.NOT_PSD,
-                "steady": GaussianEvent.STEADY,
-            }[k]
-            for k in names
-        ],
-        jnp.int32,
-    )
-    event_code = jnp.where(fired, codes[which], GaussianEvent.NONE).astype(jnp.int32)
-    fired_blowup = event_code == GaussianEvent.BLOWUP
-    fired_psd = event_code == GaussianEvent.NOT_PSD
-    any_event = event_code != GaussianEvent.NONE
-    status = Status.promote(sol.result)
-    status = Status.where(fired_blowup, Status.blowup, status)
-    status = Status.where(fired_psd, Status.not_psd, status)
-    status = Status.where(event_code == GaussianEvent.STEADY, Status.steady_state, status)
-    status = mark_nonfinite(status, (final_mean, final_cov))
 
-    # Pole extrapolation: tr Sigma = c / (t* - t) + O(1) gives t* - t = tr / (d tr/dt) + O(1/tr^2).
-    dtrace = jnp.trace(rhs(t_final, (final_mean, final_cov), None)[1])
-    t_blowup = jnp.where(fired_blowup, t_final + jnp.trace(final_cov) / dtrace, jnp.inf)
-    return GaussianSolution(
-        ts=sol.ts[0],
-        means=means,
-        covs=covs,
-        final_mean=final_mean,
-        final_cov=final_cov,
-        t_final=t_final,
-        t_event=jnp.where(any_event, t_final, jnp.inf),
-        t_blowup=t_blowup,
-        event=event_code,
-        status=status,
-        num_steps=sol.stats["num_steps"],
+    def optional(value):
+        return None if value is None else jnp.asarray(value, dtype)
+
+    return GaussianODE(
+        field=field,
+        y0=(mean0.astype(dtype), cov0.astype(dtype)),
+        t1=t1,
+        dt0=optional(dt0),
+        blowup_trace=jnp.asarray(blowup_trace, dtype),
+        steady_tol=optional(steady_tol),
+        psd_tol=optional(psd_tol),
+        solver=diffrax.Tsit5() if solver is None else solver,
+        controller=controller,
+        saveat=diffrax.SaveAt(subs=[requested, diffrax.SubSaveAt(t1=True)]),
+        max_steps=int(max_steps),
+        user_events=events,
     )
+
+
+def simulate_gaussian(
+    field: AbstractGaussianClosed,
+    mean0: Float[ArrayLike, " d"],
+    cov0: Float[ArrayLike, "d d"],
+    t1: Float[ArrayLike, ""],
+    **options: Any,
+) -> GaussianSolution:
+    """Solve ``d alpha/dt = B alpha + c``, ``d Sigma/dt = B Sigma + Sigma B^T`` from ``t = 0``.
+
+    Stops at ``t1`` or at the first event (see the module docstring). Pure and jit/vmap-able;
+    never raises at run time (failures are the solution's ``status``). Equivalent to
+    ``ode = gaussian_ode(...); ode.solution(ode.solve())``.
+
+    Args:
+        field: a Gaussian-closed velocity field (``field.gaussian_rhs`` is the ODE).
+        mean0: initial mean ``alpha_0``.
+        cov0: initial covariance ``Sigma_0`` (symmetric PSD).
+        t1: final time.
+        **options: the keyword arguments of :func:`gaussian_ode`: ``ts``, ``adaptive``,
+            ``dt0``, ``solver``, ``rtol``, ``atol``, ``max_steps``, ``blowup_trace``,
+            ``steady_tol``, ``psd_tol``, ``events``.
+
+    Returns:
+        A :class:`GaussianSolution`.
+    """
+    ode = gaussian_ode(field, mean0, cov0, t1, **options)
+    return ode.solution(ode.solve())

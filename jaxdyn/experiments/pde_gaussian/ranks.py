@@ -1,0 +1,202 @@
+"""``pde-ranks``: the paper's rank histograms (softmax and L2; rows ``V = I`` and ``V = G^T G``;
+columns ``d = 3, 4, 5``), certified (transformer_pde.md, rank histograms;
+docs/transformer_pde_ranks.md).
+
+1. The published attempt loop runs as published (NumPy projected Euler, the published draws,
+   steps, tolerances and stopping rule): it decides which ``Sigma_0`` each run index uses.
+2. Every attempt it made is solved again accurately (adaptive Tsit5, the same stopping rule
+   located on the interpolant), all panels in one sweep.
+3. Where the two disagree (a converged run's rank, or an attempt the published loop set aside
+   that converges when solved accurately), a third method decides: a second diffrax solver
+   (Dopri8) at a tight tolerance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import diffrax
+import numpy as np
+
+from jaxdyn import Status, require_positive, status_code
+from jaxdyn.meanfield import (
+    PUBLISHED_DIMS,
+    RANK_ATTENTIONS,
+    RANK_CONSTRUCTIONS,
+    RANK_SIGMA0_NORMS,
+    pad_rank_member,
+    paper_rank_inputs,
+    published_rank_attempts,
+    published_rank_settings,
+    rank_member,
+    rank_panels,
+)
+from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
+from jaxdyn.sweep import Grid
+
+from ._ranks_report import rank_checks, rank_figures, rank_summary
+
+# Outcomes of a rank run: converged, diverged, or neither by the horizon (status successful).
+RANK_ACCEPT = [Status.steady_state, Status.blowup]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RanksConfig(ExperimentConfig):
+    """The rank-histogram figures.
+
+    Attributes:
+        dims: columns of the figures (a subset of 3, 4, 5).
+        runs: converged runs per panel (the paper: 100).
+        construction: ``"published"`` draws, or ``"per_run"`` / ``"shared"``
+            (:func:`jaxdyn.meanfield.paper_rank_inputs`).
+        sigma0_norm: ``"none"`` (``S S^T``, published) or ``"dim"`` (``S S^T / d``).
+        rtol: relative tolerance of the accurate solve.
+        atol: absolute tolerance of the accurate solve.
+        confirm_rtol: relative tolerance of the third method (Dopri8).
+        confirm_atol: absolute tolerance of the third method.
+        max_steps: solver steps per run.
+        threshold: the rank counts eigenvalues above it (published: 0.1).
+    """
+
+    dims: tuple[int, ...] = PUBLISHED_DIMS
+    runs: int = 100
+    construction: str = "published"
+    sigma0_norm: str = "none"
+    rtol: float = 1e-8
+    atol: float = 1e-10
+    confirm_rtol: float = 1e-11
+    confirm_atol: float = 1e-13
+    max_steps: int = 100_000
+    threshold: float = 0.1
+
+    def validate(self) -> None:
+        if (
+            not self.dims
+            or not set(self.dims) <= set(PUBLISHED_DIMS)
+            or len(set(self.dims)) != len(self.dims)
+        ):
+            raise ConfigError(f"dims must be distinct values of {PUBLISHED_DIMS}, got {self.dims}")
+        if not 1 <= self.runs <= 100:
+            raise ConfigError(f"runs must be in 1..100, got {self.runs}")
+        if self.construction not in RANK_CONSTRUCTIONS:
+            raise ConfigError(f"construction must be one of {RANK_CONSTRUCTIONS}")
+        if self.sigma0_norm not in RANK_SIGMA0_NORMS:
+            raise ConfigError(f"sigma0_norm must be one of {RANK_SIGMA0_NORMS}")
+        for name in ("rtol", "atol", "confirm_rtol", "confirm_atol", "threshold"):
+            require_positive(name, getattr(self, name))
+        if self.max_steps < 1:
+            raise ConfigError(f"max_steps must be >= 1, got {self.max_steps}")
+
+    @classmethod
+    def quick(cls) -> dict:
+        return {"runs": 6}
+
+
+def published_attempts(config: RanksConfig, log=lambda msg: None):
+    """The published attempt loop of every panel: ``(panel inputs, settings, attempts)``."""
+    out = []
+    for attention, value, d in rank_panels(config.dims):
+        inputs = paper_rank_inputs(
+            attention,
+            value,
+            d,
+            runs=config.runs,
+            construction=config.construction,
+            sigma0_norm=config.sigma0_norm,
+        )
+        settings = published_rank_settings(attention, value, d)
+        t0 = time.perf_counter()
+        attempts = published_rank_attempts(inputs, settings, attention, runs=config.runs)
+        log(
+            f"published Euler {attention}/{value}/d={d}: {len(attempts.run)} attempts, "
+            f"{int(attempts.converged.sum())} converged, {time.perf_counter() - t0:.1f} s"
+        )
+        out.append((inputs, settings, attempts))
+    return out
+
+
+def rank_members(config: RanksConfig, panels) -> dict[str, np.ndarray]:
+    """One sweep member per attempt of every panel, padded to ``D = max(dims)``."""
+    D = max(config.dims)
+    rows: dict[str, list] = {
+        k: [] for k in ("Q", "K", "V", "Sigma0", "attention", "tol_low", "tol_high", "t1", "panel")
+    }
+    for p, ((attention, _, _), (inputs, settings, attempts)) in enumerate(
+        zip(rank_panels(config.dims), panels, strict=True)
+    ):
+        for r, a in zip(attempts.run, attempts.attempt, strict=True):
+            padded = pad_rank_member(inputs.Q[r], inputs.K[r], inputs.V[r], inputs.Sigma0[a], D)
+            for key, value in zip(("Q", "K", "V", "Sigma0"), padded, strict=True):
+                rows[key].append(value)
+            rows["attention"].append(RANK_ATTENTIONS.index(attention))
+            rows["tol_low"].append(settings.tol_low)
+            rows["tol_high"].append(settings.tol_high)
+            rows["t1"].append(settings.max_steps * settings.dt)
+            rows["panel"].append(p)
+    return {
+        k: np.stack(v) if k in ("Q", "K", "V", "Sigma0") else np.array(v) for k, v in rows.items()
+    }
+
+
+@register_experiment(
+    "pde-ranks",
+    RanksConfig,
+    "the paper's rank histograms: published draws, published Euler vs accurate solve, certified",
+)
+def run_pde_ranks(config: RanksConfig, run: Run) -> None:
+    t0 = time.perf_counter()
+    panels = published_attempts(config, run.log)
+    run.scalar("published_euler_wall_s", time.perf_counter() - t0)
+    params = rank_members(config, panels)
+    run.log(f"{len(params['panel'])} attempts of {len(panels)} panels, solved accurately")
+    member = rank_member(
+        rtol=config.rtol, atol=config.atol, max_steps=config.max_steps, threshold=config.threshold
+    )
+    accurate = run.sweep("ranks", member, Grid.zip(params), accept=RANK_ACCEPT)
+    run.scalar("sweep_wall_s", accurate.wall_time_s)
+    euler_status = np.concatenate([att.status for _, _, att in panels])
+    euler_rank = np.concatenate([att.rank for _, _, att in panels])
+    disagree = _disagreements(accurate, euler_status, euler_rank)
+    # The third method on every disagreement (a second solver at a tight tolerance).
+    chosen = np.flatnonzero(disagree)
+    confirm = None
+    if chosen.size:
+        confirm = run.sweep(
+            "confirm",
+            rank_member(
+                rtol=config.confirm_rtol,
+                atol=config.confirm_atol,
+                max_steps=config.max_steps,
+                solver=diffrax.Dopri8(),
+                threshold=config.threshold,
+            ),
+            Grid.zip({k: v[chosen] for k, v in params.items()}),
+            accept=RANK_ACCEPT,
+        )
+    run.save_arrays(
+        ranks_panel=params["panel"],
+        ranks_run=np.concatenate([att.run for _, _, att in panels]),
+        ranks_attempt=np.concatenate([att.attempt for _, _, att in panels]),
+        ranks_euler_status=euler_status,
+        ranks_euler_rank=euler_rank,
+        ranks_euler_steps=np.concatenate([att.steps for _, _, att in panels]),
+        ranks_euler_projected=np.concatenate([att.projected for _, _, att in panels]),
+        ranks_disagree=disagree,
+    )
+    projected = np.concatenate([att.projected for _, _, att in panels])
+    summary = rank_summary(
+        config, params, accurate, euler_status, euler_rank, projected, disagree, chosen, confirm
+    )
+    rank_figures(config, run, summary)
+    rank_checks(config, run, params, accurate, summary)
+
+
+def _disagreements(accurate, euler_status, euler_rank) -> np.ndarray:
+    """Attempts where the published Euler and the accurate solve differ: a converged run whose
+    rank (or convergence) differs, or a set-aside attempt that converges when solved
+    accurately."""
+    converged = accurate.has_status(Status.steady_state)
+    published = euler_status == status_code(Status.steady_state)
+    rank = accurate.outputs["rank"]
+    return np.where(published, ~converged | (rank != euler_rank), converged)

@@ -1,0 +1,161 @@
+"""Limiting ranks of the covariance ODE, solved accurately (transformer_pde.md, rank histograms).
+
+A rank-histogram run integrates ``dSigma/dt = F(Sigma)`` from ``Sigma_0`` (mean zero) and stops
+as the published loop stops it: *converged* at the first time ``|F(Sigma)|_F = tol_low``
+(``Status.steady_state``), *diverged* when ``tr Sigma = tol_high`` (``Status.blowup``), or not
+finished at ``t1`` (the published horizon ``max_steps * h``; ``Status.successful``). The limiting
+rank is the number of eigenvalues of ``Sigma`` above 0.1 at the stop. Here the stop is located on
+an adaptive solve's interpolant (:func:`jaxdyn.meanfield.gaussian_ode`), not at the end of an
+Euler step.
+
+:func:`rank_ode` builds the problem of one run (to be solved whole or in segments) and
+:func:`rank_outcome` post-processes it; :func:`rank_member` is the sweep member of many runs
+(a :class:`jaxdyn.sweep.DiffeqMember`, solved in segments so that a sweep costs the sum of its
+runs' steps). :func:`pad_rank_member` embeds a ``d``-dimensional run
+in ``D`` dimensions so that runs of every dimension share one compiled program.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Int
+
+from jaxdyn.sweep import DiffeqMember
+
+from ._closed_forms import limiting_rank
+from ._fields import AbstractGaussianClosed
+from ._heads import L2, Softmax
+from ._select import SelectField
+from ._simulate_gaussian import GaussianODE, GaussianSolution, gaussian_ode
+
+
+def pad_rank_member(
+    Q: np.ndarray, K: np.ndarray, V: np.ndarray, Sigma0: np.ndarray, D: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Embed a run of dimension ``d`` in ``D >= d`` dimensions without changing it.
+
+    ``Q`` is zero-padded to ``(D // 2, D)`` and scaled by ``sqrt(D / d)``, so that
+    ``A = K^T Q / sqrt(D)`` equals the unpadded ``K^T Q / sqrt(d)``; ``K`` is zero-padded (so
+    ``K^T K`` is unchanged for L2); ``V`` and ``Sigma_0`` are zero-padded. The extra rows and
+    columns of ``Sigma`` then stay exactly zero and add no eigenvalue.
+    """
+    k, d = Q.shape
+    if D < d or D // 2 < k:
+        raise ValueError(f"cannot pad a ({k}, {d}) member to D = {D}")
+    Qp, Kp = np.zeros((D // 2, D)), np.zeros((D // 2, D))
+    Qp[:k, :d], Kp[:k, :d] = Q * np.sqrt(D / d), K
+    Vp, Sp = np.zeros((D, D)), np.zeros((D, D))
+    Vp[:d, :d], Sp[:d, :d] = V, Sigma0
+    return Qp, Kp, Vp, Sp
+
+
+def rank_field(
+    Q: Float[ArrayLike, "k d"],
+    K: Float[ArrayLike, "k d"],
+    V: Float[ArrayLike, "d d"],
+    attention: Int[ArrayLike, ""],
+) -> SelectField:
+    """Softmax (``attention == 0``) or L2 (``1``) attention with weights ``Q, K, V``, as one
+    field whose choice can be traced."""
+    return SelectField((Softmax(Q=Q, K=K, V=V), L2(Q=Q, K=K, V=V)), attention)
+
+
+def rank_ode(
+    field: AbstractGaussianClosed,
+    cov0: Float[ArrayLike, "d d"],
+    *,
+    tol_low: Float[ArrayLike, ""],
+    tol_high: Float[ArrayLike, ""],
+    t1: Float[ArrayLike, ""],
+    rtol: Float[ArrayLike, ""] = 1e-8,
+    atol: Float[ArrayLike, ""] = 1e-10,
+    max_steps: int = 100_000,
+    solver: diffrax.AbstractSolver | None = None,
+) -> GaussianODE:
+    """The covariance ODE of one rank run with the published stopping rule (module docstring).
+
+    Args:
+        field: a Gaussian-closed field (e.g. :func:`rank_field`).
+        cov0: initial covariance.
+        tol_low: converged when ``|dSigma/dt|_F`` falls to ``tol_low``.
+        tol_high: diverged when ``tr Sigma`` reaches ``tol_high``.
+        t1: horizon (the published ``max_steps * h``).
+        rtol: relative tolerance of the adaptive solve.
+        atol: absolute tolerance of the adaptive solve.
+        max_steps: solver steps before ``Status.max_steps_reached``.
+        solver: a diffrax solver (default ``Tsit5``).
+
+    Returns:
+        The :class:`jaxdyn.meanfield.GaussianODE` (no loss-of-definiteness check: the flow is a
+        congruence of ``Sigma_0``).
+    """
+    cov0 = jnp.asarray(cov0)
+    return gaussian_ode(
+        field,
+        jnp.zeros(cov0.shape[0], cov0.dtype),
+        cov0,
+        t1,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        blowup_trace=tol_high,
+        steady_tol=tol_low,
+        psd_tol=None,
+    )
+
+
+def rank_outcome(sol: GaussianSolution, threshold: float = 0.1) -> dict[str, Array]:
+    """The sweep outputs of a rank run: ``rank``, ``final_cov``, ``eigenvalues``, ``t_final``,
+    ``num_steps`` and ``status`` (``steady_state`` converged, ``blowup`` diverged,
+    ``successful`` not finished by ``t1``)."""
+    cov = sol.final_cov
+    return {
+        "rank": limiting_rank(cov, threshold),
+        "final_cov": cov,
+        "eigenvalues": jnp.linalg.eigvalsh(0.5 * (cov + cov.T)),
+        "t_final": sol.t_final,
+        "num_steps": sol.num_steps,
+        "status": sol.status,
+    }
+
+
+RANK_MEMBER_PARAMS = ("Q", "K", "V", "Sigma0", "attention", "tol_low", "tol_high", "t1")
+
+
+def rank_member(
+    *,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    max_steps: int = 100_000,
+    solver: diffrax.AbstractSolver | None = None,
+    threshold: float = 0.1,
+) -> DiffeqMember:
+    """The sweep member of rank runs: params ``Q, K, V, Sigma0`` (one run, e.g. padded by
+    :func:`pad_rank_member`), ``attention`` (0 softmax, 1 L2), ``tol_low``, ``tol_high``, ``t1``
+    (see :func:`rank_ode`); outputs those of :func:`rank_outcome`.
+
+    Args:
+        rtol: relative tolerance of the adaptive solve.
+        atol: absolute tolerance of the adaptive solve.
+        max_steps: solver steps per run.
+        solver: a diffrax solver (default ``Tsit5``).
+        threshold: the rank counts eigenvalues above it.
+
+    Returns:
+        A :class:`jaxdyn.sweep.DiffeqMember` for ``jaxdyn.sweep.run_sweep`` or ``Run.sweep``.
+    """
+
+    def ode(p) -> GaussianODE:
+        field = rank_field(p["Q"], p["K"], p["V"], p["attention"])
+        return rank_ode(
+            field, p["Sigma0"], tol_low=p["tol_low"], tol_high=p["tol_high"], t1=p["t1"],
+            rtol=rtol, atol=atol, max_steps=max_steps, solver=solver,
+        )  # fmt: skip
+
+    return DiffeqMember(
+        problem=lambda p, key: ode(p).diffeq_problem(),
+        outputs=lambda p, problem, sol: rank_outcome(ode(p).solution(sol), threshold),
+    )

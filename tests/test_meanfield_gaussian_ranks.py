@@ -1,0 +1,203 @@
+"""Accurate limiting ranks of the rank-histogram runs against an independent solve (SciPy's
+DOP853 with its own events and its own transcription of the page's ODEs)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from jaxdyn import Status, status_code
+from jaxdyn.meanfield import (
+    L2,
+    SelectField,
+    Softmax,
+    pad_rank_member,
+    paper_rank_inputs,
+    published_rank_attempts,
+    published_rank_settings,
+    rank_field,
+    rank_ode,
+    rank_outcome,
+    rank_panels,
+)
+
+D = 5
+
+
+def _page_rhs(attention, Sigma, Q, K, V):
+    """transformer_pde.md, Gaussian closure: softmax and L2 covariance ODEs."""
+    d = Q.shape[1]
+    A = K.T @ Q / np.sqrt(d)
+    if attention == "softmax":
+        M = V @ Sigma @ A @ Sigma
+    else:
+        M = 2 * V @ Sigma @ np.linalg.solve(np.eye(d) + 2 * K.T @ K @ Sigma, A @ Sigma)
+    return M + M.T
+
+
+def _independent_rank(attention, Q, K, V, Sigma0, settings):
+    """SciPy DOP853 at rtol 1e-12 with terminal events |F|_F = tol_low and tr = tol_high:
+    (status code, rank at the stop, stop time, eigenvalues at the stop)."""
+    d = Q.shape[1]
+
+    def f(t, y):
+        return _page_rhs(attention, y.reshape(d, d), Q, K, V).ravel()
+
+    def converged(t, y):
+        return np.linalg.norm(f(t, y)) - settings.tol_low
+
+    def diverged(t, y):
+        return np.trace(y.reshape(d, d)) - settings.tol_high
+
+    converged.terminal, converged.direction = True, -1
+    diverged.terminal, diverged.direction = True, 1
+    sol = solve_ivp(
+        f,
+        (0.0, settings.max_steps * settings.dt),
+        Sigma0.ravel(),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-14,
+        events=(converged, diverged),
+    )
+    if sol.t_events[0].size:
+        status, t, y = Status.steady_state, sol.t_events[0][0], sol.y_events[0][0]
+    elif sol.t_events[1].size:
+        status, t, y = Status.blowup, sol.t_events[1][0], sol.y_events[1][0]
+    else:
+        status, t, y = Status.successful, sol.t[-1], sol.y[:, -1]
+    eig = np.linalg.eigvalsh(y.reshape(d, d))
+    return status_code(status), int(np.sum(eig > settings.threshold)), t, eig
+
+
+@jax.jit
+@jax.vmap
+def _accurate(Q, K, V, Sigma0, attention, tol_low, tol_high, t1):
+    ode = rank_ode(
+        rank_field(Q, K, V, attention),
+        Sigma0,
+        tol_low=tol_low,
+        tol_high=tol_high,
+        t1=t1,
+        rtol=1e-8,
+        atol=1e-10,
+        max_steps=100_000,
+    )
+    out = rank_outcome(ode.solution(ode.solve()))
+    out["status"] = out["status"]._value
+    return out
+
+
+def _solve_pairs(pairs):
+    """``pairs``: ``[(attention, value, d, run, attempt)]`` -> accurate and independent
+    outcomes."""
+    rows, independent = [], []
+    for attention, value, d, r, a in pairs:
+        inputs = paper_rank_inputs(attention, value, d, max(a + 1, 1))
+        settings = published_rank_settings(attention, value, d)
+        padded = pad_rank_member(inputs.Q[r], inputs.K[r], inputs.V[r], inputs.Sigma0[a], D)
+        rows.append(
+            (
+                *padded,
+                ("softmax", "l2").index(attention),
+                settings.tol_low,
+                settings.tol_high,
+                settings.max_steps * settings.dt,
+            )
+        )
+        independent.append(
+            _independent_rank(
+                attention, inputs.Q[r], inputs.K[r], inputs.V[r], inputs.Sigma0[a], settings
+            )
+        )
+    args = [jnp.asarray(np.stack([row[i] for row in rows])) for i in range(8)]
+    return jax.device_get(_accurate(*args)), independent
+
+
+def _assert_agree(accurate, independent):
+    for m, (status, rank, _, eig) in enumerate(independent):
+        assert int(accurate["status"][m]) == status, m
+        # Ranks agree unless an eigenvalue sits within the solvers' error of the threshold.
+        near = np.min(np.abs(eig - 0.1)) < 1e-6
+        assert int(accurate["rank"][m]) == rank or near, (m, accurate["rank"][m], rank, eig)
+        # The state at the stop (the stop time itself is ill-conditioned: |F| decays slowly
+        # there). Worst-case error model of the accurate solve: each of its steps may add
+        # rtol |Sigma| + atol (rtol = 1e-8, atol = 1e-10), with no accumulation below that.
+        d = len(eig)
+        ours = np.sort(accurate["eigenvalues"][m])[-d:]
+        budget = int(accurate["num_steps"][m]) * (1e-8 * np.max(np.abs(eig)) + 1e-10)
+        assert np.max(np.abs(ours - eig)) <= budget, (m, ours, eig, budget)
+
+
+def test_accurate_ranks_equal_an_independent_solve_on_two_runs_of_every_panel():
+    """Runs 0 and 1 of every panel paired with Sigma_0 attempts 0 and 1 (any pairing of the
+    published draws is a valid input; the full published pairing is the slow test's)."""
+    pairs = [(a, v, d, r, r) for a, v, d in rank_panels() for r in (0, 1)]
+    accurate, independent = _solve_pairs(pairs)
+    _assert_agree(accurate, independent)
+    assert {s for s, *_ in independent} >= {status_code(Status.steady_state)}
+
+
+@pytest.mark.slow
+def test_accurate_ranks_equal_an_independent_solve_on_every_published_run():
+    """All 1,200 published runs (the pairing of the published attempt loop) and every attempt
+    the published loop set aside."""
+    pairs = []
+    for attention, value, d in rank_panels():
+        inputs = paper_rank_inputs(attention, value, d)
+        settings = published_rank_settings(attention, value, d)
+        att = published_rank_attempts(inputs, settings, attention)
+        assert att.converged.sum() == 100
+        pairs += [
+            (attention, value, d, int(r), int(a)) for r, a in zip(att.run, att.attempt, strict=True)
+        ]
+    accurate, independent = _solve_pairs(pairs)
+    _assert_agree(accurate, independent)
+
+
+def test_padding_leaves_each_member_unchanged():
+    """A d = 3 member padded to D = 5: the 3 x 3 block follows the unpadded ODE exactly and
+    the padded rows and columns stay zero."""
+    rng = np.random.default_rng(0)
+    for cls in (Softmax, L2):
+        Q, V, G = (
+            rng.standard_normal((1, 3)),
+            rng.standard_normal((3, 3)),
+            rng.standard_normal((3, 3)),
+        )
+        S0 = G @ G.T
+        padded = pad_rank_member(Q, -Q, V, S0, D)
+        small = cls(Q=Q, K=-Q, V=V).gaussian_rhs(jnp.zeros(3), jnp.asarray(S0))[1]
+        big = cls(Q=padded[0], K=padded[1], V=padded[2]).gaussian_rhs(
+            jnp.zeros(D), jnp.asarray(padded[3])
+        )[1]
+        np.testing.assert_allclose(big[:3, :3], small, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(big[3:], 0.0)
+        np.testing.assert_array_equal(big[:, 3:], 0.0)
+    with pytest.raises(ValueError, match="pad"):
+        pad_rank_member(np.zeros((2, 5)), np.zeros((2, 5)), np.eye(5), np.eye(5), 4)
+
+
+def test_select_field_is_the_chosen_field_under_vmap():
+    rng = np.random.default_rng(1)
+    Q, K, V = (rng.standard_normal(s) for s in ((2, 4), (2, 4), (4, 4)))
+    G = rng.standard_normal((4, 4))
+    mean, cov = jnp.asarray(rng.standard_normal(4)), jnp.asarray(G @ G.T / 4)
+    fields = (Softmax(Q=Q, K=K, V=V), L2(Q=Q, K=K, V=V))
+
+    @jax.jit
+    @jax.vmap
+    def rhs(index):
+        return SelectField(fields, index).gaussian_rhs(mean, cov)
+
+    dmean, dcov = rhs(jnp.array([0, 1, 1]))
+    for i, f in enumerate((fields[0], fields[1], fields[1])):
+        want_mean, want_cov = f.gaussian_rhs(mean, cov)
+        np.testing.assert_allclose(dmean[i], want_mean, rtol=1e-13)
+        np.testing.assert_allclose(dcov[i], want_cov, rtol=1e-13)
+    x = jnp.asarray(rng.standard_normal((6, 4)))
+    selected = jax.jit(lambda x: SelectField(fields, 1).velocity(x, x))(x)
+    np.testing.assert_allclose(selected, fields[1].velocity(x, x), rtol=1e-13)
+    with pytest.raises(ValueError, match="dimension"):
+        SelectField((fields[0], Softmax(Q=Q[:, :3], K=K[:, :3], V=V[:3, :3])), 0)
