@@ -1,0 +1,164 @@
+"""The rank-one manifold and its critical points (focus_dilution.md, stages 3 and 4).
+
+Models with ``W0 = gamma alpha^T``, ``W1 = alpha beta^T``, ``WQ = q alpha alpha~^T``,
+``WK = k alpha alpha~^T`` form an invariant manifold of the gradient flow; in the coordinates of
+an ``m = m' = 1`` model it is all of parameter space. After focus and dilution the flow stalls
+near a critical point on it. There the Jacobian ``J = -Hess L`` splits into a *tangential* block
+(the ``m = m' = 1`` model's own Jacobian) and a *transverse* block (every other direction), with
+no coupling between them. Directions leaving the manifold change ``M`` and ``Phi`` only at second
+order, so the transverse block is the second-order form of the gradients ``dL/dM``, ``dL/dPhi``
+at the point; where ``dL/dPhi = 0`` its eigenvalues are ``+-sigma_i(dL/dM)``
+(Lyapunov-Schmidt). With exactly symmetric low-frequency tokens both gradients vanish and the
+whole transverse block is zero (the degenerate stall); an asymmetry ``delta`` makes the top
+transverse eigenvalue ``Theta(delta)``, whose unstable mode is the new embedding direction of
+stage 4.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+
+from .._custom_types import Array, ArrayLike, Float, Scalar
+from ._flow import population_flow
+from ._linearise import CriticalPoint, find_critical_point, jacobian
+from ._model import OneLayerTransformer, population_loss_from_matrices
+
+
+def embed_rank_one(model: OneLayerTransformer, m: int, m_attn: int) -> OneLayerTransformer:
+    """Place an ``m = m' = 1`` model in widths ``(m, m_attn)`` along the first basis vectors
+    (``W0 = gamma e1^T``, ``W1 = e1 beta^T``, ``WQ = q e1 e1^T``, ``WK = k e1 e1^T``)."""
+    if model.W0.shape[1] != 1 or model.WQ.shape[1] != 1:
+        raise ValueError(f"expected an m = m' = 1 model, got W0 {model.W0.shape}, WQ {model.WQ.shape}")
+    d = model.W0.shape[0]
+    z = jnp.zeros((), model.W0.dtype)
+    return OneLayerTransformer(
+        W0=jnp.zeros((d, m), z.dtype).at[:, 0].set(model.W0[:, 0]),
+        W1=jnp.zeros((m, d), z.dtype).at[0].set(model.W1[0]),
+        WQ=jnp.zeros((m, m_attn), z.dtype).at[0, 0].set(model.WQ[0, 0]),
+        WK=jnp.zeros((m, m_attn), z.dtype).at[0, 0].set(model.WK[0, 0]),
+    )
+
+
+def rank_one_part(model: OneLayerTransformer) -> OneLayerTransformer:
+    """The ``m = m' = 1`` model of the top singular direction ``alpha`` of ``W0``:
+    ``W0 alpha``, ``alpha^T W1`` and ``WQ = WK = 0`` (the part of a point near the unigram
+    saddle that lives on the rank-one manifold)."""
+    _, _, Vt = jnp.linalg.svd(model.W0, full_matrices=False)
+    alpha = Vt[0]
+    zero = jnp.zeros((1, 1), model.W0.dtype)
+    return OneLayerTransformer(
+        W0=(model.W0 @ alpha)[:, None], W1=(alpha @ model.W1)[None, :], WQ=zero, WK=zero
+    )
+
+
+class RankOneCriticalPoint(eqx.Module):
+    """A critical point on the rank-one manifold and its split spectrum.
+
+    Attributes:
+        point: the critical point as an ``m = m' = 1`` model (:class:`CriticalPoint`).
+        tangential: eigenvalues of ``J`` along the manifold, decreasing (they include the exact
+            zeros of the rescaling symmetries ``W0 -> a W0, W1 -> W1 / a`` and ``WQ -> b WQ,
+            WK -> WK / b``).
+        transverse: eigenvalues of ``J`` off the manifold (computed in widths ``m = m' = 2``;
+            wider models repeat them), decreasing.
+        grad_M_singular_values: singular values of ``dL/dM`` at the point, decreasing.
+        grad_Phi_norm: ``||dL/dPhi||_F`` at the point.
+    """
+
+    point: CriticalPoint
+    tangential: Float[Array, " nt"]
+    transverse: Float[Array, " nn"]
+    grad_M_singular_values: Float[Array, " d"]
+    grad_Phi_norm: Scalar
+
+    @property
+    def transverse_rate(self) -> Scalar:
+        """The top transverse eigenvalue: the growth rate of a new embedding direction."""
+        return self.transverse[0]
+
+
+def _tangential_mask(model2: OneLayerTransformer) -> Array:
+    ones = embed_rank_one(
+        OneLayerTransformer(
+            W0=jnp.ones((model2.W0.shape[0], 1)),
+            W1=jnp.ones((1, model2.W0.shape[0])),
+            WQ=jnp.ones((1, 1)),
+            WK=jnp.ones((1, 1)),
+        ),
+        2,
+        2,
+    )
+    return ravel_pytree(ones)[0] > 0
+
+
+def _rank_one_spectrum(point: CriticalPoint, pi, P) -> RankOneCriticalPoint:
+    model2 = embed_rank_one(point.model, 2, 2)
+    J = jacobian(model2, pi, P)
+    tangential = _tangential_mask(model2)
+    n = J.shape[0]
+    nt = 2 * model2.W0.shape[0] + 2
+    idx_t = jnp.nonzero(tangential, size=nt)[0]
+    idx_n = jnp.nonzero(~tangential, size=n - nt)[0]
+    ev_t = jnp.linalg.eigvalsh(J[jnp.ix_(idx_t, idx_t)])[::-1]
+    ev_n = jnp.linalg.eigvalsh(J[jnp.ix_(idx_n, idx_n)])[::-1]
+    M, Phi = point.model.matrices()
+    gM, gPhi = jax.grad(population_loss_from_matrices, argnums=(0, 1))(M, Phi, pi, P)
+    return RankOneCriticalPoint(
+        point=point,
+        tangential=ev_t,
+        transverse=ev_n,
+        grad_M_singular_values=jnp.linalg.svd(gM, compute_uv=False),
+        grad_Phi_norm=jnp.linalg.norm(gPhi),
+    )
+
+
+@eqx.filter_jit
+def rank_one_critical_point(
+    model0: OneLayerTransformer,
+    pi: Float[ArrayLike, " d"],
+    P: Float[ArrayLike, "d d"],
+    t_stall: Float[ArrayLike, ""],
+    *,
+    rtol: float = 1e-9,
+    atol: float = 1e-12,
+    max_steps: int = 100_000,
+) -> RankOneCriticalPoint:
+    """The critical point where the flow on the rank-one manifold stalls.
+
+    Runs the flow of the ``m = m' = 1`` model ``model0`` (e.g. a small initialisation, which
+    stays on the manifold) to ``t_stall``, root-finds ``grad L = 0`` from there
+    (:func:`find_critical_point`) and splits the Jacobian there into its tangential and
+    transverse blocks. A flow that has not stalled by ``t_stall`` gives a root-finder start far
+    from a critical point: its ``point.status`` then says ``not_converged``.
+    """
+    if model0.W0.shape[1] != 1 or model0.WQ.shape[1] != 1:
+        raise ValueError(f"model0 must have m = m' = 1, got W0 {model0.W0.shape}, WQ {model0.WQ.shape}")
+    t_stall = jnp.asarray(t_stall, model0.W0.dtype)
+    ts = jnp.stack([jnp.zeros_like(t_stall), t_stall])
+    sol = population_flow(model0, pi, P, ts, rtol=rtol, atol=atol, max_steps=max_steps)
+    end = jax.tree_util.tree_map(lambda x: x[-1], sol.models)
+    return _rank_one_spectrum(find_critical_point(end, pi, P), pi, P)
+
+
+@eqx.filter_jit
+def track_rank_one_branch(
+    start: OneLayerTransformer,
+    pis: Float[ArrayLike, "n d"],
+    Ps: Float[ArrayLike, "n d d"],
+) -> RankOneCriticalPoint:
+    """Follow a branch of rank-one critical points along a sequence of chains ``(pis[i],
+    Ps[i])`` (e.g. increasing ``delta``): each root-find starts from the previous solution
+    (natural continuation). Returns the points stacked along a leading axis."""
+    if start.W0.shape[1] != 1 or start.WQ.shape[1] != 1:
+        raise ValueError(f"start must have m = m' = 1, got W0 {start.W0.shape}, WQ {start.WQ.shape}")
+
+    def step(model, chain):
+        pi, P = chain
+        found = _rank_one_spectrum(find_critical_point(model, pi, P), pi, P)
+        return found.point.model, found
+
+    _, branch = jax.lax.scan(step, start, (jnp.asarray(pis), jnp.asarray(Ps)))
+    return branch
