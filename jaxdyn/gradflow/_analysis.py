@@ -95,7 +95,8 @@ class FlowAnalysis(eqx.Module):
         metrics: :func:`trajectory_metrics` of the trajectory, plus
             ``condensation_amplitude`` (the projection of ``theta(t)`` on the unstable
             eigenspace of ``J`` at ``0``) and ``condensation_nonlinearity`` (``||-grad L(theta)
-            - J theta||`` divided by that projection: the rate error of the linearisation).
+            - J theta||`` divided by that projection: the rate error of the linearisation) and
+            ``grad_norm`` (``||grad L(theta(t))||``).
         status: the flow's :class:`jaxdyn.Status`.
         num_steps: solver steps of the flow.
         end_time: the flow's end time (module docstring for the default).
@@ -158,7 +159,8 @@ def _log_grid(t1, num):
 
 
 def _condensation_projection(trajectory, spectrum, pi, P):
-    """Projection on the unstable eigenspace at 0 and the linearisation's rate error there."""
+    """Projection on the unstable eigenspace at 0, the linearisation's rate error there, and
+    ``||grad L||`` along the trajectory."""
     flat = jax.vmap(lambda m: ravel_pytree(m)[0])(trajectory)
     zero = jax.tree_util.tree_map(lambda x: jnp.zeros_like(x[0]), trajectory)
     J = jacobian(zero, pi, P)
@@ -167,7 +169,7 @@ def _condensation_projection(trajectory, spectrum, pi, P):
     amplitude = jnp.linalg.norm(flat @ V, axis=1)
     grads = jax.vmap(lambda m: ravel_pytree(loss_gradient(m, pi, P))[0])(trajectory)
     residual = jnp.linalg.norm(-grads - flat @ J.T, axis=1)
-    return amplitude, residual / jnp.maximum(amplitude, 1e-300)
+    return amplitude, residual / jnp.maximum(amplitude, 1e-300), jnp.linalg.norm(grads, axis=1)
 
 
 @eqx.filter_jit
@@ -222,8 +224,13 @@ def _analyse(
     spec_s = jacobian_spectrum(saddle.model, pi, P)
     spec_v = jacobian_spectrum(visited.model, pi, P)
     alpha, gamma_v = embedding_profile(visited.model, pi)
-    amplitude, nonlinearity = _condensation_projection(sol.models, spec0, pi, P)
-    metrics = dict(metrics, condensation_amplitude=amplitude, condensation_nonlinearity=nonlinearity)
+    amplitude, nonlinearity, grad_norm = _condensation_projection(sol.models, spec0, pi, P)
+    metrics = dict(
+        metrics,
+        condensation_amplitude=amplitude,
+        condensation_nonlinearity=nonlinearity,
+        grad_norm=grad_norm,
+    )
     rates = Rates(
         condensation=mu1,
         condensation_jacobian=spec0.eigenvalues[0],
