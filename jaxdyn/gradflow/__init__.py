@@ -96,6 +96,7 @@ from ._text import (
 from ._train import (
     TrainingRun as TrainingRun,
     TrainState as TrainState,
+    descend as descend,
     make_optimizer as make_optimizer,
     position_entropy as position_entropy,
     train_finite as train_finite,

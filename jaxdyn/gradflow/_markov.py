@@ -90,9 +90,14 @@ def default_direction(d: int) -> np.ndarray:
 
 @eqx.filter_jit
 def sample_sequences(
-    key: Key, P: Float[ArrayLike, "d d"], n: int, length: int
+    key: Key,
+    P: Float[ArrayLike, "d d"],
+    n: int,
+    length: int,
+    initial: Float[ArrayLike, " d"] | None = None,
 ) -> Int[Array, "n length"]:
-    """``n`` sequences of ``length`` tokens: ``x_1 ~ Uniform([d])``, ``x_{j+1} ~ P[x_j, :]``.
+    """``n`` sequences of ``length`` tokens: ``x_1 ~ initial`` (default ``Uniform([d])``, the
+    paper's; ``initial = pi`` gives windows of a stationary stream), ``x_{j+1} ~ P[x_j, :]``.
 
     One ``lax.scan`` over positions, vectorised over the ``n`` chains. ``length = s + 1``
     gives inputs ``x_1..x_s`` and the target ``x_{s+1}``.
@@ -101,7 +106,10 @@ def sample_sequences(
     d = P.shape[0]
     logP = jnp.log(P)
     k0, k1 = jax.random.split(key)
-    x1 = jax.random.randint(k0, (n,), 0, d)
+    if initial is None:
+        x1 = jax.random.randint(k0, (n,), 0, d)
+    else:
+        x1 = jax.random.categorical(k0, jnp.log(jnp.asarray(initial, P.dtype)), shape=(n,))
 
     def step(x, k):
         nxt = jax.random.categorical(k, logP[x], axis=-1)

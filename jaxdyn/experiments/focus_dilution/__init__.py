@@ -12,3 +12,5 @@ public functions) -> checks -> figures.
 """
 
 from . import headline as headline
+from . import ablation as ablation
+from . import delta as delta
