@@ -35,6 +35,7 @@ from ._linearise import (
 )
 from ._lyapunov import (
     RankOneCriticalPoint as RankOneCriticalPoint,
+    balance_rank_one as balance_rank_one,
     embed_rank_one as embed_rank_one,
     rank_one_critical_point as rank_one_critical_point,
     rank_one_part as rank_one_part,

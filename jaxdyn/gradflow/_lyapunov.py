@@ -54,11 +54,32 @@ def rank_one_part(model: OneLayerTransformer) -> OneLayerTransformer:
     )
 
 
+def balance_rank_one(model: OneLayerTransformer) -> OneLayerTransformer:
+    """The balanced representative of an ``m = m' = 1`` model's symmetry orbit.
+
+    ``(gamma, beta, q, k) -> (a gamma, beta / a, b q / a, k / (a b))`` leaves ``M`` and ``Phi``
+    (so the loss) unchanged but not the Jacobian's eigenvalues; ``||gamma|| = ||beta||`` and
+    ``|q| = |k|`` fix ``a`` and ``b`` (the gauge a flow from a small initialisation keeps), so
+    that eigenvalues at critical points found by root-finding are comparable.
+    """
+    gamma, beta = model.W0[:, 0], model.W1[0]
+    a = jnp.sqrt(jnp.linalg.norm(beta) / jnp.linalg.norm(gamma))
+    q, k = model.WQ[0, 0], model.WK[0, 0]
+    r = jnp.sqrt(jnp.abs(q * k)) / a
+    return OneLayerTransformer(
+        W0=model.W0 * a,
+        W1=model.W1 / a,
+        WQ=jnp.reshape(jnp.where(q < 0, -r, r), (1, 1)),
+        WK=jnp.reshape(jnp.where(k < 0, -r, r), (1, 1)),
+    )
+
+
 class RankOneCriticalPoint(eqx.Module):
     """A critical point on the rank-one manifold and its split spectrum.
 
     Attributes:
-        point: the critical point as an ``m = m' = 1`` model (:class:`CriticalPoint`).
+        point: the critical point as an ``m = m' = 1`` model (:class:`CriticalPoint`), in the
+            balanced gauge (:func:`balance_rank_one`).
         tangential: eigenvalues of ``J`` along the manifold, decreasing (they include the exact
             zeros of the rescaling symmetries ``W0 -> a W0, W1 -> W1 / a`` and ``WQ -> b WQ,
             WK -> WK / b``).
@@ -95,6 +116,7 @@ def _tangential_mask(model2: OneLayerTransformer) -> Array:
 
 
 def _rank_one_spectrum(point: CriticalPoint, pi, P) -> RankOneCriticalPoint:
+    point = eqx.tree_at(lambda p: p.model, point, balance_rank_one(point.model))
     model2 = embed_rank_one(point.model, 2, 2)
     J = jacobian(model2, pi, P)
     tangential = _tangential_mask(model2)
@@ -125,6 +147,7 @@ def rank_one_critical_point(
     rtol: float = 1e-9,
     atol: float = 1e-12,
     max_steps: int = 100_000,
+    root_tol: float = 1e-13,
 ) -> RankOneCriticalPoint:
     """The critical point where the flow on the rank-one manifold stalls.
 
@@ -132,7 +155,9 @@ def rank_one_critical_point(
     stays on the manifold) to ``t_stall``, root-finds ``grad L = 0`` from there
     (:func:`find_critical_point`) and splits the Jacobian there into its tangential and
     transverse blocks. A flow that has not stalled by ``t_stall`` gives a root-finder start far
-    from a critical point: its ``point.status`` then says ``not_converged``.
+    from a critical point: its ``point.status`` then says ``not_converged``. ``rtol``, ``atol``
+    are the flow's tolerances, ``root_tol`` the root-finder's (eigenvalues move with the point
+    to first order, so it is tight).
     """
     if model0.W0.shape[1] != 1 or model0.WQ.shape[1] != 1:
         raise ValueError(f"model0 must have m = m' = 1, got W0 {model0.W0.shape}, WQ {model0.WQ.shape}")
@@ -140,7 +165,8 @@ def rank_one_critical_point(
     ts = jnp.stack([jnp.zeros_like(t_stall), t_stall])
     sol = population_flow(model0, pi, P, ts, rtol=rtol, atol=atol, max_steps=max_steps)
     end = jax.tree_util.tree_map(lambda x: x[-1], sol.models)
-    return _rank_one_spectrum(find_critical_point(end, pi, P), pi, P)
+    point = find_critical_point(end, pi, P, rtol=root_tol, atol=root_tol)
+    return _rank_one_spectrum(point, pi, P)
 
 
 @eqx.filter_jit
@@ -148,16 +174,20 @@ def track_rank_one_branch(
     start: OneLayerTransformer,
     pis: Float[ArrayLike, "n d"],
     Ps: Float[ArrayLike, "n d d"],
+    *,
+    root_tol: float = 1e-13,
 ) -> RankOneCriticalPoint:
     """Follow a branch of rank-one critical points along a sequence of chains ``(pis[i],
     Ps[i])`` (e.g. increasing ``delta``): each root-find starts from the previous solution
-    (natural continuation). Returns the points stacked along a leading axis."""
+    (natural continuation) with tolerance ``root_tol``. Returns the points stacked along a
+    leading axis."""
     if start.W0.shape[1] != 1 or start.WQ.shape[1] != 1:
         raise ValueError(f"start must have m = m' = 1, got W0 {start.W0.shape}, WQ {start.WQ.shape}")
 
     def step(model, chain):
         pi, P = chain
-        found = _rank_one_spectrum(find_critical_point(model, pi, P), pi, P)
+        point = find_critical_point(model, pi, P, rtol=root_tol, atol=root_tol)
+        found = _rank_one_spectrum(point, pi, P)
         return found.point.model, found
 
     _, branch = jax.lax.scan(step, start, (jnp.asarray(pis), jnp.asarray(Ps)))

@@ -14,3 +14,5 @@ public functions) -> checks -> figures.
 from . import headline as headline
 from . import ablation as ablation
 from . import delta as delta
+from . import finite as finite
+from . import lyapunov as lyapunov

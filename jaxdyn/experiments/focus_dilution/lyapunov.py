@@ -132,25 +132,31 @@ def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
         note="every transverse eigenvalue at delta = 0 (symmetric low-frequency tokens)",
     )
     pos = deltas > 0
-    e_t = _order_check(run, "transverse_rate_order", deltas[pos], lam_t[pos], 1.0, "lambda_T")
+    _order_check(run, "transverse_rate_order", deltas[pos], lam_t[pos], 1.0, "lambda_T")
     fit = fit_power_law(deltas[pos][:4], lam_t[pos][:4])
     run.scalar("transverse_rate_fit_smallest_4", fit.as_dict())
     run.scalar("lambda_T_over_delta", (lam_t[pos] / deltas[pos]).tolist())
     tang = b.tangential
     zero = np.abs(tang[0]) <= EIGEN_RTOL * scale
-    gaps = np.abs(np.diff(tang[0]))
-    degenerate = np.zeros(len(tang[0]), bool)
-    degenerate[:-1] |= gaps <= 1e-6 * scale
-    degenerate[1:] |= gaps <= 1e-6 * scale
+    close = np.abs(np.diff(tang[0])) <= 1e-6 * scale
+    degenerate = (np.r_[close, False] | np.r_[False, close]) & ~zero
     simple = ~zero & ~degenerate
-    shift = np.abs(tang[pos] - tang[0])
-    e_s = [_order_check(run, f"tangential_shift_order[{i}]", deltas[pos], shift[:, i], 2.0,
-                        f"the shift of tangential eigenvalue {tang[0, i]:.4g}")
-           for i in np.nonzero(simple)[0]]
-    split = {f"{tang[0, i]:.4g}": local_exponents(deltas[pos], shift[:, i])[0]
-             for i in np.nonzero(degenerate)[0]}
+    # successive differences along the branch: lambda(delta_{k+1}) - lambda(delta_k) is
+    # O(delta_k^2) exactly when lambda = lambda(0+) + O(delta^2), whichever point the
+    # symmetric chain's root-finder picked at delta = 0
+    x = deltas[pos]
+    steps = np.abs(np.diff(tang[pos], axis=0))
+    for i in np.nonzero(simple)[0]:
+        _order_check(run, f"tangential_order[{i}]", x[:-1], steps[:, i], 2.0,
+                     f"the change of tangential eigenvalue {tang[0, i]:.4g} between deltas")
+    pairs = [i for i in np.nonzero(degenerate)[0][:-1] if degenerate[i + 1] and close[i]]
+    split = {f"{tang[0, i]:.4g}": local_exponents(x, tang[pos, i] - tang[pos, i + 1]).tolist()
+             for i in pairs}
     run.scalar("degenerate_pair_split_exponents", split)
-    run.scalar("second_transverse_exponents", local_exponents(deltas[pos], sv[pos, 1]).tolist())
+    run.scalar("second_transverse_exponents", local_exponents(x, sv[pos, 1]).tolist())
+    limit = tang[pos][0] - (tang[pos][1] - tang[pos][0]) / 3
+    run.scalar("simple_tangential_delta_0_minus_branch_limit", (tang[0] - limit)[simple].tolist())
+    shift = np.abs(tang[pos] - limit)
     run.save_arrays(delta=deltas, transverse=b.transverse, tangential=tang,
                     grad_M_singular_values=sv, loss=b.point.loss)
     fig, axes = new_figure(1, 2)
@@ -171,4 +177,3 @@ def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
     ax.set_xlabel("delta")
     ax.set_title("spectrum of J at the rank-one critical point", fontsize=9)
     run.save_figure(fig, "lyapunov_schmidt")
-    del e_t, e_s
