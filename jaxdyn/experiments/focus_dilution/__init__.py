@@ -16,3 +16,4 @@ from . import ablation as ablation
 from . import delta as delta
 from . import finite as finite
 from . import lyapunov as lyapunov
+from . import text as text
