@@ -58,6 +58,7 @@ from ._model import OneLayerTransformer, init_transformer
 from ._stages import Stages, detect_stages
 
 END_TIME_MARGIN = 2.0
+ROOT_TOL = 1e-13  # eigenvalues move with a critical point to first order
 
 
 class Rates(eqx.Module):
@@ -173,72 +174,29 @@ def _condensation_projection(trajectory, spectrum, pi, P):
 
 
 @eqx.filter_jit
-def _analyse(
-    P,
-    pi,
-    key,
-    eps,
-    t1,
-    thresholds,
-    *,
-    m,
-    m_attn,
-    num_saves,
-    rtol,
-    atol,
-    solver,
-    max_steps,
-) -> FlowAnalysis:
-    d = pi.shape[0]
-    dtype = pi.dtype
+def _closed_forms(pi, P, eps, m, m_attn):
     mu1 = condensation_rate(pi)
     saddle = unigram_saddle(pi, m, m_attn)
     c = focus_rate(pi, P, saddle.gamma, saddle.beta)
-    log_eps = jnp.log(1.0 / eps)
-    t_stall = END_TIME_MARGIN * log_eps * (1.0 / mu1 + 1.0 / jnp.maximum(jnp.abs(c), 1e-12))
-    k_main, k_rank_one = jax.random.split(key)
-    stall = rank_one_critical_point(
-        init_transformer(k_rank_one, d, 1, 1, eps, dtype=dtype), pi, P, t_stall,
-        max_steps=max_steps,
-    )
-    lam_t = jnp.where(stall.point.status == Status.successful, stall.transverse_rate, jnp.nan)
-    end = jnp.where(jnp.isfinite(t1), t1, default_end_time(eps, mu1, c, lam_t))
-    ts = _log_grid(end, num_saves)
-    model0 = init_transformer(k_main, d, m, m_attn, eps, dtype=dtype)
-    sol = population_flow(
-        model0, pi, P, ts, rtol=rtol, atol=atol, solver=solver, max_steps=max_steps
-    )
-    metrics = trajectory_metrics(sol.models, pi, P)
-    # the saddle the flow visits: the same flow with attention off (it stays off) until the
-    # predicted focus time, polished by root-finding
-    frozen0 = eqx.tree_at(lambda mm: (mm.WQ, mm.WK), model0, (model0.WQ * 0, model0.WK * 0))
-    t_plateau = jnp.stack([jnp.zeros((), dtype), t_stall])
-    frozen = population_flow(
-        frozen0, pi, P, t_plateau, rtol=rtol, atol=atol, solver=solver, max_steps=max_steps
-    )
-    plateau = rank_one_part(jax.tree_util.tree_map(lambda x: x[-1], frozen.models))
-    visited = find_critical_point(plateau, pi, P)
-    visited = eqx.tree_at(lambda cp: cp.model, visited, embed_rank_one(visited.model, m, m_attn))
-    zero = init_transformer(k_main, d, m, m_attn, 0.0, dtype=dtype)
-    spec0 = jacobian_spectrum(zero, pi, P)
-    spec_s = jacobian_spectrum(saddle.model, pi, P)
-    spec_v = jacobian_spectrum(visited.model, pi, P)
-    alpha, gamma_v = embedding_profile(visited.model, pi)
-    amplitude, nonlinearity, grad_norm = _condensation_projection(sol.models, spec0, pi, P)
+    t_stall = END_TIME_MARGIN * jnp.log(1.0 / eps) * (1.0 / mu1 + 1.0 / jnp.maximum(jnp.abs(c), 1e-12))
+    return mu1, saddle, c, t_stall
+
+
+def _visited_saddle(frozen_end, pi, P, m, m_attn):
+    start = eqx.filter_jit(rank_one_part)(frozen_end)
+    visited = find_critical_point(start, pi, P, rtol=ROOT_TOL, atol=ROOT_TOL)
+    return eqx.tree_at(lambda cp: cp.model, visited, embed_rank_one(visited.model, m, m_attn))
+
+
+@eqx.filter_jit
+def _measure(models, ts, spec0, pi, P, thresholds):
+    metrics = trajectory_metrics(models, pi, P)
+    amplitude, nonlinearity, grad_norm = _condensation_projection(models, spec0, pi, P)
     metrics = dict(
         metrics,
         condensation_amplitude=amplitude,
         condensation_nonlinearity=nonlinearity,
         grad_norm=grad_norm,
-    )
-    rates = Rates(
-        condensation=mu1,
-        condensation_jacobian=spec0.eigenvalues[0],
-        focus=c,
-        focus_jacobian=signed_focus_eigenvalue(saddle.model, spec_s, pi),
-        focus_visited=signed_focus_eigenvalue(visited.model, spec_v, pi),
-        focus_visited_formula=focus_rate(pi, P, gamma_v, visited.model.W1.T @ alpha),
-        transverse=lam_t,
     )
     departure, focus_fraction, new_direction_ratio = thresholds
     stages = detect_stages(
@@ -248,6 +206,45 @@ def _analyse(
         departure=departure,
         focus_fraction=focus_fraction,
         new_direction_ratio=new_direction_ratio,
+    )
+    return metrics, stages
+
+
+def _analyse(
+    P, pi, key, eps, t1, thresholds, *, m, m_attn, num_saves, rtol, atol, solver, max_steps
+) -> FlowAnalysis:
+    # one jitted function per step: repeated shapes (the two flows of width (m, m'), the three
+    # spectra) compile once, and ``jax.vmap`` of the whole still works
+    d, dtype = pi.shape[0], pi.dtype
+    flow = dict(rtol=rtol, atol=atol, solver=solver, max_steps=max_steps)
+    mu1, saddle, c, t_stall = _closed_forms(pi, P, eps, m, m_attn)
+    k_main, k_rank_one = jax.random.split(key)
+    model1 = init_transformer(k_rank_one, d, 1, 1, eps, dtype=dtype)
+    stall = rank_one_critical_point(model1, pi, P, t_stall, max_steps=max_steps, root_tol=ROOT_TOL)
+    lam_t = jnp.where(stall.point.status == Status.successful, stall.transverse_rate, jnp.nan)
+    end = jnp.where(jnp.isfinite(t1), t1, default_end_time(eps, mu1, c, lam_t))
+    ts = _log_grid(end, num_saves)
+    model0 = init_transformer(k_main, d, m, m_attn, eps, dtype=dtype)
+    sol = population_flow(model0, pi, P, ts, **flow)
+    # the saddle the flow visits: the same flow with attention off (it stays off) until the
+    # predicted focus time, its rank-one part polished by root-finding
+    frozen0 = eqx.tree_at(lambda mm: (mm.WQ, mm.WK), model0, (model0.WQ * 0, model0.WK * 0))
+    frozen = population_flow(frozen0, pi, P, _log_grid(t_stall, num_saves), **flow)
+    frozen_end = jax.tree_util.tree_map(lambda x: x[-1], frozen.models)
+    visited = _visited_saddle(frozen_end, pi, P, m, m_attn)
+    spec0 = jacobian_spectrum(init_transformer(k_main, d, m, m_attn, 0.0, dtype=dtype), pi, P)
+    spec_s = jacobian_spectrum(saddle.model, pi, P)
+    spec_v = jacobian_spectrum(visited.model, pi, P)
+    alpha, gamma_v = embedding_profile(visited.model, pi)
+    metrics, stages = _measure(sol.models, ts, spec0, pi, P, thresholds)
+    rates = Rates(
+        condensation=mu1,
+        condensation_jacobian=spec0.eigenvalues[0],
+        focus=c,
+        focus_jacobian=signed_focus_eigenvalue(saddle.model, spec_s, pi),
+        focus_visited=signed_focus_eigenvalue(visited.model, spec_v, pi),
+        focus_visited_formula=focus_rate(pi, P, gamma_v, visited.model.W1.T @ alpha),
+        transverse=lam_t,
     )
     return FlowAnalysis(
         pi=pi,

@@ -115,6 +115,7 @@ def _tangential_mask(model2: OneLayerTransformer) -> Array:
     return ravel_pytree(ones)[0] > 0
 
 
+@eqx.filter_jit
 def _rank_one_spectrum(point: CriticalPoint, pi, P) -> RankOneCriticalPoint:
     point = eqx.tree_at(lambda p: p.model, point, balance_rank_one(point.model))
     model2 = embed_rank_one(point.model, 2, 2)
@@ -137,7 +138,6 @@ def _rank_one_spectrum(point: CriticalPoint, pi, P) -> RankOneCriticalPoint:
     )
 
 
-@eqx.filter_jit
 def rank_one_critical_point(
     model0: OneLayerTransformer,
     pi: Float[ArrayLike, " d"],

@@ -63,7 +63,16 @@ def instantaneous_focus_rate(model: OneLayerTransformer, pi, P) -> Float[Array, 
 
 
 def model_metrics(model: OneLayerTransformer, pi, P) -> dict[str, Array]:
-    """Metrics of one model on the chain ``(pi, P)``; see :func:`trajectory_metrics`."""
+    """Metrics of one model on the chain ``(pi, P)``; see :func:`trajectory_metrics`. A model
+    with a non-finite entry (a failed solve's later saves) gives NaN metrics."""
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(model)]))
+    # LAPACK's SVD rejects NaN input (and says so on stderr): measure a zero model instead
+    safe = jax.tree_util.tree_map(lambda x: jnp.where(finite, x, 0.0), model)
+    values = _metrics(safe, pi, P)
+    return jax.tree_util.tree_map(lambda v: jnp.where(finite, v, jnp.nan), values)
+
+
+def _metrics(model: OneLayerTransformer, pi, P) -> dict[str, Array]:
     pi = jnp.asarray(pi)
     d = pi.shape[0]
     M, Phi = model.matrices()
