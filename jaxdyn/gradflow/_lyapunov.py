@@ -16,13 +16,14 @@ stage 4.
 
 from __future__ import annotations
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from .._custom_types import Array, ArrayLike, Float, Scalar
-from ._flow import population_flow
+from ._flow import gradient_field
 from ._linearise import CriticalPoint, find_critical_point, jacobian
 from ._model import OneLayerTransformer, population_loss_from_matrices
 
@@ -138,33 +139,52 @@ def _rank_one_spectrum(point: CriticalPoint, pi, P) -> RankOneCriticalPoint:
     )
 
 
+@eqx.filter_jit
+def _flow_to_stall(model0, pi, P, t_max, rtol, atol, steady_tol, max_steps):
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(gradient_field),
+        diffrax.Tsit5(),
+        t0=jnp.zeros_like(t_max),
+        t1=t_max,
+        dt0=None,
+        y0=model0,
+        args=(jnp.asarray(pi), jnp.asarray(P)),
+        saveat=diffrax.SaveAt(t1=True),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        event=diffrax.Event(diffrax.steady_state_event(rtol=0.0, atol=steady_tol)),
+        max_steps=max_steps,
+        throw=False,
+    )
+    return jax.tree_util.tree_map(lambda x: x[-1], sol.ys)
+
+
 def rank_one_critical_point(
     model0: OneLayerTransformer,
     pi: Float[ArrayLike, " d"],
     P: Float[ArrayLike, "d d"],
-    t_stall: Float[ArrayLike, ""],
+    t_max: Float[ArrayLike, ""],
     *,
     rtol: float = 1e-9,
     atol: float = 1e-12,
+    steady_tol: float = 1e-9,
     max_steps: int = 100_000,
     root_tol: float = 1e-13,
 ) -> RankOneCriticalPoint:
     """The critical point where the flow on the rank-one manifold stalls.
 
     Runs the flow of the ``m = m' = 1`` model ``model0`` (e.g. a small initialisation, which
-    stays on the manifold) to ``t_stall``, root-finds ``grad L = 0`` from there
-    (:func:`find_critical_point`) and splits the Jacobian there into its tangential and
-    transverse blocks. A flow that has not stalled by ``t_stall`` gives a root-finder start far
-    from a critical point: its ``point.status`` then says ``not_converged``. ``rtol``, ``atol``
-    are the flow's tolerances, ``root_tol`` the root-finder's (eigenvalues move with the point
-    to first order, so it is tight).
+    stays on the manifold) until it is steady (``||grad L|| <= steady_tol``) or ``t_max``,
+    root-finds ``grad L = 0`` from there (:func:`find_critical_point`, tolerance ``root_tol``:
+    eigenvalues move with the point to first order) and splits the Jacobian there into its
+    tangential and transverse blocks. The approach to the stall is slow (the smallest
+    tangential eigenvalues can be ``1e-3``), hence the steady-state stop instead of a fixed
+    time. A flow with no finite stall leaves the root-finder far from a critical point: its
+    ``point.status`` then says ``not_converged``. ``rtol``, ``atol``: the flow's tolerances.
     """
     if model0.W0.shape[1] != 1 or model0.WQ.shape[1] != 1:
         raise ValueError(f"model0 must have m = m' = 1, got W0 {model0.W0.shape}, WQ {model0.WQ.shape}")
-    t_stall = jnp.asarray(t_stall, model0.W0.dtype)
-    ts = jnp.stack([jnp.zeros_like(t_stall), t_stall])
-    sol = population_flow(model0, pi, P, ts, rtol=rtol, atol=atol, max_steps=max_steps)
-    end = jax.tree_util.tree_map(lambda x: x[-1], sol.models)
+    t_max = jnp.asarray(t_max, model0.W0.dtype)
+    end = _flow_to_stall(model0, pi, P, t_max, rtol, atol, steady_tol, max_steps)
     point = find_critical_point(end, pi, P, rtol=root_tol, atol=root_tol)
     return _rank_one_spectrum(point, pi, P)
 

@@ -11,8 +11,9 @@ is linearly interpolated between them):
   ``f = sum_q pi_q w_{q,top}`` the attention the most frequent token receives (``pi_top``
   under uniform attention); ``departure_sign`` is ``+1`` when attention moves onto that token
   (focus, predicted for ``c > 0``) and ``-1`` when it moves off it (``c < 0``);
-- ``focus``: the frequent query's weight on itself, ``w_{top,top}``, crosses
-  ``pi_top + focus_fraction (1 - pi_top)`` (that fraction of the way to full focus);
+- ``focus``: the attention moves onto the frequent token, ``f(t) >= pi_top + departure``
+  (the same time as the departure when ``c > 0``; later, if ever, when attention first moves
+  off it);
 - ``dilution``: the attention entropy of the other queries (pi-weighted), which the focus
   first lowers, rises back above ``H(pi)``, its value under uniform attention;
 - ``new_direction``: ``sigma_2(W0) / sigma_1(W0)`` crosses ``new_direction_ratio`` (a second
@@ -62,8 +63,10 @@ def first_crossing(
     upward: bool,
 ) -> StageEvidence:
     """First crossing of ``level`` by ``y(ts)`` between consecutive saves after ``t_min``
-    (upward: from below to at-or-above; downward: from above to at-or-below), with the
-    time linearly interpolated (``nan`` if none, or if ``t_min`` is ``nan``)."""
+    (upward: from below to at-or-above; downward: from above to at-or-below; the save past the
+    level comes after ``t_min``), with the time linearly interpolated between the two saves, so
+    it may precede ``t_min`` when both crossings fall between the same saves (``nan`` if none,
+    or if ``t_min`` is ``nan``)."""
     ts = jnp.asarray(ts)
     y = jnp.asarray(y)
     level = jnp.asarray(level, y.dtype)
@@ -78,7 +81,7 @@ def first_crossing(
     k = jnp.argmax(ts >= t_min)
     nan = jnp.full((), jnp.nan, y.dtype)
     return StageEvidence(
-        time=jnp.where(found, jnp.maximum(t, t_min), nan),
+        time=jnp.where(found, t, nan),
         level=level,
         start=jnp.where(jnp.isfinite(t_min), y[k], nan),
         value=jnp.where(found, y[i], nan),
@@ -131,14 +134,12 @@ def detect_stages(
     pi: Float[ArrayLike, " d"],
     *,
     departure: float | Float[ArrayLike, ""] = 0.02,
-    focus_fraction: float | Float[ArrayLike, ""] = 0.5,
     new_direction_ratio: float | Float[ArrayLike, ""] = 0.1,
 ) -> Stages:
     """:class:`Stages` from the saved ``metrics`` of :func:`trajectory_metrics` (keys
-    ``loss``, ``frequent_weight``, ``frequent_query_weight``, ``entropy_low_queries``,
-    ``sv_W0``). The thresholds are modelling choices (focus_dilution.md, "[open]")."""
+    ``loss``, ``frequent_weight``, ``entropy_low_queries``, ``sv_W0``). The thresholds are
+    modelling choices (focus_dilution.md, "[open]")."""
     departure = require_positive("departure", departure)
-    focus_fraction = require_in_interval("focus_fraction", focus_fraction, 0.0, 1.0, closed="neither")
     new_direction_ratio = require_in_interval(
         "new_direction_ratio", new_direction_ratio, 0.0, 1.0, closed="neither"
     )
@@ -152,8 +153,7 @@ def detect_stages(
     dep = first_crossing(ts, jnp.abs(excess), departure, cond.time, upward=True)
     i_dep = jnp.argmax(ts >= dep.time)
     sign = jnp.where(jnp.isfinite(dep.time), jnp.sign(excess[i_dep]), 0).astype(jnp.int32)
-    level = top + focus_fraction * (1.0 - top)
-    foc = first_crossing(ts, metrics["frequent_query_weight"], level, dep.time, upward=True)
+    foc = first_crossing(ts, excess, departure, cond.time, upward=True)
     h_low = metrics["entropy_low_queries"]
     dil = first_crossing(ts, h_low, H, foc.time, upward=True)
     sv = metrics["sv_W0"]

@@ -32,7 +32,6 @@ class FocusDilutionConfig(ExperimentConfig):
         atol: absolute tolerance of the adaptive solver.
         max_steps: solver step budget.
         departure: stage threshold (``gradflow.detect_stages``).
-        focus_fraction: stage threshold (``gradflow.detect_stages``).
         new_direction_ratio: stage threshold (``gradflow.detect_stages``).
     """
 
@@ -48,7 +47,6 @@ class FocusDilutionConfig(ExperimentConfig):
     atol: float = 1e-10
     max_steps: int = 100_000
     departure: float = 0.02
-    focus_fraction: float = 0.5
     new_direction_ratio: float = 0.1
 
     def validate(self) -> None:
@@ -63,9 +61,8 @@ class FocusDilutionConfig(ExperimentConfig):
             raise ConfigError(f"num_saves must be >= 50, got {self.num_saves}")
         if not (self.rtol > 0 and self.atol > 0 and self.max_steps > 0 and self.departure > 0):
             raise ConfigError("rtol, atol, max_steps and departure must be positive")
-        for name in ("focus_fraction", "new_direction_ratio"):
-            if not 0 < getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be in (0, 1), got {getattr(self, name)}")
+        if not 0 < self.new_direction_ratio < 1:
+            raise ConfigError(f"new_direction_ratio must be in (0, 1), got {self.new_direction_ratio}")
 
     @classmethod
     def quick(cls) -> dict:
@@ -87,7 +84,6 @@ def analyse(config: FocusDilutionConfig, P: np.ndarray, pi: np.ndarray):
         atol=config.atol,
         max_steps=config.max_steps,
         departure=config.departure,
-        focus_fraction=config.focus_fraction,
         new_direction_ratio=config.new_direction_ratio,
     )
 
