@@ -279,7 +279,7 @@ def analyse_flow(
     atol: float = 1e-10,
     solver: str = "tsit5",
     max_steps: int = 100_000,
-    departure: float | Float[ArrayLike, ""] = 0.02,
+    departure: float | Float[ArrayLike, ""] = 0.05,
     new_direction_ratio: float | Float[ArrayLike, ""] = 0.1,
 ) -> FlowAnalysis:
     """Analyse the population gradient flow of the one-layer transformer on the chain ``P``.

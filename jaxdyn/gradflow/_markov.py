@@ -135,6 +135,11 @@ def resolve_chain(
         raise ValueError(f"P must be a square matrix with at least 2 states, got shape {np.shape(P)}")
     P = jnp.asarray(require_stochastic("P", P))
     given = pi is not None
+    if not given and not is_traced(P):
+        d = P.shape[0]
+        A = np.concatenate([np.asarray(P).T - np.eye(d), np.ones((1, d))])
+        if np.linalg.matrix_rank(A) < d:
+            raise ValueError("P is not irreducible: its stationary law is not unique (pass pi)")
     pi = stationary_distribution(P) if pi is None else jnp.asarray(pi, P.dtype)
     if pi.shape != (P.shape[0],):
         raise ValueError(f"pi must have {P.shape[0]} entries to match P, got shape {pi.shape}")

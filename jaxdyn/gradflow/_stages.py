@@ -7,13 +7,14 @@ is linearly interpolated between them):
 
 - ``condensation``: the loss crosses ``(log d + H(pi)) / 2``, midway from its start ``log d``
   to the unigram plateau ``H(pi)``;
-- ``departure``: attention leaves uniform, ``|f(t) - pi_top| >= departure`` with
-  ``f = sum_q pi_q w_{q,top}`` the attention the most frequent token receives (``pi_top``
-  under uniform attention); ``departure_sign`` is ``+1`` when attention moves onto that token
+- ``departure``: attention leaves uniform: ``f = sum_q pi_q w_{q,top}``, the attention the
+  most frequent token receives (``pi_top`` under uniform attention), has moved by the fraction
+  ``departure`` of its room, up to ``pi_top + departure (1 - pi_top)`` or down to
+  ``(1 - departure) pi_top``; ``departure_sign`` is ``+1`` when attention moves onto that token
   (focus, predicted for ``c > 0``) and ``-1`` when it moves off it (``c < 0``);
-- ``focus``: the attention moves onto the frequent token, ``f(t) >= pi_top + departure``
-  (the same time as the departure when ``c > 0``; later, if ever, when attention first moves
-  off it);
+- ``focus``: the attention moves onto the frequent token, ``f >= pi_top + departure
+  (1 - pi_top)`` (the departure itself when ``c > 0``; later, if ever, when attention first
+  moves off it);
 - ``dilution``: the attention entropy of the other queries (pi-weighted), which the focus
   first lowers, rises back above ``H(pi)``, its value under uniform attention;
 - ``new_direction``: ``sigma_2(W0) / sigma_1(W0)`` crosses ``new_direction_ratio`` (a second
@@ -33,7 +34,7 @@ import numpy as np
 
 from .._custom_types import Array, ArrayLike, Bool, Float, Int, Scalar
 from .._numerics import entropy
-from .._validation import require_in_interval, require_positive
+from .._validation import require_in_interval
 
 STAGE_NAMES = ("condensation", "focus", "dilution", "new_direction")
 
@@ -54,6 +55,7 @@ class StageEvidence(eqx.Module):
     value: Scalar
 
 
+@eqx.filter_jit
 def first_crossing(
     ts: Float[ArrayLike, " T"],
     y: Float[ArrayLike, " T"],
@@ -133,13 +135,13 @@ def detect_stages(
     metrics: dict[str, Array],
     pi: Float[ArrayLike, " d"],
     *,
-    departure: float | Float[ArrayLike, ""] = 0.02,
+    departure: float | Float[ArrayLike, ""] = 0.05,
     new_direction_ratio: float | Float[ArrayLike, ""] = 0.1,
 ) -> Stages:
     """:class:`Stages` from the saved ``metrics`` of :func:`trajectory_metrics` (keys
     ``loss``, ``frequent_weight``, ``entropy_low_queries``, ``sv_W0``). The thresholds are
     modelling choices (focus_dilution.md, "[open]")."""
-    departure = require_positive("departure", departure)
+    departure = require_in_interval("departure", departure, 0.0, 1.0, closed="neither")
     new_direction_ratio = require_in_interval(
         "new_direction_ratio", new_direction_ratio, 0.0, 1.0, closed="neither"
     )
@@ -150,10 +152,12 @@ def detect_stages(
     top = jnp.max(pi)
     cond = first_crossing(ts, metrics["loss"], 0.5 * (jnp.log(d) + H), -jnp.inf, upward=False)
     excess = metrics["frequent_weight"] - top
-    dep = first_crossing(ts, jnp.abs(excess), departure, cond.time, upward=True)
+    # the move as a fraction of its room: up to 1, down to 0
+    moved = jnp.where(excess > 0, excess / (1.0 - top), -excess / top)
+    dep = first_crossing(ts, moved, departure, cond.time, upward=True)
     i_dep = jnp.argmax(ts >= dep.time)
     sign = jnp.where(jnp.isfinite(dep.time), jnp.sign(excess[i_dep]), 0).astype(jnp.int32)
-    foc = first_crossing(ts, excess, departure, cond.time, upward=True)
+    foc = first_crossing(ts, excess / (1.0 - top), departure, cond.time, upward=True)
     h_low = metrics["entropy_low_queries"]
     dil = first_crossing(ts, h_low, H, foc.time, upward=True)
     sv = metrics["sv_W0"]

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import entropy, fit_exponential
+from ... import entropy, fit_exponential, require_probability_vector
 from ... import gradflow as gf
 from ..._status import Status, status_code, status_name
 from ...plotting import new_figure, time_series
@@ -40,7 +40,9 @@ def chain(pi, lam: float, P=()) -> tuple[np.ndarray, np.ndarray]:
             pi_out, P_out = gf.resolve_chain(np.asarray(P, dtype=float), pi_given)
         else:
             check_lam(lam)
-            p = jnp.asarray(np.asarray(pi or HEADLINE_PI, dtype=float))
+            p = require_probability_vector("pi", np.asarray(pi or HEADLINE_PI, dtype=float),
+                                           strictly_positive=True)
+            p = jnp.asarray(p)
             pi_out, P_out = gf.resolve_chain(gf.paper_transition(p, lam), p)
     except ValueError as err:
         raise ConfigError(str(err)) from None

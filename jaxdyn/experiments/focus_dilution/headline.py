@@ -46,7 +46,7 @@ class FocusDilutionConfig(ExperimentConfig):
     rtol: float = 1e-7
     atol: float = 1e-10
     max_steps: int = 100_000
-    departure: float = 0.02
+    departure: float = 0.05
     new_direction_ratio: float = 0.1
 
     def validate(self) -> None:
@@ -59,8 +59,8 @@ class FocusDilutionConfig(ExperimentConfig):
             raise ConfigError(f"need m >= 2 and m_attn >= 1, got m={self.m}, m_attn={self.m_attn}")
         if self.num_saves < 50:
             raise ConfigError(f"num_saves must be >= 50, got {self.num_saves}")
-        if not (self.rtol > 0 and self.atol > 0 and self.max_steps > 0 and self.departure > 0):
-            raise ConfigError("rtol, atol, max_steps and departure must be positive")
+        if not (self.rtol > 0 and self.atol > 0 and self.max_steps > 0 and 0 < self.departure < 1):
+            raise ConfigError("need rtol, atol, max_steps > 0 and departure in (0, 1)")
         if not 0 < self.new_direction_ratio < 1:
             raise ConfigError(f"new_direction_ratio must be in (0, 1), got {self.new_direction_ratio}")
 

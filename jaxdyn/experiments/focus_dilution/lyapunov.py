@@ -147,8 +147,19 @@ def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
     x = deltas[pos]
     steps = np.abs(np.diff(tang[pos], axis=0))
     for i in np.nonzero(simple)[0]:
-        _order_check(run, f"tangential_order[{i}]", x[:-1], steps[:, i], 2.0,
-                     f"the change of tangential eigenvalue {tang[0, i]:.4g} between deltas")
+        # the local exponents oscillate by ~1e-3 around 2 instead of converging monotonically,
+        # so the refinement estimate used for lambda_T does not bound them: the power law's
+        # confidence interval over the branch does (local exponents reported in the note)
+        fit = fit_power_law(x[:-1], steps[:, i])
+        run.check(
+            f"tangential_order[{i}]",
+            expected=2.0,
+            measured=[fit.ci_low, fit.slope, fit.ci_high],
+            passed=fit.contains(2.0),
+            note=f"power law of the change of tangential eigenvalue {tang[0, i]:.4g} between "
+            f"deltas [95% CI low, slope, high]; local exponents "
+            f"{np.round(local_exponents(x[:-1], steps[:, i]), 4).tolist()}",
+        )
     pairs = [i for i in np.nonzero(degenerate)[0][:-1] if degenerate[i + 1] and close[i]]
     split = {f"{tang[0, i]:.4g}": local_exponents(x, tang[pos, i] - tang[pos, i + 1]).tolist()
              for i in pairs}
