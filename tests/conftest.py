@@ -21,6 +21,8 @@ TYPECHECKED = (
     "jaxdyn._status",
     "jaxdyn._validation",
     "jaxdyn.data",
+    "jaxdyn.experiments.focus_dilution",
+    "jaxdyn.gradflow",
     "jaxdyn.plotting",
     "jaxdyn.runs",
     "jaxdyn.sweep",

@@ -96,7 +96,9 @@ def test_signed_focus_eigenvalue_has_the_sign_of_c_for_chains_of_either_sign():
         s = gf.unigram_saddle(pi, 3, 2)
         c = float(gf.focus_rate(pi, P, s.gamma, s.beta))
         spec = gf.jacobian_spectrum(s.model, pi, P)
-        np.testing.assert_allclose(float(gf.signed_focus_eigenvalue(s.model, spec, pi)), c, rtol=1e-8)
+        np.testing.assert_allclose(
+            float(gf.signed_focus_eigenvalue(s.model, spec, pi)), c, rtol=1e-8
+        )
         # the closed form is minus the second derivative of L along gamma gamma^T in Phi
         M, _ = s.model.matrices()
         G = jax.grad(gf.population_loss_from_matrices, argnums=1)(M, jnp.zeros((4, 4)), pi, P)

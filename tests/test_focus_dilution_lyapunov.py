@@ -19,7 +19,11 @@ def branch():
     model0 = gf.init_transformer(jax.random.key(0), 4, 1, 1, 1e-3)
     stall = gf.rank_one_critical_point(model0, pis[0], Ps[0], 5000.0)
     found = gf.track_rank_one_branch(stall.point.model, pis, Ps)
-    return deltas, jax.tree_util.tree_map(np.asarray, stall), jax.tree_util.tree_map(np.asarray, found)
+    return (
+        deltas,
+        jax.tree_util.tree_map(np.asarray, stall),
+        jax.tree_util.tree_map(np.asarray, found),
+    )
 
 
 def _local_exponents(x, y):

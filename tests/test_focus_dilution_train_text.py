@@ -130,7 +130,9 @@ def test_stages_are_found_in_sequence_on_synthetic_curves():
     st = gf.detect_stages(ts, _synthetic_metrics(ts, pi), pi)
     t = st.times()
     assert t["condensation"] == pytest.approx(10.0, abs=0.05)
-    assert 45 < t["focus"] == t["departure"] < 50 < t["dilution"] < 65 < 190 < t["new_direction"] < 200
+    assert (
+        45 < t["focus"] == t["departure"] < 50 < t["dilution"] < 65 < 190 < t["new_direction"] < 200
+    )
     assert bool(st.in_order()) and int(st.departure_sign) == 1
     assert float(st.entropy_dip) < float(st.uniform_entropy) < float(st.entropy_peak)
     # without the rise there is no dilution, and no new direction is searched for after it
@@ -258,8 +260,15 @@ def test_gradient_descent_on_the_population_loss_converges_to_the_flow_at_first_
     errors = []
     for lr in (0.2, 0.1, 0.05):
         steps = round(T / lr)
-        run = gf.descend(model0, lambda m: gf.population_loss(m, PI, P), PI, P, lr=lr,
-                         num_steps=steps, record_every=steps)
+        run = gf.descend(
+            model0,
+            lambda m: gf.population_loss(m, PI, P),
+            PI,
+            P,
+            lr=lr,
+            num_steps=steps,
+            record_every=steps,
+        )
         errors.append(abs(float(run.population_loss[-1]) - target))
     # explicit Euler: the error halves with the step (ratio 2 up to O(lr) corrections)
     ratios = np.array(errors[:-1]) / np.array(errors[1:])

@@ -32,7 +32,9 @@ def embed_rank_one(model: OneLayerTransformer, m: int, m_attn: int) -> OneLayerT
     """Place an ``m = m' = 1`` model in widths ``(m, m_attn)`` along the first basis vectors
     (``W0 = gamma e1^T``, ``W1 = e1 beta^T``, ``WQ = q e1 e1^T``, ``WK = k e1 e1^T``)."""
     if model.W0.shape[1] != 1 or model.WQ.shape[1] != 1:
-        raise ValueError(f"expected an m = m' = 1 model, got W0 {model.W0.shape}, WQ {model.WQ.shape}")
+        raise ValueError(
+            f"expected an m = m' = 1 model, got W0 {model.W0.shape}, WQ {model.WQ.shape}"
+        )
     d = model.W0.shape[0]
     z = jnp.zeros((), model.W0.dtype)
     return OneLayerTransformer(
@@ -182,7 +184,9 @@ def rank_one_critical_point(
     ``point.status`` then says ``not_converged``. ``rtol``, ``atol``: the flow's tolerances.
     """
     if model0.W0.shape[1] != 1 or model0.WQ.shape[1] != 1:
-        raise ValueError(f"model0 must have m = m' = 1, got W0 {model0.W0.shape}, WQ {model0.WQ.shape}")
+        raise ValueError(
+            f"model0 must have m = m' = 1, got W0 {model0.W0.shape}, WQ {model0.WQ.shape}"
+        )
     t_max = jnp.asarray(t_max, model0.W0.dtype)
     end = _flow_to_stall(model0, pi, P, t_max, rtol, atol, steady_tol, max_steps)
     point = find_critical_point(end, pi, P, rtol=root_tol, atol=root_tol)
@@ -202,7 +206,9 @@ def track_rank_one_branch(
     (natural continuation) with tolerance ``root_tol``. Returns the points stacked along a
     leading axis."""
     if start.W0.shape[1] != 1 or start.WQ.shape[1] != 1:
-        raise ValueError(f"start must have m = m' = 1, got W0 {start.W0.shape}, WQ {start.WQ.shape}")
+        raise ValueError(
+            f"start must have m = m' = 1, got W0 {start.W0.shape}, WQ {start.WQ.shape}"
+        )
 
     def step(model, chain):
         pi, P = chain

@@ -17,6 +17,7 @@ import numpy as np
 from .._custom_types import Array, ArrayLike, Float, Int, Key
 from .._validation import require_probability_vector
 
+
 @eqx.filter_jit
 def stationary_distribution(P: Float[ArrayLike, "d d"]) -> Float[Array, " d"]:
     """Stationary distribution ``pi^T P = pi^T``, ``sum(pi) = 1`` (focus_dilution.md, "Data").
@@ -132,7 +133,9 @@ def resolve_chain(
     from .._validation import is_traced, require_stochastic
 
     if np.ndim(P) != 2 or np.shape(P)[0] != np.shape(P)[1] or np.shape(P)[0] < 2:
-        raise ValueError(f"P must be a square matrix with at least 2 states, got shape {np.shape(P)}")
+        raise ValueError(
+            f"P must be a square matrix with at least 2 states, got shape {np.shape(P)}"
+        )
     P = jnp.asarray(require_stochastic("P", P))
     given = pi is not None
     if not given and not is_traced(P):

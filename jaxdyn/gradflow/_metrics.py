@@ -44,7 +44,9 @@ def dilution_mode(gamma: Float[ArrayLike, " d"], pi: Float[ArrayLike, " d"]) -> 
     return (1.0 - p1) * g1 - p1 * (jnp.sum(gamma) - g1)
 
 
-def embedding_profile(model: OneLayerTransformer, pi) -> tuple[Float[Array, " m"], Float[Array, " d"]]:
+def embedding_profile(
+    model: OneLayerTransformer, pi
+) -> tuple[Float[Array, " m"], Float[Array, " d"]]:
     """``(alpha, gamma)``: the top right singular vector of ``W0`` and ``gamma = W0 alpha``, the
     sign fixed so that ``gamma . pi > 0`` (a singular vector's sign is arbitrary)."""
     _, _, Vt = jnp.linalg.svd(model.W0, full_matrices=False)
@@ -65,7 +67,9 @@ def instantaneous_focus_rate(model: OneLayerTransformer, pi, P) -> Float[Array, 
 def model_metrics(model: OneLayerTransformer, pi, P) -> dict[str, Array]:
     """Metrics of one model on the chain ``(pi, P)``; see :func:`trajectory_metrics`. A model
     with a non-finite entry (a failed solve's later saves) gives NaN metrics."""
-    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(model)]))
+    finite = jnp.all(
+        jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(model)])
+    )
     # LAPACK's SVD rejects NaN input (and says so on stderr): measure a zero model instead
     safe = jax.tree_util.tree_map(lambda x: jnp.where(finite, x, 0.0), model)
     values = _metrics(safe, pi, P)

@@ -11,9 +11,11 @@ public functions) -> checks -> figures.
 - ``focus-dilution-text`` (:mod:`.text`): real text, word or character level.
 """
 
-from . import headline as headline
-from . import ablation as ablation
-from . import delta as delta
-from . import finite as finite
-from . import lyapunov as lyapunov
-from . import text as text
+from . import (
+    ablation as ablation,
+    delta as delta,
+    finite as finite,
+    headline as headline,
+    lyapunov as lyapunov,
+    text as text,
+)

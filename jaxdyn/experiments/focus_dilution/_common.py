@@ -3,16 +3,12 @@ analysis, the checks one analysis supports, and its figures."""
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import entropy, fit_exponential, require_probability_vector
-from ... import gradflow as gf
+from ... import entropy, fit_exponential, gradflow as gf, require_probability_vector
 from ..._status import Status, status_code, status_name
-from ...plotting import new_figure, time_series
 from ...runs import ConfigError, Run
 
 HEADLINE_PI = (0.75, 0.19, 0.05, 0.01)
@@ -28,7 +24,9 @@ LINEAR_WINDOW = 0.01
 def check_lam(lam: float) -> None:
     """``P = lam I + (1 - lam) 1 pi^T`` is stochastic for ``lam`` in ``[0, 1)``."""
     if not 0.0 <= lam < 1.0:
-        raise ConfigError(f"lam must be in [0, 1) so that P = lam I + (1 - lam) 1 pi^T mixes, got {lam}")
+        raise ConfigError(
+            f"lam must be in [0, 1) so that P = lam I + (1 - lam) 1 pi^T mixes, got {lam}"
+        )
 
 
 def chain(pi, lam: float, P=()) -> tuple[np.ndarray, np.ndarray]:
@@ -40,8 +38,9 @@ def chain(pi, lam: float, P=()) -> tuple[np.ndarray, np.ndarray]:
             pi_out, P_out = gf.resolve_chain(np.asarray(P, dtype=float), pi_given)
         else:
             check_lam(lam)
-            p = require_probability_vector("pi", np.asarray(pi or HEADLINE_PI, dtype=float),
-                                           strictly_positive=True)
+            p = require_probability_vector(
+                "pi", np.asarray(pi or HEADLINE_PI, dtype=float), strictly_positive=True
+            )
             p = jnp.asarray(p)
             pi_out, P_out = gf.resolve_chain(gf.paper_transition(p, lam), p)
     except ValueError as err:
@@ -110,13 +109,10 @@ def pca_stage_changes(a) -> dict[str, float]:
     }
 
 
-def record_analysis(run: Run, a, label: str = "") -> dict:
-    """The checks one :class:`gradflow.FlowAnalysis` supports, named ``name[label]``."""
-    tag = f"[{label}]" if label else ""
+def _check_rates(run: Run, a, tag: str) -> None:
+    """Closed-form rates against the Jacobian and the trajectory, and the plateau."""
     r = a.rates
-    c, lam_t, mu1 = float(r.focus), float(r.transverse), float(r.condensation)
-    flow_ok = status_code(a.status) == status_code(Status.successful)
-    run.scalar(f"flow{tag}", {"status": status_name(a.status), "steps": int(a.num_steps), "t1": float(a.end_time)})
+    c, mu1 = float(r.focus), float(r.condensation)
     run.check(
         f"condensation_rate{tag}",
         expected=mu1,
@@ -163,122 +159,81 @@ def record_analysis(run: Run, a, label: str = "") -> dict:
         note=f"loss at the save nearest a critical point (t = {t_p:.4g}) between condensation "
         "and departure vs H(pi); tolerance ||grad L||^2 / (2 lambda_min) (quadratic model)",
     )
+
+
+def _check_stages(run: Run, a, tag: str) -> None:
+    """Stage order, the low-query entropy's down-up and the embedding PCA (for ``c > 0``)."""
+    st, c, lam_t = a.stages, float(a.rates.focus), float(a.rates.transverse)
+    run.check(
+        f"stages_in_order{tag}",
+        expected=True,
+        measured=bool(st.in_order()),
+        note=f"condensation < focus < dilution < new direction (rates mu1 = "
+        f"{float(a.rates.condensation):.3g}, c = {c:.3g}, lambda_T = {lam_t:.3g})",
+    )
+    dip, peak, H = float(st.entropy_dip), float(st.entropy_peak), float(st.uniform_entropy)
+    run.check(
+        f"dilution_entropy_rise{tag}",
+        expected=f"dip < H(pi) = {H:.5f} < peak",
+        measured={"dip": dip, "peak": peak},
+        passed=bool(dip < H < peak),
+        note="attention entropy of the non-frequent queries: lowered by the focus, then "
+        "above its uniform-attention value H(pi) (dilution)",
+    )
+    pca = pca_stage_changes(a)
+    run.check(
+        f"pca_retraction_stage_III{tag}",
+        expected="frequent row out, low rows back along PC1",
+        measured=pca,
+        passed=bool(pca["top_pc1_change"] > 0 > pca["low_pc1_change"]),
+        note="PC1 coordinates of the embedding rows from departure to the new direction: "
+        "the dilution mode (rate c > 0) moves the frequent and low-frequency rows apart",
+    )
+    run.check(
+        f"pca_expansion_stage_IV{tag}",
+        expected="PC2 spread grows after dilution",
+        measured=pca["pc2_spread_at_end"] / max(pca["pc2_spread_at_dilution"], 1e-300),
+        passed=bool(pca["pc2_spread_at_end"] > pca["pc2_spread_at_dilution"]),
+        note="spread of the embedding rows along PC2, end / dilution time",
+    )
+
+
+def record_analysis(run: Run, a, label: str = "") -> dict:
+    """The checks one :class:`gradflow.FlowAnalysis` supports, named ``name[label]``: rates and
+    plateau always; the order of the stages, the dilution's entropy rise and the PCA changes
+    when the theory predicts them (``c > 0``, a successful flow)."""
+    tag = f"[{label}]" if label else ""
+    c, lam_t, mu1 = float(a.rates.focus), float(a.rates.transverse), float(a.rates.condensation)
+    flow_ok = status_code(a.status) == status_code(Status.successful)
+    run.scalar(
+        f"flow{tag}",
+        {"status": status_name(a.status), "steps": int(a.num_steps), "t1": float(a.end_time)},
+    )
+    _check_rates(run, a, tag)
     st = a.stages
-    sign = int(st.departure_sign)
     run.check(
         f"first_attention_phase{tag}",
         expected=int(np.sign(c)),
-        measured=sign,
+        measured=int(st.departure_sign),
         note="+1: attention first moves onto the most frequent token (focus), -1: off it; "
         "predicted by the sign of c",
     )
     run.scalar(f"stages{tag}", st.times())
     run.scalar(
         f"low_query_entropy{tag}",
-        {"uniform": float(st.uniform_entropy), "dip": float(st.entropy_dip),
-         "peak": float(st.entropy_peak), "after_peak": float(st.entropy_after_peak)},
+        {
+            "uniform": float(st.uniform_entropy),
+            "dip": float(st.entropy_dip),
+            "peak": float(st.entropy_peak),
+            "after_peak": float(st.entropy_after_peak),
+        },
     )
-    separated = c > 0 and not (lam_t >= c)
-    if flow_ok and separated:
-        run.check(
-            f"stages_in_order{tag}",
-            expected=True,
-            measured=bool(st.in_order()),
-            note=f"condensation < focus < dilution < new direction (rates mu1 = {mu1:.3g} > "
-            f"c = {c:.3g} > lambda_T = {lam_t:.3g})",
-        )
-        dip, peak, H = float(st.entropy_dip), float(st.entropy_peak), float(st.uniform_entropy)
-        run.check(
-            f"dilution_entropy_rise{tag}",
-            expected=f"dip < H(pi) = {H:.5f} < peak",
-            measured={"dip": dip, "peak": peak},
-            passed=bool(dip < H < peak),
-            note="attention entropy of the non-frequent queries: lowered by the focus, then "
-            "above its uniform-attention value H(pi) (dilution)",
-        )
-        pca = pca_stage_changes(a)
-        run.check(
-            f"pca_retraction_stage_III{tag}",
-            expected="frequent row out, low rows back along PC1",
-            measured=pca,
-            passed=bool(pca["top_pc1_change"] > 0 > pca["low_pc1_change"]),
-            note="PC1 coordinates of the embedding rows from departure to the new direction: "
-            "the dilution mode (rate c > 0) moves the frequent and low-frequency rows apart",
-        )
-        run.check(
-            f"pca_expansion_stage_IV{tag}",
-            expected="PC2 spread grows after dilution",
-            measured=pca["pc2_spread_at_end"] / max(pca["pc2_spread_at_dilution"], 1e-300),
-            passed=bool(pca["pc2_spread_at_end"] > pca["pc2_spread_at_dilution"]),
-            note="spread of the embedding rows along PC2, end / dilution time",
-        )
+    if flow_ok and c > 0:
+        _check_stages(run, a, tag)
     else:
-        why = "c <= 0" if c <= 0 else f"rates not separated (lambda_T = {lam_t:.3g} >= c = {c:.3g})"
-        if not flow_ok:
-            why = f"the flow failed ({status_name(a.status)})"
-        run.log(f"{label or 'flow'}: stage order and dilution not predicted ({why}); reported only")
+        why = "c <= 0" if flow_ok else f"the flow failed ({status_name(a.status)})"
+        run.log(f"{label or 'flow'}: stage order and dilution not predicted ({why}); reported")
     return {"c": c, "mu1": mu1, "lambda_T": lam_t}
-
-
-def dynamics_figure(run: Run, a, name: str = "dynamics") -> None:
-    """Loss, attention, entropies, focus rate, singular values and embedding PCA over time, every
-    panel with the stage times."""
-    ts = a.ts
-    keep = ts > 0
-    t = ts[keep]
-    met = {k: np.asarray(v)[keep] for k, v in a.metrics.items()}
-    pi = a.pi
-    d = len(pi)
-    H = float(a.stages.uniform_entropy)
-    stages = {k: v for k, v in a.stages.times().items() if math.isfinite(v)}
-    fig, axes = new_figure(2, 3)
-    ax = time_series(axes[0, 0], t, {"loss": met["loss"]}, logx=True, stages=stages, title="population loss")
-    ax.axhline(math.log(d), color="0.5", ls=":", lw=0.8)
-    ax.axhline(H, color="0.3", ls=":", lw=0.8)
-    labels = [f"query {q} (pi={pi[q]:.3g})" for q in range(d)] if d <= 8 else None
-    ax = time_series(axes[0, 1], t, met["entropy_query"], labels=labels, logx=True, stages=stages,
-                     title="attention entropy per query")
-    ax.axhline(H, color="0.3", ls=":", lw=0.8)
-    ax = time_series(
-        axes[0, 2], t,
-        {"sum_q pi_q w_q,top": met["frequent_weight"], "w_top,top": met["frequent_query_weight"]},
-        logx=True, stages=stages, title="attention on the most frequent token",
-    )
-    ax.axhline(float(np.max(pi)), color="0.3", ls=":", lw=0.8)
-    ax = time_series(axes[1, 0], t, {"k(t) = -gamma^T dL/dPhi gamma": met["focus_rate_path"]},
-                     logx=True, stages=stages, title="signed focus rate along the flow")
-    ax.axhline(float(a.rates.focus), color="0.3", ls=":", lw=0.8)
-    labels = [f"sigma{i + 1}(W0)" for i in range(met["sv_W0"].shape[1])]
-    time_series(axes[1, 1], t, met["sv_W0"], labels=labels, logx=True, logy=True, stages=stages,
-                title="singular values of W0")
-    pca = gf.embedding_pca(a.trajectory.W0)
-    ax = axes[1, 2]
-    for i in range(min(d, 8)):
-        y = pca[:, i, 1] if pca.shape[2] > 1 else 0 * pca[:, i, 0]
-        (line,) = ax.plot(pca[:, i, 0], y, lw=1.2, label=f"row {i}")
-        ax.plot(pca[-1, i, 0], y[-1], "o", ms=3, color=line.get_color())
-    ax.set_title("PCA of embedding rows W0[i, :](t)", fontsize=10)
-    ax.legend(fontsize=7)
-    run.save_figure(fig, name)
-
-
-def spectra_figure(run: Run, a, name: str = "jacobian_spectra") -> None:
-    """Eigenvalues of ``J`` at the origin, at the visited saddle and at the rank-one stall."""
-    fig, axes = new_figure(1, 3)
-    for ax, spec, title in ((axes[0, 0], a.spectrum_origin, "J at theta = 0"),
-                            (axes[0, 1], a.spectrum_saddle, "J at the visited saddle")):
-        ev = np.asarray(spec.eigenvalues)[:20]
-        w = np.asarray(spec.attention_weight)[:20]
-        ax.bar(np.arange(len(ev)), ev, color=[("#d95f02" if x > 0.5 else "#1b9e77") for x in w])
-        ax.set_title(title + " (orange: attention block)", fontsize=9)
-        ax.set_xlabel("eigenvalue index")
-    ax = axes[0, 2]
-    tang, trans = np.asarray(a.stall.tangential), np.asarray(a.stall.transverse)
-    ax.plot(np.arange(len(tang)), tang, "o", label="tangential")
-    ax.plot(np.arange(len(trans)), trans, "s", label="transverse")
-    ax.set_title("J at the rank-one stall", fontsize=9)
-    ax.legend(fontsize=7)
-    run.save_figure(fig, name)
 
 
 def entropy_of(pi) -> float:

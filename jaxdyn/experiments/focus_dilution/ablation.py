@@ -71,8 +71,10 @@ class AblationConfig(ExperimentConfig):
 )
 def run_ablation(config: AblationConfig, run: Run) -> None:
     pi, _ = chain(config.pi, 0.5)
-    chains = {f"paper lam={lam:g}": np.asarray(gf.paper_transition(jnp.asarray(pi), lam))
-              for lam in config.lams}
+    chains = {
+        f"paper lam={lam:g}": np.asarray(gf.paper_transition(jnp.asarray(pi), lam))
+        for lam in config.lams
+    }
     keys = jax.random.split(jax.random.key(config.seed + 1000), max(config.n_random, 1))
     for i in range(config.n_random):
         P = gf.reversible_transition(pi, keys[i], laziness=config.laziness)
@@ -82,8 +84,15 @@ def run_ablation(config: AblationConfig, run: Run) -> None:
     for name, P in chains.items():
         a = to_host(
             gf.analyse_flow(
-                P, pi=pi, key=jax.random.key(config.seed), m=config.m, m_attn=config.m_attn,
-                eps=config.eps, num_saves=config.num_saves, rtol=config.rtol, atol=config.atol,
+                P,
+                pi=pi,
+                key=jax.random.key(config.seed),
+                m=config.m,
+                m_attn=config.m_attn,
+                eps=config.eps,
+                num_saves=config.num_saves,
+                rtol=config.rtol,
+                atol=config.atol,
             )
         )
         rates = record_analysis(run, a, name)

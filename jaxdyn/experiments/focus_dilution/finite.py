@@ -17,8 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import fit_power_law
-from ... import gradflow as gf
+from ... import fit_power_law, gradflow as gf
 from ...plotting import band, new_figure
 from ...runs import ConfigError, ExperimentConfig, Run, register_experiment
 from ...sweep import Grid
@@ -68,7 +67,9 @@ class FiniteConfig(ExperimentConfig):
         if not (0 < self.eps < 0.1 and self.lr > 0 and self.adam_lr > 0):
             raise ConfigError("need eps in (0, 0.1), lr > 0 and adam_lr > 0")
         if len(self.sizes_n) != len(self.sizes_s) or len(self.sizes_n) < 3:
-            raise ConfigError(f"sizes_n and sizes_s must pair up (>= 3 sizes), got {self.sizes_n}, {self.sizes_s}")
+            raise ConfigError(
+                f"sizes_n and sizes_s must pair up (>= 3 sizes), got {self.sizes_n}, {self.sizes_s}"
+            )
         if any(n < 1 for n in self.sizes_n) or any(s < 2 for s in self.sizes_s):
             raise ConfigError("sizes_n must be >= 1 and sizes_s >= 2")
         if self.num_steps % self.record_every or self.adam_steps % self.record_every:
@@ -85,12 +86,25 @@ def _member(config: FiniteConfig, pi, P, n: int, s: int, optimizer: str, num_ste
     def member(params, key):
         k_data, k_init = jax.random.split(key)
         tr = gf.train_finite(
-            k_data, P, pi, n=n, s=s, m=config.m, m_attn=config.m_attn, eps=config.eps,
-            lr=params["lr"], num_steps=num_steps, record_every=config.record_every,
-            optimizer=optimizer, init_key=k_init,
+            k_data,
+            P,
+            pi,
+            n=n,
+            s=s,
+            m=config.m,
+            m_attn=config.m_attn,
+            eps=config.eps,
+            lr=params["lr"],
+            num_steps=num_steps,
+            record_every=config.record_every,
+            optimizer=optimizer,
+            init_key=k_init,
         )
-        return {"population_loss": tr.population_loss, "attention": tr.attention,
-                "status": tr.status}
+        return {
+            "population_loss": tr.population_loss,
+            "attention": tr.attention,
+            "status": tr.status,
+        }
 
     return member
 
@@ -103,11 +117,22 @@ def _references(config: FiniteConfig, pi, P, seeds: np.ndarray) -> dict[str, np.
     def one(seed):
         k_init = jax.random.split(jax.random.key(seed))[1]
         model0 = gf.init_transformer(k_init, len(pi), config.m, config.m_attn, config.eps)
-        ref = gf.descend(model0, lambda mm: gf.population_loss(mm, pi, P), pi, P, lr=config.lr,
-                         num_steps=config.num_steps, record_every=config.record_every)
+        ref = gf.descend(
+            model0,
+            lambda mm: gf.population_loss(mm, pi, P),
+            pi,
+            P,
+            lr=config.lr,
+            num_steps=config.num_steps,
+            record_every=config.record_every,
+        )
         flow = gf.trajectory_metrics(gf.population_flow(model0, pi, P, ts).models, pi, P)
-        return {"loss_descent": ref.population_loss, "attention_descent": ref.attention,
-                "loss_flow": flow["loss"], "attention_flow": flow["attention"]}
+        return {
+            "loss_descent": ref.population_loss,
+            "attention_descent": ref.attention,
+            "loss_flow": flow["loss"],
+            "attention_flow": flow["attention"],
+        }
 
     return {k: np.asarray(v) for k, v in jax.jit(jax.vmap(one))(jnp.asarray(seeds)).items()}
 
@@ -133,7 +158,8 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
         for ref in ("descent", "flow"):
             row[f"loss_error_{ref}"] = np.max(np.abs(loss - refs[f"loss_{ref}"]), axis=1)[ok]
             row[f"attention_error_{ref}"] = np.max(
-                np.abs(att - refs[f"attention_{ref}"]), axis=(1, 2, 3))[ok]
+                np.abs(att - refs[f"attention_{ref}"]), axis=(1, 2, 3)
+            )[ok]
         rows.append(row)
         band(axes[0, 0], ts, loss, ok=ok, label=f"GD n={n}, s={s}")
     axes[0, 0].plot(ts, refs["loss_flow"][0], "k--", lw=1, label="population flow")
@@ -153,9 +179,14 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
             f"initialisation) against n s, over {fit.n} (size, seed) runs [CI low, slope, high]",
         )
     run.scalar("error_fits", summary)
-    table = {f"n{r['n']}_s{r['s']}": {k: [float(np.mean(v)), float(np.std(v, ddof=1) / np.sqrt(len(v)))]
-                                      for k, v in r.items() if k.endswith(("descent", "flow"))}
-             for r in rows}
+    table = {
+        f"n{r['n']}_s{r['s']}": {
+            k: [float(np.mean(v)), float(np.std(v, ddof=1) / np.sqrt(len(v)))]
+            for k, v in r.items()
+            if k.endswith(("descent", "flow"))
+        }
+        for r in rows
+    }
     run.scalar("max_errors_mean_and_se", table)
     for key, ax in (("loss_error", axes[0, 1]), ("attention_error", axes[0, 2])):
         for ref, style in (("descent", "o-"), ("flow", "s--")):

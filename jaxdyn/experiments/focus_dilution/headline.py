@@ -9,7 +9,8 @@ import numpy as np
 
 from ... import gradflow as gf
 from ...runs import ConfigError, ExperimentConfig, Run, register_experiment
-from ._common import HEADLINE_PI, chain, dynamics_figure, record_analysis, spectra_figure, to_host
+from ._common import chain, record_analysis, to_host
+from ._figures import dynamics_figure, spectra_figure
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -62,7 +63,9 @@ class FocusDilutionConfig(ExperimentConfig):
         if not (self.rtol > 0 and self.atol > 0 and self.max_steps > 0 and 0 < self.departure < 1):
             raise ConfigError("need rtol, atol, max_steps > 0 and departure in (0, 1)")
         if not 0 < self.new_direction_ratio < 1:
-            raise ConfigError(f"new_direction_ratio must be in (0, 1), got {self.new_direction_ratio}")
+            raise ConfigError(
+                f"new_direction_ratio must be in (0, 1), got {self.new_direction_ratio}"
+            )
 
     @classmethod
     def quick(cls) -> dict:

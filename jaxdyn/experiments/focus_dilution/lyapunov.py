@@ -24,8 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import fit_power_law
-from ... import gradflow as gf
+from ... import fit_power_law, gradflow as gf
 from ..._status import Status, status_code
 from ...plotting import new_figure
 from ...runs import ConfigError, ExperimentConfig, Run, register_experiment
@@ -59,7 +58,9 @@ class LyapunovConfig(ExperimentConfig):
 
     def validate(self) -> None:
         if self.d < 3 or not 0 < self.pi_top < 1:
-            raise ConfigError(f"need d >= 3 and pi_top in (0, 1), got d={self.d}, pi_top={self.pi_top}")
+            raise ConfigError(
+                f"need d >= 3 and pi_top in (0, 1), got d={self.d}, pi_top={self.pi_top}"
+            )
         check_lam(self.lam)
         if not 0 < self.delta_min < self.delta_max or self.n_deltas < 4:
             raise ConfigError("need 0 < delta_min < delta_max and n_deltas >= 4")
@@ -94,13 +95,79 @@ def _order_check(run: Run, name: str, x, y, expected: float, what: str) -> np.nd
 
 def _branch(config: LyapunovConfig):
     direction = jnp.asarray(gf.default_direction(config.d))
-    deltas = np.concatenate([[0.0], np.geomspace(config.delta_min, config.delta_max, config.n_deltas)])
-    pis = jax.vmap(lambda x: gf.symmetry_breaking_pi(config.pi_top, x, direction))(jnp.asarray(deltas))
+    deltas = np.concatenate(
+        [[0.0], np.geomspace(config.delta_min, config.delta_max, config.n_deltas)]
+    )
+    pis = jax.vmap(lambda x: gf.symmetry_breaking_pi(config.pi_top, x, direction))(
+        jnp.asarray(deltas)
+    )
     Ps = jax.vmap(lambda p: gf.paper_transition(p, config.lam))(pis)
     model0 = gf.init_transformer(jax.random.key(config.seed), config.d, 1, 1, config.eps)
     stall = gf.rank_one_critical_point(model0, pis[0], Ps[0], config.t_stall)
     branch = gf.track_rank_one_branch(stall.point.model, pis, Ps)
     return deltas, jax.tree_util.tree_map(np.asarray, branch)
+
+
+def _tangential_orders(run: Run, deltas, b, scale):
+    """Orders of the tangential eigenvalues along the branch: simple ones checked for
+    ``O(delta^2)``; the split of pairs degenerate at ``delta = 0`` reported."""
+    tang, pos = b.tangential, deltas > 0
+    zero = np.abs(tang[0]) <= EIGEN_RTOL * scale
+    close = np.abs(np.diff(tang[0])) <= 1e-6 * scale
+    degenerate = (np.r_[close, False] | np.r_[False, close]) & ~zero
+    # successive differences along the branch: lambda(delta_{k+1}) - lambda(delta_k) is
+    # O(delta_k^2) exactly when lambda = lambda(0+) + O(delta^2), whichever point the
+    # symmetric chain's root-finder picked at delta = 0
+    x = deltas[pos]
+    steps = np.abs(np.diff(tang[pos], axis=0))
+    for i in np.nonzero(~zero & ~degenerate)[0]:
+        # the local exponents oscillate by ~1e-3 around 2 instead of converging monotonically,
+        # so the refinement estimate used for lambda_T does not bound them: the power law's
+        # confidence interval over the branch does (local exponents reported in the note)
+        fit = fit_power_law(x[:-1], steps[:, i])
+        run.check(
+            f"tangential_order[{i}]",
+            expected=2.0,
+            measured=[fit.ci_low, fit.slope, fit.ci_high],
+            passed=fit.contains(2.0),
+            note=f"power law of the change of tangential eigenvalue {tang[0, i]:.4g} between "
+            f"deltas [95% CI low, slope, high]; local exponents "
+            f"{np.round(local_exponents(x[:-1], steps[:, i]), 4).tolist()}",
+        )
+    pairs = [i for i in np.nonzero(degenerate)[0][:-1] if degenerate[i + 1] and close[i]]
+    split = {
+        f"{tang[0, i]:.4g}": local_exponents(x, tang[pos, i] - tang[pos, i + 1]).tolist()
+        for i in pairs
+    }
+    run.scalar("degenerate_pair_split_exponents", split)
+    return zero, degenerate, steps
+
+
+def _figure(run: Run, deltas, b, steps, zero, degenerate) -> None:
+    pos = deltas > 0
+    x = deltas[pos]
+    fig, axes = new_figure(1, 2)
+    ax = axes[0, 0]
+    ax.loglog(x, b.transverse[pos, 0], "o-", label="lambda_T (top transverse)")
+    ax.loglog(x, b.grad_M_singular_values[pos, 1], "s-", label="sigma_2(dL/dM)")
+    for i in np.nonzero(~zero)[0]:
+        color = "#d95f02" if degenerate[i] else "#1b9e77"
+        ax.loglog(x[:-1], steps[:, i], ".:", lw=0.8, color=color)
+    for k, style in ((1, "k--"), (2, "k-."), (3, "k:")):
+        ax.loglog(x, b.transverse[pos, 0][0] * (x / x[0]) ** k, style, lw=0.6, label=f"slope {k}")
+    ax.set_xlabel("delta")
+    ax.set_title(
+        "transverse eigenvalues; tangential changes between deltas\n"
+        "(green simple, orange degenerate at delta = 0)",
+        fontsize=8,
+    )
+    ax.legend(fontsize=6)
+    ax = axes[0, 1]
+    ax.plot(deltas, b.tangential, "o", ms=2, color="#1b9e77")
+    ax.plot(deltas, b.transverse, "s", ms=2, color="#7570b3")
+    ax.set_xlabel("delta")
+    ax.set_title("spectrum of J at the rank-one critical point", fontsize=9)
+    run.save_figure(fig, "lyapunov_schmidt")
 
 
 @register_experiment(
@@ -111,8 +178,12 @@ def _branch(config: LyapunovConfig):
 def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
     deltas, b = _branch(config)
     ok = status_code(b.point.status) == status_code(Status.successful)
-    run.check("branch_converged", expected=len(deltas), measured=int(ok.sum()),
-              note=f"root-finder residuals max ||grad L|| = {float(np.max(b.point.grad_norm)):.2e}")
+    run.check(
+        "branch_converged",
+        expected=len(deltas),
+        measured=int(ok.sum()),
+        note=f"root-finder residuals max ||grad L|| = {float(np.max(b.point.grad_norm)):.2e}",
+    )
     scale = float(np.max(np.abs(b.tangential)))
     lam_t, sv = b.transverse[:, 0], b.grad_M_singular_values
     gap = float(np.max(np.abs(lam_t - sv[:, 0])))
@@ -136,55 +207,13 @@ def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
     fit = fit_power_law(deltas[pos][:4], lam_t[pos][:4])
     run.scalar("transverse_rate_fit_smallest_4", fit.as_dict())
     run.scalar("lambda_T_over_delta", (lam_t[pos] / deltas[pos]).tolist())
-    tang = b.tangential
-    zero = np.abs(tang[0]) <= EIGEN_RTOL * scale
-    close = np.abs(np.diff(tang[0])) <= 1e-6 * scale
-    degenerate = (np.r_[close, False] | np.r_[False, close]) & ~zero
-    simple = ~zero & ~degenerate
-    # successive differences along the branch: lambda(delta_{k+1}) - lambda(delta_k) is
-    # O(delta_k^2) exactly when lambda = lambda(0+) + O(delta^2), whichever point the
-    # symmetric chain's root-finder picked at delta = 0
-    x = deltas[pos]
-    steps = np.abs(np.diff(tang[pos], axis=0))
-    for i in np.nonzero(simple)[0]:
-        # the local exponents oscillate by ~1e-3 around 2 instead of converging monotonically,
-        # so the refinement estimate used for lambda_T does not bound them: the power law's
-        # confidence interval over the branch does (local exponents reported in the note)
-        fit = fit_power_law(x[:-1], steps[:, i])
-        run.check(
-            f"tangential_order[{i}]",
-            expected=2.0,
-            measured=[fit.ci_low, fit.slope, fit.ci_high],
-            passed=fit.contains(2.0),
-            note=f"power law of the change of tangential eigenvalue {tang[0, i]:.4g} between "
-            f"deltas [95% CI low, slope, high]; local exponents "
-            f"{np.round(local_exponents(x[:-1], steps[:, i]), 4).tolist()}",
-        )
-    pairs = [i for i in np.nonzero(degenerate)[0][:-1] if degenerate[i + 1] and close[i]]
-    split = {f"{tang[0, i]:.4g}": local_exponents(x, tang[pos, i] - tang[pos, i + 1]).tolist()
-             for i in pairs}
-    run.scalar("degenerate_pair_split_exponents", split)
-    run.scalar("second_transverse_exponents", local_exponents(x, sv[pos, 1]).tolist())
-    limit = tang[pos][0] - (tang[pos][1] - tang[pos][0]) / 3
-    run.scalar("simple_tangential_delta_0_minus_branch_limit", (tang[0] - limit)[simple].tolist())
-    shift = np.abs(tang[pos] - limit)
-    run.save_arrays(delta=deltas, transverse=b.transverse, tangential=tang,
-                    grad_M_singular_values=sv, loss=b.point.loss)
-    fig, axes = new_figure(1, 2)
-    ax = axes[0, 0]
-    ax.loglog(deltas[pos], lam_t[pos], "o-", label="lambda_T (top transverse)")
-    ax.loglog(deltas[pos], sv[pos, 1], "s-", label="sigma_2(dL/dM)")
-    for i in np.nonzero(~zero)[0]:
-        ax.loglog(deltas[pos], shift[:, i], ".:", lw=0.8, color="#d95f02" if degenerate[i] else "#1b9e77")
-    x = deltas[pos]
-    for k, style in ((1, "k--"), (2, "k-."), (3, "k:")):
-        ax.loglog(x, lam_t[pos][0] * (x / x[0]) ** k, style, lw=0.6, label=f"slope {k}")
-    ax.set_xlabel("delta")
-    ax.set_title("transverse eigenvalues; tangential shifts (green simple, orange split)", fontsize=8)
-    ax.legend(fontsize=6)
-    ax = axes[0, 1]
-    ax.plot(deltas, tang, "o", ms=2, color="#1b9e77")
-    ax.plot(deltas, b.transverse, "s", ms=2, color="#7570b3")
-    ax.set_xlabel("delta")
-    ax.set_title("spectrum of J at the rank-one critical point", fontsize=9)
-    run.save_figure(fig, "lyapunov_schmidt")
+    zero, degenerate, steps = _tangential_orders(run, deltas, b, scale)
+    run.scalar("second_transverse_exponents", local_exponents(deltas[pos], sv[pos, 1]).tolist())
+    run.save_arrays(
+        delta=deltas,
+        transverse=b.transverse,
+        tangential=b.tangential,
+        grad_M_singular_values=sv,
+        loss=b.point.loss,
+    )
+    _figure(run, deltas, b, steps, zero, degenerate)
