@@ -1,15 +1,10 @@
 """The focus-and-dilution experiments: configs (a chain given as a matrix) in the fast suite,
 every experiment end to end at --quick and at full size in the slow suite."""
 
-import os
-from pathlib import Path
-
 import pytest
 
 from jaxdyn.runs import ConfigError, get_experiment, read_summary, resolve_config, run_experiment
 
-DATA = Path(os.environ.get("JAXDYN_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-WIKI = DATA / "wikitext-2" / "valid.txt"
 NEGATIVE_C = "P=[[0.4,0.3,0.2,0.1],[0.9,0.1,0,0],[0.9,0,0.1,0],[0.9,0,0,0.1]]"
 
 
@@ -94,9 +89,8 @@ def test_experiment_runs_end_to_end_at_quick_with_every_check_passing(tmp_path, 
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not WIKI.exists(), reason="WikiText-2 not found (set JAXDYN_DATA)")
 def test_text_word_level_quick_run_on_the_excerpt(tmp_path):
-    summary, checks = _run("focus-dilution-text", tmp_path, [f"corpus_path={WIKI}"])
+    summary, checks = _run("focus-dilution-text", tmp_path)
     assert summary["scalars"]["corpus"]["query_counts"] == {"continue": 3}
     assert checks["bigram_proxy_loss"]["passed"] and checks["bigram_proxy_attention"]["passed"]
     assert checks["first_attention_phase"]["passed"]
@@ -116,8 +110,6 @@ def test_text_word_level_quick_run_on_the_excerpt(tmp_path):
     ],
 )
 def test_full_size_experiment_runs_end_to_end(tmp_path, name):
-    if name == "focus-dilution-text" and not WIKI.exists():
-        pytest.skip("WikiText-2 not found (set JAXDYN_DATA)")
     summary, checks = _run(name, tmp_path, quick=False)
     assert summary["status"] == "complete"
     assert summary["checks_passed"] == summary["checks_total"], {

@@ -1,9 +1,6 @@
 """Finite-sample training, stage detection helpers, real-text loaders and experiment configs
 (focus_dilution.md, "Population loss", "Metrics to log", "Real text")."""
 
-import os
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,14 +8,11 @@ import pytest
 
 import jaxdyn.gradflow as gf
 from jaxdyn import Status
+from jaxdyn.data import corpus_path
 
 PI = jnp.array([0.75, 0.19, 0.05, 0.01])
-DATA = Path(os.environ.get("JAXDYN_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-WIKI = DATA / "wikitext-2" / "valid.txt"
-TINY = DATA / "tinystories" / "sample.txt"
-needs_shared_data = pytest.mark.skipif(
-    not (WIKI.exists() and TINY.exists()), reason="../shared/data (real-text samples) not found"
-)
+WIKI = corpus_path("wikitext-2")  # the full split when available, else the packaged excerpt
+TINY = corpus_path("tinystories")
 
 
 def test_gd_step_is_the_plain_gradient_update_with_a_traced_learning_rate():
@@ -162,7 +156,6 @@ def test_embedding_pca_recovers_a_planar_trajectory():
     np.testing.assert_allclose(d_pca, d_orig, atol=1e-12)
 
 
-@needs_shared_data
 def test_wikitext_loader_detects_format_and_gives_a_stochastic_bigram_chain():
     c = gf.load_corpus(WIKI, vocab_size=20, max_tokens=50_000)
     assert c.format == "wikitext"
@@ -174,7 +167,6 @@ def test_wikitext_loader_detects_format_and_gives_a_stochastic_bigram_chain():
     np.testing.assert_allclose(pi, gf.unigram_frequencies(c.tokens, c.d), atol=2e-3)
 
 
-@needs_shared_data
 def test_tinystories_loader_word_and_character_level():
     text = TINY.read_text()
     assert gf.detect_format(text) == "tinystories"
@@ -205,7 +197,7 @@ def test_stream_windows_are_distinct_and_cover_a_short_stream():
 
 def test_loader_rejects_missing_file():
     with pytest.raises(ValueError, match="does not exist"):
-        gf.load_corpus(DATA / "no_such_file.txt")
+        gf.load_corpus(WIKI.parent / "no_such_file.txt")
 
 
 def test_attention_story_reads_focus_and_dilution_phases():
@@ -242,13 +234,12 @@ def test_experiment_configs_reject_bad_inputs_before_running():
         resolve_config(
             text.config_cls, experiment=text.name, overrides=["corpus_path=/nope.txt"]
         ).validate()
-    if TINY.exists():
-        with pytest.raises(ConfigError, match="solver"):
-            resolve_config(
-                text.config_cls,
-                experiment=text.name,
-                overrides=[f"corpus_path={TINY}", "solver=euler"],
-            ).validate()
+    with pytest.raises(ConfigError, match="solver"):
+        resolve_config(
+            text.config_cls,
+            experiment=text.name,
+            overrides=["corpus_path=tinystories", "solver=euler"],
+        ).validate()
 
 
 def test_gradient_descent_on_the_population_loss_converges_to_the_flow_at_first_order():
@@ -275,13 +266,11 @@ def test_gradient_descent_on_the_population_loss_converges_to_the_flow_at_first_
     assert np.all(np.abs(ratios - 2.0) < 0.2), (errors, ratios)
 
 
-@needs_shared_data
 def test_load_corpus_keeps_included_words_and_reads_a_prefix():
-    full = gf.load_corpus(WIKI, vocab_size=16)
-    assert "continue" not in full.vocab
     c = gf.load_corpus(WIKI, vocab_size=16, include=("continue",), max_chars=300_000)
+    assert "continue" not in gf.load_corpus(WIKI, vocab_size=16, max_chars=300_000).vocab
     assert c.d == 17 and c.vocab[-2:] == ("continue", "<oov>")
     assert int(np.sum(c.tokens == c.vocab.index("continue"))) == 3  # rare in the excerpt
-    assert len(c.tokens) < len(full.tokens) / 3
+    assert len(gf.load_corpus(WIKI, vocab_size=16, max_chars=100_000).tokens) < len(c.tokens) / 2
     with pytest.raises(ValueError, match="do not occur"):
         gf.load_corpus(WIKI, vocab_size=16, include=("zzzzqqq",), max_chars=10_000)

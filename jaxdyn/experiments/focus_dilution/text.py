@@ -15,32 +15,17 @@ dilution phases and reported as measured.
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import gradflow as gf
+from ... import data, gradflow as gf
 from ...plotting import band, new_figure, time_series
 from ...runs import ConfigError, ExperimentConfig, Run, register_experiment
 from ._common import record_analysis, to_host
 from ._proxy import descents, frequent, proxy_checks
-
-_REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-def default_corpus() -> Path:
-    """WikiText-2 validation text: ``jaxdyn.data`` when installed, else ``$JAXDYN_DATA`` or the
-    ``shared/data`` folder beside the checkout."""
-    try:
-        from ... import data  # the packaged corpora, when present
-
-        return Path(data.corpus_path("wikitext-2"))
-    except (ImportError, AttributeError):
-        root = Path(os.environ.get("JAXDYN_DATA", _REPO_ROOT.parent / "shared" / "data"))
-        return root / "wikitext-2" / "valid.txt"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -48,12 +33,15 @@ class TextConfig(ExperimentConfig):
     """Bigram chain of a corpus, its population flow, and early training against the proxy.
 
     Attributes:
-        corpus_path: WikiText raw or TinyStories text ("" = WikiText-2 validation).
+        corpus_path: a known corpus ("wikitext-2", "tinystories": the full file when
+            ``JAXDYN_DATA`` or ``jaxdyn data fetch`` provides it, else the packaged excerpt) or a
+            text file (WikiText raw, TinyStories or plain text).
         corpus_format: "auto" (detected), "wikitext", "tinystories" or "plain".
         level: "word" (top-k words + queries + <oov>) or "char".
         vocab_size: the k most frequent tokens kept (including <oov>).
         queries: tokens whose attention story is reported (added to the vocabulary).
-        max_chars: read only the first lines up to this many characters (0 = the whole file).
+        max_chars: read only the first lines up to this many characters (0 = the whole file;
+            --quick reads the first 300,000, the packaged WikiText-2 excerpt's size).
         smoothing: additive smoothing of the bigram counts.
         m: embedding width.
         m_attn: attention width m'.
@@ -72,7 +60,7 @@ class TextConfig(ExperimentConfig):
         record_every: steps between records.
     """
 
-    corpus_path: str = ""
+    corpus_path: str = "wikitext-2"
     corpus_format: str = "auto"
     level: str = "word"
     vocab_size: int = 64
@@ -96,12 +84,14 @@ class TextConfig(ExperimentConfig):
     record_every: int = 20
 
     def corpus(self) -> Path:
-        """The corpus file."""
-        return Path(self.corpus_path) if self.corpus_path else default_corpus()
+        """The corpus file (:func:`jaxdyn.data.corpus_path`)."""
+        return data.corpus_path(self.corpus_path)
 
     def validate(self) -> None:
-        if not self.corpus().is_file():
-            raise ConfigError(f"corpus_path does not exist: {self.corpus()}")
+        try:
+            self.corpus()
+        except ValueError as err:
+            raise ConfigError(f"corpus_path: {err}") from None
         if self.corpus_format not in ("auto", "wikitext", "tinystories", "plain"):
             raise ConfigError(
                 "corpus_format must be auto, wikitext, tinystories or plain, "
