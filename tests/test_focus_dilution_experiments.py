@@ -39,7 +39,7 @@ def test_delta_and_lyapunov_configs_need_enough_points_for_their_fits():
 
 def _run(name, tmp_path, overrides=(), quick=True):
     summary = read_summary(
-        run_experiment(name, out=tmp_path / name, quick=quick, overrides=list(overrides))
+        run_experiment(name, out=tmp_path / name, quick=quick, overrides=list(overrides), sweep=[])
     )
     checks = {c["name"]: c for c in summary["checks"]}
     return summary, checks
