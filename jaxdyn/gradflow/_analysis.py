@@ -225,8 +225,8 @@ def _analyse(
     ts = _log_grid(end, num_saves)
     model0 = init_transformer(k_main, d, m, m_attn, eps, dtype=dtype)
     sol = population_flow(model0, pi, P, ts, **flow)
-    # the saddle the flow visits: the same flow with attention off (it stays off) until the
-    # predicted focus time, its rank-one part polished by root-finding
+    # the saddle the flow visits: the same flow with attention off (it stays off), run for
+    # twice the default's time to reach the stall, its rank-one part polished by root-finding
     frozen0 = eqx.tree_at(lambda mm: (mm.WQ, mm.WK), model0, (model0.WQ * 0, model0.WK * 0))
     frozen = population_flow(frozen0, pi, P, _log_grid(t_stall, num_saves), **flow)
     frozen_end = jax.tree_util.tree_map(lambda x: x[-1], frozen.models)
