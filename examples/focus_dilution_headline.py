@@ -1,6 +1,6 @@
-"""Focus and dilution in one minute: the population gradient flow of a one-layer transformer
-on the headline Markov chain, its four stages, and the linearisation rates
-(focus_dilution.md). Run: python examples/focus_dilution_headline.py
+"""Focus and dilution in one call: analyse the population gradient flow of a one-layer
+transformer on the paper's headline chain and on a chain of your own (focus_dilution.md).
+Run: python examples/focus_dilution_headline.py
 """
 
 import jax
@@ -11,41 +11,38 @@ import numpy as np  # noqa: E402
 
 import jaxdyn.gradflow as gf  # noqa: E402
 
-pi = jnp.array([0.75, 0.19, 0.05, 0.01])
-P = gf.paper_transition(pi, 0.5)  # P = lam I + (1 - lam) 1 pi^T
-model0 = gf.init_transformer(jax.random.key(0), d=4, m=6, m_attn=6, eps=1e-3)
-ts = gf.log_time_grid(800.0, 300)  # stages span decades of time
 
-
-@jax.jit
-def flow(model0):
-    sol = gf.population_flow(model0, pi, P, ts, rtol=1e-7, atol=1e-10)
-    return sol, gf.trajectory_metrics(sol.models, pi, P)
-
-
-sol, met = flow(model0)
-met = {k: np.asarray(v) for k, v in met.items()}
-stages = gf.detect_stages(ts, met, np.asarray(pi))
-print("solver steps:", int(sol.num_steps), " status:", int(sol.status))
-print("stages:", {k: round(v, 1) for k, v in stages.items()})
-
-mu1 = float(gf.condensation_rate(pi))
-mu_fit, _ = gf.fitted_condensation_rate(ts, met)
-print(f"condensation rate: theory {mu1:.4f}, fitted {mu_fit:.4f}")
-
-saddle = gf.unigram_saddle(pi, 6, 6)
-c = float(gf.focus_rate(pi, P, saddle.gamma, saddle.beta))
-spec = gf.jacobian_spectrum(saddle.model, pi, P)
-att = np.asarray(spec.attention_weight) > 0.5
-c_jac = float(np.asarray(spec.eigenvalues)[att][0])
-c_fit = gf.fitted_focus_rate(ts, met, np.asarray(pi))[0]
-print(f"focus rate: theory {c:.4f}, Jacobian at the saddle {c_jac:.4f}, fitted {c_fit:.4f}")
-plateau = met["loss"][np.searchsorted(ts, 40.0)]
-print(f"plateau: H(pi) = {float(gf.entropy(pi)):.5f}, loss at t=40: {plateau:.5f}")
-for t in (5, 40, 100, 140, 400, 800):
-    i = min(int(np.searchsorted(ts, t)), len(ts) - 1)
+def report(name, P):
+    a = gf.analyse_flow(P)  # pi = the stationary law of P; end time from the rates
+    r, st = a.rates, a.stages
+    print(f"--- {name}: pi = {np.round(np.asarray(a.pi), 3)}")
+    print(f"flow to t1 = {float(a.end_time):.0f}: {int(a.num_steps)} solver steps")
     print(
-        f"t={ts[i]:6.1f}  loss={met['loss'][i]:.4f}  ||Phi||={met['phi_norm'][i]:7.3f}  "
-        f"H(top query)={met['entropy_top_query'][i]:.3f}  "
-        f"sigma(W0)={np.round(met['sv_W0'][i][:2], 3)}"
+        f"condensation rate mu1 = {float(r.condensation):.4f} "
+        f"(top eigenvalue of J at 0: {float(r.condensation_jacobian):.4f})"
     )
+    print(
+        f"signed focus rate c = {float(r.focus):+.4f} "
+        f"(Jacobian at the saddle: {float(r.focus_jacobian):+.4f}; "
+        f"at the saddle the flow visits: {float(r.focus_visited):+.4f})"
+    )
+    print(f"transverse rate at the rank-one stall: {float(r.transverse):.4g}")
+    where = "onto" if int(st.departure_sign) > 0 else "off"
+    print(f"attention first moves {where} the most frequent token")
+    print(
+        "stages:", {k: round(v, 1) for k, v in st.times().items()}, "in order:", bool(st.in_order())
+    )
+    print(
+        f"low-query attention entropy: H(pi) = {float(st.uniform_entropy):.3f}, "
+        f"dip {float(st.entropy_dip):.3f}, peak {float(st.entropy_peak):.3f}, "
+        f"then {float(st.entropy_after_peak):.3f}"
+    )
+
+
+pi = jnp.array([0.75, 0.19, 0.05, 0.01])
+report("headline: P = 0.5 I + 0.5 1 pi^T", gf.paper_transition(pi, 0.5))
+# frequent token followed by rare ones: c < 0, attention first moves off it
+report(
+    "a chain with c < 0",
+    np.array([[0.4, 0.3, 0.2, 0.1], [0.9, 0.1, 0, 0], [0.9, 0, 0.1, 0], [0.9, 0, 0, 0.1]]),
+)

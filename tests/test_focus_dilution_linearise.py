@@ -7,7 +7,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 import jaxdyn.gradflow as gf
-from jaxdyn import Status
+from jaxdyn import Status, entropy
 
 PI = jnp.array([0.75, 0.19, 0.05, 0.01])
 
@@ -78,8 +78,30 @@ def test_root_finding_from_a_perturbed_saddle_returns_to_the_saddle_loss():
     cp = jax.jit(gf.find_critical_point)(start, PI, P)
     assert bool(cp.status == Status.successful)
     assert float(cp.grad_norm) < 1e-9
-    np.testing.assert_allclose(float(cp.loss), float(gf.entropy(PI)), atol=1e-9)
+    np.testing.assert_allclose(float(cp.loss), float(entropy(PI)), atol=1e-9)
 
 
 def test_predicted_escape_time_is_log_inverse_eps_over_rate():
     np.testing.assert_allclose(gf.predicted_escape_time(1e-3, 0.4595), np.log(1e3) / 0.4595)
+
+
+def test_signed_focus_eigenvalue_has_the_sign_of_c_for_chains_of_either_sign():
+    rng = np.random.default_rng(5)
+    seen = set()
+    for _ in range(6):
+        base = np.ones(4)
+        base[0] = 6.0
+        P = rng.dirichlet(base * rng.uniform(0.3, 3.0), size=4)
+        pi, P = gf.resolve_chain(P)
+        s = gf.unigram_saddle(pi, 3, 2)
+        c = float(gf.focus_rate(pi, P, s.gamma, s.beta))
+        spec = gf.jacobian_spectrum(s.model, pi, P)
+        np.testing.assert_allclose(
+            float(gf.signed_focus_eigenvalue(s.model, spec, pi)), c, rtol=1e-8
+        )
+        # the closed form is minus the second derivative of L along gamma gamma^T in Phi
+        M, _ = s.model.matrices()
+        G = jax.grad(gf.population_loss_from_matrices, argnums=1)(M, jnp.zeros((4, 4)), pi, P)
+        np.testing.assert_allclose(-float(s.gamma @ G @ s.gamma), c, rtol=1e-10)
+        seen.add(np.sign(c))
+    assert seen == {-1.0, 1.0}

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
+from jaxdyn import entropy, require_stochastic
 
 PI = np.array([0.75, 0.19, 0.05, 0.01])
 
 
 def test_paper_transition_is_stochastic_with_stationary_pi():
     P = np.asarray(gf.paper_transition(jnp.asarray(PI), 0.5))
-    gf.validate_transition(P)
+    require_stochastic("P", P)
     np.testing.assert_allclose(PI @ P, PI, atol=1e-14)
     np.testing.assert_allclose(np.diag(P), 0.5 + 0.5 * PI, atol=1e-14)
     np.testing.assert_allclose(np.asarray(gf.stationary_distribution(P)), PI, atol=1e-12)
@@ -22,7 +23,7 @@ def test_paper_transition_is_stochastic_with_stationary_pi():
 def test_reversible_chain_satisfies_detailed_balance_with_given_pi():
     for seed in range(3):
         P = np.asarray(gf.reversible_transition(PI, jax.random.key(seed), laziness=0.1))
-        gf.validate_transition(P)
+        require_stochastic("P", P)
         flux = PI[:, None] * P
         np.testing.assert_allclose(flux, flux.T, atol=1e-14)
         np.testing.assert_allclose(np.asarray(gf.stationary_distribution(P)), PI, atol=1e-10)
@@ -37,16 +38,19 @@ def test_reversible_chain_satisfies_detailed_balance_with_given_pi():
         (np.ones((2, 3)) / 3, "square"),
     ],
 )
-def test_validate_transition_names_the_problem(P, message):
+def test_resolve_chain_names_the_problem(P, message):
     with pytest.raises(ValueError, match=message):
-        gf.validate_transition(P)
+        gf.resolve_chain(P)
 
 
-def test_validate_distribution_rejects_bad_pi():
+def test_resolve_chain_rejects_bad_pi_and_computes_the_stationary_law():
+    P = np.asarray(gf.paper_transition(jnp.asarray(PI), 0.3))
     with pytest.raises(ValueError, match="sum to 1"):
-        gf.validate_distribution([0.5, 0.4])
+        gf.resolve_chain(P, [0.5, 0.4, 0.05, 0.01])
     with pytest.raises(ValueError, match="positive"):
-        gf.validate_distribution([1.0, 0.0])
+        gf.resolve_chain(P, [1.0, 0.0, 0.0, 0.0])
+    pi, _ = gf.resolve_chain(P)
+    np.testing.assert_allclose(pi, PI, atol=1e-12)
 
 
 def test_symmetry_breaking_family_sums_to_one_and_is_symmetric_at_delta_zero():
@@ -77,7 +81,7 @@ def test_population_loss_is_log_d_at_zero_and_entropy_at_the_unigram_saddle():
     np.testing.assert_allclose(gf.population_loss(zero, pi, P), np.log(4), atol=1e-14)
     s = gf.unigram_saddle(pi, 6, 5)
     np.testing.assert_allclose(gf.population_loss(s.model, pi, P), 0.72714, atol=5e-6)
-    np.testing.assert_allclose(gf.population_loss(s.model, pi, P), gf.entropy(pi), atol=1e-12)
+    np.testing.assert_allclose(gf.population_loss(s.model, pi, P), entropy(pi), atol=1e-12)
     M, _ = s.model.matrices()
     np.testing.assert_allclose(jax.nn.softmax(pi @ M), PI, atol=1e-12)
 

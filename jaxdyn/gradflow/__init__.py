@@ -1,6 +1,16 @@
 """Focus and dilution: gradient-flow dynamics of a one-layer transformer on Markov data and on
-real text (focus_dilution.md; Chen, Lin, Xu, Luo, arXiv 2605.01199)."""
+real text (focus_dilution.md; Chen, Lin, Xu, Luo, arXiv 2605.01199).
 
+Start with :func:`analyse_flow`: any row-stochastic ``P`` in, its stages, rates, saddles and
+spectra out, each with its evidence.
+"""
+
+from ._analysis import (
+    FlowAnalysis as FlowAnalysis,
+    Rates as Rates,
+    analyse_flow as analyse_flow,
+    default_end_time as default_end_time,
+)
 from ._flow import (
     SOLVERS as SOLVERS,
     FlowSolution as FlowSolution,
@@ -20,25 +30,31 @@ from ._linearise import (
     jacobian_spectrum as jacobian_spectrum,
     loss_gradient as loss_gradient,
     predicted_escape_time as predicted_escape_time,
+    signed_focus_eigenvalue as signed_focus_eigenvalue,
     unigram_saddle as unigram_saddle,
+)
+from ._lyapunov import (
+    RankOneCriticalPoint as RankOneCriticalPoint,
+    balance_rank_one as balance_rank_one,
+    embed_rank_one as embed_rank_one,
+    rank_one_critical_point as rank_one_critical_point,
+    rank_one_part as rank_one_part,
+    track_rank_one_branch as track_rank_one_branch,
 )
 from ._markov import (
     default_direction as default_direction,
     paper_transition as paper_transition,
+    resolve_chain as resolve_chain,
     reversible_transition as reversible_transition,
     sample_sequences as sample_sequences,
     stationary_distribution as stationary_distribution,
     symmetry_breaking_pi as symmetry_breaking_pi,
-    validate_distribution as validate_distribution,
-    validate_transition as validate_transition,
 )
 from ._metrics import (
     dilution_mode as dilution_mode,
     embedding_pca as embedding_pca,
-    fit_growth_rate as fit_growth_rate,
-    fit_rate_between as fit_rate_between,
-    fitted_condensation_rate as fitted_condensation_rate,
-    fitted_focus_rate as fitted_focus_rate,
+    embedding_profile as embedding_profile,
+    instantaneous_focus_rate as instantaneous_focus_rate,
     model_metrics as model_metrics,
     trajectory_metrics as trajectory_metrics,
 )
@@ -47,7 +63,6 @@ from ._model import (
     Batch as Batch,
     OneLayerTransformer as OneLayerTransformer,
     batch_loss as batch_loss,
-    entropy as entropy,
     init_transformer as init_transformer,
     population_attention as population_attention,
     population_loss as population_loss,
@@ -62,9 +77,11 @@ from ._outcomes import (
 )
 from ._stages import (
     STAGE_NAMES as STAGE_NAMES,
+    StageEvidence as StageEvidence,
+    Stages as Stages,
     detect_stages as detect_stages,
     first_crossing as first_crossing,
-    stages_in_order as stages_in_order,
+    stage_times as stage_times,
 )
 from ._text import (
     Corpus as Corpus,
@@ -80,6 +97,7 @@ from ._text import (
 from ._train import (
     TrainingRun as TrainingRun,
     TrainState as TrainState,
+    descend as descend,
     make_optimizer as make_optimizer,
     position_entropy as position_entropy,
     train_finite as train_finite,

@@ -71,6 +71,7 @@ def make_solver(name: str) -> diffrax.AbstractSolver:
     raise ValueError(f"solver must be one of {SOLVERS}, got {name!r}")
 
 
+@eqx.filter_jit
 def population_flow(
     model0: OneLayerTransformer,
     pi: Float[ArrayLike, " d"],

@@ -18,6 +18,7 @@ from jax.flatten_util import ravel_pytree
 
 from .._custom_types import Array, ArrayLike, Float, Scalar
 from .._status import Status
+from ._metrics import embedding_profile
 from ._model import OneLayerTransformer, population_loss
 
 
@@ -56,7 +57,6 @@ def unigram_saddle(
     ``softmax(pi^T M) = pi`` and the population loss equals ``H(pi)``.
     """
     pi = jnp.asarray(pi)
-    d = pi.shape[0]
     if alpha is None:
         alpha = jnp.zeros(m, pi.dtype).at[0].set(1.0)
     alpha = jnp.asarray(alpha, pi.dtype)
@@ -72,7 +72,6 @@ def unigram_saddle(
         WQ=jnp.zeros((m, m_attn), pi.dtype),
         WK=jnp.zeros((m, m_attn), pi.dtype),
     )
-    del d
     return UnigramSaddle(gamma=gamma, beta=beta, model=model)
 
 
@@ -134,6 +133,28 @@ def jacobian_spectrum(model: OneLayerTransformer, pi, P) -> Spectrum:
     return Spectrum(
         eigenvalues=vals, eigenvectors=vecs, embedding_weight=emb, attention_weight=1.0 - emb
     )
+
+
+@eqx.filter_jit
+def signed_focus_eigenvalue(model: OneLayerTransformer, spectrum: Spectrum, pi) -> Scalar:
+    """Top attention-block eigenvalue of ``J`` at a critical point with ``WQ = WK = 0``, signed
+    by the direction it moves ``Phi``.
+
+    Along an eigenvector ``(dW0, dW1, dWQ, dWK)`` the score matrix changes at second order by
+    ``W0 dWQ dWK^T W0^T``; its projection on ``gamma gamma^T`` (``gamma = W0 alpha``, sign-fixed
+    by ``gamma . pi > 0``) has the sign of ``(gamma^T W0 dWQ) . (gamma^T W0 dWK)``. Positive:
+    attention moves onto the frequent tokens (focus); negative: off them. Equals the closed-form
+    signed ``c`` of :func:`focus_rate` at the unigram saddle.
+    """
+    _, gamma = embedding_profile(model, pi)
+    att = spectrum.attention_weight > 0.5
+    i = jnp.argmax(jnp.where(att, spectrum.eigenvalues, -jnp.inf))
+    v = spectrum.eigenvectors[:, i]
+    n0, n1, nq = model.W0.size, model.W1.size, model.WQ.size
+    dWQ = v[n0 + n1 : n0 + n1 + nq].reshape(model.WQ.shape)
+    dWK = v[n0 + n1 + nq :].reshape(model.WK.shape)
+    g = gamma @ model.W0
+    return spectrum.eigenvalues[i] * jnp.sign((g @ dWQ) @ (g @ dWK))
 
 
 class CriticalPoint(eqx.Module):

@@ -2,8 +2,9 @@
 distributions, the paper's family, the ablation family and the symmetry-breaking family, and a
 vmapped sequence sampler.
 
-Validation of user-given matrices happens in Python (NumPy) before anything is traced, so a
-bad input fails with a one-line ``ValueError`` naming it.
+User-given matrices are validated with :func:`jaxdyn.require_stochastic` and
+:func:`jaxdyn.require_probability_vector`: a one-line ``ValueError`` naming the input for concrete
+values, ``eqx.error_if`` for traced ones.
 """
 
 from __future__ import annotations
@@ -14,36 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Array, ArrayLike, Float, Int, Key
-
-_ATOL = 1e-6
-
-
-def validate_distribution(pi: ArrayLike, name: str = "pi") -> np.ndarray:
-    """Check that ``pi`` is a strictly positive probability vector; return it as float64 NumPy."""
-    p = np.asarray(pi, dtype=np.float64)
-    if p.ndim != 1 or p.shape[0] < 2:
-        raise ValueError(f"{name} must be a vector with at least 2 entries, got shape {p.shape}")
-    if not np.all(np.isfinite(p)) or np.any(p <= 0):
-        raise ValueError(f"{name} must have strictly positive finite entries, got {p.tolist()}")
-    if abs(p.sum() - 1.0) > _ATOL:
-        raise ValueError(f"{name} must sum to 1, got sum {p.sum():.8g}")
-    return p
-
-
-def validate_transition(P: ArrayLike, name: str = "P") -> np.ndarray:
-    """Check that ``P`` is square, non-negative and row-stochastic; return it as float64 NumPy."""
-    m = np.asarray(P, dtype=np.float64)
-    if m.ndim != 2 or m.shape[0] != m.shape[1]:
-        raise ValueError(f"{name} must be a square matrix, got shape {m.shape}")
-    if not np.all(np.isfinite(m)) or np.any(m < 0):
-        raise ValueError(f"{name} must have non-negative finite entries (not row-stochastic)")
-    rows = m.sum(axis=1)
-    if np.max(np.abs(rows - 1.0)) > _ATOL:
-        raise ValueError(
-            f"{name} is not row-stochastic: row sums range over "
-            f"[{rows.min():.6g}, {rows.max():.6g}]"
-        )
-    return m
+from .._validation import require_probability_vector
 
 
 @eqx.filter_jit
@@ -66,7 +38,7 @@ def paper_transition(pi: Float[ArrayLike, " d"], lam: Float[ArrayLike, ""]) -> F
     """The paper's family ``P = lam I + (1 - lam) 1 pi^T`` (stationary distribution ``pi``).
 
     Traceable in ``pi`` and ``lam`` (a sweep over ``lam`` compiles once); validate concrete
-    inputs with :func:`validate_distribution` first.
+    inputs with :func:`jaxdyn.require_probability_vector` first.
     """
     pi = jnp.asarray(pi)
     d = pi.shape[0]
@@ -80,10 +52,9 @@ def reversible_transition(pi: ArrayLike, key: Key, *, laziness: float = 0.0) -> 
     sum to at most ``1 - laziness``) and ``P_ij = Q_ij min(1, pi_j / pi_i)`` for ``i != j``, the
     rest on the diagonal. Detailed balance ``pi_i P_ij = pi_j P_ji`` holds by construction.
     """
-    p = validate_distribution(pi)
+    pi = jnp.asarray(require_probability_vector("pi", pi, strictly_positive=True))
     if not 0.0 <= laziness < 1.0:
         raise ValueError(f"laziness must be in [0, 1), got {laziness}")
-    pi = jnp.asarray(p)
     d = pi.shape[0]
     B = jax.random.uniform(key, (d, d), dtype=pi.dtype)
     S = 0.5 * (B + B.T) * (1.0 - jnp.eye(d, dtype=pi.dtype))
@@ -120,9 +91,14 @@ def default_direction(d: int) -> np.ndarray:
 
 @eqx.filter_jit
 def sample_sequences(
-    key: Key, P: Float[ArrayLike, "d d"], n: int, length: int
+    key: Key,
+    P: Float[ArrayLike, "d d"],
+    n: int,
+    length: int,
+    initial: Float[ArrayLike, " d"] | None = None,
 ) -> Int[Array, "n length"]:
-    """``n`` sequences of ``length`` tokens: ``x_1 ~ Uniform([d])``, ``x_{j+1} ~ P[x_j, :]``.
+    """``n`` sequences of ``length`` tokens: ``x_1 ~ initial`` (default ``Uniform([d])``, the
+    paper's; ``initial = pi`` gives windows of a stationary stream), ``x_{j+1} ~ P[x_j, :]``.
 
     One ``lax.scan`` over positions, vectorised over the ``n`` chains. ``length = s + 1``
     gives inputs ``x_1..x_s`` and the target ``x_{s+1}``.
@@ -131,7 +107,10 @@ def sample_sequences(
     d = P.shape[0]
     logP = jnp.log(P)
     k0, k1 = jax.random.split(key)
-    x1 = jax.random.randint(k0, (n,), 0, d)
+    if initial is None:
+        x1 = jax.random.randint(k0, (n,), 0, d)
+    else:
+        x1 = jax.random.categorical(k0, jnp.log(jnp.asarray(initial, P.dtype)), shape=(n,))
 
     def step(x, k):
         nxt = jax.random.categorical(k, logP[x], axis=-1)
@@ -139,3 +118,40 @@ def sample_sequences(
 
     _, rest = jax.lax.scan(step, x1, jax.random.split(k1, length - 1))
     return jnp.concatenate([x1[None, :], rest], axis=0).T.astype(jnp.int32)
+
+
+def resolve_chain(
+    P: Float[ArrayLike, "d d"], pi: Float[ArrayLike, " d"] | None = None
+) -> tuple[Float[Array, " d"], Float[Array, "d d"]]:
+    """Validate a Markov chain and return ``(pi, P)`` as arrays.
+
+    ``P`` must be row-stochastic (:func:`jaxdyn.require_stochastic`). ``pi`` defaults to its
+    stationary law (:func:`stationary_distribution`); a given or computed ``pi`` must be a
+    strictly positive probability vector (an irreducible chain) with ``pi^T P = pi^T``. Concrete
+    inputs fail with a one-line ``ValueError``; traced inputs get ``eqx.error_if`` checks.
+    """
+    from .._validation import is_traced, require_stochastic
+
+    if np.ndim(P) != 2 or np.shape(P)[0] != np.shape(P)[1] or np.shape(P)[0] < 2:
+        raise ValueError(
+            f"P must be a square matrix with at least 2 states, got shape {np.shape(P)}"
+        )
+    P = jnp.asarray(require_stochastic("P", P))
+    given = pi is not None
+    if not given and not is_traced(P):
+        d = P.shape[0]
+        A = np.concatenate([np.asarray(P).T - np.eye(d), np.ones((1, d))])
+        if np.linalg.matrix_rank(A) < d:
+            raise ValueError("P is not irreducible: its stationary law is not unique (pass pi)")
+    pi = stationary_distribution(P) if pi is None else jnp.asarray(pi, P.dtype)
+    if pi.shape != (P.shape[0],):
+        raise ValueError(f"pi must have {P.shape[0]} entries to match P, got shape {pi.shape}")
+    name = "pi" if given else "the stationary law of P (P must be irreducible)"
+    pi = jnp.asarray(require_probability_vector(name, pi, strictly_positive=True))
+    residual = jnp.max(jnp.abs(pi @ P - pi))
+    message = "pi is not stationary for P (pi^T P != pi^T)"
+    if is_traced(pi, P):
+        pi = eqx.error_if(pi, residual > 1e-6, message)
+    elif float(residual) > 1e-6:
+        raise ValueError(f"{message}: max |pi^T P - pi^T| = {float(residual):.3g}")
+    return pi, P

@@ -1,8 +1,18 @@
 """Metrics of a trajectory (focus_dilution.md, "Metrics to log").
 
-:func:`trajectory_metrics` maps a stack of models (leading time axis) to a dict of arrays; it
-is pure JAX and vmapped over time. :func:`embedding_pca` and :func:`fit_growth_rate` are
-NumPy post-processing of saved arrays.
+:func:`trajectory_metrics` maps a stack of models (leading time axis) to a dict of arrays; it is
+pure JAX and vmapped over time. :func:`embedding_pca` is NumPy post-processing of saved arrays.
+
+Two quantities measure the stage-II attention dynamics along the whole trajectory, for any
+chain. With ``alpha`` the top right singular vector of ``W0`` and ``gamma = W0 alpha``, the
+gradient in ``(WQ, WK)`` is exactly ``dWQ/dt = -A WK``, ``dWK/dt = -A^T WQ`` with
+``A = W0^T (dL/dPhi) W0``; when ``W0`` is rank one, ``A = (gamma^T G gamma) alpha alpha^T`` and
+
+    k(t) = -gamma^T (dL/dPhi) gamma          (``focus_rate_path``)
+
+is the signed instantaneous focus rate: the amplitude ``||alpha^T (WQ + sign(k) WK)|| / sqrt 2``
+(``attention_amplitude``) grows like ``exp(int k dt)``, and ``Phi`` moves along
+``sign(k) gamma gamma^T``. At the unigram saddle ``k`` equals the closed-form ``c``.
 """
 
 from __future__ import annotations
@@ -34,34 +44,61 @@ def dilution_mode(gamma: Float[ArrayLike, " d"], pi: Float[ArrayLike, " d"]) -> 
     return (1.0 - p1) * g1 - p1 * (jnp.sum(gamma) - g1)
 
 
+def embedding_profile(
+    model: OneLayerTransformer, pi
+) -> tuple[Float[Array, " m"], Float[Array, " d"]]:
+    """``(alpha, gamma)``: the top right singular vector of ``W0`` and ``gamma = W0 alpha``, the
+    sign fixed so that ``gamma . pi > 0`` (a singular vector's sign is arbitrary)."""
+    _, _, Vt = jnp.linalg.svd(model.W0, full_matrices=False)
+    alpha = Vt[0]
+    gamma = model.W0 @ alpha
+    sign = jnp.where(gamma @ jnp.asarray(pi) < 0, -1.0, 1.0)
+    return sign * alpha, sign * gamma
+
+
+def instantaneous_focus_rate(model: OneLayerTransformer, pi, P) -> Float[Array, ""]:
+    """Signed instantaneous focus rate ``k = -gamma^T (dL/dPhi) gamma`` (module docstring)."""
+    M, Phi = model.matrices()
+    G = jax.grad(population_loss_from_matrices, argnums=1)(M, Phi, pi, P)
+    _, gamma = embedding_profile(model, pi)
+    return -(gamma @ G @ gamma)
+
+
 def model_metrics(model: OneLayerTransformer, pi, P) -> dict[str, Array]:
-    """Metrics of one model on the chain ``(pi, P)``; see :func:`trajectory_metrics`."""
+    """Metrics of one model on the chain ``(pi, P)``; see :func:`trajectory_metrics`. A model
+    with a non-finite entry (a failed solve's later saves) gives NaN metrics."""
+    finite = jnp.all(
+        jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(model)])
+    )
+    # LAPACK's SVD rejects NaN input (and says so on stderr): measure a zero model instead
+    safe = jax.tree_util.tree_map(lambda x: jnp.where(finite, x, 0.0), model)
+    values = _metrics(safe, pi, P)
+    return jax.tree_util.tree_map(lambda v: jnp.where(finite, v, jnp.nan), values)
+
+
+def _metrics(model: OneLayerTransformer, pi, P) -> dict[str, Array]:
     pi = jnp.asarray(pi)
     d = pi.shape[0]
     M, Phi = model.matrices()
-    U0, s0, V0t = jnp.linalg.svd(model.W0, full_matrices=False)
-    U1, s1, V1t = jnp.linalg.svd(model.W1, full_matrices=False)
+    U0, s0, _ = jnp.linalg.svd(model.W0, full_matrices=False)
+    _, s1, V1t = jnp.linalg.svd(model.W1, full_matrices=False)
     sphi = jnp.linalg.svd(Phi, compute_uv=False)
     centred = pi - 1.0 / d
-    alpha = V0t[0]
-    gamma = model.W0 @ alpha
-    gamma = gamma * jnp.where(gamma @ pi < 0, -1.0, 1.0)
-    gnorm = jnp.linalg.norm(gamma)
-    D = dilution_mode(gamma, pi)
+    alpha, gamma = embedding_profile(model, pi)
     W = population_attention(Phi, pi)
     H = attention_entropy(W)
     top = jnp.argmax(pi)
     low = jnp.arange(d) != top
     pphi = jnp.outer(pi, pi)
     phi_norm = jnp.linalg.norm(Phi)
+    k = instantaneous_focus_rate(model, pi, P)
+    sign = jnp.where(k < 0, -1.0, 1.0)
     return {
         "loss": population_loss_from_matrices(M, Phi, pi, P),
         "sv_W0": s0,
         "sv_W1": s1,
         "sv_Phi": sphi,
         "cos_W0_pi": _abs_cos(U0[:, 0], pi),
-        "cos_W0_centred": _abs_cos(U0[:, 0], centred),
-        "cos_W1_pi": _abs_cos(V1t[0], pi),
         "cos_W1_centred": _abs_cos(V1t[0], centred),
         "phi_norm": phi_norm,
         "cos_Phi_pipi": jnp.sum(Phi * pphi) / (phi_norm * jnp.linalg.norm(pphi) + 1e-300),
@@ -70,12 +107,13 @@ def model_metrics(model: OneLayerTransformer, pi, P) -> dict[str, Array]:
         "entropy_top_query": H[top],
         "entropy_low_queries": jnp.sum(jnp.where(low, pi * H, 0.0))
         / jnp.sum(jnp.where(low, pi, 0.0)),
+        "frequent_weight": pi @ W[:, top],
+        "frequent_query_weight": W[top, top],
         "gamma": gamma,
-        "dilution_mode": D,
-        "dilution_mode_rel": D / (gnorm + 1e-300),
-        "attention_mode": jnp.sqrt(
-            jnp.sum((alpha @ model.WQ) ** 2) + jnp.sum((alpha @ model.WK) ** 2)
-        ),
+        "dilution_mode_rel": dilution_mode(gamma, pi) / (jnp.linalg.norm(gamma) + 1e-300),
+        "focus_rate_path": k,
+        "attention_amplitude": jnp.linalg.norm(alpha @ (model.WQ + sign * model.WK))
+        / jnp.sqrt(2.0),
     }
 
 
@@ -84,14 +122,15 @@ def trajectory_metrics(models: OneLayerTransformer, pi, P) -> dict[str, Array]:
     """Metrics over time for a stack of models (leading time axis on every leaf).
 
     ``loss``; singular values ``sv_W0``, ``sv_W1``, ``sv_Phi``; alignments ``cos_W0_pi``
-    (top left singular vector of W0 with pi), ``cos_W1_centred`` (top right singular vector
-    of W1 with ``pi - 1/d 1``) and the crossed ones; ``phi_norm`` and ``cos_Phi_pipi``
-    (``cos(Phi, pi pi^T)``); the token-type attention ``attention[q, k] = w_qk`` and its
-    entropies ``entropy_query[q]``, ``entropy_top_query`` (most frequent query) and
-    ``entropy_low_queries`` (pi-weighted mean over the others); ``gamma = W0 alpha`` with
-    ``alpha`` the top right singular vector of W0, the ``dilution_mode`` (and divided by
-    ``||gamma||``), and ``attention_mode = ||(alpha^T WQ, alpha^T WK)||``, the amplitude of
-    the stage-II unstable direction.
+    (top left singular vector of W0 with pi) and ``cos_W1_centred`` (top right singular vector
+    of W1 with ``pi - 1/d 1``); ``phi_norm`` and ``cos_Phi_pipi`` (``cos(Phi, pi pi^T)``); the
+    token-type attention ``attention[q, k] = w_qk`` and its entropies ``entropy_query[q]``,
+    ``entropy_top_query`` (most frequent query) and ``entropy_low_queries`` (pi-weighted mean
+    over the others); ``frequent_weight = sum_q pi_q w_{q,top}`` (the attention the frequent
+    token receives; ``pi_top`` under uniform attention) and ``frequent_query_weight =
+    w_{top,top}``; the sign-fixed profile ``gamma = W0 alpha`` and the relative dilution mode
+    ``dilution_mode_rel = D / ||gamma||``; the signed instantaneous focus rate
+    ``focus_rate_path`` and the ``attention_amplitude`` it drives (module docstring).
     """
     return jax.vmap(lambda m: model_metrics(m, pi, P))(models)
 
@@ -106,60 +145,3 @@ def embedding_pca(W0_traj: Float[ArrayLike, "T d m"], n_components: int = 2) -> 
     _, _, Vt = np.linalg.svd(centred, full_matrices=False)
     k = min(n_components, Vt.shape[0])
     return (centred @ Vt[:k].T).reshape(T, d, k)
-
-
-def fit_growth_rate(ts: ArrayLike, y: ArrayLike, lo: float, hi: float) -> tuple[float, int]:
-    """Least-squares slope of ``log y`` against ``t`` over the first window where
-    ``lo <= y <= hi`` (up to the first time ``y`` exceeds ``hi``). Returns ``(rate, n_points)``;
-    ``rate`` is NaN if fewer than 3 points fall in the window."""
-    ts = np.asarray(ts, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    above = np.nonzero(y > hi)[0]
-    end = above[0] if above.size else len(y)
-    sel = np.zeros(len(y), bool)
-    sel[:end] = y[:end] >= lo
-    sel &= np.isfinite(y) & (y > 0)
-    n = int(sel.sum())
-    if n < 3:
-        return float("nan"), n
-    return float(np.polyfit(ts[sel], np.log(y[sel]), 1)[0]), n
-
-
-def fit_rate_between(ts: ArrayLike, y: ArrayLike, t_lo: float, t_hi: float) -> tuple[float, int]:
-    """Least-squares slope of ``log y`` against ``t`` over saved times in ``[t_lo, t_hi]``."""
-    ts = np.asarray(ts, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    sel = (ts >= t_lo) & (ts <= t_hi) & np.isfinite(y) & (y > 0)
-    n = int(sel.sum())
-    if n < 3:
-        return float("nan"), n
-    return float(np.polyfit(ts[sel], np.log(y[sel]), 1)[0]), n
-
-
-def fitted_condensation_rate(
-    ts, metrics, *, lo: float = 3.0, hi: float = 0.02
-) -> tuple[float, int]:
-    """Stage-I growth rate fitted on ``sigma_1(W0)(t)`` while it grows from ``lo`` times its
-    initial value to ``hi`` times its maximum (the linear regime around ``theta = 0``)."""
-    s = np.asarray(metrics["sv_W0"])[:, 0]
-    return fit_growth_rate(ts, s, lo * s[0], hi * np.nanmax(s))
-
-
-def fitted_focus_rate(
-    ts, metrics, pi, *, plateau_tol: float = 1e-2, phi_max: float = 0.05
-) -> tuple[float, int]:
-    """Stage-II growth rate fitted on ``attention_mode(t) = ||(alpha^T WQ, alpha^T WK)||`` from
-    the time the loss is within ``plateau_tol`` of ``H(pi)`` until ``||Phi||`` reaches
-    ``phi_max`` (the linear regime around the unigram saddle)."""
-    pi = np.asarray(pi, dtype=np.float64)
-    H = float(-np.sum(pi * np.log(pi)))
-    loss = np.asarray(metrics["loss"])
-    phi = np.asarray(metrics["phi_norm"])
-    ts = np.asarray(ts, dtype=np.float64)
-    on = np.nonzero(loss <= H + plateau_tol)[0]
-    if on.size == 0:
-        return float("nan"), 0
-    t_lo = ts[on[0]]
-    above = np.nonzero((phi >= phi_max) & (ts > t_lo))[0]
-    t_hi = ts[above[0]] if above.size else ts[-1]
-    return fit_rate_between(ts, metrics["attention_mode"], t_lo, t_hi)

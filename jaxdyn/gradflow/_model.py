@@ -188,9 +188,3 @@ def sequence_loss(model: OneLayerTransformer, sequences: Int[ArrayLike, "n s1"])
     """Mean last-token cross-entropy ``-log softmax(z)[x_{s+1}]`` over ``n`` sequences of
     ``s + 1`` tokens (inputs ``x_1..x_s``, target ``x_{s+1}``)."""
     return batch_loss(model, prepare_batch(sequences, model.vocab_size, model.W0.dtype))
-
-
-def entropy(p: Float[ArrayLike, "... d"]) -> Float[Array, "..."]:
-    """Shannon entropy in nats (``H(pi) = 0.72714`` for the headline ``pi``)."""
-    p = jnp.asarray(p)
-    return -jnp.sum(jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0), axis=-1)

@@ -1,78 +1,189 @@
-"""Automatic stage timestamps (focus_dilution.md, "Stages"): condensation, focus, dilution and
-new direction, from the metrics of :func:`jaxdyn.gradflow.trajectory_metrics`.
+"""Stage times of a trajectory, each with the measurement that defines it (focus_dilution.md,
+"Stages"), for any chain.
 
-Definitions (each a first crossing, linearly interpolated in ``t``; NaN if never crossed):
+Each stage is the first crossing of a level by one measured curve, searched only after the
+previous stage (a crossing is a pair of consecutive saves on either side of the level; its time
+is linearly interpolated between them):
 
-- condensation: the loss crosses the midpoint between ``log d`` (start) and ``H(pi)`` (unigram
-  plateau);
-- focus: the attention entropy of the most frequent query falls to ``focus_fraction * H(pi)``
-  (it starts at ``H(pi)`` because attention is uniform, ``w = pi``);
-- dilution: the relative dilution mode ``D / ||gamma||`` reaches ``dilution_fraction`` (0.9) of its
-  maximum over the run (the high- and low-frequency embeddings move apart while the
-  low-frequency queries' attention spreads out);
-- new direction: ``sigma_2(W0) / sigma_1(W0)`` crosses ``new_direction_ratio`` after the
-  condensation (at initialisation all singular values are comparable).
+- ``condensation``: the loss crosses ``(log d + H(pi)) / 2``, midway from its start ``log d``
+  to the unigram plateau ``H(pi)``;
+- ``departure``: attention leaves uniform: ``f = sum_q pi_q w_{q,top}``, the attention the
+  most frequent token receives (``pi_top`` under uniform attention), has moved by the fraction
+  ``departure`` of its room, up to ``pi_top + departure (1 - pi_top)`` or down to
+  ``(1 - departure) pi_top``; ``departure_sign`` is ``+1`` when attention moves onto that token
+  (focus, predicted for ``c > 0``) and ``-1`` when it moves off it (``c < 0``);
+- ``focus``: the attention moves onto the frequent token, ``f >= pi_top + departure
+  (1 - pi_top)`` (the departure itself when ``c > 0``; later, if ever, when attention first
+  moves off it);
+- ``dilution``: the attention entropy of the other queries (pi-weighted), which the focus
+  first lowers, rises back above ``H(pi)``, its value under uniform attention;
+- ``new_direction``: ``sigma_2(W0) / sigma_1(W0)`` crosses ``new_direction_ratio`` (a second
+  embedding direction grows).
 
-The thresholds are [open] modelling choices, exposed as arguments.
+The low-query entropy's course is summarised by ``entropy_dip`` (its minimum between
+condensation and dilution), ``entropy_peak`` (its maximum from dilution to the new direction)
+and ``entropy_after_peak`` (its minimum after the peak): the down-up-down of the paper.
+Everything is JAX (jit- and vmap-able); a stage not reached is ``nan``.
 """
 
 from __future__ import annotations
 
+import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 
-from .._custom_types import ArrayLike
+from .._custom_types import Array, ArrayLike, Bool, Float, Int, Scalar
+from .._numerics import entropy
+from .._validation import require_in_interval
 
 STAGE_NAMES = ("condensation", "focus", "dilution", "new_direction")
 
 
+class StageEvidence(eqx.Module):
+    """When one stage was reached and the measurement that says so.
+
+    Attributes:
+        time: the crossing time (``nan`` if the level is not crossed after the previous stage).
+        level: the level whose crossing defines the stage.
+        start: the measured quantity at the start of the search (the previous stage's time).
+        value: the quantity at the first save past the level.
+    """
+
+    time: Scalar
+    level: Scalar
+    start: Scalar
+    value: Scalar
+
+
+@eqx.filter_jit
 def first_crossing(
-    ts: ArrayLike, y: ArrayLike, level: float, *, downward: bool, t_min: float = -np.inf
-) -> float:
-    """First time at or after ``t_min`` that ``y`` crosses ``level`` (downward or upward),
-    linearly interpolated between saved times."""
-    ts = np.asarray(ts, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    hit = ((y <= level) if downward else (y >= level)) & (ts >= t_min)
-    idx = np.nonzero(hit & np.isfinite(y))[0]
-    if idx.size == 0:
-        return float("nan")
-    i = int(idx[0])
-    if i == 0 or ts[i - 1] < t_min:
-        return float(ts[i])
-    y0, y1 = y[i - 1], y[i]
-    frac = 0.0 if y1 == y0 else (level - y0) / (y1 - y0)
-    return float(ts[i - 1] + np.clip(frac, 0.0, 1.0) * (ts[i] - ts[i - 1]))
-
-
-def detect_stages(
-    ts: ArrayLike,
-    metrics: dict,
-    pi: ArrayLike,
+    ts: Float[ArrayLike, " T"],
+    y: Float[ArrayLike, " T"],
+    level: Float[ArrayLike, ""],
+    t_min: Float[ArrayLike, ""],
     *,
-    focus_fraction: float = 0.5,
-    dilution_fraction: float = 0.9,
-    new_direction_ratio: float = 0.1,
-) -> dict[str, float]:
-    """Timestamps of the four stages (see the module docstring) from saved metrics."""
-    pi = np.asarray(pi, dtype=np.float64)
+    upward: bool,
+) -> StageEvidence:
+    """First crossing of ``level`` by ``y(ts)`` between consecutive saves after ``t_min``
+    (upward: from below to at-or-above; downward: from above to at-or-below; the save past the
+    level comes after ``t_min``), with the time linearly interpolated between the two saves, so
+    it may precede ``t_min`` when both crossings fall between the same saves (``nan`` if none,
+    or if ``t_min`` is ``nan``)."""
+    ts = jnp.asarray(ts)
+    y = jnp.asarray(y)
+    level = jnp.asarray(level, y.dtype)
+    beyond = (y >= level) if upward else (y <= level)
+    before = jnp.concatenate([jnp.zeros(1, bool), beyond[:-1]])
+    hit = beyond & ~before & (ts > t_min) & jnp.isfinite(y)
+    i = jnp.argmax(hit)
+    found = jnp.any(hit)
+    j = jnp.maximum(i - 1, 0)
+    frac = jnp.where(y[i] == y[j], 1.0, (level - y[j]) / (y[i] - y[j]))
+    t = jnp.where(i > 0, ts[j] + jnp.clip(frac, 0.0, 1.0) * (ts[i] - ts[j]), ts[i])
+    k = jnp.argmax(ts >= t_min)
+    nan = jnp.full((), jnp.nan, y.dtype)
+    return StageEvidence(
+        time=jnp.where(found, t, nan),
+        level=level,
+        start=jnp.where(jnp.isfinite(t_min), y[k], nan),
+        value=jnp.where(found, y[i], nan),
+    )
+
+
+class Stages(eqx.Module):
+    """The stages of one trajectory (module docstring), each a :class:`StageEvidence`.
+
+    Attributes:
+        condensation, departure, focus, dilution, new_direction: the stages.
+        departure_sign: ``+1`` attention first moves onto the most frequent token, ``-1`` off
+            it, ``0`` it never departs from uniform.
+        entropy_dip, entropy_peak, entropy_after_peak: the low-query attention entropy's
+            minimum before dilution, maximum after it, and minimum after that maximum.
+        uniform_entropy: ``H(pi)``, every query's attention entropy under uniform attention.
+    """
+
+    condensation: StageEvidence
+    departure: StageEvidence
+    departure_sign: Int[Array, ""]
+    focus: StageEvidence
+    dilution: StageEvidence
+    new_direction: StageEvidence
+    entropy_dip: Scalar
+    entropy_peak: Scalar
+    entropy_after_peak: Scalar
+    uniform_entropy: Scalar
+
+    def in_order(self) -> Bool[Array, ""]:
+        """All four stages reached, in the order condensation < focus < dilution < new
+        direction (each is searched after the previous one; equal times are not in order)."""
+        t = jnp.stack([getattr(self, name).time for name in STAGE_NAMES])
+        return jnp.all(jnp.isfinite(t)) & jnp.all(jnp.diff(t) > 0)
+
+    def times(self) -> dict[str, float]:
+        """Host-side ``{stage: time}`` (including ``departure``)."""
+        names = ("condensation", "departure", "focus", "dilution", "new_direction")
+        return {name: float(getattr(self, name).time) for name in names}
+
+
+def _masked(y, mask, reduce, fill):
+    return jnp.where(jnp.any(mask), reduce(jnp.where(mask, y, fill)), jnp.nan)
+
+
+@eqx.filter_jit
+def detect_stages(
+    ts: Float[ArrayLike, " T"],
+    metrics: dict[str, Array],
+    pi: Float[ArrayLike, " d"],
+    *,
+    departure: float | Float[ArrayLike, ""] = 0.05,
+    new_direction_ratio: float | Float[ArrayLike, ""] = 0.1,
+) -> Stages:
+    """:class:`Stages` from the saved ``metrics`` of :func:`trajectory_metrics` (keys
+    ``loss``, ``frequent_weight``, ``entropy_low_queries``, ``sv_W0``). The thresholds are
+    modelling choices (focus_dilution.md, "[open]")."""
+    departure = require_in_interval("departure", departure, 0.0, 1.0, closed="neither")
+    new_direction_ratio = require_in_interval(
+        "new_direction_ratio", new_direction_ratio, 0.0, 1.0, closed="neither"
+    )
+    ts = jnp.asarray(ts)
+    pi = jnp.asarray(pi)
     d = pi.shape[0]
-    H = float(-np.sum(pi * np.log(pi)))
-    loss = np.asarray(metrics["loss"])
-    t_cond = first_crossing(ts, loss, 0.5 * (np.log(d) + H), downward=True)
-    t_focus = first_crossing(ts, metrics["entropy_top_query"], focus_fraction * H, downward=True)
-    D = np.asarray(metrics["dilution_mode_rel"])
-    peak = np.nanmax(D) if np.any(np.isfinite(D)) else float("nan")
-    t_dil = float("nan")
-    if peak > 0:
-        t_dil = first_crossing(ts, D, dilution_fraction * peak, downward=False)
-    sv = np.asarray(metrics["sv_W0"])
-    ratio = sv[:, 1] / np.maximum(sv[:, 0], 1e-300) if sv.shape[1] > 1 else np.zeros(len(sv))
-    after = np.nanmax([t_cond, t_focus]) if np.isfinite([t_cond, t_focus]).any() else np.inf
-    t_new = first_crossing(ts, ratio, new_direction_ratio, downward=False, t_min=after)
-    return {"condensation": t_cond, "focus": t_focus, "dilution": t_dil, "new_direction": t_new}
+    H = entropy(pi)
+    top = jnp.max(pi)
+    cond = first_crossing(ts, metrics["loss"], 0.5 * (jnp.log(d) + H), -jnp.inf, upward=False)
+    excess = metrics["frequent_weight"] - top
+    # the move as a fraction of its room: up to 1, down to 0
+    moved = jnp.where(excess > 0, excess / (1.0 - top), -excess / top)
+    dep = first_crossing(ts, moved, departure, cond.time, upward=True)
+    i_dep = jnp.argmax(ts >= dep.time)
+    sign = jnp.where(jnp.isfinite(dep.time), jnp.sign(excess[i_dep]), 0).astype(jnp.int32)
+    foc = first_crossing(ts, excess / (1.0 - top), departure, cond.time, upward=True)
+    h_low = metrics["entropy_low_queries"]
+    dil = first_crossing(ts, h_low, H, foc.time, upward=True)
+    sv = metrics["sv_W0"]
+    ratio = sv[:, 1] / jnp.maximum(sv[:, 0], 1e-300) if sv.shape[1] > 1 else jnp.zeros_like(ts)
+    new = first_crossing(ts, ratio, new_direction_ratio, dil.time, upward=True)
+    t_stop = jnp.where(jnp.isfinite(new.time), new.time, ts[-1])
+    dip = _masked(h_low, (ts >= cond.time) & (ts <= dil.time), jnp.min, jnp.inf)
+    after_dil = (ts >= dil.time) & (ts <= t_stop)
+    peak = _masked(h_low, after_dil, jnp.max, -jnp.inf)
+    t_peak = ts[jnp.argmax(jnp.where(after_dil, h_low, -jnp.inf))]
+    after_peak = _masked(h_low, jnp.isfinite(peak) & (ts >= t_peak), jnp.min, jnp.inf)
+    return Stages(
+        condensation=cond,
+        departure=dep,
+        departure_sign=sign,
+        focus=foc,
+        dilution=dil,
+        new_direction=new,
+        entropy_dip=dip,
+        entropy_peak=peak,
+        entropy_after_peak=after_peak,
+        uniform_entropy=H,
+    )
 
 
-def stages_in_order(stages: dict[str, float]) -> bool:
-    """True if all four stages were detected and occur in the order of :data:`STAGE_NAMES`."""
-    t = [stages.get(k, float("nan")) for k in STAGE_NAMES]
-    return bool(np.all(np.isfinite(t)) and np.all(np.diff(t) > 0))
+def stage_times(stages: Stages) -> dict[str, np.ndarray]:
+    """``{stage: times}`` as NumPy arrays (any leading batch shape, e.g. a vmapped sweep)."""
+    names = ("condensation", "departure", "focus", "dilution", "new_direction")
+    return {name: np.asarray(getattr(stages, name).time) for name in names}

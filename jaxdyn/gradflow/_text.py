@@ -106,16 +106,25 @@ def load_corpus(
     level: Level = "word",
     vocab_size: int = 32,
     max_tokens: int | None = None,
+    max_chars: int | None = None,
+    include: tuple[str, ...] = (),
     lowercase: bool = True,
 ) -> Corpus:
     """Read ``path``, tokenise it and map tokens to the ``vocab_size - 1`` most frequent ones
-    plus ``OOV`` (ties broken alphabetically, so the vocabulary is deterministic)."""
+    plus ``OOV`` (ties broken alphabetically, so the vocabulary is deterministic).
+
+    ``include`` adds tokens to the vocabulary even if they are rarer (e.g. a medium-frequency
+    query word; ``d`` grows by those not already in it). ``max_chars`` reads only the lines that
+    fit in the first ``max_chars`` characters; ``max_tokens`` keeps the first tokens.
+    """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"corpus_path does not exist or is not a file: {path}")
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be at least 2, got {vocab_size}")
     text = path.read_text(encoding="utf-8", errors="replace")
+    if max_chars is not None and len(text) > max_chars:
+        text = text[: text.rfind("\n", 0, max_chars) + 1]
     detected = detect_format(text) if fmt == "auto" else fmt
     toks = tokenize(text, detected, level, lowercase=lowercase)
     if max_tokens is not None:
@@ -124,7 +133,13 @@ def load_corpus(
         raise ValueError(f"corpus {path} has fewer than 2 tokens")
     counts = collections.Counter(toks)
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    vocab = [w for w, _ in ranked if w != OOV][: vocab_size - 1] + [OOV]
+    if lowercase:
+        include = tuple(w.lower() for w in include)
+    missing = [w for w in include if w not in counts]
+    if missing:
+        raise ValueError(f"include: {missing} do not occur in the corpus")
+    vocab = [w for w, _ in ranked if w != OOV][: vocab_size - 1]
+    vocab += [w for w in include if w not in vocab] + [OOV]
     ids = {w: i for i, w in enumerate(vocab)}
     oov = ids[OOV]
     tokens = np.fromiter((ids.get(w, oov) for w in toks), dtype=np.int32, count=len(toks))

@@ -9,6 +9,7 @@ gradient descent with step ``lr`` after ``k`` steps is compared with the populat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import equinox as eqx
@@ -16,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
+from .._custom_types import Array, ArrayLike, Float, Int, Key, PyTree, Scalar
 from .._status import Status, mark_nonfinite
 from ._markov import sample_sequences
 from ._model import (
@@ -24,6 +25,7 @@ from ._model import (
     OneLayerTransformer,
     batch_loss,
     init_transformer,
+    population_attention,
     population_loss,
     prepare_batch,
 )
@@ -58,15 +60,19 @@ def train_init(
     return TrainState(model=model, opt_state=opt_state, step=jnp.asarray(0, jnp.int32))
 
 
+def _descent_step(state: TrainState, loss_fn, optimizer) -> tuple[TrainState, Scalar]:
+    loss, grads = jax.value_and_grad(loss_fn)(state.model)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.model)
+    model = optax.apply_updates(state.model, updates)
+    return TrainState(model=model, opt_state=opt_state, step=state.step + 1), loss
+
+
 def train_step(
     state: TrainState, batch: Batch, optimizer: optax.GradientTransformation
 ) -> tuple[TrainState, Scalar]:
     """One full-batch step on the mean last-token cross-entropy of ``batch`` (a
     :class:`Batch` from :func:`prepare_batch`, built once outside the training loop)."""
-    loss, grads = jax.value_and_grad(batch_loss)(state.model, batch)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.model)
-    model = optax.apply_updates(state.model, updates)
-    return TrainState(model=model, opt_state=opt_state, step=state.step + 1), loss
+    return _descent_step(state, lambda model: batch_loss(model, batch), optimizer)
 
 
 def position_entropy(model: OneLayerTransformer, sequences: Int[ArrayLike, "n s1"]) -> Scalar:
@@ -80,16 +86,93 @@ def position_entropy(model: OneLayerTransformer, sequences: Int[ArrayLike, "n s1
 
 
 class TrainingRun(eqx.Module):
-    """Recorded training curve: ``steps`` at which the model was recorded, the training loss,
-    the population loss of the trained model, its position-attention entropy, the models
-    themselves (leading axis = records) and a :class:`jaxdyn.Status`."""
+    """Recorded training curve (leading axis = records, the first at step 0).
+
+    Attributes:
+        steps: step counts of the records.
+        train_loss: the loss being descended, at each record.
+        population_loss: the population loss of the model on the chain ``(pi, P)``.
+        attention: its token-type attention ``w_qk`` on that chain (``population_attention``).
+        position_entropy: mean last-token position-attention entropy over the training
+            sequences divided by ``log s`` (``None`` without sequences).
+        observed: what the ``observe`` hook returned at each record (``None`` without one).
+        models: the models.
+        status: a :class:`jaxdyn.Status` (``nonfinite`` if a loss or parameter is NaN).
+    """
 
     steps: Int[Array, " R"]
     train_loss: Float[Array, " R"]
     population_loss: Float[Array, " R"]
-    position_entropy: Float[Array, " R"]
+    attention: Float[Array, "R d d"]
+    position_entropy: Float[Array, " R"] | None
+    observed: PyTree | None
     models: OneLayerTransformer
     status: Status
+
+
+def descend(
+    model: OneLayerTransformer,
+    loss_fn: Callable[[OneLayerTransformer], Scalar],
+    pi: Float[ArrayLike, " d"],
+    P: Float[ArrayLike, "d d"],
+    *,
+    lr: Float[ArrayLike, ""],
+    num_steps: int,
+    record_every: int,
+    optimizer: OptimizerName = "gd",
+    sequences: Int[ArrayLike, "n s1"] | None = None,
+    observe: Callable[[OneLayerTransformer], PyTree] | None = None,
+) -> TrainingRun:
+    """Full-batch descent on ``loss_fn`` from ``model`` for ``num_steps`` steps, recording every
+    ``record_every`` (one ``lax.scan``; ``lr`` may be traced).
+
+    ``loss_fn`` is e.g. ``partial(batch_loss, batch=prepare_batch(x, d))`` (sampled
+    sequences, real text windows) or ``lambda m: population_loss(m, pi, P)`` (gradient descent
+    on the population loss: the flow discretised with step ``lr``). Records are measured on the
+    chain ``(pi, P)``; ``sequences`` adds the position entropy, ``observe(model)`` anything else.
+    """
+    if num_steps % record_every:
+        raise ValueError(
+            f"num_steps ({num_steps}) must be a multiple of record_every ({record_every})"
+        )
+    opt = make_optimizer(optimizer)
+    state = train_init(model, opt, lr)
+
+    def record(st, loss):
+        _, Phi = st.model.matrices()
+        return (
+            st.step,
+            loss,
+            population_loss(st.model, pi, P),
+            population_attention(Phi, pi),
+            None if sequences is None else position_entropy(st.model, sequences),
+            None if observe is None else observe(st.model),
+            st.model,
+        )
+
+    def step(st, _):
+        return _descent_step(st, loss_fn, opt)
+
+    def block(st, _):
+        # unroll=2: two steps per loop iteration halve the while-loop overhead, which is a
+        # sizeable part of a step this small (same operations, same results)
+        st, losses = jax.lax.scan(step, st, None, length=record_every, unroll=2)
+        return st, record(st, losses[-1])
+
+    first = record(state, loss_fn(state.model))
+    state, recs = jax.lax.scan(block, state, None, length=num_steps // record_every)
+    recs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
+    steps, tl, pl, att, pe, obs, models = recs
+    return TrainingRun(
+        steps=steps,
+        train_loss=tl,
+        population_loss=pl,
+        attention=att,
+        position_entropy=pe,
+        observed=obs,
+        models=models,
+        status=mark_nonfinite(Status.successful, (tl, pl, models)),
+    )
 
 
 def train_finite(
@@ -107,58 +190,32 @@ def train_finite(
     record_every: int,
     optimizer: OptimizerName = "gd",
     init_key: Key | None = None,
+    initial: Float[ArrayLike, " d"] | None = None,
 ) -> TrainingRun:
-    """Sample ``n`` sequences of ``s + 1`` tokens from ``P``, initialise at scale ``eps`` and
-    train for ``num_steps`` full-batch steps, recording every ``record_every`` steps.
+    """Sample ``n`` sequences of ``s + 1`` tokens from ``P`` (first token ``~ initial``,
+    default uniform), initialise at scale ``eps`` and train for ``num_steps`` full-batch steps,
+    recording every ``record_every`` steps (:func:`descend`).
 
     ``init_key`` (default: derived from ``key``) fixes the initialisation separately from the
     data, so the population flow can start from the same parameters. ``eps``, ``lr``, ``P``
     and ``pi`` may be traced; ``n``, ``s``, widths and step counts are static.
     """
-    if num_steps % record_every:
-        raise ValueError(
-            f"num_steps ({num_steps}) must be a multiple of record_every ({record_every})"
-        )
     k_data, k_init = jax.random.split(key)
     if init_key is not None:
         k_init = init_key
     P = jnp.asarray(P)
     d = P.shape[0]
-    data = sample_sequences(k_data, P, n, s + 1)
+    data = sample_sequences(k_data, P, n, s + 1, initial)
     batch = prepare_batch(data, d, P.dtype)
     model = init_transformer(k_init, d, m, m_attn, eps, dtype=P.dtype)
-    opt = make_optimizer(optimizer)
-    state = train_init(model, opt, lr)
-
-    def record(st, loss):
-        return (
-            st.step,
-            loss,
-            population_loss(st.model, pi, P),
-            position_entropy(st.model, data),
-            st.model,
-        )
-
-    def block(st, _):
-        def inner(c, _):
-            c, loss = train_step(c, batch, opt)
-            return c, loss
-
-        # unroll=2: two steps per loop iteration halve the while-loop overhead, which is a
-        # sizeable part of a step this small (same operations, same results)
-        st, losses = jax.lax.scan(inner, st, None, length=record_every, unroll=2)
-        return st, record(st, losses[-1])
-
-    first = record(state, batch_loss(state.model, batch))
-    state, recs = jax.lax.scan(block, state, None, length=num_steps // record_every)
-    recs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
-    steps, tl, pl, pe, models = recs
-    status = mark_nonfinite(Status.successful, (tl, pl, models))
-    return TrainingRun(
-        steps=steps,
-        train_loss=tl,
-        population_loss=pl,
-        position_entropy=pe,
-        models=models,
-        status=status,
+    return descend(
+        model,
+        lambda mm: batch_loss(mm, batch),
+        pi,
+        P,
+        lr=lr,
+        num_steps=num_steps,
+        record_every=record_every,
+        optimizer=optimizer,
+        sequences=data,
     )

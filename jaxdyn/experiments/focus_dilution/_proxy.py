@@ -1,0 +1,98 @@
+"""The bigram-Markov proxy test of the text experiment: gradient descent from one
+initialisation on windows of the real stream and on windows sampled from the corpus's bigram
+chain, compared record by record within the spread of the window draws."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.stats import t as student_t
+
+from ... import gradflow as gf
+from ...runs import Run
+from ._common import to_host
+
+
+def descents(config, corpus, pi, P, model0):
+    """Gradient descent on real windows and on bigram-chain windows, ``n_draws`` draws each."""
+    d, length = corpus.d, config.s + 1
+    rng = np.random.default_rng(config.seed)
+    real = np.stack(
+        [
+            gf.stream_windows(corpus.tokens, length, config.n_windows, rng)
+            for _ in range(config.n_draws)
+        ]
+    )
+    keys = jax.random.split(jax.random.key(config.seed + 1), config.n_draws)
+    proxy = jax.vmap(lambda k: gf.sample_sequences(k, P, config.n_windows, length, pi))(keys)
+    steps = round(config.t1 / config.lr)
+
+    def train(windows):
+        batch = gf.prepare_batch(windows, d)
+        return gf.descend(
+            model0,
+            lambda mm: gf.batch_loss(mm, batch),
+            pi,
+            P,
+            lr=config.lr,
+            num_steps=steps,
+            record_every=config.record_every,
+        )
+
+    run = jax.jit(jax.vmap(train))
+    return to_host(run(jnp.asarray(real))), to_host(run(proxy))
+
+
+def proxy_check(run: Run, name: str, t, real, proxy, what: str) -> None:
+    """Welch statistic per record, Bonferroni over the records."""
+    k = real.shape[0]
+    se = np.sqrt(real.var(axis=0, ddof=1) / k + proxy.var(axis=0, ddof=1) / k)
+    diff = real.mean(axis=0) - proxy.mean(axis=0)
+    z = np.abs(diff) / np.maximum(se, 1e-300)
+    limit = float(student_t.ppf(1 - 0.05 / (2 * len(t)), 2 * k - 2))
+    i = int(np.argmax(z))
+    run.check(
+        name,
+        expected=f"|mean difference| <= {limit:.3g} standard errors at every record",
+        measured=float(z[i]),
+        passed=bool(np.all(z <= limit)),
+        note=f"{what}: real-text windows vs bigram-chain windows ({k} draws each); largest at "
+        f"t = {t[i]:.4g}: difference {diff[i]:.3g}, standard error {se[i]:.3g}",
+    )
+
+
+def frequent(tr, pi):
+    """The attention the most frequent token receives, ``sum_q pi_q w_{q,top}``, per record."""
+    return np.einsum("q,krq->kr", pi, tr.attention[..., int(np.argmax(pi))])
+
+
+def proxy_checks(run: Run, config, t, real, proxy, pi, names) -> None:
+    early = t <= config.t_early
+    top = names[int(np.argmax(pi))]
+    for name, what, r, p in (
+        (
+            "bigram_proxy_loss",
+            "population loss of the trained model on the bigram chain",
+            real.population_loss,
+            proxy.population_loss,
+        ),
+        (
+            "bigram_proxy_attention",
+            f"attention on the most frequent token {top!r}",
+            frequent(real, pi),
+            frequent(proxy, pi),
+        ),
+    ):
+        proxy_check(
+            run, name, t[early], r[:, early], p[:, early], f"{what}, t <= {config.t_early:g}"
+        )
+        diff = np.abs(r.mean(0) - p.mean(0))
+        se = np.sqrt(r.var(0, ddof=1) / len(r) + p.var(0, ddof=1) / len(p))
+        run.scalar(
+            f"{name}_whole_run",
+            {
+                "max_difference": float(diff.max()),
+                "max_statistic": float(np.max(diff / np.maximum(se, 1e-300))),
+            },
+        )

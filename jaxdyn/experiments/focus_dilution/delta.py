@@ -1,0 +1,256 @@
+"""``focus-dilution-delta``: escape from the rank-one stall against the asymmetry ``delta`` of
+the low-frequency tokens and the initialisation scale ``eps`` (focus_dilution.md, stage 4).
+
+The linearisation at the stall predicts an escape time ``t_new - t_dil = (log(1/eps) + K) /
+lambda_T(delta)``: a power law in ``lambda_T`` with exponent ``-1``, in ``delta`` with minus
+the exponent of ``lambda_T(delta)`` over the same deltas (``-1`` as ``delta -> 0``, see
+``focus-dilution-lyapunov``), and a slope ``1 / lambda_T`` against ``log(1/eps)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
+from ... import fit_line, fit_power_law, gradflow as gf
+from ...plotting import new_figure, note_excluded
+from ...runs import ConfigError, ExperimentConfig, Run, register_experiment
+from ...sweep import Grid
+from ._common import EIGEN_RTOL, check_lam
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DeltaConfig(ExperimentConfig):
+    """One sweep over ``delta`` (including 0) and ``eps`` for the low-frequency family
+    ``pi = (pi_top, (1 - pi_top)/(d - 1) + delta c)``, ``P = lam I + (1 - lam) 1 pi^T``.
+
+    Attributes:
+        pi_top: probability of the frequent token.
+        d: vocabulary size.
+        lam: self-transition weight of the paper's family.
+        direction: ``c`` (centred; empty = linear from 1 to -1).
+        deltas: asymmetries (0 is the exactly symmetric stall; at least 4 positive ones).
+        eps_values: initialisation scales (at least 3, for a confidence interval of the slope
+            in log(1/eps)).
+        m: embedding width.
+        m_attn: attention width m'.
+        t1: end time of every flow (escape times grow like 1/delta).
+        num_saves: log-spaced save times.
+        rtol: relative tolerance of the adaptive solver.
+        atol: absolute tolerance of the adaptive solver.
+        max_steps: solver step budget.
+        new_direction_ratio: sigma2(W0)/sigma1(W0) level of the new-direction stage.
+    """
+
+    pi_top: float = 0.75
+    d: int = 4
+    lam: float = 0.5
+    direction: tuple[float, ...] = ()
+    deltas: tuple[float, ...] = (0.0, 0.005, 0.0075, 0.01, 0.015, 0.02)
+    eps_values: tuple[float, ...] = (1e-2, 1e-3, 1e-4)
+    m: int = 6
+    m_attn: int = 6
+    t1: float = 25000.0
+    num_saves: int = 400
+    rtol: float = 1e-7
+    atol: float = 1e-10
+    max_steps: int = 100_000
+    new_direction_ratio: float = 0.1
+
+    def direction_vector(self) -> np.ndarray:
+        """The centred asymmetry direction ``c``."""
+        c = np.asarray(self.direction or gf.default_direction(self.d), dtype=float)
+        return c - c.mean()
+
+    def validate(self) -> None:
+        if self.d < 3:
+            raise ConfigError(f"d must be >= 3 (two or more low-frequency tokens), got {self.d}")
+        if not 0 < self.pi_top < 1:
+            raise ConfigError(f"pi_top must be in (0, 1), got {self.pi_top}")
+        check_lam(self.lam)
+        if self.direction and len(self.direction) != self.d - 1:
+            raise ConfigError(
+                f"direction must have d - 1 = {self.d - 1} entries, got {len(self.direction)}"
+            )
+        c = self.direction_vector()
+        if not np.any(c):
+            raise ConfigError("direction must not be constant (it is centred to sum to zero)")
+        if any(x < 0 for x in self.deltas) or 0.0 not in self.deltas:
+            raise ConfigError(
+                f"deltas must be >= 0 and include 0 (the symmetric case), got {self.deltas}"
+            )
+        if sum(x > 0 for x in self.deltas) < 4:
+            raise ConfigError(
+                "deltas needs at least 4 positive values for a power-law fit with a CI"
+            )
+        for x in self.deltas:
+            if np.any((1 - self.pi_top) / (self.d - 1) + x * c <= 0):
+                raise ConfigError(f"delta={x} makes a low-frequency probability non-positive")
+        if len(set(self.eps_values)) < 3 or any(not 0 < e < 0.1 for e in self.eps_values):
+            raise ConfigError(
+                f"need at least 3 distinct eps values in (0, 0.1), got {self.eps_values}"
+            )
+        if not (self.t1 > 0 and self.num_saves >= 50 and self.max_steps > 0):
+            raise ConfigError("need t1 > 0, num_saves >= 50 and max_steps > 0")
+
+    @classmethod
+    def quick(cls) -> dict:
+        return {"deltas": (0.0, 0.01, 0.015, 0.02, 0.03), "t1": 12000.0, "num_saves": 250}
+
+
+def _member(config: DeltaConfig):
+    direction = jnp.asarray(config.direction_vector())
+
+    def member(params, key):
+        pi = gf.symmetry_breaking_pi(config.pi_top, params["delta"], direction)
+        a = gf.analyse_flow(
+            gf.paper_transition(pi, config.lam),
+            pi=pi,
+            key=key,
+            m=config.m,
+            m_attn=config.m_attn,
+            eps=params["eps"],
+            t1=config.t1,
+            num_saves=config.num_saves,
+            rtol=config.rtol,
+            atol=config.atol,
+            max_steps=config.max_steps,
+            new_direction_ratio=config.new_direction_ratio,
+        )
+        sv = a.metrics["sv_W0"]
+
+        def reached(t):  # a stage not reached is inf here: NaN would mark the member failed
+            return jnp.where(jnp.isnan(t), jnp.inf, t)
+
+        return {
+            "t_dilution": reached(a.stages.dilution.time),
+            "t_new_direction": reached(a.stages.new_direction.time),
+            "lambda_T": a.rates.transverse,
+            "sigma_ratio": sv[:, 1] / sv[:, 0],
+            "status": a.status,
+        }
+
+    return member
+
+
+def _escape_fits(run: Run, delta, eps, lam_t, escape, ok) -> None:
+    """Per eps: power laws of the escape time in lambda_T and in delta; per delta: its slope in
+    log(1/eps). Each compared with the prediction through the fit's 95% confidence interval."""
+    pos = ok & (delta > 0) & np.isfinite(escape)
+    fits, passed_d = {}, True
+    for e in np.unique(eps[pos]):
+        sel = pos & (eps == e)
+        if sel.sum() < 3:
+            passed_d = False
+            continue
+        fit_l = fit_power_law(lam_t[sel], escape[sel])
+        fit_d = fit_power_law(delta[sel], escape[sel])
+        fit_ld = fit_power_law(delta[sel], lam_t[sel])
+        passed_d &= fit_d.contains(-fit_ld.slope)
+        fits[f"{e:g}"] = {
+            "vs_lambda_T": fit_l.as_dict(),
+            "vs_delta": fit_d.as_dict(),
+            "lambda_T_vs_delta": fit_ld.as_dict(),
+        }
+    run.scalar("escape_fits", fits)
+
+    def summary(key):
+        return {
+            e: [round(f[key]["ci_low"], 3), round(f[key]["slope"], 3), round(f[key]["ci_high"], 3)]
+            for e, f in fits.items()
+        }
+
+    # Lemma 3.1 is asymptotic: t = (log(1/eps) + K(delta)) / lambda_T, so the exponent in
+    # lambda_T tends to -1 as eps -> 0, with an O(1 / log(1/eps)) offset from K
+    order = sorted(fits, key=float, reverse=True)
+    offsets = [abs(fits[e]["vs_lambda_T"]["slope"] + 1.0) for e in order]
+    run.check(
+        "escape_time_vs_lambda_T",
+        expected="|exponent + 1| decreases as eps decreases",
+        measured=summary("vs_lambda_T"),
+        passed=len(fits) >= 2 and bool(np.all(np.diff(offsets) < 0)),
+        note="per eps, exponent of t_new - t_dil against the transverse rate at the stall "
+        f"[95% CI low, slope, high]; |exponent + 1| for eps = {order}: "
+        f"{np.round(offsets, 4).tolist()} (Lemma 3.1: -1 as eps -> 0)",
+    )
+    run.check(
+        "escape_time_exponent",
+        expected={e: -round(f["lambda_T_vs_delta"]["slope"], 4) for e, f in fits.items()},
+        measured=summary("vs_delta"),
+        passed=bool(fits) and passed_d,
+        note="per eps, exponent of t_new - t_dil against delta [95% CI low, slope, high] vs "
+        "minus the exponent of lambda_T(delta) over the same deltas (-1 as delta -> 0)",
+    )
+    ratios, passed = {}, True
+    for x in np.unique(delta[pos]):
+        sel = pos & (delta == x)
+        if np.unique(eps[sel]).size < 3:
+            passed = False
+            continue
+        fit = fit_line(np.log(1 / eps[sel]), escape[sel])
+        lam = float(np.mean(lam_t[sel]))
+        ratios[f"{x:g}"] = [fit.ci_low * lam, fit.slope * lam, fit.ci_high * lam]
+        passed &= fit.contains(1.0 / lam)
+    run.check(
+        "escape_time_log_eps",
+        expected=1.0,
+        measured=ratios,
+        passed=bool(ratios) and passed,
+        note="per delta, lambda_T times the slope of t_new - t_dil against log(1/eps) "
+        "[95% CI low, value, high]",
+    )
+
+
+@register_experiment(
+    "focus-dilution-delta",
+    DeltaConfig,
+    "symmetry breaking: escape from the rank-one stall vs delta (including 0) and eps",
+)
+def run_delta(config: DeltaConfig, run: Run) -> None:
+    grid = Grid.product(
+        {"delta": list(config.deltas), "eps": list(config.eps_values)}, seeds=[config.seed]
+    )
+    result = run.sweep("delta", _member(config), grid)
+    run.check("delta_sweep_compiles_once", expected=1, measured=int(result.n_compilations))
+    ok = result.ok()
+    out = {k: np.asarray(v) for k, v in result.outputs.items()}
+    delta, eps = np.asarray(result.params["delta"]), np.asarray(result.params["eps"])
+    escape = out["t_new_direction"] - out["t_dilution"]
+    run.save_arrays(escape_time=escape, delta=delta, eps=eps)
+    zero = ok & (delta == 0)
+    run.check(
+        "stall_at_delta_0",
+        expected="no new direction by t1, lambda_T = 0",
+        measured={"new_direction": out["t_new_direction"][zero], "lambda_T": out["lambda_T"][zero]},
+        passed=bool(
+            zero.any()
+            and np.all(~np.isfinite(out["t_new_direction"][zero]))
+            and np.all(np.abs(out["lambda_T"][zero]) < EIGEN_RTOL)
+        ),
+        note="delta = 0: sigma2/sigma1 at t1 = "
+        f"{np.round(out['sigma_ratio'][zero, -1], 5).tolist()}",
+    )
+    censored = ok & (delta > 0) & ~np.isfinite(escape)
+    if censored.any():
+        run.log(f"{int(censored.sum())} positive-delta members did not escape by t1 (censored)")
+    _escape_fits(run, delta, eps, out["lambda_T"], escape, ok)
+    fig, axes = new_figure(1, 2)
+    ax = axes[0, 0]
+    for e in config.eps_values:
+        sel = ok & (eps == e) & (delta > 0) & np.isfinite(escape)
+        ax.loglog(delta[sel], escape[sel], "o-", label=f"eps={e:g}")
+        ax.loglog(delta[sel], np.log(1 / e) / out["lambda_T"][sel], "k:", lw=0.8)
+    ax.set_xlabel("delta")
+    ax.set_ylabel("t_new - t_dil (dotted: log(1/eps) / lambda_T)")
+    ax.legend(fontsize=7)
+    note_excluded(ax, int(np.sum(~ok)), len(ok))
+    ax = axes[0, 1]
+    ts = np.asarray(gf.log_time_grid(config.t1, config.num_saves))
+    for i in np.nonzero(ok & (eps == min(config.eps_values)))[0]:
+        ax.loglog(ts[1:], out["sigma_ratio"][i, 1:], label=f"delta={delta[i]:g}")
+    ax.axhline(config.new_direction_ratio, color="0.4", ls=":")
+    ax.set_title(f"sigma2(W0) / sigma1(W0), eps={min(config.eps_values):g}", fontsize=10)
+    ax.legend(fontsize=6)
+    run.save_figure(fig, "delta_escape")

@@ -1,0 +1,252 @@
+"""``focus-dilution-text``: real text (focus_dilution.md, "Real text").
+
+The corpus (word level by default: the top-k words, the query words, and ``<oov>``; or
+characters) gives a bigram chain ``(pi, P)``. Its population flow is analysed like any chain
+(:func:`jaxdyn.gradflow.analyse_flow`: the sign of ``c`` says whether attention first moves onto
+or off the most frequent token). The bigram-Markov proxy is then tested on early training:
+gradient descent from one initialisation on windows of the real stream and on windows sampled
+from the bigram chain (same count, same length, stationary start), several window draws each;
+their population loss and the attention the frequent token receives must agree record by
+record within the spread of the draws (Welch statistic, Bonferroni over the records). The query
+words' attention over training (flow and real-text descent) is read as a story of focus and
+dilution phases and reported as measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ... import data, gradflow as gf
+from ...plotting import band, new_figure, time_series
+from ...runs import ConfigError, ExperimentConfig, Run, register_experiment
+from ._common import record_analysis, to_host
+from ._proxy import descents, frequent, proxy_checks
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TextConfig(ExperimentConfig):
+    """Bigram chain of a corpus, its population flow, and early training against the proxy.
+
+    Attributes:
+        corpus_path: a known corpus ("wikitext-2", "tinystories": the full file when
+            ``JAXDYN_DATA`` or ``jaxdyn data fetch`` provides it, else the packaged excerpt) or a
+            text file (WikiText raw, TinyStories or plain text).
+        corpus_format: "auto" (detected), "wikitext", "tinystories" or "plain".
+        level: "word" (top-k words + queries + <oov>) or "char".
+        vocab_size: the k most frequent tokens kept (including <oov>).
+        queries: tokens whose attention story is reported (added to the vocabulary).
+        max_chars: read only the first lines up to this many characters (0 = the whole file;
+            --quick reads the first 300,000, the packaged WikiText-2 excerpt's size).
+        smoothing: additive smoothing of the bigram counts.
+        m: embedding width.
+        m_attn: attention width m'.
+        eps: initialisation scale.
+        t1: end of the flow and of the training (t = steps * lr).
+        t_early: end of the early training where the bigram proxy is tested.
+        num_saves: log-spaced save times of the flow.
+        rtol: relative tolerance of the adaptive solver.
+        atol: absolute tolerance of the adaptive solver.
+        solver: "tsit5" or "kvaerno5" (stiff flows).
+        max_steps: solver step budget.
+        n_windows: training windows per draw (distinct windows of the stream).
+        s: window length (inputs; the target is one more token).
+        lr: gradient-descent step.
+        n_draws: window draws per data source (the spread of the proxy test).
+        record_every: steps between records.
+    """
+
+    corpus_path: str = "wikitext-2"
+    corpus_format: str = "auto"
+    level: str = "word"
+    vocab_size: int = 64
+    queries: tuple[str, ...] = ("continue",)
+    max_chars: int = 0
+    smoothing: float = 1e-3
+    m: int = 8
+    m_attn: int = 8
+    eps: float = 1e-3
+    t1: float = 600.0
+    t_early: float = 200.0
+    num_saves: int = 150
+    rtol: float = 1e-6
+    atol: float = 1e-9
+    solver: str = "tsit5"
+    max_steps: int = 50_000
+    n_windows: int = 4096
+    s: int = 32
+    lr: float = 0.25
+    n_draws: int = 4
+    record_every: int = 20
+
+    def corpus(self) -> Path:
+        """The corpus file (:func:`jaxdyn.data.corpus_path`)."""
+        return data.corpus_path(self.corpus_path)
+
+    def validate(self) -> None:
+        try:
+            self.corpus()
+        except ValueError as err:
+            raise ConfigError(f"corpus_path: {err}") from None
+        if self.corpus_format not in ("auto", "wikitext", "tinystories", "plain"):
+            raise ConfigError(
+                "corpus_format must be auto, wikitext, tinystories or plain, "
+                f"got {self.corpus_format!r}"
+            )
+        if self.level not in ("word", "char"):
+            raise ConfigError(f"level must be 'word' or 'char', got {self.level!r}")
+        if self.solver not in gf.SOLVERS:
+            raise ConfigError(f"solver must be one of {gf.SOLVERS}, got {self.solver!r}")
+        if self.vocab_size < 3 or self.s < 2 or self.n_windows < 2 or self.n_draws < 2:
+            raise ConfigError("need vocab_size >= 3, s >= 2, n_windows >= 2 and n_draws >= 2")
+        if not (self.smoothing > 0 and 0 < self.eps < 0.1 and self.lr > 0):
+            raise ConfigError("need smoothing > 0, eps in (0, 0.1) and lr > 0")
+        if not 0 < self.t_early <= self.t1:
+            raise ConfigError(f"need 0 < t_early <= t1, got t_early={self.t_early}, t1={self.t1}")
+        steps = round(self.t1 / self.lr)
+        if steps < self.record_every or steps % self.record_every:
+            raise ConfigError(
+                f"t1 / lr = {self.t1 / self.lr:g} steps must be a multiple of record_every"
+            )
+
+    @classmethod
+    def quick(cls) -> dict:
+        return {
+            "max_chars": 300_000,
+            "n_windows": 2048,
+            "n_draws": 3,
+            "num_saves": 100,
+            "t1": 200.0,
+        }
+
+
+def _query_stories(run: Run, config: TextConfig, a, real, pi, names, counts) -> None:
+    stories = {}
+    for q in config.queries:
+        i = names.index(q)
+        stories[q] = {
+            "flow": gf.attention_story(a.metrics["attention"][:, i, :], pi, names),
+            "trained": gf.attention_story(real.attention[0][:, i, :], pi, names),
+        }
+        run.log(
+            f"query {q!r} ({counts[i]} occurrences): flow {' -> '.join(stories[q]['flow'])}; "
+            f"trained {' -> '.join(stories[q]['trained'])}"
+        )
+    run.scalar("query_stories", stories)
+
+
+def _text_figure(run: Run, config: TextConfig, a, t, real, proxy, pi, names) -> None:
+    top = int(np.argmax(pi))
+    fig, axes = new_figure(1, 2 + len(config.queries))
+    panels = (
+        ("population loss", real.population_loss, proxy.population_loss, a.metrics["loss"]),
+        (
+            f"attention on {names[top]!r}",
+            frequent(real, pi),
+            frequent(proxy, pi),
+            a.metrics["frequent_weight"],
+        ),
+    )
+    for ax, (title, r, p, flow) in zip(axes[0], panels, strict=False):
+        band(ax, t, r, label="real windows")
+        band(ax, t, p, label="bigram windows")
+        ax.plot(t, np.interp(t, a.ts, flow), "k--", lw=1, label="bigram flow")
+        ax.axvline(config.t_early, color="0.5", ls=":", lw=0.8)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("t = step * lr")
+        ax.legend(fontsize=7)
+    keys = list(dict.fromkeys([top] + list(np.argsort(-pi)[:3])))
+    for j, q in enumerate(config.queries):
+        i = names.index(q)
+        time_series(
+            axes[0, 2 + j],
+            t,
+            real.attention[0][:, i, keys] / pi[keys],
+            labels=[f"key {names[k]!r}" for k in keys],
+            title=f"trained: query {q!r}",
+            xlabel="t = step * lr",
+            ylabel="w_qk / pi_k",
+        )
+    run.save_figure(fig, "text_proxy")
+
+
+@register_experiment(
+    "focus-dilution-text",
+    TextConfig,
+    "real text (WikiText / TinyStories): bigram population flow, proxy test, attention stories",
+)
+def run_text(config: TextConfig, run: Run) -> None:
+    corpus = gf.load_corpus(
+        config.corpus(),
+        fmt=config.corpus_format,
+        level=config.level,
+        vocab_size=config.vocab_size,
+        max_chars=config.max_chars or None,
+        include=config.queries,
+    )
+    P, pi = gf.bigram_chain(corpus.tokens, corpus.d, smoothing=config.smoothing)
+    names = list(corpus.vocab)
+    counts = np.bincount(corpus.tokens, minlength=corpus.d)
+    run.log(
+        f"corpus {config.corpus()} ({corpus.format}, {config.level}): "
+        f"{len(corpus.tokens)} tokens, d={corpus.d}"
+    )
+    run.scalar(
+        "corpus",
+        {
+            "path": str(config.corpus()),
+            "tokens": len(corpus.tokens),
+            "d": corpus.d,
+            "vocab_head": names[:10],
+            "oov_mass": float(pi[-1]),
+            "query_counts": {q: int(counts[names.index(q)]) for q in config.queries},
+        },
+    )
+    key = jax.random.key(config.seed)
+    a = to_host(
+        gf.analyse_flow(
+            P,
+            pi=pi,
+            key=key,
+            m=config.m,
+            m_attn=config.m_attn,
+            eps=config.eps,
+            t1=config.t1,
+            num_saves=config.num_saves,
+            rtol=config.rtol,
+            atol=config.atol,
+            solver=config.solver,
+            max_steps=config.max_steps,
+        )
+    )
+    record_analysis(run, a)
+    d, m, m_attn = corpus.d, config.m, config.m_attn
+    model0 = gf.init_transformer(jax.random.split(key)[0], d, m, m_attn, config.eps)
+    real, proxy = descents(config, corpus, jnp.asarray(pi), jnp.asarray(P), model0)
+    t = np.asarray(real.steps[0]) * config.lr
+    proxy_checks(run, config, t, real, proxy, pi, names)
+    flow_loss = np.interp(t, a.ts, a.metrics["loss"])
+    run.scalar(
+        "max_gap_to_flow",
+        {
+            "loss_real": float(np.max(np.abs(real.population_loss.mean(0) - flow_loss))),
+            "loss_bigram": float(np.max(np.abs(proxy.population_loss.mean(0) - flow_loss))),
+        },
+    )
+    _query_stories(run, config, a, real, pi, names, counts)
+    run.save_arrays(
+        ts=a.ts,
+        flow_loss=a.metrics["loss"],
+        flow_attention=a.metrics["attention"],
+        pi=pi,
+        P=P,
+        train_t=t,
+        real_loss=real.population_loss,
+        proxy_loss=proxy.population_loss,
+        real_attention=real.attention[0],
+    )
+    _text_figure(run, config, a, t, real, proxy, pi, names)

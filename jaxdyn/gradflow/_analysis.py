@@ -1,0 +1,334 @@
+"""One call from a Markov chain to its focus-and-dilution story: :func:`analyse_flow`.
+
+For any row-stochastic ``P`` (``pi`` its stationary law) it solves the population flow from a
+small initialisation and measures, with the evidence for each (focus_dilution.md):
+
+- the closed-form rates: condensation ``mu1 = ||pi|| ||pi - 1/d 1||`` and the signed focus rate
+  ``c = Var_pi(gamma) Cov_pi(gamma, P beta)``, with the Jacobian eigenvalues they predict;
+- the unigram saddle the flow visits (root-found from the flow with attention switched off, so
+  the attention cannot leave before it is reached; its rank-one part, where the closed form
+  holds exactly) and the signed attention eigenvalue there;
+- the rank-one critical point where the flow stalls after dilution, its tangential and
+  transverse spectra and the transverse rate ``lambda_T`` of a new embedding direction;
+- the stages (:func:`detect_stages`) and the metrics of :func:`trajectory_metrics`.
+
+Default end time (``t1=None``), from the rates: each unstable mode must grow from the
+initialisation scale ``eps`` to order one, which takes ``log(1/eps) / rate``, so
+
+    t1 = margin * log(1/eps) * (1/mu1 + 1/|c| + 1/lambda_T),
+
+with ``margin = 2``; a term whose rate is not positive (``c = 0``, or no unstable transverse
+mode) is left out. The rank-one stall is the steady state of the rank-one flow (stopped when
+``||grad L|| <= 1e-9``, at the latest at ``50 margin log(1/eps) (1/mu1 + 1/|c|)``).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+
+from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
+from .._status import Status
+from .._validation import require_in_interval, require_positive
+from ._flow import SOLVERS, population_flow
+from ._linearise import (
+    CriticalPoint,
+    Spectrum,
+    UnigramSaddle,
+    condensation_rate,
+    find_critical_point,
+    focus_rate,
+    jacobian,
+    jacobian_spectrum,
+    loss_gradient,
+    signed_focus_eigenvalue,
+    unigram_saddle,
+)
+from ._lyapunov import (
+    RankOneCriticalPoint,
+    embed_rank_one,
+    rank_one_critical_point,
+    rank_one_part,
+)
+from ._markov import resolve_chain
+from ._metrics import embedding_profile, trajectory_metrics
+from ._model import OneLayerTransformer, init_transformer
+from ._stages import Stages, detect_stages
+
+END_TIME_MARGIN = 2.0
+ROOT_TOL = 1e-13  # eigenvalues move with a critical point to first order
+STALL_HORIZON = 25.0  # the rank-one flow stops when steady; this only bounds it
+
+
+class Rates(eqx.Module):
+    """Closed-form rates and the Jacobian eigenvalues that test them (all signed).
+
+    Attributes:
+        condensation: ``mu1 = ||pi|| ||pi - 1/d 1||``.
+        condensation_jacobian: the top eigenvalue of ``J`` at ``theta = 0``.
+        focus: ``c = Var_pi(gamma) Cov_pi(gamma, P beta)`` at the closed-form saddle.
+        focus_jacobian: the signed top attention eigenvalue of ``J`` there
+            (:func:`signed_focus_eigenvalue`).
+        focus_visited: the signed top attention eigenvalue at the saddle the flow visits.
+        focus_visited_formula: ``Var_pi(gamma_v) Cov_pi(gamma_v, P beta_v)`` with the visited
+            saddle's own profiles ``gamma_v = W0 alpha``, ``beta_v = W1^T alpha``.
+        transverse: ``lambda_T``, the top transverse eigenvalue at the rank-one stall.
+    """
+
+    condensation: Scalar
+    condensation_jacobian: Scalar
+    focus: Scalar
+    focus_jacobian: Scalar
+    focus_visited: Scalar
+    focus_visited_formula: Scalar
+    transverse: Scalar
+
+
+class FlowAnalysis(eqx.Module):
+    """Everything :func:`analyse_flow` measured on one chain.
+
+    Attributes:
+        pi, P: the chain.
+        eps: the initialisation scale.
+        ts: save times (``0`` then log-spaced to ``end_time``).
+        trajectory: the models at ``ts`` (leading time axis on every leaf).
+        metrics: :func:`trajectory_metrics` of the trajectory, plus
+            ``condensation_amplitude`` (the projection of ``theta(t)`` on the unstable
+            eigenspace of ``J`` at ``0``) and ``condensation_nonlinearity`` (``||-grad L(theta)
+            - J theta||`` divided by that projection: the rate error of the linearisation) and
+            ``grad_norm`` (``||grad L(theta(t))||``).
+        status: the flow's :class:`jaxdyn.Status`.
+        num_steps: solver steps of the flow.
+        end_time: the flow's end time (module docstring for the default).
+        rates: :class:`Rates`.
+        saddle: the closed-form unigram saddle.
+        visited_saddle: the saddle the flow visits: the rank-one part of the flow with
+            attention switched off, at the predicted focus time, root-found on the rank-one
+            manifold and placed in widths ``(m, m_attn)``.
+        stall: the rank-one critical point after dilution (:class:`RankOneCriticalPoint`).
+        spectrum_origin, spectrum_saddle: ``J`` at ``theta = 0`` and at the visited saddle.
+        stages: :class:`Stages`.
+    """
+
+    pi: Float[Array, " d"]
+    P: Float[Array, "d d"]
+    eps: Scalar
+    ts: Float[Array, " T"]
+    trajectory: OneLayerTransformer
+    metrics: dict[str, Array]
+    status: Status
+    num_steps: Int[Array, ""]
+    end_time: Scalar
+    rates: Rates
+    saddle: UnigramSaddle
+    visited_saddle: CriticalPoint
+    stall: RankOneCriticalPoint
+    spectrum_origin: Spectrum
+    spectrum_saddle: Spectrum
+    stages: Stages
+
+    @property
+    def focus_sign(self) -> Int[Array, ""]:
+        """``sign(c)``: ``+1`` attention first moves onto the frequent token, ``-1`` off it."""
+        return jnp.sign(self.rates.focus).astype(jnp.int32)
+
+
+def default_end_time(
+    eps: Float[ArrayLike, ""],
+    condensation: Float[ArrayLike, ""],
+    focus: Float[ArrayLike, ""],
+    transverse: Float[ArrayLike, ""] = jnp.nan,
+    *,
+    margin: float = END_TIME_MARGIN,
+) -> Scalar:
+    """``margin * log(1/eps) * (1/mu1 + 1/|c| + 1/lambda_T)``, leaving out a term whose rate
+    is not positive and finite (module docstring)."""
+
+    def inverse(rate):
+        rate = jnp.asarray(rate)
+        ok = jnp.isfinite(rate) & (rate > 0)
+        return jnp.where(ok, 1.0 / jnp.where(ok, rate, 1.0), 0.0)
+
+    total = inverse(condensation) + inverse(jnp.abs(focus)) + inverse(transverse)
+    return margin * jnp.log(1.0 / jnp.asarray(eps)) * total
+
+
+def _log_grid(t1, num):
+    t_first = jnp.minimum(0.05, 0.01 * t1)
+    return jnp.concatenate([jnp.zeros(1, t1.dtype), jnp.geomspace(t_first, t1, num - 1)])
+
+
+def _condensation_projection(trajectory, spectrum, pi, P):
+    """Projection on the unstable eigenspace at 0, the linearisation's rate error there, and
+    ``||grad L||`` along the trajectory."""
+    flat = jax.vmap(lambda m: ravel_pytree(m)[0])(trajectory)
+    zero = jax.tree_util.tree_map(lambda x: jnp.zeros_like(x[0]), trajectory)
+    J = jacobian(zero, pi, P)
+    top = spectrum.eigenvalues[0]
+    V = spectrum.eigenvectors * (spectrum.eigenvalues >= top * (1 - 1e-8))[None, :]
+    amplitude = jnp.linalg.norm(flat @ V, axis=1)
+    grads = jax.vmap(lambda m: ravel_pytree(loss_gradient(m, pi, P))[0])(trajectory)
+    residual = jnp.linalg.norm(-grads - flat @ J.T, axis=1)
+    return amplitude, residual / jnp.maximum(amplitude, 1e-300), jnp.linalg.norm(grads, axis=1)
+
+
+@eqx.filter_jit
+def _closed_forms(pi, P, eps, m, m_attn):
+    mu1 = condensation_rate(pi)
+    saddle = unigram_saddle(pi, m, m_attn)
+    c = focus_rate(pi, P, saddle.gamma, saddle.beta)
+    rate = 1.0 / mu1 + 1.0 / jnp.maximum(jnp.abs(c), 1e-12)
+    t_stall = 2 * END_TIME_MARGIN * jnp.log(1.0 / eps) * rate
+    return mu1, saddle, c, t_stall
+
+
+def _visited_saddle(frozen_end, pi, P, m, m_attn):
+    start = eqx.filter_jit(rank_one_part)(frozen_end)
+    visited = find_critical_point(start, pi, P, rtol=ROOT_TOL, atol=ROOT_TOL)
+    return eqx.tree_at(lambda cp: cp.model, visited, embed_rank_one(visited.model, m, m_attn))
+
+
+@eqx.filter_jit
+def _measure(models, ts, spec0, pi, P, thresholds):
+    metrics = trajectory_metrics(models, pi, P)
+    amplitude, nonlinearity, grad_norm = _condensation_projection(models, spec0, pi, P)
+    metrics = dict(
+        metrics,
+        condensation_amplitude=amplitude,
+        condensation_nonlinearity=nonlinearity,
+        grad_norm=grad_norm,
+    )
+    departure, new_direction_ratio = thresholds
+    stages = detect_stages(
+        ts, metrics, pi, departure=departure, new_direction_ratio=new_direction_ratio
+    )
+    return metrics, stages
+
+
+def _analyse(
+    P, pi, key, eps, t1, thresholds, *, m, m_attn, num_saves, rtol, atol, solver, max_steps
+) -> FlowAnalysis:
+    # one jitted function per step: repeated shapes (the two flows of width (m, m'), the three
+    # spectra) compile once, and ``jax.vmap`` of the whole still works
+    d, dtype = pi.shape[0], pi.dtype
+    flow = dict(rtol=rtol, atol=atol, solver=solver, max_steps=max_steps)
+    mu1, saddle, c, t_stall = _closed_forms(pi, P, eps, m, m_attn)
+    k_main, k_rank_one = jax.random.split(key)
+    model1 = init_transformer(k_rank_one, d, 1, 1, eps, dtype=dtype)
+    stall = rank_one_critical_point(
+        model1, pi, P, STALL_HORIZON * t_stall, max_steps=max_steps, root_tol=ROOT_TOL
+    )
+    lam_t = jnp.where(stall.point.status == Status.successful, stall.transverse_rate, jnp.nan)
+    end = jnp.where(jnp.isfinite(t1), t1, default_end_time(eps, mu1, c, lam_t))
+    ts = _log_grid(end, num_saves)
+    model0 = init_transformer(k_main, d, m, m_attn, eps, dtype=dtype)
+    sol = population_flow(model0, pi, P, ts, **flow)
+    # the saddle the flow visits: the same flow with attention off (it stays off), run for
+    # twice the default's time to reach the stall, its rank-one part polished by root-finding
+    frozen0 = eqx.tree_at(lambda mm: (mm.WQ, mm.WK), model0, (model0.WQ * 0, model0.WK * 0))
+    frozen = population_flow(frozen0, pi, P, _log_grid(t_stall, num_saves), **flow)
+    frozen_end = jax.tree_util.tree_map(lambda x: x[-1], frozen.models)
+    visited = _visited_saddle(frozen_end, pi, P, m, m_attn)
+    spec0 = jacobian_spectrum(init_transformer(k_main, d, m, m_attn, 0.0, dtype=dtype), pi, P)
+    spec_s = jacobian_spectrum(saddle.model, pi, P)
+    spec_v = jacobian_spectrum(visited.model, pi, P)
+    alpha, gamma_v = embedding_profile(visited.model, pi)
+    metrics, stages = _measure(sol.models, ts, spec0, pi, P, thresholds)
+    rates = Rates(
+        condensation=mu1,
+        condensation_jacobian=spec0.eigenvalues[0],
+        focus=c,
+        focus_jacobian=signed_focus_eigenvalue(saddle.model, spec_s, pi),
+        focus_visited=signed_focus_eigenvalue(visited.model, spec_v, pi),
+        focus_visited_formula=focus_rate(pi, P, gamma_v, visited.model.W1.T @ alpha),
+        transverse=lam_t,
+    )
+    return FlowAnalysis(
+        pi=pi,
+        P=P,
+        eps=jnp.asarray(eps, dtype),
+        ts=ts,
+        trajectory=sol.models,
+        metrics=metrics,
+        status=sol.status,
+        num_steps=sol.num_steps,
+        end_time=end,
+        rates=rates,
+        saddle=saddle,
+        visited_saddle=visited,
+        stall=stall,
+        spectrum_origin=spec0,
+        spectrum_saddle=spec_v,
+        stages=stages,
+    )
+
+
+def analyse_flow(
+    P: Float[ArrayLike, "d d"],
+    *,
+    pi: Float[ArrayLike, " d"] | None = None,
+    key: Key | None = None,
+    m: int = 6,
+    m_attn: int = 6,
+    eps: float | Float[ArrayLike, ""] = 1e-3,
+    t1: float | Float[ArrayLike, ""] | None = None,
+    num_saves: int = 400,
+    rtol: float = 1e-7,
+    atol: float = 1e-10,
+    solver: str = "tsit5",
+    max_steps: int = 100_000,
+    departure: float | Float[ArrayLike, ""] = 0.05,
+    new_direction_ratio: float | Float[ArrayLike, ""] = 0.1,
+) -> FlowAnalysis:
+    """Analyse the population gradient flow of the one-layer transformer on the chain ``P``.
+
+    Args:
+        P: a row-stochastic transition matrix (validated; ``pi^T P = pi^T``).
+        pi: its stationary law (computed from ``P`` when ``None``; validated either way).
+        key: PRNG key of the initialisation (default ``jax.random.key(0)``).
+        m: embedding width.
+        m_attn: attention width ``m'``.
+        eps: initialisation scale (entries i.i.d. ``N(0, eps^2)``).
+        t1: end time; ``None`` for the default derived from the rates (module docstring).
+        num_saves: save times (``0``, then log-spaced: the stages span decades).
+        rtol: relative tolerance of the adaptive solver.
+        atol: absolute tolerance of the adaptive solver.
+        solver: ``"tsit5"`` or ``"kvaerno5"`` (:func:`make_solver`).
+        max_steps: solver step budget (a flow that runs out gets that :class:`jaxdyn.Status`).
+        departure: stage threshold of :func:`detect_stages`.
+        new_direction_ratio: stage threshold of :func:`detect_stages`.
+
+    Returns:
+        A :class:`FlowAnalysis`. Every array input may be traced (``eps``, ``t1``, ``P``,
+        thresholds): ``jax.vmap`` over chains of one size compiles once.
+    """
+    pi, P = resolve_chain(P, pi)
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    for name, value in (("m", m), ("m_attn", m_attn), ("num_saves", num_saves)):
+        if int(value) < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value}")
+    if m < 2:
+        raise ValueError(f"m must be >= 2 so that a new embedding direction can grow, got {m}")
+    if num_saves < 20:
+        raise ValueError(f"num_saves must be >= 20, got {num_saves}")
+    eps = require_in_interval("eps", eps, 0.0, 1.0, closed="neither")
+    t1 = jnp.nan if t1 is None else require_positive("t1", t1)
+    key = jax.random.key(0) if key is None else key
+    return _analyse(
+        P,
+        pi,
+        key,
+        jnp.asarray(eps, pi.dtype),
+        jnp.asarray(t1, pi.dtype),
+        (departure, new_direction_ratio),
+        m=m,
+        m_attn=m_attn,
+        num_saves=num_saves,
+        rtol=rtol,
+        atol=atol,
+        solver=solver,
+        max_steps=max_steps,
+    )

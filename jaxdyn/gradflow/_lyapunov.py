@@ -1,0 +1,220 @@
+"""The rank-one manifold and its critical points (focus_dilution.md, stages 3 and 4).
+
+Models with ``W0 = gamma alpha^T``, ``W1 = alpha beta^T``, ``WQ = q alpha alpha~^T``,
+``WK = k alpha alpha~^T`` form an invariant manifold of the gradient flow; in the coordinates of
+an ``m = m' = 1`` model it is all of parameter space. After focus and dilution the flow stalls
+near a critical point on it. There the Jacobian ``J = -Hess L`` splits into a *tangential* block
+(the ``m = m' = 1`` model's own Jacobian) and a *transverse* block (every other direction), with
+no coupling between them. Directions leaving the manifold change ``M`` and ``Phi`` only at second
+order, so the transverse block is the second-order form of the gradients ``dL/dM``, ``dL/dPhi``
+at the point; where ``dL/dPhi = 0`` its eigenvalues are ``+-sigma_i(dL/dM)``
+(Lyapunov-Schmidt). With exactly symmetric low-frequency tokens both gradients vanish and the
+whole transverse block is zero (the degenerate stall); an asymmetry ``delta`` makes the top
+transverse eigenvalue ``Theta(delta)``, whose unstable mode is the new embedding direction of
+stage 4.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+
+from .._custom_types import Array, ArrayLike, Float, Scalar
+from ._flow import gradient_field
+from ._linearise import CriticalPoint, find_critical_point, jacobian
+from ._model import OneLayerTransformer, population_loss_from_matrices
+
+
+def embed_rank_one(model: OneLayerTransformer, m: int, m_attn: int) -> OneLayerTransformer:
+    """Place an ``m = m' = 1`` model in widths ``(m, m_attn)`` along the first basis vectors
+    (``W0 = gamma e1^T``, ``W1 = e1 beta^T``, ``WQ = q e1 e1^T``, ``WK = k e1 e1^T``)."""
+    if model.W0.shape[1] != 1 or model.WQ.shape[1] != 1:
+        raise ValueError(
+            f"expected an m = m' = 1 model, got W0 {model.W0.shape}, WQ {model.WQ.shape}"
+        )
+    d = model.W0.shape[0]
+    z = jnp.zeros((), model.W0.dtype)
+    return OneLayerTransformer(
+        W0=jnp.zeros((d, m), z.dtype).at[:, 0].set(model.W0[:, 0]),
+        W1=jnp.zeros((m, d), z.dtype).at[0].set(model.W1[0]),
+        WQ=jnp.zeros((m, m_attn), z.dtype).at[0, 0].set(model.WQ[0, 0]),
+        WK=jnp.zeros((m, m_attn), z.dtype).at[0, 0].set(model.WK[0, 0]),
+    )
+
+
+def rank_one_part(model: OneLayerTransformer) -> OneLayerTransformer:
+    """The ``m = m' = 1`` model of the top singular direction ``alpha`` of ``W0``:
+    ``W0 alpha``, ``alpha^T W1`` and ``WQ = WK = 0`` (the part of a point near the unigram
+    saddle that lives on the rank-one manifold)."""
+    _, _, Vt = jnp.linalg.svd(model.W0, full_matrices=False)
+    alpha = Vt[0]
+    zero = jnp.zeros((1, 1), model.W0.dtype)
+    return OneLayerTransformer(
+        W0=(model.W0 @ alpha)[:, None], W1=(alpha @ model.W1)[None, :], WQ=zero, WK=zero
+    )
+
+
+def balance_rank_one(model: OneLayerTransformer) -> OneLayerTransformer:
+    """The balanced representative of an ``m = m' = 1`` model's symmetry orbit.
+
+    ``(gamma, beta, q, k) -> (a gamma, beta / a, b q / a, k / (a b))`` leaves ``M`` and ``Phi``
+    (so the loss) unchanged but not the Jacobian's eigenvalues; ``||gamma|| = ||beta||`` and
+    ``|q| = |k|`` fix ``a`` and ``b`` (the gauge a flow from a small initialisation keeps), so
+    that eigenvalues at critical points found by root-finding are comparable.
+    """
+    gamma, beta = model.W0[:, 0], model.W1[0]
+    a = jnp.sqrt(jnp.linalg.norm(beta) / jnp.linalg.norm(gamma))
+    q, k = model.WQ[0, 0], model.WK[0, 0]
+    r = jnp.sqrt(jnp.abs(q * k)) / a
+    return OneLayerTransformer(
+        W0=model.W0 * a,
+        W1=model.W1 / a,
+        WQ=jnp.reshape(jnp.where(q < 0, -r, r), (1, 1)),
+        WK=jnp.reshape(jnp.where(k < 0, -r, r), (1, 1)),
+    )
+
+
+class RankOneCriticalPoint(eqx.Module):
+    """A critical point on the rank-one manifold and its split spectrum.
+
+    Attributes:
+        point: the critical point as an ``m = m' = 1`` model (:class:`CriticalPoint`), in the
+            balanced gauge (:func:`balance_rank_one`).
+        tangential: eigenvalues of ``J`` along the manifold, decreasing (they include the exact
+            zeros of the rescaling symmetries ``W0 -> a W0, W1 -> W1 / a`` and ``WQ -> b WQ,
+            WK -> WK / b``).
+        transverse: eigenvalues of ``J`` off the manifold (computed in widths ``m = m' = 2``;
+            wider models repeat them), decreasing.
+        grad_M_singular_values: singular values of ``dL/dM`` at the point, decreasing.
+        grad_Phi_norm: ``||dL/dPhi||_F`` at the point.
+    """
+
+    point: CriticalPoint
+    tangential: Float[Array, " nt"]
+    transverse: Float[Array, " nn"]
+    grad_M_singular_values: Float[Array, " d"]
+    grad_Phi_norm: Scalar
+
+    @property
+    def transverse_rate(self) -> Scalar:
+        """The top transverse eigenvalue: the growth rate of a new embedding direction."""
+        return self.transverse[0]
+
+
+def _tangential_mask(model2: OneLayerTransformer) -> Array:
+    ones = embed_rank_one(
+        OneLayerTransformer(
+            W0=jnp.ones((model2.W0.shape[0], 1)),
+            W1=jnp.ones((1, model2.W0.shape[0])),
+            WQ=jnp.ones((1, 1)),
+            WK=jnp.ones((1, 1)),
+        ),
+        2,
+        2,
+    )
+    return ravel_pytree(ones)[0] > 0
+
+
+@eqx.filter_jit
+def _rank_one_spectrum(point: CriticalPoint, pi, P) -> RankOneCriticalPoint:
+    point = eqx.tree_at(lambda p: p.model, point, balance_rank_one(point.model))
+    model2 = embed_rank_one(point.model, 2, 2)
+    J = jacobian(model2, pi, P)
+    tangential = _tangential_mask(model2)
+    n = J.shape[0]
+    nt = 2 * model2.W0.shape[0] + 2
+    idx_t = jnp.nonzero(tangential, size=nt)[0]
+    idx_n = jnp.nonzero(~tangential, size=n - nt)[0]
+    ev_t = jnp.linalg.eigvalsh(J[jnp.ix_(idx_t, idx_t)])[::-1]
+    ev_n = jnp.linalg.eigvalsh(J[jnp.ix_(idx_n, idx_n)])[::-1]
+    M, Phi = point.model.matrices()
+    gM, gPhi = jax.grad(population_loss_from_matrices, argnums=(0, 1))(M, Phi, pi, P)
+    return RankOneCriticalPoint(
+        point=point,
+        tangential=ev_t,
+        transverse=ev_n,
+        grad_M_singular_values=jnp.linalg.svd(gM, compute_uv=False),
+        grad_Phi_norm=jnp.linalg.norm(gPhi),
+    )
+
+
+@eqx.filter_jit
+def _flow_to_stall(model0, pi, P, t_max, rtol, atol, steady_tol, max_steps):
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(gradient_field),
+        diffrax.Tsit5(),
+        t0=jnp.zeros_like(t_max),
+        t1=t_max,
+        dt0=None,
+        y0=model0,
+        args=(jnp.asarray(pi), jnp.asarray(P)),
+        saveat=diffrax.SaveAt(t1=True),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        event=diffrax.Event(diffrax.steady_state_event(rtol=0.0, atol=steady_tol)),
+        max_steps=max_steps,
+        throw=False,
+    )
+    return jax.tree_util.tree_map(lambda x: x[-1], sol.ys)
+
+
+def rank_one_critical_point(
+    model0: OneLayerTransformer,
+    pi: Float[ArrayLike, " d"],
+    P: Float[ArrayLike, "d d"],
+    t_max: Float[ArrayLike, ""],
+    *,
+    rtol: float = 1e-9,
+    atol: float = 1e-12,
+    steady_tol: float = 1e-9,
+    max_steps: int = 100_000,
+    root_tol: float = 1e-13,
+) -> RankOneCriticalPoint:
+    """The critical point where the flow on the rank-one manifold stalls.
+
+    Runs the flow of the ``m = m' = 1`` model ``model0`` (e.g. a small initialisation, which
+    stays on the manifold) until it is steady (``||grad L|| <= steady_tol``) or ``t_max``,
+    root-finds ``grad L = 0`` from there (:func:`find_critical_point`, tolerance ``root_tol``:
+    eigenvalues move with the point to first order) and splits the Jacobian there into its
+    tangential and transverse blocks. The approach to the stall is slow (the smallest
+    tangential eigenvalues can be ``1e-3``), hence the steady-state stop instead of a fixed
+    time. A flow with no finite stall leaves the root-finder far from a critical point: its
+    ``point.status`` then says ``not_converged``. ``rtol``, ``atol``: the flow's tolerances.
+    """
+    if model0.W0.shape[1] != 1 or model0.WQ.shape[1] != 1:
+        raise ValueError(
+            f"model0 must have m = m' = 1, got W0 {model0.W0.shape}, WQ {model0.WQ.shape}"
+        )
+    t_max = jnp.asarray(t_max, model0.W0.dtype)
+    end = _flow_to_stall(model0, pi, P, t_max, rtol, atol, steady_tol, max_steps)
+    point = find_critical_point(end, pi, P, rtol=root_tol, atol=root_tol)
+    return _rank_one_spectrum(point, pi, P)
+
+
+@eqx.filter_jit
+def track_rank_one_branch(
+    start: OneLayerTransformer,
+    pis: Float[ArrayLike, "n d"],
+    Ps: Float[ArrayLike, "n d d"],
+    *,
+    root_tol: float = 1e-13,
+) -> RankOneCriticalPoint:
+    """Follow a branch of rank-one critical points along a sequence of chains ``(pis[i],
+    Ps[i])`` (e.g. increasing ``delta``): each root-find starts from the previous solution
+    (natural continuation) with tolerance ``root_tol``. Returns the points stacked along a
+    leading axis."""
+    if start.W0.shape[1] != 1 or start.WQ.shape[1] != 1:
+        raise ValueError(
+            f"start must have m = m' = 1, got W0 {start.W0.shape}, WQ {start.WQ.shape}"
+        )
+
+    def step(model, chain):
+        pi, P = chain
+        point = find_critical_point(model, pi, P, rtol=root_tol, atol=root_tol)
+        found = _rank_one_spectrum(point, pi, P)
+        return found.point.model, found
+
+    _, branch = jax.lax.scan(step, start, (jnp.asarray(pis), jnp.asarray(Ps)))
+    return branch
