@@ -31,7 +31,7 @@ from ._task import shift_matrix, supervised_positions
 OBJECTIVES = ("marginal", "map")
 
 
-def _check_objective(objective: str) -> None:
+def check_objective(objective: str) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
 
@@ -40,7 +40,7 @@ def population_data_term(
     frob2, rowsum2, tau, total, P, *, V: int, temperature=1.0, sigma_w2=1.0, objective="marginal"
 ) -> Float[Array, "..."]:
     """The data part of the population action from the four invariants of A (equation above)."""
-    _check_objective(objective)
+    check_objective(objective)
     T = temperature
     kappa = sigma_w2 / V
     m_perp, m_par = P * frob2 / V, P * rowsum2 / V
