@@ -21,6 +21,11 @@ from ._heads import (
     copy_head as copy_head,
     factored_scores as factored_scores,
 )
+from ._hysteresis import (
+    Hysteresis as Hysteresis,
+    pair_disagreement as pair_disagreement,
+    switch_bracket as switch_bracket,
+)
 from ._measure import measure as measure
 from ._models import (
     AbstractReducedModel as AbstractReducedModel,
@@ -44,6 +49,7 @@ from ._phase import (
     instability_point as instability_point,
     linear_onset as linear_onset,
     locate_transition as locate_transition,
+    onset_exponent as onset_exponent,
     phase_diagram as phase_diagram,
 )
 from ._posterior import (

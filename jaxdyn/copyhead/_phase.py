@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float
 
+from .._numerics import LinearFit, fit_power_law
 from ._models import (
     AbstractReducedModel,
     LinearReduced,
@@ -185,6 +186,24 @@ def linear_onset(model: LinearReduced) -> float:
     roots = np.roots(det)
     real = roots[(np.abs(roots.imag) <= 1e-9 * np.abs(roots)) & (roots.real > 0)].real
     return float(real.min()) if real.size else float("nan")
+
+
+def onset_exponent(
+    model: AbstractReducedModel, P_c: float, eps: Float[ArrayLike, " k"] | None = None
+) -> tuple[float, LinearFit]:
+    """Exponent beta of the amplitude ~ (P - P_c)^beta just above a continuous onset P_c.
+
+    Global minima at P = P_c (1 + eps) (default eps from 1e-4 to 1e-2); returns beta from the
+    fit of ln amplitude against ln eps and eps (the term eps absorbs the analytic correction
+    (1 + b eps) of the power law), and the plain power-law fit (:func:`jaxdyn.fit_power_law`).
+    """
+    eps = np.geomspace(1e-4, 1e-2, 8) if eps is None else np.asarray(eps, float)
+    amp = np.array([float(model.order(global_minimum(model, jnp.asarray(P_c * (1 + e))))
+                          ["amplitude"]) for e in eps])
+    design = np.stack([np.log(eps), eps, np.ones_like(eps)], -1)
+    ok = amp > 0
+    coef, *_ = np.linalg.lstsq(design[ok], np.log(amp[ok]), rcond=None)
+    return float(coef[0]), fit_power_law(eps, amp)
 
 
 def classify_transition(

@@ -106,27 +106,45 @@ def _global_order(model: AbstractReducedModel, Ps: np.ndarray, key: str) -> np.n
     return np.asarray(jax.lax.map(f, jnp.asarray(Ps), batch_size=32))
 
 
+def _least_smooth_cell(model, P_min: float, P_max: float, n: int, key: str) -> int:
+    """Index i of the coarse cell [P_i, P_{i+1}] (n log-spaced points) where the largest step
+    shrinks least from a 4-fold to a 16-fold split of the cell (local refinement exponent:
+    0 for a jump, 1/2 for a square-root onset, 1 for a smooth change); among cells within
+    0.05 of the smallest exponent, the one with the largest change."""
+    fine = np.geomspace(P_min, P_max, 16 * (n - 1) + 1)
+    x = _global_order(model, fine, key).reshape(-1)
+    sub16 = np.abs(np.diff(x)).reshape(n - 1, 16).max(axis=1)
+    sub4 = np.abs(x[4::4] - x[:-4:4]).reshape(n - 1, 4).max(axis=1)
+    change = np.abs(x[16::16] - x[:-16:16])
+    live = change > 1e-6 * max(float(change.max()), 1e-300)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exponent = np.where(live, np.log(sub4 / sub16) / np.log(4.0), np.inf)
+    near = np.flatnonzero(exponent <= exponent.min() + 0.05)
+    return int(near[np.argmax(change[near])])
+
+
 def order_from_refinement(
     model: AbstractReducedModel,
     P_min: float,
     P_max: float,
     *,
-    levels: tuple[int, ...] = (8, 16, 32, 64, 128),
-    offsets: int = 4,
+    levels: tuple[int, ...] = (16, 32, 64, 128, 256),
+    offsets: int = 8,
     coarse_points: int = 40,
+    fit_levels: int = 4,
     key: str = "amplitude",
 ) -> tuple[RefinementOrder, tuple[float, float]]:
     """Order of the reduced model's transition from grid refinement of its global minimum.
 
-    A coarse log grid of ``coarse_points`` on [P_min, P_max] locates the steepest change of the
-    global minimum's ``key``; the window spans the coarse cell around it and one cell on either
-    side. Within it, grids of ``levels`` intervals (each shifted ``offsets`` times,
-    :func:`refinement_grids`) give the largest step per spacing, classified by
-    :func:`classify_refinement`. Returns the result and the window.
+    The window is the coarse cell (``coarse_points`` log-spaced on [P_min, P_max]) where the
+    step of the global minimum's ``key`` shrinks least under splitting (the least smooth
+    place), widened by one cell on either side. Within it, grids of ``levels`` intervals, each
+    shifted ``offsets`` times (:func:`refinement_grids`), give the largest step per
+    spacing; the finest ``fit_levels`` are fitted (the asymptotic regime) and classified by
+    :func:`classify_refinement`. Returns the result (all levels in its arrays) and the window.
     """
     coarse = np.geomspace(P_min, P_max, coarse_points)
-    x = _global_order(model, coarse, key)
-    i = int(np.argmax(np.abs(np.diff(x))))
+    i = _least_smooth_cell(model, P_min, P_max, coarse_points, key)
     lo, hi = coarse[max(i - 1, 0)], coarse[min(i + 2, coarse_points - 1)]
     grids = refinement_grids(lo, hi, levels, offsets)
     allP = np.concatenate([g for level in grids for g in level])
@@ -139,7 +157,9 @@ def order_from_refinement(
             start += g.size
         steps.append(best)
     spacing = np.array([np.log(hi / lo) / n for n in levels])
-    return classify_refinement(spacing, np.asarray(steps)), (float(lo), float(hi))
+    fitted = classify_refinement(spacing[-fit_levels:], np.asarray(steps)[-fit_levels:])
+    result = RefinementOrder(spacing, np.asarray(steps), fitted.fit, fitted.order)
+    return result, (float(lo), float(hi))
 
 
 def _action_grid(model: AbstractReducedModel, Ps, coordinates) -> np.ndarray:
