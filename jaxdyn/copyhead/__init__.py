@@ -26,7 +26,10 @@ from ._hysteresis import (
     pair_disagreement as pair_disagreement,
     switch_bracket as switch_bracket,
 )
-from ._measure import measure as measure
+from ._measure import (
+    measure as measure,
+    population_test_loss as population_test_loss,
+)
 from ._models import (
     AbstractReducedModel as AbstractReducedModel,
     LinearReduced as LinearReduced,

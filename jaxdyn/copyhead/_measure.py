@@ -16,7 +16,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ._heads import AbstractOddCopyHead
 from ._order import logit_gap, order_parameters
 from ._posterior import CopyHeadPosterior
-from ._task import CopyStatistics, shift_matrix
+from ._task import CopyStatistics, population_statistics, shift_matrix
 
 
 def measure(
@@ -52,3 +52,24 @@ def measure(
         if test is not None:
             out["test_loss"] = posterior.loss(W, G, test)
     return out
+
+
+def population_test_loss(
+    posterior: CopyHeadPosterior,
+    G: Float[ArrayLike, "L L"],
+    W: Float[ArrayLike, "V V"] | None = None,
+    *,
+    V: int,
+    P: Float[ArrayLike, ""] = 1.0,
+) -> Float[Array, ""]:
+    """Expected loss per fresh sequence of the network (W, G) on i.i.d. uniform tokens.
+
+    Without ``W``, W is the MAP readout given G for P sequences of expected statistics,
+    (M + (T V / sigma_w^2) I)^{-1} B at ``population_statistics(L, V, P)``: the test loss the
+    saddle-point (MAP) theory predicts for the scores G.
+    """
+    G = jnp.asarray(G)
+    L = G.shape[-1]
+    if W is None:
+        W = posterior.readout(G, population_statistics(L, V, P, cyclic=posterior.cyclic))
+    return posterior.loss(W, G, population_statistics(L, V, 1.0, cyclic=posterior.cyclic))

@@ -7,4 +7,11 @@ hysteresis and bimodality where the theory has coexisting minima, their absence 
 does not; configurations outside the regime of a claim are run and reported.
 """
 
-from . import theory as theory
+from . import (
+    adam as adam,
+    adam_linear as adam_linear,
+    scaling as scaling,
+    sgld as sgld,
+    sgld_linear as sgld_linear,
+    theory as theory,
+)

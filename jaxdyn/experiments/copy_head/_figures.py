@@ -75,11 +75,11 @@ def theory_figures(run, c, results, hyst) -> None:
     run.save_figure(fig, "attention_heatmaps")
 
 
-def network_figures(run, name, P, keep, result, keys, theory_curves, n_failed) -> None:
-    """Order parameters and losses of trained networks / chains against theory curves.
-
-    ``theory_curves`` maps a key to (P grid, values); ``keys`` are the outputs plotted.
-    """
+def network_figures(
+    run, name, P, keep, result, keys, theory_curves, n_failed, loss_key: str = "test_loss"
+) -> None:
+    """Order parameters and a loss (``loss_key``) of trained networks / chains against
+    theory curves; ``theory_curves`` maps a key to (P grid, values)."""
     fig, ax = new_figure(1, len(keys) + 1)
     for j, key in enumerate(keys):
         vals = result.outputs[key]
@@ -93,12 +93,12 @@ def network_figures(run, name, P, keep, result, keys, theory_curves, n_failed) -
         ax[0, j].legend(fontsize=7)
         note_excluded(ax[0, j], n_failed, len(P))
     a = ax[0, -1]
-    loss = result.outputs["test_loss"]
+    loss = result.outputs[loss_key]
     if loss.ndim > 1:
         loss = np.nanmean(loss, axis=1)
-    a.semilogx(P[keep], loss[keep], "s", ms=3, label="population test loss")
-    if "test_loss" in theory_curves:
-        a.semilogx(*theory_curves["test_loss"], "k-", label="theory")
+    a.semilogx(P[keep], loss[keep], "s", ms=3, label=loss_key)
+    if loss_key in theory_curves:
+        a.semilogx(*theory_curves[loss_key], "k-", label="theory")
     a.set_xlabel("P (sequences)")
     a.legend(fontsize=7)
     run.save_figure(fig, f"{name}_order_parameters")
