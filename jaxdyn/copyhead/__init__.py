@@ -7,12 +7,7 @@ action, its phase diagram and the detectors that classify a transition; Gaussian
 around posterior modes; the softmax first-order boundary and scaling-law comparison.
 """
 
-from ._fluctuations import (
-    action_hessian as action_hessian,
-    laplace_covariance as laplace_covariance,
-    mode_free_energy as mode_free_energy,
-    one_loop_mean as one_loop_mean,
-)
+from ._fluctuations import laplace_covariance as laplace_covariance
 from ._heads import (
     AbstractCopyHead as AbstractCopyHead,
     AbstractOddCopyHead as AbstractOddCopyHead,

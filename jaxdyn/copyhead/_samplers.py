@@ -240,26 +240,43 @@ def sample_mala(
     num_samples: int,
     thin: int,
     G0: Float[ArrayLike, "L L"] | None = None,
+    target_acceptance: float | None = 0.574,
 ) -> dict[str, Array]:
     """MALA on p(G | D) ~ exp(-S(G)) with the exact action (W integrated out), from ``G0``
-    (default zero). Returns per-sample :func:`measure` outputs, the acceptance rate of each
-    sampling interval (``"acceptance"``) and the final G (``"G_final"``)."""
+    (default zero).
+
+    With ``target_acceptance`` (default 0.574, optimal for MALA in high dimension) the step
+    starts at ``step_size`` and adapts during burn-in by Robbins-Monro on ln h,
+    ln h += (acceptance - target) / (t + 10)^0.6, then stays fixed, so the samples are exact;
+    ``None`` keeps ``step_size`` throughout. Returns per-sample :func:`measure` outputs, the
+    acceptance rate of each sampling interval (``"acceptance"``), the final G (``"G_final"``)
+    and the step used for sampling (``"step_size"``).
+    """
     L = stats.L
-    mala = _blackjax().mala(lambda G: -posterior.action(G, stats), step_size)
-    state = mala.init(jnp.zeros((L, L)) if G0 is None else jnp.asarray(G0))
+    blackjax = _blackjax()
+    logdensity = lambda G: -posterior.action(G, stats)
+    G_init = jnp.zeros((L, L)) if G0 is None else jnp.asarray(G0)
+    state = blackjax.mala(logdensity, step_size).init(G_init)
 
-    def one(st, k):
-        st, info = mala.step(k, st)
-        return st, info.acceptance_rate
+    def one(carry, k, adapt):
+        st, log_h, t = carry
+        st, info = blackjax.mala(logdensity, jnp.exp(log_h)).step(k, st)
+        if adapt:
+            log_h = log_h + (info.acceptance_rate - target_acceptance) / (t + 10.0) ** 0.6
+        return (st, log_h, t + 1.0), info.acceptance_rate
 
+    log_h = jnp.log(jnp.asarray(step_size, dtype=jnp.result_type(float)))
+    carry = (state, log_h, jnp.zeros_like(log_h))
     k_burn, k_s = jax.random.split(key)
-    state, _ = jax.lax.scan(one, state, jax.random.split(k_burn, burn_in))
+    carry, _ = jax.lax.scan(lambda c, k: one(c, k, target_acceptance is not None), carry,
+                            jax.random.split(k_burn, burn_in))
 
-    def sample(st, k):
-        st, acc = jax.lax.scan(one, st, jax.random.split(k, thin))
-        return st, (measure(posterior, st.position, None, stats), jnp.mean(acc))
+    def sample(c, k):
+        c, acc = jax.lax.scan(lambda cc, kk: one(cc, kk, False), c, jax.random.split(k, thin))
+        return c, (measure(posterior, c[0].position, None, stats), jnp.mean(acc))
 
-    state, (samples, acc) = jax.lax.scan(sample, state, jax.random.split(k_s, num_samples))
+    carry, (samples, acc) = jax.lax.scan(sample, carry, jax.random.split(k_s, num_samples))
     samples["acceptance"] = acc
-    samples["G_final"] = state.position
+    samples["G_final"] = carry[0].position
+    samples["step_size"] = jnp.exp(carry[1])
     return samples

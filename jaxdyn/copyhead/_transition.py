@@ -246,7 +246,8 @@ class Bimodality:
     Attributes:
         means, stds, weights: the two components (lower mean first).
         ashman_d: sqrt(2) |mu_1 - mu_2| / sqrt(s_1^2 + s_2^2).
-        bimodal: ``ashman_d > 2`` and the lighter component holds at least ``min_weight``.
+        bimodal: ``ashman_d > 2``, the lighter component holds at least ``min_weight`` and
+            the means are more than ``min_separation`` apart.
     """
 
     means: tuple[float, float]
@@ -257,10 +258,16 @@ class Bimodality:
 
 
 def bimodality(
-    samples: Float[ArrayLike, " n"], *, min_weight: float = 0.1, iterations: int = 200
+    samples: Float[ArrayLike, " n"],
+    *,
+    min_separation: float = 0.0,
+    min_weight: float = 0.1,
+    iterations: int = 200,
 ) -> Bimodality:
     """Fit two Gaussians to ``samples`` by EM (started from the best two-group split of the
-    sorted sample) and test for two modes: Ashman's D > 2 with both weights >= ``min_weight``.
+    sorted sample) and test for two modes: Ashman's D > 2, both weights >= ``min_weight`` and
+    means more than ``min_separation`` apart (e.g. half the distance between two theory
+    states: correlated samples of one chain can form tight clusters that are not modes).
     Component variances are floored at 1e-6 of the sample variance (a tight cluster)."""
     x = np.sort(np.asarray(samples, float).ravel())
     x = x[np.isfinite(x)]
@@ -293,5 +300,5 @@ def bimodality(
         (float(np.sqrt(var[0])), float(np.sqrt(var[1]))),
         (float(w[0]), float(w[1])),
         d,
-        bool(d > 2.0 and w.min() >= min_weight),
+        bool(d > 2.0 and w.min() >= min_weight and mu[1] - mu[0] > min_separation),
     )

@@ -27,13 +27,15 @@ class SGLDConfig(CopyHeadConfig):
 
     Step sizes (blackjax convention, no 1/2): SGLD h = :func:`jaxdyn.copyhead.sgld_step_size`
     with ``step_scale``, G moving ``g_preconditioner`` times faster (a constant
-    reparametrisation, exact); MALA h_G = mala_step_scale / (1 + P L / (16 V T)).
+    reparametrisation, exact); MALA starts at h_G = mala_step_scale (L^2)^{-1/3} /
+    (1 + P L / (16 V T)) (the d^{-1/3} scaling of MALA in d = L^2 dimensions) and adapts it to
+    acceptance 0.574 during burn-in.
 
     Attributes:
         attention: "softmax" or "linear".
         P_values: P away from the transition (sequences).
-        window_points: P values inside the theory's coexistence window above P*, where the
-            uniform state is metastable (first-order theories only).
+        window_points: P values scanned from P* to twice the uniform spinodal P_hi for
+            hysteresis and bimodality (first-order theories only).
         precursor_fractions: P / P_t below the transition for the precursor chains (MALA
             from the uniform state).
         seeds: datasets (standard errors across them: at least 3).
@@ -46,12 +48,12 @@ class SGLDConfig(CopyHeadConfig):
     L: int = 64
     V: int = 8
     P_values: tuple[float, ...] = (8.0, 12.0, 64.0, 128.0)
-    window_points: int = 2
+    window_points: int = 5
     precursor_fractions: tuple[float, ...] = (0.25, 0.5, 0.75, 0.9)
     seeds: int = 3
     step_scale: float = 0.2
     g_preconditioner: float = 16.0
-    mala_step_scale: float = 0.5
+    mala_step_scale: float = 0.4
     burn_in: int = 3000
     num_samples: int = 60
     thin: int = 20
@@ -80,12 +82,13 @@ class SGLDConfig(CopyHeadConfig):
 
     @classmethod
     def quick(cls) -> dict:
-        return {"P_values": (10.0, 128.0), "window_points": 1, "burn_in": 1000,
+        return {"P_values": (10.0, 128.0), "window_points": 3, "burn_in": 1000,
                 "num_samples": 20, "thin": 10, "mode_steps": 600,
                 "precursor_fractions": (0.25, 0.9)}
 
     def mala_step(self, P):
-        return self.mala_step_scale / (1.0 + P * self.L / (16.0 * self.V * self.temperature))
+        return self.mala_step_scale / (float(self.L) ** (2.0 / 3.0)
+                                       * (1.0 + P * self.L / (16.0 * self.V * self.temperature)))
 
 
 def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
