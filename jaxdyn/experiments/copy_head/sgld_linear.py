@@ -16,11 +16,13 @@ from .sgld import SGLDConfig, run_sgld
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LinearSGLDConfig(SGLDConfig):
-    """:class:`SGLDConfig` with linear attention, L = 32 and P around its onset."""
+    """:class:`SGLDConfig` with linear attention, L = 32, P around its onset, and G moving
+    64 times faster than W (the trade between pooling and copying is a slow direction)."""
 
     attention: str = "linear"
     L: int = 32
     P_values: tuple[float, ...] = (8.0, 64.0, 128.0)
+    g_preconditioner: float = 64.0
 
     @classmethod
     def quick(cls) -> dict:
