@@ -22,7 +22,6 @@ from ._hysteresis import (
     switch_bracket as switch_bracket,
 )
 from ._measure import (
-    finite_sample_test_loss as finite_sample_test_loss,
     measure as measure,
     population_test_loss as population_test_loss,
 )

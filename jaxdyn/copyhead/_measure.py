@@ -10,21 +10,13 @@ reported.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._custom_types import Key
 from ._heads import AbstractOddCopyHead
 from ._order import logit_gap, order_parameters
 from ._posterior import CopyHeadPosterior
-from ._task import (
-    CopyStatistics,
-    copy_statistics,
-    copy_task,
-    population_statistics,
-    shift_matrix,
-)
+from ._task import CopyStatistics, population_statistics, shift_matrix
 
 
 def measure(
@@ -82,31 +74,3 @@ def population_test_loss(
         W = posterior.readout(G, population_statistics(L, V, P, cyclic=posterior.cyclic))
     return posterior.loss(W, G, population_statistics(L, V, 1.0, cyclic=posterior.cyclic))
 
-
-def finite_sample_test_loss(
-    posterior: CopyHeadPosterior,
-    G: Float[ArrayLike, "L L"],
-    key: Key,
-    *,
-    V: int,
-    P: int,
-    datasets: int = 64,
-) -> tuple[Float[Array, ""], Float[Array, ""]]:
-    """Expected population test loss of the MAP readout fitted to P sampled sequences, with
-    the scores fixed at G: (mean, standard error) over ``datasets`` independent datasets.
-
-    The saddle-point theory's readout uses the expected statistics; a network trained on P
-    sequences fits W to noisy ones, which raises its test loss by a term that vanishes like
-    1 / P (over-fitting of the V x V readout). This is that term, computed rather than
-    absorbed in a tolerance.
-    """
-    G = jnp.asarray(G)
-    L = G.shape[-1]
-
-    def one(k):
-        X, Y = copy_task(k, int(P), L, V, cyclic=posterior.cyclic, dtype=G.dtype)
-        W = posterior.readout(G, copy_statistics(X, Y))
-        return population_test_loss(posterior, G, W, V=V)
-
-    losses = jax.vmap(one)(jax.random.split(key, datasets))
-    return jnp.mean(losses), jnp.std(losses, ddof=1) / jnp.sqrt(datasets)
