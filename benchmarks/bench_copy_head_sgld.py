@@ -31,6 +31,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 import argparse  # noqa: E402
+import importlib.metadata  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
@@ -149,7 +150,7 @@ def main():
         "jaxdyn_s": jax_s, "jaxdyn_note": "jit(vmap(lax.scan)) of sgld_kernel, one device",
         "baseline_devinterp_sgld_s": base_total,
         "baseline_devinterp_sgld_note": (
-            f"devinterp {__import__('devinterp').__version__} SGMCMC.sgld via "
+            f"devinterp {importlib.metadata.version('devinterp')} SGMCMC.sgld via "
             f"sample_single_chain, chains in sequence; {n_base} chains timed "
             f"({base_s:.3f} s), scaled x{args.chains / n_base:g}"),
         "ratio": ratio, "target_ratio": 20.0, "passed": bool(ratio >= 20.0),

@@ -1,8 +1,8 @@
 """The copy-head experiments: registered, validated before compiling, and run end to end.
 
-The --quick runs of every experiment, with every check required to pass, are in the slow
-suite (``-m slow``), and so are the full-size runs; the fast suite runs copy-head-theory at
-L = 8 (outside the page's first-order regime: it must complete and report what it finds).
+End-to-end runs are in the slow suite (``-m slow``): the --quick and the full-size run of
+every experiment, with every check required to pass, and copy-head-theory at L = 8 (outside
+the page's first-order regime: it must complete and report what it finds).
 """
 
 import pytest
@@ -53,9 +53,10 @@ def test_small_L_and_large_V_are_valid_inputs():
 
 def _run(name, path, quick=True, overrides=()):
     return read_summary(run_experiment(name, out=path / name, quick=quick,
-                                       overrides=list(overrides)))
+                                       overrides=list(overrides), sweep={}))
 
 
+@pytest.mark.slow
 def test_theory_at_L8_completes_and_reports_a_continuous_softmax_transition(tmp_path):
     summary = _run("copy-head-theory", tmp_path, overrides=[
         "L=8", "n_P=20", "P_max=300", "hysteresis_points=4", "hysteresis_seeds=2",

@@ -61,8 +61,9 @@ def test_pair_disagreement_and_switch_bracket():
     assert h.disagree_fraction.tolist() == [0.0, 0.5, 0.0]
     assert h.pairs.tolist() == [2, 2, 2]
     Ps = np.array([1.0, 2.0, 3.0, 4.0])
-    assert ch.switch_bracket(Ps, [0.0, 0.0, 1.0, 1.0], [0.0, 0.5, 0.5, 1.0]) == (2.0, 3.0)
-    assert ch.switch_bracket(Ps, [0, 0, 0, 0], [1, 1, 1, 1]) is None
+    uniform, copy = np.array([0.0, 0.0, 1.0, 1.0]), np.array([0.0, 0.5, 0.5, 1.0])
+    assert ch.switch_bracket(Ps, uniform, copy) == (2.0, 3.0)
+    assert ch.switch_bracket(Ps, np.zeros(4), np.ones(4)) is None
 
 
 def test_crossover_point_interpolates_in_log_P():
@@ -92,9 +93,10 @@ def test_laplace_covariance_equals_the_dense_inverse_hessian():
     stats = ch.copy_statistics(X, Y)
     posterior = ch.CopyHeadPosterior("linear", 0.8, 1.2, 0.9)
     G = 0.3 * jax.random.normal(jax.random.key(1), (L, L))
-    G = ch.minimise_action(posterior, stats, G, steps=2000, learning_rate=0.02)
+    G = jax.jit(lambda g: ch.minimise_action(posterior, stats, g, steps=2000,
+                                             learning_rate=0.02))(G)
     observable = lambda g: jnp.stack(ch.order_parameters(posterior.attention(g)))
-    cov = ch.laplace_covariance(posterior, stats, G, observable)
+    cov = jax.jit(lambda g: ch.laplace_covariance(posterior, stats, g, observable))(G)
     H = jax.hessian(lambda g: posterior.action(g.reshape(L, L), stats))(G.ravel())
     J = jax.jacobian(lambda g: observable(g.reshape(L, L)))(G.ravel())
     dense = J @ jnp.linalg.inv(H) @ J.T

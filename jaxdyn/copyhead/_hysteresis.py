@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from jaxtyping import ArrayLike, Float
+from jaxtyping import ArrayLike, Bool, Float, Shaped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,10 +36,10 @@ class Hysteresis:
 
 def pair_disagreement(
     P: Float[ArrayLike, " n"],
-    seeds: Float[ArrayLike, " n"],
+    seeds: Shaped[ArrayLike, " n"],
     start: Float[ArrayLike, " n"],
-    state: Float[ArrayLike, " n"],
-    ok: Float[ArrayLike, " n"] | None = None,
+    state: Shaped[ArrayLike, " n"],
+    ok: Bool[ArrayLike, " n"] | None = None,
     *,
     tolerance: float | None = None,
 ) -> Hysteresis:

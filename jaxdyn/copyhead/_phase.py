@@ -251,8 +251,9 @@ def locate_transition(
     jump_tol: float = 0.05,
 ) -> tuple[PhaseDiagram, PhaseDiagram, dict]:
     """Phase diagram on a log grid, then zoom in around the largest jump of the global order
-    parameter until the coexistence window spans several grid points (narrow windows, e.g.
-    softmax at L = 16, are otherwise missed), and classify. Returns (coarse, fine, info)."""
+    parameter (``zooms`` times, each window about 7 grid cells of the previous one) until the
+    coexistence window spans several grid points (narrow windows, e.g. softmax at L = 16, are
+    otherwise missed), and classify. Returns (coarse, fine, info)."""
     diagram = phase_diagram(model, np.geomspace(P_min, P_max, n_P))
     P = diagram.P
     i = int(np.argmax(np.abs(np.diff(diagram.order_global["amplitude"]))))
@@ -264,8 +265,10 @@ def locate_transition(
         if info["transition_order"] == "first":
             return diagram, fine, info
         where = np.flatnonzero(fine.coexistence)
-        if where.size == 0:
-            break
-        lo = fine.P[max(where[0] - 2, 0)]
-        hi = fine.P[min(where[-1] + 2, n_P - 1)]
+        if where.size:
+            lo = fine.P[max(where[0] - 2, 0)]
+            hi = fine.P[min(where[-1] + 2, n_P - 1)]
+        else:  # no coexistence resolved yet: narrow in on the largest jump
+            i = int(np.argmax(np.abs(np.diff(fine.order_global["amplitude"]))))
+            lo, hi = fine.P[max(i - 3, 0)], fine.P[min(i + 4, n_P - 1)]
     return diagram, fine, classify_transition(model, diagram, jump_tol=jump_tol)

@@ -30,6 +30,9 @@ from ._task import shift_matrix, supervised_positions
 
 OBJECTIVES = ("marginal", "map")
 
+# L and V as numbers: Python ints, or float arrays (traced in sweeps over L and V).
+Size = int | float | Float[ArrayLike, ""]
+
 
 def check_objective(objective: str) -> None:
     if objective not in OBJECTIVES:
@@ -37,7 +40,7 @@ def check_objective(objective: str) -> None:
 
 
 def population_data_term(
-    frob2, rowsum2, tau, total, P, *, V: int, temperature=1.0, sigma_w2=1.0, objective="marginal"
+    frob2, rowsum2, tau, total, P, *, V: Size, temperature=1.0, sigma_w2=1.0, objective="marginal"
 ) -> Float[Array, "..."]:
     """The data part of the population action from the four invariants of A (equation above)."""
     check_objective(objective)
@@ -57,7 +60,7 @@ def population_action(
     A: Float[ArrayLike, "L L"],
     P,
     *,
-    V: int,
+    V: Size,
     temperature=1.0,
     sigma_w2=1.0,
     sigma_g2=1.0,
@@ -92,8 +95,8 @@ def reduced_action_linear(
     c: Float[ArrayLike, "... 2"],
     P,
     *,
-    L: int,
-    V: int,
+    L: Size,
+    V: Size,
     temperature=1.0,
     sigma_w2=1.0,
     sigma_g2=1.0,
@@ -127,8 +130,8 @@ def reduced_action_softmax(
     delta: Float[ArrayLike, "..."],
     P,
     *,
-    L: int,
-    V: int,
+    L: Size,
+    V: Size,
     temperature=1.0,
     sigma_w2=1.0,
     sigma_g2=1.0,

@@ -104,9 +104,9 @@ class FormFit:
 
 
 def compare_scaling_forms(
-    L: Float[ArrayLike, " n"],
-    V: Float[ArrayLike, " n"],
-    P_star: Float[ArrayLike, " n"],
+    L: Float[ArrayLike, "*shape"],
+    V: Float[ArrayLike, "*shape"],
+    P_star: Float[ArrayLike, "*shape"],
     forms: dict[str, tuple[str, Design]] | None = None,
 ) -> list[FormFit]:
     """Fit each candidate law to the finite positive P_star(L, V); best (lowest AIC) first."""

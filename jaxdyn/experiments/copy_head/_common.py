@@ -14,7 +14,7 @@ from ...runs import ConfigError, ExperimentConfig
 ATTENTIONS = ("linear", "softmax")
 
 
-def require(condition: bool, message: str) -> None:
+def require(condition: bool | np.bool_, message: str) -> None:
     """Raise a one-line ConfigError unless ``condition``."""
     if not condition:
         raise ConfigError(message)

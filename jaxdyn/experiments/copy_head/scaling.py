@@ -30,7 +30,7 @@ class ScalingConfig(CopyHeadConfig):
 
     L_values: tuple[int, ...] = (16, 32, 64, 128)
     V_values: tuple[int, ...] = (4, 8, 16, 32)
-    boundary_L: tuple[int, ...] = (12, 16, 24, 32)
+    boundary_L: tuple[int, ...] = (16, 24, 32, 48)
     boundary_iterations: int = 8
     n_P: int = 50
 
@@ -48,7 +48,7 @@ class ScalingConfig(CopyHeadConfig):
     @classmethod
     def quick(cls) -> dict:
         return {"L_values": (16, 32, 64), "V_values": (4, 8, 16), "n_P": 30,
-                "boundary_L": (12, 16, 24), "boundary_iterations": 5}
+                "boundary_L": (16, 24, 32), "boundary_iterations": 4}
 
 
 @register_experiment(
