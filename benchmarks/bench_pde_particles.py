@@ -30,8 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn.attention import Softmax, softmax_weights
+from jaxdyn.attention import softmax_weights
 from jaxdyn.meanfield import (
+    Softmax,
     detect_clusters,
     fixed_step_particles,
     sphere_softmax,
@@ -78,9 +79,9 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
     grid = Grid.product({"beta": betas}, seeds=systems)
     # vmap_width=8: groups of 8 members keep each group's score blocks in cache on CPUs
     t_jaxdyn = _median_time(
-        lambda: run_sweep(
-            member, grid, options=SweepOptions(progress=False, vmap_width=8)
-        ).outputs["clusters"],
+        lambda: run_sweep(member, grid, options=SweepOptions(progress=False, vmap_width=8)).outputs[
+            "clusters"
+        ],
         reps,
     )
 

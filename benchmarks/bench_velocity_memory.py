@@ -20,16 +20,16 @@ import time
 CHILD = r"""
 import json, sys, time
 import jax, jax.numpy as jnp
-from jaxdyn.attention import Softmax
+from jaxdyn.meanfield import Softmax
 n, d, chunk, work = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 key = jax.random.key(0)
 k1, k2, k3, k4 = jax.random.split(key, 4)
 tokens = jax.random.normal(k1, (n, d), jnp.float32)
 Q, K, V = (jax.random.normal(k, (d, d)) for k in (k2, k3, k4))
-att = Softmax(Q=Q, K=K, V=V)
+att = Softmax(Q=Q, K=K, V=V, chunk_size=chunk)
 out = {"n": n, "d": d}
 if work:
-    f = jax.jit(lambda x: att.velocity(x, x, chunk_size=chunk))
+    f = jax.jit(lambda x: att.velocity(x, x))
     compiled = f.lower(tokens).compile()
     mem = compiled.memory_analysis()
     out["xla_temp_bytes"] = int(getattr(mem, "temp_size_in_bytes", -1))

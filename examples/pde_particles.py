@@ -15,8 +15,8 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from jaxdyn.attention import Softmax  # noqa: E402
 from jaxdyn.meanfield import (  # noqa: E402
+    Softmax,
     blowup_time,
     bures_wasserstein,
     detect_clusters,

@@ -12,8 +12,8 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from jaxdyn.attention import Softmax  # noqa: E402
 from jaxdyn.meanfield import (  # noqa: E402
+    Softmax,  # noqa: E402
     blowup_time,
     limiting_rank,
     paper_rank_inputs,

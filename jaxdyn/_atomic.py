@@ -15,6 +15,7 @@ import numpy as np
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (never half-written)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -33,6 +34,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
@@ -44,6 +46,7 @@ def atomic_savez(path: str | os.PathLike, **arrays) -> None:
 
 
 def atomic_savefig(fig, path: str | os.PathLike, **kwargs) -> None:
+    """Save a matplotlib figure to ``path`` atomically (format from the suffix)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png", **kwargs)
     atomic_write_bytes(path, buffer.getvalue())

@@ -135,6 +135,13 @@ def _build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--resume", action="store_true", help="skip complete runs in --out")
     _add_sweep_option(reproduce)
     _add_cpu_devices_option(reproduce)
+
+    data = sub.add_parser("data", help="text corpora: list them, fetch a full one", parents=common)
+    data_sub = data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
+    data_sub.add_parser("list", help="known corpora, where each is found, their licences")
+    fetch = data_sub.add_parser("fetch", help="download a full corpus (checked) into the cache")
+    fetch.add_argument("name", help="corpus name (see `jaxdyn data list`)")
+    fetch.add_argument("--to", type=Path, help="folder to write to (default: the cache)")
     return parser
 
 
@@ -258,6 +265,25 @@ def _cmd_reproduce(args) -> int:
     return EXIT_OK
 
 
+def _cmd_data(args) -> int:
+    from jaxdyn.data import CORPORA, FetchError, fetch_corpus, locate_corpus
+    from jaxdyn.runs import ConfigError
+
+    if args.data_command == "list":
+        for name, spec in CORPORA.items():
+            path, source = locate_corpus(name)
+            print(f"{name:<12} {source:<12} {path}  ({spec.licence}; {spec.attribution})")
+        return EXIT_OK
+    if args.name not in CORPORA:
+        raise ConfigError(f"unknown corpus '{args.name}'; known corpora: {', '.join(CORPORA)}")
+    try:
+        fetch_corpus(args.name, destination=args.to, log=lambda m: print(m, file=sys.stderr))
+    except FetchError as err:
+        print(f"jaxdyn: data fetch failed: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     args = _build_parser().parse_args(argv)
@@ -277,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_report(args)
         if args.command == "reproduce":
             return _cmd_reproduce(args)
+        if args.command == "data":
+            return _cmd_data(args)
     except ConfigError as err:
         print(f"jaxdyn: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT

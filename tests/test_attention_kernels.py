@@ -1,20 +1,20 @@
-"""Attention Modules: dense vs chunked evaluation, vs independent slow loops, validation."""
+"""Velocity fields: dense vs chunked evaluation, vs independent slow loops, validation."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.attention import (
+from jaxdyn.attention import sinkhorn_log_coupling
+from jaxdyn.meanfield import (
     L2,
     Linear,
     Masked,
     MultiHead,
-    PiecewiseConstant,
     Sigmoid,
     Sinkhorn,
     Softmax,
-    sinkhorn_log_coupling,
+    TimeSwitch,
 )
 
 
@@ -47,10 +47,10 @@ def _slow_velocity(kind, Q, K, V, x, tokens, bias=0.0, positions=None):
             w = np.where(visible, np.exp(s - s[visible].max()), 0.0)
             w = w / w.sum()
         elif kind == "sigmoid":
-            w = np.array([1 / (1 + np.exp(-(yj @ A @ xi + bias))) for yj in y]) / len(y)
+            w = np.array([1 / (1 + np.exp(-(yj @ A @ xi + bias))) for yj in y]) / visible.sum()
             w = np.where(visible, w, 0.0)
         elif kind == "linear":
-            w = np.where(visible, np.array([yj @ A @ xi for yj in y]) / len(y), 0.0)
+            w = np.where(visible, np.array([yj @ A @ xi for yj in y]) / visible.sum(), 0.0)
         out[i] = V @ (w @ y)
     return out
 
@@ -76,11 +76,10 @@ def test_masked_velocity_averages_only_over_earlier_positions(kind, cls):
     tokens = _tokens(40)
     positions = jnp.asarray(np.sort(np.random.default_rng(4).uniform(0, 1, 40)))
     att = Masked(base=cls(Q=Q, K=K, V=V), positions=positions)
+    chunked = Masked(base=cls(Q=Q, K=K, V=V, chunk_size=7), positions=positions)
     expected = _slow_velocity(kind, Q, K, V, tokens, tokens, positions=np.asarray(positions))
     np.testing.assert_allclose(att.velocity(tokens, tokens), expected, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(
-        att.velocity(tokens, tokens, chunk_size=7), expected, rtol=1e-10, atol=1e-12
-    )
+    np.testing.assert_allclose(chunked.velocity(tokens, tokens), expected, rtol=1e-10, atol=1e-12)
 
 
 def test_attention_sink_makes_first_token_visible_to_all():
@@ -108,12 +107,10 @@ def test_attention_sink_makes_first_token_visible_to_all():
 def test_chunked_velocity_equals_dense(cls):
     Q, K, V = _weights(d=4, k=3, seed=6)
     tokens = _tokens(103, d=4, seed=7)
-    att = cls(Q=Q, K=K, V=V)
-    dense = att.velocity(tokens, tokens)
+    dense = cls(Q=Q, K=K, V=V).velocity(tokens, tokens)
     for chunk in (16, 200):
-        np.testing.assert_allclose(
-            att.velocity(tokens, tokens, chunk_size=chunk), dense, rtol=1e-10, atol=1e-12
-        )
+        chunked = cls(Q=Q, K=K, V=V, chunk_size=chunk)
+        np.testing.assert_allclose(chunked.velocity(tokens, tokens), dense, rtol=1e-10, atol=1e-12)
 
 
 def test_chunked_softmax_survives_scores_that_overflow_exp():
@@ -122,9 +119,8 @@ def test_chunked_softmax_survives_scores_that_overflow_exp():
     att = Softmax(Q=Q, K=K, V=V)
     dense = att.velocity(tokens, tokens)
     assert np.all(np.isfinite(dense))
-    np.testing.assert_allclose(
-        att.velocity(tokens, tokens, chunk_size=8), dense, rtol=1e-9, atol=1e-9
-    )
+    chunked = Softmax(Q=Q, K=K, V=V, chunk_size=8)
+    np.testing.assert_allclose(chunked.velocity(tokens, tokens), dense, rtol=1e-9, atol=1e-9)
 
 
 def test_sinkhorn_weights_are_a_coupling_with_uniform_marginals():
@@ -147,7 +143,7 @@ def test_chunked_sinkhorn_potential_matches_dense_coupling():
     tokens = _tokens(70, seed=13)
     att = Sinkhorn(Q=Q, K=K, V=V, iterations=200)
     g_dense = att.column_potential(tokens)
-    g_chunk = att.column_potential(tokens, chunk_size=16)
+    g_chunk = Sinkhorn(Q=Q, K=K, V=V, iterations=200, chunk_size=16).column_potential(tokens)
     np.testing.assert_allclose(g_chunk - g_chunk[0], g_dense - g_dense[0], atol=1e-9)
 
 
@@ -167,17 +163,20 @@ def test_multihead_is_sum_of_single_heads():
         head = Softmax(Q=Q[rows] * np.sqrt(d / k), K=K[rows], V=C)
         expected = expected + head.velocity(tokens, tokens)
     np.testing.assert_allclose(mh.velocity(tokens, tokens), expected, rtol=1e-10)
-    np.testing.assert_allclose(mh.velocity(tokens, tokens, chunk_size=8), expected, rtol=1e-10)
+    mh_chunked = MultiHead(Q=Q, K=K, V=V, W=W, heads=H, chunk_size=8)
+    np.testing.assert_allclose(mh_chunked.velocity(tokens, tokens), expected, rtol=1e-10)
 
 
 def test_time_dependent_weights_follow_the_schedule():
     Q1, K1, V1 = _weights(seed=16)
     Q2, K2, V2 = _weights(seed=17)
     tokens = _tokens(20)
-    sched = Softmax(
-        Q=PiecewiseConstant([1.0], jnp.stack([Q1, Q2])),
-        K=PiecewiseConstant([1.0], jnp.stack([K1, K2])),
-        V=lambda t: V1 * (1.0 + t),
+    sched = TimeSwitch(
+        fields=(
+            Softmax(Q=Q1, K=K1, V=lambda t: V1 * (1.0 + t)),
+            Softmax(Q=Q2, K=K2, V=lambda t: V1 * (1.0 + t)),
+        ),
+        breaks=[1.0],
     )
     np.testing.assert_allclose(
         sched.velocity(tokens, tokens, t=0.5),
@@ -201,7 +200,7 @@ def test_invalid_shapes_are_rejected_with_the_bad_input_named():
         MultiHead(Q=jnp.ones((3, 3)), K=jnp.ones((3, 3)), V=jnp.eye(3), heads=2)
     with pytest.raises(ValueError, match="positions"):
         Masked(base=Softmax(Q=Q, K=K, V=V), positions=jnp.array([0.0, 1.5]))
-    with pytest.raises(ValueError, match="base"):
-        Masked(base=Sinkhorn(Q=Q, K=K, V=V), positions=jnp.array([0.0, 0.5]))
+    with pytest.raises(TypeError, match="base"):
+        Masked(base=Q, positions=jnp.array([0.0, 0.5]))
     with pytest.raises(ValueError, match="iterations"):
         Sinkhorn(Q=Q, K=K, V=V, iterations=0)

@@ -188,7 +188,9 @@ def test_import_option_registers_a_plain_module_file(user_venv, tmp_path):
     listed = _jaxdyn(python, "list", "--import", str(module))
     assert listed.returncode == 0 and "file-decay" in listed.stdout, listed.stderr
     out = tmp_path / "run"
-    ran = _jaxdyn(python, "run", "--import", str(module), "file-decay", "--quick", "--out", str(out))
+    ran = _jaxdyn(
+        python, "run", "--import", str(module), "file-decay", "--quick", "--out", str(out)
+    )
     assert ran.returncode == 0, ran.stderr
     assert json.loads((out / "summary.json").read_text())["checks_passed"] == 1
     # the environment variable does the same for every command

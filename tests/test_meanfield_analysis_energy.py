@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.attention import Linear, MultiHead, Sinkhorn, Softmax, sinkhorn_log_coupling
+from jaxdyn.attention import sinkhorn_log_coupling
+from jaxdyn.meanfield import Linear, MultiHead, Sinkhorn, Softmax
 from jaxdyn.meanfield._energy import (
     _phi,
     bures_wasserstein_geodesic,

@@ -6,8 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.attention import Softmax
-from jaxdyn.meanfield import blowup_time, softmax_identity_covariance
+from jaxdyn.meanfield import Softmax, blowup_time, softmax_identity_covariance
 from jaxdyn.meanfield._design import (
     delay_blowup,
     solver_blowup_time,

@@ -7,16 +7,21 @@ import pytest
 import scipy.linalg
 
 from jaxdyn import Status, status_code
-from jaxdyn.attention import L2, Linear, Masked, MultiHead, Sigmoid, Sinkhorn, Softmax
 from jaxdyn.meanfield import (
+    L2,
+    AbstractGaussianClosed,
     GaussianEvent,
+    Linear,
+    Masked,
+    MultiHead,
+    Sigmoid,
+    Sinkhorn,
+    Softmax,
     blowup_time,
-    gaussian_rhs,
     limiting_rank,
     low_rank_limit,
     simulate_gaussian,
     softmax_identity_covariance,
-    velocity,
 )
 
 D = 3
@@ -69,11 +74,11 @@ def _page_rhs(kind, Q, K, V, mean, cov, heads=1):
     raise ValueError(kind)
 
 
-def _module(kind, Q, K, V):
+def _module(kind, Q, K, V, chunk_size=None):
     if kind == "multihead":
-        return MultiHead(Q=Q, K=K, V=V, heads=D)
+        return MultiHead(Q=Q, K=K, V=V, heads=D, chunk_size=chunk_size)
     return {"softmax": Softmax, "l2": L2, "linear": Linear, "sinkhorn": Sinkhorn}[kind](
-        Q=Q, K=K, V=V
+        Q=Q, K=K, V=V, chunk_size=chunk_size
     )
 
 
@@ -83,7 +88,7 @@ KINDS = ["softmax", "l2", "linear", "sinkhorn", "multihead"]
 @pytest.mark.parametrize("kind", KINDS)
 def test_gaussian_rhs_matches_the_science_page_formulas(kind):
     Q, K, V, mean, cov = _problem(seed=1)
-    dm, dc = gaussian_rhs(_module(kind, Q, K, V), jnp.asarray(mean), jnp.asarray(cov))
+    dm, dc = _module(kind, Q, K, V).gaussian_rhs(jnp.asarray(mean), jnp.asarray(cov))
     em, ec = _page_rhs(kind, Q, K, V, mean, cov, heads=D)
     np.testing.assert_allclose(dm, em, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(dc, ec, rtol=1e-10, atol=1e-12)
@@ -97,10 +102,10 @@ def test_gaussian_rhs_matches_monte_carlo_particle_velocities(kind, n):
     """Velocities of n tokens sampled from N(alpha, Sigma) are affine, B x + c, with the
     closed B and c; the fitted (B, c) reproduce gaussian_rhs up to Monte-Carlo error."""
     Q, K, V, mean, cov = _problem(seed=2, scale=0.4)
-    att = _module(kind, Q, K, V)
+    att = _module(kind, Q, K, V, chunk_size=None if kind == "sinkhorn" else 2048)
     x = mean + np.random.default_rng(3).standard_normal((n, D)) @ np.linalg.cholesky(cov).T
     x = jnp.asarray(x)
-    v = velocity(att, x, chunk_size=None if kind == "sinkhorn" else 2048)
+    v = att.velocity(x, x)
     # Least-squares fit of v = B x + c over the sample.
     X = jnp.concatenate([x, jnp.ones((n, 1))], axis=1)
     coef = jnp.linalg.lstsq(X, v)[0]
@@ -109,7 +114,7 @@ def test_gaussian_rhs_matches_monte_carlo_particle_velocities(kind, n):
     tol = 6.0 / np.sqrt(n) * (np.linalg.norm(B) + 1)
     assert np.linalg.norm(B_fit - B) < tol, (B_fit, B)
     assert np.linalg.norm(c_fit - c) < tol, (c_fit, c)
-    dm, dc = gaussian_rhs(att, jnp.asarray(mean), jnp.asarray(cov))
+    dm, dc = att.gaussian_rhs(jnp.asarray(mean), jnp.asarray(cov))
     fit_dc = B_fit @ cov + cov @ B_fit.T
     assert np.linalg.norm(fit_dc - dc) < 3 * tol * np.linalg.norm(cov)
 
@@ -117,22 +122,23 @@ def test_gaussian_rhs_matches_monte_carlo_particle_velocities(kind, n):
 def test_monte_carlo_check_detects_a_wrong_l2_factor():
     """The Monte-Carlo tolerance is tight enough to reject L2 without its factor 2."""
     Q, K, V, mean, cov = _problem(seed=2, scale=0.4)
-    att = L2(Q=Q, K=K, V=V)
+    att = L2(Q=Q, K=K, V=V, chunk_size=2048)
     B, _ = att.affine_velocity(jnp.asarray(mean), jnp.asarray(cov))
     n = 8000
     x = jnp.asarray(
         mean + np.random.default_rng(3).standard_normal((n, D)) @ np.linalg.cholesky(cov).T
     )
     X = jnp.concatenate([x, jnp.ones((n, 1))], axis=1)
-    B_fit = jnp.linalg.lstsq(X, velocity(att, x, chunk_size=2048))[0][:D].T
+    B_fit = jnp.linalg.lstsq(X, att.velocity(x, x))[0][:D].T
     tol = 6.0 / np.sqrt(n) * (np.linalg.norm(B) + 1)
     assert np.linalg.norm(B_fit - 0.5 * B) > tol
 
 
 def test_non_gaussian_closed_variants_refuse_gaussian_rhs():
     Q, K, V, mean, cov = _problem()
+    assert not isinstance(Sigmoid(Q=Q, K=K, V=V), AbstractGaussianClosed)
     with pytest.raises(ValueError, match="not Gaussian-closed"):
-        gaussian_rhs(Sigmoid(Q=Q, K=K, V=V), mean, cov)
+        simulate_gaussian(Sigmoid(Q=Q, K=K, V=V), mean, cov, 1.0)
     with pytest.raises(ValueError, match="not Gaussian-closed"):
         simulate_gaussian(
             Masked(base=Softmax(Q=Q, K=K, V=V), positions=jnp.zeros(4)), mean, cov, 1.0
@@ -236,7 +242,7 @@ def test_steady_state_event_stops_at_the_papers_tolerance():
         att, jnp.zeros(D), jnp.asarray(cov), 1e5, steady_tol=1e-3, rtol=1e-8, atol=1e-10
     )
     assert int(sol.event) == GaussianEvent.STEADY and bool(sol.status == Status.steady_state)
-    _, dcov = gaussian_rhs(att, sol.final_mean, sol.final_cov)
+    _, dcov = att.gaussian_rhs(sol.final_mean, sol.final_cov)
     np.testing.assert_allclose(np.linalg.norm(dcov), 1e-3, rtol=1e-6)
 
 

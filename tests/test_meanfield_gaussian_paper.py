@@ -5,9 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.attention import L2, Softmax
 from jaxdyn.experiments.pde_gaussian import RanksConfig, ranks_members
 from jaxdyn.meanfield import (
+    L2,
+    Softmax,
     limiting_rank,
     paper_limiting_ranks,
     paper_rank_inputs,

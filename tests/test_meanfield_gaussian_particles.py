@@ -11,8 +11,7 @@ import pytest
 import scipy.optimize
 
 from jaxdyn import Status
-from jaxdyn.attention import Linear
-from jaxdyn.meanfield import simulate_particles
+from jaxdyn.meanfield import Linear, simulate_particles
 
 D, N = 2, 16
 
@@ -39,14 +38,13 @@ def test_particles_follow_the_exact_linear_attention_solution():
         np.testing.assert_allclose(sol.xs[k], _exact(x0, M0, t), rtol=1e-8, atol=1e-10)
     # save_fn stores statistics instead of particles, and chunked velocities agree.
     stats = simulate_particles(
-        att,
+        Linear(Q=att.Q, K=att.K, V=att.V, chunk_size=5),
         jnp.asarray(x0),
         0.8 * t_star,
         ts=ts,
         rtol=1e-11,
         atol=1e-12,
         save_fn=lambda t, x: jnp.mean(x**2),
-        chunk_size=5,
     )
     np.testing.assert_allclose(stats.xs, np.mean(np.asarray(sol.xs) ** 2, axis=(1, 2)), rtol=1e-8)
 

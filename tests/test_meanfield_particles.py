@@ -7,9 +7,12 @@ import numpy as np
 import pytest
 
 from jaxdyn import Status
-from jaxdyn.attention import Sigmoid, Sinkhorn, Softmax
 from jaxdyn.meanfield import (
     RK4,
+    Linear,
+    Sigmoid,
+    Sinkhorn,
+    Softmax,
     SphereSoftmax,
     detect_clusters,
     fixed_step_particles,
@@ -116,7 +119,6 @@ def test_sphere_softmax_at_small_beta_collapses_to_one_cluster():
 
 def test_fixed_step_particles_marks_a_blown_up_linear_attention_cloud_nan():
     # linear attention's velocity is cubic in x: large clouds blow up in finite time
-    from jaxdyn.attention import Linear
 
     x0 = 3.0 * np.ones((4, 1)) + np.arange(4.0)[:, None]
     sol = fixed_step_particles(Linear(Q=np.eye(1), K=np.eye(1), V=np.eye(1)), x0, 5.0, 50)
@@ -148,7 +150,7 @@ def _sphere_velocities(beta, x, tokens):
     return (
         fast.velocity(x, tokens),
         general.velocity(x, tokens),
-        fast.velocity(x, tokens, chunk_size=16),
+        SphereSoftmax(beta=beta, d=d, chunk_size=16).velocity(x, tokens),
     )
 
 

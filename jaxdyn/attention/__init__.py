@@ -1,8 +1,9 @@
-"""The one implementation of attention in jaxdyn.
+"""Attention kernels shared by every theory: scores, weights, masks, entropy of attention rows.
 
-Functional kernels (scores -> weights) live in ``_weights``; the equinox Modules of the
-mean-field variants (Softmax, L2, Sinkhorn, Sigmoid, Linear, MultiHead, Masked) and the
-memory-linear chunked evaluation build on them. Other packages import from here only.
+Functional kernels (scores -> weights, key axis last, optional key measure ``log_weights`` and
+boolean ``mask``) live in ``_weights``; the memory-linear chunked evaluation (online
+log-sum-exp over key chunks) in ``_chunked``. The mean-field velocity fields built on them are
+in :mod:`jaxdyn.meanfield`. Other packages import from here only.
 """
 
 from ._chunked import (
@@ -10,17 +11,6 @@ from ._chunked import (
     online_logsumexp as online_logsumexp,
     online_softmax_average as online_softmax_average,
     online_weighted_sum as online_weighted_sum,
-)
-from ._kernels import (
-    L2 as L2,
-    AbstractAttention as AbstractAttention,
-    Linear as Linear,
-    Masked as Masked,
-    MultiHead as MultiHead,
-    PiecewiseConstant as PiecewiseConstant,
-    Sigmoid as Sigmoid,
-    Sinkhorn as Sinkhorn,
-    Softmax as Softmax,
 )
 from ._weights import (
     attention_entropy as attention_entropy,

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Bool, Float
+from jaxtyping import Array, ArrayLike, Bool, Float, Real
+
+from .._numerics import entropy
 
 _NEG_INF = -jnp.inf
 
@@ -175,13 +177,13 @@ def l2_scores(
 
 
 def causal_mask(
-    query_positions: Float[ArrayLike, " q"], key_positions: Float[ArrayLike, " k"]
+    query_positions: Real[ArrayLike, " q"], key_positions: Real[ArrayLike, " k"]
 ) -> Bool[Array, "q k"]:
     """``True`` where key position ``s'`` is at or before query position ``s``."""
     return jnp.asarray(key_positions)[None, :] <= jnp.asarray(query_positions)[:, None]
 
 
 def attention_entropy(weights: Float[ArrayLike, "... k"]) -> Float[Array, "..."]:
-    """Shannon entropy ``-sum_k w log w`` of normalised attention rows (0 log 0 = 0)."""
-    w = jnp.asarray(weights)
-    return -jnp.sum(jnp.where(w > 0, w * jnp.log(jnp.where(w > 0, w, 1.0)), 0.0), axis=-1)
+    """Shannon entropy ``-sum_k w log w`` of normalised attention rows (0 log 0 = 0); the key
+    axis is last. The same function as :func:`jaxdyn.entropy` over the key axis."""
+    return entropy(weights, axis=-1)

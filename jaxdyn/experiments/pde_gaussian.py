@@ -3,7 +3,7 @@ and "The paper's numerical experiments"): ``pde-cone``, ``pde-ranks``, ``pde-blo
 
 Each experiment is one ``Run.sweep`` over all its members. Members of different
 attention variants share one compiled program through :class:`_Switch`, which evaluates every
-variant's Gaussian right-hand side and selects one by a traced index (the ODEs are at most
+variant's affine velocity and selects one by a traced index (the ODEs are at most
 5 x 5, so computing a few right-hand sides per step is cheaper than separate compilations).
 """
 
@@ -17,9 +17,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn._status import Status
-from jaxdyn.attention import L2, AbstractAttention, MultiHead, Sinkhorn, Softmax
 from jaxdyn.meanfield import (
+    L2,
+    AbstractGaussianClosed,
     GaussianEvent,
+    MultiHead,
+    Sinkhorn,
+    Softmax,
     blowup_time,
     limiting_rank,
     low_rank_limit,
@@ -32,26 +36,21 @@ from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 from jaxdyn.sweep import Grid
 
 
-class _Switch(AbstractAttention):
-    """Gaussian right-hand side of ``variants[index]`` with a traced ``index`` (one program)."""
+class _Switch(AbstractGaussianClosed):
+    """Gaussian-closed field ``variants[index]`` with a traced ``index`` (one program)."""
 
-    variants: tuple[AbstractAttention, ...]
+    variants: tuple[AbstractGaussianClosed, ...]
     index: jax.Array
-    gaussian_closed = True
 
-    def velocity(self, x, tokens, *, t=0.0, chunk_size=None):
-        outs = jnp.stack([v.velocity(x, tokens, t=t, chunk_size=chunk_size) for v in self.variants])
+    def velocity(self, x, tokens, *, t=0.0):
+        outs = jnp.stack([v.velocity(x, tokens, t=t) for v in self.variants])
         return outs[self.index]
 
-    def gaussian_rhs(self, mean, cov, *, t=0.0):
-        rhs = [v.gaussian_rhs(mean, cov, t=t) for v in self.variants]
-        dmean = jnp.stack([r[0] for r in rhs])[self.index]
-        dcov = jnp.stack([r[1] for r in rhs])[self.index]
-        return dmean, dcov
-
-    @property
-    def dim(self) -> int:
-        return self.variants[0].dim
+    def affine_velocity(self, mean, cov, *, t=0.0):
+        affine = [v.affine_velocity(mean, cov, t=t) for v in self.variants]
+        B = jnp.stack([a[0] for a in affine])[self.index]
+        c = jnp.stack([a[1] for a in affine])[self.index]
+        return B, c
 
 
 def _positive(name: str, value: float) -> None:

@@ -20,8 +20,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn._status import Status, status_code, status_message, status_name
-from jaxdyn.attention import L2, Linear, Masked, MultiHead, Sigmoid, Sinkhorn, Softmax
 from jaxdyn.meanfield import (
+    L2,
+    Linear,
+    Masked,
+    MultiHead,
+    Sigmoid,
+    Sinkhorn,
+    Softmax,
     bures_wasserstein,
     bures_wasserstein_geodesic,
     bures_wasserstein_gradient,

@@ -1,23 +1,12 @@
 """Mean-field Transformer PDE (transformer_pde.md): particles, Gaussian ODEs, analysis."""
 
-# The velocity fields of the mean-field PDE (to move here from jaxdyn.attention).
-from jaxdyn.attention import (
-    L2 as L2,
-    Linear as Linear,
-    Masked as Masked,
-    MultiHead as MultiHead,
-    PiecewiseConstant as PiecewiseConstant,
-    Sigmoid as Sigmoid,
-    Sinkhorn as Sinkhorn,
-    Softmax as Softmax,
-)
-
 from ._analysis import (
     bures_wasserstein as bures_wasserstein,
     bures_wasserstein_map as bures_wasserstein_map,
     detect_clusters as detect_clusters,
     empirical_mean_cov as empirical_mean_cov,
     optimal_assignment as optimal_assignment,
+    single_cluster_condition as single_cluster_condition,
     sliced_wasserstein as sliced_wasserstein,
     sqrtm_psd as sqrtm_psd,
     stability_ratio as stability_ratio,
@@ -46,7 +35,22 @@ from ._energy import (
     geodesic_second_variation as geodesic_second_variation,
     interaction_energy as interaction_energy,
 )
-from ._gaussian import gaussian_rhs as gaussian_rhs, velocity as velocity
+from ._fields import (
+    AbstractBilinearHead as AbstractBilinearHead,
+    AbstractCausalField as AbstractCausalField,
+    AbstractGaussianClosed as AbstractGaussianClosed,
+    AbstractKernelHead as AbstractKernelHead,
+    AbstractSoftmaxHead as AbstractSoftmaxHead,
+    AbstractVelocityField as AbstractVelocityField,
+)
+from ._heads import (
+    L2 as L2,
+    Linear as Linear,
+    MultiHead as MultiHead,
+    Sigmoid as Sigmoid,
+    Sinkhorn as Sinkhorn,
+    Softmax as Softmax,
+)
 from ._paper import (
     paper_limiting_ranks as paper_limiting_ranks,
     paper_rank_inputs as paper_rank_inputs,
@@ -55,7 +59,6 @@ from ._paper import (
 from ._particles import (
     RK4 as RK4,
     FixedStepSolution as FixedStepSolution,
-    SphereProjected as SphereProjected,
     SphereSoftmax as SphereSoftmax,
     fixed_step_particles as fixed_step_particles,
     sphere_softmax as sphere_softmax,
@@ -69,4 +72,12 @@ from ._simulate_gaussian import (
 from ._simulate_particles import (
     ParticleSolution as ParticleSolution,
     simulate_particles as simulate_particles,
+)
+from ._wrappers import (
+    AbstractTimeSwitch as AbstractTimeSwitch,
+    GaussianTimeSwitch as GaussianTimeSwitch,
+    Masked as Masked,
+    SphereProjected as SphereProjected,
+    TimeSwitch as TimeSwitch,
+    prefix_causal_velocity as prefix_causal_velocity,
 )

@@ -76,6 +76,24 @@ def empirical_mean_cov(
     return mean, xc.T @ xc / x.shape[0]
 
 
+def single_cluster_condition(
+    radius: float | Float[ArrayLike, ""],
+) -> Callable[[Float[Array, ""], Float[Array, "n d"]], Float[Array, ""]]:
+    """Event condition "the tokens have formed one cluster of RMS radius ``radius``":
+    ``g(t, x) = radius^2 - (1/n) sum_i |x_i - mean(x)|^2`` (``radius^2 - tr Cov(mu_t)``).
+
+    Negative while the tokens are spread, crossing zero when their RMS distance to their mean
+    falls to ``radius``; smooth in the particles, so the crossing time (``t_event`` of
+    :func:`jaxdyn.meanfield.simulate_particles` with ``events={"one_cluster": ...}``) is
+    differentiable. ``radius`` may be traced.
+    """
+
+    def condition(t, x):
+        return jnp.asarray(radius, x.dtype) ** 2 - jnp.trace(empirical_mean_cov(x)[1])
+
+    return condition
+
+
 def bures_wasserstein(
     mean1: Float[ArrayLike, " d"],
     cov1: Float[ArrayLike, "d d"],

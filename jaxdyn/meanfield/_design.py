@@ -17,12 +17,13 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
-from ..attention import AbstractAttention, Softmax
+from ._fields import AbstractGaussianClosed, AbstractVelocityField
+from ._heads import Softmax
 from ._simulate_gaussian import simulate_gaussian
 
 
 def solver_blowup_time(
-    attention: AbstractAttention,
+    attention: AbstractGaussianClosed,
     mean0: Float[ArrayLike, " d"],
     cov0: Float[ArrayLike, "d d"],
     t1: Float[ArrayLike, ""],
@@ -53,7 +54,7 @@ def solver_blowup_time(
 
 
 def solver_final_covariance(
-    attention: AbstractAttention,
+    attention: AbstractGaussianClosed,
     mean0: Float[ArrayLike, " d"],
     cov0: Float[ArrayLike, "d d"],
     t1: Float[ArrayLike, ""],
@@ -79,7 +80,7 @@ def solver_final_covariance(
     return jnp.where(stopped, jnp.nan, sol.final_cov)
 
 
-def weight_gradients(fn, attention: AbstractAttention) -> dict[str, Array]:
+def weight_gradients(fn, attention: AbstractVelocityField) -> dict[str, Array]:
     """Gradients of the scalar ``fn(attention)`` with respect to the array weights of ``attention``.
 
     Returns ``{"Q": dfn/dQ, "K": dfn/dK, "V": dfn/dV}`` (those fields that are arrays).

@@ -27,21 +27,25 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from ..attention import AbstractAttention
 from ._analysis import _check_cloud, _check_gaussian, sqrtm_psd
+from ._fields import AbstractBilinearHead
 
 
-def _interaction_matrix(attention: AbstractAttention, t) -> Float[Array, "d d"]:
-    if not hasattr(attention, "A"):
+def _interaction_matrix(attention: AbstractBilinearHead, t) -> Float[Array, "d d"]:
+    if not isinstance(attention, AbstractBilinearHead):
         raise ValueError(
             f"{type(attention).__name__} has no single interaction matrix A: the interaction "
-            "energy is defined for Softmax, L2, Sinkhorn, Sigmoid and Linear attention"
+            "energy is defined for single heads (AbstractBilinearHead: Softmax, L2, Sinkhorn, "
+            "Sigmoid, Linear)"
         )
     return attention.A(t)
 
 
 def interaction_energy(
-    attention: AbstractAttention, tokens: Float[ArrayLike, "n d"], *, t: Float[ArrayLike, ""] = 0.0
+    attention: AbstractBilinearHead,
+    tokens: Float[ArrayLike, "n d"],
+    *,
+    t: Float[ArrayLike, ""] = 0.0,
 ) -> Float[Array, ""]:
     """``E(mu) = 1/2 int int exp(y^T A x) dmu(x) dmu(y)`` for the empirical measure of ``tokens``.
 
@@ -57,11 +61,10 @@ def interaction_energy(
 
 
 def energy_rate(
-    attention: AbstractAttention,
+    attention: AbstractBilinearHead,
     tokens: Float[ArrayLike, "n d"],
     *,
     t: Float[ArrayLike, ""] = 0.0,
-    chunk_size: int | None = None,
 ) -> Float[Array, ""]:
     """``dE/dt = sum_i grad_{x_i} E . Gamma_mu(x_i)`` along the particle flow, by a JVP.
 
@@ -69,13 +72,13 @@ def energy_rate(
     of the particles' velocities), valid for any variant that has an interaction matrix.
     """
     x = jnp.asarray(tokens)
-    v = attention.velocity(x, x, t=t, chunk_size=chunk_size)
+    v = attention.velocity(x, x, t=t)
     _, rate = jax.jvp(lambda y: interaction_energy(attention, y, t=t), (x,), (v,))
     return rate
 
 
 def gaussian_interaction_energy(
-    attention: AbstractAttention,
+    attention: AbstractBilinearHead,
     mean: Float[ArrayLike, " d"],
     cov: Float[ArrayLike, "d d"],
     *,

@@ -27,13 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
-from .._status import Status, mark_nonfinite
-from ..attention import (
-    AbstractAttention,
-    Softmax,
-    bounded_softmax_average,
-    online_softmax_average,
-)
+from jaxdyn._status import Status, mark_nonfinite
+from jaxdyn.attention import bounded_softmax_average, online_softmax_average
+
+from ._fields import AbstractVelocityField
+from ._heads import Softmax
+from ._wrappers import SphereProjected
 
 _rk4_tableau = diffrax.ButcherTableau(
     a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
@@ -57,27 +56,7 @@ class RK4(diffrax.AbstractERK):
         return 4
 
 
-class SphereProjected(AbstractAttention):
-    """``Gamma(x) = (I - x x^T / |x|^2) Gamma_base(x)``: the base velocity projected on the tangent
-    space of the sphere through ``x`` (tokens on the unit sphere stay there).
-
-    The projection keeps ``|x_i|`` constant along the exact flow; numerical drift is
-    ``O(dt^4)`` per unit time with :class:`RK4`.
-    """
-
-    base: AbstractAttention
-
-    def velocity(self, x, tokens, *, t=0.0, chunk_size=None):
-        v = self.base.velocity(x, tokens, t=t, chunk_size=chunk_size)
-        radial = jnp.sum(v * x, axis=-1, keepdims=True) / jnp.sum(x * x, axis=-1, keepdims=True)
-        return v - radial * x
-
-    @property
-    def dim(self) -> int:
-        return self.base.dim
-
-
-class SphereSoftmax(AbstractAttention):
+class SphereSoftmax(AbstractVelocityField):
     """``Gamma(x) = P_x^perp sum_j softmax_j(beta <x, y_j>) y_j``, ``P_x^perp = I - x x^T / |x|^2``:
     the velocity of ``SphereProjected(Softmax(A = beta I, V = I))``, evaluated for tokens on (or
     near) the unit sphere.
@@ -94,10 +73,16 @@ class SphereSoftmax(AbstractAttention):
     ``E_ii = exp(beta (|x_i|^2 - 1)) ~ 1``; for other queries keep ``2 beta`` below ~80
     (float32) or use the general path (``sphere_softmax(beta, d)``). With ``chunk_size`` the
     general online log-sum-exp of ``jaxdyn.attention`` is used.
+
+    Attributes:
+        beta: inverse temperature (a scalar; may be traced).
+        d: token dimension.
+        chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
     """
 
     beta: Float[Array, ""] = eqx.field(converter=jnp.asarray)
     d: int = eqx.field(static=True)
+    chunk_size: int | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         if self.beta.ndim != 0:
@@ -109,7 +94,7 @@ class SphereSoftmax(AbstractAttention):
         """Interaction matrix ``A = beta I``."""
         return self.beta * jnp.eye(self.d)
 
-    def velocity(self, x, tokens, *, t=0.0, chunk_size=None):
+    def velocity(self, x, tokens, *, t=0.0):
         if x.shape[-1] != self.d or tokens.shape[-1] != self.d:
             raise ValueError(
                 f"SphereSoftmax: x and tokens must have d = {self.d} columns, got "
@@ -117,17 +102,13 @@ class SphereSoftmax(AbstractAttention):
             )
         beta = self.beta.astype(jnp.result_type(x, tokens))
         sq = jnp.sum(x * x, axis=-1, keepdims=True)
-        if chunk_size is not None:
+        if self.chunk_size is not None:
             avg = online_softmax_average(
-                lambda q, k: beta * (q @ k.T), x, tokens, tokens, chunk_size=chunk_size
+                lambda q, k: beta * (q @ k.T), x, tokens, tokens, chunk_size=self.chunk_size
             )
             return avg - (jnp.sum(avg * x, axis=-1, keepdims=True) / sq) * x
         avg = bounded_softmax_average(beta * (x @ tokens.T), tokens, beta)
         return avg - (jnp.sum(avg * x, axis=-1, keepdims=True) / sq) * x
-
-    @property
-    def dim(self) -> int:
-        return self.d
 
 
 def sphere_softmax(
@@ -165,7 +146,7 @@ class FixedStepSolution(eqx.Module):
 
 
 def fixed_step_particles(
-    attention: AbstractAttention,
+    field: AbstractVelocityField,
     x0: Float[ArrayLike, "n d"],
     t1: Float[ArrayLike, ""],
     steps: int,
@@ -173,7 +154,6 @@ def fixed_step_particles(
     ts: Float[ArrayLike, " s"] | None = None,
     save_fn: Callable[[Float[Array, ""], Float[Array, "n d"]], PyTree] | None = None,
     solver: diffrax.AbstractSolver | None = None,
-    chunk_size: int | None = None,
 ) -> FixedStepSolution:
     """``dx_i/dt = Gamma_mu(x_i)`` with ``steps`` equal steps of ``solver`` (default :class:`RK4`).
 
@@ -192,7 +172,7 @@ def fixed_step_particles(
     t1_arr = jnp.asarray(t1, dtype)
 
     def rhs(t, x, args):
-        return attention.velocity(x, x, t=t, chunk_size=chunk_size)
+        return field.velocity(x, x, t=t)
 
     fn = (lambda t, x, args: x) if save_fn is None else (lambda t, x, args: save_fn(t, x))
     saved = (

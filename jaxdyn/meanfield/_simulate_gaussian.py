@@ -29,8 +29,8 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxdyn._status import Status, mark_nonfinite
-from jaxdyn.attention import AbstractAttention
 
+from ._fields import AbstractGaussianClosed
 from ._solve_common import _check_times, _controller, _root_finder
 
 
@@ -80,7 +80,7 @@ def _check_covariance(name, cov) -> None:
 
 
 def simulate_gaussian(
-    attention: AbstractAttention,
+    attention: AbstractGaussianClosed,
     mean0: Float[ArrayLike, " d"],
     cov0: Float[ArrayLike, "d d"],
     t1: Float[ArrayLike, ""],
@@ -103,7 +103,7 @@ def simulate_gaussian(
     loss of definiteness). Pure and jit/vmap-able; never raises at run time.
     """
     name = "simulate_gaussian"
-    if not attention.gaussian_closed:
+    if not isinstance(attention, AbstractGaussianClosed):
         raise ValueError(f"{name}: {type(attention).__name__} attention is not Gaussian-closed")
     mean0 = jnp.asarray(mean0)
     cov0 = jnp.asarray(cov0)
@@ -207,4 +207,3 @@ def simulate_gaussian(
         status=status,
         num_steps=sol.stats["num_steps"],
     )
-

@@ -1,38 +1,69 @@
 """Simulate n particles of the mean-field Transformer PDE (transformer_pde.md, "The model"):
-adaptive diffrax solves with a blow-up event; see ``_simulate_gaussian`` for the Gaussian ODE."""
+adaptive diffrax solves that stop at a blow-up or at a user event.
+
+Events are real-valued conditions of the state, negative before the event and crossing zero at
+it: the blow-up condition ``max_i |x_i| / blowup_norm - 1`` and any named user conditions
+``condition(t, x)`` (e.g. "the tokens have formed one cluster":
+``eps - mean_i |x_i - mean(x)|^2``). They are merged into one condition (their maximum), whose
+first upward crossing is located by bisection on the step's interpolant; which one fired is
+read off the final state. The crossing time is differentiable with respect to anything the
+field depends on (implicit function theorem: ``dt/dtheta = -(dg/dtheta) / (dg/dt)``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import diffrax
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, Int, PyTree
+from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 
 from jaxdyn._status import Status, mark_nonfinite
-from jaxdyn.attention import AbstractAttention
 
+from ._fields import AbstractVelocityField
 from ._solve_common import _check_times, _controller, _root_finder
+
+ParticleCondition = Callable[[Float[Array, ""], Float[Array, "n d"]], Float[Array, ""]]
 
 
 class ParticleSolution(eqx.Module):
     """Result of :func:`simulate_particles`.
 
-    ``xs`` holds the particles at ``ts`` (or ``save_fn(t, x)`` outputs); ``final_x`` at
-    ``t_final`` (blow-up event time or ``t1``); ``status``; ``num_steps``.
+    Attributes:
+        ts: requested save times (``inf`` after an event, as diffrax fills them).
+        xs: the particles at ``ts``, or the ``save_fn(t, x)`` outputs.
+        final_x: the particles at ``t_final``.
+        t_final: the event time if an event fired, else ``t1`` (or where the solve stopped).
+        t_event: the event time (``inf`` if none fired); differentiable.
+        status: ``blowup``, ``event_occurred`` (a user event), ``successful`` (reached ``t1``)
+            or a failure (``max_steps_reached``, ``nonfinite``, ...).
+        events: for each user event, whether it is the one that stopped the solve.
+        num_steps: solver steps taken.
     """
 
     ts: Float[Array, " s"]
     xs: PyTree
     final_x: Float[Array, "n d"]
     t_final: Float[Array, ""]
+    t_event: Float[Array, ""]
     status: Status
+    events: dict[str, Bool[Array, ""]]
     num_steps: Int[Array, ""]
 
 
+def _check_events(name: str, events) -> dict[str, ParticleCondition]:
+    events = dict(events or {})
+    for key, condition in events.items():
+        if not isinstance(key, str) or not callable(condition):
+            raise TypeError(f"{name}: event {key!r} must be a callable (t, x) -> real")
+    if "blowup" in events:
+        raise ValueError(f"{name}: the event name 'blowup' is reserved for the blow-up event")
+    return events
+
+
 def simulate_particles(
-    attention: AbstractAttention,
+    field: AbstractVelocityField,
     x0: Float[ArrayLike, "n d"],
     t1: Float[ArrayLike, ""],
     *,
@@ -44,30 +75,55 @@ def simulate_particles(
     atol: float = 1e-8,
     max_steps: int = 4096,
     blowup_norm: Float[ArrayLike, ""] = 1e6,
+    events: Mapping[str, ParticleCondition] | None = None,
     save_fn: Callable[[Float[Array, ""], Float[Array, "n d"]], PyTree] | None = None,
-    chunk_size: int | None = None,
 ) -> ParticleSolution:
     """Solve ``dx_i/dt = Gamma_mu(x_i)``, ``mu = (1/n) sum_j delta_{x_j}``, from ``t = 0``.
 
-    Stops at ``t1`` or when ``max_i |x_i|`` reaches ``blowup_norm`` (crossing located by a
-    root finder, status ``Status.blowup``). ``save_fn(t, x)`` saves statistics instead of the
-    particles (memory). ``chunk_size`` evaluates the velocity in memory-linear chunks.
+    Stops at ``t1``, when ``max_i |x_i|`` reaches ``blowup_norm`` (status ``blowup``) or at
+    the first user event (status ``event_occurred``). Pure and jit/vmap-able; never raises at
+    run time.
+
+    Args:
+        field: the velocity field (any :class:`jaxdyn.meanfield.AbstractVelocityField`).
+        x0: initial particles ``(n, d)``.
+        t1: final time (depth).
+        ts: save times (default: ``t1`` only).
+        adaptive: adaptive steps (PID controller) or fixed steps ``dt0``.
+        dt0: initial (or fixed) step.
+        solver: a diffrax solver (default ``Tsit5``).
+        rtol: relative tolerance of the adaptive controller.
+        atol: absolute tolerance of the adaptive controller.
+        max_steps: step budget (status ``max_steps_reached`` when exhausted).
+        blowup_norm: ``max_i |x_i|`` at which the blow-up event fires.
+        events: named user events, ``condition(t, x)`` negative before the event and crossing
+            zero at it; the crossing time is ``t_event``.
+        save_fn: ``save_fn(t, x)`` saved at ``ts`` instead of the particles (memory).
+
+    Returns:
+        A :class:`ParticleSolution`.
     """
     name = "simulate_particles"
     x0 = jnp.asarray(x0)
     if x0.ndim != 2:
         raise ValueError(f"{name}: x0 must be (n, d), got shape {x0.shape}")
     _check_times(name, t1, ts, dt0)
+    events = _check_events(name, events)
     dtype = jnp.result_type(x0, float)
     t1 = jnp.asarray(t1, dtype)
 
     def rhs(t, x, args):
-        return attention.velocity(x, x, t=t, chunk_size=chunk_size)
+        return field.velocity(x, x, t=t)
 
-    def blowup_cond(t, y, args, **kw):  # diffrax passes t, y, args by keyword
-        return jnp.sqrt(jnp.max(jnp.sum(y**2, axis=-1))) / blowup_norm - 1.0
+    def conditions(t, x):
+        out = {"blowup": jnp.sqrt(jnp.max(jnp.sum(x**2, axis=-1))) / blowup_norm - 1.0}
+        out.update({key: jnp.asarray(cond(t, x), dtype) for key, cond in events.items()})
+        return out
 
-    event = diffrax.Event(blowup_cond, root_finder=_root_finder(), direction=True)
+    def merged_condition(t, y, args, **kwargs):  # diffrax passes t, y, args by keyword
+        return jnp.max(jnp.stack(list(conditions(t, y).values())))
+
+    event = diffrax.Event(merged_condition, root_finder=_root_finder(), direction=True)
     controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
     fn = (lambda t, x, args: x) if save_fn is None else (lambda t, x, args: save_fn(t, x))
     saved_at = (
@@ -90,13 +146,19 @@ def simulate_particles(
     )
     saved, final = sol.ys
     final_x = final[-1]
-    status = Status.where(sol.event_mask, Status.blowup, Status.promote(sol.result))
+    t_final = sol.ts[1][-1]
+    values = conditions(t_final, final_x)
+    winner = jnp.argmax(jnp.stack(list(values.values())))
+    fired = {key: sol.event_mask & (winner == i) for i, key in enumerate(values)}
+    status = Status.where(fired["blowup"], Status.blowup, Status.promote(sol.result))
     status = mark_nonfinite(status, final_x)
     return ParticleSolution(
         ts=sol.ts[0],
         xs=saved,
         final_x=final_x,
-        t_final=sol.ts[1][-1],
+        t_final=t_final,
+        t_event=jnp.where(sol.event_mask, t_final, jnp.inf),
         status=status,
+        events={key: fired[key] for key in events},
         num_steps=sol.stats["num_steps"],
     )

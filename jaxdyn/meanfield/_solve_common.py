@@ -75,4 +75,3 @@ class _UpcrossingBisection(optx.AbstractRootFinder):
 
 def _root_finder():
     return _UpcrossingBisection(rtol=1e-14, atol=1e-14)
-

@@ -25,11 +25,13 @@ from ._run import Run, _jsonable
 
 
 def default_run_dir(experiment: str, root: str | Path = "runs") -> Path:
+    """``runs/<experiment>-<YYYYmmdd-HHMMSS>``: where a run goes without ``--out``."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path(root) / f"{experiment}-{stamp}"
 
 
 def read_summary(path: str | Path) -> dict[str, Any] | None:
+    """The parsed ``summary.json`` of run directory ``path``, or ``None`` if it has none."""
     file = Path(path) / "summary.json"
     if not file.exists():
         return None

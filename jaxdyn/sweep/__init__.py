@@ -6,11 +6,24 @@ from jaxdyn.sweep import Grid, SweepOptions, run_sweep
 result = run_sweep(member, Grid.product({"lam": [0.3, 0.5]}, seeds=8),
                    options=SweepOptions(vmap_width=16))
 ```
+
+Members whose cost varies (adaptive ODE solves with events) are given as a
+:class:`DiffeqMember` (or any :class:`AbstractSegmentedMember`) and run in segments, so that a
+sweep costs about the sum of its members' work (docs/scaling.md).
 """
 
 from ._devices import use_cpu_devices as use_cpu_devices
+from ._diffeq import (
+    DiffeqMember as DiffeqMember,
+    DiffeqProblem as DiffeqProblem,
+    DiffeqState as DiffeqState,
+)
 from ._engine import run_sweep as run_sweep
 from ._grid import Grid as Grid
 from ._options import SweepOptions as SweepOptions
 from ._programs import effective_vmap_width as effective_vmap_width
 from ._result import SweepResult as SweepResult
+from ._segmented import (
+    AbstractSegmentedMember as AbstractSegmentedMember,
+    unsegmented as unsegmented,
+)

@@ -14,6 +14,12 @@
 
 Results do not depend on the chunk size or on the number of devices: each member is
 computed by the same per-member program with its own key (``jax.random.key(seed)``).
+
+A segmented member (:class:`~jaxdyn.sweep.AbstractSegmentedMember`, e.g. a
+:class:`~jaxdyn.sweep.DiffeqMember`) is instead advanced in segments of at most
+``segment_steps`` steps, the unfinished members re-batched between segments
+(``jaxdyn/sweep/_scheduler.py``), so that a chunk costs about the sum of its members' work
+rather than ``width x`` its slowest member.
 """
 
 from __future__ import annotations
@@ -32,8 +38,11 @@ from ._grid import Grid
 from ._options import SweepOptions
 from ._programs import compile_program, effective_vmap_width
 from ._result import SweepResult
+from ._scheduler import SegmentedPrograms, segment_width
+from ._segmented import AbstractSegmentedMember, unsegmented
 
 _DEFAULT_MAX_PER_DEVICE = 1024
+_DEFAULT_MAX_SEGMENTED_CHUNK = 4096
 
 
 def _slice_members(params: dict, seeds: np.ndarray, start: int, stop: int):
@@ -53,7 +62,16 @@ def _choose_chunk(
     return per_device * n_devices
 
 
-def _initial_chunk(checkpoints, options, n_members, n_devices, width, log, name):
+def _segmented_chunk(requested: int, n_members: int, width: int) -> int:
+    """Chunk of a segmented sweep: as few chunks as the cap allows, evenly filled."""
+    if requested and requested > 0:
+        return math.ceil(requested / width) * width
+    n_chunks = math.ceil(n_members / _DEFAULT_MAX_SEGMENTED_CHUNK)
+    return math.ceil(math.ceil(n_members / n_chunks) / width) * width
+
+
+def _initial_chunk(checkpoints, options, n_members, n_devices, width, log, name,
+                   segmented=False):
     """The chunk size: a resumed sweep keeps its stored one when it still divides evenly."""
     stored = checkpoints.stored_chunk_size()
     if stored is not None and stored % (n_devices * width) == 0:
@@ -64,18 +82,19 @@ def _initial_chunk(checkpoints, options, n_members, n_devices, width, log, name)
             f"devices x width {width}; recomputing all chunks"
         )
         checkpoints.discard()
+    if segmented:
+        return _segmented_chunk(options.chunk_size, n_members, width), False
     chunk = _choose_chunk(options.chunk_size, n_members, n_devices, width, _DEFAULT_MAX_PER_DEVICE)
     return chunk, False
 
 
-def _fit_memory(fn, grid, mesh, width, chunk, fixed, options, log, name):
+def _fit_memory(compile_for, grid, n_devices, width, chunk, fixed, options, log, name):
     """Compile for ``chunk``; halve it while one chunk exceeds the memory budget."""
     budget = options.memory_budget_gb * 2**30
-    n_devices = mesh.devices.size
     n_compilations = 0
     while True:
         example_params, example_seeds = _slice_members(grid.params, grid.seeds, 0, chunk)
-        program, fresh = compile_program(fn, mesh, width, example_params, example_seeds, log)
+        program, fresh = compile_for(example_params, example_seeds)
         n_compilations += fresh
         smallest = n_devices * width
         if fixed or program.bytes_per_device <= budget or chunk == smallest:
@@ -94,24 +113,38 @@ def _fit_memory(fn, grid, mesh, width, chunk, fixed, options, log, name):
     return program, chunk, n_compilations
 
 
-def _run_chunks(program, grid, chunk, checkpoints, progress, name):
-    """Dispatch every unfinished chunk (one ahead of the fetch), checkpointing each."""
-    n_chunks = math.ceil(len(grid) / chunk)
+def _load_chunks(checkpoints, n_chunks):
     outputs: list = [None] * n_chunks
     status: list = [None] * n_chunks
     for i in range(n_chunks):
         loaded = checkpoints.load(i)
         if loaded is not None:
             outputs[i], status[i] = loaded
-    n_resumed = sum(s is not None for s in status)
-    pending = [i for i in range(n_chunks) if status[i] is None]
+    return outputs, status
+
+
+def _progress_bar(progress, n_pending, n_chunks, n_resumed, name):
     if progress is None:
-        progress = len(pending) > 1 and os.isatty(2)
+        progress = n_pending > 1 and os.isatty(2)
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=n_chunks, initial=n_resumed, desc=f"sweep {name}", unit="chunk",
-               disable=not progress, leave=False)
+    return tqdm(total=n_chunks, initial=n_resumed, desc=f"sweep {name}", unit="chunk",
+                disable=not progress, leave=False)
+
+
+def _after_chunk():
     delay = float(os.environ.get("JAXDYN_SWEEP_CHUNK_DELAY", "0") or 0)
+    if delay:  # test hook: slow a sweep down so that it can be killed mid-way
+        time.sleep(delay)
+
+
+def _run_chunks(program, grid, chunk, checkpoints, progress, name):
+    """Dispatch every unfinished chunk (one ahead of the fetch), checkpointing each."""
+    n_chunks = math.ceil(len(grid) / chunk)
+    outputs, status = _load_chunks(checkpoints, n_chunks)
+    n_resumed = sum(s is not None for s in status)
+    pending = [i for i in range(n_chunks) if status[i] is None]
+    bar = _progress_bar(progress, len(pending), n_chunks, n_resumed, name)
 
     def dispatch(i):
         return program.dispatch(*_slice_members(grid.params, grid.seeds, i * chunk,
@@ -126,15 +159,63 @@ def _run_chunks(program, grid, chunk, checkpoints, progress, name):
             outputs[i], status[i] = program.fetch(current)
             checkpoints.save(i, outputs[i], status[i])
             bar.update(1)
-            if delay:  # test hook: slow a sweep down so that it can be killed mid-way
-                time.sleep(delay)
+            _after_chunk()
     finally:
         bar.close()
     return outputs, status, n_resumed
 
 
+def _run_segmented_chunks(programs, grid, chunk, checkpoints, progress, name):
+    """Run every unfinished chunk of a segmented sweep, checkpointing each."""
+    n_chunks = math.ceil(len(grid) / chunk)
+    outputs, status = _load_chunks(checkpoints, n_chunks)
+    n_resumed = sum(s is not None for s in status)
+    pending = [i for i in range(n_chunks) if status[i] is None]
+    bar = _progress_bar(progress, len(pending), n_chunks, n_resumed, name)
+    n_segments = 0
+    try:
+        for i in pending:
+            params, seeds = _slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
+            n_real = min(chunk, len(grid) - i * chunk)
+            outputs[i], status[i], segments = programs.run(params, seeds, n_real)
+            n_segments = max(n_segments, segments)
+            checkpoints.save(i, outputs[i], status[i])
+            bar.update(1)
+            _after_chunk()
+    finally:
+        bar.close()
+    return outputs, status, n_resumed, n_segments
+
+
+_SEGMENTED: dict = {}
+
+
+def _segmented_programs(member, device, width, options, params, seeds):
+    """Compiled programs of a segmented member, cached like :func:`compile_program`."""
+    group_width = segment_width(options.segment_width, width, device.platform)
+    signature = tuple(
+        (k, np.shape(v), np.asarray(v).dtype.str) for k, v in sorted(params.items())
+    ) + ((np.shape(seeds), np.asarray(seeds).dtype.str),)
+    key = (member, device.id, width, group_width, options.segment_steps, signature)
+    try:
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in _SEGMENTED:
+        return _SEGMENTED[key], 0
+    programs = SegmentedPrograms(
+        member, width, group_width, options.segment_steps, params, seeds, device
+    )
+    if key is not None:
+        if len(_SEGMENTED) >= 16:
+            _SEGMENTED.pop(next(iter(_SEGMENTED)))
+        _SEGMENTED[key] = programs
+    return programs, programs.compilations
+
+
 def run_sweep(
-    fn: Callable[[dict[str, jax.Array], jax.Array], dict[str, jax.Array]],
+    fn: Callable[[dict[str, jax.Array], jax.Array], dict[str, jax.Array]]
+    | AbstractSegmentedMember,
     grid: Grid,
     *,
     name: str = "sweep",
@@ -151,6 +232,10 @@ def run_sweep(
             failures. A NaN in any output of a ``successful`` member marks it
             ``Status.nonfinite``. To differentiate, take gradients *inside* ``fn`` (e.g.
             ``jax.grad`` of a loss of the member's parameters) and return them as outputs.
+            Or a segmented member (:class:`AbstractSegmentedMember`, e.g. a
+            :class:`DiffeqMember` for adaptive ODE solves), run in segments of
+            ``options.segment_steps`` steps so that members of very different cost do not
+            wait for each other.
         grid: the members (:class:`Grid`).
         name: the sweep's name; with ``checkpoint_dir`` its chunks are stored under
             ``<checkpoint_dir>/<name>/``.
@@ -163,7 +248,8 @@ def run_sweep(
     Within a run directory use :meth:`jaxdyn.runs.Run.sweep`, which passes the run's options
     and checkpoint folder and records the result.
     """
-    if not callable(fn):
+    segmented = isinstance(fn, AbstractSegmentedMember)
+    if not segmented and not callable(fn):
         raise TypeError(f"run_sweep needs a callable member function, got {type(fn).__name__}")
     if not isinstance(grid, Grid):
         raise TypeError(f"run_sweep needs a jaxdyn.sweep.Grid, got {type(grid).__name__}")
@@ -171,6 +257,8 @@ def run_sweep(
     if not isinstance(options, SweepOptions):
         raise TypeError(f"options must be a SweepOptions, got {type(options).__name__}")
     log = log or (lambda msg: None)
+    if segmented and options.segment_steps == 0:
+        fn, segmented = unsegmented(fn), False
     t_start = time.perf_counter()
     devices = jax.devices()
     if options.devices is not None:
@@ -186,17 +274,39 @@ def run_sweep(
             "vmap_width": width}
     checkpoints = SweepCheckpoints(checkpoint_dir, name, meta)
 
-    chunk, resumed = _initial_chunk(checkpoints, options, n_members, n_devices, width, log, name)
+    if segmented:
+        n_devices = 1  # one device per process (see docs/scaling.md)
+
+        def compile_for(params, seeds):
+            return _segmented_programs(fn, devices[0], width, options, params, seeds)
+    else:
+
+        def compile_for(params, seeds):
+            return compile_program(fn, mesh, width, params, seeds, log)
+
+    chunk, resumed = _initial_chunk(
+        checkpoints, options, n_members, n_devices, width, log, name, segmented
+    )
     program, chunk, n_compilations = _fit_memory(
-        fn, grid, mesh, width, chunk, bool(options.chunk_size) or resumed, options, log, name
+        compile_for, grid, n_devices, width, chunk, bool(options.chunk_size) or resumed,
+        options, log, name,
     )
     checkpoints.start(chunk)
     n_chunks = math.ceil(n_members / chunk)
     log(f"sweep '{name}': {n_members} members, {n_chunks} chunk(s) of {chunk} on "
-        f"{n_devices} device(s)")
-    outputs, status, n_resumed = _run_chunks(
-        program, grid, chunk, checkpoints, options.progress, name
-    )
+        f"{n_devices} device(s)" + (f", segments of {options.segment_steps} steps"
+                                    if segmented else ""))
+    if segmented:
+        compiled_before = program.compilations
+        outputs, status, n_resumed, n_segments = _run_segmented_chunks(
+            program, grid, chunk, checkpoints, options.progress, name
+        )
+        n_compilations += program.compilations - compiled_before
+        log(f"sweep '{name}': at most {n_segments} segment(s) per chunk")
+    else:
+        outputs, status, n_resumed = _run_chunks(
+            program, grid, chunk, checkpoints, options.progress, name
+        )
     if n_resumed:
         log(f"sweep '{name}': {n_resumed} chunk(s) resumed from checkpoints")
     result = SweepResult(

@@ -30,6 +30,16 @@ class SweepOptions:
             temporaries, from the compiled program's memory analysis).
         devices: how many of this process's devices to shard over (``None``: all).
         progress: show a progress bar (``None``: when stderr is a terminal).
+        segment_steps: for segmented members (:class:`~jaxdyn.sweep.DiffeqMember`,
+            :class:`~jaxdyn.sweep.AbstractSegmentedMember`): the most solver steps a member
+            takes between two re-batchings of the unfinished members. ``0`` runs every member
+            to completion in one vmapped call (cost: width x the slowest member of a group).
+            Results do not depend on it.
+        segment_width: how many unfinished members of a segmented sweep are advanced
+            together. ``0`` chooses 8 on CPUs (a CPU's cost per member-step is nearly flat from
+            8 lanes up, so narrow groups cost nothing and finish the slowest members fastest)
+            and ``vmap_width`` on GPUs. Keep it a multiple of 8 on CPUs (the SIMD lanes), so
+            that results do not depend on which members share a group.
     """
 
     vmap_width: int = 32
@@ -37,14 +47,26 @@ class SweepOptions:
     memory_budget_gb: float = 2.0
     devices: int | None = None
     progress: bool | None = None
+    segment_steps: int = 256
+    segment_width: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("vmap_width", "chunk_size"):
+        for name in ("vmap_width", "chunk_size", "segment_steps", "segment_width"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"sweep option {name} must be an integer, got {value!r}")
         if self.vmap_width < 1:
             raise ValueError(f"sweep option vmap_width must be >= 1, got {self.vmap_width}")
+        if self.segment_steps < 0:
+            raise ValueError(
+                f"sweep option segment_steps must be >= 0 (0 = unsegmented), got "
+                f"{self.segment_steps}"
+            )
+        if self.segment_width < 0:
+            raise ValueError(
+                f"sweep option segment_width must be >= 0 (0 = automatic), got "
+                f"{self.segment_width}"
+            )
         if self.chunk_size < 0:
             raise ValueError(
                 f"sweep option chunk_size must be >= 0 (0 = automatic), got {self.chunk_size}"

@@ -19,7 +19,12 @@ SWEEP_AXIS = "sweep"
 
 def _member_outputs(fn: Callable, params, seed):
     """One member: ``fn(params, key)`` -> ``(outputs without status, int32 status code)``."""
-    out = fn(params, jax.random.key(seed))
+    return outputs_and_status(fn(params, jax.random.key(seed)))
+
+
+def outputs_and_status(out):
+    """A member's output dict -> ``(outputs without status, int32 status code)``; a NaN in a
+    successful member's outputs makes it ``nonfinite``."""
     if not isinstance(out, dict):
         raise TypeError(
             f"a sweep member function must return a dict of arrays, got {type(out).__name__}"
@@ -38,14 +43,20 @@ def batched_member_program(fn: Callable, vmap_width: int) -> Callable:
     fixed width keeps every member's result bitwise independent of the chunk size and of the
     number of devices.
     """
-    vmapped = jax.vmap(lambda p, s: _member_outputs(fn, p, s))
+    return grouped(lambda p, s: _member_outputs(fn, p, s), vmap_width)
 
-    def batched(params, seeds):
-        n = seeds.shape[0]
+
+def grouped(fn: Callable, vmap_width: int) -> Callable:
+    """``fn`` of one member, applied to a leading member axis in vmapped groups of
+    ``vmap_width`` (a ``lax.map`` over the groups when there are several)."""
+    vmapped = jax.vmap(fn)
+
+    def batched(*args):
+        n = jax.tree.leaves(args)[0].shape[0]
         if n == vmap_width:
-            return vmapped(params, seeds)
+            return vmapped(*args)
         group = lambda x: x.reshape((n // vmap_width, vmap_width) + x.shape[1:])
-        out = jax.lax.map(lambda a: vmapped(*a), (jax.tree.map(group, params), group(seeds)))
+        out = jax.lax.map(lambda a: vmapped(*a), jax.tree.map(group, args))
         return jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), out)
 
     return batched

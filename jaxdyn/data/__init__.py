@@ -1,0 +1,33 @@
+"""Real text for the experiments: packaged excerpts, full corpora on demand.
+
+```python
+from jaxdyn.data import corpus_path, load_text
+
+text = load_text("wikitext-2")          # full split if available, else the packaged excerpt
+path = corpus_path("my_corpus.txt")     # any file path is accepted as it is
+```
+
+Known corpora (``CORPORA``): ``"wikitext-2"`` (WikiText-2 raw, validation split; CC BY-SA 3.0)
+and ``"tinystories"`` (TinyStories V2 validation split; CDLA-Sharing-1.0). Excerpts ship with
+the package (``jaxdyn/data/excerpts/``, with their licences); ``jaxdyn data fetch NAME`` downloads
+the full file, checked against its SHA-256, into the cache; ``JAXDYN_DATA`` points at a folder
+of corpora you manage yourself (``<folder>/<name>/<file>``).
+"""
+
+from ._corpora import (
+    CORPORA as CORPORA,
+    CorpusSpec as CorpusSpec,
+    cache_dir as cache_dir,
+    corpus_path as corpus_path,
+    corpus_spec as corpus_spec,
+    excerpt_path as excerpt_path,
+    load_text as load_text,
+    locate_corpus as locate_corpus,
+)
+from ._fetch import (
+    FetchError as FetchError,
+    extract_member as extract_member,
+    fetch_corpus as fetch_corpus,
+    sha256_of as sha256_of,
+    verify_download as verify_download,
+)

@@ -1,0 +1,353 @@
+"""The attention variants of the Transformer PDE as final velocity fields (transformer_pde.md,
+"The model" and "Gaussian closure"). Conventions match the paper's code:
+
+- softmax:  ``Gamma(x) = V sum_k softmax_k(y_k^T A x) y_k``, ``A = K^T Q / sqrt(d)``;
+- L2:       weights ``exp(-|Q x / sqrt(d) - K y|^2)`` (1/sqrt(d) on the query only);
+- sigmoid:  ``Gamma(x) = V (1/n) sum_k sigmoid(y_k^T A x + b) y_k`` (rows not normalised);
+- linear:   ``Gamma(x) = V (1/n) sum_k (y_k^T A x) y_k``;
+- Sinkhorn: ``Gamma(x) = V int y dpi(y | x)``, ``pi`` the entropic (eps = 1) self-coupling of
+  ``mu`` with kernel ``exp(y^T A x)``, ``A = K^T Q`` (no sqrt(d));
+- multi-head: ``sum_h C_h softmax-average_h``, ``A_h = K_h^T Q_h / sqrt(k)``, ``C_h = W_h^T V_h``.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from jaxdyn.attention import (
+    chunked_sinkhorn_potential,
+    l2_scores,
+    sigmoid_weights,
+    sinkhorn_log_coupling,
+    softmax_weights,
+)
+
+from ._fields import (
+    AbstractBilinearHead,
+    AbstractCausalField,
+    AbstractGaussianClosed,
+    AbstractKernelHead,
+    AbstractSoftmaxHead,
+    Weight,
+    as_weight,
+    scaled_interaction,
+    softmax_average,
+    weight_at,
+    weight_shape,
+)
+
+
+def _sym_sqrt(S):
+    """Square root of a symmetric PSD matrix by eigh (negative round-off eigenvalues clipped)."""
+    w, U = jnp.linalg.eigh(0.5 * (S + S.T))
+    return (U * jnp.sqrt(jnp.clip(w, 0.0))) @ U.T
+
+
+class Softmax(AbstractSoftmaxHead, AbstractGaussianClosed):
+    """Softmax self-attention, scores ``y^T A x`` with ``A = K^T Q / sqrt(d)``.
+
+    Gaussian closure: ``Gamma(x) = V (alpha + Sigma A x)``, so ``d alpha/dt = V (I + Sigma A)
+    alpha`` and ``d Sigma/dt = V Sigma A Sigma + transpose``.
+
+    Attributes:
+        Q: query weights ``(k, d)``, an array or a callable of ``t``.
+        K: key weights ``(k, d)``.
+        V: value weights ``(d, d)``.
+        chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
+    """
+
+    Q: Weight = eqx.field(converter=as_weight)
+    K: Weight = eqx.field(converter=as_weight)
+    V: Weight = eqx.field(converter=as_weight)
+    chunk_size: int | None = eqx.field(static=True, default=None)
+
+    def A(self, t=0.0):
+        return scaled_interaction(self.Q, self.K, t)
+
+    def scores(self, x, tokens, *, t=0.0):
+        return x @ self.A(t).T @ tokens.T
+
+    def affine_velocity(self, mean, cov, *, t=0.0):
+        V = weight_at(self.V, t)
+        return V @ cov @ self.A(t), V @ mean
+
+
+class L2(AbstractSoftmaxHead, AbstractGaussianClosed):
+    """L2 self-attention: weights ``softmax_k(-|Q x / sqrt(d) - K y_k|^2)``.
+
+    Gaussian closure with ``A = K^T Q / sqrt(d)``, ``M = K^T K``:
+    ``Gamma(x) = V (I + 2 Sigma M)^{-1} (alpha + 2 Sigma A x)``, hence
+    ``d Sigma/dt = 2 V Sigma (I + 2 M Sigma)^{-1} A Sigma + transpose``.
+
+    Attributes:
+        Q: query weights ``(k, d)``, an array or a callable of ``t``.
+        K: key weights ``(k, d)``.
+        V: value weights ``(d, d)``.
+        chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
+    """
+
+    Q: Weight = eqx.field(converter=as_weight)
+    K: Weight = eqx.field(converter=as_weight)
+    V: Weight = eqx.field(converter=as_weight)
+    chunk_size: int | None = eqx.field(static=True, default=None)
+
+    def A(self, t=0.0):
+        return scaled_interaction(self.Q, self.K, t)
+
+    def scores(self, x, tokens, *, t=0.0):
+        Q, K = weight_at(self.Q, t), weight_at(self.K, t)
+        return l2_scores(x @ Q.T / jnp.sqrt(Q.shape[1]), tokens @ K.T)
+
+    def affine_velocity(self, mean, cov, *, t=0.0):
+        K, V = weight_at(self.K, t), weight_at(self.V, t)
+        # (I + 2 Sigma M)^{-1} applied by a solve, never an explicit inverse.
+        P = jnp.eye(cov.shape[0], dtype=cov.dtype) + 2.0 * cov @ (K.T @ K)
+        return 2.0 * V @ jnp.linalg.solve(P, cov @ self.A(t)), V @ jnp.linalg.solve(P, mean)
+
+
+class Sigmoid(AbstractKernelHead):
+    """Sigmoid attention: ``Gamma(x) = V (1/n) sum_k sigmoid(y_k^T A x + bias) y_k``,
+    ``A = K^T Q / sqrt(d)``; no division by the row sum. Not Gaussian-closed: particles only.
+
+    Attributes:
+        Q: query weights ``(k, d)``, an array or a callable of ``t``.
+        K: key weights ``(k, d)``.
+        V: value weights ``(d, d)``.
+        bias: the sigmoid's bias ``b`` (a scalar; may be traced).
+        chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
+    """
+
+    Q: Weight = eqx.field(converter=as_weight)
+    K: Weight = eqx.field(converter=as_weight)
+    V: Weight = eqx.field(converter=as_weight)
+    bias: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
+    chunk_size: int | None = eqx.field(static=True, default=None)
+
+    def A(self, t=0.0):
+        return scaled_interaction(self.Q, self.K, t)
+
+    def scores(self, x, tokens, *, t=0.0):
+        return x @ self.A(t).T @ tokens.T
+
+    def kernel(self, scores):
+        return sigmoid_weights(scores, bias=self.bias)
+
+
+class Linear(AbstractKernelHead, AbstractGaussianClosed):
+    """Linear attention: ``Gamma(x) = V (1/n) sum_k (y_k^T A x) y_k``, ``A = K^T Q / sqrt(d)``.
+
+    Gaussian closure: ``Gamma(x) = V (Sigma + alpha alpha^T) A x``, so
+    ``d Sigma/dt = V (Sigma + alpha alpha^T) A Sigma + transpose``.
+
+    Attributes:
+        Q: query weights ``(k, d)``, an array or a callable of ``t``.
+        K: key weights ``(k, d)``.
+        V: value weights ``(d, d)``.
+        chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
+    """
+
+    Q: Weight = eqx.field(converter=as_weight)
+    K: Weight = eqx.field(converter=as_weight)
+    V: Weight = eqx.field(converter=as_weight)
+    chunk_size: int | None = eqx.field(static=True, default=None)
+
+    def A(self, t=0.0):
+        return scaled_interaction(self.Q, self.K, t)
+
+    def scores(self, x, tokens, *, t=0.0):
+        return x @ self.A(t).T @ tokens.T
+
+    def kernel(self, scores):
+        return scores
+
+    def affine_velocity(self, mean, cov, *, t=0.0):
+        second_moment = cov + jnp.outer(mean, mean)
+        return weight_at(self.V, t) @ second_moment @ self.A(t), jnp.zeros_like(mean)
+
+
+class Sinkhorn(AbstractBilinearHead, AbstractGaussianClosed):
+    """Sinkhorn attention (eps = 1, ``A = K^T Q``, no sqrt(d)): ``Gamma(x) = V int y dpi(y|x)``.
+
+    ``pi`` is the entropic self-coupling of ``mu`` with kernel ``exp(y^T A x)``, both marginals
+    ``mu``, computed by ``iterations`` log-domain Sinkhorn iterations. Gaussian closure
+    (transformer_pde.md): with ``S = Sigma^{1/2}``, ``At = S A S``,
+    ``phi(At) = 2 At (I + (I + 4 At^T At)^{1/2})^{-1}``, the conditional mean of ``pi`` is
+    ``alpha + S phi S^+ (x - alpha)``, so ``B = V S phi S^+`` and
+    ``d Sigma/dt = V S phi S + transpose``, ``d alpha/dt = V alpha``.
+
+    The coupling depends on the whole measure, so a causal Sinkhorn field (``Masked``) solves a
+    new coupling for each visible prefix (the generic causal evaluation).
+
+    Attributes:
+        Q: query weights ``(k, d)``, an array or a callable of ``t``.
+        K: key weights ``(k, d)``.
+        V: value weights ``(d, d)``.
+        iterations: Sinkhorn iterations.
+        chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
+    """
+
+    Q: Weight = eqx.field(converter=as_weight)
+    K: Weight = eqx.field(converter=as_weight)
+    V: Weight = eqx.field(converter=as_weight)
+    iterations: int = eqx.field(static=True, default=100)
+    chunk_size: int | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        if self.iterations < 1:
+            raise ValueError(f"Sinkhorn: iterations must be >= 1, got {self.iterations}")
+
+    def A(self, t=0.0):
+        return weight_at(self.K, t).T @ weight_at(self.Q, t)
+
+    def scores(self, x, tokens, *, t=0.0):
+        return x @ self.A(t).T @ tokens.T
+
+    def column_potential(
+        self, tokens: Float[Array, "n d"], *, t: Float[ArrayLike, ""] = 0.0
+    ) -> Float[Array, " n"]:
+        """Potential ``g`` (up to a constant) with ``pi(y_k | x) = softmax_k(y_k^T A x + g_k)``."""
+        n = tokens.shape[0]
+
+        def score_fn(q, k):
+            return self.scores(q, k, t=t)
+
+        if self.chunk_size is not None:
+            return chunked_sinkhorn_potential(
+                score_fn, tokens, iterations=self.iterations, chunk_size=self.chunk_size
+            )
+        s = score_fn(tokens, tokens)
+        log_m = jnp.full(n, -jnp.log(n), s.dtype)
+        log_pi = sinkhorn_log_coupling(
+            s, log_row_weights=log_m, log_col_weights=log_m, iterations=self.iterations
+        )
+        # log_pi = s + f_i + g_k: row 0 gives g up to the constant f_0, which a softmax ignores.
+        return log_pi[0] - s[0]
+
+    def velocity(self, x, tokens, *, t=0.0):
+        avg = softmax_average(
+            lambda q, k: self.scores(q, k, t=t),
+            x,
+            tokens,
+            log_weights=self.column_potential(tokens, t=t),
+            chunk_size=self.chunk_size,
+        )
+        return avg @ weight_at(self.V, t).T
+
+    def weights(self, x, tokens, *, t=0.0):
+        g = self.column_potential(tokens, t=t)
+        return softmax_weights(self.scores(x, tokens, t=t), log_weights=g)
+
+    def affine_velocity(self, mean, cov, *, t=0.0):
+        V = weight_at(self.V, t)
+        w, U = jnp.linalg.eigh(0.5 * (cov + cov.T))
+        w = jnp.clip(w, 0.0)
+        S = (U * jnp.sqrt(w)) @ U.T
+        # S^+ drops eigenvalues at round-off level (below d eps max w), which eigh cannot resolve.
+        eps = jnp.finfo(cov.dtype).eps
+        safe = w > cov.shape[0] * eps * jnp.max(w)
+        S_pinv = (U * jnp.where(safe, 1.0 / jnp.sqrt(jnp.where(safe, w, 1.0)), 0.0)) @ U.T
+        At = S @ self.A(t) @ S
+        eye = jnp.eye(cov.shape[0], dtype=cov.dtype)
+        # phi = 2 At (I + (I + 4 At^T At)^{1/2})^{-1}: the matrix inverted has eigenvalues >= 2.
+        phi = 2.0 * At @ jnp.linalg.inv(eye + _sym_sqrt(eye + 4.0 * At.T @ At))
+        B = V @ S @ phi @ S_pinv
+        return B, V @ mean - B @ mean
+
+
+class MultiHead(AbstractCausalField, AbstractGaussianClosed):
+    """Multi-head softmax attention: ``Gamma(x) = sum_h C_h sum_k softmax_k(y_k^T A_h x) y_k``.
+
+    ``H = heads``; ``Q_h, K_h`` are the row blocks ``h k:(h+1) k`` of ``Q, K`` (``k = rows/H``),
+    ``A_h = K_h^T Q_h / sqrt(k)``; ``C_h = W_h^T V_h`` with ``V_h, W_h`` row blocks of ``V`` and
+    of the output projection ``W`` (default ``I``). Gaussian closure (transformer_pde.md):
+    ``d Sigma/dt = sum_h C_h Sigma A_h Sigma + transpose``.
+
+    Attributes:
+        Q: stacked query weights ``(H k, d)``, an array or a callable of ``t``.
+        K: stacked key weights ``(H k, d)``.
+        V: stacked value weights ``(H k_v, d)``.
+        heads: number of heads ``H``.
+        W: output projection with ``V``'s shape (``None``: identity, then ``V`` is ``(d, d)``).
+        chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
+    """
+
+    Q: Weight = eqx.field(converter=as_weight)
+    K: Weight = eqx.field(converter=as_weight)
+    V: Weight = eqx.field(converter=as_weight)
+    heads: int = eqx.field(static=True, default=1)
+    W: Weight | None = eqx.field(
+        default=None, converter=lambda w: None if w is None else as_weight(w)
+    )
+    chunk_size: int | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        q, k, v = weight_shape(self.Q), weight_shape(self.K), weight_shape(self.V)
+        if len(q) != 2 or q != k:
+            raise ValueError(f"MultiHead: Q and K must be equal (rows, d) shapes, got {q}, {k}")
+        d = q[1]
+        if self.heads < 1 or q[0] % self.heads:
+            raise ValueError(f"MultiHead: heads={self.heads} must divide the {q[0]} rows of Q")
+        if len(v) != 2 or v[1] != d or v[0] % self.heads:
+            raise ValueError(f"MultiHead: V must be (H * k_v, {d}) with heads | rows, got {v}")
+        if self.W is None and v[0] != d:
+            raise ValueError(f"MultiHead: with W=None (identity), V must be ({d}, {d}), got {v}")
+        if self.W is not None and weight_shape(self.W) != v:
+            raise ValueError(f"MultiHead: W must have V's shape {v}, got {weight_shape(self.W)}")
+        if self.chunk_size is not None and self.chunk_size < 1:
+            raise ValueError(f"MultiHead: chunk_size must be >= 1 or None, got {self.chunk_size}")
+
+    @property
+    def dim(self) -> int:
+        """Token dimension ``d``."""
+        return weight_shape(self.Q)[1]
+
+    def head_matrices(
+        self, t: Float[ArrayLike, ""] = 0.0
+    ) -> tuple[Float[Array, "H d d"], Float[Array, "H d d"]]:
+        """``(A_h, C_h)`` stacked over heads."""
+        Q, K, V = weight_at(self.Q, t), weight_at(self.K, t), weight_at(self.V, t)
+        d = Q.shape[1]
+        W = jnp.eye(d, dtype=V.dtype) if self.W is None else weight_at(self.W, t)
+        H = self.heads
+        kq = Q.shape[0] // H
+        Qh, Kh = Q.reshape(H, kq, d), K.reshape(H, kq, d)
+        Vh, Wh = V.reshape(H, -1, d), W.reshape(H, -1, d)
+        A = jnp.einsum("hki,hkj->hij", Kh, Qh) / jnp.sqrt(kq)
+        C = jnp.einsum("hki,hkj->hij", Wh, Vh)
+        return A, C
+
+    def _sum_of_heads(self, x, tokens, positions, t):
+        A, C = self.head_matrices(t)
+
+        def one_head(A_h, C_h):
+            avg = softmax_average(
+                lambda q, k: q @ A_h.T @ k.T,
+                x,
+                tokens,
+                positions=positions,
+                chunk_size=self.chunk_size,
+            )
+            return avg @ C_h.T
+
+        return jnp.sum(jax.vmap(one_head)(A, C), axis=0)
+
+    def velocity(self, x, tokens, *, t=0.0):
+        return self._sum_of_heads(x, tokens, None, t)
+
+    def causal_velocity(self, x, tokens, query_positions, key_positions, *, t=0.0):
+        return self._sum_of_heads(x, tokens, (query_positions, key_positions), t)
+
+    def weights(
+        self, x: Float[Array, "m d"], tokens: Float[Array, "n d"], *, t: Float[ArrayLike, ""] = 0.0
+    ) -> Float[Array, "H m n"]:
+        """Dense attention of each head: ``(H, m, n)``."""
+        A, _ = self.head_matrices(t)
+        return jax.vmap(lambda A_h: softmax_weights(x @ A_h.T @ tokens.T))(A)
+
+    def affine_velocity(self, mean, cov, *, t=0.0):
+        A, C = self.head_matrices(t)
+        B = jnp.einsum("hij,jk,hkl->il", C, cov, A)
+        return B, jnp.sum(C, axis=0) @ mean
