@@ -71,6 +71,37 @@ class CopyHeadConfig(ExperimentConfig):
         return gap * ch.shift_matrix(self.L)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NetworkConfig(CopyHeadConfig):
+    """Settings shared by the trained-network and posterior experiments.
+
+    Attributes:
+        attention: "softmax" or "linear".
+        P_values: P away from the transition (sequences).
+        seeds: datasets (checks use standard errors across them: at least 3).
+        exclusion_factor: theory comparisons skip P within this factor of the transition.
+        window_margin: hysteresis asserted inside a theory coexistence window shrunk by this
+            factor at each end, its absence outside the window widened by its square.
+    """
+
+    attention: str = "softmax"
+    P_values: tuple[float, ...] = (4.0, 8.0, 48.0, 96.0, 256.0)
+    seeds: int = 3
+    exclusion_factor: float = 1.5
+    window_margin: float = 1.1
+
+    def validate(self) -> None:
+        super().validate()
+        require(self.attention in ATTENTIONS,
+                f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
+        require(bool(self.P_values) and min(self.P_values) > 0,
+                f"P_values must be non-empty and > 0, got {self.P_values}")
+        require(self.seeds >= 3, f"seeds must be >= 3 (standard errors), got {self.seeds}")
+        require(self.exclusion_factor >= 1 and self.window_margin >= 1,
+                f"exclusion_factor and window_margin must be >= 1, got "
+                f"{self.exclusion_factor}, {self.window_margin}")
+
+
 def padded_statistics(key, L: int, V: int, P, P_max: int):
     """Statistics of the first P of P_max sampled sequences (P traced; fractional P weights
     the last sequence by its fraction, so the data term is continuous in P) and the data."""

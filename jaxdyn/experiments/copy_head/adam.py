@@ -19,50 +19,32 @@ from ... import copyhead as ch
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _figures
-from ._common import ATTENTIONS, CopyHeadConfig, padded_statistics, require, require_positive
+from ._common import NetworkConfig, padded_statistics, require, require_positive
 from ._networks import NetworkAnalysis, check_networks
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class AdamConfig(CopyHeadConfig):
+class AdamConfig(NetworkConfig):
     """Adam (optax) to the joint MAP over (W, G), vmapped over P, seeds and two starts.
 
     Attributes:
-        attention: "softmax" or "linear".
-        P_values: P away from the transition (sequences).
         refine_levels, refine_width: nested grids of 2^k intervals (k <= refine_levels) on
             [P_t / refine_width, P_t refine_width] around the MAP theory's transition P_t.
-        seeds: datasets (checks use standard errors across them: at least 3).
         steps, learning_rate, init_scale: Adam (cosine-decayed learning rate).
-        exclusion_factor: theory comparisons skip P within this factor of P_t.
-        window_margin: hysteresis asserted inside the MAP coexistence window shrunk by this
-            factor at each end, its absence outside it widened by the factor squared.
     """
 
-    attention: str = "softmax"
-    P_values: tuple[float, ...] = (4.0, 8.0, 48.0, 96.0, 256.0)
+    seeds: int = 4
     refine_levels: int = 4
     refine_width: float = 1.25
-    seeds: int = 4
     steps: int = 3000
     learning_rate: float = 0.03
     init_scale: float = 0.01
-    exclusion_factor: float = 1.5
-    window_margin: float = 1.1
 
     def validate(self) -> None:
         super().validate()
-        require(self.attention in ATTENTIONS,
-                f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
-        require(bool(self.P_values) and min(self.P_values) > 0,
-                f"P_values must be non-empty and > 0, got {self.P_values}")
-        require(self.seeds >= 3, f"seeds must be >= 3 (standard errors), got {self.seeds}")
         require(self.refine_levels >= 3, f"refine_levels must be >= 3, got {self.refine_levels}")
         require(self.steps >= 10, f"steps must be >= 10, got {self.steps}")
-        require(self.refine_width > 1 and self.exclusion_factor >= 1
-                and self.window_margin >= 1,
-                "refine_width must be > 1, exclusion_factor and window_margin >= 1, got "
-                f"{self.refine_width}, {self.exclusion_factor}, {self.window_margin}")
+        require(self.refine_width > 1, f"refine_width must be > 1, got {self.refine_width}")
         require_positive(learning_rate=self.learning_rate, init_scale=self.init_scale)
 
     @classmethod

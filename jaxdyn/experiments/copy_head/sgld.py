@@ -18,11 +18,11 @@ from ... import copyhead as ch
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _posterior_checks as checks
-from ._common import ATTENTIONS, CopyHeadConfig, padded_statistics, require, require_positive
+from ._common import NetworkConfig, padded_statistics, require, require_positive
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SGLDConfig(CopyHeadConfig):
+class SGLDConfig(NetworkConfig):
     """SGLD (blackjax) over (W, G) and MALA on G alone, vmapped over P, seeds and two starts.
 
     Step sizes (blackjax convention, no 1/2): SGLD h = :func:`jaxdyn.copyhead.sgld_step_size`
@@ -32,25 +32,19 @@ class SGLDConfig(CopyHeadConfig):
     acceptance 0.574 during burn-in.
 
     Attributes:
-        attention: "softmax" or "linear".
-        P_values: P away from the transition (sequences).
         window_points: P values scanned from P* to twice the uniform spinodal P_hi for
             hysteresis and bimodality (first-order theories only).
         precursor_fractions: P / P_t below the transition for the precursor chains (MALA
             from the uniform state).
-        seeds: datasets (standard errors across them: at least 3).
         burn_in, num_samples, thin: chain lengths (each sampler).
         mode_steps: Adam steps on S(G) from each chain's final state to its mode.
-        exclusion_factor, window_margin: as in copy-head-adam.
     """
 
-    attention: str = "softmax"
     L: int = 64
     V: int = 8
     P_values: tuple[float, ...] = (8.0, 12.0, 64.0, 128.0)
     window_points: int = 5
     precursor_fractions: tuple[float, ...] = (0.25, 0.5, 0.75, 0.9)
-    seeds: int = 3
     step_scale: float = 0.2
     g_preconditioner: float = 16.0
     mala_step_scale: float = 0.4
@@ -58,27 +52,18 @@ class SGLDConfig(CopyHeadConfig):
     num_samples: int = 60
     thin: int = 20
     mode_steps: int = 1500
-    exclusion_factor: float = 1.5
-    window_margin: float = 1.1
 
     def validate(self) -> None:
         super().validate()
-        require(self.attention in ATTENTIONS,
-                f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
-        require(bool(self.P_values) and min(self.P_values) > 0,
-                f"P_values must be non-empty and > 0, got {self.P_values}")
         require(len(self.precursor_fractions) >= 2
                 and all(0 < f < 1 for f in self.precursor_fractions),
                 f"precursor_fractions needs >= 2 values in (0, 1), got "
                 f"{self.precursor_fractions}")
-        require(self.seeds >= 3, f"seeds must be >= 3 (standard errors), got {self.seeds}")
         for name in ("burn_in", "num_samples", "thin", "mode_steps"):
             require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         require(self.window_points >= 0, f"window_points must be >= 0, got {self.window_points}")
         require_positive(step_scale=self.step_scale, g_preconditioner=self.g_preconditioner,
                          mala_step_scale=self.mala_step_scale)
-        require(self.exclusion_factor >= 1 and self.window_margin >= 1,
-                "exclusion_factor and window_margin must be >= 1")
 
     @classmethod
     def quick(cls) -> dict:
