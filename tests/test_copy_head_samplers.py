@@ -98,25 +98,35 @@ def test_mala_samples_the_exact_posterior_of_G():
 
 
 @pytest.mark.slow
-def test_sgld_chains_agree_with_mala_on_the_G_marginal():
-    """SGLD's G-marginal is exp(-S(G)), the law MALA samples (softmax, copy phase)."""
+def test_sgld_agrees_with_mala_and_modes_with_the_saddle_point():
+    """Softmax, copy phase, 4 datasets: SGLD's G-marginal and MALA (the same law exp(-S(G)))
+    agree on the posterior mean of a_G within 4 standard errors over datasets; the posterior
+    mode (Adam on S(G) from MALA's end) agrees with the reduced saddle point within 4 standard
+    errors plus the optimiser's tolerance. (The posterior mean sits above the mode by the
+    fluctuations of the scores: compared here with nothing.)"""
     L, V, P = 16, 4, 60
-    stats = _stats(P, L, V, seed=8)
     posterior = ch.CopyHeadPosterior("softmax")
 
-    def both(key):
-        k1, k2 = jax.random.split(key)
-        s = ch.sample_sgld(k1, posterior, stats, step_size=0.2 / (V + P * L / V), burn_in=1500,
-                           num_samples=20, thin=10, g_preconditioner=16.0)
-        m = ch.sample_mala(k2, posterior, stats, step_size=0.03, burn_in=1500, num_samples=20,
-                           thin=10)
-        return jnp.mean(s["c_G"]), jnp.mean(m["c_G"])
+    def one(key):
+        k_data, k1, k2 = jax.random.split(key, 3)
+        X, Y = ch.copy_task(k_data, P, L, V)
+        stats = ch.copy_statistics(X, Y)
+        s = ch.sample_sgld(k1, posterior, stats, burn_in=1500, num_samples=20, thin=10,
+                           g_preconditioner=16.0)
+        m = ch.sample_mala(k2, posterior, stats, step_size=0.03, burn_in=1500,
+                           num_samples=20, thin=10)
+        mode = ch.minimise_action(posterior, stats, m["G_final"], steps=2000,
+                                  learning_rate=0.02)
+        a_mode = ch.order_parameters(posterior.attention(mode))[1]
+        return jnp.mean(s["c_G"]), jnp.mean(m["c_G"]), a_mode
 
-    sg, ma = jax.jit(jax.vmap(both))(jax.random.split(jax.random.key(9), 4))
-    assert abs(float(jnp.mean(sg)) - float(jnp.mean(ma))) < 0.02
+    sg, ma, modes = (np.asarray(v) for v in jax.jit(jax.vmap(one))(
+        jax.random.split(jax.random.key(9), 4)))
+    se = np.std(sg - ma, ddof=1) / 2.0
+    assert abs(float(np.mean(sg - ma))) < 4 * se
     theory = ch.SoftmaxReduced(L=L, V=V)
     a_G = float(theory.order(ch.global_minimum(theory, jnp.asarray(float(P))))["a_G"])
-    assert abs(float(jnp.mean(ma)) - a_G) < 0.06  # saddle point vs posterior mean
+    assert abs(float(np.mean(modes)) - a_G) < 4 * np.std(modes, ddof=1) / 2.0 + 2e-3
 
 
 def test_unknown_attention_name_is_rejected():

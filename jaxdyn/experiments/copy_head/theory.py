@@ -15,6 +15,7 @@ from . import _figures
 from ._common import (
     ATTENTIONS,
     CopyHeadConfig,
+    critical_value,
     padded_statistics,
     require,
     require_positive,
@@ -223,7 +224,8 @@ def _check_first_order_hysteresis(c, run, attention, hyst, info) -> None:
 
 def _check_switch(run, attention, result, info) -> None:
     """Per dataset, the P where the copy-start minimum becomes the lower one; their mean
-    against the reduced P*, within 4 standard errors over datasets plus the grid spacing."""
+    against the reduced P*, within the 99% Student-t multiple of the standard error over
+    datasets plus the grid spacing."""
     P, start, seeds = result.params["P"], result.params["start"], result.seeds
     S = result.masked("action")
     Ps = np.unique(P)
@@ -236,10 +238,10 @@ def _check_switch(run, attention, result, info) -> None:
     middles = np.asarray(middles)
     spacing = float(np.log(Ps[1] / Ps[0]))
     mean = float(np.exp(np.mean(np.log(middles))))
-    tol = 4 * standard_error(np.log(middles)) + spacing
+    tol = critical_value(middles.size) * standard_error(np.log(middles)) + spacing
     run.scalar(f"{attention}_exact_action_switch_per_dataset", middles.tolist())
     run.check(f"{attention}_exact_action_switch_matches_reduced_P_star",
               expected=float(np.log(info["P_star"])), measured=float(np.log(mean)),
               tolerance=tol, note=f"ln P: geometric mean of the switch brackets {mean:.4g} vs "
-                                  f"P* {info['P_star']:.4g}; tolerance 4 SE + grid spacing; a "
+                                  f"P* {info['P_star']:.4g}; tolerance 99% t SE + grid spacing; a "
                                   "dataset without a switch gives NaN (fails)")
