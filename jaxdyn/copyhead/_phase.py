@@ -143,7 +143,7 @@ def _symmetric_state_curvature(model, P):
 
 
 def instability_point(
-    model: AbstractReducedModel, P_lo: float, P_hi: float, *, iterations: int = 60
+    model: AbstractReducedModel, P_lo: float | int, P_hi: float | int, *, iterations: int = 60
 ) -> float | None:
     """P_c where the symmetric state x = 0 loses stability: the smallest eigenvalue of the
     Hessian of the reduced action at 0 crosses zero (bisection), or None."""
@@ -189,7 +189,7 @@ def linear_onset(model: LinearReduced) -> float:
 
 
 def onset_exponent(
-    model: AbstractReducedModel, P_c: float, eps: Float[ArrayLike, " k"] | None = None
+    model: AbstractReducedModel, P_c: float | int, eps: Float[ArrayLike, " k"] | None = None
 ) -> tuple[float, LinearFit]:
     """Exponent beta of the amplitude ~ (P - P_c)^beta just above a continuous onset P_c.
 
@@ -243,8 +243,8 @@ def classify_transition(
 
 def locate_transition(
     model: AbstractReducedModel,
-    P_min: float,
-    P_max: float,
+    P_min: float | int,
+    P_max: float | int,
     n_P: int = 60,
     *,
     zooms: int = 4,

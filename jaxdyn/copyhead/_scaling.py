@@ -21,8 +21,8 @@ from ._transition import brute_force_coexistence
 
 
 def softmax_coexists(
-    L: float,
-    V: float,
+    L: int | float,
+    V: int | float,
     *,
     temperature: float = 1.0,
     sigma_w2: float = 1.0,
@@ -42,9 +42,9 @@ def softmax_coexists(
 
 
 def first_order_boundary(
-    L: float,
-    V_lo: float,
-    V_hi: float,
+    L: int | float,
+    V_lo: int | float,
+    V_hi: int | float,
     *,
     iterations: int = 10,
     **kwargs,
@@ -134,7 +134,7 @@ def compare_scaling_forms(
 
 
 def per_axis_exponents(
-    axis_values: Sequence[float], table: Float[ArrayLike, "a b"], *, axis: int = 0
+    axis_values: Sequence[int | float], table: Float[ArrayLike, "a b"], *, axis: int = 0
 ) -> list:
     """Power-law fits (:func:`jaxdyn.fit_power_law`) of ``table`` against ``axis_values``
     along ``axis``, one per index of the other axis (None where fewer than 3 finite points)."""

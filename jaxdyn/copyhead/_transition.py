@@ -89,7 +89,7 @@ def largest_step(P: Float[ArrayLike, " k"], values: Float[ArrayLike, " k"]) -> f
 
 
 def refinement_grids(
-    P_lo: float, P_hi: float, levels: tuple[int, ...], offsets: int
+    P_lo: float | int, P_hi: float | int, levels: tuple[int, ...], offsets: int
 ) -> list[list[np.ndarray]]:
     """For each level n, ``offsets`` log-spaced grids of n + 1 points with spacing
     h = ln(P_hi / P_lo) / n, shifted by h k / offsets (k = 0..offsets-1): the largest step
@@ -125,8 +125,8 @@ def _least_smooth_cell(model, P_min: float, P_max: float, n: int, key: str) -> i
 
 def order_from_refinement(
     model: AbstractReducedModel,
-    P_min: float,
-    P_max: float,
+    P_min: float | int,
+    P_max: float | int,
     *,
     levels: tuple[int, ...] = (16, 32, 64, 128, 256),
     offsets: int = 8,
@@ -192,8 +192,8 @@ def landscape_minima(
 
 def brute_force_coexistence(
     model: AbstractReducedModel,
-    P_min: float,
-    P_max: float,
+    P_min: float | int,
+    P_max: float | int,
     coordinates: Float[ArrayLike, " m"],
     *,
     n_P: int = 400,
@@ -222,8 +222,8 @@ def crossover_point(
     P: Float[ArrayLike, " k"],
     c1: Float[ArrayLike, " k"],
     cG: Float[ArrayLike, " k"],
-    weight: float,
-    P_c: float,
+    weight: float | int,
+    P_c: float | int,
 ) -> float:
     """First P above the onset P_c where weight * c_G >= c_1 (log-linear interpolation), or
     NaN when the copy weight never overtakes pooling on the grid (copy_head.md: "pool first,
@@ -258,7 +258,7 @@ class Bimodality:
 
 
 def bimodality(
-    samples: Float[ArrayLike, " n"],
+    samples: Float[ArrayLike, "..."],
     *,
     min_separation: float = 0.0,
     min_weight: float = 0.1,
