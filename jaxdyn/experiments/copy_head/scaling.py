@@ -113,7 +113,7 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
     brackets = np.asarray(brackets)
     V_c = np.sqrt(brackets[:, 0] * brackets[:, 1])
     run.save_arrays(boundary_L=np.asarray(c.boundary_L), boundary_V_bracket=brackets)
-    fit = fit_power_law(c.boundary_L, V_c)
+    fit = fit_power_law(np.asarray(c.boundary_L, float), V_c)
     run.scalar("first_order_boundary", {f"L{L}": b.tolist() for L, b in zip(c.boundary_L,
                                                                            brackets, strict=True)})
     run.scalar("first_order_boundary_exponent", {"V_c ~ L^x": fit.slope,
