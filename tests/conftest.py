@@ -17,6 +17,8 @@ from jaxtyping import install_import_hook  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 TYPECHECKED = (
+    "jaxdyn.copyhead",
+    "jaxdyn.experiments.copy_head",
     "jaxdyn._numerics",
     "jaxdyn._status",
     "jaxdyn._validation",

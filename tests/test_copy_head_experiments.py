@@ -1,11 +1,17 @@
-"""The copy-head experiments are registered and validate their configs before compiling."""
+"""The copy-head experiments: registered, validated before compiling, and run end to end.
+
+End-to-end runs are in the slow suite (``-m slow``): the --quick and the full-size run of
+every experiment, with every check required to pass, and copy-head-theory at L = 8 (outside
+the page's first-order regime: it must complete and report what it finds).
+"""
 
 import pytest
 
-from jaxdyn.experiments import copy_head as exp
-from jaxdyn.runs import ConfigError, get_experiment
+from jaxdyn.experiments.copy_head import adam, scaling, sgld, theory
+from jaxdyn.runs import ConfigError, get_experiment, read_summary, run_experiment
 
-NAMES = ["copy-head-theory", "copy-head-adam", "copy-head-sgld", "copy-head-scaling"]
+NAMES = ["copy-head-theory", "copy-head-adam", "copy-head-adam-linear", "copy-head-sgld",
+         "copy-head-sgld-linear", "copy-head-scaling"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -18,17 +24,19 @@ def test_experiment_is_registered_with_valid_defaults_and_quick(name):
 @pytest.mark.parametrize(
     "config, message",
     [
-        (exp.TheoryConfig(L=8), "L must be >= 16"),
-        (exp.TheoryConfig(temperature=-1.0), "temperature"),
-        (exp.TheoryConfig(P_min=10.0, P_max=5.0), "P_max"),
-        (exp.AdamConfig(attention="cosine"), "attention"),
-        (exp.AdamConfig(P_values=()), "P_values"),
-        (exp.AdamConfig(learning_rate=0.0), "learning_rate"),
-        (exp.SGLDConfig(burn_in=0), "burn_in"),
-        (exp.SGLDConfig(sigma_w2=0.0), "sigma_w2"),
-        (exp.SGLDConfig(batch_size=-1), "batch_size"),
-        (exp.ScalingConfig(L_values=(32,)), "L_values"),
-        (exp.ScalingConfig(alpha=-1.0), "alpha"),
+        (theory.TheoryConfig(L=1), "L must be"),
+        (theory.TheoryConfig(temperature=-1.0), "temperature"),
+        (theory.TheoryConfig(P_min=10.0, P_max=5.0), "P_max"),
+        (theory.TheoryConfig(objective="mode"), "objective"),
+        (adam.AdamConfig(attention="cosine"), "attention"),
+        (adam.AdamConfig(P_values=()), "P_values"),
+        (adam.AdamConfig(learning_rate=0.0), "learning_rate"),
+        (adam.AdamConfig(seeds=2), "seeds"),
+        (sgld.SGLDConfig(burn_in=0), "burn_in"),
+        (sgld.SGLDConfig(sigma_w2=0.0), "sigma_w2"),
+        (sgld.SGLDConfig(precursor_fractions=(0.5, 1.5)), "precursor_fractions"),
+        (scaling.ScalingConfig(L_values=(32, 64)), "L_values"),
+        (scaling.ScalingConfig(alpha=float("nan")), "alpha"),
     ],
 )
 def test_bad_configs_are_rejected_with_one_line_errors(config, message):
@@ -37,11 +45,45 @@ def test_bad_configs_are_rejected_with_one_line_errors(config, message):
     assert "\n" not in str(info.value)
 
 
-def test_crossover_point_interpolates_in_log_P():
-    import numpy as np
+def test_small_L_and_large_V_are_valid_inputs():
+    """Regions where a claim does not hold are run and reported, not refused."""
+    theory.TheoryConfig(L=4, V=64, alpha=-0.5).validate()
+    scaling.ScalingConfig(L_values=(2, 4, 8), V_values=(1, 64, 128)).validate()
 
-    P = np.array([1.0, 10.0, 100.0, 1000.0])
-    c1 = np.array([0.0, 1.0, 1.0, 1.0])
-    cG = np.array([0.0, 0.0, 2.0, 3.0])  # weight * c_G - c_1 = -1 at 10, +1 at 100
-    assert abs(exp._crossover_point(P, c1, cG, 1.0, P_c=2.0) - np.sqrt(1000.0)) < 1e-9
-    assert np.isnan(exp._crossover_point(P, c1, 0 * cG, 1.0, P_c=2.0))
+
+def _run(name, path, quick=True, overrides=()):
+    return read_summary(run_experiment(name, out=path / name, quick=quick,
+                                       overrides=list(overrides), sweep={}))
+
+
+@pytest.mark.slow
+def test_theory_at_L8_completes_and_reports_a_continuous_softmax_transition(tmp_path):
+    summary = _run("copy-head-theory", tmp_path, overrides=[
+        "L=8", "n_P=20", "P_max=300", "hysteresis_points=4", "hysteresis_seeds=2",
+        "hysteresis_steps=300"])
+    assert summary["status"] == "complete"
+    assert summary["scalars"]["transition_order"] == {"softmax": "crossover",
+                                                      "linear": "second"}
+    assert "not applicable" in summary["scalars"]["softmax_page_claim"]
+    checks = {c["name"]: c for c in summary["checks"]}
+    assert checks["softmax_refinement_matches_brute_force"]["passed"]
+    assert checks["linear_onset_bisection_matches_closed_form"]["passed"]
+    assert "softmax_first_order_where_page_predicts" not in checks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_quick_run_passes_every_check(name, tmp_path):
+    summary = _run(name, tmp_path)
+    failed = [c for c in summary["checks"] if not c["passed"]]
+    assert summary["status"] == "complete" and summary["failed_members"] == 0
+    assert not failed, failed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_full_size_run_passes_every_check(name, tmp_path):
+    summary = _run(name, tmp_path, quick=False)
+    failed = [c for c in summary["checks"] if not c["passed"]]
+    assert summary["status"] == "complete" and summary["failed_members"] == 0
+    assert not failed, failed

@@ -17,11 +17,11 @@ def _stats(P, L, V, seed=0, P_max=None):
 def test_sgld_step_is_langevin_without_a_half_factor():
     """blackjax convention: theta + h grad log p + sqrt(2 h T) xi (documented in _train)."""
     stats = _stats(6, 4, 3)
-    head = ch.HeadSettings(attention="softmax")
-    kernel = ch.sgld_kernel(stats, head)
+    posterior = ch.CopyHeadPosterior("softmax")
+    kernel = ch.sgld_kernel(posterior)
     pos = {"W": 0.3 * jnp.ones((3, 3)), "g": 0.2 * jnp.eye(4)}
     h = 1e-3
-    grad = jax.grad(lambda p: -ch.joint_energy(p["W"], p["g"], stats, **head.kwargs()))(pos)
+    grad = jax.grad(lambda p: -posterior.energy(p["W"], p["g"], stats))(pos)
     det = kernel.step(jax.random.key(0), pos, stats, h, temperature=0.0)
     for k in pos:
         assert jnp.allclose(det[k], pos[k] + h * grad[k], atol=1e-14)
@@ -35,13 +35,14 @@ def test_map_objective_is_the_profile_of_the_joint_energy():
     """min_W E(W, G) = S(G) - (V/2) ln det(I + kappa M / T) + ||Y||^2 / 2T."""
     L, V, T, sw2 = 5, 3, 0.8, 1.4
     stats = _stats(7, L, V)
+    posterior = ch.CopyHeadPosterior("linear", T, sw2)
     for seed in range(2):
         G = jax.random.normal(jax.random.key(seed), (L, L))
-        A = ch.attention_matrix(G, attention="linear")
-        M, B = stats.moments(A)
+        M, B = stats.moments(posterior.attention(G))
         W_star = jnp.linalg.solve(M + (T * V / sw2) * jnp.eye(V), B)
-        E = ch.joint_energy(W_star, G, stats, attention="linear", temperature=T, sigma_w2=sw2)
-        S = ch.action_from_statistics(G, stats, attention="linear", temperature=T, sigma_w2=sw2)
+        assert float(jnp.max(jnp.abs(W_star - posterior.readout(G, stats)))) < 1e-12
+        E = posterior.energy(W_star, G, stats)
+        S = posterior.action(G, stats)
         _, logdet = jnp.linalg.slogdet(jnp.eye(V) + (sw2 / V) * M / T)
         assert abs(float(E - (S - 0.5 * V * logdet + stats.yy / (2 * T)))) < 1e-9
 
@@ -49,13 +50,13 @@ def test_map_objective_is_the_profile_of_the_joint_energy():
 def test_adam_reaches_the_map_theory_minimum():
     """Adam (vmapped over P) from small init lands on the reduced MAP theory's minimum."""
     L, V = 16, 4
-    head = ch.HeadSettings(attention="linear", alpha=1.0)
+    posterior = ch.CopyHeadPosterior(ch.LinearCopyHead(alpha=1.0))
 
     def train(P):
         stats = _stats(P, L, V, seed=3, P_max=400)
-        p, trace = ch.train_map(jax.random.key(4), stats, head, steps=1200,
+        p, trace = ch.train_map(jax.random.key(4), posterior, stats, steps=1200,
                                 learning_rate=jnp.asarray(0.02))
-        return ch.measure(p["G"], p["W"], stats, head), trace
+        return ch.measure(posterior, p["G"], p["W"], stats), trace
 
     Ps = jnp.array([3.0, 400.0])
     m, trace = jax.jit(jax.vmap(train))(Ps)
@@ -72,9 +73,9 @@ def test_mala_samples_the_exact_posterior_of_G():
     sampling from the prior with weights exp(-(S(G) - ||G||^2 / 2))."""
     L, V, P = 3, 2, 2
     stats = _stats(P, L, V, seed=5)
-    head = ch.HeadSettings(attention="linear", alpha=0.0)
+    posterior = ch.CopyHeadPosterior(ch.LinearCopyHead(alpha=0.0))
     G = jax.random.normal(jax.random.key(6), (50_000, L, L))
-    S = jax.jit(jax.vmap(lambda g: ch.action_from_statistics(g, stats, **head.kwargs())))(G)
+    S = jax.jit(jax.vmap(lambda g: posterior.action(g, stats)))(G)
     logw = -(S - jnp.sum(G**2, axis=(1, 2)) / 2)
     w = jnp.exp(logw - jnp.max(logw))
     w = w / jnp.sum(w)
@@ -84,7 +85,8 @@ def test_mala_samples_the_exact_posterior_of_G():
     exact = np.array([float(jnp.sum(w * c1)), float(jnp.sum(w * cG))])
 
     def chain(key):
-        s = ch.sample_mala(key, stats, head, step_size=0.3, burn_in=100, num_samples=100, thin=5)
+        s = ch.sample_mala(key, posterior, stats, step_size=0.3, burn_in=100, num_samples=100,
+                           thin=5)
         return jnp.stack([s["c_1"], s["c_G"]], -1), s["acceptance"]
 
     samples, acc = jax.jit(jax.vmap(chain))(jax.random.split(jax.random.key(7), 24))
@@ -96,25 +98,35 @@ def test_mala_samples_the_exact_posterior_of_G():
 
 
 @pytest.mark.slow
-def test_sgld_chains_agree_with_mala_on_the_G_marginal():
-    """SGLD's G-marginal is exp(-S(G)), the law MALA samples (softmax, copy phase)."""
+def test_sgld_agrees_with_mala_and_modes_with_the_saddle_point():
+    """Softmax, copy phase, 4 datasets: SGLD's G-marginal and MALA (the same law exp(-S(G)))
+    agree on the posterior mean of a_G within 4 standard errors over datasets; the posterior
+    mode (Adam on S(G) from MALA's end) agrees with the reduced saddle point within 4 standard
+    errors plus the optimiser's tolerance. (The posterior mean sits above the mode by the
+    fluctuations of the scores: compared here with nothing.)"""
     L, V, P = 16, 4, 60
-    stats = _stats(P, L, V, seed=8)
-    head = ch.HeadSettings(attention="softmax")
+    posterior = ch.CopyHeadPosterior("softmax")
 
-    def both(key):
-        k1, k2 = jax.random.split(key)
-        s = ch.sample_sgld(k1, stats, head, step_size=0.2 / (V + P * L / V), burn_in=1500,
-                           num_samples=20, thin=10, g_preconditioner=16.0)
-        m = ch.sample_mala(k2, stats, head, step_size=0.03, burn_in=1500, num_samples=20,
-                           thin=10)
-        return jnp.mean(s["c_G"]), jnp.mean(m["c_G"])
+    def one(key):
+        k_data, k1, k2 = jax.random.split(key, 3)
+        X, Y = ch.copy_task(k_data, P, L, V)
+        stats = ch.copy_statistics(X, Y)
+        s = ch.sample_sgld(k1, posterior, stats, burn_in=1500, num_samples=20, thin=10,
+                           g_preconditioner=16.0)
+        m = ch.sample_mala(k2, posterior, stats, step_size=0.03, burn_in=1500,
+                           num_samples=20, thin=10)
+        mode = ch.minimise_action(posterior, stats, m["G_final"], steps=2000,
+                                  learning_rate=0.02)
+        a_mode = ch.order_parameters(posterior.attention(mode))[1]
+        return jnp.mean(s["c_G"]), jnp.mean(m["c_G"]), a_mode
 
-    sg, ma = jax.jit(jax.vmap(both))(jax.random.split(jax.random.key(9), 4))
-    assert abs(float(jnp.mean(sg)) - float(jnp.mean(ma))) < 0.02
+    sg, ma, modes = (np.asarray(v) for v in jax.jit(jax.vmap(one))(
+        jax.random.split(jax.random.key(9), 4)))
+    se = np.std(sg - ma, ddof=1) / 2.0
+    assert abs(float(np.mean(sg - ma))) < 4 * se
     theory = ch.SoftmaxReduced(L=L, V=V)
     a_G = float(theory.order(ch.global_minimum(theory, jnp.asarray(float(P))))["a_G"])
-    assert abs(float(jnp.mean(ma)) - a_G) < 0.06  # saddle point vs posterior mean
+    assert abs(float(np.mean(modes)) - a_G) < 4 * np.std(modes, ddof=1) / 2.0 + 2e-3
 
 
 def test_unknown_attention_name_is_rejected():
@@ -125,10 +137,10 @@ def test_unknown_attention_name_is_rejected():
 def test_minimise_action_reaches_a_stationary_point_of_the_exact_action():
     L, V = 6, 3
     stats = _stats(10, L, V, seed=11)
-    head = ch.HeadSettings(attention="softmax")
+    posterior = ch.CopyHeadPosterior("softmax")
     G0 = 2.0 * ch.shift_matrix(L)
-    f = jax.jit(lambda G: ch.action_from_statistics(G, stats, **head.kwargs()))
-    G = jax.jit(lambda g: ch.minimise_action(stats, head, g, steps=1500,
+    f = jax.jit(lambda G: posterior.action(G, stats))
+    G = jax.jit(lambda g: ch.minimise_action(posterior, stats, g, steps=1500,
                                              learning_rate=jnp.asarray(0.05)))(G0)
     assert float(f(G)) < float(f(G0))
     assert float(jnp.max(jnp.abs(jax.grad(f)(G)))) < 1e-3
@@ -142,15 +154,14 @@ def test_minibatch_gradient_is_unbiased():
     X, Y = ch.copy_task(jax.random.key(11), P_max, L, V)
     w = (jnp.arange(P_max) < P).astype(X.dtype)
     stats = ch.copy_statistics(X, Y, w)
-    head = ch.HeadSettings(attention="softmax", temperature=0.7, sigma_w2=1.3, sigma_g2=0.8)
+    posterior = ch.CopyHeadPosterior("softmax", 0.7, 1.3, 0.8)
     W = jax.random.normal(jax.random.key(12), (V, V))
     G = jax.random.normal(jax.random.key(13), (L, L))
-    full = jax.jit(jax.grad(lambda W, G: ch.joint_energy(W, G, stats, **head.kwargs()),
-                            (0, 1)))(W, G)
+    full = jax.jit(jax.grad(lambda W, G: posterior.energy(W, G, stats), (0, 1)))(W, G)
 
     def one(x, y):  # batch_size 1, drawn with probability 1 / P
         batch = ch.Minibatch(x[None], y[None], jnp.sum(w))
-        return jax.grad(lambda W, G: ch.minibatch_energy(W, G, batch, head), (0, 1))(W, G)
+        return jax.grad(lambda W, G: ch.minibatch_energy(posterior, W, G, batch), (0, 1))(W, G)
 
     per_sequence = jax.jit(jax.vmap(one))(X[:P], Y[:P])
     for f, g in zip(full, per_sequence, strict=True):
@@ -168,15 +179,61 @@ def test_minibatch_gradient_is_unbiased():
 
 def test_minibatch_sgld_needs_data():
     with pytest.raises(ValueError, match="batch_size needs data"):
-        ch.sample_sgld(jax.random.key(0), _stats(6, 4, 3), ch.HeadSettings(), step_size=1e-3,
-                       burn_in=2, num_samples=2, thin=1, batch_size=2)
+        ch.sample_sgld(jax.random.key(0), ch.CopyHeadPosterior(), _stats(6, 4, 3),
+                       step_size=1e-3, burn_in=2, num_samples=2, thin=1, batch_size=2)
 
 
 @pytest.mark.slow
 def test_minibatch_sgld_runs():
     stats = _stats(6, 4, 3)
-    head = ch.HeadSettings(attention="softmax")
     X, Y = ch.copy_task(jax.random.key(0), 6, 4, 3)
-    out = ch.sample_sgld(jax.random.key(0), stats, head, step_size=1e-3, burn_in=5,
+    out = ch.sample_sgld(jax.random.key(0), ch.CopyHeadPosterior(), stats, burn_in=5,
                          num_samples=3, thin=2, batch_size=2, data=(X, Y, jnp.ones(6)))
     assert out["c_G"].shape == (3,) and bool(jnp.all(jnp.isfinite(out["c_G"])))
+
+
+class ScaledLinear(ch.AbstractOddCopyHead):
+    """A user's head: A = G / sqrt(L)."""
+
+    def weights(self, G):
+        return G / jnp.sqrt(G.shape[-1])
+
+
+def test_user_head_trains_to_a_stationary_point_and_samples_like_mala():
+    """Adam reaches a stationary point of the joint energy with a user's head; SGLD's
+    G-marginal and MALA agree on the posterior mean of the exact action S(G) within 4
+    combined standard errors over 16 independent chains each."""
+    L, V, P = 5, 3, 10
+    stats = _stats(P, L, V, seed=2)
+    posterior = ch.CopyHeadPosterior(ScaledLinear(), 0.8)
+    params, trace = jax.jit(lambda k: ch.train_map(k, posterior, stats, steps=3000,
+                                                   learning_rate=0.02))(jax.random.key(0))
+    grads = posterior.grad(params["W"], params["G"], stats)
+    assert max(float(jnp.max(jnp.abs(g))) for g in grads) < 1e-3
+    assert float(trace[-1]) < float(trace[0])
+
+    def chains(key):
+        k1, k2 = jax.random.split(key)
+        s = ch.sample_sgld(k1, posterior, stats, burn_in=2000, num_samples=40, thin=20,
+                           step_size=ch.sgld_step_size(posterior, stats, scale=0.05))
+        m = ch.sample_mala(k2, posterior, stats, step_size=0.1, burn_in=300, num_samples=40,
+                           thin=10)
+        return jnp.mean(s["action"]), jnp.mean(m["action"])
+
+    sg, ma = jax.jit(jax.vmap(chains))(jax.random.split(jax.random.key(3), 16))
+    se = np.hypot(np.std(sg, ddof=1), np.std(ma, ddof=1)) / 4.0
+    assert abs(float(jnp.mean(sg) - jnp.mean(ma))) < 4 * se
+
+
+def test_sgld_step_size_is_scale_over_the_largest_curvature_in_W():
+    L, V, P = 6, 4, 9
+    stats = _stats(P, L, V, seed=4)
+    posterior = ch.CopyHeadPosterior("softmax", 0.7, 1.3)
+    M, _ = stats.moments(ch.uniform_matrix(L))
+    expected = 0.2 / (V / 1.3 + float(jnp.linalg.eigvalsh(M)[-1]) / 0.7)
+    assert abs(float(ch.sgld_step_size(posterior, stats)) / expected - 1) < 1e-12
+    G = jax.random.normal(jax.random.key(0), (L, L))
+    lam = jax.jit(lambda g: jnp.linalg.eigvalsh(jax.hessian(
+        lambda w: posterior.energy(w.reshape(V, V), g, stats))(jnp.zeros(V * V)))[-1])(G)
+    h = float(jax.jit(lambda g: ch.sgld_step_size(posterior, stats, G=g, scale=1.0))(G))
+    assert abs(h * float(lam) - 1) < 1e-10

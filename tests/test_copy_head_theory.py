@@ -27,43 +27,37 @@ def test_logit_gap_of_row_centred_copy_scores_ignores_the_softmax_gauge():
     G = delta * (ch.shift_matrix(L) - 1.0 / L) + jnp.arange(L)[:, None]  # row constants
     assert abs(float(ch.logit_gap(G)) - delta * L / (L - 1) * (L - 1) / L) < 1e-12
     p = ch.softmax_copy_probability(delta, L)
-    A = ch.copy_head("softmax").weights(G)
+    A = ch.SoftmaxCopyHead().weights(G)
     assert abs(float(A[3, 2]) - float(p)) < 1e-12
     a1, aG = ch.softmax_order_parameters(delta, L)
     c1, cG = ch.order_parameters(A)
     assert abs(float(a1 - c1)) < 1e-12 and abs(float(aG - cG)) < 1e-12
 
 
-def _expected_statistics(L, V, P):
-    """E[N[l, m, a, b]] = P (delta_lm delta_ab / V + (1 - delta_lm) / V^2) for uniform tokens."""
-    eye_L, eye_V = np.eye(L), np.eye(V)
-    N = P * (eye_L[:, :, None, None] * eye_V / V + (1 - eye_L)[:, :, None, None] / V**2)
-    S = np.asarray(ch.shift_matrix(L))
-    # Y_l = x_{l-1}: NY[m, l] = E[x_m y_l^T] = E[x_m x_{l-1}^T]
-    same = np.einsum("lk,mk->ml", S, eye_L)
-    NY = P * (same[:, :, None, None] * eye_V / V + (1 - same)[:, :, None, None] / V**2)
-    return ch.CopyStatistics(N=jnp.asarray(N), NY=jnp.asarray(NY),
-                             yy=jnp.asarray(P * L * 1.0), P=jnp.asarray(float(P)))
-
-
 @pytest.mark.parametrize("attention", ["linear", "softmax"])
-def test_population_action_equals_exact_action_at_expected_statistics(attention):
+@pytest.mark.parametrize("cyclic", [True, False])
+def test_population_action_equals_exact_action_at_expected_statistics(attention, cyclic):
     L, V, P = 6, 4, 13.0
     G = jax.random.normal(jax.random.key(1), (L, L))
-    A = ch.attention_matrix(G, attention=attention)
-    stats = _expected_statistics(L, V, P)
-    exact = ch.action_from_statistics(G, stats, attention=attention, temperature=0.9)
-    pop = ch.population_action(G, A, P, V=V, temperature=0.9)
+    posterior = ch.CopyHeadPosterior(attention, 0.9, cyclic=cyclic)
+    stats = ch.population_statistics(L, V, P, cyclic=cyclic)
+    exact = posterior.action(G, stats)
+    pop = ch.population_action(G, posterior.attention(G), P, V=V, temperature=0.9,
+                               cyclic=cyclic)
     assert abs(float(exact - pop)) < 1e-10
 
 
-def test_expected_statistics_match_sampled_data():
+@pytest.mark.parametrize("cyclic", [True, False])
+def test_population_statistics_match_sampled_data(cyclic):
+    """Sampled statistics / P converge to the expectation: entries are means of P L (or P)
+    Bernoulli counts with variance <= 1/4, so 5 standard errors is 5 * 0.5 / sqrt(P)."""
     L, V, P = 5, 3, 20000
-    X, Y = ch.copy_task(jax.random.key(2), P, L, V)
+    X, Y = ch.copy_task(jax.random.key(2), P, L, V, cyclic=cyclic)
     emp = ch.copy_statistics(X, Y)
-    exp = _expected_statistics(L, V, P)
-    assert float(jnp.max(jnp.abs(emp.N - exp.N))) / P < 0.01
-    assert float(jnp.max(jnp.abs(emp.NY - exp.NY))) / P < 0.01
+    exp = ch.population_statistics(L, V, P, cyclic=cyclic)
+    assert float(jnp.max(jnp.abs(emp.N - exp.N))) / P < 5 * 0.5 / np.sqrt(P)
+    assert float(jnp.max(jnp.abs(emp.NY - exp.NY))) / P < 5 * 0.5 / np.sqrt(P)
+    assert float(emp.yy) == float(exp.yy)
 
 
 def test_reduced_actions_equal_population_action_on_their_coordinates():
@@ -75,7 +69,7 @@ def test_reduced_actions_equal_population_action_on_their_coordinates():
     delta = 1.3
     G = delta * (ch.shift_matrix(L) - 1.0 / L)
     sm = ch.reduced_action_softmax(delta, P, L=L, V=V)
-    A = ch.copy_head("softmax").weights(G)
+    A = ch.SoftmaxCopyHead().weights(G)
     assert abs(float(sm - ch.population_action(G, A, P, V=V))) < 1e-10
 
 
@@ -136,33 +130,25 @@ def test_softmax_classification_agrees_with_the_brute_force_at_L16():
         assert info["transition_order"] == expected
 
 
-def _onset_closed_form(L, V, T, sw2, sg2, alpha):
-    """Smallest P where the quadratic form of the reduced action at A = 0 becomes singular.
-
-    To second order: L^{2a} f / (2 sg2) + (kappa P / 2T) [(V-1) f + r]
-    - (kappa P^2 / (2 T^2 V^2)) [(V-1) tau^2 + t^2] with f, r, tau^2, t^2 quadratic in c.
-    """
-    kappa = sw2 / V
-    F = np.array([[1.0, 1.0], [1.0, L]])
-    R = L * np.ones((2, 2))
-    Tau = np.array([[1.0, L], [L, L * L]])
-    Tt = L * L * np.ones((2, 2))
-    A0 = L ** (2 * alpha) * F / sg2
-    A1 = kappa / T * ((V - 1) * F + R)
-    A2 = kappa / (T * T * V * V) * ((V - 1) * Tau + Tt)
-    Ps = np.geomspace(0.01, 1e5, 20001)
-    lam = [np.linalg.eigvalsh(A0 + p * A1 - p * p * A2).min() for p in Ps]
-    lam = np.asarray(lam)
+def _onset_by_eigenvalue_scan(model):
+    """Smallest P where the autodiff Hessian of the reduced action at A = 0 has a negative
+    eigenvalue, located on a log grid of P (1e-3 relative) and refined by linear interpolation."""
+    H = jax.jit(jax.vmap(lambda P: jnp.linalg.eigvalsh(
+        jax.hessian(lambda x: model.action(x, P))(jnp.zeros(2)))[0]))
+    Ps = np.geomspace(0.01, 1e5, 16001)
+    lam = np.asarray(H(jnp.asarray(Ps)))
     i = int(np.flatnonzero(lam < 0)[0])
     return float(np.interp(0.0, [lam[i], lam[i - 1]], [Ps[i], Ps[i - 1]]))
 
 
-@pytest.mark.parametrize("alpha", [0.0, 1.0])
-def test_linear_onset_matches_small_amplitude_expansion(alpha):
+@pytest.mark.parametrize("alpha, objective", [(0.0, "marginal"), (1.0, "marginal"),
+                                              (1.0, "map"), (-0.5, "marginal")])
+def test_linear_onset_closed_form_matches_bisection_and_eigenvalue_scan(alpha, objective):
     L, V = 16, 4
-    model = ch.LinearReduced(L=L, V=V, alpha=alpha)
-    P_c = ch.instability_point(model, 1e-2, 1e5)
-    assert abs(P_c / _onset_closed_form(L, V, 1.0, 1.0, 1.0, alpha) - 1) < 1e-3
+    model = ch.LinearReduced(L=L, V=V, alpha=alpha, objective=objective, temperature=0.7)
+    P_c = ch.linear_onset(model)
+    assert abs(ch.instability_point(model, 1e-2, 1e5) / P_c - 1) < 1e-9
+    assert abs(_onset_by_eigenvalue_scan(model) / P_c - 1) < 1e-4
 
 
 def test_linear_transition_is_second_order_with_square_root_rise():
@@ -171,7 +157,7 @@ def test_linear_transition_is_second_order_with_square_root_rise():
     info = ch.classify_transition(model, diagram)
     assert info["transition_order"] == "second"
     P_c = info["P_star"]
-    assert abs(P_c / 8**1.5 - 1) < 0.2  # P_c ~ T V^{3/2} sequences (alpha = 1)
+    assert abs(P_c / ch.linear_onset(model) - 1) < 1e-9
     eps = np.array([1e-3, 4e-3, 1.6e-2])
     amps = [float(model.order(ch.global_minimum(model, jnp.asarray(P_c * (1 + e))))["amplitude"])
             for e in eps]
@@ -187,7 +173,8 @@ def test_linear_transition_is_second_order_with_square_root_rise():
 def test_reduced_model_validation():
     with pytest.raises(ValueError, match="temperature"):
         ch.SoftmaxReduced(L=16, V=4, temperature=-1.0)
-    with pytest.raises(ValueError, match="alpha"):
-        ch.LinearReduced(L=16, V=4, alpha=-0.5)
+    with pytest.raises(ValueError, match="L must be"):
+        ch.SoftmaxReduced(L=1, V=4)
     with pytest.raises(ValueError, match="objective"):
         ch.LinearReduced(L=16, V=4, objective="mode")
+    ch.LinearReduced(L=16, V=4, alpha=-0.5)  # any real alpha is a valid model

@@ -1,25 +1,38 @@
 """Copy-head emergence as a phase transition (copy_head.md; Lavie et al., arXiv 2606.12058).
 
-Task and networks, the exact Bayesian action with W integrated out, order parameters, the
-population-reduced action and its phase diagram, and Adam / SGLD / MALA on real networks.
+The task and its sufficient statistics; copy heads (any :class:`AbstractCopyHead`); the
+Bayesian posterior :class:`CopyHeadPosterior` with its exact action (W integrated out), joint
+energy and gradient; Adam to the MAP, SGLD and MALA; order parameters; the population-reduced
+action, its phase diagram and the detectors that classify a transition; Gaussian fluctuations
+around posterior modes; the softmax first-order boundary and scaling-law comparison.
 """
 
-from ._action import (
-    action as action,
-    action_from_moments as action_from_moments,
-    action_from_statistics as action_from_statistics,
-    attention_matrix as attention_matrix,
-    joint_energy as joint_energy,
-    joint_energy_gradient as joint_energy_gradient,
-    sequence_loss as sequence_loss,
-    validate_hyperparameters as validate_hyperparameters,
-)
-from ._network import (
+from ._fluctuations import laplace_covariance as laplace_covariance
+from ._heads import (
     AbstractCopyHead as AbstractCopyHead,
+    AbstractOddCopyHead as AbstractOddCopyHead,
     LinearCopyHead as LinearCopyHead,
     SoftmaxCopyHead as SoftmaxCopyHead,
     copy_head as copy_head,
     factored_scores as factored_scores,
+)
+from ._hysteresis import (
+    Hysteresis as Hysteresis,
+    pair_disagreement as pair_disagreement,
+    switch_bracket as switch_bracket,
+)
+from ._measure import (
+    measure as measure,
+    population_test_loss as population_test_loss,
+)
+from ._models import (
+    AbstractReducedModel as AbstractReducedModel,
+    LinearReduced as LinearReduced,
+    SoftmaxReduced as SoftmaxReduced,
+    continuation as continuation,
+    descend as descend,
+    global_minimum as global_minimum,
+    local_minimum as local_minimum,
 )
 from ._order import (
     coverage as coverage,
@@ -28,18 +41,19 @@ from ._order import (
     project_on_copy_span as project_on_copy_span,
 )
 from ._phase import (
-    AbstractReducedModel as AbstractReducedModel,
-    LinearReduced as LinearReduced,
     PhaseDiagram as PhaseDiagram,
-    SoftmaxReduced as SoftmaxReduced,
     classify_transition as classify_transition,
-    descend as descend,
     first_order_point as first_order_point,
-    global_minimum as global_minimum,
     instability_point as instability_point,
-    local_minimum as local_minimum,
+    linear_onset as linear_onset,
     locate_transition as locate_transition,
+    onset_exponent as onset_exponent,
     phase_diagram as phase_diagram,
+)
+from ._posterior import (
+    CopyHeadPosterior as CopyHeadPosterior,
+    action as action,
+    batched_action as batched_action,
 )
 from ._reduced import (
     population_action as population_action,
@@ -49,28 +63,49 @@ from ._reduced import (
     softmax_copy_probability as softmax_copy_probability,
     softmax_order_parameters as softmax_order_parameters,
 )
+from ._samplers import (
+    Minibatch as Minibatch,
+    draw_minibatch as draw_minibatch,
+    minibatch_energy as minibatch_energy,
+    sample_mala as sample_mala,
+    sample_sgld as sample_sgld,
+    sgld_kernel as sgld_kernel,
+    sgld_minibatch_kernel as sgld_minibatch_kernel,
+    sgld_step_size as sgld_step_size,
+)
+from ._scaling import (
+    FormFit as FormFit,
+    compare_scaling_forms as compare_scaling_forms,
+    first_order_boundary as first_order_boundary,
+    per_axis_exponents as per_axis_exponents,
+    softmax_coexists as softmax_coexists,
+)
 from ._task import (
     CopyStatistics as CopyStatistics,
     copy_statistics as copy_statistics,
     copy_targets as copy_targets,
     copy_task as copy_task,
+    population_statistics as population_statistics,
     shift_matrix as shift_matrix,
     supervised_positions as supervised_positions,
     uniform_matrix as uniform_matrix,
 )
 from ._train import (
-    HeadSettings as HeadSettings,
     MAPState as MAPState,
-    Minibatch as Minibatch,
-    draw_minibatch as draw_minibatch,
     map_init as map_init,
     map_step as map_step,
-    measure as measure,
-    minibatch_energy as minibatch_energy,
     minimise_action as minimise_action,
-    sample_mala as sample_mala,
-    sample_sgld as sample_sgld,
-    sgld_kernel as sgld_kernel,
-    sgld_minibatch_kernel as sgld_minibatch_kernel,
     train_map as train_map,
+)
+from ._transition import (
+    Bimodality as Bimodality,
+    RefinementOrder as RefinementOrder,
+    bimodality as bimodality,
+    brute_force_coexistence as brute_force_coexistence,
+    classify_refinement as classify_refinement,
+    crossover_point as crossover_point,
+    landscape_minima as landscape_minima,
+    largest_step as largest_step,
+    order_from_refinement as order_from_refinement,
+    refinement_grids as refinement_grids,
 )

@@ -5,235 +5,63 @@ reduced action is minimised three ways: from a grid (global search), by continua
 in P from the small-P (uniform) state, and by continuation downwards from the large-P (copy)
 state. The two continuations are the hysteresis runs: where they disagree, two minima coexist.
 
-Classification [derived]:
+Classification from the landscape [derived]:
 - "first": the branches coexist over a window [P_lo, P_hi] and the global minimum's order
   parameter jumps there; P* is where the two minima have equal action (bisection).
 - "second": no coexistence, and a symmetric state (A = 0, linear attention) loses stability at
   P_c (bisection on the smallest Hessian eigenvalue of the action at A = 0); beyond it the
   amplitude rises like sqrt(P - P_c).
 - "crossover": neither (e.g. softmax at L = 8).
+The same question answered without these constructions, from how the largest step of the
+global minimum shrinks as the P grid is refined: :func:`jaxdyn.copyhead.order_from_refinement`.
 """
 
 from __future__ import annotations
 
-import abc
 import dataclasses
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import ArrayLike, Float
 
-from ._reduced import (
-    _check_objective,
-    linear_invariants,
-    reduced_action_linear,
-    reduced_action_softmax,
-    softmax_order_parameters,
+from .._numerics import LinearFit, fit_power_law
+from ._models import (
+    AbstractReducedModel,
+    LinearReduced,
+    continuation,
+    global_minimum,
+    local_minimum,
 )
-
-
-def descend(f, x0: Float[Array, " n"], iterations: int = 100) -> Float[Array, " n"]:
-    """Monotone damped-Newton minimisation of a smooth low-dimensional f (backtracking over
-    step fractions 2^-k of the regularised Newton step and of the gradient step)."""
-
-    grad = jax.grad(f)
-    hess = jax.hessian(f)
-
-    def body(_, x):
-        g = grad(x)
-        H = hess(x)
-        lam_min = jnp.min(jnp.linalg.eigvalsh(H))
-        shift = jnp.maximum(0.0, -lam_min) + 1e-10 * (1.0 + jnp.max(jnp.abs(H)))
-        newton = -jnp.linalg.solve(H + shift * jnp.eye(x.shape[0], dtype=x.dtype), g)
-        # Small trust region: near an inflection the regularised Newton step can be enormous,
-        # and a long step could hop over a barrier (these are local, hysteresis descents).
-        radius = 0.1 * (1.0 + jnp.linalg.norm(x))
-        newton = newton * jnp.minimum(1.0, radius / (jnp.linalg.norm(newton) + 1e-300))
-        gradient = -g / (jnp.linalg.norm(g) + 1e-300) * radius
-        scales = 2.0 ** -jnp.arange(0, 40, dtype=x.dtype)[:, None]
-        cands = jnp.concatenate([x + scales * newton, x + scales * gradient, x[None]])
-        vals = jax.vmap(f)(cands)
-        vals = jnp.where(jnp.isfinite(vals), vals, jnp.inf)
-        return cands[jnp.argmin(vals)]
-
-    return jax.lax.fori_loop(0, iterations, body, x0)
-
-
-class AbstractReducedModel(eqx.Module):
-    """A reduced action S(x; P) on a few order-parameter coordinates x."""
-
-    L: eqx.AbstractVar[int]
-    V: eqx.AbstractVar[int]
-
-    @abc.abstractmethod
-    def action(self, x: Float[Array, " n"], P) -> Float[Array, ""]:
-        """Reduced action at coordinates x and P sequences."""
-
-    @abc.abstractmethod
-    def grid(self) -> Float[Array, "k n"]:
-        """Coordinates scanned for the global minimum."""
-
-    @abc.abstractmethod
-    def order(self, x: Float[Array, " n"]) -> dict[str, Float[Array, ""]]:
-        """Named order parameters at x; "amplitude" is the one the transition is read from."""
-
-    symmetric_state: eqx.AbstractVar[bool]
-
-
-def _as_float(x):
-    return jnp.asarray(x, dtype=jnp.result_type(float))
-
-
-def _concrete(x) -> bool:
-    return not isinstance(x, jax.core.Tracer)
-
-
-def _check_common(L, V, temperature, sigma_w2, sigma_g2, objective):
-    _check_objective(objective)
-    if not all(_concrete(v) for v in (L, V, temperature, sigma_w2, sigma_g2)):
-        return
-    if L < 2:
-        raise ValueError(f"L must be >= 2, got {L}")
-    if V < 2:
-        raise ValueError(f"V must be >= 2, got {V}")
-    for name, v in (("temperature", temperature), ("sigma_w2", sigma_w2), ("sigma_g2", sigma_g2)):
-        if not v > 0:
-            raise ValueError(f"{name} must be > 0, got {v}")
-
-
-class SoftmaxReduced(AbstractReducedModel):
-    """Softmax copy head reduced to the logit gap Delta (x = (Delta,))."""
-
-    # Arrays, not static ints: one compilation serves every (L, V, T, sigma^2) of a sweep.
-    L: Float[Array, ""] = eqx.field(converter=_as_float)
-    V: Float[Array, ""] = eqx.field(converter=_as_float)
-    temperature: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    objective: str = eqx.field(static=True, default="marginal")
-    grid_points: int = eqx.field(static=True, default=2001)
-    symmetric_state: bool = eqx.field(static=True, default=False)
-
-    def __check_init__(self):
-        _check_common(
-            self.L, self.V, self.temperature, self.sigma_w2, self.sigma_g2, self.objective
-        )
-
-    def action(self, x, P):
-        return reduced_action_softmax(
-            x[0], P, L=self.L, V=self.V, temperature=self.temperature,
-            sigma_w2=self.sigma_w2, sigma_g2=self.sigma_g2, objective=self.objective,
-        )
-
-    def grid(self):
-        top = 2.0 * jnp.log(self.L) + 8.0
-        return (-1.0 + (top + 1.0) * jnp.linspace(0.0, 1.0, self.grid_points))[:, None]
-
-    def order(self, x):
-        a1, aG = softmax_order_parameters(x[0], self.L)
-        return {"delta": x[0], "a_1": a1, "a_G": aG, "amplitude": aG}
-
-
-class LinearReduced(AbstractReducedModel):
-    """Linear copy head A = G / L^alpha reduced to x = (c_1, c_G)."""
-
-    L: Float[Array, ""] = eqx.field(converter=_as_float)
-    V: Float[Array, ""] = eqx.field(converter=_as_float)
-    temperature: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    alpha: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    objective: str = eqx.field(static=True, default="marginal")
-    grid_points: int = eqx.field(static=True, default=161)
-    symmetric_state: bool = eqx.field(static=True, default=True)
-
-    def __check_init__(self):
-        _check_common(
-            self.L, self.V, self.temperature, self.sigma_w2, self.sigma_g2, self.objective
-        )
-        if _concrete(self.alpha) and not self.alpha >= 0:
-            raise ValueError(f"alpha must be >= 0, got {self.alpha}")
-
-    def action(self, x, P):
-        return reduced_action_linear(
-            x, P, L=self.L, V=self.V, temperature=self.temperature, sigma_w2=self.sigma_w2,
-            sigma_g2=self.sigma_g2, alpha=self.alpha, objective=self.objective,
-        )
-
-    def grid(self):
-        # Natural scale of A: the prior L^{2 alpha} ||A||^2 balances a data term of order P/T.
-        s = self.L ** (1.0 - self.alpha) * 2.0
-        u = jnp.linspace(0.0, 1.0, self.grid_points)
-        c1 = s * (-0.05 + 1.05 * u)
-        cG = s * (-0.05 + 0.55 * u)
-        return jnp.stack(jnp.meshgrid(c1, cG, indexing="ij"), -1).reshape(-1, 2)
-
-    def order(self, x):
-        c1, cG = x[0], x[1]
-        frob2, *_ = linear_invariants(c1, cG, self.L)
-        return {
-            "c_1": c1,
-            "c_G": cG,
-            "c_G_normalised": jnp.sqrt(self.L) * cG,
-            "amplitude": jnp.sqrt(jnp.maximum(frob2, 0.0)),
-        }
-
-    def canonical(self, x):
-        """Representative of x modulo the exact mirror symmetry A -> -A (row sums >= 0)."""
-        return jnp.where(x[0] + x[1] < 0, -x, x)
-
-
-def _canon(model, x):
-    return model.canonical(x) if isinstance(model, LinearReduced) else x
-
-
-@eqx.filter_jit
-def global_minimum(model: AbstractReducedModel, P) -> Float[Array, " n"]:
-    """Global minimiser of the reduced action at P: grid search, then :func:`descend`."""
-    grid = model.grid()
-    vals = jax.vmap(lambda x: model.action(x, P))(grid)
-    vals = jnp.where(jnp.isfinite(vals), vals, jnp.inf)
-    x = descend(lambda y: model.action(y, P), grid[jnp.argmin(vals)])
-    return _canon(model, x)
-
-
-@eqx.filter_jit
-def local_minimum(model: AbstractReducedModel, P, x0) -> Float[Array, " n"]:
-    """Local minimiser reached from x0 (a tiny offset lifts x0 off a symmetric saddle)."""
-    x = descend(lambda y: model.action(y, P), x0 + 1e-6)
-    return _canon(model, x)
-
-
-@eqx.filter_jit
-def _continuation(model, Ps, x0):
-    def step(x, P):
-        x = descend(lambda y: model.action(y, P), x + 1e-6)
-        x = _canon(model, x)
-        return x, x
-
-    _, xs = jax.lax.scan(step, x0, Ps)
-    return xs
 
 
 @dataclasses.dataclass(frozen=True)
 class PhaseDiagram:
-    """Minima of the reduced action over a P grid (numpy arrays, leading axis = P)."""
+    """Minima of the reduced action over a P grid (numpy arrays, leading axis = P).
+
+    Attributes:
+        P: the grid of sequence counts (sorted).
+        x_global, S_global: global minimiser and its action at each P.
+        x_up: continuation upwards in P from the small-P (uniform) state.
+        x_down: continuation downwards in P from the large-P (copy) state.
+        order_global, order_up, order_down: the model's named order parameters on each.
+        coexistence: per P, whether the two continuations disagree (two minima coexist).
+    """
 
     P: np.ndarray
     x_global: np.ndarray
     S_global: np.ndarray
-    x_up: np.ndarray  # continuation upwards in P from the small-P (uniform) state
-    x_down: np.ndarray  # continuation downwards in P from the large-P (copy) state
+    x_up: np.ndarray
+    x_down: np.ndarray
     order_global: dict
     order_up: dict
     order_down: dict
-    coexistence: np.ndarray  # bool per P: the two continuations disagree
+    coexistence: np.ndarray
 
 
 def phase_diagram(
-    model: AbstractReducedModel, Ps, *, coexistence_tol: float = 1e-3
+    model: AbstractReducedModel, Ps: Float[ArrayLike, " k"], *, coexistence_tol: float = 1e-3
 ) -> PhaseDiagram:
     """Global minimum and both hysteresis branches of the reduced action on a grid of P."""
     Ps = jnp.asarray(np.sort(np.asarray(Ps, dtype=float)))
@@ -242,8 +70,8 @@ def phase_diagram(
     if not bool(jnp.all(Ps > 0)):
         raise ValueError("P grid values must be > 0")
     xg = jax.vmap(lambda P: global_minimum(model, P))(Ps)
-    x_up = _continuation(model, Ps, xg[0])
-    x_down = _continuation(model, Ps[::-1], xg[-1])[::-1]
+    x_up = continuation(model, Ps, xg[0])
+    x_down = continuation(model, Ps[::-1], xg[-1])[::-1]
     S = lambda xs: jax.vmap(model.action)(xs, Ps)
     # The global minimum is the best of the grid search and both branches.
     cands = jnp.stack([xg, x_up, x_down])
@@ -315,7 +143,7 @@ def _symmetric_state_curvature(model, P):
 
 
 def instability_point(
-    model: AbstractReducedModel, P_lo: float, P_hi: float, *, iterations: int = 60
+    model: AbstractReducedModel, P_lo: float | int, P_hi: float | int, *, iterations: int = 60
 ) -> float | None:
     """P_c where the symmetric state x = 0 loses stability: the smallest eigenvalue of the
     Hessian of the reduced action at 0 crosses zero (bisection), or None."""
@@ -325,6 +153,57 @@ def instability_point(
     if not (f(P_lo) > 0 > f(P_hi)):
         return None
     return _bisect(f, P_lo, P_hi, iterations)
+
+
+def linear_onset(model: LinearReduced) -> float:
+    """Closed-form onset P_c of the linear reduced model: the smallest P > 0 at which the
+    Hessian of the action at A = 0 becomes singular (copy_head.md, "Population reduction").
+
+    To second order in c = (c_1, c_G), with kappa = sigma_w^2 / V, the action is
+    c^T H(P) c / 2 with H(P) = H_0 + P H_1 - P^2 H_2,
+
+        H_0 = L^{2 alpha} F / sigma_g^2,    H_1 = (kappa / T) ((V - 1) F + R)  (marginal only),
+        H_2 = kappa / (T^2 V^2) ((V - 1) u u^T + L^2 1 1^T),
+
+    F = [[1, 1], [1, L]] (||A||^2), R = L 1 1^T (||A 1||^2), u = (1, L) (tau). det H(P) is a
+    quartic in P; P_c is its smallest positive real root (H(0) = H_0 is positive definite).
+    Independent of :func:`instability_point`, which bisects on the autodiff Hessian.
+    """
+    L, V = float(model.L), float(model.V)
+    T, sw2, sg2 = float(model.temperature), float(model.sigma_w2), float(model.sigma_g2)
+    alpha = float(model.alpha)
+    kappa = sw2 / V
+    F = np.array([[1.0, 1.0], [1.0, L]])
+    u = np.array([1.0, L])
+    H0 = L ** (2 * alpha) * F / sg2
+    H1 = kappa / T * ((V - 1) * F + L * np.ones((2, 2)))
+    if model.objective == "map":
+        H1 = np.zeros((2, 2))
+    H2 = kappa / (T * T * V * V) * ((V - 1) * np.outer(u, u) + L * L * np.ones((2, 2)))
+    # det(H0 + P H1 - P^2 H2) as a polynomial in P (coefficients of each entry: [P^2, P, 1]).
+    entry = lambda i, j: np.array([-H2[i, j], H1[i, j], H0[i, j]])
+    det = np.polysub(np.polymul(entry(0, 0), entry(1, 1)), np.polymul(entry(0, 1), entry(1, 0)))
+    roots = np.roots(det)
+    real = roots[(np.abs(roots.imag) <= 1e-9 * np.abs(roots)) & (roots.real > 0)].real
+    return float(real.min()) if real.size else float("nan")
+
+
+def onset_exponent(
+    model: AbstractReducedModel, P_c: float | int, eps: Float[ArrayLike, " k"] | None = None
+) -> tuple[float, LinearFit]:
+    """Exponent beta of the amplitude ~ (P - P_c)^beta just above a continuous onset P_c.
+
+    Global minima at P = P_c (1 + eps) (default eps from 1e-4 to 1e-2); returns beta from the
+    fit of ln amplitude against ln eps and eps (the term eps absorbs the analytic correction
+    (1 + b eps) of the power law), and the plain power-law fit (:func:`jaxdyn.fit_power_law`).
+    """
+    eps = np.geomspace(1e-4, 1e-2, 8) if eps is None else np.asarray(eps, float)
+    amp = np.array([float(model.order(global_minimum(model, jnp.asarray(P_c * (1 + e))))
+                          ["amplitude"]) for e in eps])
+    design = np.stack([np.log(eps), eps, np.ones_like(eps)], -1)
+    ok = amp > 0
+    coef, *_ = np.linalg.lstsq(design[ok], np.log(amp[ok]), rcond=None)
+    return float(coef[0]), fit_power_law(eps, amp)
 
 
 def classify_transition(
@@ -364,16 +243,17 @@ def classify_transition(
 
 def locate_transition(
     model: AbstractReducedModel,
-    P_min: float,
-    P_max: float,
+    P_min: float | int,
+    P_max: float | int,
     n_P: int = 60,
     *,
     zooms: int = 4,
     jump_tol: float = 0.05,
 ) -> tuple[PhaseDiagram, PhaseDiagram, dict]:
     """Phase diagram on a log grid, then zoom in around the largest jump of the global order
-    parameter until the coexistence window spans several grid points (narrow windows, e.g.
-    softmax at L = 16, are otherwise missed), and classify. Returns (coarse, fine, info)."""
+    parameter (``zooms`` times, each window about 7 grid cells of the previous one) until the
+    coexistence window spans several grid points (narrow windows, e.g. softmax at L = 16, are
+    otherwise missed), and classify. Returns (coarse, fine, info)."""
     diagram = phase_diagram(model, np.geomspace(P_min, P_max, n_P))
     P = diagram.P
     i = int(np.argmax(np.abs(np.diff(diagram.order_global["amplitude"]))))
@@ -385,8 +265,10 @@ def locate_transition(
         if info["transition_order"] == "first":
             return diagram, fine, info
         where = np.flatnonzero(fine.coexistence)
-        if where.size == 0:
-            break
-        lo = fine.P[max(where[0] - 2, 0)]
-        hi = fine.P[min(where[-1] + 2, n_P - 1)]
+        if where.size:
+            lo = fine.P[max(where[0] - 2, 0)]
+            hi = fine.P[min(where[-1] + 2, n_P - 1)]
+        else:  # no coexistence resolved yet: narrow in on the largest jump
+            i = int(np.argmax(np.abs(np.diff(fine.order_global["amplitude"]))))
+            lo, hi = fine.P[max(i - 3, 0)], fine.P[min(i + 4, n_P - 1)]
     return diagram, fine, classify_transition(model, diagram, jump_tol=jump_tol)

@@ -30,17 +30,20 @@ from ._task import shift_matrix, supervised_positions
 
 OBJECTIVES = ("marginal", "map")
 
+# L and V as numbers: Python ints, or float arrays (traced in sweeps over L and V).
+Size = int | float | Float[ArrayLike, ""]
 
-def _check_objective(objective: str) -> None:
+
+def check_objective(objective: str) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
 
 
 def population_data_term(
-    frob2, rowsum2, tau, total, P, *, V: int, temperature=1.0, sigma_w2=1.0, objective="marginal"
+    frob2, rowsum2, tau, total, P, *, V: Size, temperature=1.0, sigma_w2=1.0, objective="marginal"
 ) -> Float[Array, "..."]:
     """The data part of the population action from the four invariants of A (equation above)."""
-    _check_objective(objective)
+    check_objective(objective)
     T = temperature
     kappa = sigma_w2 / V
     m_perp, m_par = P * frob2 / V, P * rowsum2 / V
@@ -57,7 +60,7 @@ def population_action(
     A: Float[ArrayLike, "L L"],
     P,
     *,
-    V: int,
+    V: Size,
     temperature=1.0,
     sigma_w2=1.0,
     sigma_g2=1.0,
@@ -92,8 +95,8 @@ def reduced_action_linear(
     c: Float[ArrayLike, "... 2"],
     P,
     *,
-    L: int,
-    V: int,
+    L: Size,
+    V: Size,
     temperature=1.0,
     sigma_w2=1.0,
     sigma_g2=1.0,
@@ -127,8 +130,8 @@ def reduced_action_softmax(
     delta: Float[ArrayLike, "..."],
     P,
     *,
-    L: int,
-    V: int,
+    L: Size,
+    V: Size,
     temperature=1.0,
     sigma_w2=1.0,
     sigma_g2=1.0,

@@ -20,8 +20,8 @@ from .._custom_types import Key
 def _check_lv(L: int, V: int) -> None:
     if int(L) < 2:
         raise ValueError(f"sequence length L must be >= 2, got {L}")
-    if int(V) < 2:
-        raise ValueError(f"vocabulary size V must be >= 2, got {V}")
+    if int(V) < 1:
+        raise ValueError(f"vocabulary size V must be >= 1, got {V}")
 
 
 def shift_matrix(L: int, *, cyclic: bool = True) -> Float[Array, "L L"]:
@@ -130,3 +130,29 @@ def copy_statistics(
     NY = jnp.einsum("p,pma,plb->mlab", w, X, Y)
     yy = jnp.einsum("p,plv,plv->", w, Y, Y)
     return CopyStatistics(N=N, NY=NY, yy=yy, P=jnp.sum(w))
+
+
+def population_statistics(
+    L: int, V: int, P: float | ArrayLike = 1.0, *, cyclic: bool = True
+) -> CopyStatistics:
+    """Expected :class:`CopyStatistics` of P sequences of i.i.d. uniform tokens.
+
+    copy_head.md, "Population reduction": E[X_la X_mb] = delta_lm delta_ab / V
+    + (1 - delta_lm) / V^2, and Y_l = X_{l-1} on supervised rows (zero on row 1 when not
+    ``cyclic``). With P = 1, ``CopyHeadPosterior.loss(W, G, population_statistics(L, V))``
+    is the population (test) loss per sequence; with P sequences the exact action at these
+    statistics is the population action.
+    """
+    _check_lv(L, V)
+    dtype = jnp.result_type(float)
+    eye_L, eye_V = jnp.eye(L, dtype=dtype), jnp.eye(V, dtype=dtype)
+    pair = lambda same: (same[:, :, None, None] * eye_V / V
+                         + (1.0 - same)[:, :, None, None] / V**2)
+    rows = supervised_positions(L, cyclic=cyclic).astype(dtype)
+    # NY[m, l] = E[x_m y_l^T] = E[x_m x_{l-1}^T] on supervised rows l.
+    same = jnp.roll(eye_L, 1, axis=0).T  # same[m, l] = 1 iff m = l - 1 (mod L)
+    P = jnp.asarray(P, dtype)
+    return CopyStatistics(
+        N=P * pair(eye_L), NY=P * pair(same) * rows[None, :, None, None],
+        yy=P * jnp.sum(rows), P=P,
+    )

@@ -1,0 +1,238 @@
+"""Reduced models: the population action on a few order-parameter coordinates, and its minima.
+
+copy_head.md, "Population reduction" and "What the reconstruction gives". A reduced model maps
+coordinates x to scores G(x) and an action S(x; P); :func:`global_minimum` (grid search, then
+damped Newton) and :func:`local_minimum` find its minima at a number P of sequences.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from .._validation import is_traced, require_positive
+from ._heads import AbstractCopyHead, LinearCopyHead, SoftmaxCopyHead
+from ._reduced import (
+    check_objective,
+    linear_invariants,
+    reduced_action_linear,
+    reduced_action_softmax,
+    softmax_order_parameters,
+)
+from ._task import shift_matrix, uniform_matrix
+
+
+def descend(f, x0: Float[Array, " n"], iterations: int = 100) -> Float[Array, " n"]:
+    """Monotone damped-Newton minimisation of a smooth low-dimensional f (backtracking over
+    step fractions 2^-k of the regularised Newton step and of the gradient step)."""
+
+    grad = jax.grad(f)
+    hess = jax.hessian(f)
+
+    def body(_, x):
+        g = grad(x)
+        H = hess(x)
+        lam_min = jnp.min(jnp.linalg.eigvalsh(H))
+        shift = jnp.maximum(0.0, -lam_min) + 1e-10 * (1.0 + jnp.max(jnp.abs(H)))
+        newton = -jnp.linalg.solve(H + shift * jnp.eye(x.shape[0], dtype=x.dtype), g)
+        # Small trust region: near an inflection the regularised Newton step can be enormous,
+        # and a long step could hop over a barrier (these are local, hysteresis descents).
+        radius = 0.1 * (1.0 + jnp.linalg.norm(x))
+        newton = newton * jnp.minimum(1.0, radius / (jnp.linalg.norm(newton) + 1e-300))
+        gradient = -g / (jnp.linalg.norm(g) + 1e-300) * radius
+        scales = 2.0 ** -jnp.arange(0, 40, dtype=x.dtype)[:, None]
+        cands = jnp.concatenate([x + scales * newton, x + scales * gradient, x[None]])
+        vals = jax.vmap(f)(cands)
+        vals = jnp.where(jnp.isfinite(vals), vals, jnp.inf)
+        return cands[jnp.argmin(vals)]
+
+    return jax.lax.fori_loop(0, iterations, body, x0)
+
+
+def _as_float(x) -> Array:
+    return jnp.asarray(x, dtype=jnp.result_type(float))
+
+
+def _check_sizes(L, V) -> None:
+    if is_traced(L, V):
+        return
+    if not float(L) >= 2:
+        raise ValueError(f"L must be >= 2, got {L}")
+    if not float(V) >= 1:
+        raise ValueError(f"V must be >= 1, got {V}")
+
+
+class AbstractReducedModel(eqx.Module):
+    """A reduced action S(x; P) on a few order-parameter coordinates x of a built-in head.
+
+    Attributes:
+        L, V: sequence length and vocabulary (arrays: one compilation serves every value).
+        temperature, sigma_w2, sigma_g2: as in :class:`jaxdyn.copyhead.CopyHeadPosterior`.
+        objective: ``"marginal"`` (W integrated out: the posterior of G) or ``"map"`` (the
+            profile of the joint energy: what Adam to the joint MAP minimises).
+    """
+
+    L: eqx.AbstractVar[Float[Array, ""]]
+    V: eqx.AbstractVar[Float[Array, ""]]
+    temperature: eqx.AbstractVar[Float[Array, ""]]
+    sigma_w2: eqx.AbstractVar[Float[Array, ""]]
+    sigma_g2: eqx.AbstractVar[Float[Array, ""]]
+    objective: eqx.AbstractVar[str]
+    symmetric_state: eqx.AbstractClassVar[bool]
+
+    @abc.abstractmethod
+    def action(self, x: Float[Array, " n"], P: Float[ArrayLike, ""]) -> Float[Array, ""]:
+        """Reduced action at coordinates x and P sequences."""
+
+    @abc.abstractmethod
+    def grid(self) -> Float[Array, "k n"]:
+        """Coordinates scanned for the global minimum."""
+
+    @abc.abstractmethod
+    def order(self, x: Float[Array, " n"]) -> dict[str, Float[Array, ""]]:
+        """Named order parameters at x; "amplitude" is the one the transition is read from."""
+
+    @abc.abstractmethod
+    def scores(self, x: Float[Array, " n"], L: int) -> Float[Array, "L L"]:
+        """The L x L scores G(x) of the reduced state (``L`` given as a Python int)."""
+
+    @abc.abstractmethod
+    def head(self) -> AbstractCopyHead:
+        """The attention head this model reduces."""
+
+    @abc.abstractmethod
+    def canonical(self, x: Float[Array, " n"]) -> Float[Array, " n"]:
+        """Representative of x modulo the model's exact symmetries."""
+
+    def __check_init__(self):
+        check_objective(self.objective)
+        _check_sizes(self.L, self.V)
+        for name in ("temperature", "sigma_w2", "sigma_g2"):
+            if not is_traced(getattr(self, name)):
+                require_positive(name, getattr(self, name))
+
+
+class SoftmaxReduced(AbstractReducedModel):
+    """Softmax copy head reduced to the logit gap Delta (x = (Delta,)), with row-centred
+    scores G = Delta (S - 1 1^T / L): the row-constant part of G is a gauge of softmax."""
+
+    L: Float[Array, ""] = eqx.field(converter=_as_float)
+    V: Float[Array, ""] = eqx.field(converter=_as_float)
+    temperature: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    objective: str = eqx.field(static=True, default="marginal")
+    grid_points: int = eqx.field(static=True, default=2001)
+    symmetric_state: ClassVar[bool] = False
+
+    def action(self, x, P):
+        return reduced_action_softmax(
+            x[0], P, L=self.L, V=self.V, temperature=self.temperature,
+            sigma_w2=self.sigma_w2, sigma_g2=self.sigma_g2, objective=self.objective,
+        )
+
+    def grid(self):
+        top = 2.0 * jnp.log(self.L) + 8.0
+        return (-1.0 + (top + 1.0) * jnp.linspace(0.0, 1.0, self.grid_points))[:, None]
+
+    def order(self, x):
+        a1, aG = softmax_order_parameters(x[0], self.L)
+        return {"delta": x[0], "a_1": a1, "a_G": aG, "amplitude": aG}
+
+    def scores(self, x, L):
+        return x[0] * (shift_matrix(L) - 1.0 / L)
+
+    def head(self):
+        return SoftmaxCopyHead()
+
+    def canonical(self, x):
+        return x
+
+
+class LinearReduced(AbstractReducedModel):
+    """Linear copy head A = G / L^alpha reduced to x = (c_1, c_G), A = c_1 U + c_G S."""
+
+    L: Float[Array, ""] = eqx.field(converter=_as_float)
+    V: Float[Array, ""] = eqx.field(converter=_as_float)
+    temperature: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    alpha: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
+    objective: str = eqx.field(static=True, default="marginal")
+    grid_points: int = eqx.field(static=True, default=161)
+    symmetric_state: ClassVar[bool] = True
+
+    def action(self, x, P):
+        return reduced_action_linear(
+            x, P, L=self.L, V=self.V, temperature=self.temperature, sigma_w2=self.sigma_w2,
+            sigma_g2=self.sigma_g2, alpha=self.alpha, objective=self.objective,
+        )
+
+    def grid(self):
+        # Natural scale of A: the prior L^{2 alpha} ||A||^2 balances a data term of order P/T.
+        s = self.L ** (1.0 - self.alpha) * 2.0
+        u = jnp.linspace(0.0, 1.0, self.grid_points)
+        c1 = s * (-0.05 + 1.05 * u)
+        cG = s * (-0.05 + 0.55 * u)
+        return jnp.stack(jnp.meshgrid(c1, cG, indexing="ij"), -1).reshape(-1, 2)
+
+    def order(self, x):
+        c1, cG = x[0], x[1]
+        frob2, *_ = linear_invariants(c1, cG, self.L)
+        return {
+            "c_1": c1,
+            "c_G": cG,
+            "c_G_normalised": jnp.sqrt(self.L) * cG,
+            "amplitude": jnp.sqrt(jnp.maximum(frob2, 0.0)),
+        }
+
+    def scores(self, x, L):
+        return jnp.asarray(L, x.dtype) ** self.alpha * (
+            x[0] * uniform_matrix(L) + x[1] * shift_matrix(L)
+        )
+
+    def head(self):
+        return LinearCopyHead(alpha=self.alpha)
+
+    def canonical(self, x):
+        """Representative modulo the exact mirror symmetry A -> -A (row sums >= 0)."""
+        return jnp.where(x[0] + x[1] < 0, -x, x)
+
+
+@eqx.filter_jit
+def global_minimum(model: AbstractReducedModel, P: Float[ArrayLike, ""]) -> Float[Array, " n"]:
+    """Global minimiser of the reduced action at P: grid search, then :func:`descend`."""
+    grid = model.grid()
+    vals = jax.vmap(lambda x: model.action(x, P))(grid)
+    vals = jnp.where(jnp.isfinite(vals), vals, jnp.inf)
+    x = descend(lambda y: model.action(y, P), grid[jnp.argmin(vals)])
+    return model.canonical(x)
+
+
+@eqx.filter_jit
+def local_minimum(
+    model: AbstractReducedModel, P: Float[ArrayLike, ""], x0: Float[ArrayLike, " n"]
+) -> Float[Array, " n"]:
+    """Local minimiser reached from x0 (a tiny offset lifts x0 off a symmetric saddle)."""
+    x = descend(lambda y: model.action(y, P), jnp.asarray(x0) + 1e-6)
+    return model.canonical(x)
+
+
+@eqx.filter_jit
+def continuation(
+    model: AbstractReducedModel, Ps: Float[ArrayLike, " k"], x0: Float[ArrayLike, " n"]
+) -> Float[Array, "k n"]:
+    """Local minima along Ps, each descent starting from the previous minimum (a hysteresis
+    branch when Ps is monotone)."""
+
+    def step(x, P):
+        x = model.canonical(descend(lambda y: model.action(y, P), x + 1e-6))
+        return x, x
+
+    _, xs = jax.lax.scan(step, jnp.asarray(x0), jnp.asarray(Ps))
+    return xs

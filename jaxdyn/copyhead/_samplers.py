@@ -1,0 +1,282 @@
+"""Posterior samplers: SGLD over (W, G) and MALA on G alone (blackjax).
+
+copy_head.md, "Validation protocol".
+- SGLD (blackjax 1.7.1): theta <- theta + h grad log p(theta) + sqrt(2 h) xi, log p = -E.
+  No 1/2 factor: a library with the "eps/2" convention and step eps matches h = eps / 2. By
+  default the gradient is the exact full-data gradient (the dataset is summarised by its
+  sufficient statistics), the unadjusted Langevin limit of SGLD; its stationary law is
+  exp(-E) up to O(h), whose G-marginal is exp(-S(G)) (theory with ``objective="marginal"``).
+  With ``batch_size`` the gradient comes from a minibatch: SGLD proper.
+- MALA (blackjax): G <- G + h grad(-S)(G) + sqrt(2 h) xi with a Metropolis correction: exact
+  samples of p(G | D) ~ exp(-S(G)).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from .._custom_types import Key
+from ._measure import measure
+from ._posterior import CopyHeadPosterior
+from ._task import CopyStatistics, uniform_matrix
+
+
+def _blackjax():
+    """blackjax, imported on first use: importing it starts JAX's backends, and importing
+    jaxdyn must not (``jaxdyn.sweep.use_cpu_devices`` has to run before that)."""
+    import blackjax
+
+    return blackjax
+
+
+def sgld_step_size(
+    posterior: CopyHeadPosterior,
+    stats: CopyStatistics,
+    *,
+    scale: float | ArrayLike = 0.2,
+    G: Float[ArrayLike, "L L"] | None = None,
+) -> Float[Array, ""]:
+    """Default SGLD step: h = scale / (V / sigma_w^2 + lambda / T).
+
+    V / sigma_w^2 + lambda / T is the largest curvature of the energy in W, with lambda the
+    largest eigenvalue of M(A) = sum_mu X^T A^T A X at the attention A(G); without ``G``,
+    at uniform pooling A = 1 1^T / L (about P L / V: the value for any attention whose rows
+    sum to one, e.g. every softmax head). ``scale`` < 1 keeps the Euler step stable with
+    margin (the O(h) bias of the stationary law grows with it). Pass the state the chains
+    will visit as ``G`` for heads whose row sums are not one.
+    """
+    A = uniform_matrix(stats.L) if G is None else posterior.attention(G)
+    M, _ = stats.moments(A)
+    lam = jnp.linalg.eigvalsh(M)[-1]
+    curvature = stats.V / posterior.sigma_w2 + lam / posterior.temperature
+    return jnp.asarray(scale) / curvature
+
+
+def _noise_layout(sgld, partitionable_noise: bool):
+    """blackjax SGLD with its step traced under ``jax.threefry_partitionable(False)`` unless
+    ``partitionable_noise`` (see :func:`sgld_kernel`)."""
+    if partitionable_noise:
+        return sgld
+
+    def step(rng_key, position, minibatch, step_size, temperature=1.0):
+        with jax.threefry_partitionable(False):
+            return sgld.step(rng_key, position, minibatch, step_size, temperature)
+
+    return sgld._replace(step=step)
+
+
+def sgld_kernel(
+    posterior: CopyHeadPosterior,
+    g_scale: float | ArrayLike = 1.0,
+    *,
+    partitionable_noise: bool = False,
+):
+    """blackjax SGLD over {"W", "g"} with G = g_scale * g and the exact gradient of
+    log p = -E(W, G) (:meth:`CopyHeadPosterior.grad`, from the statistics that ``step``
+    receives as its minibatch). The constant-Jacobian reparametrisation leaves the law of G
+    unchanged and multiplies G's effective step by g_scale^2 (a diagonal preconditioner).
+
+    Noise: blackjax draws ``jax.random.normal(key, ...)`` each step. With threefry keys and
+    ``partitionable_noise=False`` (default) the step is traced under
+    ``jax.threefry_partitionable(False)``, JAX's earlier bit layout (64 random bits from each
+    threefry block instead of 32): the same generator and law, cheaper noise. It only gives up
+    automatic partitioning of one large random array over devices, which these per-chain
+    draws do not use. ``True`` keeps the global setting.
+    """
+
+    def grad_log_density(position, stats):
+        grad_W, grad_G = posterior.grad(position["W"], g_scale * position["g"], stats)
+        return {"W": -grad_W, "g": -g_scale * grad_G}
+
+    return _noise_layout(_blackjax().sgld(grad_log_density), partitionable_noise)
+
+
+class Minibatch(NamedTuple):
+    """Sequences drawn for one stochastic-gradient step, and the factor that makes their summed
+    loss an unbiased estimate of the weighted full-data loss."""
+
+    X: Float[Array, "b L V"]
+    Y: Float[Array, "b L V"]
+    scale: Float[Array, ""]
+
+
+def draw_minibatch(
+    key: Key, data: tuple[Array, Array, Array], batch_size: int
+) -> Minibatch:
+    """``batch_size`` sequences drawn with replacement, with probability w_mu / sum(w), from
+    ``data = (X, Y, weights)``; with scale = sum(w) / batch_size, scale * sum_i f(mu_i) is an
+    unbiased estimate of sum_mu w_mu f(mu) for any per-sequence f."""
+    X, Y, w = data
+    total = jnp.sum(w)
+    idx = jax.random.choice(key, X.shape[0], (batch_size,), replace=True, p=w / total)
+    return Minibatch(X[idx], Y[idx], total / batch_size)
+
+
+def minibatch_energy(
+    posterior: CopyHeadPosterior,
+    W: Float[ArrayLike, "V V"],
+    G: Float[ArrayLike, "L L"],
+    batch: Minibatch,
+) -> Float[Array, ""]:
+    """Stochastic joint energy (scale / 2T) sum_i ||Y_i - A X_i W||^2 + the two priors; its
+    expectation over :func:`draw_minibatch` is :meth:`CopyHeadPosterior.energy` (up to
+    ||Y||^2 terms independent of W, G). Costs O(b L^2 V + b L V^2)."""
+    W = jnp.asarray(W)
+    A = posterior.attention(G)
+    resid = batch.Y - jnp.einsum("lm,bmv,vw->blw", A, batch.X, W)
+    V = W.shape[0]
+    return (
+        batch.scale * jnp.sum(resid**2) / (2.0 * posterior.temperature)
+        + V * jnp.sum(W**2) / (2.0 * posterior.sigma_w2)
+        + posterior.prior_energy(G)
+    )
+
+
+def sgld_minibatch_kernel(
+    posterior: CopyHeadPosterior,
+    g_scale: float | ArrayLike = 1.0,
+    *,
+    partitionable_noise: bool = False,
+):
+    """blackjax SGLD over {"W", "g"} (as :func:`sgld_kernel`) whose ``step`` takes a
+    :class:`Minibatch`: the stochastic gradient of :func:`minibatch_energy` (Welling and
+    Teh). The gradient's variance adds h^2 Var(grad) per step to the injected 2h, a bias that
+    vanishes with h, on top of the O(h) discretisation bias."""
+
+    def grad_log_density(position, batch):
+        return jax.grad(
+            lambda p: -minibatch_energy(posterior, p["W"], g_scale * p["g"], batch)
+        )(position)
+
+    return _noise_layout(_blackjax().sgld(grad_log_density), partitionable_noise)
+
+
+def _scan_chain(update, position, key, burn_in: int, num_samples: int, thin: int, record):
+    """Burn-in, then ``num_samples`` records every ``thin`` steps of ``update(pos, key)``."""
+
+    def run(pos, k, n):
+        pos, _ = jax.lax.scan(lambda p, kk: (update(p, kk), None), pos, jax.random.split(k, n))
+        return pos
+
+    kb, ks = jax.random.split(key)
+    position = run(position, kb, burn_in)
+
+    def sample(pos, k):
+        pos = run(pos, k, thin)
+        return pos, record(pos)
+
+    return jax.lax.scan(sample, position, jax.random.split(ks, num_samples))
+
+
+def sample_sgld(
+    key: Key,
+    posterior: CopyHeadPosterior,
+    stats: CopyStatistics,
+    *,
+    burn_in: int,
+    num_samples: int,
+    thin: int,
+    step_size: float | ArrayLike | None = None,
+    G0: Float[ArrayLike, "L L"] | None = None,
+    init_scale: float | ArrayLike = 1e-2,
+    g_preconditioner: float | ArrayLike = 1.0,
+    test: CopyStatistics | None = None,
+    data: tuple[Array, Array, Array] | None = None,
+    batch_size: int | None = None,
+) -> dict[str, Array]:
+    """One SGLD chain on p(W, G | D): burn-in, then ``num_samples`` samples every ``thin`` steps.
+
+    Starts at (W, G) = (0, G0) plus N(0, init_scale^2) noise. ``step_size`` defaults to
+    :func:`sgld_step_size`; ``g_preconditioner`` is the ratio of G's step to W's. Full batch
+    by default (the exact gradient from ``stats``); with ``batch_size`` (and
+    ``data = (X, Y, weights)``, the sequences behind ``stats``) each step uses the stochastic
+    gradient of ``batch_size`` sequences drawn afresh. Measurements always use the full
+    ``stats``. Returns per-sample :func:`measure` outputs and the final G (``"G_final"``).
+    """
+    L, V = stats.L, stats.V
+    h = sgld_step_size(posterior, stats) if step_size is None else step_size
+    g_scale = jnp.sqrt(g_preconditioner)
+    if batch_size is None:
+        sgld = sgld_kernel(posterior, g_scale)
+
+        def update(pos, k):
+            return sgld.step(k, pos, stats, h)
+    else:
+        if data is None:
+            raise ValueError("batch_size needs data=(X, Y, weights), the sequences of stats")
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        sgld = sgld_minibatch_kernel(posterior, g_scale)
+
+        def update(pos, k):
+            k_batch, k_step = jax.random.split(k)
+            return sgld.step(k_step, pos, draw_minibatch(k_batch, data, batch_size), h)
+
+    k0, kw, kg = jax.random.split(key, 3)
+    G = init_scale * jax.random.normal(kg, (L, L))
+    if G0 is not None:
+        G = G + jnp.asarray(G0)
+    position = sgld.init({"W": init_scale * jax.random.normal(kw, (V, V)), "g": G / g_scale})
+
+    def record(pos):
+        return measure(posterior, g_scale * pos["g"], pos["W"], stats, test)
+
+    position, samples = _scan_chain(update, position, k0, burn_in, num_samples, thin, record)
+    samples["G_final"] = g_scale * position["g"]
+    return samples
+
+
+def sample_mala(
+    key: Key,
+    posterior: CopyHeadPosterior,
+    stats: CopyStatistics,
+    *,
+    step_size: float | ArrayLike,
+    burn_in: int,
+    num_samples: int,
+    thin: int,
+    G0: Float[ArrayLike, "L L"] | None = None,
+    target_acceptance: float | None = 0.574,
+) -> dict[str, Array]:
+    """MALA on p(G | D) ~ exp(-S(G)) with the exact action (W integrated out), from ``G0``
+    (default zero).
+
+    With ``target_acceptance`` (default 0.574, optimal for MALA in high dimension) the step
+    starts at ``step_size`` and adapts during burn-in by Robbins-Monro on ln h,
+    ln h += (acceptance - target) / (t + 10)^0.6, then stays fixed, so the samples are exact;
+    ``None`` keeps ``step_size`` throughout. Returns per-sample :func:`measure` outputs, the
+    acceptance rate of each sampling interval (``"acceptance"``), the final G (``"G_final"``)
+    and the step used for sampling (``"step_size"``).
+    """
+    L = stats.L
+    blackjax = _blackjax()
+    logdensity = lambda G: -posterior.action(G, stats)
+    G_init = jnp.zeros((L, L)) if G0 is None else jnp.asarray(G0)
+    state = blackjax.mala(logdensity, step_size).init(G_init)
+
+    def one(carry, k, adapt):
+        st, log_h, t = carry
+        st, info = blackjax.mala(logdensity, jnp.exp(log_h)).step(k, st)
+        if adapt:
+            log_h = log_h + (info.acceptance_rate - target_acceptance) / (t + 10.0) ** 0.6
+        return (st, log_h, t + 1.0), info.acceptance_rate
+
+    log_h = jnp.log(jnp.asarray(step_size, dtype=jnp.result_type(float)))
+    carry = (state, log_h, jnp.zeros_like(log_h))
+    k_burn, k_s = jax.random.split(key)
+    carry, _ = jax.lax.scan(lambda c, k: one(c, k, target_acceptance is not None), carry,
+                            jax.random.split(k_burn, burn_in))
+
+    def sample(c, k):
+        c, acc = jax.lax.scan(lambda cc, kk: one(cc, kk, False), c, jax.random.split(k, thin))
+        return c, (measure(posterior, c[0].position, None, stats), jnp.mean(acc))
+
+    carry, (samples, acc) = jax.lax.scan(sample, carry, jax.random.split(k_s, num_samples))
+    samples["acceptance"] = acc
+    samples["G_final"] = carry[0].position
+    samples["step_size"] = jnp.exp(carry[1])
+    return samples

@@ -1,0 +1,152 @@
+"""Where softmax is first order, and which scaling law P* follows (copy_head.md, "What the
+reconstruction gives": the boundary V_c(L) [open]; P* ~ L ln^2 L [paper]).
+
+- :func:`first_order_boundary`: V_c(L), the vocabulary at which the softmax first-order line
+  ends, by bisection in ln V on the brute-force landscape (two coexisting minima of the reduced
+  action near the transition, :func:`jaxdyn.copyhead.brute_force_coexistence`).
+- :func:`compare_scaling_forms`: least-squares fits of candidate laws for P*(L, V), each
+  linear in its coefficients and fitted to relative errors, ranked by AIC.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from jaxtyping import ArrayLike, Float
+
+from ._models import SoftmaxReduced
+from ._transition import brute_force_coexistence
+
+
+def softmax_coexists(
+    L: int | float,
+    V: int | float,
+    *,
+    temperature: float = 1.0,
+    sigma_w2: float = 1.0,
+    sigma_g2: float = 1.0,
+    P_range: tuple[float, float] = (1e-2, 1e5),
+    n_delta: int = 6000,
+) -> tuple[bool, tuple[float, float] | None, float]:
+    """Brute-force coexistence of two softmax minima at (L, V): the reduced action on a fine
+    Delta grid (spacing ~(3 ln L + 4) / n_delta) over ``P_range`` x T, zoomed three times
+    around the jump. Returns (coexist, P window, largest barrier)."""
+    model = SoftmaxReduced(
+        L=L, V=V, temperature=temperature, sigma_w2=sigma_w2, sigma_g2=sigma_g2
+    )
+    deltas = np.linspace(-1.0, 3.0 * np.log(L) + 3.0, n_delta)
+    lo, hi = P_range
+    return brute_force_coexistence(model, lo * temperature, hi * temperature, deltas, zooms=3)
+
+
+def first_order_boundary(
+    L: int | float,
+    V_lo: int | float,
+    V_hi: int | float,
+    *,
+    iterations: int = 10,
+    **kwargs,
+) -> tuple[float, float]:
+    """Bracket [V_a, V_b] of V_c(L): softmax first order (two coexisting minima) at V_a, not at
+    V_b, after ``iterations`` bisections in ln V of the starting bracket [V_lo, V_hi]
+    (``kwargs`` go to :func:`softmax_coexists`). Raises ValueError when the starting bracket
+    does not straddle the boundary."""
+    first = lambda V: softmax_coexists(L, V, **kwargs)[0]
+    if not first(V_lo) or first(V_hi):
+        raise ValueError(
+            f"[V_lo, V_hi] = [{V_lo}, {V_hi}] does not bracket the end of the first-order line "
+            f"at L = {L} (first order at V_lo: {first(V_lo)}, at V_hi: {first(V_hi)})"
+        )
+    for _ in range(iterations):
+        mid = float(np.sqrt(V_lo * V_hi))
+        if first(mid):
+            V_lo = mid
+        else:
+            V_hi = mid
+    return float(V_lo), float(V_hi)
+
+
+Design = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+SOFTMAX_FORMS: dict[str, tuple[str, Design]] = {
+    "paper: P*_tokens = a L ln^2 L": (
+        "linear", lambda L, V: np.stack([np.log(L) ** 2], -1)),
+    "a ln^2 L + c": (
+        "linear", lambda L, V: np.stack([np.log(L) ** 2, np.ones_like(L)], -1)),
+    "reconstruction: a ln^2 L + b V^2 ln L / L + c": (
+        "linear",
+        lambda L, V: np.stack([np.log(L) ** 2, V**2 * np.log(L) / L, np.ones_like(L)], -1),
+    ),
+    "power law: C L^x V^y": (
+        "log", lambda L, V: np.stack([np.ones_like(L), np.log(L), np.log(V)], -1)),
+}
+"""Candidate laws for the softmax P* in sequences per unit temperature, P*_seq / T. "linear"
+forms are fitted to relative errors; "log" forms to ln P*."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FormFit:
+    """One fitted scaling law.
+
+    Attributes:
+        name: the law.
+        coefficients: fitted coefficients (for the power law: ln C, x, y).
+        aic: n ln(RSS / n) + 2 k, RSS the sum of squared relative (or log) residuals.
+        max_relative_error: max |prediction / data - 1|.
+    """
+
+    name: str
+    coefficients: tuple[float, ...]
+    aic: float
+    max_relative_error: float
+
+
+def compare_scaling_forms(
+    L: Float[ArrayLike, "*shape"],
+    V: Float[ArrayLike, "*shape"],
+    P_star: Float[ArrayLike, "*shape"],
+    forms: dict[str, tuple[str, Design]] | None = None,
+) -> list[FormFit]:
+    """Fit each candidate law to the finite positive P_star(L, V); best (lowest AIC) first."""
+    L, V, y = (np.asarray(a, float).ravel() for a in (L, V, P_star))
+    keep = np.isfinite(y) & (y > 0)
+    L, V, y = L[keep], V[keep], y[keep]
+    fits = []
+    for name, (kind, design) in (SOFTMAX_FORMS if forms is None else forms).items():
+        X = design(L, V)
+        n, k = X.shape
+        if n <= k:
+            continue
+        if kind == "log":
+            coef, *_ = np.linalg.lstsq(X, np.log(y), rcond=None)
+            pred = np.exp(X @ coef)
+            resid = np.log(y) - X @ coef
+        else:
+            coef, *_ = np.linalg.lstsq(X / y[:, None], np.ones_like(y), rcond=None)
+            pred = X @ coef
+            resid = pred / y - 1.0
+        rss = max(float(np.sum(resid**2)), 1e-300)
+        fits.append(FormFit(name, tuple(float(c) for c in coef), n * np.log(rss / n) + 2 * k,
+                            float(np.max(np.abs(pred / y - 1.0)))))
+    return sorted(fits, key=lambda f: f.aic)
+
+
+def per_axis_exponents(
+    axis_values: Sequence[int | float], table: Float[ArrayLike, "a b"], *, axis: int = 0
+) -> list:
+    """Power-law fits (:func:`jaxdyn.fit_power_law`) of ``table`` against ``axis_values``
+    along ``axis``, one per index of the other axis (None where fewer than 3 finite points)."""
+    from .._numerics import fit_power_law
+
+    table = np.asarray(table, float)
+    if axis == 1:
+        table = table.T
+    fits = []
+    for j in range(table.shape[1]):
+        col = table[:, j]
+        ok = np.isfinite(col) & (col > 0)
+        fits.append(fit_power_law(np.asarray(axis_values)[ok], col[ok]) if ok.sum() >= 3
+                    else None)
+    return fits

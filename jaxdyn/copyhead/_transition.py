@@ -1,0 +1,304 @@
+"""Measuring a transition so that the measurement can fail.
+
+copy_head.md, "What the theory predicts". Three detectors that assume nothing about the order:
+
+- :func:`order_from_refinement`: the largest step of the order parameter between neighbouring
+  P values, as the P grid is refined (spacing h in ln P). A first-order jump stays finite
+  (step ~ h^0), a continuous onset with amplitude ~ sqrt(P - P_c) shrinks like h^{1/2}, and a
+  smooth crossover like h^1 (bounded slope). The exponent is fitted with its confidence
+  interval (:func:`jaxdyn.fit_power_law`) and the order named by the nearest of 0, 1/2, 1.
+- :func:`landscape_minima`: brute force on a fine coordinate grid of a 1-D reduced action:
+  how many local minima exist at each P and the barrier between them; no Newton, no
+  continuation, no bisection.
+- :func:`bimodality`: two-component Gaussian mixture of samples (SGLD / MALA / trained nets)
+  and Ashman's D = sqrt(2) |mu_1 - mu_2| / sqrt(s_1^2 + s_2^2); a mixture of two Gaussians is
+  bimodal when D > 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import ArrayLike, Float
+
+from .._numerics import LinearFit, fit_power_law
+from ._models import AbstractReducedModel, global_minimum
+
+ORDER_EXPONENTS = {"first": 0.0, "second": 0.5, "crossover": 1.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class RefinementOrder:
+    """Transition order read from how the largest step of an order parameter shrinks with the
+    P-grid spacing.
+
+    Attributes:
+        spacing: grid spacings h in ln P, coarse to fine.
+        largest_step: largest |x(P_{i+1}) - x(P_i)| on each grid.
+        fit: power-law fit of ``largest_step`` against ``spacing``; ``fit.slope`` is the
+            exponent (0: jump, 1/2: square-root onset, 1: smooth).
+        order: ``"first"``, ``"second"`` or ``"crossover"``: the exponent nearest to the
+            fitted one (boundaries at 1/4 and 3/4).
+    """
+
+    spacing: np.ndarray
+    largest_step: np.ndarray
+    fit: LinearFit
+    order: str
+
+    def as_dict(self) -> dict:
+        """JSON-ready summary (exponent, its interval, order, steps)."""
+        return {
+            "order": self.order,
+            "exponent": self.fit.slope,
+            "exponent_ci": [self.fit.ci_low, self.fit.ci_high],
+            "spacing": self.spacing.tolist(),
+            "largest_step": self.largest_step.tolist(),
+        }
+
+
+def classify_refinement(
+    spacing: Float[ArrayLike, " k"], largest_step: Float[ArrayLike, " k"]
+) -> RefinementOrder:
+    """Fit largest_step ~ spacing^beta and name the order by the nearest of beta = 0, 1/2, 1.
+
+    A step that is zero at every resolution (no transition in the window) is a crossover
+    with no change at all; it is reported as ``"crossover"`` with a NaN exponent.
+    """
+    h = np.asarray(spacing, float)
+    step = np.asarray(largest_step, float)
+    if np.all(step <= 0):
+        nan = float("nan")
+        fit = LinearFit(nan, nan, nan, nan, nan, 0.95, 0, nan)
+        return RefinementOrder(h, step, fit, "crossover")
+    fit = fit_power_law(h, step)
+    order = min(ORDER_EXPONENTS, key=lambda k: abs(ORDER_EXPONENTS[k] - fit.slope))
+    return RefinementOrder(h, step, fit, order)
+
+
+def largest_step(P: Float[ArrayLike, " k"], values: Float[ArrayLike, " k"]) -> float:
+    """max_i |x(P_{i+1}) - x(P_i)| with the points sorted by P (NaN values skipped)."""
+    P, x = np.asarray(P, float), np.asarray(values, float)
+    keep = np.isfinite(x)
+    order = np.argsort(P[keep])
+    x = x[keep][order]
+    return float(np.max(np.abs(np.diff(x)))) if x.size > 1 else float("nan")
+
+
+def refinement_grids(
+    P_lo: float | int, P_hi: float | int, levels: tuple[int, ...], offsets: int
+) -> list[list[np.ndarray]]:
+    """For each level n, ``offsets`` log-spaced grids of n + 1 points with spacing
+    h = ln(P_hi / P_lo) / n, shifted by h k / offsets (k = 0..offsets-1): the largest step
+    over the shifted grids does not depend on where the transition falls between points."""
+    grids = []
+    for n in levels:
+        h = np.log(P_hi / P_lo) / n
+        grids.append([P_lo * np.exp(h * (np.arange(n + 1) + k / offsets)) for k in range(offsets)])
+    return grids
+
+
+def _global_order(model: AbstractReducedModel, Ps: np.ndarray, key: str) -> np.ndarray:
+    f = jax.jit(lambda P: model.order(global_minimum(model, P))[key])
+    return np.asarray(jax.lax.map(f, jnp.asarray(Ps), batch_size=32))
+
+
+def _least_smooth_cell(model, P_min: float, P_max: float, n: int, key: str) -> int:
+    """Index i of the coarse cell [P_i, P_{i+1}] (n log-spaced points) where the largest step
+    shrinks least from a 4-fold to a 16-fold split of the cell (local refinement exponent:
+    0 for a jump, 1/2 for a square-root onset, 1 for a smooth change); among cells within
+    0.05 of the smallest exponent, the one with the largest change."""
+    fine = np.geomspace(P_min, P_max, 16 * (n - 1) + 1)
+    x = _global_order(model, fine, key).reshape(-1)
+    sub16 = np.abs(np.diff(x)).reshape(n - 1, 16).max(axis=1)
+    sub4 = np.abs(x[4::4] - x[:-4:4]).reshape(n - 1, 4).max(axis=1)
+    change = np.abs(x[16::16] - x[:-16:16])
+    live = change > 1e-6 * max(float(change.max()), 1e-300)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exponent = np.where(live, np.log(sub4 / sub16) / np.log(4.0), np.inf)
+    near = np.flatnonzero(exponent <= exponent.min() + 0.05)
+    return int(near[np.argmax(change[near])])
+
+
+def order_from_refinement(
+    model: AbstractReducedModel,
+    P_min: float | int,
+    P_max: float | int,
+    *,
+    levels: tuple[int, ...] = (16, 32, 64, 128, 256),
+    offsets: int = 8,
+    coarse_points: int = 40,
+    fit_levels: int = 4,
+    key: str = "amplitude",
+) -> tuple[RefinementOrder, tuple[float, float]]:
+    """Order of the reduced model's transition from grid refinement of its global minimum.
+
+    The window is the coarse cell (``coarse_points`` log-spaced on [P_min, P_max]) where the
+    step of the global minimum's ``key`` shrinks least under splitting (the least smooth
+    place), widened by one cell on either side. Within it, grids of ``levels`` intervals, each
+    shifted ``offsets`` times (:func:`refinement_grids`), give the largest step per
+    spacing; the finest ``fit_levels`` are fitted (the asymptotic regime) and classified by
+    :func:`classify_refinement`. Returns the result (all levels in its arrays) and the window.
+    """
+    coarse = np.geomspace(P_min, P_max, coarse_points)
+    i = _least_smooth_cell(model, P_min, P_max, coarse_points, key)
+    lo, hi = coarse[max(i - 1, 0)], coarse[min(i + 2, coarse_points - 1)]
+    grids = refinement_grids(lo, hi, levels, offsets)
+    allP = np.concatenate([g for level in grids for g in level])
+    values = _global_order(model, allP, key)
+    steps, start = [], 0
+    for level in grids:
+        best = 0.0
+        for g in level:
+            best = max(best, largest_step(g, values[start : start + g.size]))
+            start += g.size
+        steps.append(best)
+    spacing = np.array([np.log(hi / lo) / n for n in levels])
+    fitted = classify_refinement(spacing[-fit_levels:], np.asarray(steps)[-fit_levels:])
+    result = RefinementOrder(spacing, np.asarray(steps), fitted.fit, fitted.order)
+    return result, (float(lo), float(hi))
+
+
+def _action_grid(model: AbstractReducedModel, Ps, coordinates) -> np.ndarray:
+    """S[i, j] = action of the 1-D reduced model at coordinates[j] and Ps[i]."""
+    xs = jnp.asarray(coordinates)[:, None]
+    rows = jax.vmap(lambda P: jax.vmap(lambda x: model.action(x, P))(xs))
+    return np.asarray(jax.jit(rows)(jnp.asarray(Ps)))
+
+
+def landscape_minima(
+    model: AbstractReducedModel,
+    Ps: Float[ArrayLike, " k"],
+    coordinates: Float[ArrayLike, " m"],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Brute force on a 1-D reduced model: the action on ``coordinates`` at every P.
+
+    Returns, per P, the number of strict local minima on the grid and the barrier between the
+    outermost two (the action's maximum between them minus the higher of the two; 0 with one
+    minimum).
+    """
+    S = _action_grid(model, Ps, coordinates)
+    minima = (S[:, 1:-1] < S[:, :-2]) & (S[:, 1:-1] < S[:, 2:])
+    counts = minima.sum(axis=1)
+    barrier = np.zeros(len(counts))
+    for k in np.flatnonzero(counts >= 2):
+        idx = np.flatnonzero(minima[k]) + 1
+        barrier[k] = np.max(S[k, idx[0] : idx[-1] + 1]) - max(S[k, idx[0]], S[k, idx[-1]])
+    return counts, barrier
+
+
+def brute_force_coexistence(
+    model: AbstractReducedModel,
+    P_min: float | int,
+    P_max: float | int,
+    coordinates: Float[ArrayLike, " m"],
+    *,
+    n_P: int = 400,
+    zooms: int = 2,
+) -> tuple[bool, tuple[float, float] | None, float]:
+    """Whether two minima of a 1-D reduced model coexist near its transition, by brute force.
+
+    Scans n_P log-spaced P on [P_min, P_max], zooms ``zooms - 1`` times to x1.1 either side of
+    the largest jump of the grid argmin, and reports (two minima found, their P window, the
+    largest barrier between them).
+    """
+    d = np.asarray(coordinates)
+    for _ in range(zooms):
+        Ps = np.geomspace(P_min, P_max, n_P)
+        S = _action_grid(model, Ps, d)
+        i = int(np.argmax(np.abs(np.diff(d[np.argmin(S, axis=1)]))))
+        P_min, P_max = Ps[i] / 1.1, Ps[i] * 1.1
+    counts, barrier = landscape_minima(model, Ps, d)
+    two = counts >= 2
+    if not two.any():
+        return False, None, 0.0
+    return True, (float(Ps[two][0]), float(Ps[two][-1])), float(barrier.max())
+
+
+def crossover_point(
+    P: Float[ArrayLike, " k"],
+    c1: Float[ArrayLike, " k"],
+    cG: Float[ArrayLike, " k"],
+    weight: float | int,
+    P_c: float | int,
+) -> float:
+    """First P above the onset P_c where weight * c_G >= c_1 (log-linear interpolation), or
+    NaN when the copy weight never overtakes pooling on the grid (copy_head.md: "pool first,
+    then cross over"; ``weight`` = 1 or sqrt(L) for the two conventions)."""
+    P = np.asarray(P, float)
+    d = weight * np.asarray(cG, float) - np.asarray(c1, float)
+    above = P > 1.01 * P_c
+    idx = np.flatnonzero((d[:-1] < 0) & (d[1:] >= 0) & above[:-1])
+    if idx.size == 0:
+        return float("nan")
+    i = idx[0]
+    t = d[i] / (d[i] - d[i + 1])
+    return float(np.exp(np.log(P[i]) + t * (np.log(P[i + 1]) - np.log(P[i]))))
+
+
+@dataclasses.dataclass(frozen=True)
+class Bimodality:
+    """Two-component Gaussian mixture of a sample.
+
+    Attributes:
+        means, stds, weights: the two components (lower mean first).
+        ashman_d: sqrt(2) |mu_1 - mu_2| / sqrt(s_1^2 + s_2^2).
+        bimodal: ``ashman_d > 2``, the lighter component holds at least ``min_weight`` and
+            the means are more than ``min_separation`` apart.
+    """
+
+    means: tuple[float, float]
+    stds: tuple[float, float]
+    weights: tuple[float, float]
+    ashman_d: float
+    bimodal: bool
+
+
+def bimodality(
+    samples: Float[ArrayLike, "..."],
+    *,
+    min_separation: float = 0.0,
+    min_weight: float = 0.1,
+    iterations: int = 200,
+) -> Bimodality:
+    """Fit two Gaussians to ``samples`` by EM (started from the best two-group split of the
+    sorted sample) and test for two modes: Ashman's D > 2, both weights >= ``min_weight`` and
+    means more than ``min_separation`` apart (e.g. half the distance between two theory
+    states: correlated samples of one chain can form tight clusters that are not modes).
+    Component variances are floored at 1e-6 of the sample variance (a tight cluster)."""
+    x = np.sort(np.asarray(samples, float).ravel())
+    x = x[np.isfinite(x)]
+    n = x.size
+    if n < 4 or np.ptp(x) == 0:
+        m = float(x.mean()) if n else float("nan")
+        return Bimodality((m, m), (0.0, 0.0), (1.0, 0.0), 0.0, False)
+    csum, csq = np.cumsum(x), np.cumsum(x**2)
+    k = np.arange(1, n)
+    within = (csq[:-1] - csum[:-1] ** 2 / k) + (
+        (csq[-1] - csq[:-1]) - (csum[-1] - csum[:-1]) ** 2 / (n - k)
+    )
+    split = int(np.argmin(within)) + 1
+    floor = 1e-6 * x.var()
+    mu = np.array([x[:split].mean(), x[split:].mean()])
+    var = np.maximum(np.array([x[:split].var(), x[split:].var()]), floor)
+    w = np.array([split, n - split]) / n
+    for _ in range(iterations):
+        logp = -0.5 * (x[:, None] - mu) ** 2 / var - 0.5 * np.log(2 * np.pi * var) + np.log(w)
+        r = np.exp(logp - logp.max(axis=1, keepdims=True))
+        r /= r.sum(axis=1, keepdims=True)
+        w = np.maximum(r.mean(axis=0), 1e-12)
+        mu = (r * x[:, None]).sum(axis=0) / (w * n)
+        var = np.maximum((r * (x[:, None] - mu) ** 2).sum(axis=0) / (w * n), floor)
+    order = np.argsort(mu)
+    mu, var, w = mu[order], var[order], w[order]
+    d = float(np.sqrt(2.0) * abs(mu[1] - mu[0]) / np.sqrt(var.sum()))
+    return Bimodality(
+        (float(mu[0]), float(mu[1])),
+        (float(np.sqrt(var[0])), float(np.sqrt(var[1]))),
+        (float(w[0]), float(w[1])),
+        d,
+        bool(d > 2.0 and w.min() >= min_weight and mu[1] - mu[0] > min_separation),
+    )

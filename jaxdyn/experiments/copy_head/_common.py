@@ -1,0 +1,148 @@
+"""Shared pieces of the copy-head experiments: config validation, heads, datasets, theory."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ... import copyhead as ch
+from ...runs import ConfigError, ExperimentConfig
+
+ATTENTIONS = ("linear", "softmax")
+
+
+def require(condition: bool | np.bool_, message: str) -> None:
+    """Raise a one-line ConfigError unless ``condition``."""
+    if not condition:
+        raise ConfigError(message)
+
+
+def require_positive(**values) -> None:
+    for name, v in values.items():
+        require(v > 0 and np.isfinite(v), f"{name} must be positive and finite, got {v}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CopyHeadConfig(ExperimentConfig):
+    """Settings every copy-head experiment shares (copy_head.md, "Validation protocol").
+
+    Attributes:
+        L, V: sequence length and vocabulary.
+        temperature, sigma_w2, sigma_g2: likelihood temperature and prior variances.
+        alpha: linear attention A = G / L^alpha.
+    """
+
+    L: int = 32
+    V: int = 8
+    temperature: float = 1.0
+    sigma_w2: float = 1.0
+    sigma_g2: float = 1.0
+    alpha: float = 1.0
+
+    def validate(self) -> None:
+        require(self.L >= 2, f"L must be >= 2, got {self.L}")
+        require(self.V >= 1, f"V must be >= 1, got {self.V}")
+        require_positive(temperature=self.temperature, sigma_w2=self.sigma_w2,
+                         sigma_g2=self.sigma_g2)
+        require(np.isfinite(self.alpha), f"alpha must be finite, got {self.alpha}")
+
+    def head(self, attention: str) -> ch.AbstractCopyHead:
+        if attention == "linear":
+            return ch.LinearCopyHead(alpha=self.alpha)
+        return ch.SoftmaxCopyHead()
+
+    def posterior(self, attention: str) -> ch.CopyHeadPosterior:
+        return ch.CopyHeadPosterior(self.head(attention), self.temperature, self.sigma_w2,
+                                    self.sigma_g2)
+
+    def reduced(self, attention: str, objective: str = "marginal") -> ch.AbstractReducedModel:
+        common = dict(L=self.L, V=self.V, temperature=self.temperature, sigma_w2=self.sigma_w2,
+                      sigma_g2=self.sigma_g2, objective=objective)
+        if attention == "softmax":
+            return ch.SoftmaxReduced(**common)
+        return ch.LinearReduced(alpha=self.alpha, **common)
+
+    def copy_scores(self, attention: str) -> jax.Array:
+        """Copy-pattern start G = gap S: gap = 2 ln L (softmax) or 0.25 L^alpha (linear)."""
+        gap = 2.0 * np.log(self.L) if attention == "softmax" else 0.25 * self.L**self.alpha
+        return gap * ch.shift_matrix(self.L)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NetworkConfig(CopyHeadConfig):
+    """Settings shared by the trained-network and posterior experiments.
+
+    Attributes:
+        attention: "softmax" or "linear".
+        P_values: P away from the transition (sequences).
+        seeds: datasets (checks use standard errors across them: at least 3).
+        exclusion_factor: theory comparisons skip P within this factor of the transition.
+        window_margin: hysteresis asserted inside a theory coexistence window shrunk by this
+            factor at each end, its absence outside the window widened by its square.
+    """
+
+    attention: str = "softmax"
+    P_values: tuple[float, ...] = (4.0, 8.0, 48.0, 96.0, 256.0)
+    seeds: int = 3
+    exclusion_factor: float = 1.5
+    window_margin: float = 1.1
+
+    def validate(self) -> None:
+        super().validate()
+        require(self.attention in ATTENTIONS,
+                f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
+        require(bool(self.P_values) and min(self.P_values) > 0,
+                f"P_values must be non-empty and > 0, got {self.P_values}")
+        require(self.seeds >= 3, f"seeds must be >= 3 (standard errors), got {self.seeds}")
+        require(self.exclusion_factor >= 1 and self.window_margin >= 1,
+                f"exclusion_factor and window_margin must be >= 1, got "
+                f"{self.exclusion_factor}, {self.window_margin}")
+
+
+def padded_statistics(key, L: int, V: int, P, P_max: int):
+    """Statistics of the first P of P_max sampled sequences (P traced; fractional P weights
+    the last sequence by its fraction, so the data term is continuous in P) and the data."""
+    X, Y = ch.copy_task(key, P_max, L, V)
+    w = jnp.clip(P - jnp.arange(P_max), 0.0, 1.0).astype(X.dtype)
+    return ch.copy_statistics(X, Y, w), (X, Y, w)
+
+
+def transition(model: ch.AbstractReducedModel, P_min: float, P_max: float, n_P: int = 60):
+    """Landscape classification of a reduced model (:func:`jaxdyn.copyhead.locate_transition`)
+    with the coexistence window and, for continuous onsets, the closed-form P_c."""
+    diagram, fine, info = ch.locate_transition(model, P_min, P_max, n_P)
+    if isinstance(model, ch.LinearReduced) and info["transition_order"] == "second":
+        info = {**info, "P_star": ch.linear_onset(model)}
+    return diagram, fine, info
+
+
+def branch_values(diagram, P, key: str):
+    """Theory values of ``key`` on the uniform (up) and copy (down) branches at P."""
+    lp = np.log(np.asarray(P, float))
+    up = np.interp(lp, np.log(diagram.P), diagram.order_up[key])
+    down = np.interp(lp, np.log(diagram.P), diagram.order_down[key])
+    return up, down
+
+
+def theory_at(diagram, P, key: str):
+    """Global-minimum theory value of ``key`` at P (log-linear interpolation)."""
+    return np.interp(np.log(np.asarray(P, float)), np.log(diagram.P), diagram.order_global[key])
+
+
+def critical_value(n: int) -> float:
+    """Two-sided 99% Student-t quantile for a mean over n independent datasets (n - 1 degrees
+    of freedom): with 3 datasets a standard error is itself uncertain, and 9.9 standard
+    errors, not 4, bound a 1% false alarm. NaN below two datasets."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.995, n - 1)) if n >= 2 else float("nan")
+
+
+def standard_error(values: np.ndarray) -> float:
+    """Standard error of the mean of independent values (NaN with fewer than two)."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    return float(np.std(v, ddof=1) / np.sqrt(v.size)) if v.size >= 2 else float("nan")

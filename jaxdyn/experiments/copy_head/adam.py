@@ -1,0 +1,89 @@
+"""copy-head-adam: networks trained by Adam to the joint MAP against the MAP theory.
+
+For each P (a ladder away from the transition, plus nested grids refined around it), seed
+(dataset) and start (small init / copy pattern): Adam on E(W, G). The run of the two starts
+with the lower energy is the network's MAP. Checked against the reduced action with
+``objective="map"``: order parameters and population test loss away from the transition, the
+transition order from grid refinement of the trained networks, the test-loss jump, hysteresis
+between the starts, and the coverage of span{U, S}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from ... import copyhead as ch
+from ...runs import Run, register_experiment
+from ...sweep import Grid
+from . import _figures
+from ._common import NetworkConfig, padded_statistics, require, require_positive
+from ._networks import NetworkAnalysis, check_networks
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AdamConfig(NetworkConfig):
+    """Adam (optax) to the joint MAP over (W, G), vmapped over P, seeds and two starts.
+
+    Attributes:
+        refine_levels, refine_width: nested grids of 2^k intervals (k <= refine_levels) on
+            [P_t / refine_width, P_t refine_width] around the MAP theory's transition P_t.
+        steps, learning_rate, init_scale: Adam (cosine-decayed learning rate).
+    """
+
+    seeds: int = 4
+    refine_levels: int = 4
+    refine_width: float = 1.25
+    steps: int = 3000
+    learning_rate: float = 0.03
+    init_scale: float = 0.01
+
+    def validate(self) -> None:
+        super().validate()
+        require(self.refine_levels >= 3, f"refine_levels must be >= 3, got {self.refine_levels}")
+        require(self.steps >= 10, f"steps must be >= 10, got {self.steps}")
+        require(self.refine_width > 1, f"refine_width must be > 1, got {self.refine_width}")
+        require_positive(learning_rate=self.learning_rate, init_scale=self.init_scale)
+
+    @classmethod
+    def quick(cls) -> dict:
+        return {"steps": 1500, "seeds": 3, "refine_levels": 3, "P_values": (6.0, 64.0)}
+
+
+def run_adam(c: AdamConfig, run: Run) -> None:
+    """The experiment for either head (registered as copy-head-adam and copy-head-adam-linear)."""
+    analysis = NetworkAnalysis.from_theory(c, c.reduced(c.attention, "map"), run)
+    posterior = c.posterior(c.attention)
+    copy_G = c.copy_scores(c.attention)
+    P_max = int(np.ceil(analysis.P_grid.max()))
+
+    def member(params, key):
+        k_data, k_train = jax.random.split(key)
+        stats, _ = padded_statistics(k_data, c.L, c.V, params["P"], P_max)
+        p, trace = ch.train_map(k_train, posterior, stats, steps=c.steps,
+                                learning_rate=params["learning_rate"], init_scale=c.init_scale,
+                                G0=params["start"] * copy_G)
+        out = ch.measure(posterior, p["G"], p["W"], stats)
+        out["test_loss"] = ch.population_test_loss(posterior, p["G"], p["W"], V=c.V)
+        out["G"] = p["G"]
+        out["energy_trace"] = trace
+        return out
+
+    grid = Grid.product({"P": analysis.P_grid, "start": [0.0, 1.0],
+                         "learning_rate": [c.learning_rate]}, seeds=c.seeds, base_seed=c.seed)
+    result = run.sweep("adam", member, grid)
+    run.scalar("failed_members", result.n_failed())
+    check_networks(run, "adam", analysis, result)
+    keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
+    _figures.network_figures(run, "adam", result.params["P"], result.ok(), result, keys,
+                             analysis.curves(), result.n_failed())
+
+
+@register_experiment(
+    "copy-head-adam", AdamConfig,
+    "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, theory",
+)
+def run_adam_softmax(config: AdamConfig, run: Run) -> None:
+    run_adam(config, run)

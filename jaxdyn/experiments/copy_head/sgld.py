@@ -1,0 +1,134 @@
+"""copy-head-sgld: the Bayesian posterior sampled by SGLD over (W, G) and MALA on G.
+
+Checked against the reduced action with ``objective="marginal"`` (its saddle point predicts
+the posterior's modes): SGLD against MALA (the same law), posterior modes against the theory,
+hysteresis between starts and bimodality inside the theory's coexistence window (and their
+absence elsewhere), precursor fluctuations below the transition against the Laplace
+(Gaussian) variance at the mode, and the coverage of span{U, S}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from ... import copyhead as ch
+from ...runs import Run, register_experiment
+from ...sweep import Grid
+from . import _posterior_checks as checks
+from ._common import NetworkConfig, padded_statistics, require, require_positive
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SGLDConfig(NetworkConfig):
+    """SGLD (blackjax) over (W, G) and MALA on G alone, vmapped over P, seeds and two starts.
+
+    Step sizes (blackjax convention, no 1/2): SGLD h = :func:`jaxdyn.copyhead.sgld_step_size`
+    with ``step_scale``, G moving ``g_preconditioner`` times faster (a constant
+    reparametrisation, exact); MALA starts at h_G = mala_step_scale (L^2)^{-1/3} /
+    (1 + P L / (16 V T)) (the d^{-1/3} scaling of MALA in d = L^2 dimensions) and adapts it to
+    acceptance 0.574 during burn-in.
+
+    Attributes:
+        window_points: P values scanned from P* to twice the uniform spinodal P_hi for
+            hysteresis and bimodality (first-order theories only).
+        precursor_fractions: P / P_t below the transition for the precursor chains (MALA
+            from the uniform state).
+        burn_in, num_samples, thin: chain lengths (each sampler).
+        mode_steps: Adam steps on S(G) from each chain's final state to its mode.
+    """
+
+    L: int = 64
+    V: int = 8
+    P_values: tuple[float, ...] = (8.0, 12.0, 64.0, 128.0)
+    window_points: int = 5
+    precursor_fractions: tuple[float, ...] = (0.25, 0.5, 0.75, 0.9)
+    step_scale: float = 0.2
+    g_preconditioner: float = 16.0
+    mala_step_scale: float = 0.4
+    burn_in: int = 3000
+    num_samples: int = 60
+    thin: int = 20
+    mode_steps: int = 1500
+
+    def validate(self) -> None:
+        super().validate()
+        require(len(self.precursor_fractions) >= 2
+                and all(0 < f < 1 for f in self.precursor_fractions),
+                f"precursor_fractions needs >= 2 values in (0, 1), got "
+                f"{self.precursor_fractions}")
+        for name in ("burn_in", "num_samples", "thin", "mode_steps"):
+            require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        require(self.window_points >= 0, f"window_points must be >= 0, got {self.window_points}")
+        require_positive(step_scale=self.step_scale, g_preconditioner=self.g_preconditioner,
+                         mala_step_scale=self.mala_step_scale)
+
+    @classmethod
+    def quick(cls) -> dict:
+        return {"P_values": (10.0, 128.0), "window_points": 3, "burn_in": 1000,
+                "num_samples": 20, "thin": 10, "mode_steps": 600,
+                "precursor_fractions": (0.25, 0.9)}
+
+    def mala_step(self, P):
+        return self.mala_step_scale / (float(self.L) ** (2.0 / 3.0)
+                                       * (1.0 + P * self.L / (16.0 * self.V * self.temperature)))
+
+
+def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
+    """The member function: SGLD (optional), MALA and the mode of the SGLD chain."""
+
+    def member(params, key):
+        k_data, k_sgld, k_mala = jax.random.split(key, 3)
+        k_mala, k_init = jax.random.split(k_mala)
+        P = params["P"]
+        stats, _ = padded_statistics(k_data, c.L, c.V, P, P_max)
+        G0 = params["start"] * copy_G
+        out = {}
+        if with_sgld:
+            h = ch.sgld_step_size(posterior, stats, scale=c.step_scale)
+            out = ch.sample_sgld(k_sgld, posterior, stats, burn_in=c.burn_in,
+                                 num_samples=c.num_samples, thin=c.thin, step_size=h, G0=G0,
+                                 g_preconditioner=c.g_preconditioner)
+        mala = ch.sample_mala(k_mala, posterior, stats, step_size=c.mala_step(P),
+                              burn_in=c.burn_in, num_samples=c.num_samples, thin=c.thin,
+                              G0=G0 + 1e-2 * jax.random.normal(k_init, G0.shape))
+        out.update({f"mala_{k}": v for k, v in mala.items()})
+        G_end = out["G_final"] if with_sgld else mala["G_final"]
+        mode = ch.minimise_action(posterior, stats, G_end, steps=c.mode_steps,
+                                  learning_rate=0.02)
+        out.update({f"mode_{k}": v for k, v in ch.measure(posterior, mode, None, stats).items()})
+        out["mode_G"] = mode
+        return out
+
+    return member
+
+
+def run_sgld(c: SGLDConfig, run: Run) -> None:
+    """The experiment for either head (copy-head-sgld and copy-head-sgld-linear)."""
+    a = checks.PosteriorAnalysis.from_theory(c, c.reduced(c.attention, "marginal"), run)
+    posterior = c.posterior(c.attention)
+    copy_G = c.copy_scores(c.attention)
+    P_max = int(np.ceil(max(a.P_grid.max(), a.precursor_P.max())))
+    grid = Grid.product({"P": a.P_grid, "start": [0.0, 1.0]}, seeds=c.seeds, base_seed=c.seed)
+    result = run.sweep("sgld", _chains(c, posterior, copy_G, P_max, True), grid)
+    pre_grid = Grid.product({"P": a.precursor_P, "start": [0.0]}, seeds=c.seeds,
+                            base_seed=c.seed)
+    precursors = run.sweep("precursor", _chains(c, posterior, copy_G, P_max, False), pre_grid)
+    run.scalar("failed_members", result.n_failed() + precursors.n_failed())
+    run.scalar("mala_acceptance", float(np.nanmean(result.outputs["mala_acceptance"])))
+    checks.check_samplers(run, a, result)
+    checks.check_modes(run, a, result)
+    checks.check_hysteresis_and_bimodality(run, a, result)
+    checks.check_precursors(run, a, precursors, posterior, P_max)
+    checks.check_coverage(run, a, result, posterior)
+    checks.figures(run, a, result, precursors)
+
+
+@register_experiment(
+    "copy-head-sgld", SGLDConfig,
+    "softmax posterior by SGLD and MALA: modes vs theory, hysteresis, bimodality, no precursor",
+)
+def run_sgld_softmax(config: SGLDConfig, run: Run) -> None:
+    run_sgld(config, run)

@@ -1,0 +1,116 @@
+"""Detectors of a transition that can fail, hysteresis bookkeeping, scaling-form comparison and
+Laplace fluctuations (copy_head.md), each against a construction whose answer is known."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdyn.copyhead as ch
+
+
+def _steps_on_grids(f, lo=1.0, hi=2.0, levels=(16, 32, 64, 128), offsets=8):
+    grids = ch.refinement_grids(lo, hi, levels, offsets)
+    steps = [max(ch.largest_step(g, f(g)) for g in level) for level in grids]
+    return np.log(hi / lo) / np.asarray(levels), np.asarray(steps)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_refinement_names_a_jump_a_square_root_onset_and_a_smooth_change(seed):
+    """On random curves of each kind (random jump size, slope, onset point), the fitted
+    exponent of the largest step names the kind."""
+    rng = np.random.default_rng(seed)
+    J, s, Pc = rng.uniform(0.1, 2.0), rng.uniform(0.1, 3.0), rng.uniform(1.2, 1.8)
+    curves = {
+        "first": lambda P: s * np.log(P) + J * (P > Pc),
+        "second": lambda P: s * np.sqrt(np.maximum(np.log(P / Pc), 0.0)),
+        "crossover": lambda P: J * np.tanh(np.log(P / Pc) / 0.3),
+    }
+    for order, f in curves.items():
+        h, steps = _steps_on_grids(f)
+        result = ch.classify_refinement(h, steps)
+        assert result.order == order, (order, result.fit.slope)
+
+
+def test_order_from_refinement_agrees_with_the_landscape_on_softmax_L32():
+    model = ch.SoftmaxReduced(L=32, V=8)
+    refined, (lo, hi) = ch.order_from_refinement(model, 1.0, 3000.0, levels=(16, 32, 64),
+                                                 offsets=4, fit_levels=3)
+    assert refined.order == "first"
+    assert lo < 19.55 < hi  # the window holds the reconstruction's P* (copy_head.md)
+    assert abs(refined.largest_step[-1] - 0.287) < 0.01  # the jump of a_G at P*
+
+
+def test_bimodality_separates_two_modes_from_one_and_from_tight_clusters():
+    rng = np.random.default_rng(0)
+    two = np.concatenate([rng.normal(0.0, 0.01, 300), rng.normal(0.3, 0.02, 200)])
+    b = ch.bimodality(two, min_separation=0.1)
+    assert b.bimodal and abs(b.means[1] - 0.3) < 0.01 and abs(b.weights[1] - 0.4) < 0.05
+    assert not ch.bimodality(rng.normal(0.0, 1.0, 500)).bimodal
+    clusters = np.concatenate([rng.normal(0.0, 1e-3, 50), rng.normal(0.01, 1e-3, 50)])
+    assert ch.bimodality(clusters).bimodal  # two clusters 10 sigma apart ...
+    assert not ch.bimodality(clusters, min_separation=0.1).bimodal  # ... but not two states
+
+
+def test_pair_disagreement_and_switch_bracket():
+    P = np.repeat([1.0, 2.0, 3.0], 4)
+    seeds = np.tile([0, 0, 1, 1], 3)
+    start = np.tile([0.0, 1.0], 6)
+    value = np.array([0, 0, 0, 0, 0, 1, 0, 0.05, 1, 1, 1, 1.0])
+    h = ch.pair_disagreement(P, seeds, start, value, tolerance=0.5)
+    assert h.disagree_fraction.tolist() == [0.0, 0.5, 0.0]
+    assert h.pairs.tolist() == [2, 2, 2]
+    Ps = np.array([1.0, 2.0, 3.0, 4.0])
+    uniform, copy = np.array([0.0, 0.0, 1.0, 1.0]), np.array([0.0, 0.5, 0.5, 1.0])
+    assert ch.switch_bracket(Ps, uniform, copy) == (2.0, 3.0)
+    assert ch.switch_bracket(Ps, np.zeros(4), np.ones(4)) is None
+
+
+def test_crossover_point_interpolates_in_log_P():
+    P = np.array([1.0, 10.0, 100.0, 1000.0])
+    c1 = np.array([0.0, 1.0, 1.0, 1.0])
+    cG = np.array([0.0, 0.0, 2.0, 3.0])  # weight * c_G - c_1 = -1 at 10, +1 at 100
+    assert abs(ch.crossover_point(P, c1, cG, 1.0, P_c=2.0) - np.sqrt(1000.0)) < 1e-9
+    assert np.isnan(ch.crossover_point(P, c1, 0 * cG, 1.0, P_c=2.0))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compare_scaling_forms_recovers_the_law_that_made_the_data(seed):
+    rng = np.random.default_rng(seed)
+    L, V = np.meshgrid([16.0, 32.0, 64.0, 128.0], [4.0, 8.0, 16.0], indexing="ij")
+    a, b, c = rng.uniform(0.3, 1.0), rng.uniform(0.2, 0.8), rng.uniform(1.0, 10.0)
+    P = a * np.log(L) ** 2 + b * V**2 * np.log(L) / L + c
+    fits = ch.compare_scaling_forms(L, V, P * (1 + 1e-6 * rng.standard_normal(L.shape)))
+    assert fits[0].name.startswith("reconstruction")
+    assert np.allclose(fits[0].coefficients, (a, b, c), rtol=1e-4)
+    power = 3.0 * L**1.2 * V**0.4
+    assert ch.compare_scaling_forms(L, V, power)[0].name.startswith("power law")
+
+
+def test_laplace_covariance_equals_the_dense_inverse_hessian():
+    L, V = 4, 3
+    X, Y = ch.copy_task(jax.random.key(0), 6, L, V)
+    stats = ch.copy_statistics(X, Y)
+    posterior = ch.CopyHeadPosterior("linear", 0.8, 1.2, 0.9)
+    G = 0.3 * jax.random.normal(jax.random.key(1), (L, L))
+    G = jax.jit(lambda g: ch.minimise_action(posterior, stats, g, steps=2000,
+                                             learning_rate=0.02))(G)
+    observable = lambda g: jnp.stack(ch.order_parameters(posterior.attention(g)))
+    cov = jax.jit(lambda g: ch.laplace_covariance(posterior, stats, g, observable))(G)
+    H = jax.hessian(lambda g: posterior.action(g.reshape(L, L), stats))(G.ravel())
+    J = jax.jacobian(lambda g: observable(g.reshape(L, L)))(G.ravel())
+    dense = J @ jnp.linalg.inv(H) @ J.T
+    assert float(jnp.max(jnp.abs(cov - dense))) < 1e-8 * float(jnp.max(jnp.abs(dense)))
+
+
+def test_population_test_loss_is_the_expected_loss_on_fresh_sequences():
+    """Against the mean squared error on 40000 fresh sequences: within 5 standard errors."""
+    L, V = 5, 3
+    posterior = ch.CopyHeadPosterior("softmax")
+    G = jax.random.normal(jax.random.key(2), (L, L))
+    W = jax.random.normal(jax.random.key(3), (V, V))
+    exact = float(ch.population_test_loss(posterior, G, W, V=V))
+    X, Y = ch.copy_task(jax.random.key(4), 40000, L, V)
+    per_seq = jnp.sum((Y - posterior.head(G, X, W)) ** 2, axis=(1, 2))
+    se = float(jnp.std(per_seq)) / np.sqrt(per_seq.size)
+    assert abs(float(jnp.mean(per_seq)) - exact) < 5 * se
