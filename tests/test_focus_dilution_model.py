@@ -46,9 +46,9 @@ def test_resolve_chain_names_the_problem(P, message):
 def test_resolve_chain_rejects_bad_pi_and_computes_the_stationary_law():
     P = np.asarray(gf.paper_transition(jnp.asarray(PI), 0.3))
     with pytest.raises(ValueError, match="sum to 1"):
-        gf.resolve_chain(P, [0.5, 0.4, 0.05, 0.01])
+        gf.resolve_chain(P, np.array([0.5, 0.4, 0.05, 0.01]))
     with pytest.raises(ValueError, match="positive"):
-        gf.resolve_chain(P, [1.0, 0.0, 0.0, 0.0])
+        gf.resolve_chain(P, np.array([1.0, 0.0, 0.0, 0.0]))
     pi, _ = gf.resolve_chain(P)
     np.testing.assert_allclose(pi, PI, atol=1e-12)
 

@@ -266,9 +266,9 @@ def _analyse(
 
 
 def analyse_flow(
-    P: Float[ArrayLike, "d d"],
+    P: Float[ArrayLike, "..."],
     *,
-    pi: Float[ArrayLike, " d"] | None = None,
+    pi: Float[ArrayLike, "..."] | None = None,
     key: Key | None = None,
     m: int = 6,
     m_attn: int = 6,

@@ -121,7 +121,7 @@ def sample_sequences(
 
 
 def resolve_chain(
-    P: Float[ArrayLike, "d d"], pi: Float[ArrayLike, " d"] | None = None
+    P: Float[ArrayLike, "..."], pi: Float[ArrayLike, "..."] | None = None
 ) -> tuple[Float[Array, " d"], Float[Array, "d d"]]:
     """Validate a Markov chain and return ``(pi, P)`` as arrays.
 

@@ -36,12 +36,16 @@ class AbstractAttentionModel(eqx.Module):
 
 class OneLayerTransformer(AbstractAttentionModel):
     """Embedding ``W0``, output ``W1``, query/key ``WQ``, ``WK``; no value matrix, residual,
-    LayerNorm or positions (focus_dilution.md, "Model")."""
+    LayerNorm or positions (focus_dilution.md, "Model").
 
-    W0: Float[Array, "d m"]
-    W1: Float[Array, "m d"]
-    WQ: Float[Array, "m mp"]
-    WK: Float[Array, "m mp"]
+    Shapes: ``W0`` (d, m), ``W1`` (m, d), ``WQ`` and ``WK`` (m, m'); checked in
+    ``__check_init__`` with a message naming the mismatch (the annotations stay shape-free so
+    that this message, not a generic type error, is what a user sees)."""
+
+    W0: Float[Array, "..."]
+    W1: Float[Array, "..."]
+    WQ: Float[Array, "..."]
+    WK: Float[Array, "..."]
 
     def __check_init__(self):
         d, m = jnp.shape(self.W0)
