@@ -136,7 +136,9 @@ def uninterrupted_run(tmp_path_factory):
     return full
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGKILL, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
+)
 def test_killed_run_resumes_to_identical_results(tmp_path, sig, uninterrupted_run):
     args = _RESUME_ARGS
     full = uninterrupted_run

@@ -111,6 +111,7 @@ def _children(pid: int) -> list[int]:
     return [int(c) for c in path.read_text().split()] if path.exists() else []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 def test_killed_worker_stops_the_run_and_resume_completes_it_identically(tmp_path):
     one = tmp_path / "one"
