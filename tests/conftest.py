@@ -23,6 +23,8 @@ TYPECHECKED = (
     "jaxdyn._status",
     "jaxdyn._validation",
     "jaxdyn.attention",
+    "jaxdyn.cli",
+    "jaxdyn._cli",
     "jaxdyn.data",
     "jaxdyn.distributed",
     "jaxdyn.experiments.focus_dilution",
