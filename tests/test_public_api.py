@@ -12,6 +12,10 @@ DOCUMENTED_PACKAGES = [
     "jaxdyn.runs",
     "jaxdyn.data",
     "jaxdyn.plotting",
+    "jaxdyn.attention",
+    "jaxdyn.gradflow",
+    "jaxdyn.copyhead",
+    "jaxdyn.meanfield",
 ]
 
 
