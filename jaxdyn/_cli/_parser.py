@@ -57,8 +57,9 @@ def _add_sweep_option(parser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a sweep option (vmap_width, chunk_size, memory_budget_gb, devices, progress), "
-        "e.g. --sweep vmap_width=64; also the [sweep] table of --config",
+        help="a sweep option (vmap_width, chunk_size, memory_budget_gb, devices, progress, "
+        "segment_steps, segment_width), e.g. --sweep vmap_width=64; also the [sweep] table "
+        "of --config",
     )
 
 
