@@ -255,3 +255,20 @@ def test_segmented_sweep_resumes_from_its_checkpoints_identically(tmp_path):
     np.testing.assert_array_equal(resumed.status, full.status)
     expected = np.array([_collatz_reference(int(x))[0] for x in xs])
     np.testing.assert_array_equal(resumed.outputs["n"], expected)
+
+
+def test_default_segmented_chunks_do_not_depend_on_the_number_of_processes(monkeypatch):
+    # a member's bits may depend on which groups it was advanced in, so the default chunks
+    # (which decide the groups) must be the same for any number of processes
+    from jaxdyn.sweep import _chunks, _processes
+
+    rng = np.random.default_rng(3)
+    cases = [(int(n), int(w)) for n, w in zip(rng.integers(1, 5000, 30),
+                                               rng.choice([4, 8, 32, 64], 30), strict=True)]
+    one = [_chunks.segmented_chunk(0, n, w) for n, w in cases]
+    for n_proc in (2, 3, 16):
+        monkeypatch.setattr(_processes, "process_layout", lambda n_proc=n_proc: (n_proc, 0))
+        monkeypatch.setattr(_chunks, "process_layout", lambda n_proc=n_proc: (n_proc, 0))
+        assert [_chunks.segmented_chunk(0, n, w) for n, w in cases] == one
+    for (n, w), chunk in zip(cases, one, strict=True):
+        assert chunk % w == 0 and chunk <= max(256, w) + w and chunk * -(-n // chunk) >= n

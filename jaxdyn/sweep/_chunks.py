@@ -19,7 +19,7 @@ from ._options import SweepOptions
 from ._processes import agree_on_finished, assign_pending, exchange, process_layout
 
 _DEFAULT_MAX_PER_DEVICE = 1024
-_DEFAULT_MAX_SEGMENTED_CHUNK = 4096
+_SEGMENTED_CHUNK = 256
 
 
 def slice_members(params: dict, seeds: np.ndarray, start: int, stop: int):
@@ -43,11 +43,17 @@ def choose_chunk(
 
 
 def segmented_chunk(requested: int, n_members: int, width: int) -> int:
-    """Chunk of a segmented sweep: as few chunks as the cap and the processes allow."""
+    """Chunk of a segmented sweep: at most ``_SEGMENTED_CHUNK`` members (rounded up to a
+    multiple of ``width``), whatever the number of processes.
+
+    Which members share a group of a segmented chunk depends on the chunks, and a member's
+    bits may depend on the width of the groups it was advanced in (``_scheduler.py``), so
+    the default chunks must not depend on how many processes share them: then
+    ``--processes N`` gives bitwise the results of one process.
+    """
     if requested and requested > 0:
         return math.ceil(requested / width) * width
-    n_proc, _ = process_layout()
-    n_chunks = max(math.ceil(n_members / _DEFAULT_MAX_SEGMENTED_CHUNK), n_proc)
+    n_chunks = math.ceil(n_members / _SEGMENTED_CHUNK)
     return math.ceil(math.ceil(n_members / n_chunks) / width) * width
 
 

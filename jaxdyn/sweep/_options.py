@@ -34,13 +34,16 @@ class SweepOptions:
             :class:`~jaxdyn.sweep.AbstractSegmentedMember`): the most solver steps a member
             takes between two re-batchings of the unfinished members. ``0`` runs every member
             to completion in one vmapped call (cost: width x the slowest member of a group).
-            Results do not depend on it.
+            Each member takes the same steps for any value, up to round-off where XLA gives
+            the member different bits at different group widths (see ``segment_width``).
         segment_width: how many unfinished members of a segmented sweep are advanced
             together. ``0`` chooses, on CPUs, the SIMD lane count of the member's state (4 for
             float64, 8 for float32: a CPU's cost per member-step is nearly flat from there
             up, so narrow groups cost little and finish the slowest members fastest) and
-            ``vmap_width`` on GPUs. Keep it a multiple of the lane count on CPUs, so that
-            results do not depend on which members share a group.
+            ``vmap_width`` on GPUs. Narrower than ``vmap_width``, a member whose bits depend
+            on the group width (XLA decides; docs/scaling.md) can end at round-off distance
+            from its unsegmented result; ``vmap_width`` gives bitwise the unsegmented
+            results.
     """
 
     vmap_width: int = 32

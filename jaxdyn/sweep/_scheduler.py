@@ -12,11 +12,13 @@ For one chunk of members on one device:
 
 Member states live on the host between segments (numpy gather and scatter). Each program
 (``init``, one segment at each of the two widths, ``finish``) is compiled once, when first
-needed, and reused for every segment and chunk. On CPUs, XLA's vectorised code gives a member
-the same bits at every group width that is a multiple of the SIMD lane count (4 float64 / 8
-float32 lanes with AVX2 or AVX-512 at XLA's default 256-bit vectors), so with such widths a
-member's result does not depend on which members shared its groups
-(tests/test_sweep_segmented.py).
+needed, and reused for every segment and chunk. On CPUs, XLA's vectorised code gives many
+members the same bits at every group width that is a multiple of the SIMD lane count (4 float64
+/ 8 float32 lanes), but not every member (the Transformer PDE's rank ODE differs at round-off
+level between widths 4 and 32), so a member's result may depend on the groups it was advanced
+in; the default chunks therefore do not depend on the number of processes
+(``_chunks.segmented_chunk``), and ``segment_width = vmap_width`` gives bitwise the results
+of the unsegmented path.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ def segment_width(requested: int, vmap_width: int, platform: str, state_shape) -
     """Width of the groups of unfinished members (``SweepOptions.segment_width``).
 
     Automatic on CPUs: the SIMD lane count of the member state's floating dtype (4 when every
-    floating leaf is float64, else 8), the narrowest width whose vectorised code gives the
-    same bits as wider groups; elsewhere ``vmap_width``.
+    floating leaf is float64, else 8), the narrowest width that runs XLA's vectorised code
+    rather than its scalar remainder loop; elsewhere ``vmap_width``.
     """
     if requested:
         return min(requested, vmap_width)
