@@ -180,8 +180,7 @@ def _measure(models, ts, spec0, pi, P, thresholds):
 def _analyse(
     P, pi, key, eps, t1, thresholds, *, m, m_attn, num_saves, rtol, atol, solver, max_steps
 ) -> FlowAnalysis:
-    # one jitted function per step: repeated shapes (the two flows of width (m, m'), the three
-    # spectra) compile once, and ``jax.vmap`` of the whole still works
+    # one jitted function per step: repeated shapes (two flows, three spectra) compile once
     d, dtype = pi.shape[0], pi.dtype
     flow = dict(rtol=rtol, atol=atol, solver=solver, max_steps=max_steps)
     mu1, saddle, c, t_stall = _closed_forms(pi, P, eps, m, m_attn)
@@ -277,13 +276,10 @@ def analyse_flow(
     pi, P = resolve_chain(P, pi)
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
-    for name, value in (("m", m), ("m_attn", m_attn), ("num_saves", num_saves)):
-        if int(value) < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value}")
     if m < 2:
         raise ValueError(f"m must be >= 2 so that a new embedding direction can grow, got {m}")
-    if num_saves < 20:
-        raise ValueError(f"num_saves must be >= 20, got {num_saves}")
+    if m_attn < 1 or num_saves < 20:
+        raise ValueError(f"need m_attn >= 1 and num_saves >= 20, got {m_attn}, {num_saves}")
     eps = require_in_interval("eps", eps, 0.0, 1.0, closed="neither")
     t1 = jnp.nan if t1 is None else require_positive("t1", t1)
     key = jax.random.key(0) if key is None else key
