@@ -5,9 +5,8 @@ small initialisation and measures, with the evidence for each (focus_dilution.md
 
 - the closed-form rates: condensation ``mu1 = ||pi|| ||pi - 1/d 1||`` and the signed focus rate
   ``c = Var_pi(gamma) Cov_pi(gamma, P beta)``, with the Jacobian eigenvalues they predict;
-- the unigram saddle the flow visits (root-found from the flow with attention switched off, so
-  the attention cannot leave before it is reached; its rank-one part, where the closed form
-  holds exactly) and the signed attention eigenvalue there;
+- the unigram saddle the flow visits (root-found from the flow with attention off, on the
+  rank-one manifold where the closed form holds) and the signed attention eigenvalue there;
 - the rank-one critical point where the flow stalls after dilution, its tangential and
   transverse spectra and the transverse rate ``lambda_T`` of a new embedding direction;
 - the stages (:func:`detect_stages`) and the metrics of :func:`trajectory_metrics`.
@@ -243,7 +242,7 @@ def analyse_flow(
     m_attn: int = 6,
     eps: float | Float[ArrayLike, ""] = 1e-3,
     t1: float | Float[ArrayLike, ""] | None = None,
-    num_saves: int = 400,
+    num_saves: int = 2000,
     rtol: float = 1e-7,
     atol: float = 1e-10,
     solver: str = "tsit5",
@@ -261,7 +260,8 @@ def analyse_flow(
         m_attn: attention width ``m'``.
         eps: initialisation scale (entries i.i.d. ``N(0, eps^2)``).
         t1: end time; ``None`` for the default derived from the rates (module docstring).
-        num_saves: save times (``0``, then log-spaced: the stages span decades).
+        num_saves: save times (``0``, then log-spaced). Stages are read from the saves: a
+            phase shorter than the spacing near its time (e.g. a short dilution) is missed.
         rtol: relative tolerance of the adaptive solver.
         atol: absolute tolerance of the adaptive solver.
         solver: ``"tsit5"`` or ``"kvaerno5"`` (:func:`make_solver`).
