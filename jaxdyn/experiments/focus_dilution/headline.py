@@ -97,6 +97,7 @@ def analyse(config: FocusDilutionConfig, P: np.ndarray, pi: np.ndarray):
     "population gradient flow on any Markov chain: condensation, focus, dilution, new direction",
 )
 def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
+    """One chain's :class:`gradflow.FlowAnalysis`: its checks, arrays and figures."""
     pi, P = chain(config.pi, config.lam, config.P)
     run.scalar("chain", {"pi": pi, "P": P})
     a = to_host(analyse(config, P, pi))
