@@ -28,7 +28,8 @@ def test_sgld_step_is_langevin_without_a_half_factor():
     noise = jax.jit(jax.vmap(lambda k: kernel.step(k, pos, stats, h)["W"]))(
         jax.random.split(jax.random.key(1), 1500)
     ) - (pos["W"] + h * grad["W"])
-    assert abs(float(jnp.var(noise)) / (2 * h) - 1) < 0.07
+    # the sample variance of n i.i.d. normals has relative standard error sqrt(2 / n)
+    assert abs(float(jnp.var(noise)) / (2 * h) - 1) < 5 * np.sqrt(2 / noise.size)
 
 
 def test_map_objective_is_the_profile_of_the_joint_energy():
