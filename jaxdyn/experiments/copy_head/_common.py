@@ -22,7 +22,7 @@ def require(condition: bool | np.bool_, message: str) -> None:
         raise ConfigError(message)
 
 
-def require_positive(**values: float) -> None:
+def require_positive(**values: float | int) -> None:
     """Raise a one-line ConfigError unless every value is positive and finite (the rule of
     :func:`jaxdyn.require_positive`)."""
     for name, v in values.items():
