@@ -1,5 +1,4 @@
-"""Simulate the closed Gaussian ODE of the mean-field Transformer PDE (transformer_pde.md,
-"Gaussian closure").
+"""Simulate the closed Gaussian ODE of the mean-field Transformer PDE ("Gaussian closure").
 
 For a Gaussian-closed field the measure ``N(alpha, Sigma)`` stays Gaussian, with
 ``d alpha/dt = B alpha + c`` and ``d Sigma/dt = B Sigma + Sigma B^T`` (``Gamma(x) = B x + c``).
@@ -20,11 +19,8 @@ that is negative before the event and crosses zero at it:
 
 All conditions are merged into one (their maximum), whose upward crossing is located by
 bisection on the step's interpolant; the event time is differentiable (implicit function
-theorem), so "the time at which Sigma reaches X" has gradients with respect to the field.
-
-The problem is built first (:func:`gaussian_ode`) and solved separately
-(:meth:`GaussianODE.solve`, then :meth:`GaussianODE.solution`), so a sweep can advance it
-in segments.
+theorem). The problem is built first (:func:`gaussian_ode`) and solved separately
+(:meth:`GaussianODE.solve`, :meth:`GaussianODE.solution`), so a sweep can solve it in segments.
 """
 
 from __future__ import annotations
