@@ -140,6 +140,8 @@ class DiffeqMember(AbstractSegmentedMember):
         )
 
     def init(self, params, key, max_steps):
+        """Build the member's problem and solve its first ``max_steps`` steps, saving the
+        solver state, controller state and ``made_jump`` to continue from."""
         problem = self._problem(params, key)
         subs = subsaves(problem.saveat)
         saveat = diffrax.SaveAt(subs=subs, solver_state=True, controller_state=True, made_jump=True)
@@ -147,6 +149,9 @@ class DiffeqMember(AbstractSegmentedMember):
         return after_segment(problem, subs, sol, None, direction_of(problem))
 
     def advance(self, params, key, state, max_steps):
+        """Continue the solve from ``state`` by at most ``max_steps`` steps, taking the same
+        steps an uninterrupted solve takes (``t0``, ``dt0``, solver and controller state
+        from the previous segment)."""
         problem = self._problem(params, key)
         subs = subsaves(problem.saveat)
         direction = direction_of(problem)
@@ -178,9 +183,13 @@ class DiffeqMember(AbstractSegmentedMember):
         return after_segment(problem, subs, sol, state, direction)
 
     def done(self, state):
+        """Whether the solve has ended: ``t1`` or an event reached, a failure, or the problem's
+        own ``max_steps`` used up (not merely the segment's)."""
         return state.done
 
     def finish(self, params, key, state):
+        """A ``diffrax.Solution`` assembled from the segments' saves and statistics, passed to
+        the member's ``outputs(params, problem, solution)``."""
         problem = self._problem(params, key)
         saved = state.saved
         single = isinstance(problem.saveat.subs, diffrax.SubSaveAt)

@@ -137,72 +137,103 @@ def run_sweep(
     meta = {"name": name, "fingerprint": grid.fingerprint(), "n_members": n_members,
             "vmap_width": width}
     checkpoints = SweepCheckpoints(checkpoint_dir, name, meta)
-
     compile_for = _compiler(fn, segmented, devices, width, options, log)
+    program, chunk, n_compilations = _agree_on_chunk(
+        compile_for, grid, checkpoints, options, n_devices, width, log, name, segmented
+    )
+    order = spread_order(n_members, chunk) if segmented else None
+    ordered = _reordered(grid, order)
+    example = slice_members(ordered.params, ordered.seeds, 0, chunk)
+    programs = _LazyProgram(compile_for, example, program, n_compilations)
 
-    # Process 0 sizes the chunks (compiling); the others compile only if they get chunks,
-    # by then usually from the persistent compilation cache.
+    n_chunks = math.ceil(n_members / chunk)
+    n_proc, _ = process_layout()
+    log(f"sweep '{name}': {n_members} members, {n_chunks} chunk(s) of {chunk} on "
+        f"{n_devices} device(s)" + (f" x {n_proc} processes" if n_proc > 1 else "")
+        + (f", segments of {options.segment_steps} steps" if segmented else ""))
+    plan = ChunkPlan(checkpoints, n_chunks)
+    run_chunks = run_segmented_chunks if segmented else run_plain_chunks
+    n_segments = run_chunks(programs.get, plan, ordered, chunk, checkpoints, options.progress, name)
+    if segmented:
+        log(f"sweep '{name}': at most {n_segments} segment(s) per chunk")
+    out_shape = _out_shape(programs.program, fn, segmented, width, options, example)
+    chunk_outputs, chunk_status = plan.gather(out_shape)
+    if plan.n_resumed:
+        log(f"sweep '{name}': {plan.n_resumed} chunk(s) resumed from checkpoints")
+    result = _assemble(
+        name, grid, chunk_outputs, chunk_status, order,
+        chunk=chunk, n_devices=n_devices, n_compilations=programs.total_compilations(),
+        wall_time_s=time.perf_counter() - t_start,
+    )
+    _log_outcome(result, log, name)
+    return result
+
+
+def _agree_on_chunk(compile_for, grid, checkpoints, options, n_devices, width, log, name,
+                    segmented):
+    """``(program or None, chunk size, compilations)``: process 0 sizes the chunks (compiling
+    the program), every process receives the size. The others compile only if they get
+    chunks, by then usually from the persistent compilation cache."""
     program, chunk, n_compilations = None, 0, 0
-    n_proc, me = process_layout()
-    if me == 0:
+    if process_layout()[1] == 0:
         chunk, resumed = initial_chunk(
-            checkpoints, options, n_members, n_devices, width, log, name, segmented
+            checkpoints, options, len(grid), n_devices, width, log, name, segmented
         )
         program, chunk, n_compilations = fit_memory(
             compile_for, grid, n_devices, width, chunk, bool(options.chunk_size) or resumed,
             options, log, name,
         )
         checkpoints.start(chunk)
-    chunk = same_everywhere(chunk)
-    original = grid
-    if segmented:  # (from the final chunk size: a resumed sweep finds the same chunks)
-        order = spread_order(n_members, chunk)
-        grid = dataclasses.replace(
-            grid, params={k: v[order] for k, v in grid.params.items()}, seeds=grid.seeds[order]
-        )
-    example = slice_members(grid.params, grid.seeds, 0, chunk)
-    compiled_before = 0 if program is None else getattr(program, "compilations", 0)
+    return program, same_everywhere(chunk), n_compilations
 
-    def get_program():
-        nonlocal program, n_compilations, compiled_before
-        if program is None:
-            program, fresh = compile_for(*example)
-            n_compilations += fresh
-            compiled_before = program.compilations
-        return program
 
-    n_chunks = math.ceil(n_members / chunk)
-    log(f"sweep '{name}': {n_members} members, {n_chunks} chunk(s) of {chunk} on "
-        f"{n_devices} device(s)" + (f" x {n_proc} processes" if n_proc > 1 else "")
-        + (f", segments of {options.segment_steps} steps" if segmented else ""))
-    plan = ChunkPlan(checkpoints, n_chunks)
-    run_chunks = run_segmented_chunks if segmented else run_plain_chunks
-    n_segments = run_chunks(get_program, plan, grid, chunk, checkpoints, options.progress, name)
-    if segmented:
-        if program is not None:
-            n_compilations += program.compilations - compiled_before
-        log(f"sweep '{name}': at most {n_segments} segment(s) per chunk")
+def _reordered(grid: Grid, order: np.ndarray | None) -> Grid:
+    """The grid with its members in ``order`` (a segmented sweep's spread order, computed from
+    the final chunk size, so that a resumed sweep finds the same chunks)."""
+    if order is None:
+        return grid
+    params = {k: v[order] for k, v in grid.params.items()}
+    return dataclasses.replace(grid, params=params, seeds=grid.seeds[order])
+
+
+class _LazyProgram:
+    """The chunk program, compiled on first use, and how many compilations it caused."""
+
+    def __init__(self, compile_for, example, program, n_compilations: int):
+        self.compile_for, self.example = compile_for, example
+        self.program, self.n_compilations = program, n_compilations
+        self._counted = 0 if program is None else getattr(program, "compilations", 0)
+
+    def get(self):
+        if self.program is None:
+            self.program, fresh = self.compile_for(*self.example)
+            self.n_compilations += fresh
+            self._counted = self.program.compilations
+        return self.program
+
+    def total_compilations(self) -> int:
+        """Compilations so far, including segment programs compiled while chunks ran."""
+        if self.program is None:
+            return self.n_compilations
+        return self.n_compilations + self.program.compilations - self._counted
+
+
+def _out_shape(program, fn, segmented, width, options, example):
+    """Shapes and dtypes of one chunk's outputs (traced when this process compiled nothing)."""
     if program is not None:
-        out_shape = program.out_shape
-    elif segmented:
-        out_shape = segmented_out_shape(fn, width, options.segment_steps, *example)
-    else:
-        out_shape = plain_out_shape(fn, width, *example)
-    chunk_outputs, chunk_status = plan.gather(out_shape)
-    if plan.n_resumed:
-        log(f"sweep '{name}': {plan.n_resumed} chunk(s) resumed from checkpoints")
-    result = _assemble(
-        name, original, chunk_outputs, chunk_status, order if segmented else None,
-        chunk=chunk, n_devices=n_devices, n_compilations=n_compilations,
-        wall_time_s=time.perf_counter() - t_start,
-    )
+        return program.out_shape
+    if segmented:
+        return segmented_out_shape(fn, width, options.segment_steps, *example)
+    return plain_out_shape(fn, width, *example)
+
+
+def _log_outcome(result: SweepResult, log, name: str) -> None:
     failed = result.n_failed()
     if failed:
-        log(f"sweep '{name}': {failed}/{n_members} member(s) not successful: "
+        log(f"sweep '{name}': {failed}/{len(result.seeds)} member(s) not successful: "
             f"{result.status_counts()}")
     else:
         log(f"sweep '{name}': done in {result.wall_time_s:.1f} s")
-    return result
 
 
 def _assemble(name, grid, chunk_outputs, chunk_status, order, **stats) -> SweepResult:

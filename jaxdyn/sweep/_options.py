@@ -102,4 +102,5 @@ class SweepOptions:
         return dataclasses.replace(self, **values)
 
     def as_dict(self) -> dict[str, Any]:
+        """The options as a plain dict (as recorded in a run's config)."""
         return dataclasses.asdict(self)

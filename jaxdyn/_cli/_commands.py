@@ -1,0 +1,190 @@
+"""The ``jaxdyn`` commands: each takes the parsed arguments and returns an exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from ._exit_codes import EXIT_FAILED, EXIT_OK
+
+
+def enable_compilation_cache() -> None:
+    """Turn on JAX's persistent compilation cache (``$JAXDYN_CACHE_DIR``; ``off`` disables).
+
+    The default folder is ``~/.cache/jaxdyn/xla``; programs that took over 0.5 s to compile
+    are stored, so a rerun, a resumed run or another worker process loads them instead.
+    """
+    import jax
+
+    cache = os.environ.get("JAXDYN_CACHE_DIR", str(Path.home() / ".cache" / "jaxdyn" / "xla"))
+    if cache.lower() in ("", "0", "off", "none"):
+        return
+    try:
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    except Exception:  # a read-only home must not stop a run
+        pass
+
+
+def _is_first_process() -> bool:
+    import jax
+
+    return jax.process_index() == 0
+
+
+def _print_run_result(out: Path) -> None:
+    from jaxdyn.runs import read_summary
+
+    if not _is_first_process():
+        return
+    summary = read_summary(out) or {}
+    print(
+        f"{summary.get('experiment')}: {summary.get('status')}, checks "
+        f"{summary.get('checks_passed', 0)}/{summary.get('checks_total', 0)} passed, "
+        f"{summary.get('failed_members', 0)} failed member(s) -> {out}"
+    )
+
+
+def cmd_list(args) -> int:
+    """``jaxdyn list``: the registered experiments."""
+    from jaxdyn.runs import list_experiments
+
+    experiments = list_experiments()
+    width = max((len(e.name) for e in experiments), default=10)
+    for e in experiments:
+        tag = "" if e.paper else " [extra]"
+        origin = f"  ({e.module})" if args.verbose else ""
+        print(f"{e.name:<{width}}  {e.description}{tag}{origin}")
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    """``jaxdyn run EXPERIMENT``: one experiment into a run directory."""
+    import dataclasses
+    import json
+
+    from jaxdyn.runs import execute_run, prepare_run
+
+    prepared = prepare_run(
+        args.experiment,
+        out=args.out,
+        quick=args.quick,
+        toml_path=args.config,
+        overrides=args.overrides,
+        sweep=args.sweep_options,
+        resume=args.resume,
+        overwrite=args.overwrite,
+    )
+    if args.show_config:
+        shown = {"config": dataclasses.asdict(prepared.config),
+                 "sweep": prepared.options.as_dict()}
+        print(json.dumps(shown, indent=2))
+        return EXIT_OK
+    enable_compilation_cache()
+    execute_run(prepared, overwrite=args.overwrite)
+    _print_run_result(prepared.out)
+    return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    """``jaxdyn report DIRS``: one Markdown + HTML report over run directories."""
+    from jaxdyn.runs import find_run_dirs, write_report
+
+    dirs = find_run_dirs(args.dirs)
+    out = write_report(dirs, args.out)
+    print(f"report: {out / 'report.md'} and {out / 'report.html'} ({len(dirs)} run(s))")
+    return EXIT_OK
+
+
+def _reproduce_one(name: str, out: Path, args, say) -> bool:
+    """Run one experiment of ``reproduce`` into ``out``; whether it failed."""
+    from jaxdyn.runs import ConfigError, execute_run, prepare_run
+
+    try:
+        prepared = prepare_run(
+            name,
+            out=out,
+            quick=args.quick,
+            sweep=args.sweep_options,
+            resume=args.resume,
+            overwrite=not args.resume,
+        )
+        execute_run(prepared)
+        _print_run_result(out)
+    except ConfigError as err:  # e.g. a data file missing on this machine: skip, report
+        say(f"{name}: SKIPPED: {err}", file=sys.stderr)
+        return True
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:  # one failing experiment must not stop the others
+        say(f"{name}: FAILED: {type(err).__name__}: {err}", file=sys.stderr)
+        return True
+    return False
+
+
+def cmd_reproduce(args) -> int:
+    """``jaxdyn reproduce``: every paper experiment (or ``--only`` ones), then a report."""
+    import datetime
+
+    from jaxdyn.runs import get_experiment, list_experiments, read_summary, write_report
+
+    names = args.only or [e.name for e in list_experiments() if e.paper]
+    for name in names:
+        get_experiment(name)  # unknown names fail before anything runs
+    if args.out is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out_root = Path("runs") / f"reproduce-{stamp}{'-quick' if args.quick else ''}"
+    else:
+        out_root = args.out
+    enable_compilation_cache()
+    failed, run_dirs = [], []
+    say = print if _is_first_process() else (lambda *a, **k: None)
+    for i, name in enumerate(names, 1):
+        out = out_root / name
+        summary = read_summary(out)
+        if args.resume and summary and summary.get("status") == "complete":
+            say(f"[{i}/{len(names)}] {name}: complete, skipped", file=sys.stderr)
+            run_dirs.append(out)
+            continue
+        say(f"[{i}/{len(names)}] {name}", file=sys.stderr, flush=True)
+        if _reproduce_one(name, out, args, say):
+            failed.append(name)
+        if read_summary(out) is not None:
+            run_dirs.append(out)
+    if _is_first_process():
+        report_dir = write_report(run_dirs, out_root / "report", title="jaxdyn reproduce")
+        print(f"report: {report_dir / 'report.md'} and {report_dir / 'report.html'}")
+    if failed:
+        say(f"failed experiments: {', '.join(failed)}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_data(args) -> int:
+    """``jaxdyn data list | fetch NAME``: the text corpora."""
+    from jaxdyn.data import CORPORA, FetchError, fetch_corpus, locate_corpus
+    from jaxdyn.runs import ConfigError
+
+    if args.data_command == "list":
+        for name, spec in CORPORA.items():
+            path, source = locate_corpus(name)
+            print(f"{name:<12} {source:<12} {path}  ({spec.licence}; {spec.attribution})")
+        return EXIT_OK
+    if args.name not in CORPORA:
+        raise ConfigError(f"unknown corpus '{args.name}'; known corpora: {', '.join(CORPORA)}")
+    try:
+        fetch_corpus(args.name, destination=args.to, log=lambda m: print(m, file=sys.stderr))
+    except FetchError as err:
+        print(f"jaxdyn: data fetch failed: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+COMMANDS = {
+    "list": cmd_list,
+    "run": cmd_run,
+    "report": cmd_report,
+    "reproduce": cmd_reproduce,
+    "data": cmd_data,
+}

@@ -1,0 +1,80 @@
+"""How ``run``/``reproduce`` use the cores: in-process CPU devices or local worker processes."""
+
+from __future__ import annotations
+
+import os
+
+
+def _accelerator_installed() -> bool:
+    """Whether JAX may use a GPU/TPU here (decided without starting JAX's backends)."""
+    import importlib.util
+
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip().lower()
+    if platforms:
+        return platforms.split(",")[0] != "cpu"
+    plugins = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin",
+               "jax_rocm7_plugin", "libtpu")
+    return any(importlib.util.find_spec(name) is not None for name in plugins)
+
+
+def _processes(args) -> int:
+    """How many local worker processes ``run``/``reproduce`` should use."""
+    from jaxdyn.runs import ConfigError
+    from jaxdyn.sweep._devices import resolve_cpu_devices
+
+    value = getattr(args, "processes", None)
+    if value is None:  # several in-process devices asked for: the user chose that instead
+        in_process = getattr(args, "cpu_devices", None) or (
+            "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+        )
+        value = "1" if in_process else "auto"
+    if str(value).strip().lower() == "auto" and _accelerator_installed():
+        return 1  # one process drives the accelerators; cores are not the unit there
+    try:
+        return resolve_cpu_devices(value) or 1
+    except ValueError as err:
+        raise ConfigError(f"--processes: {str(err).replace('cpu devices', 'processes')}") from None
+
+
+def apply_cpu_devices(args) -> None:
+    """Split the CPU into ``--cpu-devices`` XLA devices (before JAX starts), if asked."""
+    from jaxdyn.runs import ConfigError
+    from jaxdyn.sweep import use_cpu_devices
+    from jaxdyn.sweep._devices import resolve_cpu_devices
+
+    value = getattr(args, "cpu_devices", None)
+    try:
+        if resolve_cpu_devices(value) is not None:
+            use_cpu_devices(value)
+    except (ValueError, RuntimeError) as err:
+        raise ConfigError(f"--cpu-devices: {err}") from None
+
+
+def launch_workers(args, argv: list[str]) -> int | None:
+    """Run this command as several local processes when it should; ``None`` to run here.
+
+    Arguments are validated here first, so that bad input fails once, with one line.
+    """
+    from jaxdyn.distributed import is_worker, launch_local
+
+    if args.command not in ("run", "reproduce") or is_worker():
+        return None
+    if getattr(args, "show_config", False):
+        return None
+    n = _processes(args)
+    if n <= 1:
+        return None
+    if args.command == "run":
+        from jaxdyn.runs import prepare_run
+
+        prepare_run(
+            args.experiment, out=args.out, quick=args.quick, toml_path=args.config,
+            overrides=args.overrides, sweep=args.sweep_options, resume=args.resume,
+            overwrite=args.overwrite,
+        )
+    else:
+        from jaxdyn.runs import get_experiment
+
+        for name in args.only:
+            get_experiment(name)
+    return launch_local(argv, n)
