@@ -19,6 +19,10 @@ Checks in the same run: one noise-free devinterp step equals the noise-free jaxd
 (relative difference), and the chains' final c_G agree in distribution (difference of means
 over chains against 4 standard errors).
 
+Needs the baseline's packages (never jaxdyn dependencies):
+``pip install "torch==2.13.0+cpu" devinterp==2.0.1`` (CPU PyTorch; the script stops with
+this line when either is missing, before any timing).
+
 One core: torch and XLA are limited to one thread each; run as
 ``taskset -c 0 python benchmarks/bench_copy_head_sgld.py`` to pin both to one core.
 Prints one JSON object and writes it to benchmarks/results/copy_head_sgld.json.
@@ -32,8 +36,10 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 import argparse  # noqa: E402
 import importlib.metadata  # noqa: E402
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -45,6 +51,15 @@ import numpy as np  # noqa: E402
 import jaxdyn.copyhead as ch  # noqa: E402
 
 G_SCALE = 4.0
+BASELINE_INSTALL = 'pip install "torch==2.13.0+cpu" devinterp==2.0.1'
+
+
+def require_baseline_packages() -> None:
+    """Stop with the install line when the devinterp baseline cannot run."""
+    missing = [m for m in ("torch", "devinterp") if importlib.util.find_spec(m) is None]
+    if missing:
+        sys.exit(f"bench_copy_head_sgld needs {' and '.join(missing)} for its baseline: "
+                 f"{BASELINE_INSTALL}")
 
 
 def torch_baseline(X, Y, L, V, P, h, steps, chains, W0, g0):
@@ -104,6 +119,7 @@ def main():
     parser.add_argument("--baseline-chains", type=int, default=16)
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
+    require_baseline_packages()
     L, V, P = 16, 4, 40
     steps = 100 if args.quick else 400
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)

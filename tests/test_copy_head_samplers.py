@@ -1,6 +1,7 @@
 """Adam to the MAP, SGLD over (W, G) and MALA on G (copy_head.md, "Validation protocol")."""
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -28,7 +29,8 @@ def test_sgld_step_is_langevin_without_a_half_factor():
     noise = jax.jit(jax.vmap(lambda k: kernel.step(k, pos, stats, h)["W"]))(
         jax.random.split(jax.random.key(1), 1500)
     ) - (pos["W"] + h * grad["W"])
-    assert abs(float(jnp.var(noise)) / (2 * h) - 1) < 0.07
+    # the sample variance of n i.i.d. normals has relative standard error sqrt(2 / n)
+    assert abs(float(jnp.var(noise)) / (2 * h) - 1) < 5 * np.sqrt(2 / noise.size)
 
 
 def test_map_objective_is_the_profile_of_the_joint_energy():
@@ -47,30 +49,55 @@ def test_map_objective_is_the_profile_of_the_joint_energy():
         assert abs(float(E - (S - 0.5 * V * logdet + stats.yy / (2 * T)))) < 1e-9
 
 
+def _newton_iterates(posterior, params, stats, steps=6):
+    """Newton's iteration on the joint energy from ``params``: every iterate and the smallest
+    Hessian eigenvalue at the last."""
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    energy = lambda v: posterior.energy(unravel(v)["W"], unravel(v)["G"], stats)
+
+    def step(v, _):
+        v = v - jnp.linalg.solve(jax.hessian(energy)(v), jax.grad(energy)(v))
+        return v, v
+
+    last, iterates = jax.lax.scan(step, flat, None, length=steps)
+    return jax.vmap(unravel)(iterates), jnp.linalg.eigvalsh(jax.hessian(energy)(last))[0]
+
+
 def test_adam_reaches_the_map_theory_minimum():
-    """Adam (vmapped over P) from small init lands on the reduced MAP theory's minimum."""
+    """Adam (vmapped over P) on the expected statistics of P sequences, for which the reduced
+    MAP theory is exact, ends in the basin of the theory's minimum: Newton's iteration from
+    Adam's end point converges (quadratically, 6 steps) to a minimum of the joint energy whose
+    order parameters equal the theory's global minimum (1e-8); Adam's remaining error is
+    what its gradient says: within twice the first Newton step (the second-order remainder)."""
     L, V = 16, 4
     posterior = ch.CopyHeadPosterior(ch.LinearCopyHead(alpha=1.0))
+    Ps = jnp.array([3.0, 400.0])
 
-    def train(P):
-        stats = _stats(P, L, V, seed=3, P_max=400)
+    def train_and_refine(P):
+        stats = ch.population_statistics(L, V, P)
         p, trace = ch.train_map(jax.random.key(4), posterior, stats, steps=1200,
                                 learning_rate=jnp.asarray(0.02))
-        return ch.measure(posterior, p["G"], p["W"], stats), trace
+        iterates, lowest = _newton_iterates(posterior, p, stats)
+        order = lambda q: jnp.stack([ch.measure(posterior, q["G"], q["W"], stats)[k]
+                                     for k in ("c_1", "c_G")])
+        return order(p), jax.vmap(order)(iterates), lowest, trace
 
-    Ps = jnp.array([3.0, 400.0])
-    m, trace = jax.jit(jax.vmap(train))(Ps)
+    adam, newton, lowest, trace = jax.jit(jax.vmap(train_and_refine))(Ps)
     assert bool(jnp.all(trace[:, -1] <= trace[:, 0]))
+    assert bool(jnp.all(lowest > 0))  # minima, not saddles
     model = ch.LinearReduced(L=L, V=V, alpha=1.0, objective="map")
     for i, P in enumerate(Ps):
-        x = ch.global_minimum(model, P)
-        assert abs(float(m["c_1"][i]) - float(x[0])) < 0.03
-        assert abs(float(m["c_G"][i]) - float(x[1])) < 0.03
+        x = np.asarray(ch.global_minimum(model, P))
+        first, fixed = np.asarray(newton[i, 0]), np.asarray(newton[i, -1])
+        assert np.all(np.abs(fixed - x) < 1e-8 * np.maximum(1.0, np.abs(x)))
+        assert np.all(np.abs(np.asarray(adam[i]) - x) <= 2 * np.abs(np.asarray(adam[i]) - first)
+                      + 1e-9)
 
 
 def test_mala_samples_the_exact_posterior_of_G():
     """Tiny problem: MALA's posterior mean of (c_1, c_G) equals self-normalised importance
-    sampling from the prior with weights exp(-(S(G) - ||G||^2 / 2))."""
+    sampling from the prior with weights exp(-(S(G) - ||G||^2 / 2)), within 4 combined
+    standard errors (over 24 chains; the importance sampler's by the delta method)."""
     L, V, P = 3, 2, 2
     stats = _stats(P, L, V, seed=5)
     posterior = ch.CopyHeadPosterior(ch.LinearCopyHead(alpha=0.0))
@@ -83,6 +110,9 @@ def test_mala_samples_the_exact_posterior_of_G():
     sign = jnp.where(c1 + cG < 0, -1.0, 1.0)  # measure() reports the mirror representative
     c1, cG = sign * c1, sign * cG
     exact = np.array([float(jnp.sum(w * c1)), float(jnp.sum(w * cG))])
+    # delta-method standard error of the self-normalised estimate: sum w_i^2 (x_i - mean)^2
+    exact_se = np.array([float(jnp.sqrt(jnp.sum(w**2 * (x - m) ** 2)))
+                         for x, m in ((c1, exact[0]), (cG, exact[1]))])
 
     def chain(key):
         s = ch.sample_mala(key, posterior, stats, step_size=0.3, burn_in=100, num_samples=100,
@@ -94,7 +124,7 @@ def test_mala_samples_the_exact_posterior_of_G():
     chain_means = np.asarray(jnp.mean(samples, axis=1))  # (24, 2): independent chains
     mean = chain_means.mean(0)
     se = chain_means.std(0, ddof=1) / np.sqrt(24)
-    assert np.all(np.abs(mean - exact) < 4 * se + 1e-3)
+    assert np.all(np.abs(mean - exact) < 4 * np.hypot(se, exact_se))
 
 
 @pytest.mark.slow

@@ -33,12 +33,27 @@ def test_refinement_names_a_jump_a_square_root_onset_and_a_smooth_change(seed):
 
 
 def test_order_from_refinement_agrees_with_the_landscape_on_softmax_L32():
+    """The finest grid's largest step is the jump of a_G at P* seen through one grid cell of
+    spacing h (ln P) that straddles P*: with both branches rising in P it lies between
+    a_copy(P*) - a_uniform(P* e^-h) and a_copy(P* e^h) - a_uniform(P*), each branch value a
+    local minimum of the reduced action (the landscape, independent of the refinement)."""
     model = ch.SoftmaxReduced(L=32, V=8)
     refined, (lo, hi) = ch.order_from_refinement(model, 1.0, 3000.0, levels=(16, 32, 64),
                                                  offsets=4, fit_levels=3)
     assert refined.order == "first"
     assert lo < 19.55 < hi  # the window holds the reconstruction's P* (copy_head.md)
-    assert abs(refined.largest_step[-1] - 0.287) < 0.01  # the jump of a_G at P*
+    diagram = ch.phase_diagram(model, np.geomspace(15.0, 30.0, 41))
+    P_star = ch.classify_transition(model, diagram)["P_star"]
+    i = int(np.argmin(np.abs(np.log(diagram.P / P_star))))
+
+    def a_G(branch, P):
+        x = ch.local_minimum(model, jnp.asarray(P), jnp.asarray(branch[i]))
+        return float(model.order(x)["a_G"])
+
+    h = refined.spacing[-1]
+    low = a_G(diagram.x_down, P_star) - a_G(diagram.x_up, P_star * np.exp(-h))
+    high = a_G(diagram.x_down, P_star * np.exp(h)) - a_G(diagram.x_up, P_star)
+    assert low <= refined.largest_step[-1] <= high, (low, refined.largest_step[-1], high)
 
 
 def test_bimodality_separates_two_modes_from_one_and_from_tight_clusters():

@@ -62,7 +62,10 @@ def test_finite_gradient_descent_approaches_the_population_flow_as_n_and_s_grow(
         )(key)
         assert bool(run.status == Status.successful)
         errors.append(float(np.max(np.abs(np.asarray(run.population_loss) - flow_loss))))
-    assert errors[1] < 0.06, errors
+    # error model: the sampled gradient's noise falls like 1/sqrt(n s) (16x from the first size
+    # to the second) and the finite-length bias like 1/s (8x), so the error along the whole
+    # trajectory must shrink; asking only a factor 2 leaves room for the GD discretisation
+    # error, common to both sizes
     assert errors[1] < 0.5 * errors[0], errors
 
 

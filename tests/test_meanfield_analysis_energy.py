@@ -176,10 +176,17 @@ def test_sinkhorn_gaussian_ode_with_V_equal_A_is_the_bures_wasserstein_gradient_
     _, ascent = Sinkhorn(Q=A, K=np.eye(d), V=-A).gaussian_rhs(jnp.zeros(d), sigma)
     np.testing.assert_allclose(descent, bw, atol=1e-12)
     np.testing.assert_allclose(ascent, -bw, atol=1e-12)
-    # one exponential-map step of size tau agrees with the flow to first order
+    # one exponential-map step of size tau agrees with the flow to first order: with the
+    # Euclidean gradient E (bw = -2 (E Sigma + Sigma E)), (step - Sigma) / tau - bw is exactly
+    # 4 tau E Sigma E; what is left is the round-off of step - Sigma, divided by tau.
+    E = np.asarray(jax.grad(F)(jnp.asarray(sigma)))
+    E = 0.5 * (E + E.T)
     for tau in (1e-3, 1e-4):
         step = np.asarray(bures_wasserstein_step(F, sigma, tau))
-        assert np.max(np.abs((step - sigma) / tau - bw)) < 50 * tau
+        second_order = 4 * tau * E @ sigma @ E
+        roundoff = 100 * np.finfo(float).eps * np.abs(sigma).max() / tau
+        assert np.max(np.abs((step - sigma) / tau - bw - second_order)) < roundoff
+        assert np.max(np.abs(second_order)) > roundoff  # the term checked is not round-off
 
 
 def test_energy_rejects_attention_without_a_single_interaction_matrix():

@@ -7,6 +7,7 @@ action, its phase diagram and the detectors that classify a transition; Gaussian
 around posterior modes; the softmax first-order boundary and scaling-law comparison.
 """
 
+from ._bimodality import Bimodality as Bimodality, bimodality as bimodality
 from ._fluctuations import laplace_covariance as laplace_covariance
 from ._heads import (
     AbstractCopyHead as AbstractCopyHead,
@@ -98,9 +99,7 @@ from ._train import (
     train_map as train_map,
 )
 from ._transition import (
-    Bimodality as Bimodality,
     RefinementOrder as RefinementOrder,
-    bimodality as bimodality,
     brute_force_coexistence as brute_force_coexistence,
     classify_refinement as classify_refinement,
     crossover_point as crossover_point,

@@ -35,6 +35,7 @@ Size = int | float | Float[ArrayLike, ""]
 
 
 def check_objective(objective: str) -> None:
+    """Raise a one-line ValueError unless ``objective`` is ``"marginal"`` or ``"map"``."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
 

@@ -1,6 +1,7 @@
 """Measuring a transition so that the measurement can fail.
 
-copy_head.md, "What the theory predicts". Three detectors that assume nothing about the order:
+copy_head.md, "What the theory predicts". Two detectors that assume nothing about the order
+(the third, :func:`bimodality`, looks for two modes in samples):
 
 - :func:`order_from_refinement`: the largest step of the order parameter between neighbouring
   P values, as the P grid is refined (spacing h in ln P). A first-order jump stays finite
@@ -10,9 +11,6 @@ copy_head.md, "What the theory predicts". Three detectors that assume nothing ab
 - :func:`landscape_minima`: brute force on a fine coordinate grid of a 1-D reduced action:
   how many local minima exist at each P and the barrier between them; no Newton, no
   continuation, no bisection.
-- :func:`bimodality`: two-component Gaussian mixture of samples (SGLD / MALA / trained nets)
-  and Ashman's D = sqrt(2) |mu_1 - mu_2| / sqrt(s_1^2 + s_2^2); a mixture of two Gaussians is
-  bimodal when D > 2.
 """
 
 from __future__ import annotations
@@ -237,68 +235,3 @@ def crossover_point(
     i = idx[0]
     t = d[i] / (d[i] - d[i + 1])
     return float(np.exp(np.log(P[i]) + t * (np.log(P[i + 1]) - np.log(P[i]))))
-
-
-@dataclasses.dataclass(frozen=True)
-class Bimodality:
-    """Two-component Gaussian mixture of a sample.
-
-    Attributes:
-        means, stds, weights: the two components (lower mean first).
-        ashman_d: sqrt(2) |mu_1 - mu_2| / sqrt(s_1^2 + s_2^2).
-        bimodal: ``ashman_d > 2``, the lighter component holds at least ``min_weight`` and
-            the means are more than ``min_separation`` apart.
-    """
-
-    means: tuple[float, float]
-    stds: tuple[float, float]
-    weights: tuple[float, float]
-    ashman_d: float
-    bimodal: bool
-
-
-def bimodality(
-    samples: Float[ArrayLike, "..."],
-    *,
-    min_separation: float = 0.0,
-    min_weight: float = 0.1,
-    iterations: int = 200,
-) -> Bimodality:
-    """Fit two Gaussians to ``samples`` by EM (started from the best two-group split of the
-    sorted sample) and test for two modes: Ashman's D > 2, both weights >= ``min_weight`` and
-    means more than ``min_separation`` apart (e.g. half the distance between two theory
-    states: correlated samples of one chain can form tight clusters that are not modes).
-    Component variances are floored at 1e-6 of the sample variance (a tight cluster)."""
-    x = np.sort(np.asarray(samples, float).ravel())
-    x = x[np.isfinite(x)]
-    n = x.size
-    if n < 4 or np.ptp(x) == 0:
-        m = float(x.mean()) if n else float("nan")
-        return Bimodality((m, m), (0.0, 0.0), (1.0, 0.0), 0.0, False)
-    csum, csq = np.cumsum(x), np.cumsum(x**2)
-    k = np.arange(1, n)
-    within = (csq[:-1] - csum[:-1] ** 2 / k) + (
-        (csq[-1] - csq[:-1]) - (csum[-1] - csum[:-1]) ** 2 / (n - k)
-    )
-    split = int(np.argmin(within)) + 1
-    floor = 1e-6 * x.var()
-    mu = np.array([x[:split].mean(), x[split:].mean()])
-    var = np.maximum(np.array([x[:split].var(), x[split:].var()]), floor)
-    w = np.array([split, n - split]) / n
-    for _ in range(iterations):
-        logp = -0.5 * (x[:, None] - mu) ** 2 / var - 0.5 * np.log(2 * np.pi * var) + np.log(w)
-        r = np.exp(logp - logp.max(axis=1, keepdims=True))
-        r /= r.sum(axis=1, keepdims=True)
-        w = np.maximum(r.mean(axis=0), 1e-12)
-        mu = (r * x[:, None]).sum(axis=0) / (w * n)
-        var = np.maximum((r * (x[:, None] - mu) ** 2).sum(axis=0) / (w * n), floor)
-    order = np.argsort(mu)
-    mu, var, w = mu[order], var[order], w[order]
-    d = float(np.sqrt(2.0) * abs(mu[1] - mu[0]) / np.sqrt(var.sum()))
-    return Bimodality(
-        (float(mu[0]), float(mu[1])),
-        (float(np.sqrt(var[0])), float(np.sqrt(var[1]))),
-        (float(w[0]), float(w[1])),
-        d,
-        bool(d > 2.0 and w.min() >= min_weight and mu[1] - mu[0] > min_separation),
-    )

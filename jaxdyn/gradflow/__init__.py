@@ -9,8 +9,8 @@ from ._analysis import (
     FlowAnalysis as FlowAnalysis,
     Rates as Rates,
     analyse_flow as analyse_flow,
-    default_end_time as default_end_time,
 )
+from ._end_time import default_end_time as default_end_time
 from ._flow import (
     SOLVERS as SOLVERS,
     FlowSolution as FlowSolution,

@@ -5,21 +5,15 @@ small initialisation and measures, with the evidence for each (focus_dilution.md
 
 - the closed-form rates: condensation ``mu1 = ||pi|| ||pi - 1/d 1||`` and the signed focus rate
   ``c = Var_pi(gamma) Cov_pi(gamma, P beta)``, with the Jacobian eigenvalues they predict;
-- the unigram saddle the flow visits (root-found from the flow with attention switched off, so
-  the attention cannot leave before it is reached; its rank-one part, where the closed form
-  holds exactly) and the signed attention eigenvalue there;
+- the unigram saddle the flow visits (root-found from the flow with attention off, on the
+  rank-one manifold where the closed form holds) and the signed attention eigenvalue there;
 - the rank-one critical point where the flow stalls after dilution, its tangential and
   transverse spectra and the transverse rate ``lambda_T`` of a new embedding direction;
 - the stages (:func:`detect_stages`) and the metrics of :func:`trajectory_metrics`.
 
-Default end time (``t1=None``), from the rates: each unstable mode must grow from the
-initialisation scale ``eps`` to order one, which takes ``log(1/eps) / rate``, so
-
-    t1 = margin * log(1/eps) * (1/mu1 + 1/|c| + 1/lambda_T),
-
-with ``margin = 2``; a term whose rate is not positive (``c = 0``, or no unstable transverse
-mode) is left out. The rank-one stall is the steady state of the rank-one flow (stopped when
-``||grad L|| <= 1e-9``, at the latest at ``50 margin log(1/eps) (1/mu1 + 1/|c|)``).
+Default end time (``t1=None``): :func:`default_end_time`, from the rates. The rank-one stall
+is the steady state of the rank-one flow (stopped when ``||grad L|| <= 1e-9``, at the latest
+at ``50 margin log(1/eps) (1/mu1 + 1/|c|)``).
 """
 
 from __future__ import annotations
@@ -32,6 +26,7 @@ from jax.flatten_util import ravel_pytree
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
 from .._status import Status
 from .._validation import require_in_interval, require_positive
+from ._end_time import END_TIME_MARGIN, default_end_time, log_save_times
 from ._flow import SOLVERS, population_flow
 from ._linearise import (
     CriticalPoint,
@@ -57,7 +52,6 @@ from ._metrics import embedding_profile, trajectory_metrics
 from ._model import OneLayerTransformer, init_transformer
 from ._stages import Stages, detect_stages
 
-END_TIME_MARGIN = 2.0
 ROOT_TOL = 1e-13  # eigenvalues move with a critical point to first order
 STALL_HORIZON = 25.0  # the rank-one flow stops when steady; this only bounds it
 
@@ -135,31 +129,6 @@ class FlowAnalysis(eqx.Module):
         return jnp.sign(self.rates.focus).astype(jnp.int32)
 
 
-def default_end_time(
-    eps: Float[ArrayLike, ""],
-    condensation: Float[ArrayLike, ""],
-    focus: Float[ArrayLike, ""],
-    transverse: Float[ArrayLike, ""] = jnp.nan,
-    *,
-    margin: float = END_TIME_MARGIN,
-) -> Scalar:
-    """``margin * log(1/eps) * (1/mu1 + 1/|c| + 1/lambda_T)``, leaving out a term whose rate
-    is not positive and finite (module docstring)."""
-
-    def inverse(rate):
-        rate = jnp.asarray(rate)
-        ok = jnp.isfinite(rate) & (rate > 0)
-        return jnp.where(ok, 1.0 / jnp.where(ok, rate, 1.0), 0.0)
-
-    total = inverse(condensation) + inverse(jnp.abs(focus)) + inverse(transverse)
-    return margin * jnp.log(1.0 / jnp.asarray(eps)) * total
-
-
-def _log_grid(t1, num):
-    t_first = jnp.minimum(0.05, 0.01 * t1)
-    return jnp.concatenate([jnp.zeros(1, t1.dtype), jnp.geomspace(t_first, t1, num - 1)])
-
-
 def _condensation_projection(trajectory, spectrum, pi, P):
     """Projection on the unstable eigenspace at 0, the linearisation's rate error there, and
     ``||grad L||`` along the trajectory."""
@@ -210,8 +179,7 @@ def _measure(models, ts, spec0, pi, P, thresholds):
 def _analyse(
     P, pi, key, eps, t1, thresholds, *, m, m_attn, num_saves, rtol, atol, solver, max_steps
 ) -> FlowAnalysis:
-    # one jitted function per step: repeated shapes (the two flows of width (m, m'), the three
-    # spectra) compile once, and ``jax.vmap`` of the whole still works
+    # one jitted function per step: repeated shapes (two flows, three spectra) compile once
     d, dtype = pi.shape[0], pi.dtype
     flow = dict(rtol=rtol, atol=atol, solver=solver, max_steps=max_steps)
     mu1, saddle, c, t_stall = _closed_forms(pi, P, eps, m, m_attn)
@@ -222,13 +190,13 @@ def _analyse(
     )
     lam_t = jnp.where(stall.point.status == Status.successful, stall.transverse_rate, jnp.nan)
     end = jnp.where(jnp.isfinite(t1), t1, default_end_time(eps, mu1, c, lam_t))
-    ts = _log_grid(end, num_saves)
+    ts = log_save_times(end, num_saves)
     model0 = init_transformer(k_main, d, m, m_attn, eps, dtype=dtype)
     sol = population_flow(model0, pi, P, ts, **flow)
     # the saddle the flow visits: the same flow with attention off (it stays off), run for
     # twice the default's time to reach the stall, its rank-one part polished by root-finding
     frozen0 = eqx.tree_at(lambda mm: (mm.WQ, mm.WK), model0, (model0.WQ * 0, model0.WK * 0))
-    frozen = population_flow(frozen0, pi, P, _log_grid(t_stall, num_saves), **flow)
+    frozen = population_flow(frozen0, pi, P, log_save_times(t_stall, num_saves), **flow)
     frozen_end = jax.tree_util.tree_map(lambda x: x[-1], frozen.models)
     visited = _visited_saddle(frozen_end, pi, P, m, m_attn)
     spec0 = jacobian_spectrum(init_transformer(k_main, d, m, m_attn, 0.0, dtype=dtype), pi, P)
@@ -274,7 +242,7 @@ def analyse_flow(
     m_attn: int = 6,
     eps: float | Float[ArrayLike, ""] = 1e-3,
     t1: float | Float[ArrayLike, ""] | None = None,
-    num_saves: int = 400,
+    num_saves: int = 2000,
     rtol: float = 1e-7,
     atol: float = 1e-10,
     solver: str = "tsit5",
@@ -292,7 +260,8 @@ def analyse_flow(
         m_attn: attention width ``m'``.
         eps: initialisation scale (entries i.i.d. ``N(0, eps^2)``).
         t1: end time; ``None`` for the default derived from the rates (module docstring).
-        num_saves: save times (``0``, then log-spaced: the stages span decades).
+        num_saves: save times (``0``, then log-spaced). Stages are read from the saves: a
+            phase shorter than the spacing near its time (e.g. a short dilution) is missed.
         rtol: relative tolerance of the adaptive solver.
         atol: absolute tolerance of the adaptive solver.
         solver: ``"tsit5"`` or ``"kvaerno5"`` (:func:`make_solver`).
@@ -307,13 +276,10 @@ def analyse_flow(
     pi, P = resolve_chain(P, pi)
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
-    for name, value in (("m", m), ("m_attn", m_attn), ("num_saves", num_saves)):
-        if int(value) < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value}")
     if m < 2:
         raise ValueError(f"m must be >= 2 so that a new embedding direction can grow, got {m}")
-    if num_saves < 20:
-        raise ValueError(f"num_saves must be >= 20, got {num_saves}")
+    if m_attn < 1 or num_saves < 20:
+        raise ValueError(f"need m_attn >= 1 and num_saves >= 20, got {m_attn}, {num_saves}")
     eps = require_in_interval("eps", eps, 0.0, 1.0, closed="neither")
     t1 = jnp.nan if t1 is None else require_positive("t1", t1)
     key = jax.random.key(0) if key is None else key

@@ -62,9 +62,11 @@ class OneLayerTransformer(AbstractAttentionModel):
 
     @property
     def vocab_size(self) -> int:
+        """``d``, the number of token types."""
         return self.W0.shape[0]
 
     def matrices(self) -> tuple[Float[Array, "d d"], Float[Array, "d d"]]:
+        """``(M, Phi) = (W0 W1, W0 WQ WK^T W0^T)``."""
         M = self.W0 @ self.W1
         E = self.W0 @ self.WQ
         F = self.W0 @ self.WK

@@ -32,7 +32,7 @@ from jaxdyn.attention import bounded_softmax_average, online_softmax_average
 
 from ._fields import AbstractVelocityField
 from ._heads import Softmax
-from ._solve_common import particle_saveat
+from ._solve_common import requested_and_final_saveat
 from ._wrappers import SphereProjected
 
 _rk4_tableau = diffrax.ButcherTableau(
@@ -181,7 +181,7 @@ def fixed_step_particles(
         t1=t1_arr,
         dt0=t1_arr / steps,
         y0=x0.astype(dtype),
-        saveat=particle_saveat(ts, save_fn, dtype),
+        saveat=requested_and_final_saveat(ts, save_fn, dtype),
         stepsize_controller=diffrax.ConstantStepSize(),
         max_steps=steps + 1,
         adjoint=adjoint if adjoint is not None else diffrax.RecursiveCheckpointAdjoint(),

@@ -1,5 +1,4 @@
-"""Simulate the closed Gaussian ODE of the mean-field Transformer PDE (transformer_pde.md,
-"Gaussian closure").
+"""Simulate the closed Gaussian ODE of the mean-field Transformer PDE ("Gaussian closure").
 
 For a Gaussian-closed field the measure ``N(alpha, Sigma)`` stays Gaussian, with
 ``d alpha/dt = B alpha + c`` and ``d Sigma/dt = B Sigma + Sigma B^T`` (``Gamma(x) = B x + c``).
@@ -20,11 +19,8 @@ that is negative before the event and crosses zero at it:
 
 All conditions are merged into one (their maximum), whose upward crossing is located by
 bisection on the step's interpolant; the event time is differentiable (implicit function
-theorem), so "the time at which Sigma reaches X" has gradients with respect to the field.
-
-The problem is built first (:func:`gaussian_ode`) and solved separately
-(:meth:`GaussianODE.solve`, then :meth:`GaussianODE.solution`), so a sweep can advance it
-in segments.
+theorem). The problem is built first (:func:`gaussian_ode`) and solved separately
+(:meth:`GaussianODE.solve`, :meth:`GaussianODE.solution`), so a sweep can solve it in segments.
 """
 
 from __future__ import annotations
@@ -37,11 +33,18 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from jaxdyn import Status, is_traced, mark_nonfinite, require_psd
+from jaxdyn import Status, mark_nonfinite
 from jaxdyn.sweep import DiffeqProblem
 
 from ._fields import AbstractGaussianClosed
-from ._solve_common import _check_times, _controller, _root_finder
+from ._solve_common import (
+    _check_gaussian_inputs,
+    _check_times,
+    _controller,
+    _root_finder,
+    check_events,
+    requested_and_final_saveat,
+)
 
 EventCondition = Callable[[Float[Array, ""], Float[Array, " d"], Float[Array, "d d"]], Array]
 
@@ -242,29 +245,12 @@ def gaussian_ode(
         A :class:`GaussianODE` (``.solve()``, ``.solution(sol)``, ``.diffeq_problem()``).
     """
     name = "simulate_gaussian"
-    if not isinstance(field, AbstractGaussianClosed):
-        raise TypeError(f"{name}: {type(field).__name__} is not Gaussian-closed")
-    mean0, cov0 = jnp.asarray(mean0), jnp.asarray(cov0)
-    d = mean0.shape[-1] if mean0.ndim else 0
-    if mean0.shape != (d,) or cov0.shape != (d, d):
-        raise ValueError(
-            f"{name}: mean0 must be (d,) and cov0 (d, d), got {mean0.shape}, {cov0.shape}"
-        )
+    mean0, cov0 = _check_gaussian_inputs(name, field, mean0, cov0)
     _check_times(name, t1, ts, dt0)
-    if not is_traced(cov0):
-        require_psd(f"{name}: cov0", cov0, rtol=1e-10)
-    events = dict(events or {})
-    for key, condition in events.items():
-        if not callable(condition):
-            raise TypeError(f"{name}: events[{key!r}] must be a callable (t, mean, cov) -> real")
+    events = check_events(name, events, "(t, mean, cov)")
     dtype = jnp.result_type(mean0, cov0, float)
     t1 = jnp.asarray(t1, dtype)
     controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
-    # Requested saves and the final state are separate sub-saves (after an event diffrax fills
-    # the remaining requested slots with inf; the final state is at the event time).
-    requested = (
-        diffrax.SubSaveAt(t1=True) if ts is None else diffrax.SubSaveAt(ts=jnp.asarray(ts, dtype))
-    )
 
     def optional(value):
         return None if value is None else jnp.asarray(value, dtype)
@@ -279,7 +265,7 @@ def gaussian_ode(
         psd_tol=optional(psd_tol),
         solver=diffrax.Tsit5() if solver is None else solver,
         controller=controller,
-        saveat=diffrax.SaveAt(subs=[requested, diffrax.SubSaveAt(t1=True)]),
+        saveat=requested_and_final_saveat(ts, None, dtype),
         max_steps=int(max_steps),
         user_events=events,
     )

@@ -22,7 +22,13 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 from jaxdyn._status import Status, mark_nonfinite
 
 from ._fields import AbstractVelocityField
-from ._solve_common import _check_times, _controller, _root_finder, particle_saveat
+from ._solve_common import (
+    _check_times,
+    _controller,
+    _root_finder,
+    check_events,
+    requested_and_final_saveat,
+)
 
 ParticleCondition = Callable[[Float[Array, ""], Float[Array, "n d"]], Float[Array, ""]]
 
@@ -50,16 +56,6 @@ class ParticleSolution(eqx.Module):
     status: Status
     events: dict[str, Bool[Array, ""]]
     num_steps: Int[Array, ""]
-
-
-def _check_events(name: str, events) -> dict[str, ParticleCondition]:
-    events = dict(events or {})
-    for key, condition in events.items():
-        if not isinstance(key, str) or not callable(condition):
-            raise TypeError(f"{name}: event {key!r} must be a callable (t, x) -> real")
-    if "blowup" in events:
-        raise ValueError(f"{name}: the event name 'blowup' is reserved for the blow-up event")
-    return events
 
 
 def simulate_particles(
@@ -108,7 +104,7 @@ def simulate_particles(
     if x0.ndim != 2:
         raise ValueError(f"{name}: x0 must be (n, d), got shape {x0.shape}")
     _check_times(name, t1, ts, dt0)
-    events = _check_events(name, events)
+    events = check_events(name, events, "(t, x)", reserved=("blowup",))
     dtype = jnp.result_type(x0, float)
     t1 = jnp.asarray(t1, dtype)
 
@@ -128,12 +124,17 @@ def simulate_particles(
         t1=t1,
         dt0=dt0,
         y0=x0.astype(dtype),
-        saveat=particle_saveat(ts, save_fn, dtype),
+        saveat=requested_and_final_saveat(ts, save_fn, dtype),
         stepsize_controller=controller,
         event=diffrax.Event(merged_condition, root_finder=_root_finder(), direction=True),
         max_steps=max_steps,
         throw=False,
     )
+    return _particle_solution(sol, conditions, list(events))
+
+
+def _particle_solution(sol: diffrax.Solution, conditions, user_events: list[str]):
+    """Final state, which event fired (the largest condition at the stop) and the status."""
     saved, final = sol.ys
     final_x = final[-1]
     t_final = sol.ts[1][-1]
@@ -149,6 +150,6 @@ def simulate_particles(
         t_final=t_final,
         t_event=jnp.where(sol.event_mask, t_final, jnp.inf),
         status=status,
-        events={key: fired[key] for key in events},
+        events={key: fired[key] for key in user_events},
         num_steps=sol.stats["num_steps"],
     )

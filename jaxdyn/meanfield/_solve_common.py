@@ -1,4 +1,4 @@
-"""Solver pieces shared by the particle and Gaussian simulators: step-size control, time
+"""Solver pieces shared by the particle and Gaussian simulators: step-size control, input
 checks, and the event root finder that works inside sharded sweeps."""
 
 from __future__ import annotations
@@ -7,6 +7,10 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import optimistix as optx
+
+from jaxdyn import is_traced, require_psd
+
+from ._fields import AbstractGaussianClosed
 
 
 def _controller(adaptive: bool, rtol: float, atol: float, dt0, t0, t1, name: str):
@@ -27,6 +31,22 @@ def _check_times(name, t1, ts, dt0):
             continue  # traced inside a sweep: validated by the experiment config
         if not v > 0:
             raise ValueError(f"{name}: {label} must be positive, got {v}")
+
+
+def _check_gaussian_inputs(name: str, field, mean0, cov0):
+    """One-line errors for a field that is not Gaussian-closed, wrong shapes or a concrete
+    ``cov0`` that is not symmetric PSD; returns ``mean0, cov0`` as arrays."""
+    if not isinstance(field, AbstractGaussianClosed):
+        raise TypeError(f"{name}: {type(field).__name__} is not Gaussian-closed")
+    mean0, cov0 = jnp.asarray(mean0), jnp.asarray(cov0)
+    d = mean0.shape[-1] if mean0.ndim else 0
+    if mean0.shape != (d,) or cov0.shape != (d, d):
+        raise ValueError(
+            f"{name}: mean0 must be (d,) and cov0 (d, d), got {mean0.shape}, {cov0.shape}"
+        )
+    if not is_traced(cov0):
+        require_psd(f"{name}: cov0", cov0, rtol=1e-10)
+    return mean0, cov0
 
 
 class _UpcrossingBisection(optx.AbstractRootFinder):
@@ -77,10 +97,22 @@ def _root_finder():
     return _UpcrossingBisection(rtol=1e-14, atol=1e-14)
 
 
-def particle_saveat(ts, save_fn, dtype) -> diffrax.SaveAt:
-    """Saves of the particle solvers: ``save_fn(t, x)`` (default the particles) at ``ts`` (default
-    ``t1`` only), and the final state as a second sub-save (diffrax fills requested saves after
-    an event with ``inf``; the final state is at the event time)."""
+def check_events(name: str, events, signature: str, reserved: tuple[str, ...] = ()) -> dict:
+    """The user events as a dict of callables; a one-line error for a non-callable condition or
+    a name a built-in event uses."""
+    events = dict(events or {})
+    for key, condition in events.items():
+        if not isinstance(key, str) or not callable(condition):
+            raise TypeError(f"{name}: event {key!r} must be a callable {signature} -> real")
+        if key in reserved:
+            raise ValueError(f"{name}: the event name {key!r} is reserved for a built-in event")
+    return events
+
+
+def requested_and_final_saveat(ts, save_fn, dtype) -> diffrax.SaveAt:
+    """Saves of the simulators: ``save_fn(t, y)`` (default the state) at ``ts`` (default ``t1``
+    only), and the final state as a second sub-save (diffrax fills requested saves after an
+    event with ``inf``; the final state is at the event time)."""
     fn = (lambda t, x, args: x) if save_fn is None else (lambda t, x, args: save_fn(t, x))
     requested = (
         diffrax.SubSaveAt(t1=True, fn=fn)

@@ -8,6 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import jaxdyn
+
 from ... import copyhead as ch
 from ...runs import ConfigError, ExperimentConfig
 
@@ -20,9 +22,14 @@ def require(condition: bool | np.bool_, message: str) -> None:
         raise ConfigError(message)
 
 
-def require_positive(**values) -> None:
+def require_positive(**values: float | int) -> None:
+    """Raise a one-line ConfigError unless every value is positive and finite (the rule of
+    :func:`jaxdyn.require_positive`)."""
     for name, v in values.items():
-        require(v > 0 and np.isfinite(v), f"{name} must be positive and finite, got {v}")
+        try:
+            jaxdyn.require_positive(name, v)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

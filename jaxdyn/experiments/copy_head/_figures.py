@@ -11,6 +11,7 @@ from ...plotting import heatmap, new_figure, note_excluded
 
 
 def theory_figures(run, c, results, hyst) -> None:
+    """Order parameters and hysteresis branches of both heads against P (copy-head-theory)."""
     sm, lin = results["softmax"], results["linear"]
     fig, ax = new_figure(1, 3)
     P_star = sm["info"]["P_star"] or float(np.sqrt(np.prod(sm["window"])))

@@ -258,6 +258,8 @@ def check_coverage(run, a: PosteriorAnalysis, result, posterior) -> None:
 
 
 def figures(run, a: PosteriorAnalysis, result, pre) -> None:
+    """Order parameters of the SGLD runs against the marginal theory, and histograms of the
+    transition's order parameter from the two starts (inside the hysteresis window and above)."""
     key = transition_key(a.config)
     P, start = result.params["P"], result.params["start"]
     curves = {k: (a.diagram.P, a.theory(k, a.diagram.P)) for k in order_keys(a.config)}

@@ -86,4 +86,5 @@ def run_adam(c: AdamConfig, run: Run) -> None:
     "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, theory",
 )
 def run_adam_softmax(config: AdamConfig, run: Run) -> None:
+    """copy-head-adam: Adam to the MAP of a softmax copy head."""
     run_adam(config, run)

@@ -30,4 +30,5 @@ class LinearAdamConfig(AdamConfig):
     "linear networks by Adam to the MAP: square-root onset, no jump, no hysteresis, theory",
 )
 def run_adam_linear(config: LinearAdamConfig, run: Run) -> None:
+    """copy-head-adam-linear: Adam to the MAP of a linear copy head (A = G / L^alpha)."""
     run_adam(config, run)

@@ -56,6 +56,7 @@ class ScalingConfig(CopyHeadConfig):
     "softmax first-order boundary V_c(L); P* laws compared (AIC); linear onset/crossover fits",
 )
 def run_scaling(c: ScalingConfig, run: Run) -> None:
+    """copy-head-scaling: order, first-order boundary V_c(L) and P* laws over (L, V)."""
     sm = _softmax_grid(c, run)
     _boundary(c, run)
     _softmax_laws(c, run, sm)

@@ -131,4 +131,5 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
     "softmax posterior by SGLD and MALA: modes vs theory, hysteresis, bimodality, no precursor",
 )
 def run_sgld_softmax(config: SGLDConfig, run: Run) -> None:
+    """copy-head-sgld: SGLD and MALA on the posterior of a softmax copy head."""
     run_sgld(config, run)

@@ -34,4 +34,5 @@ class LinearSGLDConfig(SGLDConfig):
     "linear posterior by SGLD and MALA: precursors rise towards P_c, no hysteresis, unimodal",
 )
 def run_sgld_linear(config: LinearSGLDConfig, run: Run) -> None:
+    """copy-head-sgld-linear: SGLD and MALA on the posterior of a linear copy head."""
     run_sgld(config, run)

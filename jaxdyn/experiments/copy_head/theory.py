@@ -73,6 +73,8 @@ class TheoryConfig(CopyHeadConfig):
     "hysteresis on the exact action",
 )
 def run_theory(config: TheoryConfig, run: Run) -> None:
+    """copy-head-theory: the reduced theory's transitions for softmax and linear heads, and
+    hysteresis of the exact finite-data action."""
     results = {a: _analyse(config, run, a) for a in ATTENTIONS}
     _check_orders(config, run, results)
     _check_linear_onset(config, run, results["linear"])

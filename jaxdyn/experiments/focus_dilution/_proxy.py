@@ -68,6 +68,7 @@ def frequent(tr, pi):
 
 
 def proxy_checks(run: Run, config, t, real, proxy, pi, names) -> None:
+    """Early training on the corpus vs on its bigram chain: loss and attention, per record."""
     early = t <= config.t_early
     top = names[int(np.argmax(pi))]
     for name, what, r, p in (

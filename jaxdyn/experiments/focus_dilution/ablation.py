@@ -70,6 +70,7 @@ class AblationConfig(ExperimentConfig):
     "focus and dilution for other transition matrices with the same pi (the paper's ablation)",
 )
 def run_ablation(config: AblationConfig, run: Run) -> None:
+    """The population flow's rates and stages for several transition matrices sharing ``pi``."""
     pi, _ = chain(config.pi, 0.5)
     chains = {
         f"paper lam={lam:g}": np.asarray(gf.paper_transition(jnp.asarray(pi), lam))

@@ -209,6 +209,7 @@ def _escape_fits(run: Run, delta, eps, lam_t, escape, ok) -> None:
     "symmetry breaking: escape from the rank-one stall vs delta (including 0) and eps",
 )
 def run_delta(config: DeltaConfig, run: Run) -> None:
+    """The escape from the rank-one stall over a (delta, eps) grid, with its power-law fits."""
     grid = Grid.product(
         {"delta": list(config.deltas), "eps": list(config.eps_values)}, seeds=[config.seed]
     )

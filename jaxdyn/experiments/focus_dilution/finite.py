@@ -143,6 +143,7 @@ def _references(config: FiniteConfig, pi, P, seeds: np.ndarray) -> dict[str, np.
     "finite-(N, s) gradient descent and Adam approach the population flow along the trajectory",
 )
 def run_finite(config: FiniteConfig, run: Run) -> None:
+    """Finite-(N, s) gradient descent and Adam against the population flow along the trajectory."""
     pi, P = (jnp.asarray(x) for x in chain(config.pi, config.lam))
     H = entropy_of(pi)
     ts = np.arange(config.num_steps // config.record_every + 1) * config.record_every * config.lr

@@ -28,7 +28,8 @@ class FocusDilutionConfig(ExperimentConfig):
         m_attn: attention width m'.
         eps: initialisation scale (entries i.i.d. N(0, eps^2)).
         t1: end time of the flow (0 = the default from the rates, ``gradflow.default_end_time``).
-        num_saves: log-spaced save times.
+        num_saves: log-spaced save times (``gradflow.analyse_flow``: a phase shorter than
+            the save spacing can be missed).
         rtol: relative tolerance of the adaptive solver.
         atol: absolute tolerance of the adaptive solver.
         max_steps: solver step budget.
@@ -43,7 +44,7 @@ class FocusDilutionConfig(ExperimentConfig):
     m_attn: int = 6
     eps: float = 1e-3
     t1: float = 0.0
-    num_saves: int = 400
+    num_saves: int = 2000
     rtol: float = 1e-7
     atol: float = 1e-10
     max_steps: int = 100_000
@@ -66,10 +67,6 @@ class FocusDilutionConfig(ExperimentConfig):
             raise ConfigError(
                 f"new_direction_ratio must be in (0, 1), got {self.new_direction_ratio}"
             )
-
-    @classmethod
-    def quick(cls) -> dict:
-        return {"num_saves": 300}
 
 
 def analyse(config: FocusDilutionConfig, P: np.ndarray, pi: np.ndarray):
@@ -97,6 +94,7 @@ def analyse(config: FocusDilutionConfig, P: np.ndarray, pi: np.ndarray):
     "population gradient flow on any Markov chain: condensation, focus, dilution, new direction",
 )
 def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
+    """One chain's :class:`gradflow.FlowAnalysis`: its checks, arrays and figures."""
     pi, P = chain(config.pi, config.lam, config.P)
     run.scalar("chain", {"pi": pi, "P": P})
     a = to_host(analyse(config, P, pi))

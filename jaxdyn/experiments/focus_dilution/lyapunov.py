@@ -176,6 +176,7 @@ def _figure(run: Run, deltas, b, steps, zero, degenerate) -> None:
     "rank-one critical points vs delta: transverse eigenvalue Theta(delta), tangential O(delta^2)",
 )
 def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
+    """Rank-one critical points tracked over delta, their tangential and transverse spectra."""
     deltas, b = _branch(config)
     ok = status_code(b.point.status) == status_code(Status.successful)
     run.check(

@@ -180,6 +180,7 @@ def _text_figure(run: Run, config: TextConfig, a, t, real, proxy, pi, names) -> 
     "real text (WikiText / TinyStories): bigram population flow, proxy test, attention stories",
 )
 def run_text(config: TextConfig, run: Run) -> None:
+    """Real text: its bigram chain's population flow, the proxy test and the attention stories."""
     corpus = gf.load_corpus(
         config.corpus(),
         fmt=config.corpus_format,

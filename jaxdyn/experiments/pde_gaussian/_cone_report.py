@@ -173,13 +173,22 @@ def _two_lines_checks(config, run, covs0, final, end, outcome, soft) -> None:
         measured=float(np.max(np.abs(final[ci, soft] - exact))),
         note="c constant, a and b solve y' = -2 (y^2 - c^2)",
     )
+    # The exact flow reaches the line (0, sign c0) as t -> inf; at t1 it is still
+    # dist_exact(t1) away. An entry error eps of Sigma moves each disk coordinate
+    # ((a - b) / tr, 2c / tr) by at most 4 eps / tr, so by 4 sqrt(2) eps / tr in norm; eps is
+    # the 1e-5 of the exact-solution check above.
     line = np.stack([np.zeros_like(c0), np.sign(c0)], -1)
+    dist = np.linalg.norm(end[ci, soft][off] - line[off], axis=-1)
+    dist_exact = np.linalg.norm(disk_coordinates(exact[off]) - line[off], axis=-1)
+    allowed = 4 * np.sqrt(2) * 1e-5 / np.trace(exact[off], axis1=1, axis2=2)
+    run.scalar("two_lines_max_exact_distance_to_line_at_t1", float(dist_exact.max()))
     run.check(
         "softmax_two_lines_limits_on_the_two_isotropic_lines",
-        expected=0.0,
-        tolerance=0.02,
-        measured=float(np.max(np.linalg.norm(end[ci, soft][off] - line[off], axis=-1))),
-        note="|Sigma/tr Sigma - (0, sign c0)| at t1 (disk coordinates), c0 != 0",
+        expected=0,
+        tolerance=0.0,
+        measured=int(np.sum(dist > dist_exact + allowed)),
+        note="runs (c0 != 0) whose |Sigma/tr Sigma - (0, sign c0)| at t1 exceeds the exact "
+        "flow's distance at t1 plus the effect of the solver's 1e-5 entry error",
     )
     run.check(
         "softmax_two_lines_both_lines_reached",

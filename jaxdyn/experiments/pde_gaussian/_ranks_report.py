@@ -114,8 +114,12 @@ def rank_checks(config, run, params, accurate, summary) -> None:
         tolerance=0.0,
         note="attempts whose accurate solve failed (max steps, non-finite)",
     )
-    # softmax, V = I: the accurate stop is where the exact |F(Sigma(t))|_F equals tol_low, and
-    # the rank there is the exact Sigma(t_stop)'s.
+    _closed_form_checks(config, run, params, accurate)
+
+
+def _closed_form_checks(config, run, params, accurate) -> None:
+    """Softmax, ``V = I``: the accurate stop is where the exact ``|F(Sigma(t))|_F`` equals
+    ``tol_low``, and the rank there is the exact ``Sigma(t_stop)``'s."""
     sel = (
         (params["attention"] == 0)
         & np.isin(
