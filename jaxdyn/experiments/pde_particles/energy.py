@@ -29,6 +29,8 @@ from jaxdyn.meanfield import (
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 
+from ._vstatistics import energy_and_allowed_gap, second_variation_and_allowed_gap
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EnergyConfig(ExperimentConfig):
@@ -94,7 +96,12 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
     def trajectory(Q, V):
         att = Softmax(Q=Q, K=jnp.eye(d), V=V)
         sol = fixed_step_particles(
-            att, x0, config.t1, config.steps, ts=ts, save_fn=lambda t, x: _energy_and_error(att, x)
+            att,
+            x0,
+            config.t1,
+            config.steps,
+            ts=ts,
+            save_fn=lambda t, x: energy_and_allowed_gap(att, x),
         )
         gsol = simulate_gaussian(att, alpha0, cov0, config.t1, ts=ts, rtol=1e-10, atol=1e-12)
         g_energy = jax.vmap(lambda m, c: gaussian_interaction_energy(att, m, c))(
@@ -151,20 +158,6 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
             run.log(f"energy case {i}: {status_message(s)}")
 
 
-def _energy_and_error(att, x):
-    """The particle energy ``E_n = 1/(2 n^2) sum_ij exp(x_j^T A x_i)`` and the gap to the
-    mean-field energy it is allowed: 4 standard errors of the V-statistic (Hajek projection,
-    ``SE = 2 sd_i(h_i) / sqrt(n)``, ``h_i`` the mean over ``j`` of the symmetrised kernel) plus
-    its diagonal bias ``|mean_i k(x_i, x_i) - E_n| / n``."""
-    n = x.shape[0]
-    kernel = 0.5 * jnp.exp(x @ att.A().T @ x.T)
-    energy = interaction_energy(att, x)
-    h = 0.5 * (kernel.mean(0) + kernel.mean(1))
-    standard_error = 2 * jnp.std(h, ddof=1) / jnp.sqrt(n)
-    bias = jnp.abs(jnp.mean(jnp.diag(kernel)) - energy) / n
-    return energy, 4 * standard_error + bias
-
-
 def _nonconvexity(config: EnergyConfig, run: Run, ax) -> None:
     """Second variation of E along W2 geodesics for V = I, A = -I (transformer_pde.md)."""
     d = config.d
@@ -214,7 +207,7 @@ def _nonconvexity(config: EnergyConfig, run: Run, ax) -> None:
         note="non-convexity witness for V = I, A = -I along a BW geodesic",
     )
     i = int(np.argmin(gauss_e2))
-    pairwise_mean, allowed = _second_variation_error(att.A(), x0, x1, ss[i])
+    pairwise_mean, allowed = second_variation_and_allowed_gap(att.A(), x0, x1, ss[i])
     run.check(
         "particle_second_variation_equals_pairwise_formula",
         expected=float(pairwise_mean),
@@ -237,24 +230,6 @@ def _nonconvexity(config: EnergyConfig, run: Run, ax) -> None:
     ax.set_ylabel("d^2/ds^2 E(mu_s)")
     ax.set_title("non-convexity witness, V = I, A = -I", fontsize=9)
     ax.legend(fontsize=7)
-
-
-def _second_variation_error(A, x0, x1, s):
-    """``E''(s)`` along the straight-line interpolation ``x(s) = x0 + s (x1 - x0)`` as the mean of
-    its pairwise terms ``k_ij (f_ij'^2 + f_ij'')`` (``k_ij = exp(f_ij) / 2``,
-    ``f_ij = x_j(s)^T A x_i(s)``), and the gap to the mean-field value it is allowed: 4 standard
-    errors of this V-statistic (Hajek projection) plus its diagonal bias."""
-    x0, x1, A = np.asarray(x0), np.asarray(x1), np.asarray(A)
-    v = x1 - x0
-    x = x0 + s * v
-    f = x @ A.T @ x.T
-    df = v @ A.T @ x.T + x @ A.T @ v.T
-    terms = 0.5 * np.exp(f) * (df**2 + 2 * (v @ A.T @ v.T))
-    mean = terms.mean()
-    h = 0.5 * (terms.mean(0) + terms.mean(1))
-    n = x.shape[0]
-    allowed = 4 * 2 * np.std(h, ddof=1) / np.sqrt(n) + abs(np.mean(np.diag(terms)) - mean) / n
-    return mean, allowed
 
 
 def _sinkhorn_vs_bw(config: EnergyConfig, run: Run, ax) -> None:
