@@ -53,13 +53,26 @@ def main():
     bats = [time_batched() for _ in range(args.reps)]
     loop, bat = statistics.median(loops), statistics.median(bats)
     ratio = loop / bat
-    print(json.dumps({
-        "benchmark": "copy_head_exact_action_batched",
-        "matrices": n, "P": P, "L": L, "V": V, "x64": args.x64,
-        "reps": args.reps, "batched_s": bat, "baseline_loop_s": loop, "ratio": ratio,
-        "batched_min_s": min(bats), "baseline_loop_min_s": min(loops),
-        "target_ratio": 10.0, "passed": bool(ratio >= 10.0),
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "copy_head_exact_action_batched",
+                "matrices": n,
+                "P": P,
+                "L": L,
+                "V": V,
+                "x64": args.x64,
+                "reps": args.reps,
+                "batched_s": bat,
+                "baseline_loop_s": loop,
+                "ratio": ratio,
+                "batched_min_s": min(bats),
+                "baseline_loop_min_s": min(loops),
+                "target_ratio": 10.0,
+                "passed": bool(ratio >= 10.0),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@ Prints one JSON object and writes it to benchmarks/results/copy_head_sgld.json.
 
 import os
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
-                      "intra_op_parallelism_threads=1")
+os.environ.setdefault(
+    "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+)
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 import argparse  # noqa: E402
@@ -58,8 +59,10 @@ def require_baseline_packages() -> None:
     """Stop with the install line when the devinterp baseline cannot run."""
     missing = [m for m in ("torch", "devinterp") if importlib.util.find_spec(m) is None]
     if missing:
-        sys.exit(f"bench_copy_head_sgld needs {' and '.join(missing)} for its baseline: "
-                 f"{BASELINE_INSTALL}")
+        sys.exit(
+            f"bench_copy_head_sgld needs {' and '.join(missing)} for its baseline: "
+            f"{BASELINE_INSTALL}"
+        )
 
 
 def torch_baseline(X, Y, L, V, P, h, steps, chains, W0, g0):
@@ -99,9 +102,19 @@ def torch_baseline(X, Y, L, V, P, h, steps, chains, W0, g0):
         t = time.perf_counter()
         for chain in range(chains):
             sample_single_chain(
-                CopyHead(), dataset, evaluate, {"W": None, "g": None}, num_draws=steps,
-                sampling_method=SGMCMC.sgld, sampling_method_kwargs=kwargs, chain=chain,
-                seed=chain, batch_size=P, shuffle=False, step_callback=keep_final)
+                CopyHead(),
+                dataset,
+                evaluate,
+                {"W": None, "g": None},
+                num_draws=steps,
+                sampling_method=SGMCMC.sgld,
+                sampling_method_kwargs=kwargs,
+                chain=chain,
+                seed=chain,
+                batch_size=P,
+                shuffle=False,
+                step_callback=keep_final,
+            )
         seconds = time.perf_counter() - t
         # One noise-free step from (W0, g0), for the convention check.
         model = CopyHead()
@@ -152,27 +165,41 @@ def main():
     base_total = base_s * args.chains / n_base
     # Convention: a noise-free blackjax step equals the noise-free devinterp step.
     det = kernel.step(jax.random.key(0), {"W": W0, "g": g0}, stats, h, temperature=0.0)
-    step_diff = max(float(np.max(np.abs(np.asarray(det["W"]) - W1))),
-                    float(np.max(np.abs(np.asarray(det["g"]) - g1)))) / float(
-                        np.max(np.abs(np.asarray(det["W"]))) + 1e-30)
+    step_diff = max(
+        float(np.max(np.abs(np.asarray(det["W"]) - W1))),
+        float(np.max(np.abs(np.asarray(det["g"]) - g1))),
+    ) / float(np.max(np.abs(np.asarray(det["W"]))) + 1e-30)
     cG = lambda Gs: np.asarray(ch.order_parameters(jax.vmap(posterior.attention)(Gs))[1])
     a, b = cG(batched(keys)), cG(jnp.asarray(base_G))
     se = float(np.hypot(a.std(ddof=1) / np.sqrt(a.size), b.std(ddof=1) / np.sqrt(b.size)))
     ratio = base_total / jax_s
     result = {
-        "benchmark": "copy_head_sgld_chains", "chains": args.chains, "steps": steps,
-        "L": L, "V": V, "P": P, "dtype": "float32", "threads": 1,
+        "benchmark": "copy_head_sgld_chains",
+        "chains": args.chains,
+        "steps": steps,
+        "L": L,
+        "V": V,
+        "P": P,
+        "dtype": "float32",
+        "threads": 1,
         "load_average_1min": os.getloadavg()[0],
-        "jaxdyn_s": jax_s, "jaxdyn_note": "jit(vmap(lax.scan)) of sgld_kernel, one device",
+        "jaxdyn_s": jax_s,
+        "jaxdyn_note": "jit(vmap(lax.scan)) of sgld_kernel, one device",
         "baseline_devinterp_sgld_s": base_total,
         "baseline_devinterp_sgld_note": (
             f"devinterp {importlib.metadata.version('devinterp')} SGMCMC.sgld via "
             f"sample_single_chain, chains in sequence; {n_base} chains timed "
-            f"({base_s:.3f} s), scaled x{args.chains / n_base:g}"),
-        "ratio": ratio, "target_ratio": 20.0, "passed": bool(ratio >= 20.0),
+            f"({base_s:.3f} s), scaled x{args.chains / n_base:g}"
+        ),
+        "ratio": ratio,
+        "target_ratio": 20.0,
+        "passed": bool(ratio >= 20.0),
         "noise_free_step_relative_difference": step_diff,
-        "final_c_G_mean": {"jaxdyn": float(a.mean()), "devinterp": float(b.mean()),
-                           "difference_over_se": abs(float(a.mean() - b.mean())) / se},
+        "final_c_G_mean": {
+            "jaxdyn": float(a.mean()),
+            "devinterp": float(b.mean()),
+            "difference_over_se": abs(float(a.mean() - b.mean())) / se,
+        },
     }
     print(json.dumps(result))
     out = Path(__file__).resolve().parent / "results" / "copy_head_sgld.json"

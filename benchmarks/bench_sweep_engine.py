@@ -27,10 +27,16 @@ def member(params, key):
         return jnp.stack([y[1], -(omega**2) * y[0] - damping * y[1] + jnp.sin(t)])
 
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(field), diffrax.Tsit5(), 0.0, 10.0, 0.01, y0,
+        diffrax.ODETerm(field),
+        diffrax.Tsit5(),
+        0.0,
+        10.0,
+        0.01,
+        y0,
         saveat=diffrax.SaveAt(t1=True),
         stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-8),
-        max_steps=4096, throw=False,
+        max_steps=4096,
+        throw=False,
     )
     return {"y1": sol.ys[-1]}
 
@@ -69,17 +75,21 @@ def main():
 
     run_sweep(counted, grid, options=SweepOptions(progress=False))
     ratio = t_loop / t_sweep_total
-    print(json.dumps({
-        "benchmark": "sweep_engine",
-        "members": len(grid),
-        "jaxdyn_sweep_s": round(t_sweep_total, 4),
-        "baseline_python_loop_s": round(t_loop, 4),
-        "speedup": round(ratio, 2),
-        "target_speedup": 2.0,
-        "max_abs_difference": max_diff,
-        "traces_per_sweep": len(traces),
-        "passed": bool(ratio >= 2.0 and len(traces) == 1 and max_diff < 1e-6),
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "sweep_engine",
+                "members": len(grid),
+                "jaxdyn_sweep_s": round(t_sweep_total, 4),
+                "baseline_python_loop_s": round(t_loop, 4),
+                "speedup": round(ratio, 2),
+                "target_speedup": 2.0,
+                "max_abs_difference": max_diff,
+                "traces_per_sweep": len(traces),
+                "passed": bool(ratio >= 2.0 and len(traces) == 1 and max_diff < 1e-6),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -68,8 +68,12 @@ def problem(params, key):
 
 def outputs(params, problem, sol):
     mean, cov = sol.ys
-    return {"mean": mean[-1], "cov": cov[-1], "num_steps": sol.stats["num_steps"],
-            "status": Status.promote(sol.result)}
+    return {
+        "mean": mean[-1],
+        "cov": cov[-1],
+        "num_steps": sol.stats["num_steps"],
+        "status": Status.promote(sol.result),
+    }
 
 
 def step_targets(mix: str, n: int, rng) -> np.ndarray:
@@ -160,8 +164,10 @@ def main():
     args = parser.parse_args()
     jax.config.update("jax_enable_x64", True)
     n = 64 if args.quick else 256
-    mixes = {mix: measure(mix, n, seed) for seed, mix in
-             enumerate(["rank_like", "log_uniform", "uniform_cheap"])}
+    mixes = {
+        mix: measure(mix, n, seed)
+        for seed, mix in enumerate(["rank_like", "log_uniform", "uniform_cheap"])
+    }
     head = mixes["rank_like"]
     report = {
         "benchmark": "sweep_heterogeneous",

@@ -60,7 +60,9 @@ def attempt(devices: int, timeout: float) -> str:
     try:
         proc = subprocess.run(
             [sys.executable, "-c", PROGRAM, str(devices)],
-            capture_output=True, text=True, timeout=timeout,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         return "hung"

@@ -37,18 +37,23 @@ class HalfTemperatureSoftmax(ch.AbstractCopyHead):
 copy_G = 6.0 * (ch.shift_matrix(L) - 1.0 / L)
 for P in (5, 100):
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
-    S = ch.action(jnp.stack([jnp.zeros((L, L)), copy_G]), X, Y,
-                  attention=HalfTemperatureSoftmax())
-    print(f"P = {P:4d}: S(uniform) - S(copy) = {float(S[0] - S[1]):+.2f}"
-          "  (> 0: the copy pattern is more probable)")
+    S = ch.action(jnp.stack([jnp.zeros((L, L)), copy_G]), X, Y, attention=HalfTemperatureSoftmax())
+    print(
+        f"P = {P:4d}: S(uniform) - S(copy) = {float(S[0] - S[1]):+.2f}"
+        "  (> 0: the copy pattern is more probable)"
+    )
 
 # 2. Order of the reduced action's transitions by grid refinement.
 fig, ax = plt.subplots(1, 2, figsize=(9, 3.2), layout="constrained")
-for name, model in (("softmax", ch.SoftmaxReduced(L=L, V=V)),
-                    ("linear", ch.LinearReduced(L=L, V=V, alpha=1.0))):
+for name, model in (
+    ("softmax", ch.SoftmaxReduced(L=L, V=V)),
+    ("linear", ch.LinearReduced(L=L, V=V, alpha=1.0)),
+):
     refined, window = ch.order_from_refinement(model, 1.0, 3000.0)
-    print(f"{name}: {refined.order} (largest step ~ h^{refined.fit.slope:.2f}) in "
-          f"P = {window[0]:.1f}..{window[1]:.1f}")
+    print(
+        f"{name}: {refined.order} (largest step ~ h^{refined.fit.slope:.2f}) in "
+        f"P = {window[0]:.1f}..{window[1]:.1f}"
+    )
     ax[0].loglog(refined.spacing, refined.largest_step, "o-", label=name)
 ax[0].set_xlabel("P-grid spacing h (ln P)")
 ax[0].set_ylabel("largest step of the order parameter")
@@ -63,8 +68,9 @@ X, Y = ch.copy_task(jax.random.key(1), 64, L, V)
 def train(P, start):
     stats = ch.copy_statistics(X, Y, (jnp.arange(64) < P).astype(X.dtype))
     G0 = start * 2.0 * jnp.log(L) * ch.shift_matrix(L)
-    params, _ = ch.train_map(jax.random.key(2), posterior, stats, steps=1500,
-                             learning_rate=0.03, G0=G0)
+    params, _ = ch.train_map(
+        jax.random.key(2), posterior, stats, steps=1500, learning_rate=0.03, G0=G0
+    )
     return ch.measure(posterior, params["G"], params["W"], stats)["c_G"]
 
 
@@ -72,8 +78,9 @@ P_train = jnp.array([8.0, 14.0, 17.0, 20.0, 23.0, 32.0, 64.0])
 a_G = jax.jit(jax.vmap(jax.vmap(train, (None, 0)), (0, None)))(P_train, jnp.array([0.0, 1.0]))
 for P, (a0, a1) in zip(np.asarray(P_train), np.asarray(a_G), strict=True):
     th = float(theory.order(ch.global_minimum(theory, jnp.asarray(P)))["a_G"])
-    print(f"Adam P = {P:4.0f}: a_G from small init {a0:.3f}, from copy {a1:.3f}; "
-          f"MAP theory {th:.3f}")
+    print(
+        f"Adam P = {P:4.0f}: a_G from small init {a0:.3f}, from copy {a1:.3f}; MAP theory {th:.3f}"
+    )
 ax[1].semilogx(np.asarray(P_train), np.asarray(a_G[:, 0]), "o", label="from small init")
 ax[1].semilogx(np.asarray(P_train), np.asarray(a_G[:, 1]), "s", mfc="none", label="from copy")
 ax[1].set_xlabel("P (sequences)")

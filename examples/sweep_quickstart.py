@@ -50,8 +50,10 @@ def main():
         result.params["rate"] * 1e3
     )
     err = np.max(np.abs(result.outputs["t_stop"][blew_up] - expected[blew_up]))
-    print(f"{len(grid)} members, {blew_up.sum()} blew up before t = 4, compiled "
-          f"{result.n_compilations}x; max |t_event - closed form| = {err:.2e}")
+    print(
+        f"{len(grid)} members, {blew_up.sum()} blew up before t = 4, compiled "
+        f"{result.n_compilations}x; max |t_event - closed form| = {err:.2e}"
+    )
 
 
 if __name__ == "__main__":

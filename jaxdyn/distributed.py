@@ -117,15 +117,15 @@ def launch_local(argv: list[str], n: int) -> int:
     python_path = os.pathsep.join(dict.fromkeys(path + [os.environ.get("PYTHONPATH", "")]))
     for i in range(n):
         env = dict(os.environ, PYTHONPATH=python_path.rstrip(os.pathsep))
-        env.update({
-            ENV_COORDINATOR: f"127.0.0.1:{port}",
-            ENV_NUM_PROCESSES: str(n),
-            ENV_PROCESS_ID: str(i),
-        })
-        env[ENV_LAUNCHER] = str(os.getpid())
-        procs.append(
-            subprocess.Popen([sys.executable, "-m", "jaxdyn.distributed", *argv], env=env)
+        env.update(
+            {
+                ENV_COORDINATOR: f"127.0.0.1:{port}",
+                ENV_NUM_PROCESSES: str(n),
+                ENV_PROCESS_ID: str(i),
+            }
         )
+        env[ENV_LAUNCHER] = str(os.getpid())
+        procs.append(subprocess.Popen([sys.executable, "-m", "jaxdyn.distributed", *argv], env=env))
     code = 0
     try:
         while procs and code == 0:

@@ -32,7 +32,10 @@ def _cli_env(**extra):
 def _jaxdyn(*args, timeout=300, **env):
     return subprocess.run(
         [sys.executable, "-m", "jaxdyn", *args],
-        capture_output=True, text=True, env=_cli_env(**env), timeout=timeout,
+        capture_output=True,
+        text=True,
+        env=_cli_env(**env),
+        timeout=timeout,
     )
 
 
@@ -147,7 +150,9 @@ def test_killed_run_resumes_to_identical_results(tmp_path, sig, uninterrupted_ru
     proc = subprocess.Popen(
         [sys.executable, "-m", "jaxdyn", *args, "--out", str(out)],
         env=_cli_env(JAXDYN_SWEEP_CHUNK_DELAY="1.0"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert _wait_for_chunks(out / "checkpoints" / "toy", 2, proc), proc.communicate()
     proc.send_signal(sig)
@@ -191,15 +196,22 @@ def test_run_results_identical_on_one_and_eight_devices_and_chunk_sizes(tmp_path
     }
     for name, (flags, extra) in runs.items():
         proc = _jaxdyn(
-            "run", "toy-blowup", "--sweep", "vmap_width=4", *extra, "--out", str(tmp_path / name),
+            "run",
+            "toy-blowup",
+            "--sweep",
+            "vmap_width=4",
+            *extra,
+            "--out",
+            str(tmp_path / name),
             XLA_FLAGS=" ".join(flags),
         )
         assert proc.returncode == 0, proc.stderr
     config = json.loads((tmp_path / "eight" / "config.json").read_text())
     assert config["n_devices"] == 8
-    with np.load(tmp_path / "one" / "results.npz") as a, np.load(
-        tmp_path / "eight" / "results.npz"
-    ) as b:
+    with (
+        np.load(tmp_path / "one" / "results.npz") as a,
+        np.load(tmp_path / "eight" / "results.npz") as b,
+    ):
         assert sorted(a.files) == sorted(b.files)
         for key in a.files:
             np.testing.assert_array_equal(a[key], b[key])

@@ -69,16 +69,22 @@ def test_action_equals_direct_gaussian_integral(name, cyclic):
     head, formula = HEADS[name]
     X, Y = _data(cyclic=cyclic)
     G = 1.5 * jax.random.normal(jax.random.key(3), (6, 6))
-    S = ch.action(G, X, Y, attention=head, temperature=T, sigma_w2=SW2, sigma_g2=SG2,
-                  cyclic=cyclic)
+    S = ch.action(G, X, Y, attention=head, temperature=T, sigma_w2=SW2, sigma_g2=SG2, cyclic=cyclic)
     direct = _direct_gaussian_integral(G, X, Y, formula, cyclic)
     assert abs(float(S + _constant(Y, 6) - direct)) < 1e-8
 
 
 @settings(max_examples=6, deadline=None)
-@given(seed=st.integers(0, 2**16), L=st.integers(2, 7), V=st.integers(1, 5), P=st.integers(1, 6),
-       T=st.floats(0.05, 20.0), sw2=st.floats(0.05, 20.0), sg2=st.floats(0.05, 20.0),
-       name=st.sampled_from(sorted(HEADS)))
+@given(
+    seed=st.integers(0, 2**16),
+    L=st.integers(2, 7),
+    V=st.integers(1, 5),
+    P=st.integers(1, 6),
+    T=st.floats(0.05, 20.0),
+    sw2=st.floats(0.05, 20.0),
+    sg2=st.floats(0.05, 20.0),
+    name=st.sampled_from(sorted(HEADS)),
+)
 def test_action_equals_direct_integral_on_random_problems(seed, L, V, P, T, sw2, sg2, name):
     """Random sizes (including L < 16, V = 1), hyperparameters, heads and scores; the direct
     PL x PL Gaussian integral in numpy."""
@@ -91,9 +97,11 @@ def test_action_equals_direct_integral_on_random_problems(seed, L, V, P, T, sw2,
     Phi = np.einsum("lm,pmv->plv", A, X).reshape(P * L, V)
     K = T * np.eye(P * L) + (sw2 / V) * Phi @ Phi.T
     Yf = Y.reshape(P * L, V)
-    direct = (0.5 * V * np.linalg.slogdet(2 * np.pi * K)[1]
-              + 0.5 * np.trace(Yf.T @ np.linalg.solve(K, Yf))
-              + np.sum(np.asarray(G) ** 2) / (2 * sg2))
+    direct = (
+        0.5 * V * np.linalg.slogdet(2 * np.pi * K)[1]
+        + 0.5 * np.trace(Yf.T @ np.linalg.solve(K, Yf))
+        + np.sum(np.asarray(G) ** 2) / (2 * sg2)
+    )
     const = np.sum(Y**2) / (2 * T) + 0.5 * V * P * L * np.log(2 * np.pi * T)
     assert abs(float(S) + const - direct) < 1e-8 * (1.0 + abs(direct))
 
@@ -102,8 +110,7 @@ def test_action_equals_direct_integral_on_random_problems(seed, L, V, P, T, sw2,
 def test_action_gradient_matches_finite_differences(attention):
     X, Y = _data()
     G = jax.random.normal(jax.random.key(4), (6, 6))
-    f = lambda g: ch.action(g, X, Y, attention=attention, temperature=T, sigma_w2=SW2,
-                            sigma_g2=SG2)
+    f = lambda g: ch.action(g, X, Y, attention=attention, temperature=T, sigma_w2=SW2, sigma_g2=SG2)
     grad = jax.grad(f)(G)
     for k in range(3):
         D = jax.random.normal(jax.random.key(10 + k), G.shape)
@@ -156,9 +163,16 @@ def test_joint_energy_marginalises_to_exact_action():
     assert np.ptp(diffs) < 1e-9
 
 
-@pytest.mark.parametrize("head", [ch.SoftmaxCopyHead(), ch.SoftmaxCopyHead(causal=True),
-                                  ch.LinearCopyHead(), ch.LinearCopyHead(alpha=0.0, causal=True),
-                                  HalfTemperatureSoftmax()])
+@pytest.mark.parametrize(
+    "head",
+    [
+        ch.SoftmaxCopyHead(),
+        ch.SoftmaxCopyHead(causal=True),
+        ch.LinearCopyHead(),
+        ch.LinearCopyHead(alpha=0.0, causal=True),
+        HalfTemperatureSoftmax(),
+    ],
+)
 @pytest.mark.parametrize("cyclic", [True, False])
 def test_joint_energy_gradient_equals_autodiff(head, cyclic):
     """The hand-written gradient (SGLD's) equals jax.grad of the joint energy, padded data too."""
@@ -176,8 +190,10 @@ def test_joint_energy_gradient_equals_autodiff(head, cyclic):
 def test_linear_action_has_mirror_symmetry():
     X, Y = _data()
     G = jax.random.normal(jax.random.key(7), (6, 6))
-    assert abs(float(ch.action(G, X, Y, attention="linear")
-                     - ch.action(-G, X, Y, attention="linear"))) < 1e-10
+    assert (
+        abs(float(ch.action(G, X, Y, attention="linear") - ch.action(-G, X, Y, attention="linear")))
+        < 1e-10
+    )
 
 
 def test_action_never_forms_a_PL_by_PL_matrix():
@@ -187,13 +203,11 @@ def test_action_never_forms_a_PL_by_PL_matrix():
         jnp.zeros((L, L))
     )
     sizes = [
-        v.aval.shape
-        for eqn in jaxpr.jaxpr.eqns
-        for v in eqn.outvars
-        if hasattr(v.aval, "shape")
+        v.aval.shape for eqn in jaxpr.jaxpr.eqns for v in eqn.outvars if hasattr(v.aval, "shape")
     ]
-    assert not any(s.count(P * L) >= 2 or (P in s and s.count(L) >= 1 and len(s) == 2)
-                   for s in sizes)
+    assert not any(
+        s.count(P * L) >= 2 or (P in s and s.count(L) >= 1 and len(s) == 2) for s in sizes
+    )
     assert max(int(np.prod(s)) for s in sizes) <= P * L * L * V
 
 
@@ -236,8 +250,11 @@ def test_traced_bad_temperature_fails_at_run_time():
 def test_action_rejects_bad_shapes():
     """One-line errors (under the test suite's type-check hook a TypeError may come first)."""
     X, Y = _data()
-    for G, x, y in ((jnp.zeros((5, 5)), X, Y), (jnp.zeros((6, 6)), X[0], Y[0]),
-                    (jnp.zeros((6, 6)), X, Y[:, :, :2])):
+    for G, x, y in (
+        (jnp.zeros((5, 5)), X, Y),
+        (jnp.zeros((6, 6)), X[0], Y[0]),
+        (jnp.zeros((6, 6)), X, Y[:, :, :2]),
+    ):
         with pytest.raises((ValueError, TypeError)) as info:
             ch.action(G, x, y)
         if isinstance(info.value, ValueError):

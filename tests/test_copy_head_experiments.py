@@ -10,8 +10,14 @@ import pytest
 from jaxdyn.experiments.copy_head import adam, scaling, sgld, theory
 from jaxdyn.runs import ConfigError, get_experiment, read_summary, run_experiment
 
-NAMES = ["copy-head-theory", "copy-head-adam", "copy-head-adam-linear", "copy-head-sgld",
-         "copy-head-sgld-linear", "copy-head-scaling"]
+NAMES = [
+    "copy-head-theory",
+    "copy-head-adam",
+    "copy-head-adam-linear",
+    "copy-head-sgld",
+    "copy-head-sgld-linear",
+    "copy-head-scaling",
+]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -52,18 +58,27 @@ def test_small_L_and_large_V_are_valid_inputs():
 
 
 def _run(name, path, quick=True, overrides=()):
-    return read_summary(run_experiment(name, out=path / name, quick=quick,
-                                       overrides=list(overrides), sweep={}))
+    return read_summary(
+        run_experiment(name, out=path / name, quick=quick, overrides=list(overrides), sweep={})
+    )
 
 
 @pytest.mark.slow
 def test_theory_at_L8_completes_and_reports_a_continuous_softmax_transition(tmp_path):
-    summary = _run("copy-head-theory", tmp_path, overrides=[
-        "L=8", "n_P=20", "P_max=300", "hysteresis_points=4", "hysteresis_seeds=2",
-        "hysteresis_steps=300"])
+    summary = _run(
+        "copy-head-theory",
+        tmp_path,
+        overrides=[
+            "L=8",
+            "n_P=20",
+            "P_max=300",
+            "hysteresis_points=4",
+            "hysteresis_seeds=2",
+            "hysteresis_steps=300",
+        ],
+    )
     assert summary["status"] == "complete"
-    assert summary["scalars"]["transition_order"] == {"softmax": "crossover",
-                                                      "linear": "second"}
+    assert summary["scalars"]["transition_order"] == {"softmax": "crossover", "linear": "second"}
     assert "not applicable" in summary["scalars"]["softmax_page_claim"]
     checks = {c["name"]: c for c in summary["checks"]}
     assert checks["softmax_refinement_matches_brute_force"]["passed"]

@@ -75,11 +75,13 @@ def test_adam_reaches_the_map_theory_minimum():
 
     def train_and_refine(P):
         stats = ch.population_statistics(L, V, P)
-        p, trace = ch.train_map(jax.random.key(4), posterior, stats, steps=1200,
-                                learning_rate=jnp.asarray(0.02))
+        p, trace = ch.train_map(
+            jax.random.key(4), posterior, stats, steps=1200, learning_rate=jnp.asarray(0.02)
+        )
         iterates, lowest = _newton_iterates(posterior, p, stats)
-        order = lambda q: jnp.stack([ch.measure(posterior, q["G"], q["W"], stats)[k]
-                                     for k in ("c_1", "c_G")])
+        order = lambda q: jnp.stack(
+            [ch.measure(posterior, q["G"], q["W"], stats)[k] for k in ("c_1", "c_G")]
+        )
         return order(p), jax.vmap(order)(iterates), lowest, trace
 
     adam, newton, lowest, trace = jax.jit(jax.vmap(train_and_refine))(Ps)
@@ -90,8 +92,9 @@ def test_adam_reaches_the_map_theory_minimum():
         x = np.asarray(ch.global_minimum(model, P))
         first, fixed = np.asarray(newton[i, 0]), np.asarray(newton[i, -1])
         assert np.all(np.abs(fixed - x) < 1e-8 * np.maximum(1.0, np.abs(x)))
-        assert np.all(np.abs(np.asarray(adam[i]) - x) <= 2 * np.abs(np.asarray(adam[i]) - first)
-                      + 1e-9)
+        assert np.all(
+            np.abs(np.asarray(adam[i]) - x) <= 2 * np.abs(np.asarray(adam[i]) - first) + 1e-9
+        )
 
 
 def test_mala_samples_the_exact_posterior_of_G():
@@ -111,12 +114,14 @@ def test_mala_samples_the_exact_posterior_of_G():
     c1, cG = sign * c1, sign * cG
     exact = np.array([float(jnp.sum(w * c1)), float(jnp.sum(w * cG))])
     # delta-method standard error of the self-normalised estimate: sum w_i^2 (x_i - mean)^2
-    exact_se = np.array([float(jnp.sqrt(jnp.sum(w**2 * (x - m) ** 2)))
-                         for x, m in ((c1, exact[0]), (cG, exact[1]))])
+    exact_se = np.array(
+        [float(jnp.sqrt(jnp.sum(w**2 * (x - m) ** 2))) for x, m in ((c1, exact[0]), (cG, exact[1]))]
+    )
 
     def chain(key):
-        s = ch.sample_mala(key, posterior, stats, step_size=0.3, burn_in=100, num_samples=100,
-                           thin=5)
+        s = ch.sample_mala(
+            key, posterior, stats, step_size=0.3, burn_in=100, num_samples=100, thin=5
+        )
         return jnp.stack([s["c_1"], s["c_G"]], -1), s["acceptance"]
 
     samples, acc = jax.jit(jax.vmap(chain))(jax.random.split(jax.random.key(7), 24))
@@ -141,17 +146,19 @@ def test_sgld_agrees_with_mala_and_modes_with_the_saddle_point():
         k_data, k1, k2 = jax.random.split(key, 3)
         X, Y = ch.copy_task(k_data, P, L, V)
         stats = ch.copy_statistics(X, Y)
-        s = ch.sample_sgld(k1, posterior, stats, burn_in=1500, num_samples=20, thin=10,
-                           g_preconditioner=16.0)
-        m = ch.sample_mala(k2, posterior, stats, step_size=0.03, burn_in=1500,
-                           num_samples=20, thin=10)
-        mode = ch.minimise_action(posterior, stats, m["G_final"], steps=2000,
-                                  learning_rate=0.02)
+        s = ch.sample_sgld(
+            k1, posterior, stats, burn_in=1500, num_samples=20, thin=10, g_preconditioner=16.0
+        )
+        m = ch.sample_mala(
+            k2, posterior, stats, step_size=0.03, burn_in=1500, num_samples=20, thin=10
+        )
+        mode = ch.minimise_action(posterior, stats, m["G_final"], steps=2000, learning_rate=0.02)
         a_mode = ch.order_parameters(posterior.attention(mode))[1]
         return jnp.mean(s["c_G"]), jnp.mean(m["c_G"]), a_mode
 
-    sg, ma, modes = (np.asarray(v) for v in jax.jit(jax.vmap(one))(
-        jax.random.split(jax.random.key(9), 4)))
+    sg, ma, modes = (
+        np.asarray(v) for v in jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(9), 4))
+    )
     se = np.std(sg - ma, ddof=1) / 2.0
     assert abs(float(np.mean(sg - ma))) < 4 * se
     theory = ch.SoftmaxReduced(L=L, V=V)
@@ -170,8 +177,11 @@ def test_minimise_action_reaches_a_stationary_point_of_the_exact_action():
     posterior = ch.CopyHeadPosterior("softmax")
     G0 = 2.0 * ch.shift_matrix(L)
     f = jax.jit(lambda G: posterior.action(G, stats))
-    G = jax.jit(lambda g: ch.minimise_action(posterior, stats, g, steps=1500,
-                                             learning_rate=jnp.asarray(0.05)))(G0)
+    G = jax.jit(
+        lambda g: ch.minimise_action(
+            posterior, stats, g, steps=1500, learning_rate=jnp.asarray(0.05)
+        )
+    )(G0)
     assert float(f(G)) < float(f(G0))
     assert float(jnp.max(jnp.abs(jax.grad(f)(G)))) < 1e-3
 
@@ -199,7 +209,8 @@ def test_minibatch_gradient_is_unbiased():
         assert float(jnp.max(jnp.abs(f - m))) < 1e-12 * float(jnp.max(jnp.abs(f)))
     labels = jnp.arange(P_max)[:, None, None] * jnp.ones((1, L, V))
     draws = jax.jit(jax.vmap(lambda k: ch.draw_minibatch(k, (labels, Y, w), 4).X))(
-        jax.random.split(jax.random.key(14), 3000))[..., 0, 0]
+        jax.random.split(jax.random.key(14), 3000)
+    )[..., 0, 0]
     counts = np.bincount(np.asarray(draws).astype(int).ravel(), minlength=P_max)
     assert counts[P:].sum() == 0
     assert np.all(np.abs(counts[:P] / counts.sum() - 1 / P) < 0.02)  # 12000 draws: se 0.003
@@ -209,16 +220,32 @@ def test_minibatch_gradient_is_unbiased():
 
 def test_minibatch_sgld_needs_data():
     with pytest.raises(ValueError, match="batch_size needs data"):
-        ch.sample_sgld(jax.random.key(0), ch.CopyHeadPosterior(), _stats(6, 4, 3),
-                       step_size=1e-3, burn_in=2, num_samples=2, thin=1, batch_size=2)
+        ch.sample_sgld(
+            jax.random.key(0),
+            ch.CopyHeadPosterior(),
+            _stats(6, 4, 3),
+            step_size=1e-3,
+            burn_in=2,
+            num_samples=2,
+            thin=1,
+            batch_size=2,
+        )
 
 
 @pytest.mark.slow
 def test_minibatch_sgld_runs():
     stats = _stats(6, 4, 3)
     X, Y = ch.copy_task(jax.random.key(0), 6, 4, 3)
-    out = ch.sample_sgld(jax.random.key(0), ch.CopyHeadPosterior(), stats, burn_in=5,
-                         num_samples=3, thin=2, batch_size=2, data=(X, Y, jnp.ones(6)))
+    out = ch.sample_sgld(
+        jax.random.key(0),
+        ch.CopyHeadPosterior(),
+        stats,
+        burn_in=5,
+        num_samples=3,
+        thin=2,
+        batch_size=2,
+        data=(X, Y, jnp.ones(6)),
+    )
     assert out["c_G"].shape == (3,) and bool(jnp.all(jnp.isfinite(out["c_G"])))
 
 
@@ -236,18 +263,27 @@ def test_user_head_trains_to_a_stationary_point_and_samples_like_mala():
     L, V, P = 5, 3, 10
     stats = _stats(P, L, V, seed=2)
     posterior = ch.CopyHeadPosterior(ScaledLinear(), 0.8)
-    params, trace = jax.jit(lambda k: ch.train_map(k, posterior, stats, steps=3000,
-                                                   learning_rate=0.02))(jax.random.key(0))
+    params, trace = jax.jit(
+        lambda k: ch.train_map(k, posterior, stats, steps=3000, learning_rate=0.02)
+    )(jax.random.key(0))
     grads = posterior.grad(params["W"], params["G"], stats)
     assert max(float(jnp.max(jnp.abs(g))) for g in grads) < 1e-3
     assert float(trace[-1]) < float(trace[0])
 
     def chains(key):
         k1, k2 = jax.random.split(key)
-        s = ch.sample_sgld(k1, posterior, stats, burn_in=2000, num_samples=40, thin=20,
-                           step_size=ch.sgld_step_size(posterior, stats, scale=0.05))
-        m = ch.sample_mala(k2, posterior, stats, step_size=0.1, burn_in=300, num_samples=40,
-                           thin=10)
+        s = ch.sample_sgld(
+            k1,
+            posterior,
+            stats,
+            burn_in=2000,
+            num_samples=40,
+            thin=20,
+            step_size=ch.sgld_step_size(posterior, stats, scale=0.05),
+        )
+        m = ch.sample_mala(
+            k2, posterior, stats, step_size=0.1, burn_in=300, num_samples=40, thin=10
+        )
         return jnp.mean(s["action"]), jnp.mean(m["action"])
 
     sg, ma = jax.jit(jax.vmap(chains))(jax.random.split(jax.random.key(3), 16))
@@ -263,7 +299,10 @@ def test_sgld_step_size_is_scale_over_the_largest_curvature_in_W():
     expected = 0.2 / (V / 1.3 + float(jnp.linalg.eigvalsh(M)[-1]) / 0.7)
     assert abs(float(ch.sgld_step_size(posterior, stats)) / expected - 1) < 1e-12
     G = jax.random.normal(jax.random.key(0), (L, L))
-    lam = jax.jit(lambda g: jnp.linalg.eigvalsh(jax.hessian(
-        lambda w: posterior.energy(w.reshape(V, V), g, stats))(jnp.zeros(V * V)))[-1])(G)
+    lam = jax.jit(
+        lambda g: jnp.linalg.eigvalsh(
+            jax.hessian(lambda w: posterior.energy(w.reshape(V, V), g, stats))(jnp.zeros(V * V))
+        )[-1]
+    )(G)
     h = float(jax.jit(lambda g: ch.sgld_step_size(posterior, stats, G=g, scale=1.0))(G))
     assert abs(h * float(lam) - 1) < 1e-10

@@ -42,8 +42,7 @@ def test_population_action_equals_exact_action_at_expected_statistics(attention,
     posterior = ch.CopyHeadPosterior(attention, 0.9, cyclic=cyclic)
     stats = ch.population_statistics(L, V, P, cyclic=cyclic)
     exact = posterior.action(G, stats)
-    pop = ch.population_action(G, posterior.attention(G), P, V=V, temperature=0.9,
-                               cyclic=cyclic)
+    pop = ch.population_action(G, posterior.attention(G), P, V=V, temperature=0.9, cyclic=cyclic)
     assert abs(float(exact - pop)) < 1e-10
 
 
@@ -110,8 +109,7 @@ def test_softmax_at_L8_is_continuous():
 def _softmax_minima_count(L, V, Ps):
     """Local minima of the reduced softmax action on a fine Delta grid, for each P."""
     deltas = jnp.linspace(-1.0, 3.0 * np.log(L) + 3.0, 6001)
-    S = jax.jit(jax.vmap(lambda p: ch.reduced_action_softmax(deltas, p, L=L, V=V)))(
-        jnp.asarray(Ps))
+    S = jax.jit(jax.vmap(lambda p: ch.reduced_action_softmax(deltas, p, L=L, V=V)))(jnp.asarray(Ps))
     S = np.asarray(S)
     return ((S[:, 1:-1] < S[:, :-2]) & (S[:, 1:-1] < S[:, 2:])).sum(axis=1)
 
@@ -135,16 +133,22 @@ def test_softmax_classification_agrees_with_the_brute_force_at_L16():
 def _onset_by_eigenvalue_scan(model):
     """Smallest P where the autodiff Hessian of the reduced action at A = 0 has a negative
     eigenvalue, located on a log grid of P (1e-3 relative) and refined by linear interpolation."""
-    H = jax.jit(jax.vmap(lambda P: jnp.linalg.eigvalsh(
-        jax.hessian(lambda x: model.action(x, P))(jnp.zeros(2)))[0]))
+    H = jax.jit(
+        jax.vmap(
+            lambda P: jnp.linalg.eigvalsh(jax.hessian(lambda x: model.action(x, P))(jnp.zeros(2)))[
+                0
+            ]
+        )
+    )
     Ps = np.geomspace(0.01, 1e5, 16001)
     lam = np.asarray(H(jnp.asarray(Ps)))
     i = int(np.flatnonzero(lam < 0)[0])
     return float(np.interp(0.0, [lam[i], lam[i - 1]], [Ps[i], Ps[i - 1]]))
 
 
-@pytest.mark.parametrize("alpha, objective", [(0.0, "marginal"), (1.0, "marginal"),
-                                              (1.0, "map"), (-0.5, "marginal")])
+@pytest.mark.parametrize(
+    "alpha, objective", [(0.0, "marginal"), (1.0, "marginal"), (1.0, "map"), (-0.5, "marginal")]
+)
 def test_linear_onset_closed_form_matches_bisection_and_eigenvalue_scan(alpha, objective):
     L, V = 16, 4
     model = ch.LinearReduced(L=L, V=V, alpha=alpha, objective=objective, temperature=0.7)
@@ -161,8 +165,10 @@ def test_linear_transition_is_second_order_with_square_root_rise():
     P_c = info["P_star"]
     assert abs(P_c / ch.linear_onset(model) - 1) < 1e-9
     eps = np.array([1e-3, 4e-3, 1.6e-2])
-    amps = [float(model.order(ch.global_minimum(model, jnp.asarray(P_c * (1 + e))))["amplitude"])
-            for e in eps]
+    amps = [
+        float(model.order(ch.global_minimum(model, jnp.asarray(P_c * (1 + e))))["amplitude"])
+        for e in eps
+    ]
     slope = np.polyfit(np.log(eps), np.log(amps), 1)[0]
     assert abs(slope - 0.5) < 0.05
     # pools first (c_1 leaves zero), then crosses over to copying (c_G > c_1) at larger P

@@ -38,8 +38,9 @@ def test_order_from_refinement_agrees_with_the_landscape_on_softmax_L32():
     a_copy(P*) - a_uniform(P* e^-h) and a_copy(P* e^h) - a_uniform(P*), each branch value a
     local minimum of the reduced action (the landscape, independent of the refinement)."""
     model = ch.SoftmaxReduced(L=32, V=8)
-    refined, (lo, hi) = ch.order_from_refinement(model, 1.0, 3000.0, levels=(16, 32, 64),
-                                                 offsets=4, fit_levels=3)
+    refined, (lo, hi) = ch.order_from_refinement(
+        model, 1.0, 3000.0, levels=(16, 32, 64), offsets=4, fit_levels=3
+    )
     assert refined.order == "first"
     assert lo < 19.55 < hi  # the window holds the reconstruction's P* (copy_head.md)
     diagram = ch.phase_diagram(model, np.geomspace(15.0, 30.0, 41))
@@ -108,8 +109,9 @@ def test_laplace_covariance_equals_the_dense_inverse_hessian():
     stats = ch.copy_statistics(X, Y)
     posterior = ch.CopyHeadPosterior("linear", 0.8, 1.2, 0.9)
     G = 0.3 * jax.random.normal(jax.random.key(1), (L, L))
-    G = jax.jit(lambda g: ch.minimise_action(posterior, stats, g, steps=2000,
-                                             learning_rate=0.02))(G)
+    G = jax.jit(lambda g: ch.minimise_action(posterior, stats, g, steps=2000, learning_rate=0.02))(
+        G
+    )
     observable = lambda g: jnp.stack(ch.order_parameters(posterior.attention(g)))
     cov = jax.jit(lambda g: ch.laplace_covariance(posterior, stats, g, observable))(G)
     H = jax.hessian(lambda g: posterior.action(g.reshape(L, L), stats))(G.ravel())

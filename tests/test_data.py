@@ -70,7 +70,9 @@ def _spec(tmp_path, **changes):
     archive = tmp_path / "corpus.zip"
     digest = _zip_with(archive, "raw/wiki.valid.raw", " = Title = \n text \n")
     spec = dataclasses.replace(
-        CORPORA["wikitext-2"], urls=(archive.as_uri(),), sha256=digest,
+        CORPORA["wikitext-2"],
+        urls=(archive.as_uri(),),
+        sha256=digest,
         size=archive.stat().st_size,
     )
     return dataclasses.replace(spec, archive_member="raw/wiki.valid.raw", **changes)

@@ -17,7 +17,7 @@ def test_member_gradient_matches_the_closed_form_and_finite_differences():
     assert example.main() < 1e-8
     rate, x0, t1, h = 0.7, 1.2, 1.5, 1e-5
     grad = jax.grad(lambda r: example.final_state(r, x0, t1)[0])(rate)
-    fd = (example.final_state(rate + h, x0, t1)[0] - example.final_state(rate - h, x0, t1)[0])
+    fd = example.final_state(rate + h, x0, t1)[0] - example.final_state(rate - h, x0, t1)[0]
     # central difference: O(h^2) truncation plus solver error / h
     np.testing.assert_allclose(grad, fd / (2 * h), rtol=1e-6)
     assert float(jnp.abs(grad + t1 * x0 * jnp.exp(-rate * t1))) < 1e-8

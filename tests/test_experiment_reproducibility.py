@@ -30,7 +30,10 @@ def _env(**extra):
 def _run(out: Path, *extra, **env):
     proc = subprocess.run(
         [sys.executable, "-m", "jaxdyn", "run", EXPERIMENT, *COMMON, *extra, "--out", str(out)],
-        capture_output=True, text=True, env=_env(**env), timeout=600,
+        capture_output=True,
+        text=True,
+        env=_env(**env),
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc
@@ -61,8 +64,11 @@ def test_identical_after_sigkill_and_resume(reference, tmp_path):
     out = tmp_path / "killed"
     args = [sys.executable, "-m", "jaxdyn", "run", EXPERIMENT, *COMMON, "--sweep", "chunk_size=4"]
     proc = subprocess.Popen(
-        [*args, "--out", str(out)], env=_env(JAXDYN_SWEEP_CHUNK_DELAY="0.5"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [*args, "--out", str(out)],
+        env=_env(JAXDYN_SWEEP_CHUNK_DELAY="0.5"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     chunks = out / "checkpoints"
     deadline = time.time() + 400
@@ -75,7 +81,10 @@ def test_identical_after_sigkill_and_resume(reference, tmp_path):
     proc.communicate(timeout=60)
     resumed = subprocess.run(
         [sys.executable, "-m", "jaxdyn", "run", EXPERIMENT, "--resume", "--out", str(out)],
-        capture_output=True, text=True, env=_env(), timeout=600,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
     )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resumed from checkpoints" in resumed.stderr

@@ -113,16 +113,30 @@ def user_venv(tmp_path_factory):
     python = venv / "bin" / "python"
     child_site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     parent_site = sysconfig.get_paths()["purelib"]
     Path(child_site, "parent_env.pth").write_text(
         f"import site; site.addsitedir({parent_site!r})\n"
     )
     proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "-e", str(pkg)],
-        capture_output=True, text=True, env=_child_env(), timeout=300,
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-e",
+            str(pkg),
+        ],
+        capture_output=True,
+        text=True,
+        env=_child_env(),
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     return python, root
@@ -130,8 +144,12 @@ def user_venv(tmp_path_factory):
 
 def _jaxdyn(python, *args, cwd=None, timeout=300, **env):
     return subprocess.run(
-        [str(python), "-m", "jaxdyn", *args], capture_output=True, text=True,
-        env=_child_env(**env), cwd=cwd, timeout=timeout,
+        [str(python), "-m", "jaxdyn", *args],
+        capture_output=True,
+        text=True,
+        env=_child_env(**env),
+        cwd=cwd,
+        timeout=timeout,
     )
 
 
@@ -157,8 +175,10 @@ def test_entry_point_experiment_lists_runs_resumes_and_reports(user_venv):
     sweep = ["--sweep", "chunk_size=4", "--sweep", "vmap_width=4"]
     proc = subprocess.Popen(
         [str(python), "-m", "jaxdyn", "run", "user-decay", "--quick", *sweep, "--out", str(out)],
-        env=_child_env(JAXDYN_SWEEP_CHUNK_DELAY="1.0"), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        env=_child_env(JAXDYN_SWEEP_CHUNK_DELAY="1.0"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert _wait_for_chunk(out / "checkpoints" / "decay", proc), proc.communicate()
     proc.send_signal(signal.SIGKILL)
@@ -194,8 +214,9 @@ def test_import_option_registers_a_plain_module_file(user_venv, tmp_path):
     assert ran.returncode == 0, ran.stderr
     assert json.loads((out / "summary.json").read_text())["checks_passed"] == 1
     # the environment variable does the same for every command
-    again = _jaxdyn(python, "run", "file-decay", "--resume", "--out", str(out),
-                    JAXDYN_IMPORT=str(module))
+    again = _jaxdyn(
+        python, "run", "file-decay", "--resume", "--out", str(out), JAXDYN_IMPORT=str(module)
+    )
     assert again.returncode == 0, again.stderr
     missing = _jaxdyn(python, "list", "--import", str(tmp_path / "nope.py"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1

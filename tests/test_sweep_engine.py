@@ -92,9 +92,7 @@ def test_sweep_over_ten_values_compiles_once():
 def test_sweep_results_independent_of_chunk_size(chunk_size):
     grid = Grid.product({"rate": np.linspace(0.1, 3.0, 13)}, seeds=3)
     reference = run_sweep(_noisy_decay, grid, options=SweepOptions(vmap_width=4))
-    other = run_sweep(
-        _noisy_decay, grid, options=SweepOptions(chunk_size=chunk_size, vmap_width=4)
-    )
+    other = run_sweep(_noisy_decay, grid, options=SweepOptions(chunk_size=chunk_size, vmap_width=4))
     for key in reference.outputs:
         np.testing.assert_array_equal(reference.outputs[key], other.outputs[key])
 
@@ -186,7 +184,9 @@ def test_sweep_results_identical_on_one_and_eight_devices(tmp_path):
     env = dict(os.environ, PYTHONPATH=tests_dir + os.pathsep + os.environ.get("PYTHONPATH", ""))
     subprocess.run(
         [sys.executable, "-c", _EIGHT_DEVICE_SCRIPT, tests_dir, str(out), "1"],
-        check=True, env=env, timeout=300,
+        check=True,
+        env=env,
+        timeout=300,
     )
     with np.load(out) as data:
         assert int(data["n_devices"]) == 8

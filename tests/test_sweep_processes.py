@@ -54,12 +54,21 @@ def _toy_grid():
 def sweeps(checkpoint_dir=None):
     """A plain sweep with root-found diffrax events and a segmented one (loops of very
     different lengths), both checkpointed."""
-    plain = run_sweep(toy_member, _toy_grid(), name="plain", checkpoint_dir=checkpoint_dir,
-                      options=SweepOptions(**PLAIN_OPTIONS))
+    plain = run_sweep(
+        toy_member,
+        _toy_grid(),
+        name="plain",
+        checkpoint_dir=checkpoint_dir,
+        options=SweepOptions(**PLAIN_OPTIONS),
+    )
     starts = np.array([2 ** (1 + i % 12) for i in range(36)] + [27, 871, 77031, 97], np.int64)
-    segmented = run_sweep(_Halving(), Grid.zip({"x": starts}), name="seg",
-                          checkpoint_dir=checkpoint_dir,
-                          options=SweepOptions(**SEGMENTED_OPTIONS))
+    segmented = run_sweep(
+        _Halving(),
+        Grid.zip({"x": starts}),
+        name="seg",
+        checkpoint_dir=checkpoint_dir,
+        options=SweepOptions(**SEGMENTED_OPTIONS),
+    )
     return plain, segmented
 
 
@@ -67,11 +76,23 @@ def _launch(script_args, n=2, **extra_env):
     port = free_port()
     procs = []
     for i in range(n):
-        env = dict(os.environ, JAXDYN_COORDINATOR=f"127.0.0.1:{port}",
-                   JAXDYN_NUM_PROCESSES=str(n), JAXDYN_PROCESS_ID=str(i), **extra_env)
+        env = dict(
+            os.environ,
+            JAXDYN_COORDINATOR=f"127.0.0.1:{port}",
+            JAXDYN_NUM_PROCESSES=str(n),
+            JAXDYN_PROCESS_ID=str(i),
+            **extra_env,
+        )
         env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
-        procs.append(subprocess.Popen([sys.executable, *script_args], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, *script_args],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     return procs
 
 
@@ -115,16 +136,22 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 def test_killed_worker_stops_the_run_and_resume_completes_it_identically(tmp_path):
     one = tmp_path / "one"
-    ref = subprocess.run([sys.executable, "-m", "jaxdyn", *_TOY, "--processes", "1",
-                          "--out", str(one)], capture_output=True, text=True, env=_cli_env(),
-                         timeout=600)
+    ref = subprocess.run(
+        [sys.executable, "-m", "jaxdyn", *_TOY, "--processes", "1", "--out", str(one)],
+        capture_output=True,
+        text=True,
+        env=_cli_env(),
+        timeout=600,
+    )
     assert ref.returncode == 0, ref.stderr[-3000:]
 
     out = tmp_path / "two"
     launcher = subprocess.Popen(
         [sys.executable, "-m", "jaxdyn", *_TOY, "--processes", "2", "--out", str(out)],
-        env=_cli_env(JAXDYN_SWEEP_CHUNK_DELAY="1.5"), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        env=_cli_env(JAXDYN_SWEEP_CHUNK_DELAY="1.5"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     chunks = out / "checkpoints" / "toy"
     deadline = time.time() + 400
@@ -137,16 +164,35 @@ def test_killed_worker_stops_the_run_and_resume_completes_it_identically(tmp_pat
     os.kill(workers[1], signal.SIGKILL)
     _, err = launcher.communicate(timeout=120)
     assert launcher.returncode != 0
-    assert all(not Path(f"/proc/{w}").exists() or "zombie" in Path(f"/proc/{w}/status")
-               .read_text().lower() for w in workers)  # the other worker was stopped too
+    assert all(
+        not Path(f"/proc/{w}").exists() or "zombie" in Path(f"/proc/{w}/status").read_text().lower()
+        for w in workers
+    )  # the other worker was stopped too
     finished = len(list(chunks.glob("chunk_*.npz")))
     assert 2 <= finished < 5
-    assert not (out / "summary.json").exists() or '"complete"' not in (
-        out / "summary.json").read_text()
+    assert (
+        not (out / "summary.json").exists()
+        or '"complete"' not in (out / "summary.json").read_text()
+    )
 
-    resumed = subprocess.run([sys.executable, "-m", "jaxdyn", "run", "toy-blowup", "--resume",
-                              "--processes", "2", "--out", str(out)],
-                             capture_output=True, text=True, env=_cli_env(), timeout=600)
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jaxdyn",
+            "run",
+            "toy-blowup",
+            "--resume",
+            "--processes",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=_cli_env(),
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"{finished} chunk(s) resumed" in resumed.stderr
     # one process wrote the run directory: one log line per message, one config
@@ -166,8 +212,13 @@ def _same_results(a: Path, b: Path):
 
 
 def _run_cli(*args, timeout=900):
-    proc = subprocess.run([sys.executable, "-m", "jaxdyn", *args], capture_output=True,
-                          text=True, env=_cli_env(), timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxdyn", *args],
+        capture_output=True,
+        text=True,
+        env=_cli_env(),
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -181,8 +232,9 @@ def test_paper_experiment_on_several_processes_is_bitwise_one_process(
     tmp_path, experiment, processes
 ):
     _run_cli("run", experiment, "--quick", "--processes", "1", "--out", str(tmp_path / "one"))
-    _run_cli("run", experiment, "--quick", "--processes", processes, "--out",
-             str(tmp_path / "many"))
+    _run_cli(
+        "run", experiment, "--quick", "--processes", processes, "--out", str(tmp_path / "many")
+    )
     _same_results(tmp_path / "one", tmp_path / "many")
 
 

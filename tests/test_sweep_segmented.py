@@ -241,14 +241,26 @@ def test_segmented_sweep_resumes_from_its_checkpoints_identically(tmp_path):
     grid = Grid.zip({"x": xs})
     options = SweepOptions(segment_steps=6, vmap_width=8, chunk_size=16)
     messages = []
-    full = run_sweep(_Halving(), grid, options=options, checkpoint_dir=tmp_path,
-                     name="halving", log=messages.append)
+    full = run_sweep(
+        _Halving(),
+        grid,
+        options=options,
+        checkpoint_dir=tmp_path,
+        name="halving",
+        log=messages.append,
+    )
     chunks = sorted((tmp_path / "halving").glob("chunk_*.npz"))
     assert len(chunks) == 3
     chunks[1].unlink()  # as if killed before the second chunk finished (writes are atomic)
     messages.clear()
-    resumed = run_sweep(_Halving(), grid, options=options, checkpoint_dir=tmp_path,
-                        name="halving", log=messages.append)
+    resumed = run_sweep(
+        _Halving(),
+        grid,
+        options=options,
+        checkpoint_dir=tmp_path,
+        name="halving",
+        log=messages.append,
+    )
     assert any("2 chunk(s) resumed" in m for m in messages), messages
     for key in full.outputs:
         np.testing.assert_array_equal(resumed.outputs[key], full.outputs[key])
@@ -263,8 +275,10 @@ def test_default_segmented_chunks_do_not_depend_on_the_number_of_processes(monke
     from jaxdyn.sweep import _chunks, _processes
 
     rng = np.random.default_rng(3)
-    cases = [(int(n), int(w)) for n, w in zip(rng.integers(1, 5000, 30),
-                                               rng.choice([4, 8, 32, 64], 30), strict=True)]
+    cases = [
+        (int(n), int(w))
+        for n, w in zip(rng.integers(1, 5000, 30), rng.choice([4, 8, 32, 64], 30), strict=True)
+    ]
     one = [_chunks.segmented_chunk(0, n, w) for n, w in cases]
     for n_proc in (2, 3, 16):
         monkeypatch.setattr(_processes, "process_layout", lambda n_proc=n_proc: (n_proc, 0))

@@ -77,8 +77,7 @@ def cmd_run(args) -> int:
         overwrite=args.overwrite,
     )
     if args.show_config:
-        shown = {"config": dataclasses.asdict(prepared.config),
-                 "sweep": prepared.options.as_dict()}
+        shown = {"config": dataclasses.asdict(prepared.config), "sweep": prepared.options.as_dict()}
         print(json.dumps(shown, indent=2))
         return EXIT_OK
     enable_compilation_cache()

@@ -12,8 +12,13 @@ def _accelerator_installed() -> bool:
     platforms = os.environ.get("JAX_PLATFORMS", "").strip().lower()
     if platforms:
         return platforms.split(",")[0] != "cpu"
-    plugins = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin",
-               "jax_rocm7_plugin", "libtpu")
+    plugins = (
+        "jax_cuda12_plugin",
+        "jax_cuda13_plugin",
+        "jax_rocm60_plugin",
+        "jax_rocm7_plugin",
+        "libtpu",
+    )
     return any(importlib.util.find_spec(name) is not None for name in plugins)
 
 
@@ -68,8 +73,13 @@ def launch_workers(args, argv: list[str]) -> int | None:
         from jaxdyn.runs import prepare_run
 
         prepare_run(
-            args.experiment, out=args.out, quick=args.quick, toml_path=args.config,
-            overrides=args.overrides, sweep=args.sweep_options, resume=args.resume,
+            args.experiment,
+            out=args.out,
+            quick=args.quick,
+            toml_path=args.config,
+            overrides=args.overrides,
+            sweep=args.sweep_options,
+            resume=args.resume,
             overwrite=args.overwrite,
         )
     else:

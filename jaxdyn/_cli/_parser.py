@@ -76,9 +76,7 @@ def _add_run(sub, common) -> None:
         metavar="KEY=VALUE",
         help="override a config field, e.g. --set lam=0.3 --set pi=[0.6,0.3,0.1]",
     )
-    run.add_argument(
-        "--config", type=Path, help="TOML file of config fields (and a [sweep] table)"
-    )
+    run.add_argument("--config", type=Path, help="TOML file of config fields (and a [sweep] table)")
     _add_sweep_option(run)
     run.add_argument("--resume", action="store_true", help="continue a killed run in --out")
     _add_parallel_options(run)

@@ -72,9 +72,7 @@ class LinearCopyHead(AbstractOddCopyHead):
     def weights(self, G: Float[Array, "L L"]) -> Float[Array, "L L"]:
         L = G.shape[-1]
         mask = _causal(L) if self.causal else None
-        return linear_weights(G, mask=mask) / jnp.asarray(L, G.dtype) ** self.alpha.astype(
-            G.dtype
-        )
+        return linear_weights(G, mask=mask) / jnp.asarray(L, G.dtype) ** self.alpha.astype(G.dtype)
 
 
 class SoftmaxCopyHead(AbstractCopyHead):
@@ -100,9 +98,7 @@ def copy_head(head: str | AbstractCopyHead) -> AbstractCopyHead:
         return LinearCopyHead()
     if head == "softmax":
         return SoftmaxCopyHead()
-    raise ValueError(
-        f"attention must be an AbstractCopyHead or one of {HEAD_NAMES}, got {head!r}"
-    )
+    raise ValueError(f"attention must be an AbstractCopyHead or one of {HEAD_NAMES}, got {head!r}")
 
 
 def factored_scores(

@@ -30,8 +30,10 @@ class Hysteresis:
 
     def where(self, mask: np.ndarray) -> dict[str, float]:
         """{P: disagreeing fraction} on the P values selected by ``mask``."""
-        return {f"{p:g}": float(f) for p, f in zip(self.P[mask], self.disagree_fraction[mask],
-                                                    strict=True)}
+        return {
+            f"{p:g}": float(f)
+            for p, f in zip(self.P[mask], self.disagree_fraction[mask], strict=True)
+        }
 
 
 def pair_disagreement(

@@ -73,4 +73,3 @@ def population_test_loss(
     if W is None:
         W = posterior.readout(G, population_statistics(L, V, P, cyclic=posterior.cyclic))
     return posterior.loss(W, G, population_statistics(L, V, 1.0, cyclic=posterior.cyclic))
-

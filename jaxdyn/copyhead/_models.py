@@ -132,8 +132,14 @@ class SoftmaxReduced(AbstractReducedModel):
 
     def action(self, x, P):
         return reduced_action_softmax(
-            x[0], P, L=self.L, V=self.V, temperature=self.temperature,
-            sigma_w2=self.sigma_w2, sigma_g2=self.sigma_g2, objective=self.objective,
+            x[0],
+            P,
+            L=self.L,
+            V=self.V,
+            temperature=self.temperature,
+            sigma_w2=self.sigma_w2,
+            sigma_g2=self.sigma_g2,
+            objective=self.objective,
         )
 
     def grid(self):
@@ -169,8 +175,15 @@ class LinearReduced(AbstractReducedModel):
 
     def action(self, x, P):
         return reduced_action_linear(
-            x, P, L=self.L, V=self.V, temperature=self.temperature, sigma_w2=self.sigma_w2,
-            sigma_g2=self.sigma_g2, alpha=self.alpha, objective=self.objective,
+            x,
+            P,
+            L=self.L,
+            V=self.V,
+            temperature=self.temperature,
+            sigma_w2=self.sigma_w2,
+            sigma_g2=self.sigma_g2,
+            alpha=self.alpha,
+            objective=self.objective,
         )
 
     def grid(self):

@@ -117,11 +117,7 @@ def first_order_point(
     S_down = np.asarray(jax.vmap(model.action)(jnp.asarray(diagram.x_down), jnp.asarray(P)))
     h = S_down - S_up
     coex = diagram.coexistence
-    idx = [
-        i
-        for i in range(len(P) - 1)
-        if coex[i] and coex[i + 1] and h[i] > 0 and h[i + 1] <= 0
-    ]
+    idx = [i for i in range(len(P) - 1) if coex[i] and coex[i + 1] and h[i] > 0 and h[i + 1] <= 0]
     if not idx:
         return None
     i = idx[0]
@@ -198,8 +194,12 @@ def onset_exponent(
     (1 + b eps) of the power law), and the plain power-law fit (:func:`jaxdyn.fit_power_law`).
     """
     eps = np.geomspace(1e-4, 1e-2, 8) if eps is None else np.asarray(eps, float)
-    amp = np.array([float(model.order(global_minimum(model, jnp.asarray(P_c * (1 + e))))
-                          ["amplitude"]) for e in eps])
+    amp = np.array(
+        [
+            float(model.order(global_minimum(model, jnp.asarray(P_c * (1 + e))))["amplitude"])
+            for e in eps
+        ]
+    )
     design = np.stack([np.log(eps), eps, np.ones_like(eps)], -1)
     ok = amp > 0
     coef, *_ = np.linalg.lstsq(design[ok], np.log(amp[ok]), rcond=None)

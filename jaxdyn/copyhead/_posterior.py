@@ -219,6 +219,10 @@ def batched_action(
     G = jnp.asarray(G)
     A = jax.vmap(posterior.attention)(G)
     return action_batch(
-        G, A, stats, temperature=posterior.temperature, sigma_w2=posterior.sigma_w2,
+        G,
+        A,
+        stats,
+        temperature=posterior.temperature,
+        sigma_w2=posterior.sigma_w2,
         sigma_g2=posterior.sigma_g2,
     )

@@ -80,8 +80,15 @@ def population_action(
     frob2 = jnp.sum(A**2)
     tau = jnp.sum(A * shift_matrix(L, cyclic=cyclic))
     data = population_data_term(
-        frob2, jnp.sum(r**2), tau, jnp.sum(r), P, V=V, temperature=temperature,
-        sigma_w2=sigma_w2, objective=objective,
+        frob2,
+        jnp.sum(r**2),
+        tau,
+        jnp.sum(r),
+        P,
+        V=V,
+        temperature=temperature,
+        sigma_w2=sigma_w2,
+        objective=objective,
     )
     return jnp.sum(G**2) / (2 * sigma_g2) + data
 
@@ -109,7 +116,14 @@ def reduced_action_linear(
     frob2, rowsum2, tau, total = linear_invariants(c[..., 0], c[..., 1], L)
     prior = jnp.asarray(L, c.dtype) ** (2 * alpha) * frob2 / (2 * sigma_g2)
     data = population_data_term(
-        frob2, rowsum2, tau, total, P, V=V, temperature=temperature, sigma_w2=sigma_w2,
+        frob2,
+        rowsum2,
+        tau,
+        total,
+        P,
+        V=V,
+        temperature=temperature,
+        sigma_w2=sigma_w2,
         objective=objective,
     )
     return prior + data
@@ -144,7 +158,14 @@ def reduced_action_softmax(
     q = (1 - p) / (L - 1)
     frob2 = L * (p**2 + (L - 1) * q**2)
     data = population_data_term(
-        frob2, L * jnp.ones_like(p), L * p, L * jnp.ones_like(p), P, V=V,
-        temperature=temperature, sigma_w2=sigma_w2, objective=objective,
+        frob2,
+        L * jnp.ones_like(p),
+        L * p,
+        L * jnp.ones_like(p),
+        P,
+        V=V,
+        temperature=temperature,
+        sigma_w2=sigma_w2,
+        objective=objective,
     )
     return (L - 1) * delta**2 / (2 * sigma_g2) + data

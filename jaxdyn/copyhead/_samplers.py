@@ -104,9 +104,7 @@ class Minibatch(NamedTuple):
     scale: Float[Array, ""]
 
 
-def draw_minibatch(
-    key: Key, data: tuple[Array, Array, Array], batch_size: int
-) -> Minibatch:
+def draw_minibatch(key: Key, data: tuple[Array, Array, Array], batch_size: int) -> Minibatch:
     """``batch_size`` sequences drawn with replacement, with probability w_mu / sum(w), from
     ``data = (X, Y, weights)``; with scale = sum(w) / batch_size, scale * sum_i f(mu_i) is an
     unbiased estimate of sum_mu w_mu f(mu) for any per-sequence f."""
@@ -148,9 +146,9 @@ def sgld_minibatch_kernel(
     vanishes with h, on top of the O(h) discretisation bias."""
 
     def grad_log_density(position, batch):
-        return jax.grad(
-            lambda p: -minibatch_energy(posterior, p["W"], g_scale * p["g"], batch)
-        )(position)
+        return jax.grad(lambda p: -minibatch_energy(posterior, p["W"], g_scale * p["g"], batch))(
+            position
+        )
 
     return _noise_layout(_blackjax().sgld(grad_log_density), partitionable_noise)
 
@@ -268,8 +266,11 @@ def sample_mala(
     log_h = jnp.log(jnp.asarray(step_size, dtype=jnp.result_type(float)))
     carry = (state, log_h, jnp.zeros_like(log_h))
     k_burn, k_s = jax.random.split(key)
-    carry, _ = jax.lax.scan(lambda c, k: one(c, k, target_acceptance is not None), carry,
-                            jax.random.split(k_burn, burn_in))
+    carry, _ = jax.lax.scan(
+        lambda c, k: one(c, k, target_acceptance is not None),
+        carry,
+        jax.random.split(k_burn, burn_in),
+    )
 
     def sample(c, k):
         c, acc = jax.lax.scan(lambda cc, kk: one(cc, kk, False), c, jax.random.split(k, thin))

@@ -33,9 +33,7 @@ def softmax_coexists(
     """Brute-force coexistence of two softmax minima at (L, V): the reduced action on a fine
     Delta grid (spacing ~(3 ln L + 4) / n_delta) over ``P_range`` x T, zoomed three times
     around the jump. Returns (coexist, P window, largest barrier)."""
-    model = SoftmaxReduced(
-        L=L, V=V, temperature=temperature, sigma_w2=sigma_w2, sigma_g2=sigma_g2
-    )
+    model = SoftmaxReduced(L=L, V=V, temperature=temperature, sigma_w2=sigma_w2, sigma_g2=sigma_g2)
     deltas = np.linspace(-1.0, 3.0 * np.log(L) + 3.0, n_delta)
     lo, hi = P_range
     return brute_force_coexistence(model, lo * temperature, hi * temperature, deltas, zooms=3)
@@ -71,16 +69,16 @@ def first_order_boundary(
 Design = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 SOFTMAX_FORMS: dict[str, tuple[str, Design]] = {
-    "paper: P*_tokens = a L ln^2 L": (
-        "linear", lambda L, V: np.stack([np.log(L) ** 2], -1)),
-    "a ln^2 L + c": (
-        "linear", lambda L, V: np.stack([np.log(L) ** 2, np.ones_like(L)], -1)),
+    "paper: P*_tokens = a L ln^2 L": ("linear", lambda L, V: np.stack([np.log(L) ** 2], -1)),
+    "a ln^2 L + c": ("linear", lambda L, V: np.stack([np.log(L) ** 2, np.ones_like(L)], -1)),
     "reconstruction: a ln^2 L + b V^2 ln L / L + c": (
         "linear",
         lambda L, V: np.stack([np.log(L) ** 2, V**2 * np.log(L) / L, np.ones_like(L)], -1),
     ),
     "power law: C L^x V^y": (
-        "log", lambda L, V: np.stack([np.ones_like(L), np.log(L), np.log(V)], -1)),
+        "log",
+        lambda L, V: np.stack([np.ones_like(L), np.log(L), np.log(V)], -1),
+    ),
 }
 """Candidate laws for the softmax P* in sequences per unit temperature, P*_seq / T. "linear"
 forms are fitted to relative errors; "log" forms to ln P*."""
@@ -128,8 +126,14 @@ def compare_scaling_forms(
             pred = X @ coef
             resid = pred / y - 1.0
         rss = max(float(np.sum(resid**2)), 1e-300)
-        fits.append(FormFit(name, tuple(float(c) for c in coef), n * np.log(rss / n) + 2 * k,
-                            float(np.max(np.abs(pred / y - 1.0)))))
+        fits.append(
+            FormFit(
+                name,
+                tuple(float(c) for c in coef),
+                n * np.log(rss / n) + 2 * k,
+                float(np.max(np.abs(pred / y - 1.0))),
+            )
+        )
     return sorted(fits, key=lambda f: f.aic)
 
 
@@ -147,6 +151,5 @@ def per_axis_exponents(
     for j in range(table.shape[1]):
         col = table[:, j]
         ok = np.isfinite(col) & (col > 0)
-        fits.append(fit_power_law(np.asarray(axis_values)[ok], col[ok]) if ok.sum() >= 3
-                    else None)
+        fits.append(fit_power_law(np.asarray(axis_values)[ok], col[ok]) if ok.sum() >= 3 else None)
     return fits

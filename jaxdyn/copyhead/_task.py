@@ -146,13 +146,14 @@ def population_statistics(
     _check_lv(L, V)
     dtype = jnp.result_type(float)
     eye_L, eye_V = jnp.eye(L, dtype=dtype), jnp.eye(V, dtype=dtype)
-    pair = lambda same: (same[:, :, None, None] * eye_V / V
-                         + (1.0 - same)[:, :, None, None] / V**2)
+    pair = lambda same: same[:, :, None, None] * eye_V / V + (1.0 - same)[:, :, None, None] / V**2
     rows = supervised_positions(L, cyclic=cyclic).astype(dtype)
     # NY[m, l] = E[x_m y_l^T] = E[x_m x_{l-1}^T] on supervised rows l.
     same = jnp.roll(eye_L, 1, axis=0).T  # same[m, l] = 1 iff m = l - 1 (mod L)
     P = jnp.asarray(P, dtype)
     return CopyStatistics(
-        N=P * pair(eye_L), NY=P * pair(same) * rows[None, :, None, None],
-        yy=P * jnp.sum(rows), P=P,
+        N=P * pair(eye_L),
+        NY=P * pair(same) * rows[None, :, None, None],
+        yy=P * jnp.sum(rows),
+        P=P,
     )

@@ -121,4 +121,3 @@ def fetch_corpus(
         log(f"{spec.name}: {len(content):,} bytes -> {target} (SHA-256 of download {digest})")
         return target
     raise FetchError(f"could not fetch {spec.name}: " + "; ".join(failures))
-

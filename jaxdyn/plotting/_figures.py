@@ -37,8 +37,15 @@ def mark_stages(ax, stages: Mapping[str, float | None], *, label: bool = True):
         ax.axvline(t, color=color, ls="--", lw=1.0, alpha=0.8)
         if label:
             ax.text(
-                t, 0.98, f" {name}", color=color, rotation=90, va="top", ha="right",
-                fontsize=7, transform=ax.get_xaxis_transform(),
+                t,
+                0.98,
+                f" {name}",
+                color=color,
+                rotation=90,
+                va="top",
+                ha="right",
+                fontsize=7,
+                transform=ax.get_xaxis_transform(),
             )
     return ax
 
@@ -148,8 +155,12 @@ def note_excluded(ax, n_failed: int, n_total: int):
     """Say on the plot how many members were excluded as failed."""
     if n_failed:
         ax.text(
-            0.01, 0.01, f"{n_failed}/{n_total} failed members excluded",
-            transform=ax.transAxes, fontsize=7, color="crimson",
+            0.01,
+            0.01,
+            f"{n_failed}/{n_total} failed members excluded",
+            transform=ax.transAxes,
+            fontsize=7,
+            color="crimson",
         )
     return ax
 

@@ -222,7 +222,12 @@ def run_experiment(
     """``jaxdyn run`` from Python: prepare and execute experiment ``name``; returns its run
     directory (read it with :func:`read_summary` or ``numpy.load(out / "results.npz")``)."""
     prepared = prepare_run(
-        name, out=out, quick=quick, overrides=overrides, sweep=sweep, resume=resume,
+        name,
+        out=out,
+        quick=quick,
+        overrides=overrides,
+        sweep=sweep,
+        resume=resume,
         overwrite=overwrite,
     )
     return execute_run(prepared, overwrite=overwrite, echo=echo)

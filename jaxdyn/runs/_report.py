@@ -75,8 +75,13 @@ def write_report(run_dirs: list[Path], out: str | Path, title: str = "jaxdyn rep
         )
     for r in runs:
         s = r["summary"]
-        md += ["", f"## {s['experiment']}", "", f"<a id=\"{r['dir'].name}\"></a>",
-               f"Run directory: `{r['dir']}`; status: **{s.get('status')}**."]
+        md += [
+            "",
+            f"## {s['experiment']}",
+            "",
+            f'<a id="{r["dir"].name}"></a>',
+            f"Run directory: `{r['dir']}`; status: **{s.get('status')}**.",
+        ]
         if s.get("error"):
             md.append(f"Error: `{s['error']}`")
         cfg = r["config"].get("config", {})

@@ -82,9 +82,7 @@ def initial_chunk(checkpoints, options, n_members, n_devices, width, log, name, 
     return chunk, False
 
 
-def fit_memory(
-    compile_for, grid, n_devices, width, chunk, fixed, options: SweepOptions, log, name
-):
+def fit_memory(compile_for, grid, n_devices, width, chunk, fixed, options: SweepOptions, log, name):
     """Compile for ``chunk``; halve it while one chunk exceeds the memory budget."""
     budget = options.memory_budget_gb * 2**30
     n_compilations = 0
@@ -137,8 +135,14 @@ def _progress_bar(progress, plan: ChunkPlan, name):
         progress = len(plan.todo) > 1 and os.isatty(2)
     from tqdm.auto import tqdm
 
-    return tqdm(total=n_chunks, initial=plan.n_resumed, desc=f"sweep {name}", unit="chunk",
-                disable=not progress or process_layout()[1] != 0, leave=False)
+    return tqdm(
+        total=n_chunks,
+        initial=plan.n_resumed,
+        desc=f"sweep {name}",
+        unit="chunk",
+        disable=not progress or process_layout()[1] != 0,
+        leave=False,
+    )
 
 
 def _after_chunk():
@@ -171,8 +175,9 @@ def run_plain_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, pro
         bar.close()
 
 
-def run_segmented_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress,
-                         name) -> int:
+def run_segmented_chunks(
+    get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name
+) -> int:
     """Run this process's unfinished chunks of a segmented sweep, checkpointing each; returns
     the most segments a chunk needed."""
     bar = _progress_bar(progress, plan, name)

@@ -92,8 +92,7 @@ def _compiler(fn, segmented, devices, width, options, log):
 
 
 def run_sweep(
-    fn: Callable[[dict[str, jax.Array], jax.Array], dict[str, jax.Array]]
-    | AbstractSegmentedMember,
+    fn: Callable[[dict[str, jax.Array], jax.Array], dict[str, jax.Array]] | AbstractSegmentedMember,
     grid: Grid,
     *,
     name: str = "sweep",
@@ -134,8 +133,12 @@ def run_sweep(
     n_members = len(grid)
     n_devices = 1 if segmented else len(devices)  # a segmented chunk runs on one device
     width = effective_vmap_width(options.vmap_width, n_members)
-    meta = {"name": name, "fingerprint": grid.fingerprint(), "n_members": n_members,
-            "vmap_width": width}
+    meta = {
+        "name": name,
+        "fingerprint": grid.fingerprint(),
+        "n_members": n_members,
+        "vmap_width": width,
+    }
     checkpoints = SweepCheckpoints(checkpoint_dir, name, meta)
     compile_for = _compiler(fn, segmented, devices, width, options, log)
     program, chunk, n_compilations = _agree_on_chunk(
@@ -148,9 +151,12 @@ def run_sweep(
 
     n_chunks = math.ceil(n_members / chunk)
     n_proc, _ = process_layout()
-    log(f"sweep '{name}': {n_members} members, {n_chunks} chunk(s) of {chunk} on "
-        f"{n_devices} device(s)" + (f" x {n_proc} processes" if n_proc > 1 else "")
-        + (f", segments of {options.segment_steps} steps" if segmented else ""))
+    log(
+        f"sweep '{name}': {n_members} members, {n_chunks} chunk(s) of {chunk} on "
+        f"{n_devices} device(s)"
+        + (f" x {n_proc} processes" if n_proc > 1 else "")
+        + (f", segments of {options.segment_steps} steps" if segmented else "")
+    )
     plan = ChunkPlan(checkpoints, n_chunks)
     run_chunks = run_segmented_chunks if segmented else run_plain_chunks
     n_segments = run_chunks(programs.get, plan, ordered, chunk, checkpoints, options.progress, name)
@@ -161,16 +167,23 @@ def run_sweep(
     if plan.n_resumed:
         log(f"sweep '{name}': {plan.n_resumed} chunk(s) resumed from checkpoints")
     result = _assemble(
-        name, grid, chunk_outputs, chunk_status, order,
-        chunk=chunk, n_devices=n_devices, n_compilations=programs.total_compilations(),
+        name,
+        grid,
+        chunk_outputs,
+        chunk_status,
+        order,
+        chunk=chunk,
+        n_devices=n_devices,
+        n_compilations=programs.total_compilations(),
         wall_time_s=time.perf_counter() - t_start,
     )
     _log_outcome(result, log, name)
     return result
 
 
-def _agree_on_chunk(compile_for, grid, checkpoints, options, n_devices, width, log, name,
-                    segmented):
+def _agree_on_chunk(
+    compile_for, grid, checkpoints, options, n_devices, width, log, name, segmented
+):
     """``(program or None, chunk size, compilations)``: process 0 sizes the chunks (compiling
     the program), every process receives the size. The others compile only if they get
     chunks, by then usually from the persistent compilation cache."""
@@ -180,8 +193,15 @@ def _agree_on_chunk(compile_for, grid, checkpoints, options, n_devices, width, l
             checkpoints, options, len(grid), n_devices, width, log, name, segmented
         )
         program, chunk, n_compilations = fit_memory(
-            compile_for, grid, n_devices, width, chunk, bool(options.chunk_size) or resumed,
-            options, log, name,
+            compile_for,
+            grid,
+            n_devices,
+            width,
+            chunk,
+            bool(options.chunk_size) or resumed,
+            options,
+            log,
+            name,
         )
         checkpoints.start(chunk)
     return program, same_everywhere(chunk), n_compilations
@@ -230,8 +250,10 @@ def _out_shape(program, fn, segmented, width, options, example):
 def _log_outcome(result: SweepResult, log, name: str) -> None:
     failed = result.n_failed()
     if failed:
-        log(f"sweep '{name}': {failed}/{len(result.seeds)} member(s) not successful: "
-            f"{result.status_counts()}")
+        log(
+            f"sweep '{name}': {failed}/{len(result.seeds)} member(s) not successful: "
+            f"{result.status_counts()}"
+        )
     else:
         log(f"sweep '{name}': done in {result.wall_time_s:.1f} s")
 

@@ -68,8 +68,7 @@ class SweepOptions:
             )
         if self.segment_width < 0:
             raise ValueError(
-                f"sweep option segment_width must be >= 0 (0 = automatic), got "
-                f"{self.segment_width}"
+                f"sweep option segment_width must be >= 0 (0 = automatic), got {self.segment_width}"
             )
         if self.chunk_size < 0:
             raise ValueError(

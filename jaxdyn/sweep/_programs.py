@@ -77,9 +77,7 @@ def effective_vmap_width(vmap_width: int, n_members: int) -> int:
 
 def put_global(host_array: np.ndarray, sharding) -> jax.Array:
     """Place a host array sharded over the sweep axis; works unchanged across processes."""
-    return jax.make_array_from_callback(
-        host_array.shape, sharding, lambda index: host_array[index]
-    )
+    return jax.make_array_from_callback(host_array.shape, sharding, lambda index: host_array[index])
 
 
 def to_host(tree):

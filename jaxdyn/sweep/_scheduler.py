@@ -119,8 +119,10 @@ class SegmentedPrograms:
         self.member, self.width = member, width
         self.segment_steps, self.device = segment_steps, device
         key = jax.random.key
-        state_shape = jax.eval_shape(lambda p, s: member.init(p, key(s), segment_steps),
-                                     *jax.tree.map(lambda x: x[0], (params, seeds)))
+        state_shape = jax.eval_shape(
+            lambda p, s: member.init(p, key(s), segment_steps),
+            *jax.tree.map(lambda x: x[0], (params, seeds)),
+        )
         packing = _Packed(state_shape)
 
         def init(p, s):
@@ -187,8 +189,9 @@ class SegmentedPrograms:
             for idx in pack(active, self.width, self.group_width):
                 real = int(np.unique(idx).size)  # the padding repeats idx[0] at the end
                 program = self.advance(idx.size)
-                states, group_done = program(params, seeds, states, idx.astype(np.int32),
-                                             np.int32(real))  # dispatched asynchronously
+                states, group_done = program(
+                    params, seeds, states, idx.astype(np.int32), np.int32(real)
+                )  # dispatched asynchronously
                 in_flight.append((idx[:real], group_done))
                 self.lane_steps += idx.size * self.segment_steps
             for idx, group_done in in_flight:
@@ -217,8 +220,14 @@ _COMPILED: dict = {}
 def segmented_programs(member, device, width, options, params, seeds):
     """``(SegmentedPrograms, compilations done now)``, cached per (member, device, widths,
     segment length, input shapes) like the plain chunk programs."""
-    key = (member, device.id, width, options.segment_width, options.segment_steps,
-           _signature(params, seeds))
+    key = (
+        member,
+        device.id,
+        width,
+        options.segment_width,
+        options.segment_steps,
+        _signature(params, seeds),
+    )
     try:
         hash(key)
     except TypeError:  # a member holding arrays: compile without caching

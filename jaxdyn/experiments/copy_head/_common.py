@@ -52,8 +52,9 @@ class CopyHeadConfig(ExperimentConfig):
     def validate(self) -> None:
         require(self.L >= 2, f"L must be >= 2, got {self.L}")
         require(self.V >= 1, f"V must be >= 1, got {self.V}")
-        require_positive(temperature=self.temperature, sigma_w2=self.sigma_w2,
-                         sigma_g2=self.sigma_g2)
+        require_positive(
+            temperature=self.temperature, sigma_w2=self.sigma_w2, sigma_g2=self.sigma_g2
+        )
         require(np.isfinite(self.alpha), f"alpha must be finite, got {self.alpha}")
 
     def head(self, attention: str) -> ch.AbstractCopyHead:
@@ -62,12 +63,19 @@ class CopyHeadConfig(ExperimentConfig):
         return ch.SoftmaxCopyHead()
 
     def posterior(self, attention: str) -> ch.CopyHeadPosterior:
-        return ch.CopyHeadPosterior(self.head(attention), self.temperature, self.sigma_w2,
-                                    self.sigma_g2)
+        return ch.CopyHeadPosterior(
+            self.head(attention), self.temperature, self.sigma_w2, self.sigma_g2
+        )
 
     def reduced(self, attention: str, objective: str = "marginal") -> ch.AbstractReducedModel:
-        common = dict(L=self.L, V=self.V, temperature=self.temperature, sigma_w2=self.sigma_w2,
-                      sigma_g2=self.sigma_g2, objective=objective)
+        common = dict(
+            L=self.L,
+            V=self.V,
+            temperature=self.temperature,
+            sigma_w2=self.sigma_w2,
+            sigma_g2=self.sigma_g2,
+            objective=objective,
+        )
         if attention == "softmax":
             return ch.SoftmaxReduced(**common)
         return ch.LinearReduced(alpha=self.alpha, **common)
@@ -99,14 +107,20 @@ class NetworkConfig(CopyHeadConfig):
 
     def validate(self) -> None:
         super().validate()
-        require(self.attention in ATTENTIONS,
-                f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
-        require(bool(self.P_values) and min(self.P_values) > 0,
-                f"P_values must be non-empty and > 0, got {self.P_values}")
+        require(
+            self.attention in ATTENTIONS,
+            f"attention must be one of {ATTENTIONS}, got {self.attention!r}",
+        )
+        require(
+            bool(self.P_values) and min(self.P_values) > 0,
+            f"P_values must be non-empty and > 0, got {self.P_values}",
+        )
         require(self.seeds >= 3, f"seeds must be >= 3 (standard errors), got {self.seeds}")
-        require(self.exclusion_factor >= 1 and self.window_margin >= 1,
-                f"exclusion_factor and window_margin must be >= 1, got "
-                f"{self.exclusion_factor}, {self.window_margin}")
+        require(
+            self.exclusion_factor >= 1 and self.window_margin >= 1,
+            f"exclusion_factor and window_margin must be >= 1, got "
+            f"{self.exclusion_factor}, {self.window_margin}",
+        )
 
 
 def padded_statistics(key, L: int, V: int, P, P_max: int):

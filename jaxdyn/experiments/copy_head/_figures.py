@@ -17,8 +17,7 @@ def theory_figures(run, c, results, hyst) -> None:
     P_star = sm["info"]["P_star"] or float(np.sqrt(np.prod(sm["window"])))
     deltas = jnp.linspace(-0.5, 1.5 * np.log(c.L), 400)
     for f in (0.8, 0.9, 1.0, 1.15, 1.35):
-        S = np.asarray(jax.vmap(sm["model"].action, in_axes=(0, None))(deltas[:, None],
-                                                                       f * P_star))
+        S = np.asarray(jax.vmap(sm["model"].action, in_axes=(0, None))(deltas[:, None], f * P_star))
         ax[0, 0].plot(deltas, S - S[0], label=f"P = {f * P_star:.1f}")
     ax[0, 0].set_xlabel("logit gap Delta")
     ax[0, 0].set_ylabel("S(Delta) - S(-0.5)")
@@ -33,8 +32,10 @@ def theory_figures(run, c, results, hyst) -> None:
         if res["info"]["P_star"]:
             a.axvline(res["info"]["P_star"], color="0.5", ls="--")
         a.set_xlabel("P (sequences)")
-        a.set_title(f"{res['refined'].order} (refinement exponent "
-                    f"{res['refined'].fit.slope:.2f})", fontsize=9)
+        a.set_title(
+            f"{res['refined'].order} (refinement exponent {res['refined'].fit.slope:.2f})",
+            fontsize=9,
+        )
         a.legend(fontsize=6)
     run.save_figure(fig, "phase_diagram")
 
@@ -44,8 +45,9 @@ def theory_figures(run, c, results, hyst) -> None:
         ax[0, j].loglog(r.spacing, r.largest_step, "o-")
         ax[0, j].set_xlabel("P-grid spacing h (ln P)")
         ax[0, j].set_ylabel("largest step of the order parameter")
-        ax[0, j].set_title(f"{'softmax' if j == 0 else 'linear'}: step ~ h^{r.fit.slope:.2f}",
-                           fontsize=9)
+        ax[0, j].set_title(
+            f"{'softmax' if j == 0 else 'linear'}: step ~ h^{r.fit.slope:.2f}", fontsize=9
+        )
     run.save_figure(fig, "grid_refinement")
 
     fig, ax = new_figure(1, 2)
@@ -53,10 +55,17 @@ def theory_figures(run, c, results, hyst) -> None:
         h = hyst[name]
         vals = h["values"][:, :, 0, :]  # (P, start, seed)
         for s in range(vals.shape[-1]):
-            ax[0, j].semilogx(h["P"], vals[:, 0, s], "C0o", ms=3,
-                              label="from uniform" if s == 0 else None)
-            ax[0, j].semilogx(h["P"], vals[:, 1, s], "C3s", ms=3, mfc="none",
-                              label="from copy" if s == 0 else None)
+            ax[0, j].semilogx(
+                h["P"], vals[:, 0, s], "C0o", ms=3, label="from uniform" if s == 0 else None
+            )
+            ax[0, j].semilogx(
+                h["P"],
+                vals[:, 1, s],
+                "C3s",
+                ms=3,
+                mfc="none",
+                label="from copy" if s == 0 else None,
+            )
         d = res["diagram"]
         key = "a_G" if name == "softmax" else "c_1"
         ax[0, j].semilogx(d.P, d.order_up[key], "C0--", lw=0.8)
@@ -71,8 +80,13 @@ def theory_figures(run, c, results, hyst) -> None:
     for j, f in enumerate((0.8, 1.25)):
         x = ch.global_minimum(sm["model"], jnp.asarray(f * P_star))
         A = ch.SoftmaxCopyHead().weights(sm["model"].scores(x, c.L))
-        heatmap(ax[0, j], np.asarray(A), title=f"softmax A at P = {f * P_star:.1f}",
-                xlabel="key m", ylabel="query l")
+        heatmap(
+            ax[0, j],
+            np.asarray(A),
+            title=f"softmax A at P = {f * P_star:.1f}",
+            xlabel="key m",
+            ylabel="query l",
+        )
     run.save_figure(fig, "attention_heatmaps")
 
 

@@ -48,10 +48,23 @@ class PosteriorAnalysis:
             window = np.geomspace(P_t, 2.0 * info["coexistence"][1], c.window_points)
         P_grid = np.unique(np.concatenate([np.asarray(c.P_values, float), window]))
         precursor_P = P_t * np.asarray(c.precursor_fractions, float)
-        run.scalar("theory", {"objective": model.objective, **info, "window_P": window.tolist(),
-                              "precursor_P": precursor_P.tolist()})
-        run.save_arrays(**{"theory.P": diagram.P, "theory.x_global": diagram.x_global,
-                           "theory.x_up": diagram.x_up, "theory.x_down": diagram.x_down})
+        run.scalar(
+            "theory",
+            {
+                "objective": model.objective,
+                **info,
+                "window_P": window.tolist(),
+                "precursor_P": precursor_P.tolist(),
+            },
+        )
+        run.save_arrays(
+            **{
+                "theory.P": diagram.P,
+                "theory.x_global": diagram.x_global,
+                "theory.x_up": diagram.x_up,
+                "theory.x_down": diagram.x_down,
+            }
+        )
         return cls(c, model, diagram, info, P_t, window, P_grid, precursor_P)
 
     def theory(self, key: str, P) -> np.ndarray:
@@ -98,16 +111,20 @@ def check_samplers(run, a: PosteriorAnalysis, result) -> None:
                 ok_old &= abs(d) <= 4 * se
                 if p in ladder:
                     ok &= abs(d) <= k * se
-                rows.append({"key": key, "P": float(p), "start": b, "sgld_minus_mala": d,
-                             "se": se})
+                rows.append({"key": key, "P": float(p), "start": b, "sgld_minus_mala": d, "se": se})
     run.scalar("sgld_minus_mala", rows)
     run.scalar("sgld_matches_mala_every_P_at_4_se", bool(ok_old))
-    run.check("sgld_matches_mala", expected=0.0,
-              measured=max(abs(r["sgld_minus_mala"]) / max(r["se"], 1e-300) for r in rows
-                           if r["P"] in ladder),
-              passed=bool(ok), note=f"max |SGLD - MALA| / SE over P = {ladder.tolist()}, starts "
-                                    "and order parameters (chain means, SE over datasets); "
-                                    f"passes <= {k:.3g} (99% t)")
+    run.check(
+        "sgld_matches_mala",
+        expected=0.0,
+        measured=max(
+            abs(r["sgld_minus_mala"]) / max(r["se"], 1e-300) for r in rows if r["P"] in ladder
+        ),
+        passed=bool(ok),
+        note=f"max |SGLD - MALA| / SE over P = {ladder.tolist()}, starts "
+        "and order parameters (chain means, SE over datasets); "
+        f"passes <= {k:.3g} (99% t)",
+    )
 
 
 def check_modes(run, a: PosteriorAnalysis, result) -> None:
@@ -126,13 +143,18 @@ def check_modes(run, a: PosteriorAnalysis, result) -> None:
         theory = a.theory(key, Ps)
         k = critical_value(2 * a.config.seeds)
         tol = k * se + OPTIMISER_TOLERANCE
-        run.check(f"posterior_mode_{key}_matches_theory", expected=theory.tolist(),
-                  measured=m.tolist(), passed=bool(np.all(np.abs(m - theory) <= tol)),
-                  note=f"modes from SGLD chain ends at P = {Ps.tolist()}; tolerance {k:.3g} SE "
-                       f"(99% t) + {OPTIMISER_TOLERANCE}: {np.round(tol, 4).tolist()}")
+        run.check(
+            f"posterior_mode_{key}_matches_theory",
+            expected=theory.tolist(),
+            measured=m.tolist(),
+            passed=bool(np.all(np.abs(m - theory) <= tol)),
+            note=f"modes from SGLD chain ends at P = {Ps.tolist()}; tolerance {k:.3g} SE "
+            f"(99% t) + {OPTIMISER_TOLERANCE}: {np.round(tol, 4).tolist()}",
+        )
         gap = [float(np.nanmean(means[(P == p) & far] - modes[(P == p) & far])) for p in Ps]
-        run.scalar(f"posterior_mean_minus_mode_{key}", dict(zip([f"{p:g}" for p in Ps], gap,
-                                                                strict=True)))
+        run.scalar(
+            f"posterior_mean_minus_mode_{key}", dict(zip([f"{p:g}" for p in Ps], gap, strict=True))
+        )
 
 
 def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
@@ -144,37 +166,60 @@ def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
     key = transition_key(c)
     P, seeds, start, ok = result.params["P"], result.seeds, result.params["start"], result.ok()
     first = a.info["transition_order"] == "first"
-    tol = 0.5 * a.info["jump"] if first else 0.1 * float(
-        np.max(np.abs(a.diagram.order_global["amplitude"])))
+    tol = (
+        0.5 * a.info["jump"]
+        if first
+        else 0.1 * float(np.max(np.abs(a.diagram.order_global["amplitude"])))
+    )
     hyst = ch.pair_disagreement(P, seeds, start, _chain_means(result, key), ok, tolerance=tol)
     samples = np.where(ok[:, None], result.outputs[key], np.nan)
-    bimodal = np.array([np.mean([ch.bimodality(samples[(P == p) & (seeds == s)],
-                                               min_separation=tol).bimodal
-                                 for s in np.unique(seeds)]) for p in hyst.P])
+    bimodal = np.array(
+        [
+            np.mean(
+                [
+                    ch.bimodality(samples[(P == p) & (seeds == s)], min_separation=tol).bimodal
+                    for s in np.unique(seeds)
+                ]
+            )
+            for p in hyst.P
+        ]
+    )
     run.scalar("hysteresis_per_P", hyst.where(np.ones_like(hyst.P, bool)))
-    run.scalar("bimodal_fraction_per_P", dict(zip([f"{p:g}" for p in hyst.P], bimodal.tolist(),
-                                                  strict=True)))
+    run.scalar(
+        "bimodal_fraction_per_P",
+        dict(zip([f"{p:g}" for p in hyst.P], bimodal.tolist(), strict=True)),
+    )
     frac = hyst.disagree_fraction
     where = np.flatnonzero(frac > 0)
     contiguous = where.size == 0 or bool(np.all(np.diff(where) == 1))
     if first:
-        run.check("sgld_hysteresis_window", expected=True,
-                  measured=bool(np.any(frac == 1)) and contiguous,
-                  note=f"theory first order: a contiguous range of P with disagreeing starts "
-                       f"(chains > {tol:.3g} apart), every dataset at one P at least (at the "
-                       f"ends of the range escapes over the barrier can make it partial), none "
-                       f"elsewhere; found at P = {hyst.P[where].tolist()} (saddle coexistence "
-                       f"{a.info['coexistence']})")
+        run.check(
+            "sgld_hysteresis_window",
+            expected=True,
+            measured=bool(np.any(frac == 1)) and contiguous,
+            note=f"theory first order: a contiguous range of P with disagreeing starts "
+            f"(chains > {tol:.3g} apart), every dataset at one P at least (at the "
+            f"ends of the range escapes over the barrier can make it partial), none "
+            f"elsewhere; found at P = {hyst.P[where].tolist()} (saddle coexistence "
+            f"{a.info['coexistence']})",
+        )
     else:
-        run.check("sgld_no_hysteresis", expected=0.0, measured=float(np.nanmax(frac)),
-                  tolerance=0.0, note=f"theory {a.info['transition_order']}: per P "
-                                      f"{hyst.where(hyst.P > 0)}")
+        run.check(
+            "sgld_no_hysteresis",
+            expected=0.0,
+            measured=float(np.nanmax(frac)),
+            tolerance=0.0,
+            note=f"theory {a.info['transition_order']}: per P {hyst.where(hyst.P > 0)}",
+        )
     settled = (frac == 0) | (frac == 1)
-    run.check("posterior_bimodal_exactly_where_hysteresis",
-              expected=(frac[settled] == 1).tolist(), measured=(bimodal[settled] == 1).tolist(),
-              note="at each P where all or no datasets disagree: every dataset's pooled "
-                   f"samples bimodal (two Gaussian components > {tol:.3g} apart, Ashman's "
-                   "D > 2, each >= 10%) exactly where its chains are in different states")
+    run.check(
+        "posterior_bimodal_exactly_where_hysteresis",
+        expected=(frac[settled] == 1).tolist(),
+        measured=(bimodal[settled] == 1).tolist(),
+        note="at each P where all or no datasets disagree: every dataset's pooled "
+        f"samples bimodal (two Gaussian components > {tol:.3g} apart, Ashman's "
+        "D > 2, each >= 10%) exactly where its chains are in different states",
+    )
 
 
 @eqx.filter_jit
@@ -212,32 +257,58 @@ def check_precursors(run, a: PosteriorAnalysis, pre, posterior, P_max: int) -> N
     measured = np.array([np.nanmean(dev[P == p]) for p in Ps])
     laplace = np.array([np.nanmean(lap[P == p]) for p in Ps])
     ratio = [dev[P == p] / lap[P == p] for p in Ps]
-    run.save_arrays(**{"precursor.P_over_P_t": Ps / a.P_t, "precursor.variance": measured,
-                       "precursor.laplace": laplace})
-    run.scalar("precursor", {"P_over_P_t": (Ps / a.P_t).tolist(), "variance": measured.tolist(),
-                             "laplace": laplace.tolist()})
+    run.save_arrays(
+        **{
+            "precursor.P_over_P_t": Ps / a.P_t,
+            "precursor.variance": measured,
+            "precursor.laplace": laplace,
+        }
+    )
+    run.scalar(
+        "precursor",
+        {
+            "P_over_P_t": (Ps / a.P_t).tolist(),
+            "variance": measured.tolist(),
+            "laplace": laplace.tolist(),
+        },
+    )
     deviation = lambda limit: max(
-        (abs(float(np.mean(r)) - 1) / max(standard_error(r), 1e-300)
-         for r, f in zip(ratio, Ps / a.P_t, strict=True) if f <= limit), default=float("nan"))
+        (
+            abs(float(np.mean(r)) - 1) / max(standard_error(r), 1e-300)
+            for r, f in zip(ratio, Ps / a.P_t, strict=True)
+            if f <= limit
+        ),
+        default=float("nan"),
+    )
     run.scalar("precursor_laplace_deviation_up_to_0.75", deviation(0.75))
     k = critical_value(c.seeds)
     worst = deviation(0.5)
-    run.check("precursor_variance_matches_laplace", expected=0.0, measured=worst,
-              passed=bool(worst <= k), note="max over P <= 0.5 P_t of |mean(measured / "
-                                            f"Laplace) - 1| / SE over datasets; passes <= "
-                                            f"{k:.3g} (99% t)")
+    run.check(
+        "precursor_variance_matches_laplace",
+        expected=0.0,
+        measured=worst,
+        passed=bool(worst <= k),
+        note="max over P <= 0.5 P_t of |mean(measured / "
+        f"Laplace) - 1| / SE over datasets; passes <= "
+        f"{k:.3g} (99% t)",
+    )
     rise = lambda v: float(v[-1] / v[0])
     kind = lambda r: "rising" if r > PRECURSOR_RISE else "flat"
     run.scalar("precursor_rise", {"measured": rise(measured), "laplace": rise(laplace)})
-    run.check("precursor_signature_matches_laplace", expected=kind(rise(laplace)),
-              measured=kind(rise(measured)),
-              note=f"variance at {Ps[-1] / a.P_t:.2g} P_t over {Ps[0] / a.P_t:.2g} P_t, rising "
-                   f"if > {PRECURSOR_RISE}")
-    run.check("precursor_as_page_predicts",
-              expected="rising" if c.attention == "linear" else "flat",
-              measured=kind(rise(measured)),
-              note="copy_head.md: precursors announce the linear transition; none before "
-                   "softmax's first-order jump")
+    run.check(
+        "precursor_signature_matches_laplace",
+        expected=kind(rise(laplace)),
+        measured=kind(rise(measured)),
+        note=f"variance at {Ps[-1] / a.P_t:.2g} P_t over {Ps[0] / a.P_t:.2g} P_t, rising "
+        f"if > {PRECURSOR_RISE}",
+    )
+    run.check(
+        "precursor_as_page_predicts",
+        expected="rising" if c.attention == "linear" else "flat",
+        measured=kind(rise(measured)),
+        note="copy_head.md: precursors announce the linear transition; none before "
+        "softmax's first-order jump",
+    )
 
 
 def check_coverage(run, a: PosteriorAnalysis, result, posterior) -> None:
@@ -248,13 +319,19 @@ def check_coverage(run, a: PosteriorAnalysis, result, posterior) -> None:
     sel = result.ok() & (P >= 2 * a.P_t)
     if not sel.any():
         return
-    cover = lambda key: float(ch.coverage(jax.vmap(posterior.attention)(
-        jnp.asarray(result.outputs[key][sel]))))
+    cover = lambda key: float(
+        ch.coverage(jax.vmap(posterior.attention)(jnp.asarray(result.outputs[key][sel])))
+    )
     run.scalar("posterior_sample_coverage_of_copy_span", cover("G_final"))
     cov = cover("mode_G")
-    run.check("posterior_mode_coverage_of_copy_span", expected=0.9, measured=cov,
-              passed=cov >= 0.9, note="modes reached from SGLD states at P >= 2 P_t; the paper: "
-                                      "'the vast majority' (>= 0.9 here)")
+    run.check(
+        "posterior_mode_coverage_of_copy_span",
+        expected=0.9,
+        measured=cov,
+        passed=cov >= 0.9,
+        note="modes reached from SGLD states at P >= 2 P_t; the paper: "
+        "'the vast majority' (>= 0.9 here)",
+    )
 
 
 def figures(run, a: PosteriorAnalysis, result, pre) -> None:
@@ -263,9 +340,27 @@ def figures(run, a: PosteriorAnalysis, result, pre) -> None:
     key = transition_key(a.config)
     P, start = result.params["P"], result.params["start"]
     curves = {k: (a.diagram.P, a.theory(k, a.diagram.P)) for k in order_keys(a.config)}
-    _figures.network_figures(run, "sgld", P, result.ok(), result, order_keys(a.config),
-                             curves, result.n_failed(), loss_key="mode_" + key)
+    _figures.network_figures(
+        run,
+        "sgld",
+        P,
+        result.ok(),
+        result,
+        order_keys(a.config),
+        curves,
+        result.n_failed(),
+        loss_key="mode_" + key,
+    )
     shown = list(a.window_P[:1]) + [float(np.unique(P)[-1])]
-    _figures.histograms(run, "sgld", key, {
-        p: {f"from {'copy' if b else 'uniform'}": result.outputs[key][(P == p) & (start == b)]
-            for b in (0.0, 1.0)} for p in shown})
+    _figures.histograms(
+        run,
+        "sgld",
+        key,
+        {
+            p: {
+                f"from {'copy' if b else 'uniform'}": result.outputs[key][(P == p) & (start == b)]
+                for b in (0.0, 1.0)
+            }
+            for p in shown
+        },
+    )

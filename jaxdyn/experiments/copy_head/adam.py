@@ -62,27 +62,45 @@ def run_adam(c: AdamConfig, run: Run) -> None:
     def member(params, key):
         k_data, k_train = jax.random.split(key)
         stats, _ = padded_statistics(k_data, c.L, c.V, params["P"], P_max)
-        p, trace = ch.train_map(k_train, posterior, stats, steps=c.steps,
-                                learning_rate=params["learning_rate"], init_scale=c.init_scale,
-                                G0=params["start"] * copy_G)
+        p, trace = ch.train_map(
+            k_train,
+            posterior,
+            stats,
+            steps=c.steps,
+            learning_rate=params["learning_rate"],
+            init_scale=c.init_scale,
+            G0=params["start"] * copy_G,
+        )
         out = ch.measure(posterior, p["G"], p["W"], stats)
         out["test_loss"] = ch.population_test_loss(posterior, p["G"], p["W"], V=c.V)
         out["G"] = p["G"]
         out["energy_trace"] = trace
         return out
 
-    grid = Grid.product({"P": analysis.P_grid, "start": [0.0, 1.0],
-                         "learning_rate": [c.learning_rate]}, seeds=c.seeds, base_seed=c.seed)
+    grid = Grid.product(
+        {"P": analysis.P_grid, "start": [0.0, 1.0], "learning_rate": [c.learning_rate]},
+        seeds=c.seeds,
+        base_seed=c.seed,
+    )
     result = run.sweep("adam", member, grid)
     run.scalar("failed_members", result.n_failed())
     check_networks(run, "adam", analysis, result)
     keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
-    _figures.network_figures(run, "adam", result.params["P"], result.ok(), result, keys,
-                             analysis.curves(), result.n_failed())
+    _figures.network_figures(
+        run,
+        "adam",
+        result.params["P"],
+        result.ok(),
+        result,
+        keys,
+        analysis.curves(),
+        result.n_failed(),
+    )
 
 
 @register_experiment(
-    "copy-head-adam", AdamConfig,
+    "copy-head-adam",
+    AdamConfig,
     "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, theory",
 )
 def run_adam_softmax(config: AdamConfig, run: Run) -> None:

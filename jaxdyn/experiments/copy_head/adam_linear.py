@@ -26,7 +26,8 @@ class LinearAdamConfig(AdamConfig):
 
 
 @register_experiment(
-    "copy-head-adam-linear", LinearAdamConfig,
+    "copy-head-adam-linear",
+    LinearAdamConfig,
     "linear networks by Adam to the MAP: square-root onset, no jump, no hysteresis, theory",
 )
 def run_adam_linear(config: LinearAdamConfig, run: Run) -> None:

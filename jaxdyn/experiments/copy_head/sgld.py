@@ -55,25 +55,35 @@ class SGLDConfig(NetworkConfig):
 
     def validate(self) -> None:
         super().validate()
-        require(len(self.precursor_fractions) >= 2
-                and all(0 < f < 1 for f in self.precursor_fractions),
-                f"precursor_fractions needs >= 2 values in (0, 1), got "
-                f"{self.precursor_fractions}")
+        require(
+            len(self.precursor_fractions) >= 2 and all(0 < f < 1 for f in self.precursor_fractions),
+            f"precursor_fractions needs >= 2 values in (0, 1), got {self.precursor_fractions}",
+        )
         for name in ("burn_in", "num_samples", "thin", "mode_steps"):
             require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         require(self.window_points >= 0, f"window_points must be >= 0, got {self.window_points}")
-        require_positive(step_scale=self.step_scale, g_preconditioner=self.g_preconditioner,
-                         mala_step_scale=self.mala_step_scale)
+        require_positive(
+            step_scale=self.step_scale,
+            g_preconditioner=self.g_preconditioner,
+            mala_step_scale=self.mala_step_scale,
+        )
 
     @classmethod
     def quick(cls) -> dict:
-        return {"P_values": (10.0, 128.0), "window_points": 3, "burn_in": 1000,
-                "num_samples": 20, "thin": 10, "mode_steps": 600,
-                "precursor_fractions": (0.25, 0.9)}
+        return {
+            "P_values": (10.0, 128.0),
+            "window_points": 3,
+            "burn_in": 1000,
+            "num_samples": 20,
+            "thin": 10,
+            "mode_steps": 600,
+            "precursor_fractions": (0.25, 0.9),
+        }
 
     def mala_step(self, P):
-        return self.mala_step_scale / (float(self.L) ** (2.0 / 3.0)
-                                       * (1.0 + P * self.L / (16.0 * self.V * self.temperature)))
+        return self.mala_step_scale / (
+            float(self.L) ** (2.0 / 3.0) * (1.0 + P * self.L / (16.0 * self.V * self.temperature))
+        )
 
 
 def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
@@ -88,16 +98,30 @@ def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
         out = {}
         if with_sgld:
             h = ch.sgld_step_size(posterior, stats, scale=c.step_scale)
-            out = ch.sample_sgld(k_sgld, posterior, stats, burn_in=c.burn_in,
-                                 num_samples=c.num_samples, thin=c.thin, step_size=h, G0=G0,
-                                 g_preconditioner=c.g_preconditioner)
-        mala = ch.sample_mala(k_mala, posterior, stats, step_size=c.mala_step(P),
-                              burn_in=c.burn_in, num_samples=c.num_samples, thin=c.thin,
-                              G0=G0 + 1e-2 * jax.random.normal(k_init, G0.shape))
+            out = ch.sample_sgld(
+                k_sgld,
+                posterior,
+                stats,
+                burn_in=c.burn_in,
+                num_samples=c.num_samples,
+                thin=c.thin,
+                step_size=h,
+                G0=G0,
+                g_preconditioner=c.g_preconditioner,
+            )
+        mala = ch.sample_mala(
+            k_mala,
+            posterior,
+            stats,
+            step_size=c.mala_step(P),
+            burn_in=c.burn_in,
+            num_samples=c.num_samples,
+            thin=c.thin,
+            G0=G0 + 1e-2 * jax.random.normal(k_init, G0.shape),
+        )
         out.update({f"mala_{k}": v for k, v in mala.items()})
         G_end = out["G_final"] if with_sgld else mala["G_final"]
-        mode = ch.minimise_action(posterior, stats, G_end, steps=c.mode_steps,
-                                  learning_rate=0.02)
+        mode = ch.minimise_action(posterior, stats, G_end, steps=c.mode_steps, learning_rate=0.02)
         out.update({f"mode_{k}": v for k, v in ch.measure(posterior, mode, None, stats).items()})
         out["mode_G"] = mode
         return out
@@ -113,8 +137,7 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
     P_max = int(np.ceil(max(a.P_grid.max(), a.precursor_P.max())))
     grid = Grid.product({"P": a.P_grid, "start": [0.0, 1.0]}, seeds=c.seeds, base_seed=c.seed)
     result = run.sweep("sgld", _chains(c, posterior, copy_G, P_max, True), grid)
-    pre_grid = Grid.product({"P": a.precursor_P, "start": [0.0]}, seeds=c.seeds,
-                            base_seed=c.seed)
+    pre_grid = Grid.product({"P": a.precursor_P, "start": [0.0]}, seeds=c.seeds, base_seed=c.seed)
     precursors = run.sweep("precursor", _chains(c, posterior, copy_G, P_max, False), pre_grid)
     run.scalar("failed_members", result.n_failed() + precursors.n_failed())
     run.scalar("mala_acceptance", float(np.nanmean(result.outputs["mala_acceptance"])))
@@ -127,7 +150,8 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
 
 
 @register_experiment(
-    "copy-head-sgld", SGLDConfig,
+    "copy-head-sgld",
+    SGLDConfig,
     "softmax posterior by SGLD and MALA: modes vs theory, hysteresis, bimodality, no precursor",
 )
 def run_sgld_softmax(config: SGLDConfig, run: Run) -> None:

@@ -30,7 +30,8 @@ class LinearSGLDConfig(SGLDConfig):
 
 
 @register_experiment(
-    "copy-head-sgld-linear", LinearSGLDConfig,
+    "copy-head-sgld-linear",
+    LinearSGLDConfig,
     "linear posterior by SGLD and MALA: precursors rise towards P_c, no hysteresis, unimodal",
 )
 def run_sgld_linear(config: LinearSGLDConfig, run: Run) -> None:
