@@ -55,6 +55,7 @@ def test_headline_checks_pass_for_the_headline_and_another_chain(tmp_path, overr
         "unigram_plateau",
         "stages_in_order",
         "dilution_entropy_rise",
+        "entropy_falls_after_dilution",
     ):
         assert checks[name]["passed"], checks[name]
     assert summary["checks_passed"] == summary["checks_total"]

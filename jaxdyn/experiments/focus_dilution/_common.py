@@ -161,8 +161,8 @@ def _check_rates(run: Run, a, tag: str) -> None:
     )
 
 
-def _check_stages(run: Run, a, tag: str) -> None:
-    """Stage order, the low-query entropy's down-up and the embedding PCA (for ``c > 0``)."""
+def _check_stages(run: Run, a, tag: str, tolerances: tuple[float, float]) -> None:
+    """Stage order, the low-query entropy's down-up-down and the embedding PCA (``c > 0``)."""
     st, c, lam_t = a.stages, float(a.rates.focus), float(a.rates.transverse)
     run.check(
         f"stages_in_order{tag}",
@@ -179,6 +179,20 @@ def _check_stages(run: Run, a, tag: str) -> None:
         passed=bool(dip < H < peak),
         note="attention entropy of the non-frequent queries: lowered by the focus, then "
         "above its uniform-attention value H(pi) (dilution)",
+    )
+    # The fall after the peak must exceed what the solve can get wrong: a worst-case
+    # accumulation of one local error rtol |H| + atol per accepted step.
+    rtol, atol = tolerances
+    after = float(st.entropy_after_peak)
+    solver_error = int(a.num_steps) * (rtol * peak + atol)
+    run.check(
+        f"entropy_falls_after_dilution{tag}",
+        expected=f"after-peak minimum < peak - {solver_error:.2g}",
+        measured={"peak": peak, "after_peak": after, "fall": peak - after},
+        passed=bool(peak - after > solver_error),
+        note="the third leg of the paper's down-up-down: the new direction lowers the "
+        "non-frequent queries' attention entropy again; margin = solver steps x "
+        "(rtol peak + atol)",
     )
     pca = pca_stage_changes(a)
     run.check(
@@ -198,10 +212,13 @@ def _check_stages(run: Run, a, tag: str) -> None:
     )
 
 
-def record_analysis(run: Run, a, label: str = "") -> dict:
+def record_analysis(
+    run: Run, a, label: str = "", tolerances: tuple[float, float] = (1e-7, 1e-10)
+) -> dict:
     """The checks one :class:`gradflow.FlowAnalysis` supports, named ``name[label]``: rates and
     plateau always; the order of the stages, the dilution's entropy rise and the PCA changes
-    when the theory predicts them (``c > 0``, a successful flow)."""
+    when the theory predicts them (``c > 0``, a successful flow). ``tolerances``: the
+    ``(rtol, atol)`` the flow was solved with (they size the entropy-fall margin)."""
     tag = f"[{label}]" if label else ""
     c, lam_t, mu1 = float(a.rates.focus), float(a.rates.transverse), float(a.rates.condensation)
     flow_ok = status_code(a.status) == status_code(Status.successful)
@@ -229,7 +246,7 @@ def record_analysis(run: Run, a, label: str = "") -> dict:
         },
     )
     if flow_ok and c > 0:
-        _check_stages(run, a, tag)
+        _check_stages(run, a, tag, tolerances)
     else:
         why = "c <= 0" if flow_ok else f"the flow failed ({status_name(a.status)})"
         run.log(f"{label or 'flow'}: stage order and dilution not predicted ({why}); reported")

@@ -96,7 +96,7 @@ def run_ablation(config: AblationConfig, run: Run) -> None:
                 atol=config.atol,
             )
         )
-        rates = record_analysis(run, a, name)
+        rates = record_analysis(run, a, name, tolerances=(config.rtol, config.atol))
         signs[name] = rates["c"]
         keep = a.ts > 0
         label = f"{name} (c={rates['c']:.3f})"

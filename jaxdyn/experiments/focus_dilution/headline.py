@@ -98,7 +98,7 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     pi, P = chain(config.pi, config.lam, config.P)
     run.scalar("chain", {"pi": pi, "P": P})
     a = to_host(analyse(config, P, pi))
-    rates = record_analysis(run, a)
+    rates = record_analysis(run, a, tolerances=(config.rtol, config.atol))
     run.log(
         f"c = {rates['c']:.4g}: attention first moves "
         f"{'onto' if rates['c'] > 0 else 'off'} the most frequent token"

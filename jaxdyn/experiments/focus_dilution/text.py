@@ -224,7 +224,7 @@ def run_text(config: TextConfig, run: Run) -> None:
             max_steps=config.max_steps,
         )
     )
-    record_analysis(run, a)
+    record_analysis(run, a, tolerances=(config.rtol, config.atol))
     d, m, m_attn = corpus.d, config.m, config.m_attn
     model0 = gf.init_transformer(jax.random.split(key)[0], d, m, m_attn, config.eps)
     real, proxy = descents(config, corpus, jnp.asarray(pi), jnp.asarray(P), model0)
