@@ -71,22 +71,31 @@ def _independent_rank(attention, Q, K, V, Sigma0, settings):
     return status_code(status), int(np.sum(eig > settings.threshold)), t, eig
 
 
-@jax.jit
-@jax.vmap
-def _accurate(Q, K, V, Sigma0, attention, tol_low, tol_high, t1):
-    ode = rank_ode(
-        rank_field(Q, K, V, attention),
-        Sigma0,
-        tol_low=tol_low,
-        tol_high=tol_high,
-        t1=t1,
-        rtol=1e-8,
-        atol=1e-10,
-        max_steps=100_000,
-    )
-    out = rank_outcome(ode.solution(ode.solve()))
-    out["status"] = out["status"]._value
-    return out
+def _accurate(rtol, atol):
+    """The adaptive rank solve of a batch of padded members at ``(rtol, atol)``."""
+
+    @jax.jit
+    @jax.vmap
+    def solve(Q, K, V, Sigma0, attention, tol_low, tol_high, t1):
+        ode = rank_ode(
+            rank_field(Q, K, V, attention),
+            Sigma0,
+            tol_low=tol_low,
+            tol_high=tol_high,
+            t1=t1,
+            rtol=rtol,
+            atol=atol,
+            max_steps=100_000,
+        )
+        out = rank_outcome(ode.solution(ode.solve()))
+        out["status"] = out["status"]._value
+        return out
+
+    return solve
+
+
+_ACCURATE = _accurate(1e-8, 1e-10)
+_TIGHTER = _accurate(1e-10, 1e-12)
 
 
 def _solve_pairs(pairs):
@@ -112,15 +121,25 @@ def _solve_pairs(pairs):
             )
         )
     args = [jnp.asarray(np.stack([row[i] for row in rows])) for i in range(8)]
-    return jax.device_get(_accurate(*args)), independent, [row[5] for row in rows]
+    accurate = jax.device_get(_ACCURATE(*args))
+    tighter = jax.device_get(_TIGHTER(*args))["eigenvalues"]
+    # Global error of the accurate solve, estimated by tolerance proportionality: the solve at
+    # rtol / 100 is about 100 times closer to the exact flow, so their distance estimates the
+    # accurate solve's global error to about 1% (error amplified along slowly converging runs
+    # that the per-step model below does not see).
+    accurate["error_estimate"] = np.max(np.abs(accurate["eigenvalues"] - tighter), axis=-1)
+    return accurate, independent, [row[5] for row in rows]
 
 
 def _assert_agree(accurate, independent, tols_low):
     for m, (status, rank, t_stop, eig) in enumerate(independent):
         assert int(accurate["status"][m]) == status, m
         # The state at the stop. Error model, two terms:
-        # - the accurate solve's integration error: each of its steps may add
-        #   rtol |Sigma| + atol (rtol = 1e-8, atol = 1e-10), with no accumulation below that;
+        # - the accurate solve's integration error: the larger of a per-step model (each step
+        #   may add rtol |Sigma| + atol, rtol = 1e-8, atol = 1e-10) and 1.1 x its global-error
+        #   estimate from a solve at rtol / 100 (see _solve_pairs). The per-step model alone,
+        #   the earlier definition, missed error growth along runs that reach t1 unconverged
+        #   (published run 553: 2.2e-5 against 1.4e-5);
         # - the stop time: both solves root-find |F(Sigma)|_F = tol_low, but |F| decays slowly
         #   there, so the two stop times can differ by far more than the solver tolerances
         #   suggest. Between them |F|_F stays at about tol_low (F decays monotonically into
@@ -128,13 +147,14 @@ def _assert_agree(accurate, independent, tols_low):
         #   Frobenius norm, which bounds every eigenvalue's change (Weyl).
         d = len(eig)
         ours = np.sort(accurate["eigenvalues"][m])[-d:]
-        budget = int(accurate["num_steps"][m]) * (1e-8 * np.max(np.abs(eig)) + 1e-10)
+        per_step = int(accurate["num_steps"][m]) * (1e-8 * np.max(np.abs(eig)) + 1e-10)
+        budget = max(per_step, 1.1 * float(accurate["error_estimate"][m]))
         if status == status_code(Status.steady_state):
             budget += tols_low[m] * abs(float(accurate["t_final"][m]) - float(t_stop))
         # Ranks agree unless an eigenvalue sits within that budget of the threshold.
         near = np.min(np.abs(eig - 0.1)) <= budget
         assert int(accurate["rank"][m]) == rank or near, (m, accurate["rank"][m], rank, eig)
-        assert np.max(np.abs(ours - eig)) <= budget, (m, ours, eig, budget)
+        assert np.max(np.abs(ours - eig)) <= budget, (m, ours, eig, budget, per_step)
 
 
 def test_accurate_ranks_equal_an_independent_solve_on_two_runs_of_every_panel():
