@@ -59,14 +59,12 @@ def cmd_list(args) -> int:
     return EXIT_OK
 
 
-def cmd_run(args) -> int:
-    """``jaxdyn run EXPERIMENT``: one experiment into a run directory."""
-    import dataclasses
-    import json
+def prepare_from_args(args):
+    """``jaxdyn run``'s parsed arguments -> a validated :class:`jaxdyn.runs.PreparedRun` (bad
+    input raises a one-line error here, before anything is compiled or started)."""
+    from jaxdyn.runs import prepare_run
 
-    from jaxdyn.runs import execute_run, prepare_run
-
-    prepared = prepare_run(
+    return prepare_run(
         args.experiment,
         out=args.out,
         quick=args.quick,
@@ -76,6 +74,16 @@ def cmd_run(args) -> int:
         resume=args.resume,
         overwrite=args.overwrite,
     )
+
+
+def cmd_run(args) -> int:
+    """``jaxdyn run EXPERIMENT``: one experiment into a run directory."""
+    import dataclasses
+    import json
+
+    from jaxdyn.runs import execute_run
+
+    prepared = prepare_from_args(args)
     if args.show_config:
         shown = {"config": dataclasses.asdict(prepared.config), "sweep": prepared.options.as_dict()}
         print(json.dumps(shown, indent=2))

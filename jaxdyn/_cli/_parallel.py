@@ -70,18 +70,9 @@ def launch_workers(args, argv: list[str]) -> int | None:
     if n <= 1:
         return None
     if args.command == "run":
-        from jaxdyn.runs import prepare_run
+        from ._commands import prepare_from_args
 
-        prepare_run(
-            args.experiment,
-            out=args.out,
-            quick=args.quick,
-            toml_path=args.config,
-            overrides=args.overrides,
-            sweep=args.sweep_options,
-            resume=args.resume,
-            overwrite=args.overwrite,
-        )
+        prepare_from_args(args)  # validate in the launcher: one-line errors before workers start
     else:
         from jaxdyn.runs import get_experiment
 
