@@ -111,6 +111,7 @@ from ._published_euler import (
     published_rank_attempts as published_rank_attempts,
     rank_histogram as rank_histogram,
 )
+from ._quadratic import QuadraticKeySoftmax as QuadraticKeySoftmax
 from ._ranks import (
     pad_rank_member as pad_rank_member,
     rank_field as rank_field,

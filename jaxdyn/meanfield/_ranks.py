@@ -26,8 +26,7 @@ from jaxdyn.sweep import DiffeqMember
 
 from ._closed_forms import limiting_rank
 from ._fields import AbstractGaussianClosed
-from ._heads import L2, Softmax
-from ._select import SelectField
+from ._quadratic import QuadraticKeySoftmax
 from ._simulate_gaussian import GaussianODE, GaussianSolution, gaussian_ode
 
 
@@ -56,10 +55,18 @@ def rank_field(
     K: Float[ArrayLike, "k d"],
     V: Float[ArrayLike, "d d"],
     attention: Int[ArrayLike, ""],
-) -> SelectField:
-    """Softmax (``attention == 0``) or L2 (``1``) attention with weights ``Q, K, V``, as one
-    field whose choice can be traced."""
-    return SelectField((Softmax(Q=Q, K=K, V=V), L2(Q=Q, K=K, V=V)), attention)
+) -> QuadraticKeySoftmax:
+    """Softmax (``attention == 0``) or L2 (``attention == 1``) attention with weights
+    ``Q, K, V``, as one :class:`jaxdyn.meanfield.QuadraticKeySoftmax` whose choice can be
+    traced: ``A = K^T Q / sqrt(d)``, ``M = 0`` (softmax) or ``A = 2 K^T Q / sqrt(d)``,
+    ``M = K^T K`` (L2). One field is evaluated per step whichever the member's attention
+    (selecting between two fields under ``vmap`` evaluates both)."""
+    Q, K = jnp.asarray(Q), jnp.asarray(K)
+    l2 = jnp.asarray(attention) == 1
+    A = K.T @ Q / jnp.sqrt(Q.shape[1])
+    return QuadraticKeySoftmax(
+        jnp.where(l2, 2.0 * A, A), jnp.where(l2, K.T @ K, jnp.zeros_like(A)), V
+    )
 
 
 def rank_ode(

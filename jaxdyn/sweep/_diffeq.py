@@ -41,6 +41,7 @@ from equinox._enum import EnumerationItem
 from jaxtyping import Array, ArrayLike, PyTree, Real
 
 from ._continuation import TrackedState, controller_never_jumps, step_to, tracked
+from ._diffeq_start import start_state
 from ._diffeq_state import after_segment, direction_of, segment_saveat, subsaves
 from ._segmented import AbstractSegmentedMember
 
@@ -141,8 +142,11 @@ class DiffeqMember(AbstractSegmentedMember):
 
     def init(self, params, key, max_steps):
         """Build the member's problem and solve its first ``max_steps`` steps, saving the
-        solver state, controller state and ``made_jump`` to continue from."""
+        solver state, controller state and ``made_jump`` to continue from. ``max_steps=0``
+        solves nothing: the state before the first step (``_diffeq_start.start_state``)."""
         problem = self._problem(params, key)
+        if max_steps == 0:
+            return start_state(problem)
         subs = subsaves(problem.saveat)
         saveat = diffrax.SaveAt(subs=subs, solver_state=True, controller_state=True, made_jump=True)
         sol = self._solve(problem, max_steps=max_steps, saveat=saveat, steps_left=problem.max_steps)

@@ -59,17 +59,19 @@ def segment_saveat(subs: list[diffrax.SubSaveAt], t_start, direction) -> diffrax
     return diffrax.SaveAt(subs=continued, solver_state=True, controller_state=True, made_jump=True)
 
 
-def _continued_slots(sub, prev, seg_ts, seg_ys, state_t, direction):
+def _continued_slots(sub, prev, seg_ts, seg_ys, state_t, direction, fresh):
     """One sub-save's buffers after a continued segment: the segment's saves, placed after the
     ``t0`` slot it did not save, and the slots of times up to the segment's start kept from
-    the earlier segments (the segment's values there are extrapolations to its start)."""
+    the earlier segments (the segment's values there are extrapolations to its start). After
+    a state that has taken no step yet (``fresh``), only the ``t0`` slot is kept: a requested
+    time equal to ``t0`` is saved by the first step, as in the uninterrupted solve."""
     prev_ts, prev_ys = prev
     offset = 1 if sub.t0 else 0
     n = 0 if sub.ts is None else sub.ts.shape[0]
     keep = jnp.zeros(prev_ts.shape[0], bool).at[:offset].set(True)
     if n:
         requested = jnp.asarray(sub.ts, state_t.dtype) * direction
-        earlier = jnp.arange(n) < jnp.sum(requested <= state_t)
+        earlier = jnp.arange(n) < jnp.where(fresh, 0, jnp.sum(requested <= state_t))
         keep = keep.at[offset : offset + n].set(earlier)
     if offset:
         seg_ts = jnp.concatenate([prev_ts[:1], seg_ts])
@@ -79,7 +81,7 @@ def _continued_slots(sub, prev, seg_ts, seg_ys, state_t, direction):
     return ts, ys
 
 
-def _merge_saved(subs, previous, sol, state_t, final, problem, direction):
+def _merge_saved(subs, previous, sol, state_t, final, problem, direction, fresh):
     """Each sub-save's buffers after a segment (``previous`` is ``None`` for the first)."""
     event_fired = (
         jnp.asarray(False)
@@ -91,7 +93,7 @@ def _merge_saved(subs, previous, sol, state_t, final, problem, direction):
     for i, sub in enumerate(subs):
         ts, ys = sol.ts[i], sol.ys[i]
         if previous is not None:
-            ts, ys = _continued_slots(sub, previous[i], ts, ys, state_t, direction)
+            ts, ys = _continued_slots(sub, previous[i], ts, ys, state_t, direction, fresh)
         if sub.t1:
             # Without an event the final save is the loop's own state at the time reached
             # (diffrax interpolates it when another member of the vmapped batch had an event).
@@ -123,6 +125,7 @@ def after_segment(problem, subs, sol, previous: DiffeqState | None, direction) -
         (track.tprev * direction, track.y),
         problem,
         direction,
+        None if previous is None else previous.num_steps == 0,
     )
     result = sol.result
     over_budget = (

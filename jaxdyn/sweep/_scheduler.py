@@ -2,8 +2,9 @@
 
 For one chunk of members on one device:
 
-1. ``init`` (vmapped in groups of ``vmap_width``) starts every member and takes its first
-   segment of at most ``segment_steps`` steps;
+1. ``init`` (vmapped in groups of ``vmap_width``) starts every member without taking a step
+   (``member.init(params, key, 0)``): every step is then taken by the segment programs, and
+   ``init`` compiles in a fraction of their time (it holds no solver loop);
 2. the unfinished members are packed into groups (:func:`pack`): full groups of
    ``vmap_width`` while there are enough of them, narrow groups of ``segment_width`` for the
    rest (the last one padded); each group is advanced by one segment; this repeats until
@@ -120,13 +121,13 @@ class SegmentedPrograms:
         self.segment_steps, self.device = segment_steps, device
         key = jax.random.key
         state_shape = jax.eval_shape(
-            lambda p, s: member.init(p, key(s), segment_steps),
+            lambda p, s: member.init(p, key(s), 0),
             *jax.tree.map(lambda x: x[0], (params, seeds)),
         )
         packing = _Packed(state_shape)
 
         def init(p, s):
-            state = member.init(p, key(s), segment_steps)
+            state = member.init(p, key(s), 0)
             return packing.pack(state), member.done(state)
 
         def advance(chunk_params, chunk_seeds, states, idx, n_real):
@@ -182,7 +183,7 @@ class SegmentedPrograms:
         if n_real is not None:
             done[n_real:] = True
         n_segments = 1
-        self.lane_steps = seeds.shape[0] * (self.segment_steps or 0)
+        self.lane_steps = 0
         active = np.flatnonzero(~done)
         while active.size:
             in_flight = []
@@ -249,7 +250,7 @@ def segmented_out_shape(member, width, segment_steps, params, seeds):
 
     def whole(p, s):
         key = jax.random.key(s)
-        state = member.init(p, key, segment_steps)
+        state = member.init(p, key, 0)
         return outputs_and_status(member.finish(p, key, state))
 
     return jax.eval_shape(grouped(whole, width), params, seeds)

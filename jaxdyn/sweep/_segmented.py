@@ -25,7 +25,8 @@ class AbstractSegmentedMember(eqx.Module):
     Subclasses implement four pure JAX methods of one member (the engine vmaps them):
 
     - ``init(params, key, max_steps) -> state``: start the member and take at most
-      ``max_steps`` steps (``None``: run to completion);
+      ``max_steps`` steps (``None``: run to completion; ``0``: only start it, which is how
+      the sweep engine calls it, so that all the work is done by ``advance``);
     - ``advance(params, key, state, max_steps) -> state``: at most ``max_steps`` more steps;
     - ``done(state) -> bool``: whether the member is finished (``advance`` is never called
       on a finished member);
