@@ -23,6 +23,41 @@ ENV_COORDINATOR = "JAXDYN_COORDINATOR"
 ENV_NUM_PROCESSES = "JAXDYN_NUM_PROCESSES"
 ENV_PROCESS_ID = "JAXDYN_PROCESS_ID"
 ENV_LAUNCHER = "JAXDYN_LAUNCHER_PID"
+ENV_PROCESSES = "JAXDYN_PROCESSES"
+
+
+def accelerator_installed() -> bool:
+    """Whether JAX may use a GPU/TPU here (decided without starting JAX's backends)."""
+    import importlib.util
+
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip().lower()
+    if platforms:
+        return platforms.split(",")[0] != "cpu"
+    plugins = (
+        "jax_cuda12_plugin",
+        "jax_cuda13_plugin",
+        "jax_rocm60_plugin",
+        "jax_rocm7_plugin",
+        "libtpu",
+    )
+    return any(importlib.util.find_spec(name) is not None for name in plugins)
+
+
+def resolve_processes(value: int | str | None = None) -> int:
+    """How many local worker processes to run: an int (or digit string), or ``"auto"``, one
+    per core available to this process on a CPU-only install and one when a GPU/TPU jaxlib
+    is installed (one process drives the accelerators). ``None``: ``$JAXDYN_PROCESSES``, else
+    ``"auto"``. Raises ``ValueError`` (one line) on anything else."""
+    from jaxdyn.sweep._devices import resolve_cpu_devices
+
+    if value is None:
+        value = os.environ.get(ENV_PROCESSES) or "auto"
+    if str(value).strip().lower() == "auto" and accelerator_installed():
+        return 1
+    try:
+        return resolve_cpu_devices(value) or 1
+    except ValueError as err:
+        raise ValueError(str(err).replace("cpu devices", "processes")) from None
 
 
 def is_worker() -> bool:
@@ -101,14 +136,15 @@ def _stop(procs: list[subprocess.Popen], grace_s: float = 2.0) -> None:
             p.wait()
 
 
-def launch_local(argv: list[str], n: int) -> int:
+def launch_local(argv: list[str], n: int, *, quiet: bool = False, env: dict | None = None) -> int:
     """Run the jaxdyn command line ``argv`` as ``n`` processes on localhost; returns the exit
     code (the first failing worker's, else 0).
 
     The workers share one coordinator on a free local port and inherit the environment
     (``JAXDYN_IMPORT`` included). When one worker fails or is killed the others are stopped:
     a sweep cannot finish without every process, and its finished chunks stay on disk for
-    ``--resume``.
+    ``--resume``. ``quiet`` discards the workers' standard output (errors still show);
+    ``env`` adds environment variables.
     """
     port = free_port()
     procs = []
@@ -116,16 +152,23 @@ def launch_local(argv: list[str], n: int) -> int:
     path = [p for p in sys.path if p and os.path.isdir(p)]
     python_path = os.pathsep.join(dict.fromkeys(path + [os.environ.get("PYTHONPATH", "")]))
     for i in range(n):
-        env = dict(os.environ, PYTHONPATH=python_path.rstrip(os.pathsep))
-        env.update(
+        worker_env = dict(os.environ, **(env or {}))
+        worker_env["PYTHONPATH"] = python_path.rstrip(os.pathsep)
+        worker_env.update(
             {
                 ENV_COORDINATOR: f"127.0.0.1:{port}",
                 ENV_NUM_PROCESSES: str(n),
                 ENV_PROCESS_ID: str(i),
             }
         )
-        env[ENV_LAUNCHER] = str(os.getpid())
-        procs.append(subprocess.Popen([sys.executable, "-m", "jaxdyn.distributed", *argv], env=env))
+        worker_env[ENV_LAUNCHER] = str(os.getpid())
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "jaxdyn.distributed", *argv],
+                env=worker_env,
+                stdout=subprocess.DEVNULL if quiet else None,
+            )
+        )
     code = 0
     try:
         while procs and code == 0:

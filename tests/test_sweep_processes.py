@@ -247,3 +247,44 @@ def test_bad_process_counts_exit_2_before_anything_starts(tmp_path, capsys, monk
         assert main(["run", "toy-blowup", "--processes", bad, "--out", str(out)]) == 2
         assert "--processes" in capsys.readouterr().err
         assert not out.exists()
+
+
+def test_run_experiment_from_python_uses_every_core_by_default(tmp_path, monkeypatch):
+    """``jaxdyn.runs.run_experiment`` starts worker processes by default (``"auto"``: one
+    per core; two here when the machine has one core), with results bitwise those of one
+    process; an experiment registered in ``__main__`` runs in the calling process."""
+    import dataclasses
+
+    import toy_experiment
+
+    import jaxdyn.distributed
+    from jaxdyn.runs import ConfigError, register_experiment, run_experiment
+
+    monkeypatch.delenv("JAXDYN_PROCESSES", raising=False)
+    monkeypatch.setenv("JAXDYN_CACHE_DIR", str(tmp_path / "xla"))
+    auto = jaxdyn.distributed.resolve_processes(None)
+    if auto < 2:
+        monkeypatch.setenv("JAXDYN_PROCESSES", "2")
+    spawned = []
+    launch = jaxdyn.distributed.launch_local
+
+    def counting_launch(argv, n, **kw):
+        spawned.append(n)
+        return launch(argv, n, **kw)
+
+    monkeypatch.setattr(jaxdyn.distributed, "launch_local", counting_launch)
+    many = run_experiment("toy-blowup", out=tmp_path / "many", quick=True, overrides={})
+    one = run_experiment("toy-blowup", out=tmp_path / "one", quick=True, processes=1)
+    assert spawned == [max(auto, 2)]
+    _same_results(one, many)
+
+    def local(config, run):
+        toy_experiment.run_toy(dataclasses.replace(config, rates=(0.5,)), run)
+
+    local.__module__ = "__main__"
+    register_experiment("toy-main", toy_experiment.ToyConfig, "test-only", paper=False)(local)
+    run_experiment("toy-main", out=tmp_path / "main", quick=True, processes=2)
+    assert spawned == [max(auto, 2)]  # ran here: workers could not import __main__
+    with pytest.raises(ConfigError, match="processes"):
+        run_experiment("toy-blowup", out=tmp_path / "bad", quick=True, processes="many")
+    assert not (tmp_path / "bad").exists()

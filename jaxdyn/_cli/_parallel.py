@@ -5,27 +5,10 @@ from __future__ import annotations
 import os
 
 
-def _accelerator_installed() -> bool:
-    """Whether JAX may use a GPU/TPU here (decided without starting JAX's backends)."""
-    import importlib.util
-
-    platforms = os.environ.get("JAX_PLATFORMS", "").strip().lower()
-    if platforms:
-        return platforms.split(",")[0] != "cpu"
-    plugins = (
-        "jax_cuda12_plugin",
-        "jax_cuda13_plugin",
-        "jax_rocm60_plugin",
-        "jax_rocm7_plugin",
-        "libtpu",
-    )
-    return any(importlib.util.find_spec(name) is not None for name in plugins)
-
-
 def _processes(args) -> int:
     """How many local worker processes ``run``/``reproduce`` should use."""
+    from jaxdyn.distributed import resolve_processes
     from jaxdyn.runs import ConfigError
-    from jaxdyn.sweep._devices import resolve_cpu_devices
 
     value = getattr(args, "processes", None)
     if value is None:  # several in-process devices asked for: the user chose that instead
@@ -33,12 +16,10 @@ def _processes(args) -> int:
             "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
         )
         value = "1" if in_process else "auto"
-    if str(value).strip().lower() == "auto" and _accelerator_installed():
-        return 1  # one process drives the accelerators; cores are not the unit there
     try:
-        return resolve_cpu_devices(value) or 1
+        return resolve_processes(value)
     except ValueError as err:
-        raise ConfigError(f"--processes: {str(err).replace('cpu devices', 'processes')}") from None
+        raise ConfigError(f"--processes: {err}") from None
 
 
 def apply_cpu_devices(args) -> None:

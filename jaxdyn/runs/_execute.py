@@ -7,7 +7,9 @@ import datetime
 import json
 import os
 import shutil
+import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from ._config import (
     resolve_config,
     resolve_sweep_options,
 )
-from ._registry import Experiment, get_experiment
+from ._registry import IMPORT_ENV, Experiment, get_experiment
 from ._run import Run, _jsonable
 
 
@@ -91,8 +93,8 @@ def prepare_run(
     out: str | Path | None = None,
     quick: bool = False,
     toml_path: str | Path | None = None,
-    overrides: list[str] | dict[str, Any] = (),
-    sweep: list[str] | dict[str, Any] = (),
+    overrides: Sequence[str] | dict[str, Any] = (),
+    sweep: Sequence[str] | dict[str, Any] = (),
     resume: bool = False,
     overwrite: bool = False,
 ) -> PreparedRun:
@@ -208,19 +210,73 @@ def execute_run(prepared: PreparedRun, *, overwrite: bool = False, echo: bool = 
     return out
 
 
+def _assignments(values: dict[str, Any] | Sequence[str]) -> list[str]:
+    """``--set``/``--sweep`` arguments of a mapping (values as Python literals) or a list."""
+    if isinstance(values, dict):
+        return [f"{key}={value!r}" for key, value in values.items()]
+    return [str(v) for v in values]
+
+
+def _importable_module(experiment) -> str | None:
+    """What worker processes import to find ``experiment`` (``JAXDYN_IMPORT``), ``""`` when
+    they find it themselves (jaxdyn's own, entry points), ``None`` when they cannot (an
+    experiment defined in ``__main__``: a notebook or the running script)."""
+    module = sys.modules.get(experiment.module)
+    if experiment.module == "__main__" or module is None:
+        return None
+    if experiment.module.startswith("_jaxdyn_import_"):  # imported from a file path
+        return getattr(module, "__file__", None)
+    return "" if experiment.module.startswith("jaxdyn.") else experiment.module
+
+
+def _in_worker_processes(prepared: PreparedRun, processes, argv: list[str], echo: bool) -> bool:
+    """Run ``argv`` as local worker processes when ``processes`` asks for more than one and
+    the workers can import the experiment; ``False`` to run in this process instead."""
+    from jaxdyn.distributed import is_worker, launch_local, resolve_processes
+
+    in_process_devices = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+    try:
+        n = resolve_processes("1" if in_process_devices and processes is None else processes)
+    except ValueError as err:
+        raise ConfigError(f"processes: {err}") from None
+    module = _importable_module(prepared.experiment)
+    if n <= 1 or is_worker() or module is None:
+        return False
+    imports = [m for m in (os.environ.get(IMPORT_ENV, ""), module) if m]
+    code = launch_local(argv, n, quiet=not echo, env={IMPORT_ENV: ",".join(imports)})
+    if code != 0:
+        raise RuntimeError(
+            f"jaxdyn run {prepared.experiment.name}: a worker process failed (exit code "
+            f"{code}); finished chunks are kept in {prepared.out}, continue with resume=True"
+        )
+    return True
+
+
 def run_experiment(
     name: str,
     *,
     out: str | Path | None = None,
     quick: bool = False,
-    overrides: dict[str, Any] | list[str] = (),
-    sweep: dict[str, Any] | list[str] = (),
+    overrides: dict[str, Any] | Sequence[str] = (),
+    sweep: dict[str, Any] | Sequence[str] = (),
     resume: bool = False,
     overwrite: bool = False,
     echo: bool = False,
+    processes: int | str | None = None,
 ) -> Path:
     """``jaxdyn run`` from Python: prepare and execute experiment ``name``; returns its run
-    directory (read it with :func:`read_summary` or ``numpy.load(out / "results.npz")``)."""
+    directory (read it with :func:`read_summary` or ``numpy.load(out / "results.npz")``).
+
+    Like the command line it uses every core by default: ``processes`` (``None``:
+    ``$JAXDYN_PROCESSES``, else ``"auto"``, one process per core on a CPU-only install)
+    local worker processes on ``jax.distributed`` run the experiment, with results identical
+    to one process (docs/scaling.md). It runs in this process instead when one process is
+    asked for, when this process is already one of several, when ``XLA_FLAGS`` splits the CPU
+    into devices, or when the experiment was registered in ``__main__`` (a notebook or the
+    running script), which worker processes cannot import; register it in a module to use
+    every core. Bad arguments raise :class:`ConfigError` before any process starts; a failed
+    worker raises ``RuntimeError`` (the finished chunks stay on disk for ``resume=True``).
+    """
     prepared = prepare_run(
         name,
         out=out,
@@ -230,4 +286,11 @@ def run_experiment(
         resume=resume,
         overwrite=overwrite,
     )
+    argv = ["run", name, "--out", str(prepared.out)]
+    argv += ["--quick"] * bool(quick) + ["--resume"] * resume + ["--overwrite"] * overwrite
+    for flag, values in (("--set", overrides), ("--sweep", sweep)):
+        for item in _assignments(values):
+            argv += [flag, item]
+    if _in_worker_processes(prepared, processes, argv, echo):
+        return prepared.out
     return execute_run(prepared, overwrite=overwrite, echo=echo)
