@@ -34,8 +34,9 @@ def _wrap_terms(terms, direction):
     return jtu.tree_map(
         lambda term: WrapTerm(term, direction),
         terms,
-        is_leaf=lambda x: isinstance(x, diffrax.AbstractTerm)
-        and not isinstance(x, diffrax.MultiTerm),
+        is_leaf=lambda x: (
+            isinstance(x, diffrax.AbstractTerm) and not isinstance(x, diffrax.MultiTerm)
+        ),
     )
 
 
