@@ -10,34 +10,30 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, fit_power_law, status_code, status_message
+from jaxdyn import Status, status_code, status_message
 from jaxdyn.meanfield import (
-    Sinkhorn,
     Softmax,
-    bures_wasserstein_geodesic,
-    bures_wasserstein_gradient,
-    bures_wasserstein_map,
-    bures_wasserstein_step,
     fixed_step_particles,
     gaussian_interaction_energy,
-    gaussian_sinkhorn_energy,
-    geodesic_second_variation,
-    interaction_energy,
-    optimal_assignment,
     simulate_gaussian,
 )
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 
-from ._vstatistics import energy_and_allowed_gap, second_variation_and_allowed_gap
+from ._energy_geometry import nonconvexity, sinkhorn_vs_bw
+from ._vstatistics import energy_and_allowed_gap
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EnergyConfig(ExperimentConfig):
     """Interaction energy, non-convexity witness, Sinkhorn Gaussians vs BW gradient steps.
 
-    Energy: softmax with ``A = -C^T C`` (decreasing energy), ``A = +C^T C`` (increasing) and a
-    random ``V`` (no monotonicity claimed), ``V = I`` in the first two.
+    Energy: softmax with ``A = -S`` (decreasing energy), ``A = +c S`` (increasing) and a
+    random ``V`` (no monotonicity claimed), ``V = I`` in the first two; ``S = C^T C + 0.2 I``.
+    With ``A`` positive definite the Gaussian flow blows up at
+    ``t* = 1 / lambda_max(Sigma_0^{1/2} (A + A^T) Sigma_0^{1/2}) = 1 / (c lambda_max(S))``
+    (``Sigma_0 = I / 2``), so ``c = min(1/2, 1 / (2 t1 lambda_max(S)))`` keeps ``t* >= 2 t1``:
+    the increasing case is observed before, not across, its blow-up.
     """
 
     d: int = 2
@@ -80,9 +76,10 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
     rng = np.random.default_rng(config.seed)
     C = rng.standard_normal((d, d)) / np.sqrt(d)
     S = C.T @ C + 0.2 * np.eye(d)
+    c = min(0.5, 1.0 / (2.0 * config.t1 * float(np.linalg.eigvalsh(S)[-1])))
     cases = {
         "decreasing (A = -C^T C, V = I)": (-S, np.eye(d)),
-        "increasing (A = +C^T C, V = I)": (0.5 * S, np.eye(d)),
+        "increasing (A = +C^T C, V = I)": (c * S, np.eye(d)),
         "random V": (-S, rng.standard_normal((d, d))),
     }
     alpha0, cov0 = np.zeros(d) + 0.3, 0.5 * np.eye(d)
@@ -107,9 +104,17 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
         g_energy = jax.vmap(lambda m, c: gaussian_interaction_energy(att, m, c))(
             gsol.means, gsol.covs
         )
-        return sol.xs, g_energy, sol.status
+        # E[k^2] with k = exp(x^T A y) / 2 is finite iff the energy of A -> 2 A is
+        scaled = Softmax(Q=2 * Q, K=jnp.eye(d), V=V)
+        second_moment = jax.vmap(lambda m, c: gaussian_interaction_energy(scaled, m, c))(
+            gsol.means, gsol.covs
+        )
+        return sol.xs, g_energy, second_moment, sol.status
 
-    (energies, allowed), g_energies, statuses = jax.jit(jax.vmap(trajectory))(Qs, Vs)
+    (energies, allowed), g_energies, second_moments, statuses = jax.jit(jax.vmap(trajectory))(
+        Qs, Vs
+    )
+    second_moments = np.asarray(second_moments)
     energies, allowed, g_energies = map(np.asarray, (energies, allowed, g_energies))
     fig, axes = new_figure(1, 3, width=4.2)
     for i, name in enumerate(cases):
@@ -123,6 +128,18 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
     axes[0, 0].set_yscale("log")
     axes[0, 0].set_title("interaction energy (dotted: Gaussian closed form)", fontsize=9)
     axes[0, 0].legend(fontsize=6)
+    _energy_checks(config, run, energies, allowed, g_energies, second_moments)
+    nonconvexity(config, run, axes[0, 1])
+    sinkhorn_vs_bw(config, run, axes[0, 2])
+    run.save_figure(fig, "energy")
+    for i, s in enumerate(np.atleast_1d(status_code(statuses))):
+        if s != status_code(Status.successful):
+            run.log(f"energy case {i}: {status_message(s)}")
+
+
+def _energy_checks(config, run, energies, allowed, g_energies, second_moments) -> None:
+    """Monotone energy for ``A V`` negative / positive definite, and the particle energy
+    against the Gaussian closed form within the V-statistic's error model."""
     inc = np.diff(energies[0])
     dec = np.diff(energies[1])
     run.check(
@@ -139,159 +156,24 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
         tolerance=1e-12 * energies[1, 0],
         note="largest decrease between saves, A = +C^T C, V = I",
     )
-    gap = np.abs(energies[:2] - g_energies[:2])
-    run.scalar("particle_energy_max_relative_gap", float(np.max(gap / g_energies[:2])))
+    # The Gaussian energy is +inf where the bilinear exponent outgrows the Gaussian tails
+    # (||Sigma^{1/2} A Sigma^{1/2}|| >= 1). The allowed gap is 4 standard errors estimated from
+    # the particles, which exist only where the kernel's variance does (E[k^2]: A -> 2 A
+    # finite); the comparison uses those saves. Near that boundary the tails are heavy and 256
+    # particles can under-estimate the standard error: the check can then fail (e.g. seeds 2
+    # and 4 at --quick), which is reported, not hidden.
+    finite = np.isfinite(second_moments[:2])
+    gap = np.abs(energies[:2] - g_energies[:2])[finite]
+    run.scalar("gaussian_energy_infinite_saves", int(np.sum(~np.isfinite(g_energies[:2]))))
+    run.scalar("kernel_second_moment_infinite_saves", int(np.sum(~finite)))
+    if finite.any():
+        run.scalar("particle_energy_max_relative_gap", float(np.max(gap / g_energies[:2][finite])))
     run.check(
         "particle_energy_tracks_gaussian_closed_form",
         expected="<= 1",
-        measured=float(np.max(gap / allowed[:2])),
-        passed=bool(np.all(gap <= allowed[:2])),
+        measured=float(np.max(gap / allowed[:2][finite])) if finite.any() else float("nan"),
+        passed=bool(finite.any() and np.all(gap <= allowed[:2][finite])),
         note=f"max over t of |E_n - E| / (4 SE + diagonal bias) of the n = {config.n} particle "
-        "V-statistic, estimated at each save from the particles",
+        f"V-statistic, estimated at each save from the particles, over the {int(finite.sum())} "
+        f"of {finite.size} saves where the kernel's variance is finite",
     )
-
-    _nonconvexity(config, run, axes[0, 1])
-    _sinkhorn_vs_bw(config, run, axes[0, 2])
-    run.save_figure(fig, "energy")
-    for i, s in enumerate(np.atleast_1d(status_code(statuses))):
-        if s != status_code(Status.successful):
-            run.log(f"energy case {i}: {status_message(s)}")
-
-
-def _nonconvexity(config: EnergyConfig, run: Run, ax) -> None:
-    """Second variation of E along W2 geodesics for V = I, A = -I (transformer_pde.md)."""
-    d = config.d
-    att = Softmax(Q=-np.sqrt(d) * np.eye(d), K=np.eye(d), V=np.eye(d))  # A = -I
-
-    def energy(x):
-        return interaction_energy(att, x)
-
-    # 1) a translated Dirac: E(s) = 1/2 exp(-s^2 |v|^2), E''(0) = -|v|^2
-    v = np.linspace(1.0, 0.5, d)[None, :]
-    e2_dirac = float(geodesic_second_variation(energy, np.zeros((1, d)), v, 0.0))
-    run.check(
-        "dirac_translation_second_variation",
-        expected=-float(np.sum(v**2)),
-        measured=e2_dirac,
-        tolerance=1e-10,
-        note="E''(0) = -|v|^2 < 0: not convex",
-    )
-    # 2) a Bures-Wasserstein geodesic between two narrow Gaussians: particles vs closed form
-    m0, m1 = np.zeros(d), np.linspace(1.5, 0.0, d)
-    c0 = 0.05 * np.eye(d)
-    c1 = 0.1 * np.diag(np.linspace(1.0, 0.3, d))
-    T = np.asarray(bures_wasserstein_map(c0, c1))
-    z = np.asarray(jax.random.normal(jax.random.key(config.seed + 7), (config.geodesic_n, d)))
-    x0 = m0 + z @ np.linalg.cholesky(c0).T
-    x1 = m1 + (x0 - m0) @ T.T  # the optimal map, applied to the samples
-    # x1[i] is the optimal partner of x0[i]: the assignment of a monotone affine map is the identity
-    if config.geodesic_n <= 300:
-        assert np.all(optimal_assignment(x0, x1) == np.arange(config.geodesic_n))
-    ss = np.linspace(0.0, 1.0, config.geodesic_points)
-    particle_e2 = np.asarray(
-        jax.jit(jax.vmap(lambda s: geodesic_second_variation(energy, x0, x1, s)))(ss)
-    )
-
-    def gaussian_energy_at(s):
-        m, c = bures_wasserstein_geodesic(m0, c0, m1, c1, s)
-        return gaussian_interaction_energy(att, m, c)
-
-    gauss_e2 = np.asarray(jax.jit(jax.vmap(jax.grad(jax.grad(gaussian_energy_at))))(ss))
-    run.save_arrays(geodesic_s=ss, geodesic_e2_particles=particle_e2, geodesic_e2_gaussian=gauss_e2)
-    run.scalar("min_second_variation_gaussian", float(gauss_e2.min()))
-    run.check(
-        "gaussian_geodesic_second_variation_negative",
-        expected="min E'' < 0",
-        measured=f"{gauss_e2.min():.4g}",
-        passed=bool(gauss_e2.min() < 0),
-        note="non-convexity witness for V = I, A = -I along a BW geodesic",
-    )
-    i = int(np.argmin(gauss_e2))
-    pairwise_mean, allowed = second_variation_and_allowed_gap(att.A(), x0, x1, ss[i])
-    run.check(
-        "particle_second_variation_equals_pairwise_formula",
-        expected=float(pairwise_mean),
-        measured=float(particle_e2[i]),
-        tolerance=1e-10 * abs(float(pairwise_mean)),
-        note="autodiff E''(s) vs the mean of k_ij (f_ij'^2 + f_ij''), f_ij = x_j(s)^T A x_i(s)",
-    )
-    run.check(
-        "particle_second_variation_matches_gaussian",
-        expected=float(gauss_e2[i]),
-        measured=float(particle_e2[i]),
-        tolerance=float(allowed),
-        note=f"at s = {ss[i]:.2f}, n = {config.geodesic_n} matched samples; tolerance 4 standard "
-        "errors of the V-statistic plus its diagonal bias",
-    )
-    ax.plot(ss, gauss_e2, label="Gaussian closed form")
-    ax.plot(ss, particle_e2, "--", label=f"particles (n={config.geodesic_n})")
-    ax.axhline(0.0, color="0.5", lw=0.8)
-    ax.set_xlabel("geodesic parameter s")
-    ax.set_ylabel("d^2/ds^2 E(mu_s)")
-    ax.set_title("non-convexity witness, V = I, A = -I", fontsize=9)
-    ax.legend(fontsize=7)
-
-
-def _sinkhorn_vs_bw(config: EnergyConfig, run: Run, ax) -> None:
-    """Sinkhorn Gaussian ODE with V = A (symmetric) vs Bures-Wasserstein gradient steps of
-    F = 1/2 OT_eps(N(0, Sigma), N(0, Sigma)) (the sign: see jaxdyn.meanfield._energy)."""
-    d = config.d
-    rng = np.random.default_rng(config.seed + 11)
-    B = rng.standard_normal((d, d))
-    A = 0.3 * (B + B.T)
-    G = rng.standard_normal((d, d))
-    cov0 = G @ G.T / d + 0.5 * np.eye(d)
-    att = Sinkhorn(Q=A, K=np.eye(d), V=A)
-
-    def F(c):
-        return gaussian_sinkhorn_energy(A, c)
-
-    _, rhs = att.gaussian_rhs(jnp.zeros(d), jnp.asarray(cov0))
-    gap = float(jnp.max(jnp.abs(rhs - bures_wasserstein_gradient(F, cov0))))
-    run.check(
-        "sinkhorn_rhs_equals_bw_gradient_of_half_ot",
-        expected=0.0,
-        measured=gap,
-        tolerance=1e-10,
-        note="V = A symmetric, max |dSigma/dt - BW gradient|",
-    )
-    tau = config.sinkhorn_t1
-    sol = simulate_gaussian(
-        att, np.zeros(d), cov0, tau, ts=np.linspace(0, tau, 11), rtol=1e-11, atol=1e-13
-    )
-    target = np.asarray(sol.final_cov)
-    energy_path = np.array([float(F(c)) for c in np.asarray(sol.covs)])
-
-    def bw_descent(m):
-        h = tau / m
-
-        def body(_, c):
-            return bures_wasserstein_step(F, c, h)
-
-        return jax.lax.fori_loop(0, m, body, jnp.asarray(cov0))
-
-    steps = np.array(config.bw_steps)
-    finals = jax.jit(jax.vmap(bw_descent))(jnp.asarray(steps))
-    errors = np.array([float(jnp.linalg.norm(c - target)) for c in finals])
-    order = -fit_power_law(steps, errors).slope
-    run.save_arrays(bw_steps=steps, bw_errors=errors, sinkhorn_energy_path=energy_path)
-    run.check(
-        "bw_gradient_steps_converge_to_sinkhorn_ode_first_order",
-        expected=1.0,
-        measured=order,
-        tolerance=0.2,
-        note="order of |Sigma_BW(m steps) - Sigma_ODE(t)|",
-    )
-    run.check(
-        "half_ot_decreases_along_sinkhorn_flow",
-        expected=0.0,
-        measured=float(max(np.diff(energy_path).max(), 0.0)),
-        tolerance=1e-12,
-        note="F(Sigma(t)) along the ODE with V = A",
-    )
-    ax.loglog(steps, errors, "o-", label=f"BW steps (order {order:.2f})")
-    ax.loglog(steps, errors[0] * steps[0] / steps, "k--", lw=0.8, label="1/m")
-    ax.set_xlabel("BW gradient steps m over [0, t]")
-    ax.set_ylabel("|Sigma_BW - Sigma_Sinkhorn ODE|_F")
-    ax.set_title("Sinkhorn Gaussians = BW gradient flow", fontsize=9)
-    ax.legend(fontsize=7)
