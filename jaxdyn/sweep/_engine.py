@@ -150,13 +150,7 @@ def run_sweep(
     programs = _LazyProgram(compile_for, example, program, n_compilations)
 
     n_chunks = math.ceil(n_members / chunk)
-    n_proc, _ = process_layout()
-    log(
-        f"sweep '{name}': {n_members} members, {n_chunks} chunk(s) of {chunk} on "
-        f"{n_devices} device(s)"
-        + (f" x {n_proc} processes" if n_proc > 1 else "")
-        + (f", segments of {options.segment_steps} steps" if segmented else "")
-    )
+    log(_plan_message(name, n_members, n_chunks, chunk, n_devices, segmented, options))
     plan = ChunkPlan(checkpoints, n_chunks)
     run_chunks = run_segmented_chunks if segmented else run_plain_chunks
     n_segments = run_chunks(programs.get, plan, ordered, chunk, checkpoints, options.progress, name)
@@ -179,6 +173,16 @@ def run_sweep(
     )
     _log_outcome(result, log, name)
     return result
+
+
+def _plan_message(name, n_members, n_chunks, chunk, n_devices, segmented, options) -> str:
+    n_proc, _ = process_layout()
+    return (
+        f"sweep '{name}': {n_members} members, {n_chunks} chunk(s) of {chunk} on "
+        f"{n_devices} device(s)"
+        + (f" x {n_proc} processes" if n_proc > 1 else "")
+        + (f", segments of {options.segment_steps} steps" if segmented else "")
+    )
 
 
 def _agree_on_chunk(
