@@ -133,12 +133,7 @@ def run_sweep(
     n_members = len(grid)
     n_devices = 1 if segmented else len(devices)  # a segmented chunk runs on one device
     width = effective_vmap_width(options.vmap_width, n_members)
-    meta = {
-        "name": name,
-        "fingerprint": grid.fingerprint(),
-        "n_members": n_members,
-        "vmap_width": width,
-    }
+    meta = dict(name=name, fingerprint=grid.fingerprint(), n_members=n_members, vmap_width=width)
     checkpoints = SweepCheckpoints(checkpoint_dir, name, meta)
     compile_for = _compiler(fn, segmented, devices, width, options, log)
     program, chunk, n_compilations = _agree_on_chunk(
