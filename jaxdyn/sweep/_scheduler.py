@@ -130,15 +130,15 @@ class SegmentedPrograms:
             state = member.init(p, key(s), 0)
             return packing.pack(state), member.done(state)
 
+        @jax.jit  # traced once (per member shapes), batched at each group width
+        def advance_one(p, s, packed):
+            state = member.advance(p, key(s), packing.unpack(packed), segment_steps)
+            return packing.pack(state), member.done(state)
+
         def advance(chunk_params, chunk_seeds, states, idx, n_real):
             p, s = jax.tree.map(lambda x: x[idx], (chunk_params, chunk_seeds))
             group = jax.tree.map(lambda x: x[idx], states)
-
-            def one(p, s, packed):
-                state = member.advance(p, key(s), packing.unpack(packed), segment_steps)
-                return packing.pack(state), member.done(state)
-
-            group, done = jax.vmap(one)(p, s, group)
+            group, done = jax.vmap(advance_one)(p, s, group)
             # padding lanes (copies of the group's first member) write nowhere
             target = jnp.where(jnp.arange(idx.shape[0]) < n_real, idx, states_size(states))
             return {d: x.at[target].set(group[d], mode="drop") for d, x in states.items()}, done
