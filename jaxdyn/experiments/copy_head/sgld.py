@@ -19,6 +19,8 @@ from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _posterior_checks as checks
 from ._common import NetworkConfig, padded_statistics, require, require_positive
+from ._posterior_checks import mode_error
+from ._precursors import check_precursors
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -123,6 +125,7 @@ def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
         G_end = out["G_final"] if with_sgld else mala["G_final"]
         mode = ch.minimise_action(posterior, stats, G_end, steps=c.mode_steps, learning_rate=0.02)
         out.update({f"mode_{k}": v for k, v in ch.measure(posterior, mode, None, stats).items()})
+        out.update(mode_error(posterior, stats, mode))
         out["mode_G"] = mode
         return out
 
@@ -144,7 +147,7 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
     checks.check_samplers(run, a, result)
     checks.check_modes(run, a, result)
     checks.check_hysteresis_and_bimodality(run, a, result)
-    checks.check_precursors(run, a, precursors, posterior, P_max)
+    check_precursors(run, a, precursors, posterior, P_max)
     checks.check_coverage(run, a, result, posterior)
     checks.figures(run, a, result, precursors)
 
