@@ -106,34 +106,27 @@ def check_refinement(run, name: str, a: NetworkAnalysis, result, keep) -> None:
         note="refinement order of the test-loss curve around P_t",
     )
     if a.fall_grid.size:
-        check_loss_fall(run, name, a, table(a.fall_grid, "test_loss"))
+        check_loss_fall(run, name, a, lambda key: table(a.fall_grid, key))
 
 
-def check_loss_fall(run, name: str, a: NetworkAnalysis, loss: np.ndarray) -> None:
-    """Continuous theories: on nested grids around the theory's steepest test-loss fall
-    (above the onset: the crossover to copying), the largest loss step between neighbours
-    against the spacing. A bounded slope d loss / d ln P shrinks the step like the spacing
-    (order "crossover"); a sharp drop keeps it finite ("first"). Expected: the same method on
-    the theory's loss at the same P."""
+def check_loss_fall(run, name: str, a: NetworkAnalysis, table) -> None:
+    """Continuous theories: the test loss around the theory's steepest fall (above the onset:
+    the crossover to copying), on nested grids (``table(key)``: dataset x P of ``fall_grid``).
+
+    Refinement: the largest loss step between neighbours against the spacing; a bounded
+    slope d loss / d ln P shrinks it like the spacing (order "crossover"), a sharp drop keeps
+    it finite ("first"); expected: the same method on the theory's loss at the same P.
+    Shape: on the finest grid, the slope d loss / d ln P of each interval (bootstrap-corrected,
+    as :func:`compare_away`) against the theory's, within 99% t x SE over datasets + the
+    optimiser's Newton estimate over the interval; this covers the plateau (a small slope)
+    before the bounded fall."""
     c = a.config
     spacing = _spacing(a.fall_grid, c.refine_levels)
+    loss = table("test_loss")
     steps = level_steps(a.fall_grid, c.refine_levels, loss)
     theory_steps = level_steps(a.fall_grid, c.refine_levels, a.fall_theory)[0]
     measured = ch.classify_refinement(spacing, np.median(steps, axis=0))
     expected = ch.classify_refinement(spacing, theory_steps)
-    slopes = np.diff(loss, axis=1) / np.diff(np.log(a.fall_grid))
-    theory_slope = np.diff(a.fall_theory) / np.diff(np.log(a.fall_grid))
-    run.scalar(
-        f"{name}_test_loss_fall",
-        {
-            "P": a.fall_grid.tolist(),
-            "measured_order": measured.as_dict(),
-            "theory_order": expected.as_dict(),
-            "slope_mean": np.mean(slopes, axis=0).tolist(),
-            "slope_se": [standard_error(s) for s in slopes.T],
-            "theory_slope": theory_slope.tolist(),
-        },
-    )
     run.check(
         f"{name}_test_loss_fall_order_from_refinement",
         expected=expected.order,
@@ -142,6 +135,40 @@ def check_loss_fall(run, name: str, a: NetworkAnalysis, loss: np.ndarray) -> Non
         f"{a.fall_grid[-1]:.4g}): largest loss step (median over datasets) vs spacing, "
         f"exponent {measured.fit.slope:.3f} (theory {expected.fit.slope:.3f}); 1: bounded "
         "d loss / d ln P, 0: a sharp drop",
+    )
+    h = np.diff(np.log(a.fall_grid))
+    corrected = 2.0 * loss - table("bootstrap_test_loss")
+    error = 2.0 * table("optimiser_error_test_loss") + table("bootstrap_optimiser_error_test_loss")
+    slopes = np.diff(corrected, axis=1) / h
+    slope = np.mean(slopes, axis=0)
+    se = np.array([standard_error(v) for v in slopes.T])
+    opt = np.array([optimiser_allowance(e) for e in ((error[:, :-1] + error[:, 1:]) / h).T])
+    theory = np.diff(a.fall_theory) / h
+    tol = critical_value(loss.shape[0]) * se + opt
+    run.scalar(
+        f"{name}_test_loss_fall",
+        {
+            "P": a.fall_grid.tolist(),
+            "measured_order": measured.as_dict(),
+            "theory_order": expected.as_dict(),
+            "slope": slope.tolist(),
+            "slope_se": se.tolist(),
+            "slope_uncorrected": np.mean(np.diff(loss, axis=1) / h, axis=0).tolist(),
+            "theory_slope": theory.tolist(),
+            "tolerance": tol.tolist(),
+        },
+    )
+    i = int(np.argmin(theory))
+    run.check(
+        f"{name}_test_loss_slope_matches_theory",
+        expected=theory.tolist(),
+        measured=slope.tolist(),
+        passed=bool(np.all(np.abs(slope - theory) <= tol)),
+        note=f"d loss / d ln P per interval of the finest grid on P {a.fall_grid[0]:.4g}-"
+        f"{a.fall_grid[-1]:.4g} (bootstrap-corrected, mean over datasets): plateau "
+        f"{slope[0]:.3g} (theory {theory[0]:.3g}), steepest {slope[i]:.3g} (theory "
+        f"{theory[i]:.3g}); tolerance 99% t SE + optimiser: "
+        f"{np.round(tol, 3).tolist()}",
     )
 
 
