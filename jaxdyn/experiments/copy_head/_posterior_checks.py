@@ -12,9 +12,6 @@ from ... import copyhead as ch
 from . import _figures
 from ._common import critical_value, standard_error, transition
 from ._networks import (
-    FORMER_OPTIMISER_TOLERANCE,
-    NEWTON_SAFETY,
-    optimiser_allowance,
     order_keys,
     transition_key,
 )
@@ -83,20 +80,7 @@ class PosteriorAnalysis:
         return far
 
 
-def mode_error(posterior, stats, mode) -> dict:
-    """Per-chain Newton estimate (:func:`jaxdyn.copyhead.newton_estimate`) of how far c_1 and
-    c_G of the mode found by Adam on S(G) are from the exact local minimum:
-    ``mode_error_<key>`` (+inf where not converged)."""
-
-    def observable(G):
-        o = ch.measure(posterior, G, None, stats)
-        return jnp.stack([o["c_1"], o["c_G"]])
-
-    bound = ch.newton_estimate(lambda G: posterior.action(G, stats), mode, observable).bound()
-    return {"mode_error_c_1": bound[0], "mode_error_c_G": bound[1]}
-
-
-def _chain_means(result, key):
+def chain_means(result, key):
     return np.nanmean(np.where(result.ok()[:, None], result.outputs[key], np.nan), axis=1)
 
 
@@ -115,7 +99,7 @@ def check_samplers(run, a: PosteriorAnalysis, result) -> None:
     ladder = np.unique(P[a.ladder_mask(P)])
     rows, ok, ok_old = [], True, True
     for key in order_keys(a.config):
-        sg, ma = _chain_means(result, key), _chain_means(result, f"mala_{key}")
+        sg, ma = chain_means(result, key), chain_means(result, f"mala_{key}")
         for p in np.unique(P):
             for b in (0.0, 1.0):
                 sel = (P == p) & (start == b)
@@ -140,40 +124,6 @@ def check_samplers(run, a: PosteriorAnalysis, result) -> None:
     )
 
 
-def check_modes(run, a: PosteriorAnalysis, result) -> None:
-    """The saddle-point theory predicts the posterior's modes: the mode reached from each
-    SGLD chain's end (Adam on S(G)) against the marginal theory, away from the transition;
-    the posterior mean minus the mode (fluctuation shift) is reported."""
-    P = result.params["P"]
-    ok = result.ok()
-    far = a.ladder_mask(P) & ok
-    for key in order_keys(a.config):
-        modes = result.masked(f"mode_{key}")
-        means = _chain_means(result, key)
-        Ps = np.unique(P[far])
-        m = np.array([np.nanmean(modes[(P == p) & far]) for p in Ps])
-        se = np.array([standard_error(modes[(P == p) & far]) for p in Ps])
-        theory = a.theory(key, Ps)
-        k = critical_value(2 * a.config.seeds)
-        errors = result.outputs[f"mode_error_{key}"]
-        opt = np.array([optimiser_allowance(errors[(P == p) & far]) for p in Ps])
-        tol = k * se + opt
-        run.check(
-            f"posterior_mode_{key}_matches_theory",
-            expected=theory.tolist(),
-            measured=m.tolist(),
-            passed=bool(np.all(np.abs(m - theory) <= tol)),
-            note=f"modes from SGLD chain ends at P = {Ps.tolist()}; tolerance {k:.3g} SE "
-            f"(99% t) + optimiser ({NEWTON_SAFETY:g} x mean Newton estimate): "
-            f"{np.round(tol, 6).tolist()}, of which optimiser "
-            f"{[f'{v:.2g}' for v in opt]} (formerly a fixed {FORMER_OPTIMISER_TOLERANCE})",
-        )
-        gap = [float(np.nanmean(means[(P == p) & far] - modes[(P == p) & far])) for p in Ps]
-        run.scalar(
-            f"posterior_mean_minus_mode_{key}", dict(zip([f"{p:g}" for p in Ps], gap, strict=True))
-        )
-
-
 def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
     """First-order theory: on the scan above P* there is a contiguous range of P where, in
     every dataset, the chains from the two starts stay in different states (more than half the
@@ -188,7 +138,7 @@ def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
         if first
         else 0.1 * float(np.max(np.abs(a.diagram.order_global["amplitude"])))
     )
-    hyst = ch.pair_disagreement(P, seeds, start, _chain_means(result, key), ok, tolerance=tol)
+    hyst = ch.pair_disagreement(P, seeds, start, chain_means(result, key), ok, tolerance=tol)
     samples = np.where(ok[:, None], result.outputs[key], np.nan)
     bimodal = np.array(
         [
