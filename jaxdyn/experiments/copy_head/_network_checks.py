@@ -173,8 +173,9 @@ def check_loss_fall(run, name: str, a: NetworkAnalysis, table) -> None:
 
 
 def check_networks(run, name: str, a: NetworkAnalysis, result) -> None:
-    """All network checks: theory away from the transition, refinement order and loss
-    signature, hysteresis between starts, coverage of span{U, S} in the copy phase."""
+    """All network checks: theory away from the transition (bootstrap-corrected, with each
+    run's Newton estimate of its optimisation error), refinement order and loss signature,
+    hysteresis between starts, coverage of span{U, S} in the copy phase."""
     keep = select_lower_energy(result) & result.ok()
     for key in (*order_keys(a.config), "test_loss"):
         compare_away(run, name, a, result, keep, key)
