@@ -42,11 +42,11 @@ def _problem(seed):
 def test_newton_estimate_predicts_what_an_early_stopped_adam_has_left(seed):
     """Adam (constant learning rate 0.02) on the joint energy stopped after n = 100, 200, 300,
     400 steps; x* the minimum it approaches (Newton's iteration with the dense Hessian, to
-    machine precision; a minimum: positive definite Hessian). The Newton estimate at the stopped point predicts
-    o(x*) - o(x) for a_G and the population test loss within its own size (|true - estimate|
-    <= |estimate|: the factor 2 the experiments allow), and its relative error falls with
-    the distance to x* (the remainder is second order: measured 0.2 at distance 0.4, 6e-6 at
-    6e-6)."""
+    machine precision; a minimum: positive definite Hessian). The Newton estimate at the
+    stopped point predicts o(x*) - o(x) for a_G and the population test loss within its own
+    size (|true - estimate| <= |estimate|: the factor 2 the experiments allow), and its
+    relative error falls with the distance to x* (the remainder is second order: measured 0.2
+    at distance 0.4, 6e-6 at 6e-6)."""
     posterior, stats, key, L, V = _problem(seed)
     energy = lambda q: posterior.energy(q["W"], q["G"], stats)
     observable = lambda q: jnp.stack(
