@@ -3,11 +3,13 @@
 The task and its sufficient statistics; copy heads (any :class:`AbstractCopyHead`); the
 Bayesian posterior :class:`CopyHeadPosterior` with its exact action (W integrated out), joint
 energy and gradient; Adam to the MAP, SGLD and MALA; order parameters; the population-reduced
-action, its phase diagram and the detectors that classify a transition; Gaussian fluctuations
-around posterior modes; the softmax first-order boundary and scaling-law comparison.
+action, its phase diagram and the detectors that classify a transition; the Newton estimate of
+an optimiser's remaining error; Gaussian fluctuations around posterior modes; the softmax
+first-order boundary and scaling-law comparison.
 """
 
 from ._bimodality import Bimodality as Bimodality, bimodality as bimodality
+from ._convergence import NewtonEstimate as NewtonEstimate, newton_estimate as newton_estimate
 from ._fluctuations import laplace_covariance as laplace_covariance
 from ._heads import (
     AbstractCopyHead as AbstractCopyHead,
@@ -83,6 +85,7 @@ from ._scaling import (
 )
 from ._task import (
     CopyStatistics as CopyStatistics,
+    bootstrap_weights as bootstrap_weights,
     copy_statistics as copy_statistics,
     copy_targets as copy_targets,
     copy_task as copy_task,

@@ -132,6 +132,20 @@ def copy_statistics(
     return CopyStatistics(N=N, NY=NY, yy=yy, P=jnp.sum(w))
 
 
+def bootstrap_weights(key: Key, weights: Float[ArrayLike, " n"]) -> Float[Array, " n"]:
+    """Weights of a multinomial bootstrap resample of a weighted dataset: sum(w) draws with
+    replacement, sequence mu drawn with probability w_mu / sum(w), the last draw weighted by
+    the fractional part of sum(w) (so P stays continuous and traced). Requires sum(w) <= n.
+    ``copy_statistics(X, Y, bootstrap_weights(key, w))`` are the resample's statistics: the
+    mean over resamples of an estimate minus the estimate estimates its finite-P bias."""
+    w = jnp.asarray(weights)
+    n = w.shape[0]
+    total = jnp.sum(w)
+    idx = jax.random.choice(key, n, (n,), p=w / total)
+    draw = jnp.clip(total - jnp.arange(n), 0.0, 1.0).astype(w.dtype)
+    return jnp.zeros(n, w.dtype).at[idx].add(draw)
+
+
 def population_statistics(
     L: int, V: int, P: float | ArrayLike = 1.0, *, cyclic: bool = True
 ) -> CopyStatistics:

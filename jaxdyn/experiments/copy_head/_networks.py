@@ -1,4 +1,5 @@
-"""Checks of trained networks (Adam to the joint MAP) against the reduced MAP theory."""
+"""Trained networks (Adam to the joint MAP) against the reduced MAP theory: the analysis, each run's
+optimisation error, the comparison away from the transition and hysteresis between starts."""
 
 from __future__ import annotations
 
@@ -11,14 +12,50 @@ import numpy as np
 from ... import copyhead as ch
 from ._common import critical_value, standard_error, transition
 
-# Optimisation accuracy of an order parameter or loss after the cosine-decayed Adam runs
-# (their final steps are gradient-flow-like; tested against converged minima to < 1e-3).
-OPTIMISER_TOLERANCE = 2e-3
+# The allowance for optimisation error these checks used before the per-run Newton estimate
+# (a stated number, not derived); reported in the check notes for comparison.
+FORMER_OPTIMISER_TOLERANCE = 2e-3
+# The Newton estimate of a run's remaining error is first order: the second-order remainder is
+# bounded by doubling it (tests/test_copy_head_samplers.py tests the estimate to this bound).
+NEWTON_SAFETY = 2.0
+ERROR_KEYS = ("c_1", "c_G", "test_loss")
+BOOTSTRAP_KEYS = (*ERROR_KEYS, *(f"optimiser_error_{k}" for k in ERROR_KEYS))
+
+
+def optimiser_error(posterior, stats, params: dict, *, V: int) -> dict:
+    """Per-run Newton estimate (:func:`jaxdyn.copyhead.newton_estimate`) of how far c_1, c_G
+    and the population test loss of Adam's end point are from the minimum of the joint energy
+    it approaches: ``optimiser_error_<key>`` (+inf where the estimate is not converged) and
+    the conjugate-gradient residual."""
+
+    def observable(q):
+        o = ch.measure(posterior, q["G"], q["W"], stats)
+        loss = ch.population_test_loss(posterior, q["G"], q["W"], V=V)
+        return jnp.stack([o["c_1"], o["c_G"], loss])
+
+    est = ch.newton_estimate(lambda q: posterior.energy(q["W"], q["G"], stats), params, observable)
+    bound = est.bound()
+    out = {f"optimiser_error_{k}": bound[i] for i, k in enumerate(ERROR_KEYS)}
+    out["newton_residual"] = est.residual
+    return out
+
+
+def optimiser_allowance(values: np.ndarray) -> float:
+    """Bound on the optimisation bias of a mean over datasets from their per-run Newton
+    estimates: NEWTON_SAFETY x their mean (|mean(x - x*)| <= mean |x - x*|); +inf if any run's
+    estimate is missing or not converged."""
+    v = np.asarray(values, float)
+    if v.size == 0 or not np.all(np.isfinite(v)):
+        return float("inf")
+    return NEWTON_SAFETY * float(np.mean(v))
 
 
 @dataclasses.dataclass
 class NetworkAnalysis:
-    """The theory a network experiment is checked against, and the P grid it runs on."""
+    """The theory a network experiment is checked against, and the P grid it runs on:
+    ``P_values``, nested grids ``refine_grid`` around the transition P_t and, for a continuous
+    theory, ``fall_grid`` around its steepest test-loss fall (with the theory's loss there,
+    ``fall_theory``, from the global minimum at each of its P)."""
 
     config: object
     model: ch.AbstractReducedModel
@@ -30,6 +67,8 @@ class NetworkAnalysis:
     P_grid: np.ndarray
     loss_curve: np.ndarray
     loss_branches: tuple[np.ndarray, np.ndarray]
+    fall_grid: np.ndarray
+    fall_theory: np.ndarray
 
     @classmethod
     def from_theory(cls, c, model, run) -> NetworkAnalysis:
@@ -40,11 +79,16 @@ class NetworkAnalysis:
         refine_grid = np.geomspace(
             P_t / c.refine_width, P_t * c.refine_width, 2**c.refine_levels + 1
         )
-        P_grid = np.unique(np.concatenate([np.asarray(c.P_values, float), refine_grid]))
         loss, up, down = (
             theory_test_loss(c, model, x, diagram.P)
             for x in (diagram.x_global, diagram.x_up, diagram.x_down)
         )
+        fall_grid = fall_theory = np.array([])
+        if refined.order != "first":
+            fall_grid = _fall_grid(c, diagram.P, loss)
+            xs = np.stack([np.asarray(ch.global_minimum(model, p)) for p in fall_grid])
+            fall_theory = theory_test_loss(c, model, xs, fall_grid)
+        P_grid = np.unique(np.concatenate([np.asarray(c.P_values, float), refine_grid, fall_grid]))
         run.scalar(
             "theory",
             {"objective": model.objective, **info, "order_from_refinement": refined.as_dict()},
@@ -59,7 +103,18 @@ class NetworkAnalysis:
             }
         )
         return cls(
-            c, model, diagram, info, refined.order, P_t, refine_grid, P_grid, loss, (up, down)
+            c,
+            model,
+            diagram,
+            info,
+            refined.order,
+            P_t,
+            refine_grid,
+            P_grid,
+            loss,
+            (up, down),
+            fall_grid,
+            fall_theory,
         )
 
     def theory(self, key: str, P) -> np.ndarray:
@@ -75,6 +130,15 @@ class NetworkAnalysis:
         out = {k: (self.diagram.P, self.theory(k, self.diagram.P)) for k in keys}
         out["test_loss"] = (self.diagram.P, self.loss_curve)
         return out
+
+
+def _fall_grid(c, P: np.ndarray, loss: np.ndarray) -> np.ndarray:
+    """Nested grid (2^refine_levels intervals) on [P_f / fall_width, P_f fall_width] around
+    the steepest fall P_f of the theory's test loss (per unit ln P, on the diagram's grid)."""
+    slope = np.diff(loss) / np.diff(np.log(P))
+    i = int(np.argmin(slope))
+    P_f = float(np.sqrt(P[i] * P[i + 1]))
+    return np.geomspace(P_f / c.fall_width, P_f * c.fall_width, 2**c.refine_levels + 1)
 
 
 def theory_test_loss(c, model, xs, Ps) -> np.ndarray:
@@ -108,120 +172,74 @@ def select_lower_energy(result) -> np.ndarray:
     return keep
 
 
-def _compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
+def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
+    """The lower-energy runs at the ``P_values`` farther than ``exclusion_factor`` from P_t
+    against the theory. Each run's value is bias-corrected by its bootstrap refit,
+    2 x - x_boot (the reduced theory has population statistics; a fit to P sequences is
+    biased at order 1 / P); tolerance: 99% t x SE over datasets of the corrected values +
+    NEWTON_SAFETY x the mean Newton estimate of their optimisation error (2 e + e_boot)."""
     c = a.config
     P = result.params["P"]
-    far = np.abs(np.log(P / a.P_t)) > np.log(c.exclusion_factor)
-    Ps = np.unique(P[far & keep])
-    values = result.masked(key)
-    means = np.array([np.nanmean(values[(P == p) & keep]) for p in Ps])
-    ses = np.array([standard_error(values[(P == p) & keep]) for p in Ps])
+    far = np.isin(P, np.asarray(c.P_values, float)) & keep
+    far &= np.abs(np.log(P / a.P_t)) > np.log(c.exclusion_factor)
+    Ps = np.unique(P[far])
+    raw, boot = result.masked(key), result.masked(f"bootstrap_{key}")
+    corrected = 2.0 * raw - boot
+    error = 2.0 * result.outputs[f"optimiser_error_{key}"]
+    error = error + result.outputs[f"bootstrap_optimiser_error_{key}"]
+    at = lambda v, f: np.array([f(v[(P == p) & far]) for p in Ps])
+    means, ses = at(corrected, np.nanmean), at(corrected, standard_error)
+    raw_means, bias = at(raw, np.nanmean), at(boot - raw, np.nanmean)
     theory = a.theory(key, Ps)
     k = critical_value(c.seeds)
-    tol = k * ses + OPTIMISER_TOLERANCE
+    opt = at(error, optimiser_allowance)
+    tol = k * ses + opt
     run.save_arrays(
         **{
             f"{name}.check_{key}_P": Ps,
             f"{name}.check_{key}_measured": means,
+            f"{name}.check_{key}_uncorrected": raw_means,
             f"{name}.check_{key}_theory": theory,
             f"{name}.check_{key}_se": ses,
+            f"{name}.check_{key}_optimiser": opt,
         }
     )
-    if key == "test_loss":
-        # Reported, not checked: a network fitted to P sequences over-fits its L^2 + V^2
-        # parameters, so its population test loss exceeds the saddle point's by a term of
-        # order 1 / P that the reduced theory does not contain (docs/copy_head.md).
-        run.scalar(
-            f"{name}_test_loss_vs_theory",
-            {
-                "P": Ps.tolist(),
-                "measured": means.tolist(),
-                "se": ses.tolist(),
-                "theory": theory.tolist(),
-            },
-        )
-        return
+    run.scalar(
+        f"{name}_{key}_vs_theory",
+        {
+            "P": Ps.tolist(),
+            "uncorrected": raw_means.tolist(),
+            "bootstrap_bias": bias.tolist(),
+            "corrected": means.tolist(),
+            "se": ses.tolist(),
+            "theory": theory.tolist(),
+            "optimiser_allowance": opt.tolist(),
+            "former_check_passed": bool(
+                np.all(
+                    np.abs(raw_means - theory)
+                    <= k * at(raw, standard_error) + FORMER_OPTIMISER_TOLERANCE
+                )
+            ),
+        },
+    )
     run.check(
         f"{name}_{key}_matches_theory_away_from_transition",
         expected=theory.tolist(),
         measured=means.tolist(),
         passed=bool(np.all(np.abs(means - theory) <= tol)),
-        note=f"mean over datasets of the lower-energy start at P farther than "
-        f"x{c.exclusion_factor} from P_t = {a.P_t:.4g}; tolerance per P {k:.3g} SE (99% "
-        f"t, {c.seeds} datasets) + "
-        f"{OPTIMISER_TOLERANCE} (optimiser): {np.round(tol, 4).tolist()}",
+        note=f"bootstrap-corrected mean over datasets of the lower-energy start at P = "
+        f"{Ps.tolist()} (uncorrected {np.round(raw_means, 5).tolist()}); tolerance per P "
+        f"{k:.3g} SE (99% t, {c.seeds} datasets) + optimiser ({NEWTON_SAFETY:g} x mean "
+        f"Newton estimate): {_sci(tol)}, of which optimiser {_sci(opt)} (formerly a fixed "
+        f"{FORMER_OPTIMISER_TOLERANCE}, without bias correction)",
     )
 
 
-def _level_steps(a: NetworkAnalysis, P, seeds, values, keep) -> np.ndarray:
-    """(seed, level) largest step of ``values`` along the nested refinement grids."""
-    grid = a.refine_grid
-    n = grid.size - 1
-    out = []
-    for s in np.unique(seeds):
-        v = np.array([np.nanmean(values[np.isclose(P, p) & (seeds == s) & keep]) for p in grid])
-        out.append(
-            [
-                ch.largest_step(grid[:: n // 2**k], v[:: n // 2**k])
-                for k in range(1, a.config.refine_levels + 1)
-            ]
-        )
-    return np.asarray(out)
+def _sci(values) -> list[str]:
+    return [f"{v:.3g}" for v in np.asarray(values, float)]
 
 
-def _largest_loss_drops(a: NetworkAnalysis, P, seeds, loss, keep):
-    """(measured, theory) largest drop of the test loss per dataset on the finest grid."""
-    grid = a.refine_grid
-    lp, dP = np.log(grid), np.log(a.diagram.P)
-    up, down = (np.interp(lp, dP, b) for b in a.loss_branches)
-    measured, expected = [], []
-    for s in np.unique(seeds):
-        v = np.array([np.nanmean(loss[np.isclose(P, p) & (seeds == s) & keep]) for p in grid])
-        i = int(np.nanargmax(np.abs(np.diff(v))))
-        measured.append(abs(v[i + 1] - v[i]))
-        expected.append(abs(up[i] - down[i + 1]))
-    return np.asarray(measured), np.asarray(expected)
-
-
-def _check_refinement(run, name, a: NetworkAnalysis, result, keep) -> None:
-    c = a.config
-    P, seeds = result.params["P"], result.seeds
-    spacing = np.log(c.refine_width**2) / 2.0 ** np.arange(1, c.refine_levels + 1)
-    key = transition_key(c)
-    steps = _level_steps(a, P, seeds, result.masked(key), keep)
-    refined = ch.classify_refinement(spacing, np.median(steps, axis=0))
-    run.scalar(f"{name}_order_from_refinement", refined.as_dict())
-    run.check(
-        f"{name}_transition_order_from_refinement",
-        expected=a.expected_order,
-        measured=refined.order,
-        note=f"largest step of {key} between neighbouring P (median over datasets) vs "
-        "spacing on nested grids around P_t; expected: the same method on the theory",
-    )
-    loss_steps = _level_steps(a, P, seeds, result.masked("test_loss"), keep)
-    if a.expected_order == "first":
-        measured, expected = _largest_loss_drops(a, P, seeds, result.masked("test_loss"), keep)
-        run.check(
-            f"{name}_test_loss_jump_matches_theory",
-            expected=float(np.mean(expected)),
-            measured=float(np.mean(measured)),
-            tolerance=critical_value(measured.size) * standard_error(measured - expected)
-            + OPTIMISER_TOLERANCE,
-            note="per dataset, the largest drop of the population test loss between "
-            "neighbouring P of the finest grid, against the theory's drop between "
-            "the same P (uniform branch below, copy branch above: the two "
-            "coexisting minima)",
-        )
-    loss_order = ch.classify_refinement(spacing, np.median(loss_steps, axis=0)).order
-    run.check(
-        f"{name}_test_loss_curve_signature",
-        expected="sharp drop" if a.expected_order == "first" else "continuous",
-        measured="sharp drop" if loss_order == "first" else "continuous",
-        note="refinement order of the test-loss curve",
-    )
-
-
-def _check_hysteresis(run, name, a: NetworkAnalysis, result, key) -> None:
+def check_hysteresis(run, name, a: NetworkAnalysis, result, key) -> None:
     c = a.config
     P, seeds, start, ok = result.params["P"], result.seeds, result.params["start"], result.ok()
     values = result.masked(key)
@@ -258,28 +276,4 @@ def _check_hysteresis(run, name, a: NetworkAnalysis, result, key) -> None:
             tolerance=0.0,
             note=f"theory {a.info['transition_order']}: one minimum at every P; starts "
             f"agree within 0.1 x max amplitude; per P {hyst.where(hyst.P > 0)}",
-        )
-
-
-def check_networks(run, name: str, a: NetworkAnalysis, result) -> None:
-    """All network checks: theory away from the transition, refinement order and loss
-    signature, hysteresis between starts, coverage of span{U, S} in the copy phase."""
-    keep = select_lower_energy(result) & result.ok()
-    for key in (*order_keys(a.config), "test_loss"):
-        _compare_away(run, name, a, result, keep, key)
-    _check_refinement(run, name, a, result, keep)
-    _check_hysteresis(run, name, a, result, transition_key(a.config))
-    P = result.params["P"]
-    copy_phase = keep & (P >= 2 * a.P_t)
-    if copy_phase.any():
-        posterior = a.config.posterior(a.config.attention)
-        A = jax.vmap(posterior.attention)(jnp.asarray(result.outputs["G"][copy_phase]))
-        cov = float(ch.coverage(A))
-        run.check(
-            f"{name}_coverage_of_copy_span",
-            expected=0.9,
-            measured=cov,
-            passed=cov >= 0.9,
-            note="fraction of the non-uniform part of A in span{U, S} "
-            "at P >= 2 P_t; the paper: 'the vast majority' (>= 0.9 here)",
         )

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
 from . import _figures
-from ._common import critical_value, padded_statistics, standard_error, transition
-from ._networks import OPTIMISER_TOLERANCE, order_keys, transition_key
-
-# A precursor: the posterior variance of the transition's order parameter at least doubles
-# between the lowest and the highest precursor P (the Laplace variance of a continuous onset
-# diverges like 1 / (P_c - P); at a first-order P* the uniform state stays stiff).
-PRECURSOR_RISE = 2.0
+from ._common import critical_value, standard_error, transition
+from ._networks import (
+    order_keys,
+    transition_key,
+)
 
 
 @dataclasses.dataclass
@@ -83,7 +80,7 @@ class PosteriorAnalysis:
         return far
 
 
-def _chain_means(result, key):
+def chain_means(result, key):
     return np.nanmean(np.where(result.ok()[:, None], result.outputs[key], np.nan), axis=1)
 
 
@@ -102,7 +99,7 @@ def check_samplers(run, a: PosteriorAnalysis, result) -> None:
     ladder = np.unique(P[a.ladder_mask(P)])
     rows, ok, ok_old = [], True, True
     for key in order_keys(a.config):
-        sg, ma = _chain_means(result, key), _chain_means(result, f"mala_{key}")
+        sg, ma = chain_means(result, key), chain_means(result, f"mala_{key}")
         for p in np.unique(P):
             for b in (0.0, 1.0):
                 sel = (P == p) & (start == b)
@@ -127,36 +124,6 @@ def check_samplers(run, a: PosteriorAnalysis, result) -> None:
     )
 
 
-def check_modes(run, a: PosteriorAnalysis, result) -> None:
-    """The saddle-point theory predicts the posterior's modes: the mode reached from each
-    SGLD chain's end (Adam on S(G)) against the marginal theory, away from the transition;
-    the posterior mean minus the mode (fluctuation shift) is reported."""
-    P = result.params["P"]
-    ok = result.ok()
-    far = a.ladder_mask(P) & ok
-    for key in order_keys(a.config):
-        modes = result.masked(f"mode_{key}")
-        means = _chain_means(result, key)
-        Ps = np.unique(P[far])
-        m = np.array([np.nanmean(modes[(P == p) & far]) for p in Ps])
-        se = np.array([standard_error(modes[(P == p) & far]) for p in Ps])
-        theory = a.theory(key, Ps)
-        k = critical_value(2 * a.config.seeds)
-        tol = k * se + OPTIMISER_TOLERANCE
-        run.check(
-            f"posterior_mode_{key}_matches_theory",
-            expected=theory.tolist(),
-            measured=m.tolist(),
-            passed=bool(np.all(np.abs(m - theory) <= tol)),
-            note=f"modes from SGLD chain ends at P = {Ps.tolist()}; tolerance {k:.3g} SE "
-            f"(99% t) + {OPTIMISER_TOLERANCE}: {np.round(tol, 4).tolist()}",
-        )
-        gap = [float(np.nanmean(means[(P == p) & far] - modes[(P == p) & far])) for p in Ps]
-        run.scalar(
-            f"posterior_mean_minus_mode_{key}", dict(zip([f"{p:g}" for p in Ps], gap, strict=True))
-        )
-
-
 def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
     """First-order theory: on the scan above P* there is a contiguous range of P where, in
     every dataset, the chains from the two starts stay in different states (more than half the
@@ -171,7 +138,7 @@ def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
         if first
         else 0.1 * float(np.max(np.abs(a.diagram.order_global["amplitude"])))
     )
-    hyst = ch.pair_disagreement(P, seeds, start, _chain_means(result, key), ok, tolerance=tol)
+    hyst = ch.pair_disagreement(P, seeds, start, chain_means(result, key), ok, tolerance=tol)
     samples = np.where(ok[:, None], result.outputs[key], np.nan)
     bimodal = np.array(
         [
@@ -219,95 +186,6 @@ def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
         note="at each P where all or no datasets disagree: every dataset's pooled "
         f"samples bimodal (two Gaussian components > {tol:.3g} apart, Ashman's "
         "D > 2, each >= 10%) exactly where its chains are in different states",
-    )
-
-
-@eqx.filter_jit
-def _laplace_variance(posterior, stats, G, key_index: int):
-    observable = lambda g: jnp.stack(ch.order_parameters(posterior.attention(g)))[key_index][None]
-    return ch.laplace_covariance(posterior, stats, G, observable)[0, 0]
-
-
-def check_precursors(run, a: PosteriorAnalysis, pre, posterior, P_max: int) -> None:
-    """MALA from the uniform state at P = f P_t: the mean squared deviation of the transition's
-    order parameter from the mode, against the Laplace variance at that mode (same data).
-
-    The comparison covers P <= 0.5 P_t, where the Gaussian approximation holds, with the 99%
-    Student-t quantile over datasets. It first covered P <= 0.75 P_t at 4 SE, which the
-    full-size linear run failed (at 0.75 P_c the measured variance is 0.64 of Laplace's: the
-    quartic terms of the action, growing towards the onset, cap the fluctuations); that
-    statistic is reported as ``precursor_laplace_deviation_up_to_0.75``."""
-    c = a.config
-    key = transition_key(c)
-    idx = 1 if key == "c_G" else 0
-    P, seeds, ok = pre.params["P"], pre.seeds, pre.ok()
-    # Odd heads (A(-G) = -A(G)): the symmetric state G = 0 is exactly stationary and the
-    # samples are reported modulo the mirror, so the fluctuation is measured as E[o^2] about
-    # o = 0 (mirror invariant); otherwise about the mode reached from the chain.
-    odd = isinstance(posterior.head, ch.AbstractOddCopyHead)
-    ref = np.zeros(P.shape) if odd else pre.outputs[f"mode_{key}"]
-    dev = np.nanmean((pre.outputs[f"mala_{key}"] - ref[:, None]) ** 2, axis=1)
-    lap = np.full(P.shape, np.nan)
-    for i in np.flatnonzero(ok):
-        k_data = jax.random.split(jax.random.key(int(seeds[i])), 3)[0]
-        stats, _ = padded_statistics(k_data, c.L, c.V, P[i], P_max)
-        G = np.zeros((c.L, c.L)) if odd else pre.outputs["mode_G"][i]
-        lap[i] = float(_laplace_variance(posterior, stats, jnp.asarray(G), idx))
-    Ps = np.unique(P)
-    measured = np.array([np.nanmean(dev[P == p]) for p in Ps])
-    laplace = np.array([np.nanmean(lap[P == p]) for p in Ps])
-    ratio = [dev[P == p] / lap[P == p] for p in Ps]
-    run.save_arrays(
-        **{
-            "precursor.P_over_P_t": Ps / a.P_t,
-            "precursor.variance": measured,
-            "precursor.laplace": laplace,
-        }
-    )
-    run.scalar(
-        "precursor",
-        {
-            "P_over_P_t": (Ps / a.P_t).tolist(),
-            "variance": measured.tolist(),
-            "laplace": laplace.tolist(),
-        },
-    )
-    deviation = lambda limit: max(
-        (
-            abs(float(np.mean(r)) - 1) / max(standard_error(r), 1e-300)
-            for r, f in zip(ratio, Ps / a.P_t, strict=True)
-            if f <= limit
-        ),
-        default=float("nan"),
-    )
-    run.scalar("precursor_laplace_deviation_up_to_0.75", deviation(0.75))
-    k = critical_value(c.seeds)
-    worst = deviation(0.5)
-    run.check(
-        "precursor_variance_matches_laplace",
-        expected=0.0,
-        measured=worst,
-        passed=bool(worst <= k),
-        note="max over P <= 0.5 P_t of |mean(measured / "
-        f"Laplace) - 1| / SE over datasets; passes <= "
-        f"{k:.3g} (99% t)",
-    )
-    rise = lambda v: float(v[-1] / v[0])
-    kind = lambda r: "rising" if r > PRECURSOR_RISE else "flat"
-    run.scalar("precursor_rise", {"measured": rise(measured), "laplace": rise(laplace)})
-    run.check(
-        "precursor_signature_matches_laplace",
-        expected=kind(rise(laplace)),
-        measured=kind(rise(measured)),
-        note=f"variance at {Ps[-1] / a.P_t:.2g} P_t over {Ps[0] / a.P_t:.2g} P_t, rising "
-        f"if > {PRECURSOR_RISE}",
-    )
-    run.check(
-        "precursor_as_page_predicts",
-        expected="rising" if c.attention == "linear" else "flat",
-        measured=kind(rise(measured)),
-        note="copy_head.md: precursors announce the linear transition; none before "
-        "softmax's first-order jump",
     )
 
 

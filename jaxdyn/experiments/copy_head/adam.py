@@ -2,7 +2,9 @@
 
 For each P (a ladder away from the transition, plus nested grids refined around it), seed
 (dataset) and start (small init / copy pattern): Adam on E(W, G). The run of the two starts
-with the lower energy is the network's MAP. Checked against the reduced action with
+with the lower energy is the network's MAP; each run's remaining optimisation error is its
+Newton estimate at the end point (:func:`jaxdyn.copyhead.newton_estimate`). Checked against
+the reduced action with
 ``objective="map"``: order parameters and population test loss away from the transition, the
 transition order from grid refinement of the trained networks, the test-loss jump, hysteresis
 between the starts, and the coverage of span{U, S}.
@@ -20,7 +22,8 @@ from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _figures
 from ._common import NetworkConfig, padded_statistics, require, require_positive
-from ._networks import NetworkAnalysis, check_networks
+from ._network_checks import check_networks
+from ._networks import BOOTSTRAP_KEYS, NetworkAnalysis, optimiser_error
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -30,12 +33,16 @@ class AdamConfig(NetworkConfig):
     Attributes:
         refine_levels, refine_width: nested grids of 2^k intervals (k <= refine_levels) on
             [P_t / refine_width, P_t refine_width] around the MAP theory's transition P_t.
+        fall_width: for a continuous theory, the same nested grids on [P_f / fall_width,
+            P_f fall_width] around the steepest fall P_f of the theory's test loss (the
+            crossover to copying, above the onset).
         steps, learning_rate, init_scale: Adam (cosine-decayed learning rate).
     """
 
     seeds: int = 4
     refine_levels: int = 4
     refine_width: float = 1.25
+    fall_width: float = 1.5
     steps: int = 3000
     learning_rate: float = 0.03
     init_scale: float = 0.01
@@ -44,7 +51,10 @@ class AdamConfig(NetworkConfig):
         super().validate()
         require(self.refine_levels >= 3, f"refine_levels must be >= 3, got {self.refine_levels}")
         require(self.steps >= 10, f"steps must be >= 10, got {self.steps}")
-        require(self.refine_width > 1, f"refine_width must be > 1, got {self.refine_width}")
+        require(
+            self.refine_width > 1 and self.fall_width > 1,
+            f"refine_width and fall_width must be > 1, got {self.refine_width}, {self.fall_width}",
+        )
         require_positive(learning_rate=self.learning_rate, init_scale=self.init_scale)
 
     @classmethod
@@ -59,22 +69,34 @@ def run_adam(c: AdamConfig, run: Run) -> None:
     copy_G = c.copy_scores(c.attention)
     P_max = int(np.ceil(analysis.P_grid.max()))
 
-    def member(params, key):
-        k_data, k_train = jax.random.split(key)
-        stats, _ = padded_statistics(k_data, c.L, c.V, params["P"], P_max)
+    def fit(key, stats, G0, learning_rate):
         p, trace = ch.train_map(
-            k_train,
+            key,
             posterior,
             stats,
             steps=c.steps,
-            learning_rate=params["learning_rate"],
+            learning_rate=learning_rate,
             init_scale=c.init_scale,
-            G0=params["start"] * copy_G,
+            G0=G0,
         )
         out = ch.measure(posterior, p["G"], p["W"], stats)
         out["test_loss"] = ch.population_test_loss(posterior, p["G"], p["W"], V=c.V)
+        out.update(optimiser_error(posterior, stats, p, V=c.V))
+        return p, trace, out
+
+    def member(params, key):
+        k_data, k_train = jax.random.split(key)
+        stats, (X, Y, w) = padded_statistics(k_data, c.L, c.V, params["P"], P_max)
+        G0 = params["start"] * copy_G
+        p, trace, out = fit(k_train, stats, G0, params["learning_rate"])
         out["G"] = p["G"]
         out["energy_trace"] = trace
+        # One bootstrap resample of the same data, refitted from this fit's scores: the
+        # finite-P bias of the fit against the population (reduced) theory.
+        k_resample, k_refit = jax.random.split(jax.random.fold_in(key, 1))
+        boot = ch.copy_statistics(X, Y, ch.bootstrap_weights(k_resample, w))
+        _, _, refit = fit(k_refit, boot, p["G"], params["learning_rate"])
+        out.update({f"bootstrap_{k}": v for k, v in refit.items() if k in BOOTSTRAP_KEYS})
         return out
 
     grid = Grid.product(

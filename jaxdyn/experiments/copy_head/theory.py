@@ -5,23 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
 import numpy as np
 
 from ... import copyhead as ch
 from ...runs import Run, register_experiment
-from ...sweep import Grid
 from . import _figures
 from ._common import (
     ATTENTIONS,
     CopyHeadConfig,
-    critical_value,
-    padded_statistics,
     require,
     require_positive,
-    standard_error,
     transition,
 )
+from ._exact_hysteresis import exact_action_hysteresis
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -85,7 +81,7 @@ def run_theory(config: TheoryConfig, run: Run) -> None:
     results = {a: _analyse(config, run, a) for a in ATTENTIONS}
     _check_orders(config, run, results)
     _check_linear_onset(config, run, results["linear"])
-    hyst = {a: _exact_action_hysteresis(config, run, a, results[a]) for a in ATTENTIONS}
+    hyst = {a: exact_action_hysteresis(config, run, a, results[a]) for a in ATTENTIONS}
     _figures.theory_figures(run, config, results, hyst)
 
 
@@ -202,115 +198,3 @@ def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
         )
     run.scalar("linear_onset_P_c", P_c)
     run.scalar("linear_onset_over_T_V_three_halves", P_c / (c.temperature * c.V**1.5))
-
-
-def _hysteresis_grid(c: TheoryConfig, res: dict) -> np.ndarray:
-    info = res["info"]
-    if info["coexistence"] is not None:
-        lo, hi = info["coexistence"]
-        return np.geomspace(lo / c.window_margin**3, hi * c.window_margin**3, c.hysteresis_points)
-    centre = info["P_star"] or float(np.sqrt(np.prod(res["window"])))
-    return np.geomspace(centre / 2.0, centre * 2.0, c.hysteresis_points)
-
-
-def _exact_action_hysteresis(c: TheoryConfig, run: Run, attention: str, res: dict) -> dict:
-    """Minimise the exact finite-data action S(G) (all L^2 scores) from uniform (G = 0) and
-    from the copy pattern on ``hysteresis_seeds`` datasets, P traced (nested datasets)."""
-    Ps = _hysteresis_grid(c, res)
-    P_max = int(np.ceil(Ps.max()))
-    posterior = c.posterior(attention)
-    copy_G = c.copy_scores(attention)
-
-    def member(params, key):
-        k_data, k_init = jax.random.split(key)
-        stats, _ = padded_statistics(k_data, c.L, c.V, params["P"], P_max)
-        # Small noise lifts the uniform start off G = 0, a stationary point by symmetry.
-        G0 = params["start"] * copy_G + 1e-2 * jax.random.normal(k_init, (c.L, c.L))
-        G = ch.minimise_action(
-            posterior, stats, G0, steps=c.hysteresis_steps, learning_rate=params["learning_rate"]
-        )
-        return ch.measure(posterior, G, None, stats)
-
-    grid = Grid.product(
-        {"P": Ps, "start": [0.0, 1.0], "learning_rate": [c.hysteresis_learning_rate]},
-        seeds=c.hysteresis_seeds,
-        base_seed=c.seed,
-    )
-    result = run.sweep(f"exact_hysteresis_{attention}", member, grid)
-    P, start, seeds, ok = result.params["P"], result.params["start"], result.seeds, result.ok()
-    key = "c_G" if attention == "softmax" else "c_1"
-    values = result.outputs[key]
-    info, diagram = res["info"], res["diagram"]
-    if info["transition_order"] == "first":
-        # Two runs are in different minima when they differ by more than half the jump.
-        hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.5 * info["jump"])
-        _check_first_order_hysteresis(c, run, attention, hyst, info)
-        _check_switch(run, attention, result, info)
-    else:
-        scale = float(np.max(np.abs(diagram.order_global["amplitude"])))
-        hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.1 * scale)
-        run.check(
-            f"{attention}_exact_action_no_hysteresis",
-            expected=0.0,
-            measured=float(np.nanmax(hyst.disagree_fraction)),
-            tolerance=0.0,
-            note=f"theory: {info['transition_order']} (one minimum at each P): runs "
-            f"from both starts agree within 0.1 x max amplitude ({0.1 * scale:.3g})",
-        )
-    run.scalar(f"{attention}_exact_action_disagreement", hyst.where(np.ones_like(hyst.P, bool)))
-    return {"P": Ps, "values": result.reshaped(key), "hysteresis": hyst}
-
-
-def _check_first_order_hysteresis(c, run, attention, hyst, info) -> None:
-    lo, hi = info["coexistence"]
-    m = c.window_margin
-    inside = (hyst.P > lo * m) & (hyst.P < hi / m)
-    outside = (hyst.P < lo / m**2) | (hyst.P > hi * m**2)
-    run.check(
-        f"{attention}_exact_action_hysteresis_inside_window",
-        expected=1.0,
-        measured=float(np.nanmin(hyst.disagree_fraction[inside])) if inside.any() else float("nan"),
-        tolerance=0.0,
-        note=f"every dataset, every P in ({lo * m:.4g}, {hi / m:.4g}): the two starts end "
-        f"in minima more than half the jump apart; per P: {hyst.where(inside)}",
-    )
-    run.check(
-        f"{attention}_exact_action_no_hysteresis_outside_window",
-        expected=0.0,
-        measured=float(np.nanmax(hyst.disagree_fraction[outside]))
-        if outside.any()
-        else float("nan"),
-        tolerance=0.0,
-        note=f"P outside ({lo / m**2:.4g}, {hi * m**2:.4g}): both starts agree; per P: "
-        f"{hyst.where(outside)}",
-    )
-
-
-def _check_switch(run, attention, result, info) -> None:
-    """Per dataset, the P where the copy-start minimum becomes the lower one; their mean
-    against the reduced P*, within the 99% Student-t multiple of the standard error over
-    datasets plus the grid spacing."""
-    P, start, seeds = result.params["P"], result.params["start"], result.seeds
-    S = result.masked("action")
-    Ps = np.unique(P)
-    middles = []
-    for s in np.unique(seeds):
-        per_start = [
-            np.array([S[(P == p) & (seeds == s) & (start == b)][0] for p in Ps]) for b in (0.0, 1.0)
-        ]
-        bracket = ch.switch_bracket(Ps, *per_start)
-        middles.append(np.nan if bracket is None else float(np.sqrt(bracket[0] * bracket[1])))
-    middles = np.asarray(middles)
-    spacing = float(np.log(Ps[1] / Ps[0]))
-    mean = float(np.exp(np.mean(np.log(middles))))
-    tol = critical_value(middles.size) * standard_error(np.log(middles)) + spacing
-    run.scalar(f"{attention}_exact_action_switch_per_dataset", middles.tolist())
-    run.check(
-        f"{attention}_exact_action_switch_matches_reduced_P_star",
-        expected=float(np.log(info["P_star"])),
-        measured=float(np.log(mean)),
-        tolerance=tol,
-        note=f"ln P: geometric mean of the switch brackets {mean:.4g} vs "
-        f"P* {info['P_star']:.4g}; tolerance 99% t SE + grid spacing; a "
-        "dataset without a switch gives NaN (fails)",
-    )

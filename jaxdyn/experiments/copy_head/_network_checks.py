@@ -1,0 +1,197 @@
+"""All checks of trained networks, and those under refinement of the P grid: the transition's
+order, and the shape of the test-loss curve (copy_head.md, "What the theory predicts":
+softmax, a sharp loss drop at P*; linear, a continuous fall, a plateau, then a slower fall)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ... import copyhead as ch
+from ._common import critical_value, standard_error
+from ._networks import (
+    NetworkAnalysis,
+    check_hysteresis,
+    compare_away,
+    optimiser_allowance,
+    order_keys,
+    select_lower_energy,
+    transition_key,
+)
+
+
+def per_dataset(grid, P, seeds, values, keep) -> np.ndarray:
+    """(dataset, grid point) table of ``values`` of the kept (lower-energy) runs."""
+    return np.array(
+        [
+            [np.nanmean(values[np.isclose(P, p) & (seeds == s) & keep]) for p in grid]
+            for s in np.unique(seeds)
+        ]
+    )
+
+
+def level_steps(grid: np.ndarray, levels: int, table: np.ndarray) -> np.ndarray:
+    """(dataset, level) largest step between neighbours on the nested grids of 2^k
+    intervals (k = 1..levels) of ``grid`` (2^levels + 1 points)."""
+    n = grid.size - 1
+    return np.array(
+        [
+            [ch.largest_step(grid[:: n // 2**k], v[:: n // 2**k]) for k in range(1, levels + 1)]
+            for v in np.atleast_2d(table)
+        ]
+    )
+
+
+def _spacing(grid: np.ndarray, levels: int) -> np.ndarray:
+    return np.log(grid[-1] / grid[0]) / 2.0 ** np.arange(1, levels + 1)
+
+
+def _largest_loss_drops(a: NetworkAnalysis, loss: np.ndarray, errors: np.ndarray):
+    """Per dataset on the finest grid: the largest drop of the test loss between neighbours,
+    the theory's drop between the same P (uniform branch below, copy branch above) and the
+    Newton estimate of the drop's optimisation error (both ends)."""
+    lp, dP = np.log(a.refine_grid), np.log(a.diagram.P)
+    up, down = (np.interp(lp, dP, b) for b in a.loss_branches)
+    measured, expected, error = [], [], []
+    for v, e in zip(loss, errors, strict=True):
+        i = int(np.nanargmax(np.abs(np.diff(v))))
+        measured.append(abs(v[i + 1] - v[i]))
+        expected.append(abs(up[i] - down[i + 1]))
+        error.append(e[i] + e[i + 1])
+    return np.asarray(measured), np.asarray(expected), np.asarray(error)
+
+
+def check_refinement(run, name: str, a: NetworkAnalysis, result, keep) -> None:
+    """The order of the transition from grid refinement of the trained networks against the
+    same method on the theory; the test-loss jump (first order) or the bounded fall (continuous
+    theories, :func:`check_loss_fall`)."""
+    c = a.config
+    P, seeds = result.params["P"], result.seeds
+    table = lambda grid, key: per_dataset(grid, P, seeds, result.masked(key), keep)
+    spacing = _spacing(a.refine_grid, c.refine_levels)
+    key = transition_key(c)
+    steps = level_steps(a.refine_grid, c.refine_levels, table(a.refine_grid, key))
+    refined = ch.classify_refinement(spacing, np.median(steps, axis=0))
+    run.scalar(f"{name}_order_from_refinement", refined.as_dict())
+    run.check(
+        f"{name}_transition_order_from_refinement",
+        expected=a.expected_order,
+        measured=refined.order,
+        note=f"largest step of {key} between neighbouring P (median over datasets) vs "
+        "spacing on nested grids around P_t; expected: the same method on the theory",
+    )
+    loss = table(a.refine_grid, "test_loss")
+    if a.expected_order == "first":
+        errors = table(a.refine_grid, "optimiser_error_test_loss")
+        measured, expected, error = _largest_loss_drops(a, loss, errors)
+        opt = optimiser_allowance(error)
+        run.check(
+            f"{name}_test_loss_jump_matches_theory",
+            expected=float(np.mean(expected)),
+            measured=float(np.mean(measured)),
+            tolerance=critical_value(measured.size) * standard_error(measured - expected) + opt,
+            note="per dataset, the largest drop of the population test loss between "
+            "neighbouring P of the finest grid, against the theory's drop between "
+            "the same P (uniform branch below, copy branch above: the two "
+            f"coexisting minima); tolerance 99% t SE + optimiser {opt:.2g} (Newton)",
+        )
+    loss_order = ch.classify_refinement(
+        spacing, np.median(level_steps(a.refine_grid, c.refine_levels, loss), axis=0)
+    ).order
+    run.check(
+        f"{name}_test_loss_curve_signature",
+        expected="sharp drop" if a.expected_order == "first" else "continuous",
+        measured="sharp drop" if loss_order == "first" else "continuous",
+        note="refinement order of the test-loss curve around P_t",
+    )
+    if a.fall_grid.size:
+        check_loss_fall(run, name, a, lambda key: table(a.fall_grid, key))
+
+
+def check_loss_fall(run, name: str, a: NetworkAnalysis, table) -> None:
+    """Continuous theories: the test loss around the theory's steepest fall (above the onset:
+    the crossover to copying), on nested grids (``table(key)``: dataset x P of ``fall_grid``).
+
+    Refinement: the largest loss step between neighbours against the spacing; a bounded
+    slope d loss / d ln P shrinks it like the spacing (order "crossover"), a sharp drop keeps
+    it finite ("first"); expected: the same method on the theory's loss at the same P.
+    Shape: on the finest grid, the slope d loss / d ln P of each interval (bootstrap-corrected,
+    as :func:`compare_away`) against the theory's, within 99% t x SE over datasets + the
+    optimiser's Newton estimate over the interval; this covers the plateau (a small slope)
+    before the bounded fall."""
+    c = a.config
+    spacing = _spacing(a.fall_grid, c.refine_levels)
+    loss = table("test_loss")
+    steps = level_steps(a.fall_grid, c.refine_levels, loss)
+    theory_steps = level_steps(a.fall_grid, c.refine_levels, a.fall_theory)[0]
+    measured = ch.classify_refinement(spacing, np.median(steps, axis=0))
+    expected = ch.classify_refinement(spacing, theory_steps)
+    run.check(
+        f"{name}_test_loss_fall_order_from_refinement",
+        expected=expected.order,
+        measured=measured.order,
+        note=f"around the theory's steepest loss fall (P {a.fall_grid[0]:.4g}-"
+        f"{a.fall_grid[-1]:.4g}): largest loss step (median over datasets) vs spacing, "
+        f"exponent {measured.fit.slope:.3f} (theory {expected.fit.slope:.3f}); 1: bounded "
+        "d loss / d ln P, 0: a sharp drop",
+    )
+    h = np.diff(np.log(a.fall_grid))
+    corrected = 2.0 * loss - table("bootstrap_test_loss")
+    error = 2.0 * table("optimiser_error_test_loss") + table("bootstrap_optimiser_error_test_loss")
+    slopes = np.diff(corrected, axis=1) / h
+    slope = np.mean(slopes, axis=0)
+    se = np.array([standard_error(v) for v in slopes.T])
+    opt = np.array([optimiser_allowance(e) for e in ((error[:, :-1] + error[:, 1:]) / h).T])
+    theory = np.diff(a.fall_theory) / h
+    tol = critical_value(loss.shape[0]) * se + opt
+    run.scalar(
+        f"{name}_test_loss_fall",
+        {
+            "P": a.fall_grid.tolist(),
+            "measured_order": measured.as_dict(),
+            "theory_order": expected.as_dict(),
+            "slope": slope.tolist(),
+            "slope_se": se.tolist(),
+            "slope_uncorrected": np.mean(np.diff(loss, axis=1) / h, axis=0).tolist(),
+            "theory_slope": theory.tolist(),
+            "tolerance": tol.tolist(),
+        },
+    )
+    i = int(np.argmin(theory))
+    run.check(
+        f"{name}_test_loss_slope_matches_theory",
+        expected=theory.tolist(),
+        measured=slope.tolist(),
+        passed=bool(np.all(np.abs(slope - theory) <= tol)),
+        note=f"d loss / d ln P per interval of the finest grid on P {a.fall_grid[0]:.4g}-"
+        f"{a.fall_grid[-1]:.4g} (bootstrap-corrected, mean over datasets): plateau "
+        f"{slope[0]:.3g} (theory {theory[0]:.3g}), steepest {slope[i]:.3g} (theory "
+        f"{theory[i]:.3g}); tolerance 99% t SE + optimiser: "
+        f"{np.round(tol, 3).tolist()}",
+    )
+
+
+def check_networks(run, name: str, a: NetworkAnalysis, result) -> None:
+    """All network checks: theory away from the transition (bootstrap-corrected, with each
+    run's Newton estimate of its optimisation error), refinement order and loss signature,
+    hysteresis between starts, coverage of span{U, S} in the copy phase."""
+    keep = select_lower_energy(result) & result.ok()
+    for key in (*order_keys(a.config), "test_loss"):
+        compare_away(run, name, a, result, keep, key)
+    check_refinement(run, name, a, result, keep)
+    check_hysteresis(run, name, a, result, transition_key(a.config))
+    P = result.params["P"]
+    copy_phase = keep & (P >= 2 * a.P_t)
+    if copy_phase.any():
+        posterior = a.config.posterior(a.config.attention)
+        A = jax.vmap(posterior.attention)(jnp.asarray(result.outputs["G"][copy_phase]))
+        cov = float(ch.coverage(A))
+        run.check(
+            f"{name}_coverage_of_copy_span",
+            expected=0.9,
+            measured=cov,
+            passed=cov >= 0.9,
+            note="fraction of the non-uniform part of A in span{U, S} "
+            "at P >= 2 P_t; the paper: 'the vast majority' (>= 0.9 here)",
+        )
