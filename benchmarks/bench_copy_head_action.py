@@ -21,7 +21,7 @@ import jaxdyn.copyhead as ch  # noqa: E402
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--reps", type=int, default=21)
     parser.add_argument("--x64", action="store_true", help="float64 (default float32)")
     parser.add_argument("--L", type=int, default=16)
     parser.add_argument("--V", type=int, default=8)
@@ -48,9 +48,11 @@ def main():
         batched(Gs).block_until_ready()
         return time.perf_counter() - t
 
-    loops = [time_loop() for _ in range(args.reps)]
-    batched(Gs).block_until_ready()  # re-warm after the loop
-    bats = [time_batched() for _ in range(args.reps)]
+    loops, bats = [], []
+    for _ in range(args.reps):  # interleaved, so that a slow spell of the machine hits both
+        loops.append(time_loop())
+        batched(Gs).block_until_ready()  # re-warm after the loop
+        bats.append(time_batched())
     loop, bat = statistics.median(loops), statistics.median(bats)
     ratio = loop / bat
     print(
