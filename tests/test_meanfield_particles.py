@@ -36,8 +36,12 @@ def test_rk4_is_fourth_order_on_a_linear_ode():
         return float(sol.ys[-1])
 
     exact = 0.5 * np.exp(-2.0) + 0.5 * (np.cos(2.0) + np.sin(2.0))
-    e1, e2 = abs(solve(10) - exact), abs(solve(20) - exact)
-    assert 14.0 < e1 / e2 < 18.0
+    errors = [abs(solve(n) - exact) for n in (10, 20, 40)]
+    # Observed order log2(e(h) / e(h/2)) = 4 + O(h): it rounds to 4 (not 3 or 5), and its
+    # deviation from 4 shrinks as h halves (the asymptotic regime), no band fitted to values.
+    orders = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
+    assert abs(orders[-1] - 4.0) < 0.5, orders
+    assert abs(orders[-1] - 4.0) < abs(orders[0] - 4.0), orders
 
 
 def _numpy_softmax_rk4(x, A, V, t1, steps):
