@@ -59,8 +59,10 @@ from ._energy import (
 from ._fields import (
     AbstractBilinearHead as AbstractBilinearHead,
     AbstractCausalField as AbstractCausalField,
+    AbstractDotProductHead as AbstractDotProductHead,
     AbstractGaussianClosed as AbstractGaussianClosed,
     AbstractKernelHead as AbstractKernelHead,
+    AbstractScaledHead as AbstractScaledHead,
     AbstractSoftmaxHead as AbstractSoftmaxHead,
     AbstractVelocityField as AbstractVelocityField,
 )

@@ -218,6 +218,22 @@ def softmax_average(
     )
 
 
+class AbstractScaledHead(AbstractBilinearHead):
+    """A head whose interaction matrix is ``A = K^T Q / sqrt(d)`` (softmax, L2, sigmoid,
+    linear and exponential attention); subclasses give the scores and the weights."""
+
+    def A(self, t=0.0):
+        return scaled_interaction(self.Q, self.K, t)
+
+
+class AbstractDotProductHead(AbstractScaledHead):
+    """A head scored by the bilinear form alone: ``s(x, y) = y^T A x``,
+    ``A = K^T Q / sqrt(d)``; subclasses give the weights (softmax, or a kernel)."""
+
+    def scores(self, x, tokens, *, t=0.0):
+        return x @ self.A(t).T @ tokens.T
+
+
 class AbstractSoftmaxHead(AbstractBilinearHead, AbstractCausalField):
     """A head with softmax weights ``w_k(x) = softmax_k s(x, y_k)``: subclasses give the scores.
 

@@ -27,11 +27,11 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._analysis import wasserstein2_exact
-from ._fields import AbstractKernelHead, Weight, as_weight, scaled_interaction, weight_at
+from ._fields import AbstractDotProductHead, AbstractKernelHead, Weight, as_weight, weight_at
 from ._heads import Sigmoid
 
 
-class Exponential(AbstractKernelHead):
+class Exponential(AbstractKernelHead, AbstractDotProductHead):
     """Unnormalised softmax: ``Gamma(x) = V (1/n) sum_k exp(y_k^T A x) y_k``,
     ``A = K^T Q / sqrt(d)``: the gradient flow of the interaction energy in the twisted
     distance (see the module docstring). Not Gaussian-closed.
@@ -47,12 +47,6 @@ class Exponential(AbstractKernelHead):
     K: Weight = eqx.field(converter=as_weight)
     V: Weight = eqx.field(converter=as_weight)
     chunk_size: int | None = eqx.field(static=True, default=None)
-
-    def A(self, t=0.0):
-        return scaled_interaction(self.Q, self.K, t)
-
-    def scores(self, x, tokens, *, t=0.0):
-        return x @ self.A(t).T @ tokens.T
 
     def kernel(self, scores):
         return jnp.exp(scores)

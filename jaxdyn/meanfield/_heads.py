@@ -20,19 +20,20 @@ from jaxdyn.attention import l2_scores, sigmoid_weights, softmax_weights
 
 from ._fields import (
     AbstractCausalField,
+    AbstractDotProductHead,
     AbstractGaussianClosed,
     AbstractKernelHead,
+    AbstractScaledHead,
     AbstractSoftmaxHead,
     Weight,
     as_weight,
-    scaled_interaction,
     softmax_average,
     weight_at,
     weight_shape,
 )
 
 
-class Softmax(AbstractSoftmaxHead, AbstractGaussianClosed):
+class Softmax(AbstractSoftmaxHead, AbstractDotProductHead, AbstractGaussianClosed):
     """Softmax self-attention, scores ``y^T A x`` with ``A = K^T Q / sqrt(d)``.
 
     Gaussian closure: ``Gamma(x) = V (alpha + Sigma A x)``, so ``d alpha/dt = V (I + Sigma A)
@@ -49,12 +50,6 @@ class Softmax(AbstractSoftmaxHead, AbstractGaussianClosed):
     K: Weight = eqx.field(converter=as_weight)
     V: Weight = eqx.field(converter=as_weight)
     chunk_size: int | None = eqx.field(static=True, default=None)
-
-    def A(self, t=0.0):
-        return scaled_interaction(self.Q, self.K, t)
-
-    def scores(self, x, tokens, *, t=0.0):
-        return x @ self.A(t).T @ tokens.T
 
     def affine_velocity(self, mean, cov, *, t=0.0):
         V = weight_at(self.V, t)
@@ -81,7 +76,7 @@ def _small_solve(P, B):
     return jnp.stack(X)
 
 
-class L2(AbstractSoftmaxHead, AbstractGaussianClosed):
+class L2(AbstractSoftmaxHead, AbstractScaledHead, AbstractGaussianClosed):
     """L2 self-attention: weights ``softmax_k(-|Q x / sqrt(d) - K y_k|^2)``.
 
     Gaussian closure with ``A = K^T Q / sqrt(d)``, ``M = K^T K``:
@@ -100,9 +95,6 @@ class L2(AbstractSoftmaxHead, AbstractGaussianClosed):
     V: Weight = eqx.field(converter=as_weight)
     chunk_size: int | None = eqx.field(static=True, default=None)
 
-    def A(self, t=0.0):
-        return scaled_interaction(self.Q, self.K, t)
-
     def scores(self, x, tokens, *, t=0.0):
         Q, K = weight_at(self.Q, t), weight_at(self.K, t)
         return l2_scores(x @ Q.T / jnp.sqrt(Q.shape[1]), tokens @ K.T)
@@ -116,7 +108,7 @@ class L2(AbstractSoftmaxHead, AbstractGaussianClosed):
         return 2.0 * V @ Y[:, :-1], V @ Y[:, -1]
 
 
-class Sigmoid(AbstractKernelHead):
+class Sigmoid(AbstractKernelHead, AbstractDotProductHead):
     """Sigmoid attention: ``Gamma(x) = V (1/n) sum_k sigmoid(y_k^T A x + bias) y_k``,
     ``A = K^T Q / sqrt(d)``; no division by the row sum. Not Gaussian-closed: particles only.
 
@@ -134,17 +126,11 @@ class Sigmoid(AbstractKernelHead):
     bias: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
     chunk_size: int | None = eqx.field(static=True, default=None)
 
-    def A(self, t=0.0):
-        return scaled_interaction(self.Q, self.K, t)
-
-    def scores(self, x, tokens, *, t=0.0):
-        return x @ self.A(t).T @ tokens.T
-
     def kernel(self, scores):
         return sigmoid_weights(scores, bias=self.bias)
 
 
-class Linear(AbstractKernelHead, AbstractGaussianClosed):
+class Linear(AbstractKernelHead, AbstractDotProductHead, AbstractGaussianClosed):
     """Linear attention: ``Gamma(x) = V (1/n) sum_k (y_k^T A x) y_k``, ``A = K^T Q / sqrt(d)``.
 
     Gaussian closure: ``Gamma(x) = V (Sigma + alpha alpha^T) A x``, so
@@ -161,12 +147,6 @@ class Linear(AbstractKernelHead, AbstractGaussianClosed):
     K: Weight = eqx.field(converter=as_weight)
     V: Weight = eqx.field(converter=as_weight)
     chunk_size: int | None = eqx.field(static=True, default=None)
-
-    def A(self, t=0.0):
-        return scaled_interaction(self.Q, self.K, t)
-
-    def scores(self, x, tokens, *, t=0.0):
-        return x @ self.A(t).T @ tokens.T
 
     def kernel(self, scores):
         return scores
