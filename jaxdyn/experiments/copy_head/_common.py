@@ -167,3 +167,55 @@ def standard_error(values: np.ndarray) -> float:
     v = np.asarray(values, float)
     v = v[np.isfinite(v)]
     return float(np.std(v, ddof=1) / np.sqrt(v.size)) if v.size >= 2 else float("nan")
+
+
+def _over(reduce, values, mask) -> float:
+    return float(reduce(values[mask])) if mask.any() else float("nan")
+
+
+def check_hysteresis(run, prefix, result, values, order, info, diagram, margin):
+    """Hysteresis between the uniform (``start = 0``) and the copying (``start = 1``)
+    initialisation, per dataset and P, checked against the theory's order.
+
+    First order (with a coexistence window ``(lo, hi)``): runs are in different minima when
+    they differ by more than half the jump; every dataset must disagree for P well inside the
+    window (``lo m < P < hi / m``) and agree well outside it (``P < lo / m^2`` or
+    ``P > hi m^2``). Otherwise one minimum at every P: the starts must agree within 0.1 x the
+    largest order-parameter amplitude. An empty P range gives NaN, which fails its check.
+    Returns the :class:`jaxdyn.copyhead.PairDisagreement`.
+    """
+    P, seeds, start, ok = result.params["P"], result.seeds, result.params["start"], result.ok()
+    if order == "first" and info["coexistence"] is not None:
+        hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.5 * info["jump"])
+        lo, hi = info["coexistence"]
+        inside = (hyst.P > lo * margin) & (hyst.P < hi / margin)
+        outside = (hyst.P < lo / margin**2) | (hyst.P > hi * margin**2)
+        run.check(
+            f"{prefix}_hysteresis_inside_window",
+            expected=1.0,
+            measured=_over(np.nanmin, hyst.disagree_fraction, inside),
+            tolerance=0.0,
+            note=f"theory coexistence ({lo:.4g}, {hi:.4g}); every dataset's two starts end "
+            f"more than half the jump apart for P in ({lo * margin:.4g}, {hi / margin:.4g}); "
+            f"per P {hyst.where(inside)}",
+        )
+        run.check(
+            f"{prefix}_no_hysteresis_outside_window",
+            expected=0.0,
+            measured=_over(np.nanmax, hyst.disagree_fraction, outside),
+            tolerance=0.0,
+            note=f"P outside ({lo / margin**2:.4g}, {hi * margin**2:.4g}): both starts agree; "
+            f"per P {hyst.where(outside)}",
+        )
+        return hyst
+    scale = float(np.max(np.abs(diagram.order_global["amplitude"])))
+    hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.1 * scale)
+    run.check(
+        f"{prefix}_no_hysteresis",
+        expected=0.0,
+        measured=float(np.nanmax(hyst.disagree_fraction)),
+        tolerance=0.0,
+        note=f"theory {order}: one minimum at every P; the starts agree within 0.1 x max "
+        f"amplitude ({0.1 * scale:.3g}); per P {hyst.where(hyst.P > 0)}",
+    )
+    return hyst

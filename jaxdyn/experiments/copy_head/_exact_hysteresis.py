@@ -10,7 +10,7 @@ import numpy as np
 from ... import copyhead as ch
 from ...runs import Run
 from ...sweep import Grid
-from ._common import critical_value, padded_statistics, standard_error
+from ._common import check_hysteresis, critical_value, padded_statistics, standard_error
 
 
 def _hysteresis_grid(c, res: dict) -> np.ndarray:
@@ -46,53 +46,17 @@ def exact_action_hysteresis(c, run: Run, attention: str, res: dict) -> dict:
         base_seed=c.seed,
     )
     result = run.sweep(f"exact_hysteresis_{attention}", member, grid)
-    P, start, seeds, ok = result.params["P"], result.params["start"], result.seeds, result.ok()
     key = "c_G" if attention == "softmax" else "c_1"
     values = result.outputs[key]
     info, diagram = res["info"], res["diagram"]
-    if info["transition_order"] == "first":
-        # Two runs are in different minima when they differ by more than half the jump.
-        hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.5 * info["jump"])
-        _check_first_order_hysteresis(c, run, attention, hyst, info)
+    order = info["transition_order"]
+    hyst = check_hysteresis(
+        run, f"{attention}_exact_action", result, values, order, info, diagram, c.window_margin
+    )
+    if order == "first" and info["coexistence"] is not None:
         _check_switch(run, attention, result, info)
-    else:
-        scale = float(np.max(np.abs(diagram.order_global["amplitude"])))
-        hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.1 * scale)
-        run.check(
-            f"{attention}_exact_action_no_hysteresis",
-            expected=0.0,
-            measured=float(np.nanmax(hyst.disagree_fraction)),
-            tolerance=0.0,
-            note=f"theory: {info['transition_order']} (one minimum at each P): runs "
-            f"from both starts agree within 0.1 x max amplitude ({0.1 * scale:.3g})",
-        )
     run.scalar(f"{attention}_exact_action_disagreement", hyst.where(np.ones_like(hyst.P, bool)))
     return {"P": Ps, "values": result.reshaped(key), "hysteresis": hyst}
-
-
-def _check_first_order_hysteresis(c, run, attention, hyst, info) -> None:
-    lo, hi = info["coexistence"]
-    m = c.window_margin
-    inside = (hyst.P > lo * m) & (hyst.P < hi / m)
-    outside = (hyst.P < lo / m**2) | (hyst.P > hi * m**2)
-    run.check(
-        f"{attention}_exact_action_hysteresis_inside_window",
-        expected=1.0,
-        measured=float(np.nanmin(hyst.disagree_fraction[inside])) if inside.any() else float("nan"),
-        tolerance=0.0,
-        note=f"every dataset, every P in ({lo * m:.4g}, {hi / m:.4g}): the two starts end "
-        f"in minima more than half the jump apart; per P: {hyst.where(inside)}",
-    )
-    run.check(
-        f"{attention}_exact_action_no_hysteresis_outside_window",
-        expected=0.0,
-        measured=float(np.nanmax(hyst.disagree_fraction[outside]))
-        if outside.any()
-        else float("nan"),
-        tolerance=0.0,
-        note=f"P outside ({lo / m**2:.4g}, {hi * m**2:.4g}): both starts agree; per P: "
-        f"{hyst.where(outside)}",
-    )
 
 
 def _check_switch(run, attention, result, info) -> None:

@@ -10,7 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ._common import critical_value, standard_error, transition
+from ._common import (
+    check_hysteresis as check_hysteresis_against,
+    critical_value,
+    standard_error,
+    transition,
+)
 
 # The allowance for optimisation error these checks used before the per-run Newton estimate
 # (a stated number, not derived); reported in the check notes for comparison.
@@ -240,40 +245,9 @@ def _sci(values) -> list[str]:
 
 
 def check_hysteresis(run, name, a: NetworkAnalysis, result, key) -> None:
-    c = a.config
-    P, seeds, start, ok = result.params["P"], result.seeds, result.params["start"], result.ok()
+    """Hysteresis of the trained networks between the two starts (``_common.check_hysteresis``)
+    against the order found by grid refinement."""
     values = result.masked(key)
-    if a.expected_order == "first" and a.info["coexistence"] is not None:
-        hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.5 * a.info["jump"])
-        lo, hi = a.info["coexistence"]
-        m = c.window_margin
-        inside = (hyst.P > lo * m) & (hyst.P < hi / m)
-        outside = (hyst.P < lo / m**2) | (hyst.P > hi * m**2)
-        run.check(
-            f"{name}_hysteresis_inside_window",
-            expected=1.0,
-            measured=float(np.nanmin(hyst.disagree_fraction[inside]))
-            if inside.any()
-            else float("nan"),
-            tolerance=0.0,
-            note=f"theory coexistence ({lo:.4g}, {hi:.4g}): every dataset's two starts "
-            f"end more than half the jump apart; per P {hyst.where(inside)}",
-        )
-        run.check(
-            f"{name}_no_hysteresis_outside_window",
-            expected=0.0,
-            measured=float(np.nanmax(hyst.disagree_fraction[outside])),
-            tolerance=0.0,
-            note=f"per P {hyst.where(outside)}",
-        )
-    else:
-        scale = float(np.max(np.abs(a.diagram.order_global["amplitude"])))
-        hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.1 * scale)
-        run.check(
-            f"{name}_no_hysteresis",
-            expected=0.0,
-            measured=float(np.nanmax(hyst.disagree_fraction)),
-            tolerance=0.0,
-            note=f"theory {a.info['transition_order']}: one minimum at every P; starts "
-            f"agree within 0.1 x max amplitude; per P {hyst.where(hyst.P > 0)}",
-        )
+    check_hysteresis_against(
+        run, name, result, values, a.expected_order, a.info, a.diagram, a.config.window_margin
+    )
