@@ -22,7 +22,7 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxdyn._validation import is_traced, require_psd
 from jaxdyn.attention import softmax_weights
 
-from ._fields import AbstractGaussianClosed
+from ._fields import AbstractGaussianClosed, weight_at
 from ._heads import L2, Softmax, _small_solve
 
 
@@ -62,13 +62,13 @@ class QuadraticKeySoftmax(AbstractGaussianClosed):
     def from_softmax(cls, head: Softmax, t: Float[ArrayLike, ""] = 0.0) -> QuadraticKeySoftmax:
         """Softmax attention ``head`` at time ``t``: ``A = K^T Q / sqrt(d)``, ``M = 0``."""
         A = head.A(t)
-        return cls(A, jnp.zeros_like(A), head.V(t) if callable(head.V) else head.V)
+        return cls(A, jnp.zeros_like(A), weight_at(head.V, t))
 
     @classmethod
     def from_l2(cls, head: L2, t: Float[ArrayLike, ""] = 0.0) -> QuadraticKeySoftmax:
         """L2 attention ``head`` at time ``t``: ``A = 2 K^T Q / sqrt(d)``, ``M = K^T K``."""
-        K = head.K(t) if callable(head.K) else head.K
-        return cls(2.0 * head.A(t), K.T @ K, head.V(t) if callable(head.V) else head.V)
+        K = weight_at(head.K, t)
+        return cls(2.0 * head.A(t), K.T @ K, weight_at(head.V, t))
 
     def scores(self, x: Float[Array, "m d"], tokens: Float[Array, "n d"]) -> Float[Array, "m n"]:
         """``s(x_i, y_k) = y_k^T A x_i - y_k^T M y_k``."""

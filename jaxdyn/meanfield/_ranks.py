@@ -25,7 +25,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 from jaxdyn.sweep import DiffeqMember
 
 from ._closed_forms import limiting_rank
-from ._fields import AbstractGaussianClosed
+from ._fields import AbstractGaussianClosed, scaled_interaction
 from ._quadratic import QuadraticKeySoftmax
 from ._simulate_gaussian import GaussianODE, GaussianSolution, gaussian_ode
 
@@ -61,9 +61,9 @@ def rank_field(
     traced: ``A = K^T Q / sqrt(d)``, ``M = 0`` (softmax) or ``A = 2 K^T Q / sqrt(d)``,
     ``M = K^T K`` (L2). One field is evaluated per step whichever the member's attention
     (selecting between two fields under ``vmap`` evaluates both)."""
-    Q, K = jnp.asarray(Q), jnp.asarray(K)
+    K = jnp.asarray(K)
     l2 = jnp.asarray(attention) == 1
-    A = K.T @ Q / jnp.sqrt(Q.shape[1])
+    A = scaled_interaction(jnp.asarray(Q), K, 0.0)
     return QuadraticKeySoftmax(
         jnp.where(l2, 2.0 * A, A), jnp.where(l2, K.T @ K, jnp.zeros_like(A)), V
     )
