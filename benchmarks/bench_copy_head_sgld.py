@@ -204,7 +204,9 @@ def main():
     print(json.dumps(result))
     out = Path(__file__).resolve().parent / "results" / "copy_head_sgld.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    from jaxdyn.runs import atomic_write_text
+
+    atomic_write_text(out, json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

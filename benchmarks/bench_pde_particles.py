@@ -229,9 +229,9 @@ def main():
     print(text)
     results = pathlib.Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)
-    tmp = results / "pde_particles.json.tmp"
-    tmp.write_text(text + "\n")
-    tmp.replace(results / "pde_particles.json")
+    from jaxdyn.runs import atomic_write_text
+
+    atomic_write_text(results / "pde_particles.json", text + "\n")
 
 
 if __name__ == "__main__":

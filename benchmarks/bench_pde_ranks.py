@@ -120,10 +120,10 @@ def main() -> None:
     }
     line = json.dumps(out)
     if not args.quick:
+        from jaxdyn.runs import atomic_write_text
+
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        tmp = RESULTS.with_suffix(".json.tmp")
-        tmp.write_text(line + "\n")
-        tmp.replace(RESULTS)
+        atomic_write_text(RESULTS, line + "\n")
     print(line)
 
 

@@ -187,7 +187,9 @@ def main():
     line = json.dumps(report)
     out = Path(__file__).resolve().parent / "results" / "sweep_heterogeneous.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    from jaxdyn.runs import atomic_write_text
+
+    atomic_write_text(out, json.dumps(report, indent=1) + "\n")
     print(line)
 
 
