@@ -227,11 +227,12 @@ def main():
     }
     text = json.dumps(out)
     print(text)
-    results = pathlib.Path(__file__).resolve().parent / "results"
-    results.mkdir(exist_ok=True)
-    from jaxdyn.runs import atomic_write_text
+    if not args.quick:  # the stored result is the full-size one
+        from jaxdyn.runs import atomic_write_text
 
-    atomic_write_text(results / "pde_particles.json", text + "\n")
+        results = pathlib.Path(__file__).resolve().parent / "results"
+        results.mkdir(exist_ok=True)
+        atomic_write_text(results / "pde_particles.json", text + "\n")
 
 
 if __name__ == "__main__":
