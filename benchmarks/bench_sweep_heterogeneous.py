@@ -15,8 +15,10 @@ of the Transformer PDE's covariance ODEs, and the rotation rate ``w`` sets the s
 For each mix, the same ``DiffeqMember`` runs unsegmented (``segment_steps=0``: every group of
 ``vmap_width`` members is one vmapped solve that runs until its slowest member is done, the
 engine's plain path) and segmented (default options), both at ``vmap_width=32`` on one
-device, each compiled first and then timed warm; the cold (compile included) times are
-reported too. The results of the two must be bitwise identical.
+device, each compiled first and then timed warm (median of 3 runs); the cold (compile
+included) times are reported too. The same sweep with three group widths
+(``segment_widths=3``: 4, 8 and 32) is timed too (reported, not the headline). The results
+of all three must be bitwise identical.
 
     python benchmarks/bench_sweep_heterogeneous.py [--quick]
 
@@ -40,6 +42,7 @@ from jaxdyn.sweep import DiffeqMember, DiffeqProblem, Grid, SweepOptions, run_sw
 # tolerances; the step counts actually taken are reported.
 STEPS_PER_UNIT_OMEGA = 205.0
 TARGET = 10.0
+REPEATS = 3  # warm timings: median of this many runs
 ROTATION = jnp.array([[0, 1, 0, 0], [-1, 0, 0, 0], [0, 0, 0, 2], [0, 0, -2, 0]], float) / 2
 
 
@@ -91,14 +94,18 @@ def step_targets(mix: str, n: int, rng) -> np.ndarray:
     return rng.permutation(np.clip(steps, 30, 20_000))
 
 
-def timed(member, grid, options):
-    """``(result, compilations, cold seconds, warm seconds)``."""
+def timed(member, grid, options, repeats=REPEATS):
+    """``(result, compilations, cold seconds, warm seconds)``; warm is the median of
+    ``repeats`` runs."""
     t0 = time.perf_counter()
     result = run_sweep(member, grid, options=options)
     cold, compilations = time.perf_counter() - t0, result.n_compilations
-    t0 = time.perf_counter()
-    result = run_sweep(member, grid, options=options)
-    return result, compilations, cold, time.perf_counter() - t0
+    warm = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = run_sweep(member, grid, options=options)
+        warm.append(time.perf_counter() - t0)
+    return result, compilations, cold, float(np.median(warm))
 
 
 def _forget_compiled() -> None:
@@ -129,14 +136,22 @@ def measure(mix: str, n: int, seed: int) -> dict:
         member, grid, SweepOptions(segment_steps=0)
     )
     seg, seg_compiled, seg_cold, seg_warm = timed(member, grid, SweepOptions())
-    identical = bool(
-        np.array_equal(plain.status, seg.status)
-        and all(np.array_equal(plain.outputs[k], seg.outputs[k]) for k in plain.outputs)
+    seg_lane_steps = _lane_steps(member)
+    _forget_compiled()  # the three-width sweep compiles its own programs, cold
+    three, three_compiled, three_cold, three_warm = timed(
+        member, grid, SweepOptions(segment_widths=3)
+    )
+    identical = all(
+        bool(
+            np.array_equal(plain.status, other.status)
+            and all(np.array_equal(plain.outputs[k], other.outputs[k]) for k in plain.outputs)
+        )
+        for other in (seg, three)
     )
     steps = plain.outputs["num_steps"]
+    lane_steps = _lane_steps(member)  # of the last segmented sweep (three widths)
     if seg.chunk_size < n:
         raise RuntimeError("lane-step accounting below assumes the sweep is one chunk")
-    lane_steps = _lane_steps(member)
     return {
         "members": n,
         "steps_min": int(steps.min()),
@@ -150,9 +165,18 @@ def measure(mix: str, n: int, seed: int) -> dict:
         "unsegmented_cold_s": round(plain_cold, 3),
         "segmented_cold_s": round(seg_cold, 3),
         "speedup_cold": round(plain_cold / seg_cold, 2),
-        "compilations": {"unsegmented": plain_compiled, "segmented": seg_compiled},
-        "segmented_lane_steps": lane_steps,
-        "segmented_lane_efficiency": round(float(steps.sum()) / lane_steps, 3),
+        "segmented_lane_steps": seg_lane_steps,
+        "segmented_lane_efficiency": round(float(steps.sum()) / seg_lane_steps, 3),
+        "three_widths_warm_s": round(three_warm, 3),
+        "three_widths_speedup_warm": round(plain_warm / three_warm, 2),
+        "three_widths_cold_s": round(three_cold, 3),
+        "compilations": {
+            "unsegmented": plain_compiled,
+            "segmented": seg_compiled,
+            "three_widths": three_compiled,
+        },
+        "three_widths_lane_steps": lane_steps,
+        "three_widths_lane_efficiency": round(float(steps.sum()) / lane_steps, 3),
         "identical": identical,
         "all_successful": bool(np.all(seg.ok())),
     }

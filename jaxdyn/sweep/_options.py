@@ -36,14 +36,19 @@ class SweepOptions:
             to completion in one vmapped call (cost: width x the slowest member of a group).
             Each member takes the same steps for any value, up to round-off where XLA gives
             the member different bits at different group widths (see ``segment_width``).
-        segment_width: how many unfinished members of a segmented sweep are advanced
-            together. ``0`` chooses, on CPUs, the SIMD lane count of the member's state (4 for
-            float64, 8 for float32: a CPU's cost per member-step is nearly flat from there
-            up, so narrow groups cost little and finish the slowest members fastest) and
-            ``vmap_width`` on GPUs. Narrower than ``vmap_width``, a member whose bits depend
-            on the group width (XLA decides; docs/scaling.md) can end at round-off distance
-            from its unsegmented result; ``vmap_width`` gives bitwise the unsegmented
-            results.
+        segment_width: the narrowest group of unfinished members of a segmented sweep
+            advanced together. ``0`` chooses, on CPUs, the SIMD lane count of the member's
+            state (4 for float64, 8 for float32: the narrowest width XLA vectorises, so the
+            slowest members finish in the cheapest groups) and ``vmap_width`` on GPUs.
+            Narrower than ``vmap_width``, a member whose bits depend on the group width (XLA
+            decides; docs/scaling.md) can end at round-off distance from its unsegmented
+            result; ``vmap_width`` gives bitwise the unsegmented results.
+        segment_widths: how many group widths the unfinished members are packed into:
+            ``segment_width`` doubled while below ``vmap_width``, up to this many widths in
+            all with ``vmap_width``. ``2`` (narrow and wide) compiles the fewest programs;
+            each further width is one more compiled program and pads less when a handful of
+            slow members are left (measured in docs/benchmarks.md: about 15% faster warm on
+            a sweep whose last dozen members run long, no gain on others).
     """
 
     vmap_width: int = 32
@@ -53,9 +58,16 @@ class SweepOptions:
     progress: bool | None = None
     segment_steps: int = 128
     segment_width: int = 0
+    segment_widths: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("vmap_width", "chunk_size", "segment_steps", "segment_width"):
+        for name in (
+            "vmap_width",
+            "chunk_size",
+            "segment_steps",
+            "segment_width",
+            "segment_widths",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"sweep option {name} must be an integer, got {value!r}")
@@ -70,6 +82,8 @@ class SweepOptions:
             raise ValueError(
                 f"sweep option segment_width must be >= 0 (0 = automatic), got {self.segment_width}"
             )
+        if self.segment_widths < 1:
+            raise ValueError(f"sweep option segment_widths must be >= 1, got {self.segment_widths}")
         if self.chunk_size < 0:
             raise ValueError(
                 f"sweep option chunk_size must be >= 0 (0 = automatic), got {self.chunk_size}"

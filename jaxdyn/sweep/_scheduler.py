@@ -5,14 +5,15 @@ For one chunk of members on one device:
 1. ``init`` (vmapped in groups of ``vmap_width``) starts every member without taking a step
    (``member.init(params, key, 0)``): every step is then taken by the segment programs, and
    ``init`` compiles in a fraction of their time (it holds no solver loop);
-2. the unfinished members are packed into groups (:func:`pack`): full groups of
-   ``vmap_width`` while there are enough of them, narrow groups of ``segment_width`` for the
-   rest (the last one padded); each group is advanced by one segment; this repeats until
-   every member is done, so the slowest members finish in the cheapest groups;
+2. the unfinished members are packed into groups (``_packing.pack``): the cheapest cover
+   by groups of ``vmap_width``, of ``segment_width`` and, with ``segment_widths > 2``, of
+   the widths between (only the last group padded); each group is advanced by one segment;
+   this repeats until every member is done, so the slowest members finish in the cheapest
+   groups;
 3. ``finish`` (vmapped in groups of ``vmap_width``) turns every state into outputs.
 
 Member states live on the host between segments (numpy gather and scatter). Each program
-(``init``, one segment at each of the two widths, ``finish``) is compiled once, when first
+(``init``, one segment at each group width, ``finish``) is compiled once, when first
 needed, and reused for every segment and chunk. On CPUs, XLA's vectorised code gives many
 members the same bits at every group width that is a multiple of the SIMD lane count (4 float64
 / 8 float32 lanes), but not every member (the Transformer PDE's rank ODE differs at round-off
@@ -30,42 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._packing import group_widths, pack, segment_width
 from ._programs import compiled_bytes, grouped, outputs_and_status, to_host
 from ._segmented import AbstractSegmentedMember
-
-
-def segment_width(requested: int, vmap_width: int, platform: str, state_shape) -> int:
-    """Width of the groups of unfinished members (``SweepOptions.segment_width``).
-
-    Automatic on CPUs: the SIMD lane count of the member state's floating dtype (4 when every
-    floating leaf is float64, else 8), the narrowest width that runs XLA's vectorised code
-    rather than its scalar remainder loop; elsewhere ``vmap_width``.
-    """
-    if requested:
-        return min(requested, vmap_width)
-    if platform != "cpu":
-        return vmap_width
-    floating = [
-        x.dtype for x in jax.tree.leaves(state_shape) if jnp.issubdtype(x.dtype, jnp.inexact)
-    ]
-    lanes = 4 if floating and all(d == jnp.float64 for d in floating) else 8
-    return min(lanes, vmap_width)
-
-
-def pack(active: np.ndarray, wide: int, narrow: int) -> list[np.ndarray]:
-    """Member indices of the groups that cover ``active``: groups of ``wide`` while at least
-    half a wide group is left, then groups of ``narrow``. A group that is not full is padded
-    with copies of its first member (their results are discarded)."""
-    groups, start = [], 0
-    while start < active.size:
-        left = active.size - start
-        width = wide if 2 * left >= wide else narrow
-        idx = active[start : start + width]
-        if idx.size < width:
-            idx = np.concatenate([idx, np.full(width - idx.size, idx[0])])
-        groups.append(idx)
-        start += width
-    return groups
 
 
 class _Packed:
@@ -116,6 +84,7 @@ class SegmentedPrograms:
         params,
         seeds,
         device,
+        width_count: int = 2,
     ):
         self.member, self.width = member, width
         self.segment_steps, self.device = segment_steps, device
@@ -149,7 +118,8 @@ class SegmentedPrograms:
         put = lambda tree: jax.device_put(tree, device)  # noqa: E731
         self.init = jax.jit(grouped(init, width)).lower(*put((params, seeds))).compile()
         packed_shape = jax.eval_shape(grouped(init, width), params, seeds)[0]
-        self.group_width = segment_width(requested_width, width, device.platform, state_shape)
+        narrow = segment_width(requested_width, width, device.platform, state_shape)
+        self.group_widths = group_widths(narrow, width, width_count)
         grouped_finish = grouped(finish, width)
         self.finish = jax.jit(grouped_finish).lower(*put((params, seeds)), packed_shape).compile()
         self.out_shape = jax.eval_shape(grouped_finish, params, seeds, packed_shape)
@@ -187,7 +157,7 @@ class SegmentedPrograms:
         active = np.flatnonzero(~done)
         while active.size:
             in_flight = []
-            for idx in pack(active, self.width, self.group_width):
+            for idx in pack(active, self.group_widths):
                 real = int(np.unique(idx).size)  # the padding repeats idx[0] at the end
                 program = self.advance(idx.size)
                 states, group_done = program(
@@ -226,6 +196,7 @@ def segmented_programs(member, device, width, options, params, seeds):
         device.id,
         width,
         options.segment_width,
+        options.segment_widths,
         options.segment_steps,
         _signature(params, seeds),
     )
@@ -236,7 +207,14 @@ def segmented_programs(member, device, width, options, params, seeds):
     if key is not None and key in _COMPILED:
         return _COMPILED[key], 0
     programs = SegmentedPrograms(
-        member, width, options.segment_width, options.segment_steps, params, seeds, device
+        member,
+        width,
+        options.segment_width,
+        options.segment_steps,
+        params,
+        seeds,
+        device,
+        options.segment_widths,
     )
     if key is not None:
         if len(_COMPILED) >= 16:
