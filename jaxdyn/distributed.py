@@ -43,15 +43,20 @@ def accelerator_installed() -> bool:
     return any(importlib.util.find_spec(name) is not None for name in plugins)
 
 
-def resolve_processes(value: int | str | None = None) -> int:
+def resolve_processes(value: int | str | None = None, *, cpu_devices: bool = False) -> int:
     """How many local worker processes to run: an int (or digit string), or ``"auto"``, one
     per core available to this process on a CPU-only install and one when a GPU/TPU jaxlib
     is installed (one process drives the accelerators). ``None``: ``$JAXDYN_PROCESSES``, else
-    ``"auto"``. Raises ``ValueError`` (one line) on anything else."""
+    one when the CPU is split into in-process devices (``cpu_devices``, or
+    ``xla_force_host_platform_device_count`` in ``XLA_FLAGS``: the user chose that way of
+    using the cores), else ``"auto"``. Raises ``ValueError`` (one line) on anything else."""
     from jaxdyn.sweep._devices import resolve_cpu_devices
 
     if value is None:
-        value = os.environ.get(ENV_PROCESSES) or "auto"
+        value = os.environ.get(ENV_PROCESSES)
+    if value is None or value == "":
+        split = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+        value = "1" if cpu_devices or split else "auto"
     if str(value).strip().lower() == "auto" and accelerator_installed():
         return 1
     try:

@@ -288,3 +288,26 @@ def test_run_experiment_from_python_uses_every_core_by_default(tmp_path, monkeyp
     with pytest.raises(ConfigError, match="processes"):
         run_experiment("toy-blowup", out=tmp_path / "bad", quick=True, processes="many")
     assert not (tmp_path / "bad").exists()
+
+
+def test_resolve_processes_one_rule_for_the_cli_and_python(monkeypatch):
+    """``jaxdyn.distributed.resolve_processes``: explicit value, else ``$JAXDYN_PROCESSES``,
+    else one process when the CPU is split into in-process devices, else one per core."""
+    import os
+
+    from jaxdyn.distributed import resolve_processes
+
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # "auto" counts cores, not accelerators
+    monkeypatch.delenv("JAXDYN_PROCESSES", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert resolve_processes(None) == cores
+    assert resolve_processes("3") == 3 and resolve_processes(2) == 2
+    assert resolve_processes(None, cpu_devices=True) == 1
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+    assert resolve_processes(None) == 1
+    assert resolve_processes("auto") == cores  # asked for explicitly
+    monkeypatch.setenv("JAXDYN_PROCESSES", "3")
+    assert resolve_processes(None) == 3
+    with pytest.raises(ValueError, match="processes"):
+        resolve_processes("many")

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import os
-
 
 def _processes(args) -> int:
     """How many local worker processes ``run``/``reproduce`` should use."""
     from jaxdyn.distributed import resolve_processes
     from jaxdyn.runs import ConfigError
 
-    value = getattr(args, "processes", None)
-    if value is None:  # several in-process devices asked for: the user chose that instead
-        in_process = getattr(args, "cpu_devices", None) or (
-            "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
-        )
-        value = "1" if in_process else "auto"
     try:
-        return resolve_processes(value)
+        return resolve_processes(
+            getattr(args, "processes", None), cpu_devices=bool(getattr(args, "cpu_devices", None))
+        )
     except ValueError as err:
         raise ConfigError(f"--processes: {err}") from None
 

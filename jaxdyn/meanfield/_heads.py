@@ -76,6 +76,17 @@ def _small_solve(P, B):
     return jnp.stack(X)
 
 
+def quadratic_key_average(A, M, V, mean, cov):
+    """``(B, c)`` of the affine velocity ``Gamma(x) = B x + c = V (I + 2 Sigma M)^{-1} (alpha +
+    Sigma A x)``: the softmax-weighted token average for scores ``y^T A x - y^T M y`` on tokens
+    ``N(alpha, Sigma)`` (softmax attention: ``M = 0``; L2: ``2 A``, ``M = K^T K``).
+    ``(I + 2 Sigma M)^{-1}`` is applied by one solve for both right-hand sides, never an
+    explicit inverse (Woodbury's ``k x k`` form cancels catastrophically once Sigma is large)."""
+    P = jnp.eye(cov.shape[0], dtype=cov.dtype) + 2.0 * cov @ M
+    Y = _small_solve(P, jnp.concatenate([cov @ A, mean[:, None]], axis=1))
+    return V @ Y[:, :-1], V @ Y[:, -1]
+
+
 class L2(AbstractSoftmaxHead, AbstractScaledHead, AbstractGaussianClosed):
     """L2 self-attention: weights ``softmax_k(-|Q x / sqrt(d) - K y_k|^2)``.
 
@@ -101,11 +112,7 @@ class L2(AbstractSoftmaxHead, AbstractScaledHead, AbstractGaussianClosed):
 
     def affine_velocity(self, mean, cov, *, t=0.0):
         K, V = weight_at(self.K, t), weight_at(self.V, t)
-        # (I + 2 Sigma M)^{-1} applied by one solve for both right-hand sides, never an explicit
-        # inverse. (Woodbury's k x k form cancels catastrophically once Sigma is large.)
-        P = jnp.eye(cov.shape[0], dtype=cov.dtype) + 2.0 * cov @ (K.T @ K)
-        Y = _small_solve(P, jnp.concatenate([cov @ self.A(t), mean[:, None]], axis=1))
-        return 2.0 * V @ Y[:, :-1], V @ Y[:, -1]
+        return quadratic_key_average(2.0 * self.A(t), K.T @ K, V, mean, cov)
 
 
 class Sigmoid(AbstractKernelHead, AbstractDotProductHead):

@@ -23,7 +23,7 @@ from jaxdyn._validation import is_traced, require_psd
 from jaxdyn.attention import softmax_weights
 
 from ._fields import AbstractGaussianClosed, weight_at
-from ._heads import L2, Softmax, _small_solve
+from ._heads import L2, Softmax, quadratic_key_average
 
 
 class QuadraticKeySoftmax(AbstractGaussianClosed):
@@ -79,6 +79,4 @@ class QuadraticKeySoftmax(AbstractGaussianClosed):
         return softmax_weights(self.scores(x, tokens)) @ tokens @ self.V.T
 
     def affine_velocity(self, mean, cov, *, t=0.0):
-        P = jnp.eye(cov.shape[0], dtype=cov.dtype) + 2.0 * cov @ self.M
-        Y = _small_solve(P, jnp.concatenate([cov @ self.A, mean[:, None]], axis=1))
-        return self.V @ Y[:, :-1], self.V @ Y[:, -1]
+        return quadratic_key_average(self.A, self.M, self.V, mean, cov)

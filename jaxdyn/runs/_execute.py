@@ -234,9 +234,8 @@ def _in_worker_processes(prepared: PreparedRun, processes, argv: list[str], echo
     the workers can import the experiment; ``False`` to run in this process instead."""
     from jaxdyn.distributed import is_worker, launch_local, resolve_processes
 
-    in_process_devices = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
     try:
-        n = resolve_processes("1" if in_process_devices and processes is None else processes)
+        n = resolve_processes(processes)
     except ValueError as err:
         raise ConfigError(f"processes: {err}") from None
     module = _importable_module(prepared.experiment)
@@ -272,10 +271,11 @@ def run_experiment(
     local worker processes on ``jax.distributed`` run the experiment, with results identical
     to one process (docs/scaling.md). It runs in this process instead when one process is
     asked for, when this process is already one of several, when ``XLA_FLAGS`` splits the CPU
-    into devices, or when the experiment was registered in ``__main__`` (a notebook or the
-    running script), which worker processes cannot import; register it in a module to use
-    every core. Bad arguments raise :class:`ConfigError` before any process starts; a failed
-    worker raises ``RuntimeError`` (the finished chunks stay on disk for ``resume=True``).
+    into devices (unless ``processes`` or ``$JAXDYN_PROCESSES`` says otherwise), or when
+    the experiment was registered in ``__main__`` (a notebook or the running script), which
+    worker processes cannot import; register it in a module to use every core. Bad
+    arguments raise :class:`ConfigError` before any process starts; a failed worker raises
+    ``RuntimeError`` (the finished chunks stay on disk for ``resume=True``).
     """
     prepared = prepare_run(
         name,

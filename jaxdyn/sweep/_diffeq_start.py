@@ -40,7 +40,7 @@ def _wrap_terms(terms, direction):
     )
 
 
-def _empty_saves(problem, subs, t0, y0, direction):
+def _empty_saves(problem, subs, t0, y0):
     """Each sub-save's ``(ts, ys)`` buffers before the first step: the ``t0`` slot filled
     (``fn(t0, y0, args)``), every other slot ``inf`` as diffrax allocates them."""
     saved = []
@@ -50,7 +50,7 @@ def _empty_saves(problem, subs, t0, y0, direction):
         ts = jnp.full(size, jnp.inf, t0.dtype)
         ys = jax.tree.map(lambda s, n=size: jnp.full((n,) + s.shape, jnp.inf, s.dtype), y_shape)
         if sub.t0:
-            value = sub.fn(t0 * direction * direction, y0, problem.args)
+            value = sub.fn(t0, y0, problem.args)
             ts = ts.at[0].set(t0)
             ys = jax.tree.map(lambda b, v: b.at[0].set(v), ys, value)
         saved.append((ts, ys))
@@ -96,7 +96,7 @@ def start_state(problem) -> DiffeqState:
         num_steps=zero,
         num_accepted_steps=zero,
         num_rejected_steps=zero,
-        saved=_empty_saves(problem, subsaves(problem.saveat), t0, y0, direction),
+        saved=_empty_saves(problem, subsaves(problem.saveat), t0, y0),
         event_mask=event_mask,
         done=jnp.asarray(False),
     )

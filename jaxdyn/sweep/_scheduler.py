@@ -12,7 +12,8 @@ For one chunk of members on one device:
    groups;
 3. ``finish`` (vmapped in groups of ``vmap_width``) turns every state into outputs.
 
-Member states live on the host between segments (numpy gather and scatter). Each program
+A chunk's member states stay on the device between segments (each segment program gathers
+its group by index and scatters it back); only the "done" flags go to the host. Each program
 (``init``, one segment at each group width, ``finish``) is compiled once, when first
 needed, and reused for every segment and chunk. On CPUs, XLA's vectorised code gives many
 members the same bits at every group width that is a multiple of the SIMD lane count (4 float64

@@ -9,10 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ._common import critical_value, standard_error
+from ._common import check_hysteresis, critical_value, standard_error
 from ._networks import (
     NetworkAnalysis,
-    check_hysteresis,
     compare_away,
     optimiser_allowance,
     order_keys,
@@ -180,7 +179,10 @@ def check_networks(run, name: str, a: NetworkAnalysis, result) -> None:
     for key in (*order_keys(a.config), "test_loss"):
         compare_away(run, name, a, result, keep, key)
     check_refinement(run, name, a, result, keep)
-    check_hysteresis(run, name, a, result, transition_key(a.config))
+    values = result.masked(transition_key(a.config))  # against the order found by refinement
+    check_hysteresis(
+        run, name, result, values, a.expected_order, a.info, a.diagram, a.config.window_margin
+    )
     P = result.params["P"]
     copy_phase = keep & (P >= 2 * a.P_t)
     if copy_phase.any():

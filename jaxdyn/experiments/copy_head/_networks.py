@@ -10,12 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ._common import (
-    check_hysteresis as check_hysteresis_against,
-    critical_value,
-    standard_error,
-    transition,
-)
+from ._common import critical_value, standard_error, transition
 
 # The allowance for optimisation error these checks used before the per-run Newton estimate
 # (a stated number, not derived); reported in the check notes for comparison.
@@ -242,12 +237,3 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
 
 def _sci(values) -> list[str]:
     return [f"{v:.3g}" for v in np.asarray(values, float)]
-
-
-def check_hysteresis(run, name, a: NetworkAnalysis, result, key) -> None:
-    """Hysteresis of the trained networks between the two starts (``_common.check_hysteresis``)
-    against the order found by grid refinement."""
-    values = result.masked(key)
-    check_hysteresis_against(
-        run, name, result, values, a.expected_order, a.info, a.diagram, a.config.window_margin
-    )
