@@ -17,14 +17,14 @@ from jaxdyn.runs import ConfigError, get_experiment, resolve_config
 
 TESTS = Path(__file__).resolve().parent
 os.environ["JAXDYN_IMPORT"] = "toy_experiment"
-os.environ.setdefault("JAXDYN_CACHE_DIR", "off")
+os.environ.setdefault("JAXDYN_CACHE_DIR", os.environ.get("JAXDYN_TEST_CACHE_DIR", "off"))
 
 
 def _cli_env(**extra):
     env = dict(os.environ)
     env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
     env["JAXDYN_IMPORT"] = "toy_experiment"
-    env["JAXDYN_CACHE_DIR"] = "off"
+    env["JAXDYN_CACHE_DIR"] = os.environ.get("JAXDYN_TEST_CACHE_DIR", "off")
     env.update(extra)
     return env
 
@@ -217,6 +217,7 @@ def test_run_results_identical_on_one_and_eight_devices_and_chunk_sizes(tmp_path
             np.testing.assert_array_equal(a[key], b[key])
 
 
+@pytest.mark.slow  # sharding over 8 in-process devices, fast: test_sweep_engine.py
 def test_cpu_devices_option_shards_over_cores_with_identical_results(tmp_path, uninterrupted_run):
     # --cpu-devices 2 splits the CPU into two XLA devices (one per core); sweep results do not
     # depend on the device count
@@ -235,3 +236,15 @@ def test_cpu_devices_option_rejects_bad_values_in_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--cpu-devices" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_bad_cache_threshold_exits_2_before_the_run(tmp_path, monkeypatch, capsys):
+    cache = tmp_path / "xla"
+    monkeypatch.setenv("JAXDYN_CACHE_DIR", str(cache))
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv("JAXDYN_CACHE_MIN_COMPILE_SECS", bad)
+        out = tmp_path / f"run-{bad}"
+        assert main(["run", "toy-blowup", "--quick", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "JAXDYN_CACHE_MIN_COMPILE_SECS" in err and err.count("\n") == 1, err
+        assert not out.exists()

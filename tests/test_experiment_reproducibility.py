@@ -21,7 +21,7 @@ COMMON = ["--quick", "--sweep", "vmap_width=4"]
 
 
 def _env(**extra):
-    env = dict(os.environ, JAXDYN_CACHE_DIR="off")
+    env = dict(os.environ, JAXDYN_CACHE_DIR=os.environ.get("JAXDYN_TEST_CACHE_DIR", "off"))
     env.pop("JAXDYN_EXPERIMENT_MODULES", None)
     env.update(extra)
     return env

@@ -92,7 +92,9 @@ PYPROJECT = textwrap.dedent(
 
 def _child_env(**extra):
     env = {k: v for k, v in os.environ.items() if k not in ("JAXDYN_IMPORT", "XLA_FLAGS")}
-    env.update(JAXDYN_CACHE_DIR="off", PYTHONPATH="", **extra)
+    env.update(
+        JAXDYN_CACHE_DIR=os.environ.get("JAXDYN_TEST_CACHE_DIR", "off"), PYTHONPATH="", **extra
+    )
     return env
 
 
@@ -164,6 +166,7 @@ def _wait_for_chunk(directory: Path, proc, timeout=240):
     return False
 
 
+@pytest.mark.slow  # a throw-away environment and a pip install; kill + resume: test_cli_runs.py
 def test_entry_point_experiment_lists_runs_resumes_and_reports(user_venv):
     python, root = user_venv
     listed = _jaxdyn(python, "list", "--verbose")
@@ -201,8 +204,8 @@ def test_entry_point_experiment_lists_runs_resumes_and_reports(user_venv):
     assert "user-decay" in (root / "report" / "report.md").read_text()
 
 
-def test_import_option_registers_a_plain_module_file(user_venv, tmp_path):
-    python, _ = user_venv
+def test_import_option_registers_a_plain_module_file(tmp_path):
+    python = sys.executable  # a plain module file needs no installed package
     module = tmp_path / "my_experiment.py"
     module.write_text(PLUGIN_MODULE.replace("{name}", "file-decay"))
     listed = _jaxdyn(python, "list", "--import", str(module))

@@ -1,5 +1,6 @@
 """The Gaussian experiments end to end (pde-ranks, pde-blowup, pde-cone) and the cone helpers."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from jaxdyn.meanfield import (
     blowup_directions,
     cone_outcome,
     disk_coordinates,
+    isotropic_line_stability,
     trace_one_covariances,
 )
 from jaxdyn.runs import ConfigError, read_summary, run_experiment
@@ -105,3 +107,118 @@ def test_blowup_directions_follow_the_rank_one_flow():
         assert abs(theta - theta_u) < abs(offset)
     # V = I fixes every direction: no attracting blow-up direction.
     assert blowup_directions(A, np.eye(2)) == []
+
+
+def _random_rank_one_problem(rng):
+    """A random 2 x 2 ``A`` with indefinite symmetric part and a random ``V`` (seeded)."""
+    while True:
+        A = rng.normal(size=(2, 2))
+        lam = np.linalg.eigvalsh(A + A.T)
+        if lam[0] < -0.2 and lam[1] > 0.2:
+            return A, rng.normal(size=(2, 2)) + np.diag(rng.uniform(0.5, 2.0, 2))
+
+
+def test_rank_one_angle_flow_is_the_direction_of_the_rank_one_flow_in_log_radius_time():
+    """On random A, V (beyond the paper's cone cases): x' = (x^T A x) V x solved for x in time
+    (diffrax), its angle against rank_one_angle_flow from ln|x(0)| to ln|x(T)|, either way."""
+    import diffrax
+
+    from jaxdyn.meanfield import rank_one_angle_flow, rank_one_angle_rate
+
+    rng = np.random.default_rng(7)
+    term = diffrax.ODETerm(lambda t, x, args: (x @ args[0] @ x) * (args[1] @ x))
+    rate = jax.jit(jax.vmap(rank_one_angle_rate, in_axes=(None, 0)))
+    checked = 0
+    for _ in range(12):
+        A, V = _random_rank_one_problem(rng)
+        x0 = rng.normal(size=2)
+        sol = diffrax.diffeqsolve(
+            term,
+            diffrax.Tsit5(),
+            0.0,
+            0.05,
+            None,
+            jnp.asarray(x0),
+            (jnp.asarray(A), jnp.asarray(V)),
+            saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 0.05, 64)),
+            stepsize_controller=diffrax.PIDController(rtol=1e-12, atol=1e-14),
+            throw=False,
+        )
+        xs = np.asarray(sol.ys)
+        log_r = np.log(np.linalg.norm(xs, axis=1))
+        theta = np.arctan2(xs[:, 1], xs[:, 0])
+        rates = np.asarray(rate(jnp.asarray(V), jnp.asarray(theta)))
+        if not np.all(np.isfinite(xs)) or not np.all(np.abs(np.diff(log_r)) > 0):
+            continue  # |x| turned (h crossed 0): ln r is no clock on this path
+        if np.any(np.abs(rates) > 1e3):
+            continue
+        predicted = rank_one_angle_flow(V, theta[0], log_r[0], log_r[-1])
+        diff = (theta[-1] - predicted + np.pi / 2) % np.pi - np.pi / 2
+        assert abs(diff) < 1e-8, (A, V, x0, diff)
+        checked += 1
+    assert checked >= 6
+    with pytest.raises(ValueError, match="finite"):
+        rank_one_angle_flow(np.eye(2), 0.1, 0.0, np.inf)
+
+
+def test_line_transverse_growth_is_the_worst_first_order_growth_of_the_disk_distance():
+    """Random A, V (three draws): Sigma' = V Sigma A Sigma + Sigma A^T Sigma V^T (the Softmax
+    field with Q = I, K = sqrt(2) A^T) from p e e^T plus 1e-6 p transverse perturbations in
+    181 directions, on both isotropic lines (stable or not): every disk-distance ratio after
+    dt is at most line_transverse_growth, and the largest equals it to first order."""
+    import diffrax
+
+    from jaxdyn.meanfield import Softmax, line_transverse_growth
+
+    def field(A, V):
+        return Softmax(Q=jnp.eye(2), K=jnp.sqrt(2.0) * A.T, V=V)
+
+    @jax.jit
+    def ends_after(A, V, starts, dt):
+        term = diffrax.ODETerm(lambda t, c, f: f.gaussian_rhs(jnp.zeros(2), c)[1])
+
+        def solve(cov0):
+            return diffrax.diffeqsolve(
+                term,
+                diffrax.Tsit5(),
+                0.0,
+                dt,
+                None,
+                cov0,
+                field(A, V),
+                stepsize_controller=diffrax.PIDController(rtol=1e-13, atol=1e-20),
+            ).ys[-1]
+
+        return jax.vmap(solve)(starts)
+
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        A, V = _random_rank_one_problem(rng)
+        rhs = lambda cov, A=A, V=V: field(jnp.asarray(A), jnp.asarray(V)).gaussian_rhs(  # noqa: E731
+            jnp.zeros(2), cov
+        )[1]
+        # the field is the formula above
+        np.testing.assert_allclose(rhs(jnp.eye(2)), V @ A + A.T @ V.T, rtol=1e-12)
+        p, dt = float(rng.uniform(0.5, 2.0)), 0.1
+        for e, _ in isotropic_line_stability(A, V):
+            f = np.array([-e[1], e[0]])
+            star = p * np.outer(e, e)
+            target = disk_coordinates(star)
+            a = np.linspace(0, np.pi, 181)[:, None, None]
+            shear = (np.outer(e, f) + np.outer(f, e)) / np.sqrt(2)
+            starts = star + 1e-6 * p * (np.cos(a) * shear + np.sin(a) * np.outer(f, f))
+            ends = np.asarray(ends_after(A, V, jnp.asarray(starts), dt))
+            ratios = np.linalg.norm(disk_coordinates(ends) - target, axis=-1) / np.linalg.norm(
+                disk_coordinates(starts) - target, axis=-1
+            )
+            growth = line_transverse_growth(rhs, e, p, dt)
+            # error model: second-order terms, relative ~ the 1e-6 perturbation times O(1)
+            # rates, and the solve's 1e-13 against distances ~1e-6: 1e-4 leaves a factor 100
+            # for the constants; sampling the worst direction every degree misses its ratio
+            # by at most (pi / 360)^2 relative
+            assert ratios.max() <= growth * (1 + 1e-4)
+            assert ratios.max() >= growth * (1 - (np.pi / 360) ** 2 - 1e-4)
+    with pytest.raises(ValueError, match="not an equilibrium"):
+        line_transverse_growth(rhs, np.array([1.0, 0.0]) + 0.3, p, dt)
+    with pytest.raises(ValueError, match="p > 0"):
+        line_transverse_growth(rhs, e, -1.0, dt)

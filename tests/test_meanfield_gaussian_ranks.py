@@ -157,10 +157,10 @@ def _assert_agree(accurate, independent, tols_low):
         assert np.max(np.abs(ours - eig)) <= budget, (m, ours, eig, budget, per_step)
 
 
-def test_accurate_ranks_equal_an_independent_solve_on_two_runs_of_every_panel():
-    """Runs 0 and 1 of every panel paired with Sigma_0 attempts 0 and 1 (any pairing of the
-    published draws is a valid input; the full published pairing is the slow test's)."""
-    pairs = [(a, v, d, r, r) for a, v, d in rank_panels() for r in (0, 1)]
+def test_accurate_ranks_equal_an_independent_solve_on_one_run_of_every_panel():
+    """Run 1 of every panel paired with Sigma_0 attempt 1 (any pairing of the published draws
+    is a valid input; the full published pairing is the slow test's)."""
+    pairs = [(a, v, d, 1, 1) for a, v, d in rank_panels()]
     accurate, independent, tols_low = _solve_pairs(pairs)
     _assert_agree(accurate, independent, tols_low)
     assert {s for s, *_ in independent} >= {status_code(Status.steady_state)}

@@ -119,7 +119,12 @@ def test_sweeps_over_two_processes_are_bitwise_one_process(tmp_path):
 
 
 def _cli_env(**extra):
-    env = dict(os.environ, JAXDYN_IMPORT="toy_experiment", JAXDYN_CACHE_DIR="off", **extra)
+    env = dict(
+        os.environ,
+        JAXDYN_IMPORT="toy_experiment",
+        JAXDYN_CACHE_DIR=os.environ.get("JAXDYN_TEST_CACHE_DIR", "off"),
+        **extra,
+    )
     env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
@@ -249,6 +254,7 @@ def test_bad_process_counts_exit_2_before_anything_starts(tmp_path, capsys, monk
         assert not out.exists()
 
 
+@pytest.mark.slow  # fast: the rule (test_resolve_processes_...) and two processes bitwise one
 def test_run_experiment_from_python_uses_every_core_by_default(tmp_path, monkeypatch):
     """``jaxdyn.runs.run_experiment`` starts worker processes by default (``"auto"``: one
     per core; two here when the machine has one core), with results bitwise those of one

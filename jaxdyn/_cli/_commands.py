@@ -12,17 +12,27 @@ from ._exit_codes import EXIT_FAILED, EXIT_OK
 def enable_compilation_cache() -> None:
     """Turn on JAX's persistent compilation cache (``$JAXDYN_CACHE_DIR``; ``off`` disables).
 
-    The default folder is ``~/.cache/jaxdyn/xla``; programs that took over 0.5 s to compile
-    are stored, so a rerun, a resumed run or another worker process loads them instead.
+    The default folder is ``~/.cache/jaxdyn/xla``; programs that took over
+    ``$JAXDYN_CACHE_MIN_COMPILE_SECS`` (default 0.5 s) to compile are stored, so a rerun, a
+    resumed run or another worker process loads them instead.
     """
     import jax
 
     cache = os.environ.get("JAXDYN_CACHE_DIR", str(Path.home() / ".cache" / "jaxdyn" / "xla"))
     if cache.lower() in ("", "0", "off", "none"):
         return
+    raw = os.environ.get("JAXDYN_CACHE_MIN_COMPILE_SECS", "0.5")
+    try:
+        min_secs = float(raw)
+    except ValueError:
+        min_secs = float("nan")
+    if not min_secs >= 0:
+        from jaxdyn.runs import ConfigError
+
+        raise ConfigError(f"JAXDYN_CACHE_MIN_COMPILE_SECS must be a number >= 0, got {raw!r}")
     try:
         jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", min_secs)
     except Exception:  # a read-only home must not stop a run
         pass
 

@@ -39,6 +39,11 @@ from ._cone import (
     trace_one_covariances as trace_one_covariances,
     two_lines_covariance as two_lines_covariance,
 )
+from ._cone_limits import (
+    line_transverse_growth as line_transverse_growth,
+    rank_one_angle_flow as rank_one_angle_flow,
+    rank_one_angle_rate as rank_one_angle_rate,
+)
 from ._design import (
     BlowupDesign as BlowupDesign,
     delay_blowup as delay_blowup,

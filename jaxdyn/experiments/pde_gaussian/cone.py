@@ -158,4 +158,4 @@ def run_pde_cone(config: ConeConfig, run: Run) -> None:
         tolerance=0.0,
         note="runs without an event whose solve ended before t1 (final state not at t1)",
     )
-    cone_checks(config, run, cases, covs0, out, ok, CONE_VARIANTS)
+    cone_checks(config, run, cases, covs0, out, ok, CONE_VARIANTS, ts)
