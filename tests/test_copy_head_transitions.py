@@ -114,8 +114,8 @@ def test_laplace_covariance_equals_the_dense_inverse_hessian():
     )
     observable = lambda g: jnp.stack(ch.order_parameters(posterior.attention(g)))
     cov = jax.jit(lambda g: ch.laplace_covariance(posterior, stats, g, observable))(G)
-    H = jax.hessian(lambda g: posterior.action(g.reshape(L, L), stats))(G.ravel())
-    J = jax.jacobian(lambda g: observable(g.reshape(L, L)))(G.ravel())
+    H = jax.jit(jax.hessian(lambda g: posterior.action(g.reshape(L, L), stats)))(G.ravel())
+    J = jax.jit(jax.jacobian(lambda g: observable(g.reshape(L, L))))(G.ravel())
     dense = J @ jnp.linalg.inv(H) @ J.T
     assert float(jnp.max(jnp.abs(cov - dense))) < 1e-8 * float(jnp.max(jnp.abs(dense)))
 
