@@ -7,13 +7,18 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import optimistix as optx
+from jaxtyping import ArrayLike, Float
 
 from jaxdyn import is_traced, require_psd
 
 from ._fields import AbstractGaussianClosed
 
 
-def _controller(adaptive: bool, rtol: float, atol: float, dt0, t0, t1, name: str):
+def _controller(
+    adaptive: bool, rtol: Float[ArrayLike, ""], atol: Float[ArrayLike, ""], dt0, t0, t1, name: str
+):
+    """The step-size controller: PID with ``rtol``/``atol`` (traced in a sweep, so one
+    compilation serves every tolerance), or constant steps of ``dt0``."""
     if adaptive:
         return diffrax.PIDController(rtol=rtol, atol=atol), dt0
     if dt0 is None:
