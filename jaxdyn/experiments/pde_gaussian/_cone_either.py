@@ -79,10 +79,14 @@ def _nearest_direction_distance(ends, directions) -> float | None:
     return float(np.max(np.min(np.linalg.norm(points[:, None] - targets[None], axis=-1), 1)))
 
 
-def either_blowup_checks(config, run, case, ends) -> None:
+def softmax_field(case) -> Softmax:
+    """The softmax head of one cone case; its ``A()`` is the case's interaction matrix."""
+    return Softmax(Q=jnp.asarray(case["Q"]), K=jnp.asarray(case["K"]), V=jnp.asarray(case["V"]))
+
+
+def either_blowup_checks(config, run, field: Softmax, ends) -> None:
     """Blow-ups follow the rank-one direction flow and end on an attracting direction."""
-    A = case["K"].T @ case["Q"] / np.sqrt(2)
-    V = case["V"]
+    A, V = np.asarray(field.A()), np.asarray(field.V)
     directions = blowup_directions(A, V)
     thetas_u = [float(np.arctan2(u[1], u[0])) for u in directions]
     run.scalar(
@@ -91,8 +95,11 @@ def either_blowup_checks(config, run, case, ends) -> None:
     )
     if not len(ends):
         return
-    field = Softmax(Q=jnp.asarray(case["Q"]), K=jnp.asarray(case["K"]), V=jnp.asarray(V))
     later, steps, reached = _continue_blowups(config, field, ends)
+    # A continuation that did not reach its trace counts as a miss below; its state (maybe
+    # NaN, which eigh rejects) is replaced by the event state so the loop still runs.
+    reached &= np.all(np.isfinite(later), axis=(1, 2))
+    later = np.where(reached[:, None, None], later, ends)
     errors, allowed, limits, starts = [], [], [], []
     for cov1, cov2, n in zip(ends, later, steps, strict=True):
         w1, theta1 = _top_angle(cov1)
@@ -133,14 +140,12 @@ def either_blowup_checks(config, run, case, ends) -> None:
     )
 
 
-def either_converged_checks(config, run, case, paths, ends, ts) -> None:
+def either_converged_checks(config, run, field: Softmax, paths, ends, ts) -> None:
     """Convergent runs approach the stable isotropic line at least as fast as the flow
     linearised there allows, from the save nearest ``t1 / 2``."""
-    A = case["K"].T @ case["Q"] / np.sqrt(2)
-    V = case["V"]
+    A, V = np.asarray(field.A()), np.asarray(field.V)
     stable = [e for e, kappa in isotropic_line_stability(A, V) if kappa < 0]
     targets = [disk_coordinates(np.outer(e, e)) for e in stable]
-    field = Softmax(Q=jnp.asarray(case["Q"]), K=jnp.asarray(case["K"]), V=jnp.asarray(V))
 
     def rhs(cov):
         return field.gaussian_rhs(jnp.zeros(2, cov.dtype), cov)[1]

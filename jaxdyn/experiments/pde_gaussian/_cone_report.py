@@ -20,7 +20,7 @@ from jaxdyn.meanfield import (
     two_lines_covariance,
 )
 
-from ._cone_either import either_blowup_checks, either_converged_checks
+from ._cone_either import either_blowup_checks, either_converged_checks, softmax_field
 
 CONVERGED = status_code(ConeOutcome.converged)
 BLOWUP = status_code(ConeOutcome.blowup)
@@ -224,8 +224,9 @@ def _either_checks(config, run, cases, out, outcome, soft, ts) -> None:
         note="each run blows up or converges by t1",
     )
     final = out["final_cov"][ci, soft]
-    either_blowup_checks(config, run, case, final[out_e == BLOWUP])
+    field = softmax_field(case)
+    either_blowup_checks(config, run, field, final[out_e == BLOWUP])
     converged = out_e == CONVERGED
     either_converged_checks(
-        config, run, case, out["covs"][ci, soft][converged], final[converged], ts
+        config, run, field, out["covs"][ci, soft][converged], final[converged], ts
     )
