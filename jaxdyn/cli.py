@@ -30,6 +30,9 @@ def _remember_imports(imports: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run ``jaxdyn ARGS`` (``argv``; default ``sys.argv[1:]``) and return its exit code."""
     os.environ.setdefault("MPLBACKEND", "Agg")
+    from jaxdyn.sweep import single_threaded_kernels
+
+    single_threaded_kernels()  # before JAX starts; inherited by worker processes
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     from jaxdyn.runs import ConfigError, import_experiments

@@ -1,6 +1,7 @@
 """One sweep over several processes (jax.distributed on localhost): identical results, resume
 after a killed worker, the run directory written once."""
 
+import json
 import os
 import signal
 import subprocess
@@ -317,3 +318,64 @@ def test_resolve_processes_one_rule_for_the_cli_and_python(monkeypatch):
     assert resolve_processes(None) == 3
     with pytest.raises(ValueError, match="processes"):
         resolve_processes("many")
+
+
+def _port_in_cluster_range() -> int:
+    """A free port in the range jax derives cluster coordinator ports from (61440-65535)."""
+    import random
+    import socket
+
+    for port in random.Random().sample(range(61440, 65536), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.skip("no free port in 61440-65535")
+
+
+def _cluster_env(kind: str, port: int, rank: int, n: int) -> dict:
+    """What SLURM's ``srun`` or Open MPI's ``mpirun`` give each task of a job on one node; jax
+    (``jax.distributed.initialize()`` without arguments) derives the coordinator
+    ``localhost:port`` from the job id."""
+    k = port - 61440
+    if kind == "slurm":
+        return {
+            "SLURM_JOB_ID": str(k + 4096 * 7),
+            "SLURM_STEP_NODELIST": "localhost",
+            "SLURM_NTASKS": str(n),
+            "SLURM_PROCID": str(rank),
+            "SLURM_LOCALID": str(rank),
+        }
+    return {
+        "OMPI_MCA_orte_hnp_uri": f"{(k + 4096 * 3) * 4096}.0;tcp://127.0.0.1:12345",
+        "OMPI_COMM_WORLD_SIZE": str(n),
+        "OMPI_COMM_WORLD_RANK": str(rank),
+        "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
+    }
+
+
+@pytest.mark.parametrize("cluster", ["slurm", pytest.param("ompi", marks=pytest.mark.slow)])
+def test_a_cluster_job_step_runs_one_sweep_bitwise_one_process(tmp_path, cluster):
+    """``srun python -m jaxdyn.distributed run ...`` (docs/scaling.md) on one node: no jaxdyn
+    coordinator variables, jax detects the cluster from its environment."""
+    _run_cli(*_TOY, "--processes", "1", "--out", str(tmp_path / "one"))
+    port, n = _port_in_cluster_range(), 2
+    base = {k: v for k, v in _cli_env().items() if not k.startswith(("JAXDYN_COORD", "SLURM_"))}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "jaxdyn.distributed", *_TOY, "--out", str(tmp_path / "job")],
+            env=dict(base, **_cluster_env(cluster, port, rank, n)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(n)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    config = json.loads((tmp_path / "job" / "config.json").read_text())
+    assert config["process_count"] == n
+    _same_results(tmp_path / "one", tmp_path / "job")

@@ -152,6 +152,7 @@ def _environment() -> dict[str, Any]:
         "devices": [str(d) for d in jax.devices()],
         "n_devices": jax.device_count(),
         "process_count": jax.process_count(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
 
 

@@ -12,7 +12,10 @@ Members whose cost varies (adaptive ODE solves with events) are given as a
 sweep costs about the sum of its members' work (docs/scaling.md).
 """
 
-from ._devices import use_cpu_devices as use_cpu_devices
+from ._devices import (
+    single_threaded_kernels as single_threaded_kernels,
+    use_cpu_devices as use_cpu_devices,
+)
 from ._diffeq import DiffeqMember as DiffeqMember, DiffeqProblem as DiffeqProblem
 from ._diffeq_state import DiffeqState as DiffeqState
 from ._engine import run_sweep as run_sweep

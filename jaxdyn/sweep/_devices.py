@@ -14,7 +14,9 @@ import os
 
 import jax
 
-__all__ = ["use_cpu_devices", "resolve_cpu_devices"]
+__all__ = ["use_cpu_devices", "resolve_cpu_devices", "single_threaded_kernels"]
+
+SINGLE_THREADED_EIGEN = "--xla_cpu_multi_thread_eigen=false"
 
 
 def resolve_cpu_devices(n: int | str | None) -> int | None:
@@ -61,3 +63,34 @@ def use_cpu_devices(n: int | str = "auto") -> int:
         return have
     jax.config.update("jax_num_cpu_devices", count)
     return count
+
+
+def single_threaded_kernels() -> bool:
+    """Run XLA's CPU matrix kernels on the thread that runs the program (before JAX starts).
+
+    XLA:CPU hands every dot and convolution to Eigen, which splits it over XLA's intra-op
+    thread pool and waits for the pieces. For the small batched products of sweep members
+    (4 x 4 covariances, 64-token attention, SGLD on small networks) the split and the wait
+    cost more than the product: one step of ``benchmarks/bench_sweep_heterogeneous.py``'s
+    member (a 4 x 4 covariance ODE, Tsit5) vectorised over 32 members took 157 us with the pool
+    and 51 us without it on a 2-core machine, pinned to one core or not (docs/benchmarks.md).
+    jaxdyn uses the cores with one process per core, which leaves the pool no idle core
+    anyway. What it costs: a single process multiplying large matrices (thousands of rows)
+    loses Eigen's multi-core speed-up.
+
+    Adds ``--xla_cpu_multi_thread_eigen=false`` to ``XLA_FLAGS``. The ``jaxdyn`` command line and
+    its worker processes call it first thing; call it at the top of a script that runs
+    sweeps with :func:`jaxdyn.sweep.run_sweep`. Returns whether the kernels run single-threaded:
+    ``False`` when JAX has already started its backends (nothing changes then) or when
+    ``XLA_FLAGS`` already sets the option to something else (your choice wins:
+    ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=true`` keeps the pool).
+    """
+    from jax._src import xla_bridge
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_multi_thread_eigen" in flags:
+        return SINGLE_THREADED_EIGEN in flags.split()
+    if xla_bridge.backends_are_initialized():
+        return False
+    os.environ["XLA_FLAGS"] = f"{flags} {SINGLE_THREADED_EIGEN}".strip()
+    return True

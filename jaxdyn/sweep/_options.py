@@ -45,10 +45,12 @@ class SweepOptions:
             result; ``vmap_width`` gives bitwise the unsegmented results.
         segment_widths: how many group widths the unfinished members are packed into:
             ``segment_width`` doubled while below ``vmap_width``, up to this many widths in
-            all with ``vmap_width``. ``2`` (narrow and wide) compiles the fewest programs;
-            each further width is one more compiled program and pads less when a handful of
-            slow members are left (measured in docs/benchmarks.md: about 15% faster warm on
-            a sweep whose last dozen members run long, no gain on others).
+            all with ``vmap_width``. Each width is one more compiled program (seconds of
+            compilation). The default ``2`` (narrow and wide) compiles the fewest; ``3`` (4, 8
+            and 32 for float64 members on CPUs) finishes the last dozen slow members of a long
+            sweep in groups that fit them: 2.4x faster warm on
+            ``benchmarks/bench_sweep_heterogeneous.py``, but on the 1,200 rank runs of
+            ``bench_pde_ranks.py`` 15% faster warm and 28% slower cold (docs/benchmarks.md).
     """
 
     vmap_width: int = 32
