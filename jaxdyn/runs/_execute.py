@@ -276,7 +276,10 @@ def run_experiment(
     the experiment was registered in ``__main__`` (a notebook or the running script), which
     worker processes cannot import; register it in a module to use every core. Bad
     arguments raise :class:`ConfigError` before any process starts; a failed worker raises
-    ``RuntimeError`` (the finished chunks stay on disk for ``resume=True``).
+    ``RuntimeError`` (the finished chunks stay on disk for ``resume=True``). Worker processes
+    run XLA's matrix kernels single-threaded like the command line; a run in this process uses
+    this process's setting (:func:`jaxdyn.sweep.single_threaded_kernels` before JAX starts
+    gives the same; the other setting can differ at round-off level).
     """
     prepared = prepare_run(
         name,
