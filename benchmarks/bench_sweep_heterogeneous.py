@@ -209,14 +209,21 @@ VARIANTS = {
 }
 
 
+def _progress(mix: str, what: str, cold: float, warm: float) -> None:
+    """One line per timed configuration on stderr (a full run takes minutes)."""
+    print(f"{mix:>13}  {what:<34} cold {cold:7.2f} s  warm {warm:7.3f} s", file=sys.stderr)
+
+
 def measure(mix: str, n: int, seed: int) -> dict:
     today, today_outputs = _run_today_engine(mix, n, seed)
+    _progress(mix, "today's engine (child process)", today["cold_s"], today["warm_s"])
     _forget_compiled()
     grid = _grid(mix, n, seed)
     member = DiffeqMember(problem, outputs)
     plain, plain_compiled, plain_cold, plain_warm = timed(
         member, grid, SweepOptions(segment_steps=0)
     )
+    _progress(mix, "unsegmented, single-threaded", plain_cold, plain_warm)
     steps = plain.outputs["num_steps"]
     report = {
         "members": n,
@@ -236,6 +243,7 @@ def measure(mix: str, n: int, seed: int) -> dict:
     for name, options in VARIANTS.items():
         _forget_compiled()  # each variant compiles its own programs, cold
         result, compiled, cold, warm = timed(member, grid, options)
+        _progress(mix, name, cold, warm)
         if options.chunk_size == 0 and result.chunk_size < n:
             raise RuntimeError("lane-step accounting below assumes the sweep is one chunk")
         lane_steps = _lane_steps(member)

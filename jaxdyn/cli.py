@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     from jaxdyn.sweep import single_threaded_kernels
 
-    single_threaded_kernels()  # before JAX starts; inherited by worker processes
+    single_threaded_kernels()  # before JAX starts; in every worker too (same entry point)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     from jaxdyn.runs import ConfigError, import_experiments

@@ -196,10 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of one worker: initialise the runtime, then run the command line."""
     if ENV_LAUNCHER in os.environ:
         _watch_parent(int(os.environ[ENV_LAUNCHER]))
-    from jaxdyn.sweep import single_threaded_kernels
-
-    single_threaded_kernels()  # one process per core: no use for XLA's intra-op pool
-    initialize()
+    initialize()  # starts no backend: the command line still sets XLA's threading
     from jaxdyn.cli import main as cli_main
 
     return cli_main(argv)

@@ -362,20 +362,31 @@ def test_a_cluster_job_step_runs_one_sweep_bitwise_one_process(tmp_path, cluster
     coordinator variables, jax detects the cluster from its environment."""
     _run_cli(*_TOY, "--processes", "1", "--out", str(tmp_path / "one"))
     port, n = _port_in_cluster_range(), 2
-    base = {k: v for k, v in _cli_env().items() if not k.startswith(("JAXDYN_COORD", "SLURM_"))}
+    inherited = ("XLA_FLAGS", "JAXDYN_COORDINATOR", "JAXDYN_NUM_PROCESSES", "JAXDYN_PROCESS_ID")
+    base = {
+        k: v
+        for k, v in _cli_env().items()
+        if k not in inherited and not k.startswith(("SLURM_", "OMPI_"))
+    }
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "jaxdyn.distributed", *_TOY, "--out", str(tmp_path / "job")],
             env=dict(base, **_cluster_env(cluster, port, rank, n)),
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
         for rank in range(n)
     ]
-    for p in procs:
-        _, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err[-3000:]
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=600)
+            assert p.returncode == 0, err[-3000:]
+    finally:
+        for p in procs:
+            p.kill()
     config = json.loads((tmp_path / "job" / "config.json").read_text())
     assert config["process_count"] == n
+    # each task set XLA's threading itself (its environment had no XLA_FLAGS)
+    assert config["xla_flags"] == "--xla_cpu_multi_thread_eigen=false"
     _same_results(tmp_path / "one", tmp_path / "job")

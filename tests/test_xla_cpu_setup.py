@@ -48,6 +48,13 @@ def _probe(mode: str, xla_flags: str | None) -> str:
         # the user's own setting wins
         ("fresh", "--xla_cpu_multi_thread_eigen=true", "False|--xla_cpu_multi_thread_eigen=true"),
         ("fresh", FLAG, f"True|{FLAG}"),
+        ("fresh", "--xla_cpu_multi_thread_eigen=0", "True|--xla_cpu_multi_thread_eigen=0"),
+        # the last of two settings is the one XLA applies
+        (
+            "fresh",
+            f"{FLAG} --xla_cpu_multi_thread_eigen=true",
+            f"False|{FLAG} --xla_cpu_multi_thread_eigen=true",
+        ),
         # too late once JAX has started: nothing changes, and it says so
         ("started", None, "False|"),
     ],
@@ -56,7 +63,9 @@ def test_single_threaded_kernels(mode, xla_flags, expected):
     assert _probe(mode, xla_flags) == expected
 
 
-def test_the_command_line_sets_it_before_anything_runs():
+def test_the_command_line_sets_it_unless_the_user_did():
+    """The setting a real run used is checked in config.json by the cluster tests
+    (tests/test_sweep_processes.py)."""
     assert _probe("cli", None) == FLAG
     assert _probe("cli", "--xla_cpu_multi_thread_eigen=true") == (
         "--xla_cpu_multi_thread_eigen=true"

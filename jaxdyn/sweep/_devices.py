@@ -16,7 +16,8 @@ import jax
 
 __all__ = ["use_cpu_devices", "resolve_cpu_devices", "single_threaded_kernels"]
 
-SINGLE_THREADED_EIGEN = "--xla_cpu_multi_thread_eigen=false"
+_EIGEN_OPTION = "--xla_cpu_multi_thread_eigen"
+SINGLE_THREADED_EIGEN = f"{_EIGEN_OPTION}=false"
 
 
 def resolve_cpu_devices(n: int | str | None) -> int | None:
@@ -88,8 +89,9 @@ def single_threaded_kernels() -> bool:
     from jax._src import xla_bridge
 
     flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_cpu_multi_thread_eigen" in flags:
-        return SINGLE_THREADED_EIGEN in flags.split()
+    chosen = [f.split("=", 1) for f in flags.split() if f.startswith(_EIGEN_OPTION)]
+    if chosen:  # the last setting is the one XLA applies
+        return chosen[-1][-1].lower() in ("false", "0")
     if xla_bridge.backends_are_initialized():
         return False
     os.environ["XLA_FLAGS"] = f"{flags} {SINGLE_THREADED_EIGEN}".strip()

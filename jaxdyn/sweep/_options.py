@@ -48,7 +48,7 @@ class SweepOptions:
             all with ``vmap_width``. Each width is one more compiled program (seconds of
             compilation). The default ``2`` (narrow and wide) compiles the fewest; ``3`` (4, 8
             and 32 for float64 members on CPUs) finishes the last dozen slow members of a long
-            sweep in groups that fit them: 2.4x faster warm on
+            sweep in groups that fit them: 1.2x and 2.4x faster warm in two runs of
             ``benchmarks/bench_sweep_heterogeneous.py``, but on the 1,200 rank runs of
             ``bench_pde_ranks.py`` 15% faster warm and 28% slower cold (docs/benchmarks.md).
     """

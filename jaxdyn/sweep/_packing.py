@@ -5,12 +5,12 @@ A group of ``w`` members costs one compiled program's step, modelled as ``w + fi
 launch per operation), taken as ``narrow`` lanes. On 2-core CPUs the member of
 ``benchmarks/probe_segment_widths.py`` measures 4.5-5 lanes with ``narrow = 4`` (a straight
 line through its step costs at widths 4 and 32) under XLA's default threading, and about 20
-lanes with single-threaded matrix kernels (``single_threaded_kernels``, jaxdyn's setting); a
-replay of the benchmark's rank-like step counts through this model with 20 lanes instead of 4
-changes the modelled time by under 1% with three widths and by 14% with two, less than the
-benchmark varies between runs, so the model is kept. The cheapest cover of ``n`` members by
-groups of the allowed widths is found by dynamic programming over ``n``; it depends only on
-``n`` and the widths, so a sweep's grouping, and hence its bits, is the same in every run.
+lanes with single-threaded matrix kernels (``single_threaded_kernels``, jaxdyn's setting).
+The model is not re-tuned to the latter: what the widths cost in practice is measured by
+``benchmarks/bench_sweep_heterogeneous.py`` (docs/benchmarks.md). The cheapest cover of
+``n`` members by groups of the allowed widths is found by dynamic programming over ``n``; it
+depends only on ``n`` and the widths, so a sweep's grouping, and hence its bits, is the same in
+every run.
 """
 
 from __future__ import annotations
