@@ -16,8 +16,17 @@ from jaxdyn.cli import main
 from jaxdyn.runs import ConfigError, get_experiment, resolve_config
 
 TESTS = Path(__file__).resolve().parent
-os.environ["JAXDYN_IMPORT"] = "toy_experiment"
-os.environ.setdefault("JAXDYN_CACHE_DIR", os.environ.get("JAXDYN_TEST_CACHE_DIR", "off"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _toy_experiment_importable():
+    """This module's in-process ``main`` calls load the toy experiment (``JAXDYN_IMPORT``) and
+    use the session's compilation cache. Set for these tests only: other modules' CLI runs,
+    collected in the same process, must not inherit an import of a module they cannot see."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JAXDYN_IMPORT", "toy_experiment")
+        mp.setenv("JAXDYN_CACHE_DIR", os.environ.get("JAXDYN_TEST_CACHE_DIR", "off"))
+        yield
 
 
 def _cli_env(**extra):

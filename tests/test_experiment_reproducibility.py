@@ -22,7 +22,7 @@ COMMON = ["--quick", "--sweep", "vmap_width=4"]
 
 def _env(**extra):
     env = dict(os.environ, JAXDYN_CACHE_DIR=os.environ.get("JAXDYN_TEST_CACHE_DIR", "off"))
-    env.pop("JAXDYN_EXPERIMENT_MODULES", None)
+    env.pop("JAXDYN_IMPORT", None)  # the package's own experiments only
     env.update(extra)
     return env
 

@@ -16,11 +16,10 @@ from jaxdyn.meanfield import (
     paper_rank_inputs,
     published_rank_attempts,
     published_rank_settings,
-    rank_field,
-    rank_ode,
-    rank_outcome,
+    rank_member,
     rank_panels,
 )
+from jaxdyn.sweep import Grid, run_sweep
 
 D = 5
 
@@ -72,24 +71,15 @@ def _independent_rank(attention, Q, K, V, Sigma0, settings):
 
 
 def _accurate(rtol, atol):
-    """The adaptive rank solve of a batch of padded members at ``(rtol, atol)``."""
+    """The adaptive rank solve of a batch of padded members at ``(rtol, atol)``: jaxdyn's
+    rank sweep member on the sweep engine (solved in segments, so a batch costs the sum of its
+    members' steps rather than width x the slowest; the fast test also covers the engine's
+    continuation against SciPy)."""
 
-    @jax.jit
-    @jax.vmap
-    def solve(Q, K, V, Sigma0, attention, tol_low, tol_high, t1):
-        ode = rank_ode(
-            rank_field(Q, K, V, attention),
-            Sigma0,
-            tol_low=tol_low,
-            tol_high=tol_high,
-            t1=t1,
-            rtol=rtol,
-            atol=atol,
-            max_steps=100_000,
-        )
-        out = rank_outcome(ode.solution(ode.solve()))
-        out["status"] = out["status"]._value
-        return out
+    def solve(params):
+        member = rank_member(rtol=rtol, atol=atol, max_steps=100_000)
+        result = run_sweep(member, Grid.zip(params), name=f"rank-solve-{rtol:g}")
+        return {**result.outputs, "status": result.status}
 
     return solve
 
@@ -120,9 +110,10 @@ def _solve_pairs(pairs):
                 attention, inputs.Q[r], inputs.K[r], inputs.V[r], inputs.Sigma0[a], settings
             )
         )
-    args = [jnp.asarray(np.stack([row[i] for row in rows])) for i in range(8)]
-    accurate = jax.device_get(_ACCURATE(*args))
-    tighter = jax.device_get(_TIGHTER(*args))["eigenvalues"]
+    names = ("Q", "K", "V", "Sigma0", "attention", "tol_low", "tol_high", "t1")
+    params = {k: np.stack([row[i] for row in rows]) for i, k in enumerate(names)}
+    accurate = _ACCURATE(params)
+    tighter = _TIGHTER(params)["eigenvalues"]
     # Global error of the accurate solve, estimated by tolerance proportionality: the solve at
     # rtol / 100 is about 100 times closer to the exact flow, so their distance estimates the
     # accurate solve's global error to about 1% (error amplified along slowly converging runs

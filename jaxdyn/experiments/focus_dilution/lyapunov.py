@@ -110,7 +110,17 @@ def _branch(config: LyapunovConfig):
 
 def _tangential_orders(run: Run, deltas, b, scale):
     """Orders of the tangential eigenvalues along the branch: simple ones checked for
-    ``O(delta^2)``; the split of pairs degenerate at ``delta = 0`` reported."""
+    ``O(delta^2)``; the split of pairs degenerate at ``delta = 0`` reported.
+
+    ``tangential_order[i]`` is the local exponent at the two smallest deltas with the
+    a-posteriori tolerance of the other order checks (:func:`_order_check`). Its definition
+    changed after a full-size run failed it: it was a power law fitted over the whole branch,
+    passing when the fit's 95% confidence interval contained 2. That interval models scatter,
+    not the expansion's next term (``lambda(delta) = lambda(0+) + c delta^2 + O(delta^4)``
+    biases the exponent by ``O(delta^2)``, largest at ``delta_max``): at the full size it was
+    [1.9775, 1.9982] for eigenvalue -0.71, whose local exponents converge monotonically to 2
+    (1.9467 at the largest deltas, 1.9999 at the smallest). The fit is still reported, as the
+    scalar ``tangential_order_power_law_fit[i]``."""
     tang, pos = b.tangential, deltas > 0
     zero = np.abs(tang[0]) <= EIGEN_RTOL * scale
     close = np.abs(np.diff(tang[0])) <= 1e-6 * scale
@@ -121,19 +131,10 @@ def _tangential_orders(run: Run, deltas, b, scale):
     x = deltas[pos]
     steps = np.abs(np.diff(tang[pos], axis=0))
     for i in np.nonzero(~zero & ~degenerate)[0]:
-        # the local exponents oscillate by ~1e-3 around 2 instead of converging monotonically,
-        # so the refinement estimate used for lambda_T does not bound them: the power law's
-        # confidence interval over the branch does (local exponents reported in the note)
+        what = f"the change of tangential eigenvalue {tang[0, i]:.4g} between deltas"
+        _order_check(run, f"tangential_order[{i}]", x[:-1], steps[:, i], 2.0, what)
         fit = fit_power_law(x[:-1], steps[:, i])
-        run.check(
-            f"tangential_order[{i}]",
-            expected=2.0,
-            measured=[fit.ci_low, fit.slope, fit.ci_high],
-            passed=fit.contains(2.0),
-            note=f"power law of the change of tangential eigenvalue {tang[0, i]:.4g} between "
-            f"deltas [95% CI low, slope, high]; local exponents "
-            f"{np.round(local_exponents(x[:-1], steps[:, i]), 4).tolist()}",
-        )
+        run.scalar(f"tangential_order_power_law_fit[{i}]", fit.as_dict())
     pairs = [i for i in np.nonzero(degenerate)[0][:-1] if degenerate[i + 1] and close[i]]
     split = {
         f"{tang[0, i]:.4g}": local_exponents(x, tang[pos, i] - tang[pos, i + 1]).tolist()
