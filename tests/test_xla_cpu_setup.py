@@ -49,6 +49,8 @@ def _probe(mode: str, xla_flags: str | None) -> str:
         ("fresh", "--xla_cpu_multi_thread_eigen=true", "False|--xla_cpu_multi_thread_eigen=true"),
         ("fresh", FLAG, f"True|{FLAG}"),
         ("fresh", "--xla_cpu_multi_thread_eigen=0", "True|--xla_cpu_multi_thread_eigen=0"),
+        # a bare flag means true
+        ("fresh", "--xla_cpu_multi_thread_eigen", "False|--xla_cpu_multi_thread_eigen"),
         # the last of two settings is the one XLA applies
         (
             "fresh",

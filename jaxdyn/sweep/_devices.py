@@ -89,9 +89,9 @@ def single_threaded_kernels() -> bool:
     from jax._src import xla_bridge
 
     flags = os.environ.get("XLA_FLAGS", "")
-    chosen = [f.split("=", 1) for f in flags.split() if f.startswith(_EIGEN_OPTION)]
-    if chosen:  # the last setting is the one XLA applies
-        return chosen[-1][-1].lower() in ("false", "0")
+    chosen = [f.partition("=") for f in flags.split() if f.partition("=")[0] == _EIGEN_OPTION]
+    if chosen:  # the last setting is the one XLA applies (a bare flag means true)
+        return chosen[-1][2].lower() in ("false", "0")
     if xla_bridge.backends_are_initialized():
         return False
     os.environ["XLA_FLAGS"] = f"{flags} {SINGLE_THREADED_EIGEN}".strip()
