@@ -50,10 +50,27 @@ def _print_run_result(out: Path) -> None:
         return
     summary = read_summary(out) or {}
     print(
-        f"{summary.get('experiment')}: {summary.get('status')}, checks "
-        f"{summary.get('checks_passed', 0)}/{summary.get('checks_total', 0)} passed, "
+        f"{summary.get('experiment')}: {summary.get('status')}, {describe_counts(summary)}, "
         f"{summary.get('failed_members', 0)} failed member(s) -> {out}"
     )
+
+
+def describe_counts(summary: dict) -> str:
+    """One line of a summary's check counts, e.g. "evidence 5 (4 holds, 1 refuted, ...)"."""
+    c = summary.get("counts", {})
+    parts = [
+        f"evidence {c.get('evidence', 0)} ({c.get('holds', 0)} holds, {c.get('refuted', 0)} "
+        f"refuted, {c.get('inconclusive', 0)} inconclusive)",
+        f"consistency {c.get('consistency', 0) - c.get('consistency_failed', 0)}/"
+        f"{c.get('consistency', 0)} passed",
+        f"report {c.get('report', 0)}",
+    ]
+    if c.get("unclassified"):
+        parts.append(
+            f"unclassified {summary.get('checks_passed', 0)}/{summary.get('checks_total', 0)}"
+            " passed"
+        )
+    return ", ".join(parts)
 
 
 def cmd_list(args) -> int:
@@ -91,7 +108,7 @@ def cmd_run(args) -> int:
     import dataclasses
     import json
 
-    from jaxdyn.runs import execute_run
+    from jaxdyn.runs import execute_run, read_summary
 
     prepared = prepare_from_args(args)
     if args.show_config:
@@ -101,7 +118,8 @@ def cmd_run(args) -> int:
     enable_compilation_cache()
     execute_run(prepared, overwrite=args.overwrite)
     _print_run_result(prepared.out)
-    return EXIT_OK
+    summary = read_summary(prepared.out) or {}
+    return EXIT_OK if summary.get("status") == "complete" else EXIT_FAILED
 
 
 def cmd_report(args) -> int:
@@ -116,7 +134,7 @@ def cmd_report(args) -> int:
 
 def _reproduce_one(name: str, out: Path, args, say) -> bool:
     """Run one experiment of ``reproduce`` into ``out``; whether it failed."""
-    from jaxdyn.runs import ConfigError, execute_run, prepare_run
+    from jaxdyn.runs import ConfigError, execute_run, prepare_run, read_summary
 
     try:
         prepared = prepare_run(
@@ -129,6 +147,10 @@ def _reproduce_one(name: str, out: Path, args, say) -> bool:
         )
         execute_run(prepared)
         _print_run_result(out)
+        summary = read_summary(out) or {}
+        if summary.get("status") != "complete":
+            say(f"{name}: FAILED: {summary.get('error', summary.get('status'))}", file=sys.stderr)
+            return True
     except ConfigError as err:  # e.g. a data file missing on this machine: skip, report
         say(f"{name}: SKIPPED: {err}", file=sys.stderr)
         return True

@@ -17,6 +17,10 @@ from ._config import (
     resolve_config as resolve_config,
     resolve_sweep_options as resolve_sweep_options,
 )
+from ._controls import (
+    negative_control as negative_control,
+    negative_controls as negative_controls,
+)
 from ._execute import (
     PreparedRun as PreparedRun,
     execute_run as execute_run,

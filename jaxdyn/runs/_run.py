@@ -3,8 +3,9 @@
 ```
 <run>/config.json     resolved config, versions, devices, seeds
 <run>/results.npz     named arrays (sweeps as "<sweep>.<key>", with "<sweep>.status")
-<run>/summary.json    status, headline scalars, checks {name, expected, measured,
-                      tolerance, passed}, per-sweep failure counts, wall time
+<run>/summary.json    status, counts, findings (refuted evidence) first, headline scalars,
+                      checks (each with its kind: evidence with verdict and error model,
+                      consistency with passed, report), per-sweep failure counts, wall time
 <run>/figures/*.png
 <run>/log.txt
 <run>/checkpoints/    finished sweep chunks while the run is in progress (removed at the end)
@@ -28,10 +29,31 @@ import numpy as np
 
 from .._atomic import atomic_savefig, atomic_savez, atomic_write_text
 from .._status import status_code, status_name
+from ..evidence import CheckKind, Evidence, Verdict
 from ..sweep._grid import Grid
 from ..sweep._options import SweepOptions
 from ..sweep._result import SweepResult
 from ..sweep._segmented import AbstractSegmentedMember
+from ._controls import has_negative_control
+
+
+def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
+    """Counts of a run's checks: evidence by verdict, findings (refuted evidence),
+    consistency (and how many failed), report, and not yet classified."""
+    evidence = [c for c in checks if c["kind"] == CheckKind.evidence.value]
+    consistency = [c for c in checks if c["kind"] == CheckKind.consistency.value]
+    return {
+        "evidence": len(evidence),
+        "holds": sum(c["verdict"] == Verdict.holds.value for c in evidence),
+        "refuted": sum(c["verdict"] == Verdict.refuted.value for c in evidence),
+        "inconclusive": sum(c["verdict"] == Verdict.inconclusive.value for c in evidence),
+        "findings": sum(c["verdict"] == Verdict.refuted.value for c in evidence),
+        "without_negative_control": sum(not c["negative_control"] for c in evidence),
+        "consistency": len(consistency),
+        "consistency_failed": sum(not c["passed"] for c in consistency),
+        "report": sum(c["kind"] == CheckKind.report.value for c in checks),
+        "unclassified": sum(c["kind"] == "unclassified" for c in checks),
+    }
 
 
 def _jsonable(value: Any) -> Any:
@@ -157,6 +179,96 @@ class Run:
         self._scalars[name] = _jsonable(value)
         self._write_summary("running")
 
+    # -- the check contract (jaxdyn.evidence) ------------------------------------------------
+    def _record(self, entry: dict[str, Any], line: str) -> None:
+        self._checks = [c for c in self._checks if c["name"] != entry["name"]] + [entry]
+        self.log(f"{entry['kind']} {entry['name']}: {line}")
+        self._write_summary("running")
+
+    def evidence(self, name: str, evidence: Evidence, *, note: str = "") -> Verdict:
+        """Record an evidence check: a paper claim with its :class:`~jaxdyn.evidence.Verdict`.
+
+        ``evidence`` comes from a decision function of :mod:`jaxdyn.evidence`
+        (``within``, ``estimate``, ``at_most``, ``ordered``, ...). A ``refuted`` verdict is a
+        *finding*: the run still completes, and ``summary.json`` and the report list findings
+        first. Whether a negative control (:func:`jaxdyn.runs.negative_control`) is registered
+        for this check is recorded as ``negative_control``.
+        """
+        if not isinstance(evidence, Evidence):
+            raise TypeError(f"run.evidence({name!r}) takes an Evidence, got {type(evidence)}")
+        entry = {
+            "name": name,
+            "kind": CheckKind.evidence.value,
+            **evidence.to_json(),
+            "negative_control": has_negative_control(self.experiment, name),
+        }
+        if note:
+            entry["note"] = note
+        line = f"{evidence.verdict.value}"
+        if evidence.reason:
+            line += f" ({evidence.reason})"
+        self._record(entry, line)
+        return evidence.verdict
+
+    def consistency(
+        self,
+        name: str,
+        *,
+        expected: Any,
+        measured: Any,
+        tolerance: float = 0.0,
+        relative: bool = False,
+        basis: str = "",
+        passed: bool | None = None,
+        note: str = "",
+    ) -> bool:
+        """Record a consistency check: an identity, a second computation of one quantity, or a
+        structural invariant. Its failure is a bug: the run ends with status ``failed``.
+
+        Numbers pass when ``|measured - expected| <= tolerance`` (times ``|expected|`` when
+        ``relative``); ``basis`` says where the tolerance comes from (rounding, solver
+        tolerance). ``passed`` decides an invariant that is not an equality (say which in
+        ``note``). A NaN never passes.
+        """
+        if isinstance(expected, str) or isinstance(measured, str):
+            raise TypeError(f"consistency check {name!r} takes numbers, not strings")
+        if passed is None:
+            e = np.asarray(expected, dtype=float)
+            m = np.asarray(measured, dtype=float)
+            bound = float(tolerance) * np.abs(e) if relative else float(tolerance)
+            passed = bool(np.all(np.isfinite(m)) and np.all(np.abs(m - e) <= bound))
+        entry = {
+            "name": name,
+            "kind": CheckKind.consistency.value,
+            "expected": _jsonable(expected),
+            "measured": _jsonable(measured),
+            "tolerance": _jsonable(tolerance),
+            "relative": relative,
+            "passed": bool(passed),
+        }
+        if basis:
+            entry["basis"] = basis
+        if note:
+            entry["note"] = note
+        self._record(entry, "pass" if passed else "FAIL (a bug: the run will fail)")
+        return bool(passed)
+
+    def report(
+        self, name: str, *, measured: Any, claim: str = "", prediction: Any = None, note: str = ""
+    ) -> None:
+        """Record a measured number without a verdict (a claim that is reported, not tested;
+        say why in ``note``)."""
+        if isinstance(measured, str):
+            raise TypeError(f"report {name!r} takes numbers, not strings")
+        entry = {"name": name, "kind": CheckKind.report.value, "measured": _jsonable(measured)}
+        if claim:
+            entry["claim"] = claim
+        if prediction is not None:
+            entry["prediction"] = _jsonable(prediction)
+        if note:
+            entry["note"] = note
+        self._record(entry, f"{entry['measured']}")
+
     def check(
         self,
         name: str,
@@ -168,12 +280,9 @@ class Run:
         passed: bool | None = None,
         note: str = "",
     ) -> bool:
-        """Record a theory-vs-simulation check.
-
-        Numbers pass when ``|measured - expected| <= tolerance`` (times ``|expected|`` when
-        ``relative``); other values pass when equal. ``passed`` overrides the rule (for
-        checks such as inequalities, described in ``note``). A NaN never passes.
-        """
+        """An unclassified check (neither evidence nor consistency yet): kept while the
+        experiments move to :meth:`evidence`, :meth:`consistency` and :meth:`report`.
+        ``summary.json`` counts these as ``unclassified``."""
         if passed is None:
             if isinstance(expected, str | bool) or isinstance(measured, str | bool):
                 passed = expected == measured
@@ -185,6 +294,7 @@ class Run:
                 passed = bool(np.all(np.isfinite(m)) and np.all(np.abs(m - e) <= bound))
         entry = {
             "name": name,
+            "kind": "unclassified",
             "expected": _jsonable(expected),
             "measured": _jsonable(measured),
             "tolerance": _jsonable(tolerance),
@@ -193,13 +303,16 @@ class Run:
         }
         if note:
             entry["note"] = note
-        self._checks = [c for c in self._checks if c["name"] != name] + [entry]
-        self.log(
-            f"check {name}: expected {entry['expected']}, measured {entry['measured']}"
-            f" -> {'PASS' if passed else 'FAIL'}"
+        self._record(
+            entry,
+            f"expected {entry['expected']}, measured {entry['measured']}"
+            f" -> {'PASS' if passed else 'FAIL'}",
         )
-        self._write_summary("running")
         return bool(passed)
+
+    def counts(self) -> dict[str, int]:
+        """How many checks of each kind and verdict this run has recorded."""
+        return check_counts(self._checks)
 
     def save_figure(self, fig, name: str, *, dpi: int = 120) -> Path:
         """Save a matplotlib figure as ``figures/<name>.png`` atomically and close it."""
@@ -217,14 +330,17 @@ class Run:
     def _write_summary(self, status: str, error: str | None = None) -> None:
         if not self.writer:
             return
-        n_passed = sum(c["passed"] for c in self._checks)
+        findings = [c for c in self._checks if c.get("verdict") == Verdict.refuted.value]
+        legacy = [c for c in self._checks if "passed" in c]
         summary = {
             "experiment": self.experiment,
             "status": status,
+            "counts": check_counts(self._checks),
+            "findings": findings,
             "scalars": self._scalars,
             "checks": self._checks,
-            "checks_passed": n_passed,
-            "checks_total": len(self._checks),
+            "checks_passed": sum(c["passed"] for c in legacy),
+            "checks_total": len(legacy),
             "sweeps": self._sweeps,
             "failed_members": sum(s["failed"] for s in self._sweeps.values()),
             "figures": [f"figures/{f}.png" for f in self._figures],
@@ -240,8 +356,22 @@ class Run:
             return
         if self._arrays:
             atomic_savez(self.path / "results.npz", **self._arrays)
-        self._write_summary("complete")
+        broken = self.failed_consistency()
+        if broken:
+            self._write_summary(
+                "failed", error="consistency check(s) failed (a bug): " + ", ".join(broken)
+            )
+        else:
+            self._write_summary("complete")
         shutil.rmtree(self.path / "checkpoints", ignore_errors=True)
+
+    def failed_consistency(self) -> list[str]:
+        """Names of the consistency checks that failed (each one a bug)."""
+        return [
+            c["name"]
+            for c in self._checks
+            if c["kind"] == CheckKind.consistency.value and not c["passed"]
+        ]
 
     def fail(self, error: str) -> None:
         self._write_summary("failed", error=error)

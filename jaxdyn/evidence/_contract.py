@@ -1,0 +1,466 @@
+"""The check contract: every theory-vs-simulation check is evidence, consistency or report.
+
+- **Evidence**: a paper claim that could be false. It takes numbers (a prediction, a
+  measurement), an :class:`ErrorModel` (solver tolerance, standard error with its degrees of
+  freedom, a derived bound) and ends in a :class:`Verdict`: ``holds``, ``refuted`` (the
+  measurement excludes the claim at the stated confidence) or ``inconclusive`` (the error is
+  too large to tell; the evidence says what would make it decisive). A statistical check names
+  the alternative it can reject; if it cannot reject it, the verdict is ``inconclusive``, never
+  ``holds``. A refuted claim whose measurement is sound is a *finding*, not a bug.
+- **Consistency**: an identity, a second computation of the same quantity, a structural
+  invariant. A consistency failure is a bug and fails the run.
+- **Report**: a measured number without a verdict.
+
+The decision functions (:func:`within`, :func:`estimate`, :func:`at_most`, :func:`at_least`,
+:func:`ordered`, :func:`classified`) are pure functions of numbers, so that a test can feed the same
+function a counterfactual input (a series with slope 0, a perturbed model) and assert that the
+verdict is not ``holds``: every evidence check of an experiment has such a negative control
+(:func:`jaxdyn.runs.negative_control`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+class Verdict(enum.Enum):
+    """The outcome of an evidence check."""
+
+    holds = "holds"
+    refuted = "refuted"
+    inconclusive = "inconclusive"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class CheckKind(enum.Enum):
+    """What a recorded check is: see the module docstring."""
+
+    evidence = "evidence"
+    consistency = "consistency"
+    report = "report"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorModel:
+    """Where a check's tolerance comes from: a name, a value and, for statistics, the degrees
+    of freedom and confidence level.
+
+    Build one with a constructor that says what it is: :meth:`solver_tolerance`,
+    :meth:`rounding`, :meth:`bound` (a derived bound), :meth:`standard_error` (a Student-t
+    interval with ``dof`` degrees of freedom; ``dof=None`` is the normal limit) or
+    :meth:`exact` (a discrete quantity, no error).
+
+    Attributes:
+        name: the kind of error model, e.g. ``"standard_error"``.
+        value: the error scale (a tolerance, a bound, or one standard error).
+        dof: degrees of freedom of a standard error (``None``: normal quantile).
+        confidence: two-sided confidence of a standard-error interval.
+        basis: one line on where the value comes from.
+    """
+
+    name: str
+    value: Any
+    dof: float | int | None = None
+    confidence: float | None = None
+    basis: str = ""
+
+    def __post_init__(self):
+        value = np.asarray(self.value, dtype=float)
+        if np.any(value < 0) or np.any(np.isnan(value)):
+            raise ValueError(f"an error model's value must be >= 0, got {self.value!r}")
+        if self.confidence is not None and not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+        if self.dof is not None and not self.dof > 0:
+            raise ValueError(f"degrees of freedom must be > 0, got {self.dof}")
+
+    @classmethod
+    def solver_tolerance(cls, value, *, basis: str = "") -> ErrorModel:
+        """An ODE/root-finding error bound taken from the solver's tolerances."""
+        return cls("solver_tolerance", value, basis=basis)
+
+    @classmethod
+    def rounding(cls, value, *, basis: str = "floating-point rounding") -> ErrorModel:
+        """Floating-point rounding of a closed form (e.g. ``100 * eps * scale``)."""
+        return cls("rounding", value, basis=basis)
+
+    @classmethod
+    def bound(cls, value, *, basis: str) -> ErrorModel:
+        """A derived bound (say which in ``basis``, e.g. "O(delta^2) remainder, eq. (12)")."""
+        return cls("derived_bound", value, basis=basis)
+
+    @classmethod
+    def standard_error(
+        cls, value, *, dof: float | int | None, confidence: float = 0.99, basis: str = ""
+    ) -> ErrorModel:
+        """A standard error with ``dof`` degrees of freedom; intervals at ``confidence``."""
+        return cls("standard_error", value, dof=dof, confidence=confidence, basis=basis)
+
+    @classmethod
+    def exact(cls, *, basis: str = "a discrete quantity") -> ErrorModel:
+        """No error: the measured quantity is discrete (a count, an order, a class)."""
+        return cls("exact", 0.0, basis=basis)
+
+    @property
+    def statistical(self) -> bool:
+        return self.name == "standard_error"
+
+    def half_width(self) -> np.ndarray:
+        """The interval half-width: ``t_{dof, (1+confidence)/2} * SE`` for a standard error,
+        the value itself otherwise."""
+        value = np.asarray(self.value, dtype=float)
+        if not self.statistical:
+            return value
+        return np.asarray(value * _quantile(self.confidence or 0.99, self.dof))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "value": _jsonable(self.value)}
+        if self.dof is not None:
+            out["dof"] = _jsonable(self.dof)
+        if self.confidence is not None:
+            out["confidence"] = self.confidence
+        if self.basis:
+            out["basis"] = self.basis
+        return out
+
+
+def _quantile(confidence: float, dof: float | int | None) -> float:
+    from scipy import stats
+
+    q = 0.5 + confidence / 2
+    return float(stats.norm.ppf(q) if dof is None else stats.t.ppf(q, dof))
+
+
+def _numbers(value: Any, what: str) -> Any:
+    """Evidence takes numbers, booleans and Enumeration items, never formatted strings."""
+    if isinstance(value, str):
+        raise TypeError(f"evidence takes numbers, not strings: {what}={value!r}")
+    if isinstance(value, enum.Enum):
+        return value
+    if isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
+        raise TypeError(f"evidence takes numbers, not strings: {what}={value!r}")
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic | np.ndarray) or hasattr(value, "__array__"):
+        arr = np.asarray(value)
+        if arr.dtype == object:
+            return [_jsonable(v) for v in arr.tolist()]
+        if arr.ndim == 0:
+            return _jsonable(arr.item())
+        return [_jsonable(v) for v in arr.tolist()]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """One evidence check's outcome: the claim, the numbers and the verdict.
+
+    Made by the decision functions of this module (or directly, for a decision they do not
+    cover, with the same fields). ``alternative`` is the value a statistical check can reject
+    (e.g. slope 0 where -1/2 is predicted); ``reason`` says why the verdict is what it is and,
+    when ``inconclusive``, what would make it decisive.
+    """
+
+    claim: str
+    prediction: Any
+    measured: Any
+    error_model: ErrorModel
+    verdict: Verdict
+    alternative: Any = None
+    reason: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.verdict, Verdict):
+            raise TypeError(f"verdict must be a Verdict, got {self.verdict!r}")
+        if not isinstance(self.error_model, ErrorModel):
+            raise TypeError(f"error_model must be an ErrorModel, got {self.error_model!r}")
+        _numbers(self.prediction, "prediction")
+        _numbers(self.measured, "measured")
+        _numbers(self.alternative, "alternative")
+
+    @property
+    def holds(self) -> bool:
+        return self.verdict is Verdict.holds
+
+    @property
+    def refuted(self) -> bool:
+        return self.verdict is Verdict.refuted
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.verdict is Verdict.inconclusive
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "claim": self.claim,
+            "prediction": _jsonable(self.prediction),
+            "measured": _jsonable(self.measured),
+            "error_model": self.error_model.to_json(),
+            "verdict": self.verdict.value,
+        }
+        if self.alternative is not None:
+            out["alternative"] = _jsonable(self.alternative)
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def _as_float(value: Any) -> np.ndarray:
+    return np.asarray(value, dtype=float)
+
+
+def _not_finite(measured: np.ndarray) -> bool:
+    return not bool(np.all(np.isfinite(measured)))
+
+
+def within(
+    claim: str,
+    *,
+    prediction: Any,
+    measured: Any,
+    error_model: ErrorModel,
+    alternative: Any = None,
+    relative: bool = False,
+) -> Evidence:
+    """Evidence that ``measured`` equals ``prediction`` within the error model.
+
+    Deterministic error models (solver tolerance, rounding, a derived bound): ``holds`` when
+    every ``|measured - prediction| <= error`` (times ``|prediction|`` when ``relative``),
+    ``refuted`` otherwise. A standard error needs an ``alternative`` (the value the claim is
+    tested against): ``refuted`` when the prediction lies outside the confidence interval,
+    ``holds`` when it lies inside and the alternative outside, ``inconclusive`` when both lie
+    inside. A non-finite measurement is ``inconclusive``.
+    """
+    p = _as_float(prediction)
+    m = _as_float(measured)
+    half = error_model.half_width()
+    bound = half * np.abs(p) if relative else half
+    if error_model.statistical and alternative is None:
+        raise ValueError(f"{claim!r}: a statistical evidence check needs an alternative to reject")
+    if _not_finite(m):
+        return Evidence(
+            claim,
+            prediction,
+            measured,
+            error_model,
+            Verdict.inconclusive,
+            alternative,
+            "the measurement is not finite",
+        )
+    gap = np.abs(m - p)
+    if not bool(np.all(gap <= bound)):
+        reason = (
+            f"|measured - prediction| = {_fmt(np.max(gap))} exceeds the error {_fmt(np.max(bound))}"
+        )
+        return Evidence(
+            claim, prediction, measured, error_model, Verdict.refuted, alternative, reason
+        )
+    if alternative is not None:
+        a = _as_float(alternative)
+        alt_bound = half * np.abs(a) if relative else half
+        if bool(np.all(np.abs(m - a) <= alt_bound)):
+            reason = (
+                f"the interval (half-width {_fmt(np.max(bound))}) contains both the prediction and"
+                f" the alternative {_fmt(alternative)}: a smaller error would decide"
+            )
+            return Evidence(
+                claim, prediction, measured, error_model, Verdict.inconclusive, alternative, reason
+            )
+        return Evidence(
+            claim,
+            prediction,
+            measured,
+            error_model,
+            Verdict.holds,
+            alternative,
+            f"the prediction is inside the interval, the alternative {_fmt(alternative)} outside",
+        )
+    return Evidence(claim, prediction, measured, error_model, Verdict.holds, None, "")
+
+
+def estimate(
+    claim: str,
+    *,
+    prediction: Any,
+    value: Any,
+    standard_error: Any,
+    dof: float | int | None,
+    alternative: Any,
+    confidence: float = 0.99,
+    basis: str = "",
+) -> Evidence:
+    """Evidence from a statistical estimate (a fitted slope, a mean) with its standard error.
+
+    A Student-t interval ``value +- t_{dof} * SE`` at ``confidence``: ``refuted`` when it
+    excludes ``prediction``, ``holds`` when it contains the prediction and excludes
+    ``alternative``, ``inconclusive`` when it contains both (or the SE is not finite).
+    """
+    se = float(standard_error)
+    if not math.isfinite(se):
+        model = ErrorModel("standard_error", 0.0, dof=dof, confidence=confidence, basis=basis)
+        return Evidence(
+            claim,
+            prediction,
+            value,
+            model,
+            Verdict.inconclusive,
+            alternative,
+            "the standard error is not finite (too few points)",
+        )
+    model = ErrorModel.standard_error(se, dof=dof, confidence=confidence, basis=basis)
+    return within(
+        claim, prediction=prediction, measured=value, error_model=model, alternative=alternative
+    )
+
+
+def at_most(claim: str, *, measured: Any, limit: Any, error_model: ErrorModel) -> Evidence:
+    """Evidence that ``measured <= limit`` (elementwise).
+
+    ``holds`` when ``measured + error <= limit`` everywhere, ``refuted`` when
+    ``measured - error > limit`` somewhere, ``inconclusive`` when the error straddles the limit.
+    """
+    return _one_sided(claim, measured, limit, error_model, upper=True)
+
+
+def at_least(claim: str, *, measured: Any, limit: Any, error_model: ErrorModel) -> Evidence:
+    """Evidence that ``measured >= limit`` (elementwise); the mirror of :func:`at_most`."""
+    return _one_sided(claim, measured, limit, error_model, upper=False)
+
+
+def _one_sided(claim, measured, limit, error_model, *, upper: bool) -> Evidence:
+    m = _as_float(measured)
+    lim = _as_float(limit)
+    half = error_model.half_width()
+    if _not_finite(m):
+        return Evidence(
+            claim,
+            limit,
+            measured,
+            error_model,
+            Verdict.inconclusive,
+            None,
+            "the measurement is not finite",
+        )
+    excess = (m - lim) if upper else (lim - m)
+    if bool(np.any(excess > half)):
+        reason = (
+            f"beyond the limit by {_fmt(np.max(excess))}, more than the error {_fmt(np.max(half))}"
+        )
+        return Evidence(claim, limit, measured, error_model, Verdict.refuted, None, reason)
+    if bool(np.all(excess + half <= 0)):
+        return Evidence(claim, limit, measured, error_model, Verdict.holds, None, "")
+    reason = f"within the error {_fmt(np.max(half))} of the limit: a smaller error would decide"
+    return Evidence(claim, limit, measured, error_model, Verdict.inconclusive, None, reason)
+
+
+def ordered(
+    claim: str, *, measured: Sequence[float], error_model: ErrorModel, increasing: bool = True
+) -> Evidence:
+    """Evidence that ``measured`` is strictly increasing (or decreasing).
+
+    Each consecutive difference is compared with the error of a difference (the error model's
+    half-width times sqrt 2 for a standard error, twice the bound otherwise): ``refuted``
+    when some difference has the wrong sign beyond it, ``holds`` when every difference has
+    the right sign beyond it, ``inconclusive`` otherwise. Non-finite entries (a stage never
+    reached) make it ``inconclusive``.
+    """
+    m = _as_float(measured).ravel()
+    if m.size < 2:
+        raise ValueError(f"{claim!r}: an order needs at least two values, got {m.size}")
+    half = np.broadcast_to(error_model.half_width(), m.shape)
+    pair = (
+        np.sqrt(half[1:] ** 2 + half[:-1] ** 2) if error_model.statistical else half[1:] + half[:-1]
+    )
+    diffs = np.diff(m) if increasing else -np.diff(m)
+    prediction = np.arange(m.size) if increasing else -np.arange(m.size)
+    if _not_finite(m):
+        return Evidence(
+            claim,
+            prediction,
+            m,
+            error_model,
+            Verdict.inconclusive,
+            None,
+            "an entry is not finite (not reached)",
+        )
+    if bool(np.any(diffs < -pair)):
+        k = int(np.argmin(diffs + pair))
+        return Evidence(
+            claim,
+            prediction,
+            m,
+            error_model,
+            Verdict.refuted,
+            None,
+            f"entries {k} and {k + 1} are in the wrong order beyond their error",
+        )
+    if bool(np.all(diffs > pair)):
+        return Evidence(claim, prediction, m, error_model, Verdict.holds, None, "")
+    return Evidence(
+        claim,
+        prediction,
+        m,
+        error_model,
+        Verdict.inconclusive,
+        None,
+        "some consecutive entries differ by less than their error",
+    )
+
+
+def classified(
+    claim: str, *, prediction: Any, measured: Any, basis: str, decided: bool = True
+) -> Evidence:
+    """Evidence about a discrete outcome (a phase, a transition order, a rank, a count).
+
+    ``holds`` when ``measured == prediction`` (elementwise), ``refuted`` when not;
+    ``inconclusive`` when the classifier could not decide (``decided=False``). ``basis`` says
+    what decided the class (e.g. "rank counted with eigenvalues above 1e-6 relative").
+    """
+    model = ErrorModel.exact(basis=basis)
+    if not decided:
+        return Evidence(
+            claim,
+            prediction,
+            measured,
+            model,
+            Verdict.inconclusive,
+            None,
+            "the classifier could not decide",
+        )
+    if isinstance(prediction, enum.Enum) or isinstance(measured, enum.Enum):
+        same = prediction == measured
+    else:
+        same = bool(np.all(np.asarray(prediction) == np.asarray(measured)))
+    verdict = Verdict.holds if same else Verdict.refuted
+    return Evidence(claim, prediction, measured, model, verdict, None, "")
+
+
+def _fmt(value: Any) -> str:
+    arr = np.asarray(value, dtype=float) if not isinstance(value, enum.Enum) else None
+    if arr is None:
+        return str(value)
+    if arr.ndim == 0:
+        return f"{float(arr):.4g}"
+    return (
+        "[" + ", ".join(f"{v:.4g}" for v in arr.ravel()[:6]) + (", ...]" if arr.size > 6 else "]")
+    )
