@@ -99,9 +99,12 @@ def test_run_writes_the_run_directory_contract(tmp_path):
     assert "jax_version" in config and config["devices"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "complete"
-    check = summary["checks"][0]
-    assert set(check) >= {"name", "expected", "measured", "tolerance", "passed"}
-    assert check["passed"]
+    checks = {c["name"]: c for c in summary["checks"]}
+    assert checks["closed_form"]["kind"] == "consistency" and checks["closed_form"]["passed"]
+    assert checks["event_time"]["passed"] and summary["counts"]["consistency_failed"] == 0
+    blowup = checks["blowup_members"]
+    assert blowup["kind"] == "evidence" and blowup["verdict"] == "holds"
+    assert blowup["negative_control"] and blowup["error_model"]["name"] == "exact"
     # r * y0 > 1 blows up before t1 = 1: those members are counted and excluded.
     with np.load(out / "results.npz") as data:
         status = data["toy.status"]

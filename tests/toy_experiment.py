@@ -14,7 +14,8 @@ import numpy as np
 import optimistix as optx
 
 from jaxdyn import Status
-from jaxdyn.runs import ConfigError, ExperimentConfig, register_experiment
+from jaxdyn.evidence import Evidence, classified
+from jaxdyn.runs import ConfigError, ExperimentConfig, negative_control, register_experiment
 from jaxdyn.sweep import Grid
 
 
@@ -67,6 +68,26 @@ def toy_member(params, key):
     return {"y": sol.ys[:-1], "y0": y0, "exact": exact, "t_event": t_event, "status": status}
 
 
+def blowup_evidence(rate, y0, t1, blown) -> Evidence:
+    """Which members blow up before t1: the closed form says exactly those whose event time
+    1/(r y0) - 1/(r 1e3) is in (0, t1)."""
+    t_event = np.where(rate * y0 > 0, 1.0 / (rate * y0) - 1.0 / (rate * 1e3), np.inf)
+    predicted = (t_event > 0) & (t_event < t1)
+    return classified(
+        "dy/dt = r y^2 reaches y = 1e3 before t1 exactly when the closed form says so",
+        prediction=predicted,
+        measured=np.asarray(blown),
+        basis="event y = 1e3 located by Newton root finding",
+    )
+
+
+@negative_control("toy-blowup", "blowup_members")
+def _blowup_with_the_opposite_sign():
+    rate = np.array([-1.0, 0.5, 2.0])
+    y0 = np.array([1.0, 1.0, 1.0])
+    return blowup_evidence(-rate, y0, 1.0, blown=np.array([False, False, True]))
+
+
 @register_experiment("toy-blowup", ToyConfig, "test-only: dy/dt = r y^2 sweep", paper=False)
 def run_toy(config: ToyConfig, run):
     grid = Grid.product(
@@ -75,11 +96,18 @@ def run_toy(config: ToyConfig, run):
     result = run.sweep("toy", toy_member, grid, accept=[Status.blowup])
     ok = result.ok()  # successful: no blow-up before t1
     err = np.max(np.abs(result.outputs["y"][ok] - result.outputs["exact"][ok]))
-    run.check("closed_form", expected=0.0, measured=float(err), tolerance=1e-5)
+    run.consistency(
+        "closed_form", expected=0.0, measured=float(err), tolerance=1e-5, basis="rtol 1e-8"
+    )
     # The event y = 1e3 happens at t = 1/(r y0) - 1/(r 1e3), located by root finding.
     blown = result.has_status(Status.blowup)
     rate, y0 = result.params["rate"][blown], result.outputs["y0"][blown]
     t_exact = 1.0 / (rate * y0) - 1.0 / (rate * 1e3)
     t_err = float(np.max(np.abs(result.outputs["t_event"][blown] - t_exact), initial=0.0))
-    run.check("event_time", expected=0.0, measured=t_err, tolerance=1e-6)
+    run.consistency("event_time", expected=0.0, measured=t_err, tolerance=1e-6, basis="Newton")
+    run.evidence(
+        "blowup_members",
+        blowup_evidence(result.params["rate"], result.outputs["y0"], config.t1, blown),
+    )
+    run.report("blowups", measured=int(np.sum(blown)), claim="members that blew up")
     run.scalar("blowups", int(np.sum(blown)))

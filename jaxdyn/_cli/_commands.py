@@ -128,8 +128,17 @@ def cmd_report(args) -> int:
 
     dirs = find_run_dirs(args.dirs)
     out = write_report(dirs, args.out)
+    print_theory_counts(dirs)
     print(f"report: {out / 'report.md'} and {out / 'report.html'} ({len(dirs)} run(s))")
     return EXIT_OK
+
+
+def print_theory_counts(dirs: list[Path]) -> None:
+    """One line per theory: its runs and its checks by kind and verdict."""
+    from jaxdyn.runs._report import describe_theory_counts, theory_counts
+
+    for theory, counts in theory_counts(dirs).items():
+        print(f"{theory}: {describe_theory_counts(counts)}")
 
 
 def _reproduce_one(name: str, out: Path, args, say) -> bool:
@@ -193,6 +202,7 @@ def cmd_reproduce(args) -> int:
             run_dirs.append(out)
     if _is_first_process():
         report_dir = write_report(run_dirs, out_root / "report", title="jaxdyn reproduce")
+        print_theory_counts(run_dirs)
         print(f"report: {report_dir / 'report.md'} and {report_dir / 'report.html'}")
     if failed:
         say(f"failed experiments: {', '.join(failed)}", file=sys.stderr)

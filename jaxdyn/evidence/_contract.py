@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -374,7 +373,7 @@ def _one_sided(claim, measured, limit, error_model, *, upper: bool) -> Evidence:
 
 
 def ordered(
-    claim: str, *, measured: Sequence[float], error_model: ErrorModel, increasing: bool = True
+    claim: str, *, measured: Any, error_model: ErrorModel, increasing: bool = True
 ) -> Evidence:
     """Evidence that ``measured`` is strictly increasing (or decreasing).
 

@@ -176,6 +176,7 @@ def execute_run(prepared: PreparedRun, *, overwrite: bool = False, echo: bool = 
         out.mkdir(parents=True, exist_ok=True)
     config_json = {
         "experiment": experiment.name,
+        "module": experiment.module,
         "config": config_to_dict(config),
         "sweep_options": prepared.options.as_dict(),
         "quick": prepared.quick,
