@@ -1,5 +1,6 @@
 """The CLI and the run-directory contract: errors, config resolution, reports, kill + resume."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -13,7 +14,13 @@ import pytest
 
 from jaxdyn import Status, status_code
 from jaxdyn.cli import main
-from jaxdyn.runs import ConfigError, get_experiment, resolve_config
+from jaxdyn.runs import (
+    ConfigError,
+    ExperimentConfig,
+    get_experiment,
+    register_experiment,
+    resolve_config,
+)
 
 TESTS = Path(__file__).resolve().parent
 
@@ -260,3 +267,44 @@ def test_bad_cache_threshold_exits_2_before_the_run(tmp_path, monkeypatch, capsy
         err = capsys.readouterr().err
         assert "JAXDYN_CACHE_MIN_COMPILE_SECS" in err and err.count("\n") == 1, err
         assert not out.exists()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _PrecisionConfig(ExperimentConfig):
+    fail: bool = False
+
+
+@register_experiment(
+    "test-precision", _PrecisionConfig, "test-only: records its dtype", paper=False
+)
+def _record_precision(config, run):
+    import jax.numpy as jnp
+
+    run.scalar("dtype", str(jnp.zeros(()).dtype))
+    if config.fail:
+        raise RuntimeError("the experiment failed")
+
+
+@pytest.mark.parametrize("x64_before", [False, True])
+def test_run_experiment_leaves_jax_precision_as_it_found_it(tmp_path, x64_before):
+    import jax
+
+    from jaxdyn.runs import read_summary, run_experiment
+
+    try:
+        jax.config.update("jax_enable_x64", x64_before)
+        for x64 in (True, False):
+            out = tmp_path / f"run-{x64}"
+            run_experiment("test-precision", out=out, overrides={"x64": x64}, processes=1)
+            assert read_summary(out)["scalars"]["dtype"] == ("float64" if x64 else "float32")
+            assert jax.config.read("jax_enable_x64") is x64_before
+        with pytest.raises(RuntimeError, match="failed"):
+            run_experiment(
+                "test-precision",
+                out=tmp_path / "fails",
+                overrides={"x64": not x64_before, "fail": True},
+                processes=1,
+            )
+        assert jax.config.read("jax_enable_x64") is x64_before
+    finally:
+        jax.config.update("jax_enable_x64", True)  # the test session's setting

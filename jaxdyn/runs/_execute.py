@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import distributed
 from .._atomic import atomic_write_text
 from ..sweep._options import SweepOptions
 from ._config import (
@@ -160,13 +161,24 @@ def execute_run(prepared: PreparedRun, *, overwrite: bool = False, echo: bool = 
     """Run a :class:`PreparedRun` into its directory; returns the run directory.
 
     Exceptions from the experiment propagate after ``summary.json`` records the failure.
+    The run uses the config's precision (``x64``); JAX's ``jax_enable_x64`` is restored
+    to what it was when the run returns or raises.
     """
     import jax
 
-    from ..distributed import barrier
+    x64 = bool(jax.config.read("jax_enable_x64"))
+    jax.config.update("jax_enable_x64", bool(prepared.config.x64))
+    try:
+        return _execute(prepared, overwrite=overwrite, echo=echo)
+    finally:  # the caller's JAX configuration, as it was
+        jax.config.update("jax_enable_x64", x64)
 
+
+def _execute(prepared: PreparedRun, *, overwrite: bool, echo: bool) -> Path:
+    import jax
+
+    barrier = distributed.barrier
     experiment, config, out = prepared.experiment, prepared.config, prepared.out
-    jax.config.update("jax_enable_x64", bool(config.x64))
     # Several processes (jax.distributed): all run the experiment, process 0 writes the run
     # directory; barriers keep the others from touching it while it is being (re)created.
     barrier("jaxdyn-run-start")
@@ -234,17 +246,15 @@ def _importable_module(experiment) -> str | None:
 def _in_worker_processes(prepared: PreparedRun, processes, argv: list[str], echo: bool) -> bool:
     """Run ``argv`` as local worker processes when ``processes`` asks for more than one and
     the workers can import the experiment; ``False`` to run in this process instead."""
-    from jaxdyn.distributed import is_worker, launch_local, resolve_processes
-
     try:
-        n = resolve_processes(processes)
+        n = distributed.resolve_processes(processes)
     except ValueError as err:
         raise ConfigError(f"processes: {err}") from None
     module = _importable_module(prepared.experiment)
-    if n <= 1 or is_worker() or module is None:
+    if n <= 1 or distributed.is_worker() or module is None:
         return False
     imports = [m for m in (os.environ.get(IMPORT_ENV, ""), module) if m]
-    code = launch_local(argv, n, quiet=not echo, env={IMPORT_ENV: ",".join(imports)})
+    code = distributed.launch_local(argv, n, quiet=not echo, env={IMPORT_ENV: ",".join(imports)})
     if code != 0:
         raise RuntimeError(
             f"jaxdyn run {prepared.experiment.name}: a worker process failed (exit code "

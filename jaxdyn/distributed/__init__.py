@@ -8,6 +8,10 @@ process 0 writes the run directory. Coordinator settings come from ``JAXDYN_COOR
 the cluster environment that ``jax.distributed.initialize()`` detects itself (SLURM, Open MPI,
 ...). ``jaxdyn run EXP --processes N`` starts N such processes on this machine
 (:func:`launch_local`).
+
+This package is the launcher the run layer uses (:mod:`jaxdyn.runs` starts workers and waits at
+barriers through it); the worker program, which runs the command line, is its ``__main__``
+module, so that nothing here imports the command line.
 """
 
 from __future__ import annotations
@@ -190,17 +194,3 @@ def launch_local(argv: list[str], n: int, *, quiet: bool = False, env: dict | No
     finally:
         _stop(procs)
     return code
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of one worker: initialise the runtime, then run the command line."""
-    if ENV_LAUNCHER in os.environ:
-        _watch_parent(int(os.environ[ENV_LAUNCHER]))
-    initialize()  # starts no backend: the command line still sets XLA's threading
-    from jaxdyn.cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,26 @@
+"""One worker process: ``python -m jaxdyn.distributed <jaxdyn CLI arguments>``.
+
+It initialises JAX's distributed runtime (:func:`jaxdyn.distributed.initialize`) before any
+computation, then runs the normal command line. This module is an entry point, like
+``jaxdyn/__main__.py``: it is the only part of the launcher that imports the command line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from jaxdyn.cli import main as cli_main
+from jaxdyn.distributed import ENV_LAUNCHER, _watch_parent, initialize
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of one worker: initialise the runtime, then run the command line."""
+    if ENV_LAUNCHER in os.environ:
+        _watch_parent(int(os.environ[ENV_LAUNCHER]))
+    initialize()  # starts no backend: the command line still sets XLA's threading
+    return cli_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
