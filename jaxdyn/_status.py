@@ -6,8 +6,9 @@ and the optimistix/lineax failures), so a solver's result becomes a status with
 ``Status.promote(sol.result)``, and adds the outcomes that jaxdyn's simulations detect
 themselves (blow-up, steady state, loss of positive semi-definiteness, non-convergence).
 
-Inside JAX a status is an ``EnumerationItem`` (it can be traced, vmapped, compared with
-``==``, selected with ``Status.where``). On the host, sweeps store statuses as ``int32`` codes
+Inside JAX a status is an equinox Enumeration item (it can be traced, vmapped, compared with
+``==``, selected with ``Status.where``); it prints with its name, e.g.
+``jaxdyn._status.Status<successful>``. On the host, sweeps store statuses as ``int32`` codes
 (``results.npz``); :func:`status_code`, :func:`status_name` and :func:`count_by_status` convert
 between codes, items and names, and :meth:`jaxdyn.sweep.SweepResult.ok` selects members.
 
@@ -24,10 +25,50 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from equinox._enum import EnumerationItem  # the item type of every equinox Enumeration
+
+from ._compat import enumeration_items
+
+# the item type of every equinox Enumeration, taken from an item (not from equinox's modules)
+_ITEM = type(diffrax.RESULTS.successful)
 
 
-class Status(diffrax.RESULTS):  # pyright: ignore
+def item_code(item: Any) -> Any:
+    """The integer code of an Enumeration item: its one PyTree leaf (an int32 array, traced
+    inside JAX)."""
+    (code,) = jax.tree_util.tree_leaves(item)
+    return code
+
+
+class _NamedItems(type(diffrax.RESULTS)):
+    """An Enumeration whose items print their names: ``Status[item]`` is ``"name"`` or
+    ``"name: message"`` (equinox prints an item as ``<Enumeration>[item]``, and diffrax's
+    ``successful`` has an empty message). :func:`status_message` gives the message alone."""
+
+    def __getitem__(cls, item) -> str:
+        message = super().__getitem__(item)
+        code = item_code(item)
+        if isinstance(code, jax.core.Tracer) or message in ("traced", "unknown"):
+            return message
+        messages = cls._messages()
+        names = {
+            code: name + (f": {messages[code]}" if messages[code] else "")
+            for code, name in cls._names().items()
+        }
+        named = np.vectorize(lambda c: names[int(c)], otypes=[object])(np.asarray(code))
+        return str(named) if np.ndim(named) else str(named.item())
+
+    def _names(cls) -> dict[int, str]:
+        return {int(item_code(it)): name for name, it in enumeration_items(cls).items()}
+
+    def _messages(cls) -> dict[int, str]:
+        """``{code: message}``, equinox's own message of each item."""
+        return {
+            int(item_code(it)): super(_NamedItems, cls).__getitem__(it)
+            for it in enumeration_items(cls).values()
+        }
+
+
+class Status(diffrax.RESULTS, metaclass=_NamedItems):  # pyright: ignore
     """Outcome of one simulation (one sweep member).
 
     Extends ``diffrax.RESULTS``, so ``Status.promote(sol.result)`` turns a diffrax result into
@@ -46,19 +87,20 @@ class Status(diffrax.RESULTS):  # pyright: ignore
 
 
 def _is_item(value: Any) -> bool:
-    return isinstance(value, EnumerationItem)
+    return isinstance(value, _ITEM)
 
 
 def status_code(status: Any) -> np.ndarray | int:
-    """The ``int32`` code(s) of a status item (or pass an array of codes through)."""
-    value = status._value if _is_item(status) else status
+    """The ``int32`` code(s) of a status item, or of any Enumeration item (or pass an array of
+    codes through)."""
+    value = item_code(status) if _is_item(status) else status
     arr = np.asarray(value, dtype=np.int32)
     return int(arr) if arr.ndim == 0 else arr
 
 
 def outcome_names(enumeration: type, codes) -> np.ndarray:
     """The item name of each code of ``enumeration`` (any equinox Enumeration)."""
-    by_index = {int(item._value): name for name, item in enumeration._name_to_item.items()}
+    by_index = {int(item_code(item)): name for name, item in enumeration_items(enumeration).items()}
     codes = np.asarray(codes, dtype=np.int64)
     return np.vectorize(lambda c: by_index.get(int(c), f"code_{int(c)}"), otypes=[object])(codes)
 
@@ -70,12 +112,13 @@ def status_name(code) -> str:
 
 def status_item(code) -> Any:
     """A host code (or array of codes) as a ``Status`` item, e.g. for ``Status[item]``."""
-    return EnumerationItem(np.asarray(code, dtype=np.int32), Status)
+    structure = jax.tree_util.tree_structure(Status.successful)
+    return jax.tree_util.tree_unflatten(structure, [np.asarray(code, dtype=np.int32)])
 
 
 def status_message(code) -> str:
     """The message of one status code, e.g. ``"the dynamics reached a steady state"``."""
-    message = Status[status_item(int(status_code(code)))]
+    message = Status._messages()[int(status_code(code))]
     return message or "finished successfully"
 
 
@@ -98,8 +141,11 @@ def as_status(status: Any) -> Any:
     """
     if isinstance(status, Status):
         return status
-    if _is_item(status) and issubclass(Status, status._enumeration):
-        return Status.promote(status)
+    if _is_item(status):
+        try:
+            return Status.promote(status)  # an item of diffrax's (or its bases') RESULTS
+        except ValueError:
+            pass
     raise TypeError(
         f"a status must be a jaxdyn.Status (or diffrax.RESULTS) item, got {type(status).__name__}"
     )
@@ -127,6 +173,7 @@ __all__ = [
     "Status",
     "as_status",
     "count_by_status",
+    "item_code",
     "count_outcomes",
     "mark_nonfinite",
     "outcome_names",

@@ -43,3 +43,50 @@ def test_every_public_name_has_its_own_docstring(package):
     module = importlib.import_module(package)
     missing = [name for name, obj in _public_names(module) if len(_own_docstring(obj)) < 15]
     assert not missing, f"{package}: public names without a docstring: {missing}"
+
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+PRIVATE_USE = __import__("re").compile(
+    r"from (equinox|diffrax)\._|from (equinox|diffrax|jax) import _|jax\._src|equinox\.internal"
+)
+# Files of the sweep engine whose private uses move into jaxdyn/_compat.py with the engine's
+# rewrite (a parallel branch); this set empties when it lands.
+_PENDING_IN_OTHER_BRANCHES = {
+    "jaxdyn/sweep/_continuation.py",
+    "jaxdyn/sweep/_diffeq.py",
+    "jaxdyn/sweep/_diffeq_start.py",
+    "jaxdyn/sweep/_devices.py",
+}
+
+
+def test_private_apis_of_other_libraries_only_in_the_adapter_module():
+    """The issue's grep: equinox/diffrax/jax internals appear only in jaxdyn/_compat.py."""
+    users = {
+        path.relative_to(REPO).as_posix()
+        for path in (REPO / "jaxdyn").rglob("*.py")
+        if PRIVATE_USE.search(path.read_text())
+    }
+    assert users - _PENDING_IN_OTHER_BRANCHES == {"jaxdyn/_compat.py"}
+
+
+def test_equinox_and_diffrax_bounded_above_to_the_tested_minor_versions():
+    import tomllib
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    bounded = {Requirement(d).name: Requirement(d).specifier for d in deps}
+    for name in ("equinox", "diffrax", "optimistix", "lineax"):
+        spec = bounded[name]
+        assert any(s.operator in ("<", "<=") for s in spec), name
+        assert version(name) in spec, (name, version(name), str(spec))
+
+
+def test_status_items_print_their_names():
+    from jaxdyn import Status, status_message
+
+    assert repr(Status.successful).endswith("Status<successful>")
+    assert "Status<blowup: the state blew up" in repr(Status.blowup)
+    assert status_message(Status.blowup).startswith("the state blew up")
+    assert status_message(Status.successful) == "finished successfully"

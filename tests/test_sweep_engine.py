@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn import Status, status_code
+from jaxdyn import Status, status_code, status_message
 from jaxdyn.sweep import Grid, SweepOptions, effective_vmap_width, run_sweep
 
 
@@ -97,23 +97,32 @@ def test_sweep_results_independent_of_chunk_size(chunk_size):
         np.testing.assert_array_equal(reference.outputs[key], other.outputs[key])
 
 
-def test_nan_outputs_mark_member_failed_and_explicit_status_is_kept():
+def test_a_members_status_alone_decides_and_its_nan_outputs_are_kept():
     def member(params, key):
         r = params["rate"]
-        value = jnp.where(r > 1.5, jnp.nan, r)
+        value = jnp.where(r > 1.5, jnp.nan, r)  # NaN: "not reached", which the member declares
         status = Status.where(r < 0.5, Status.blowup, Status.successful)
         return {"value": value, "status": status}
 
     result = run_sweep(member, Grid.product({"rate": [0.1, 1.0, 2.0]}))
-    expected = [Status.blowup, Status.successful, Status.nonfinite]
+    expected = [Status.blowup, Status.successful, Status.successful]
     np.testing.assert_array_equal(result.status, [status_code(s) for s in expected])
-    assert result.n_failed() == 2
-    np.testing.assert_array_equal(result.ok(), [False, True, False])
-    np.testing.assert_array_equal(result.ok(accept=[Status.blowup]), [True, True, False])
-    np.testing.assert_array_equal(result.has_status(Status.nonfinite), [False, False, True])
+    assert result.n_failed() == 1
+    np.testing.assert_array_equal(result.ok(), [False, True, True])
+    np.testing.assert_array_equal(result.ok(accept=[Status.blowup]), [True, True, True])
     assert np.isnan(result.masked("value")[0]) and result.masked("value")[1] == 1.0
+    assert np.isnan(result.masked("value")[2])  # kept: the member's own NaN, not a failure
     assert result.masked("value", accept=[Status.blowup])[0] == 0.1
-    assert result.status_counts() == {"blowup": 1, "successful": 1, "nonfinite": 1}
+    assert result.status_counts() == {"blowup": 1, "successful": 2}
+
+
+def test_nan_outputs_of_a_member_without_a_status_mark_it_nonfinite():
+    def member(params, key):
+        return {"value": jnp.where(params["rate"] > 1.5, jnp.nan, params["rate"])}
+
+    result = run_sweep(member, Grid.product({"rate": [0.1, 2.0]}))
+    np.testing.assert_array_equal(result.has_status(Status.nonfinite), [False, True])
+    assert result.n_failed() == 1
 
 
 def test_diffrax_results_map_into_status_without_a_where_chain():
@@ -122,7 +131,8 @@ def test_diffrax_results_map_into_status_without_a_where_chain():
     for name in ("successful", "max_steps_reached", "dt_min_reached", "event_occurred"):
         promoted = Status.promote(getattr(diffrax.RESULTS, name))
         assert bool(promoted == getattr(Status, name))
-        assert Status[promoted] == diffrax.RESULTS[getattr(diffrax.RESULTS, name)]
+        message = diffrax.RESULTS[getattr(diffrax.RESULTS, name)]
+        assert status_message(promoted) == (message or "finished successfully")
     assert len({status_code(getattr(Status, n)) for n in Status._name_to_item}) == len(Status)
 
 

@@ -74,9 +74,9 @@ def is_worker() -> bool:
     :func:`launch_local` or ``python -m jaxdyn.distributed``): it must not start workers."""
     if ENV_PROCESS_ID in os.environ:
         return True
-    from jax._src import distributed
+    import jax
 
-    return distributed.global_state.client is not None
+    return jax.distributed.is_initialized()
 
 
 def initialize() -> None:

@@ -23,15 +23,18 @@ def _member_outputs(fn: Callable, params, seed):
 
 
 def outputs_and_status(out):
-    """A member's output dict -> ``(outputs without status, int32 status code)``; a NaN in a
-    successful member's outputs makes it ``nonfinite``."""
+    """A member's output dict -> ``(outputs without status, int32 status code)``.
+
+    A member that returns a ``"status"`` decides its own outcome: its NaN or inf outputs
+    ("not reached", "never") are kept as they are. A member without one is ``nonfinite`` when
+    an output holds a NaN."""
     if not isinstance(out, dict):
         raise TypeError(
             f"a sweep member function must return a dict of arrays, got {type(out).__name__}"
         )
     out = dict(out)
-    status = as_status(out.pop("status", Status.successful))
-    status = mark_nonfinite(status, out)
+    status = out.pop("status", None)
+    status = mark_nonfinite(Status.successful, out) if status is None else as_status(status)
     return out, jnp.asarray(status._value, jnp.int32)
 
 
