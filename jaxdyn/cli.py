@@ -27,6 +27,14 @@ def _remember_imports(imports: list[str]) -> None:
         os.environ["JAXDYN_IMPORT"] = ",".join(filter(None, [inherited, *imports]))
 
 
+def _speaks_for_the_run() -> bool:
+    """Whether this process reports an interruption: the launcher of local workers (not its
+    workers), or process 0 of a cluster run; one message per interruption."""
+    if "JAXDYN_LAUNCHER_PID" in os.environ:
+        return False
+    return os.environ.get("JAXDYN_PROCESS_ID", "0") == "0"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``jaxdyn ARGS`` (``argv``; default ``sys.argv[1:]``) and return its exit code."""
     os.environ.setdefault("MPLBACKEND", "Agg")
@@ -51,10 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxdyn: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print(
-            "jaxdyn: interrupted; finished chunks are kept, rerun with --resume to continue",
-            file=sys.stderr,
-        )
+        if _speaks_for_the_run():
+            print(
+                "jaxdyn: interrupted; finished chunks are kept, rerun with --resume to continue",
+                file=sys.stderr,
+            )
         return EXIT_INTERRUPTED
     except Exception as err:
         print(f"jaxdyn: {args.command} failed: {type(err).__name__}: {err}", file=sys.stderr)

@@ -179,15 +179,27 @@ def test_killed_run_resumes_to_identical_results(tmp_path, sig, uninterrupted_ru
     assert proc.returncode != 0
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "--resume" in err
-    summary_file = out / "summary.json"
-    summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
-    assert summary.get("status") != "complete"
+    # summary.json exists from the start: "running" when killed outright, else "interrupted"
+    summary = json.loads((out / "summary.json").read_text())
+    killed_status = "running" if sig == signal.SIGKILL else "interrupted"
+    assert summary["status"] == killed_status
+    if sig == signal.SIGINT:
+        assert err.count("jaxdyn: interrupted") == 1  # one message per interruption
+        assert "interrupted after" in (out / "log.txt").read_text()
     finished = len(list((out / "checkpoints" / "toy").glob("chunk_*.npz")))
     assert 2 <= finished < 5
 
     resumed = _jaxdyn("run", "toy-blowup", "--resume", "--out", str(out))
     assert resumed.returncode == 0, resumed.stderr
     assert f"{finished} chunk(s) resumed" in resumed.stderr
+    # the resumption is logged before the sweep runs, and the wall time adds up
+    log = resumed.stderr
+    assert f"resuming: session 2; the previous one ended {killed_status}" in log
+    announced = log.index(f"sweep 'toy': resuming, {finished} of 5 chunk(s) finished on disk")
+    assert announced < log.index(f"{finished} chunk(s) resumed")
+    after = json.loads((out / "summary.json").read_text())
+    assert after["sessions"] == 2 and after["status"] == "complete"
+    assert after["wall_time_s"] > summary["wall_time_s"] > 0
     with np.load(full / "results.npz") as a, np.load(out / "results.npz") as b:
         assert sorted(a.files) == sorted(b.files)
         for key in a.files:
@@ -308,3 +320,30 @@ def test_run_experiment_leaves_jax_precision_as_it_found_it(tmp_path, x64_before
         assert jax.config.read("jax_enable_x64") is x64_before
     finally:
         jax.config.update("jax_enable_x64", True)  # the test session's setting
+
+
+def test_import_by_name_finds_a_module_in_the_working_directory(tmp_path, monkeypatch, capsys):
+    (tmp_path / "my_cwd_experiments.py").write_text(
+        "import dataclasses\n"
+        "from jaxdyn.runs import ExperimentConfig, register_experiment\n"
+        "@dataclasses.dataclass(frozen=True, kw_only=True)\n"
+        "class C(ExperimentConfig):\n"
+        "    pass\n"
+        "@register_experiment('cwd-experiment', C, 'test-only: found in the cwd', paper=False)\n"
+        "def run(config, run):\n"
+        "    run.report('answer', measured=42)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert main(["list", "--import", "my_cwd_experiments"]) == 0
+    assert "cwd-experiment" in capsys.readouterr().out
+    assert main(["list", "--import", "no_such_module_anywhere"]) == 2
+    assert "no_such_module_anywhere" in capsys.readouterr().err
+
+
+def test_readme_lists_every_registered_paper_experiment():
+    from jaxdyn.runs import list_experiments
+
+    readme = (TESTS.parent / "README.md").read_text()
+    missing = [e.name for e in list_experiments() if e.paper and f"`{e.name}`" not in readme]
+    assert not missing, f"README's experiment table lacks {missing}"

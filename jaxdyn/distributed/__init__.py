@@ -17,6 +17,7 @@ module, so that nothing here imports the command line.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -145,6 +146,32 @@ def _stop(procs: list[subprocess.Popen], grace_s: float = 2.0) -> None:
             p.wait()
 
 
+# Gloo's line per process when its collectives connect: noise, not a message for the user.
+_GLOO_CONNECTED = re.compile(rb"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks")
+
+
+def _forward_stdout(proc: subprocess.Popen):
+    """Copy a worker's standard output to ours, line by line, without Gloo's connection lines
+    (which its C++ library prints there)."""
+    import threading
+
+    def forward():
+        out = getattr(sys.stdout, "buffer", None)
+        for line in iter(proc.stdout.readline, b""):
+            if _GLOO_CONNECTED.match(line):
+                continue
+            if out is not None:
+                out.write(line)
+                out.flush()
+            else:  # a replaced sys.stdout (a notebook, pytest's capture)
+                sys.stdout.write(line.decode(errors="replace"))
+                sys.stdout.flush()
+
+    thread = threading.Thread(target=forward, daemon=True, name="jaxdyn-worker-stdout")
+    thread.start()
+    return thread
+
+
 def launch_local(argv: list[str], n: int, *, quiet: bool = False, env: dict | None = None) -> int:
     """Run the jaxdyn command line ``argv`` as ``n`` processes on localhost; returns the exit
     code (the first failing worker's, else 0).
@@ -156,7 +183,7 @@ def launch_local(argv: list[str], n: int, *, quiet: bool = False, env: dict | No
     ``env`` adds environment variables.
     """
     port = free_port()
-    procs = []
+    procs, forwarders = [], []
     # the workers import what this process can (experiments found through sys.path)
     path = [p for p in sys.path if p and os.path.isdir(p)]
     python_path = os.pathsep.join(dict.fromkeys(path + [os.environ.get("PYTHONPATH", "")]))
@@ -175,9 +202,11 @@ def launch_local(argv: list[str], n: int, *, quiet: bool = False, env: dict | No
             subprocess.Popen(
                 [sys.executable, "-m", "jaxdyn.distributed", *argv],
                 env=worker_env,
-                stdout=subprocess.DEVNULL if quiet else None,
+                stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
             )
         )
+        if not quiet:
+            forwarders.append(_forward_stdout(procs[-1]))
     code = 0
     try:
         while procs and code == 0:
@@ -193,4 +222,6 @@ def launch_local(argv: list[str], n: int, *, quiet: bool = False, env: dict | No
         code = 130
     finally:
         _stop(procs)
+        for thread in forwarders:  # the workers' last lines reach our stdout
+            thread.join(timeout=2.0)
     return code

@@ -209,14 +209,20 @@ def _execute(prepared: PreparedRun, *, overwrite: bool, echo: bool) -> Path:
     run.log(f"run {experiment.name} -> {out} (pid {os.getpid()})")
     try:
         experiment.fn(config, run)
+    except KeyboardInterrupt:
+        run.interrupt()
+        run.log(
+            f"interrupted after {run.wall_time_s():.1f} s; finished sweep chunks are kept"
+            " (continue with --resume)"
+        )
+        raise
     except BaseException as err:
         message = f"{type(err).__name__}: {err}"
-        run.fail("interrupted" if isinstance(err, KeyboardInterrupt) else message)
-        if not isinstance(err, KeyboardInterrupt):
-            run.log("failed: " + message)
-            if run.writer:
-                with open(out / "log.txt", "a", encoding="utf-8") as f:
-                    f.write(traceback.format_exc())
+        run.fail(message)
+        run.log("failed: " + message)
+        if run.writer:
+            with open(out / "log.txt", "a", encoding="utf-8") as f:
+                f.write(traceback.format_exc())
         raise
     barrier("jaxdyn-run-finish")  # every process is past its last checkpoint
     run.finish()

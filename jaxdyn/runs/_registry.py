@@ -116,10 +116,24 @@ def _import_path(path: Path) -> None:
     spec.loader.exec_module(module)
 
 
+def _import_module(name: str) -> None:
+    """Import ``name``; a module not found on the path is looked for in the working directory
+    too, as ``python -m``, pytest and uvicorn do."""
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        cwd = os.getcwd()
+        if err.name != name.split(".")[0] or cwd in sys.path:
+            raise
+        sys.path.insert(0, cwd)
+        importlib.import_module(name)
+
+
 def import_experiments(targets: Iterable[str]) -> None:
     """Import modules (by name) or ``.py`` files (by path) that register experiments.
 
-    Raises :class:`ConfigError` with a one-line message when a target cannot be imported.
+    A module name is looked up on ``sys.path`` and then in the working directory. Raises
+    :class:`ConfigError` with a one-line message when a target cannot be imported.
     """
     for target in targets:
         target = target.strip()
@@ -132,7 +146,7 @@ def import_experiments(targets: Iterable[str]) -> None:
                     raise ConfigError(f"--import: no such file: {target}")
                 _import_path(path.resolve())
             else:
-                importlib.import_module(target)
+                _import_module(target)
         except ConfigError:
             raise
         except ImportError as err:

@@ -99,12 +99,35 @@ class Run:
         self._sweeps: dict[str, Any] = {}
         self._figures: list[str] = []
         self._t0 = time.perf_counter()
+        self._earlier_wall_time_s = 0.0  # of earlier sessions of this run (a resumed run)
+        self._sessions = 1
+        self._status = "running"
         # In a multi-host run every process computes, only process 0 writes.
         import jax
 
         self.writer = jax.process_index() == 0
         if self.writer:
             self.path.mkdir(parents=True, exist_ok=True)
+        self._continue_earlier_sessions()
+        self._write_summary("running")
+
+    def _continue_earlier_sessions(self) -> None:
+        """A resumed run adds its wall time to the earlier sessions' and says how they ended."""
+        file = self.path / "summary.json"
+        if not file.exists():
+            return
+        try:
+            earlier = json.loads(file.read_text())
+        except (OSError, ValueError):
+            return
+        if earlier.get("experiment") != self.experiment:
+            return
+        self._earlier_wall_time_s = float(earlier.get("wall_time_s") or 0.0)
+        self._sessions = int(earlier.get("sessions") or 1) + 1
+        self.log(
+            f"resuming: session {self._sessions}; the previous one ended"
+            f" {earlier.get('status')} after {self._earlier_wall_time_s:.1f} s of wall time"
+        )
 
     # -- logging -------------------------------------------------------------------------
     def log(self, message: str) -> None:
@@ -116,6 +139,8 @@ class Run:
             f.write(line + "\n")
         if self.echo:
             print(f"[{self.experiment}] {message}", file=sys.stderr, flush=True)
+        if self._status == "running":  # the wall time so far survives a kill
+            self._write_summary("running")
 
     # -- arrays, scalars, checks -----------------------------------------------------------
     def save_arrays(self, **arrays) -> None:
@@ -149,6 +174,7 @@ class Run:
         """
         from ..sweep import run_sweep
 
+        self._log_resumable_chunks(name)
         result = run_sweep(
             member,
             grid,
@@ -160,13 +186,42 @@ class Run:
         self._record_sweep(result, accept=accept)
         return result
 
+    def _log_resumable_chunks(self, name: str) -> None:
+        """Before a sweep: how many of its chunks an earlier session left finished on disk."""
+        folder = self.path / "checkpoints" / name
+        if not (folder / "meta.json").exists():
+            return
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+            total = math.ceil(int(meta["n_members"]) / int(meta["chunk_size"]))
+        except (OSError, ValueError, KeyError, ZeroDivisionError):
+            return
+        done = len(list(folder.glob("chunk_*.npz")))
+        if done:
+            self.log(
+                f"sweep '{name}': resuming, {done} of {total} chunk(s) finished on disk,"
+                f" {max(total - done, 0)} to run"
+            )
+
     def _record_sweep(self, result: SweepResult, accept: Iterable = ()) -> None:
         """Store a sweep's arrays and its status counts."""
+        failed = result.n_failed(accept)
+        members = int(result.status.shape[0])
+        accepted = [status_name(status_code(s)) for s in accept]
+        counts = result.status_counts()
+        n_accepted = sum(counts.get(a, 0) for a in accepted if a != "successful")
+        self.log(
+            f"sweep '{result.name}': {failed}/{members} member(s) failed"
+            + (f", {n_accepted} accepted ({', '.join(accepted)})" if accepted else "")
+        )
         self._sweeps[result.name] = {
-            "members": int(result.status.shape[0]),
-            "failed": result.n_failed(accept),
-            "accepted": [status_name(status_code(s)) for s in accept],
-            "status_counts": result.status_counts(),
+            "members": members,
+            "failed": failed,
+            "accepted": accepted,
+            "accepted_members": n_accepted,
+            "status_counts": counts,
+            "grid_shape": list(result.grid_shape),
+            "axes": list(result.axes),
             "chunk_size": result.chunk_size,
             "n_devices": result.n_devices,
             "compilations": result.n_compilations,
@@ -328,6 +383,7 @@ class Run:
 
     # -- summary ---------------------------------------------------------------------------
     def _write_summary(self, status: str, error: str | None = None) -> None:
+        self._status = status
         if not self.writer:
             return
         findings = [c for c in self._checks if c.get("verdict") == Verdict.refuted.value]
@@ -344,7 +400,8 @@ class Run:
             "sweeps": self._sweeps,
             "failed_members": sum(s["failed"] for s in self._sweeps.values()),
             "figures": [f"figures/{f}.png" for f in self._figures],
-            "wall_time_s": round(time.perf_counter() - self._t0, 3),
+            "wall_time_s": round(self.wall_time_s(), 3),
+            "sessions": self._sessions,
         }
         if error:
             summary["error"] = error
@@ -373,5 +430,14 @@ class Run:
             if c["kind"] == CheckKind.consistency.value and not c["passed"]
         ]
 
+    def wall_time_s(self) -> float:
+        """Seconds of wall time over every session of this run (a resumed run adds up)."""
+        return self._earlier_wall_time_s + time.perf_counter() - self._t0
+
     def fail(self, error: str) -> None:
+        """Mark the run failed with ``error`` (an exception in the experiment)."""
         self._write_summary("failed", error=error)
+
+    def interrupt(self) -> None:
+        """Mark the run interrupted (its finished sweep chunks stay for ``--resume``)."""
+        self._write_summary("interrupted", error="interrupted")
