@@ -347,3 +347,36 @@ def test_readme_lists_every_registered_paper_experiment():
     readme = (TESTS.parent / "README.md").read_text()
     missing = [e.name for e in list_experiments() if e.paper and f"`{e.name}`" not in readme]
     assert not missing, f"README's experiment table lacks {missing}"
+
+
+def test_load_gives_the_sweeps_of_a_real_run_as_labelled_arrays(tmp_path):
+    """jaxdyn.runs.load on a run of the toy experiment: the sweep as an xarray Dataset with the
+    grid's dimensions, equal to the flat results.npz arrays, status as a variable."""
+    from jaxdyn.runs import load
+
+    out = tmp_path / "run"
+    assert main(["run", "toy-blowup", "--quick", "--out", str(out)]) == 0
+    run = load(out)
+    assert run.summary["status"] == "complete" and run.config["experiment"] == "toy-blowup"
+    ds = run.sweeps["toy"]
+    assert dict(ds.sizes) == {"rate": 5, "t1": 1, "seed": 2, "y_0": 11, "exact_0": 11}
+    np.testing.assert_array_equal(ds["rate"].values, [-1.0, -0.5, 0.1, 0.5, 2.0])
+    np.testing.assert_array_equal(ds["seed"].values, [0, 1])
+    with np.load(out / "results.npz") as flat:
+        y0 = flat["toy.y0"].reshape(5, 1, 2)
+        np.testing.assert_array_equal(ds["y0"].values, y0)
+        np.testing.assert_array_equal(ds["status"].values.ravel(), flat["toy.status"])
+        np.testing.assert_array_equal(ds["y"].values, flat["toy.y"].reshape(5, 1, 2, 11))
+    # labelled selection: the member with rate 2.0 and seed 1 is the flat member 4 * 2 + 1
+    with np.load(out / "results.npz") as flat:
+        assert float(ds["y0"].sel(rate=2.0, seed=1).item()) == float(flat["toy.y0"][9])
+    blown = ds["status_name"] == "blowup"
+    r_y0 = ds["rate"] * ds["y0"]
+    assert bool((blown == (r_y0 > 1.0)).all())  # r y0 > 1 blows up before t1 = 1
+    assert "blowup" in ds["status"].attrs["flag_meanings"]
+    # the SweepResult the run recorded, rebuilt from disk
+    result = run.sweep_result("toy")
+    assert result.grid_shape == (5, 1, 2) and result.axes == ("rate", "t1", "seed")
+    assert result.n_failed(accept=[Status.blowup]) == 0
+    with pytest.raises(ConfigError, match="not a jaxdyn run"):
+        load(tmp_path)

@@ -28,6 +28,7 @@ from ._execute import (
     read_summary as read_summary,
     run_experiment as run_experiment,
 )
+from ._load import RunData as RunData, load as load
 from ._registry import (
     ENTRY_POINT_GROUP as ENTRY_POINT_GROUP,
     Experiment as Experiment,
