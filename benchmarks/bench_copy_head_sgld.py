@@ -203,7 +203,7 @@ def main():
     }
     print(json.dumps(result))
     if not args.quick:  # the stored result is the full-size one
-        from jaxdyn.runs import atomic_write_text
+        from jaxdyn._atomic import atomic_write_text
 
         out = Path(__file__).resolve().parent / "results" / "copy_head_sgld.json"
         out.parent.mkdir(exist_ok=True)

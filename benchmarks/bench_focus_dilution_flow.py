@@ -22,7 +22,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxdyn.gradflow as gf  # noqa: E402
-from jaxdyn.runs import atomic_write_text  # noqa: E402
+from jaxdyn._atomic import atomic_write_text  # noqa: E402
 
 PI = np.array([0.75, 0.19, 0.05, 0.01])
 

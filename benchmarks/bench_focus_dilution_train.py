@@ -28,7 +28,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxdyn.gradflow as gf  # noqa: E402
-from jaxdyn.runs import atomic_write_text  # noqa: E402
+from jaxdyn._atomic import atomic_write_text  # noqa: E402
 
 
 def main() -> None:

@@ -228,7 +228,7 @@ def main():
     text = json.dumps(out)
     print(text)
     if not args.quick:  # the stored result is the full-size one
-        from jaxdyn.runs import atomic_write_text
+        from jaxdyn._atomic import atomic_write_text
 
         results = pathlib.Path(__file__).resolve().parent / "results"
         results.mkdir(exist_ok=True)

@@ -126,7 +126,7 @@ def main() -> None:
     }
     line = json.dumps(out)
     if not args.quick:
-        from jaxdyn.runs import atomic_write_text
+        from jaxdyn._atomic import atomic_write_text
 
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(RESULTS, line + "\n")

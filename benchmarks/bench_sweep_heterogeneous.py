@@ -302,7 +302,7 @@ def main():
     }
     line = json.dumps(report)
     if not args.quick:  # the stored result is the full-size one
-        from jaxdyn.runs import atomic_write_text
+        from jaxdyn._atomic import atomic_write_text
 
         out = Path(__file__).resolve().parent / "results" / "sweep_heterogeneous.json"
         out.parent.mkdir(exist_ok=True)

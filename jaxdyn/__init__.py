@@ -4,7 +4,7 @@ Top-level names are the small shared vocabulary of every theory package:
 
 - :class:`Status`, the outcome of a simulation (an equinox Enumeration extending
   ``diffrax.RESULTS``), with :func:`mark_nonfinite` and the host-side helpers
-  :func:`status_name`, :func:`status_message`, :func:`count_by_status`;
+  :func:`status_code`, :func:`status_name`, :func:`status_message`, :func:`count_outcomes`;
 - :func:`entropy` and the straight-line fits :func:`fit_line`, :func:`fit_power_law`,
   :func:`fit_exponential` returning a :class:`LinearFit` with standard error and
   confidence interval;
@@ -12,7 +12,8 @@ Top-level names are the small shared vocabulary of every theory package:
   ``eqx.error_if`` for traced ones.
 
 Subpackages: :mod:`jaxdyn.attention`, :mod:`jaxdyn.sweep`, :mod:`jaxdyn.runs`,
-:mod:`jaxdyn.plotting`, :mod:`jaxdyn.data` and the theories :mod:`jaxdyn.gradflow`,
+:mod:`jaxdyn.evidence` (the check contract), :mod:`jaxdyn.plotting`, :mod:`jaxdyn.data` and
+the theories :mod:`jaxdyn.gradflow`,
 :mod:`jaxdyn.copyhead`, :mod:`jaxdyn.meanfield`.
 """
 
@@ -27,10 +28,8 @@ from ._numerics import (
 )
 from ._status import (
     Status as Status,
-    count_by_status as count_by_status,
     count_outcomes as count_outcomes,
     mark_nonfinite as mark_nonfinite,
-    outcome_names as outcome_names,
     status_code as status_code,
     status_message as status_message,
     status_name as status_name,

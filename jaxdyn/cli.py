@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     single_threaded_kernels()  # before JAX starts; in every worker too (same entry point)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    from jaxdyn.runs import ConfigError, import_experiments
+    from jaxdyn.runs import ConfigError
+    from jaxdyn.runs._registry import import_experiments
 
     try:
         apply_cpu_devices(args)

@@ -10,6 +10,7 @@ DOCUMENTED_PACKAGES = [
     "jaxdyn",
     "jaxdyn.sweep",
     "jaxdyn.runs",
+    "jaxdyn.evidence",
     "jaxdyn.data",
     "jaxdyn.plotting",
     "jaxdyn.attention",
@@ -90,3 +91,44 @@ def test_status_items_print_their_names():
     assert "Status<blowup: the state blew up" in repr(Status.blowup)
     assert status_message(Status.blowup).startswith("the state blew up")
     assert status_message(Status.successful) == "finished successfully"
+
+
+PLUMBING = {
+    "jaxdyn": ["count_by_status", "outcome_names", "status_item", "as_status"],
+    "jaxdyn.runs": [
+        "atomic_savefig",
+        "atomic_savez",
+        "atomic_write_text",
+        "parse_cli_value",
+        "PreparedRun",
+        "prepare_run",
+        "execute_run",
+        "find_run_dirs",
+        "import_experiments",
+        "resolve_sweep_options",
+    ],
+    "jaxdyn.data": ["sha256_of", "verify_download", "extract_member"],
+    "jaxdyn.sweep": ["effective_vmap_width"],
+}
+
+
+@pytest.mark.parametrize("package", sorted(PLUMBING))
+def test_plumbing_is_private(package):
+    module = importlib.import_module(package)
+    public = [name for name in PLUMBING[package] if hasattr(module, name)]
+    assert not public, f"{package} exports plumbing: {public}"
+
+
+CURATED = ["jaxdyn", "jaxdyn.sweep", "jaxdyn.runs", "jaxdyn.evidence", "jaxdyn.data"]
+
+
+def test_every_curated_public_name_has_a_reference_page():
+    """docs/api/ has one page per concept; each public name of the core packages is on one."""
+    pages = "\n".join(p.read_text() for p in (REPO / "docs" / "api").glob("*.md"))
+    missing = [
+        f"{package}.{name}"
+        for package in CURATED
+        for name, _ in _public_names(importlib.import_module(package))
+        if f"::: {package}.{name}\n" not in pages
+    ]
+    assert not missing, f"no API reference page documents {missing}"

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from jaxdyn import Status, status_code, status_message
-from jaxdyn.sweep import Grid, SweepOptions, effective_vmap_width, run_sweep
+from jaxdyn.sweep import Grid, SweepOptions, run_sweep
+from jaxdyn.sweep._programs import effective_vmap_width
 
 
 def test_product_grid_orders_members_in_c_order_with_seed_last():

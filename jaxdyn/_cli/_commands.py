@@ -89,7 +89,7 @@ def cmd_list(args) -> int:
 def prepare_from_args(args):
     """``jaxdyn run``'s parsed arguments -> a validated :class:`jaxdyn.runs.PreparedRun` (bad
     input raises a one-line error here, before anything is compiled or started)."""
-    from jaxdyn.runs import prepare_run
+    from jaxdyn.runs._execute import prepare_run
 
     return prepare_run(
         args.experiment,
@@ -108,7 +108,8 @@ def cmd_run(args) -> int:
     import dataclasses
     import json
 
-    from jaxdyn.runs import execute_run, read_summary
+    from jaxdyn.runs import read_summary
+    from jaxdyn.runs._execute import execute_run
 
     prepared = prepare_from_args(args)
     if args.show_config:
@@ -124,7 +125,8 @@ def cmd_run(args) -> int:
 
 def cmd_report(args) -> int:
     """``jaxdyn report DIRS``: one Markdown + HTML report over run directories."""
-    from jaxdyn.runs import find_run_dirs, write_report
+    from jaxdyn.runs import write_report
+    from jaxdyn.runs._report import find_run_dirs
 
     dirs = find_run_dirs(args.dirs)
     out = write_report(dirs, args.out)
@@ -143,7 +145,8 @@ def print_theory_counts(dirs: list[Path]) -> None:
 
 def _reproduce_one(name: str, out: Path, args, say) -> bool:
     """Run one experiment of ``reproduce`` into ``out``; whether it failed."""
-    from jaxdyn.runs import ConfigError, execute_run, prepare_run, read_summary
+    from jaxdyn.runs import ConfigError, read_summary
+    from jaxdyn.runs._execute import execute_run, prepare_run
 
     try:
         prepared = prepare_run(

@@ -26,8 +26,5 @@ from ._corpora import (
 )
 from ._fetch import (
     FetchError as FetchError,
-    extract_member as extract_member,
     fetch_corpus as fetch_corpus,
-    sha256_of as sha256_of,
-    verify_download as verify_download,
 )

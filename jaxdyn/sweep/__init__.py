@@ -21,7 +21,6 @@ from ._diffeq_state import DiffeqState as DiffeqState
 from ._engine import run_sweep as run_sweep
 from ._grid import Grid as Grid
 from ._options import SweepOptions as SweepOptions
-from ._programs import effective_vmap_width as effective_vmap_width
 from ._result import SweepResult as SweepResult
 from ._segmented import (
     AbstractSegmentedMember as AbstractSegmentedMember,
