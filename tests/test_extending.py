@@ -64,7 +64,7 @@ PLUGIN_MODULE = textwrap.dedent(
         result = run.sweep("decay", decay_member, grid)
         ok = result.ok()
         err = float(np.max(np.abs(result.outputs["x"][ok] - result.outputs["exact"][ok])))
-        run.check("matches_closed_form", expected=0.0, measured=err, tolerance=1e-7)
+        run.consistency("matches_closed_form", expected=0.0, measured=err, tolerance=1e-7)
         fig, ax = plt.subplots()
         ax.plot(result.outputs["x"][ok].T)
         run.save_figure(fig, "decay")
@@ -215,7 +215,8 @@ def test_import_option_registers_a_plain_module_file(tmp_path):
         python, "run", "--import", str(module), "file-decay", "--quick", "--out", str(out)
     )
     assert ran.returncode == 0, ran.stderr
-    assert json.loads((out / "summary.json").read_text())["checks_passed"] == 1
+    counts = json.loads((out / "summary.json").read_text())["counts"]
+    assert counts["consistency"] == 1 and counts["consistency_failed"] == 0
     # the environment variable does the same for every command
     again = _jaxdyn(
         python, "run", "file-decay", "--resume", "--out", str(out), JAXDYN_IMPORT=str(module)
