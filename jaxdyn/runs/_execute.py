@@ -226,7 +226,11 @@ def _execute(prepared: PreparedRun, *, overwrite: bool, echo: bool) -> Path:
         raise
     barrier("jaxdyn-run-finish")  # every process is past its last checkpoint
     run.finish()
-    run.log("complete")
+    broken = run.failed_consistency()
+    run.log(
+        "complete" if not broken else "failed: consistency check(s) failed: " + ", ".join(broken)
+    )
+    barrier("jaxdyn-run-finished")  # every process reads the final summary.json
     return out
 
 
