@@ -84,7 +84,7 @@ def test_vmapped_seeds_equal_separate_runs():
         lr=0.3,
         num_steps=20,
         record_every=10,
-        optimizer="adam",
+        optimizer=gf.make_optimizer("adam"),
     )
     keys = jax.random.split(jax.random.key(0), 3)
     batched = jax.jit(jax.vmap(f))(keys)

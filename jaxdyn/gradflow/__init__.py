@@ -11,6 +11,27 @@ from ._analysis import (
     analyse_flow as analyse_flow,
 )
 from ._end_time import default_end_time as default_end_time
+from ._evidence import (
+    LINEAR_WINDOW as LINEAR_WINDOW,
+    alignment_evidence as alignment_evidence,
+    below_plateau_evidence as below_plateau_evidence,
+    condensation_fit as condensation_fit,
+    entropy_course_evidence as entropy_course_evidence,
+    equivalence_evidence as equivalence_evidence,
+    escape_time_evidence as escape_time_evidence,
+    finite_size_evidence as finite_size_evidence,
+    first_phase_evidence as first_phase_evidence,
+    linear_window as linear_window,
+    local_order_evidence as local_order_evidence,
+    pca_stage_changes as pca_stage_changes,
+    plateau as plateau,
+    plateau_evidence as plateau_evidence,
+    pooled_slope as pooled_slope,
+    stage_order_evidence as stage_order_evidence,
+    stage_resolution as stage_resolution,
+    stall_evidence as stall_evidence,
+    unstable_mode_evidence as unstable_mode_evidence,
+)
 from ._flow import (
     SOLVERS as SOLVERS,
     FlowSolution as FlowSolution,

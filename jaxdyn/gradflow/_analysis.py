@@ -18,6 +18,7 @@ at ``50 margin log(1/eps) (1/mu1 + 1/|c|)``).
 
 from __future__ import annotations
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -27,7 +28,7 @@ from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
 from .._status import Status
 from .._validation import require_in_interval, require_positive
 from ._end_time import END_TIME_MARGIN, default_end_time, log_save_times
-from ._flow import SOLVERS, population_flow
+from ._flow import population_flow
 from ._linearise import (
     CriticalPoint,
     Spectrum,
@@ -245,7 +246,7 @@ def analyse_flow(
     num_saves: int = 2000,
     rtol: float = 1e-7,
     atol: float = 1e-10,
-    solver: str = "tsit5",
+    solver: diffrax.AbstractSolver | None = None,
     max_steps: int = 100_000,
     departure: float | Float[ArrayLike, ""] = 0.05,
     new_direction_ratio: float | Float[ArrayLike, ""] = 0.1,
@@ -264,7 +265,8 @@ def analyse_flow(
             phase shorter than the spacing near its time (e.g. a short dilution) is missed.
         rtol: relative tolerance of the adaptive solver.
         atol: absolute tolerance of the adaptive solver.
-        solver: ``"tsit5"`` or ``"kvaerno5"`` (:func:`make_solver`).
+        solver: a diffrax solver (default ``diffrax.Tsit5()``; :func:`make_solver` names the
+            implicit one set up for stiff flows).
         max_steps: solver step budget (a flow that runs out gets that :class:`jaxdyn.Status`).
         departure: stage threshold of :func:`detect_stages`.
         new_direction_ratio: stage threshold of :func:`detect_stages`.
@@ -274,8 +276,8 @@ def analyse_flow(
         thresholds): ``jax.vmap`` over chains of one size compiles once.
     """
     pi, P = resolve_chain(P, pi)
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
+        raise TypeError(f"solver must be a diffrax solver, got {solver!r}")
     if m < 2:
         raise ValueError(f"m must be >= 2 so that a new embedding direction can grow, got {m}")
     if m_attn < 1 or num_saves < 20:

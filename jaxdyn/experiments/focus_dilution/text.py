@@ -58,6 +58,9 @@ class TextConfig(ExperimentConfig):
         lr: gradient-descent step.
         n_draws: window draws per data source (the spread of the proxy test).
         record_every: steps between records.
+        proxy_effect_loss: the loss difference (nats) between real-text and bigram-chain
+            training that the proxy test must exclude (equivalence margin).
+        proxy_effect_attention: the same for the attention the frequent token receives.
     """
 
     corpus_path: str = "wikitext-2"
@@ -82,6 +85,8 @@ class TextConfig(ExperimentConfig):
     lr: float = 0.25
     n_draws: int = 4
     record_every: int = 20
+    proxy_effect_loss: float = 0.02
+    proxy_effect_attention: float = 0.02
 
     def corpus(self) -> Path:
         """The corpus file (:func:`jaxdyn.data.corpus_path`)."""
@@ -220,7 +225,7 @@ def run_text(config: TextConfig, run: Run) -> None:
             num_saves=config.num_saves,
             rtol=config.rtol,
             atol=config.atol,
-            solver=config.solver,
+            solver=gf.make_solver(config.solver),
             max_steps=config.max_steps,
         )
     )
