@@ -31,3 +31,14 @@ from ._fetch import (
     sha256_of as sha256_of,
     verify_download as verify_download,
 )
+from ._tokenise import (
+    OOV as OOV,
+    Corpus as Corpus,
+    bigram_chain as bigram_chain,
+    detect_format as detect_format,
+    load_corpus as load_corpus,
+    medium_frequency_tokens as medium_frequency_tokens,
+    stream_windows as stream_windows,
+    tokenize as tokenize,
+    unigram_frequencies as unigram_frequencies,
+)

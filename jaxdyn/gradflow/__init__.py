@@ -105,15 +105,8 @@ from ._stages import (
     stage_times as stage_times,
 )
 from ._text import (
-    Corpus as Corpus,
     attention_by_token as attention_by_token,
     attention_story as attention_story,
-    bigram_chain as bigram_chain,
-    detect_format as detect_format,
-    load_corpus as load_corpus,
-    stream_windows as stream_windows,
-    tokenize as tokenize,
-    unigram_frequencies as unigram_frequencies,
 )
 from ._train import (
     TrainingRun as TrainingRun,

@@ -88,7 +88,8 @@ def population_flow(
     """Solve ``d theta/dt = -grad L(theta)`` from ``model0`` over ``[ts[0], ts[-1]]``.
 
     ``solver``: a diffrax solver (default ``diffrax.Tsit5()``; :func:`make_solver` gives the
-    implicit Kvaerno5 set up for stiff flows) with a PID step-size controller; ``rtol``/``atol`` control accuracy. With
+    implicit Kvaerno5 set up for stiff flows) with a PID step-size controller;
+    ``rtol``/``atol`` control accuracy. With
     ``throw=False`` (the default, as inside sweeps) solver failures become ``status`` codes;
     a NaN in the saved states gives ``Status.nonfinite``. Differentiable through the solve
     (``RecursiveCheckpointAdjoint`` by default).

@@ -24,7 +24,8 @@ Beside these sequential stages, each stage's own *signature* is searched on its 
 ``t = 0`` and independently of the other stages (``signatures``): the focus signature (the
 frequent token's attention up by the fraction ``departure`` of its room), the dilution signature
 (the low-query entropy back up through ``H(pi)`` after it first fell below ``(1 -
-ENTROPY_FALL) H(pi)``) and the new direction's (``sigma_2 / sigma_1`` up through ``new_direction_ratio``; it
+ENTROPY_FALL) H(pi)``) and the new direction's (``sigma_2 / sigma_1`` up through
+``new_direction_ratio``; it
 starts near one for a random initialisation, so its first upward crossing comes after the
 condensation made ``W0`` rank one). Their order is a measurement, not a definition.
 

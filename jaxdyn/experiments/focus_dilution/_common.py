@@ -54,7 +54,12 @@ def to_host(tree):
 
 
 # the experiments whose runs record :func:`record_analysis`'s checks (negative controls below)
-ANALYSIS_EXPERIMENTS = ("focus-dilution", "focus-dilution-ablation", "focus-dilution-text")
+ANALYSIS_EXPERIMENTS = (
+    "focus-dilution",
+    "focus-dilution-ablation",
+    "focus-dilution-text",
+    "focus-dilution-tinystories",
+)
 
 
 def _rates(run: Run, a, tag: str) -> None:

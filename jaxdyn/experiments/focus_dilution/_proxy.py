@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import gradflow as gf
+from ... import data as jdata, gradflow as gf
 from ...runs import Run, negative_control
 from ._common import to_host
 
@@ -19,7 +19,7 @@ def descents(config, corpus, pi, P, model0):
     rng = np.random.default_rng(config.seed)
     real = np.stack(
         [
-            gf.stream_windows(corpus.tokens, length, config.n_windows, rng)
+            jdata.stream_windows(corpus.tokens, length, config.n_windows, rng)
             for _ in range(config.n_draws)
         ]
     )
@@ -57,7 +57,6 @@ def proxy_check(run: Run, name: str, t, real, proxy, what: str, effect: float) -
     )
 
 
-@negative_control("focus-dilution-text", "bigram_proxy_loss")
 def _data_without_the_bigram_structure():
     # training curves on data whose loss differs from the proxy's by more than the effect
     rng = np.random.default_rng(2)
@@ -66,12 +65,16 @@ def _data_without_the_bigram_structure():
     return gf.equivalence_evidence("agree within 0.01", real, proxy, 0.01)
 
 
-@negative_control("focus-dilution-text", "bigram_proxy_attention")
 def _too_few_draws_to_tell():
     rng = np.random.default_rng(3)
     real = 0.3 + 0.05 * rng.normal(size=(2, 10))
     proxy = 0.3 + 0.05 * rng.normal(size=(2, 10))
     return gf.equivalence_evidence("agree within 0.02", real, proxy, 0.02)
+
+
+for _name in ("focus-dilution-text", "focus-dilution-tinystories"):
+    negative_control(_name, "bigram_proxy_loss")(_data_without_the_bigram_structure)
+    negative_control(_name, "bigram_proxy_attention")(_too_few_draws_to_tell)
 
 
 def frequent(tr, pi):
