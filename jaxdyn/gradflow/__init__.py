@@ -9,6 +9,7 @@ from ._analysis import (
     FlowAnalysis as FlowAnalysis,
     Rates as Rates,
     analyse_flow as analyse_flow,
+    analyse_flow_to_new_direction as analyse_flow_to_new_direction,
 )
 from ._end_time import default_end_time as default_end_time
 from ._evidence import (

@@ -122,6 +122,18 @@ def alignment_evidence(
 def first_phase_evidence(c: float, departure_sign: int) -> Evidence:
     """The sign of ``c`` says whether attention first moves onto the most frequent token
     (``+1``) or off it (``-1``); undecided when attention never departed (sign 0) or ``c = 0``."""
+    if departure_sign == 0 or c == 0:
+        return Evidence(
+            "attention first moves onto (+1) or off (-1) the most frequent token as sign(c) says",
+            int(np.sign(c)),
+            int(departure_sign),
+            ErrorModel.exact(basis="departure of the frequent token's attention"),
+            Verdict.inconclusive,
+            None,
+            "attention did not depart from uniform by the end of the horizon (a longer t1 decides)"
+            if departure_sign == 0
+            else "c = 0: no sign predicted",
+        )
     return classified(
         "attention first moves onto (+1) or off (-1) the most frequent token as sign(c) says",
         prediction=int(np.sign(c)),
@@ -310,10 +322,17 @@ def equivalence_evidence(claim: str, a, b, effect: float, *, confidence: float =
     ka, kb = a.shape[0], b.shape[0]
     va, vb = a.var(axis=0, ddof=1) / ka, b.var(axis=0, ddof=1) / kb
     se = np.sqrt(va + vb)
-    dof = (va + vb) ** 2 / np.maximum(va**2 / (ka - 1) + vb**2 / (kb - 1), 1e-300)
+    # Welch-Satterthwaite; a record where both sets agree exactly (e.g. the shared initial
+    # point) has no spread and no interval
+    spread = se > 0
+    dof = np.where(
+        spread,
+        (va + vb) ** 2 / np.maximum(va**2 / (ka - 1) + vb**2 / (kb - 1), 1e-300),
+        np.inf,
+    )
     diff = a.mean(axis=0) - b.mean(axis=0)
     n = diff.size
-    q = student_t.ppf(1 - (1 - confidence) / (2 * n), np.maximum(dof, 1.0))
+    q = np.where(spread, student_t.ppf(1 - (1 - confidence) / (2 * n), np.maximum(dof, 1.0)), 0)
     half = q * se
     lo, hi = diff - half, diff + half
     i = int(np.argmax(np.abs(diff) + half))

@@ -123,7 +123,9 @@ def _saddle_evidence(run: Run, a, tag: str) -> None:
         a.metrics["loss"],
         a.metrics["grad_norm"],
         float(a.stages.condensation.time),
-        float(a.stages.departure.time),
+        float(a.stages.departure.time)
+        if np.isfinite(float(a.stages.departure.time))
+        else float(a.end_time),
         a.spectrum_saddle.eigenvalues,
     )
     run.evidence(
@@ -170,14 +172,16 @@ def _at(tree, i: int):
     return jax.tree_util.tree_map(lambda x: x[i], tree)
 
 
-def _stage_evidence(run: Run, a, tag: str, tolerances: tuple[float, float]) -> None:
+def _stage_evidence(
+    run: Run, a, tag: str, tolerances: tuple[float, float], horizon: str = ""
+) -> None:
     """Stage order from each stage's own signature, the low-query entropy's down-up-down and
     the embedding PCA (``c > 0``)."""
     st = a.stages
     sig = st.signature_times()
     names = list(sig)
     times = np.asarray(list(sig.values()))
-    horizon = f" (horizon t1 = {float(a.end_time):.4g}, {int(a.num_steps)} solver steps)"
+    horizon = f" ({horizon or f'horizon t1 = {float(a.end_time):.4g}'}, {int(a.num_steps)} steps)"
     run.evidence(
         f"stages_in_order{tag}",
         gf.stage_order_evidence(
@@ -219,13 +223,18 @@ def _stage_evidence(run: Run, a, tag: str, tolerances: tuple[float, float]) -> N
 
 
 def record_analysis(
-    run: Run, a, label: str = "", tolerances: tuple[float, float] = (1e-7, 1e-10)
+    run: Run,
+    a,
+    label: str = "",
+    tolerances: tuple[float, float] = (1e-7, 1e-10),
+    horizon: str = "",
 ) -> dict:
     """The checks one :class:`gradflow.FlowAnalysis` supports, named ``name[label]``: rates
     (consistency), the plateau, alignments, the saddle's unstable mode and the first attention
     phase (evidence); the stage order and the entropy's down-up-down when the theory predicts
     them (``c > 0``, a successful flow). ``tolerances``: the ``(rtol, atol)`` the flow was
-    solved with (they size the entropy's solver error)."""
+    solved with (they size the entropy's solver error); ``horizon``: why the horizon stopped
+    (:func:`gradflow.analyse_flow_to_new_direction`), said by an inconclusive stage verdict."""
     tag = f"[{label}]" if label else ""
     c, lam_t, mu1 = float(a.rates.focus), float(a.rates.transverse), float(a.rates.condensation)
     flow_ok = status_code(a.status) == status_code(Status.successful)
@@ -258,7 +267,7 @@ def record_analysis(
         },
     )
     if flow_ok and c > 0:
-        _stage_evidence(run, a, tag, tolerances)
+        _stage_evidence(run, a, tag, tolerances, horizon)
     else:
         why = "c <= 0" if flow_ok else f"the flow failed ({status_name(a.status)})"
         run.log(f"{label or 'flow'}: stage order and dilution not predicted ({why}); reported")

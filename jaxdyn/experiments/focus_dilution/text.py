@@ -89,7 +89,7 @@ class TextConfig(ExperimentConfig):
     n_windows: int = 4096
     s: int = 32
     lr: float = 0.25
-    n_draws: int = 4
+    n_draws: int = 8
     record_every: int = 20
     proxy_effect_loss: float = 0.02
     proxy_effect_attention: float = 0.02
@@ -131,7 +131,7 @@ class TextConfig(ExperimentConfig):
         return {
             "max_chars": 300_000,
             "n_windows": 2048,
-            "n_draws": 3,
+            "n_draws": 6,
             "num_saves": 100,
             "t1": 200.0,
         }
