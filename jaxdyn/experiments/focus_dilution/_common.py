@@ -189,6 +189,12 @@ def _stage_evidence(
         ),
         note="first crossing of each stage's own signature, searched from t = 0",
     )
+    drops = gf.query_drop_times(a.ts, a.metrics["entropy_query"], float(st.uniform_entropy))
+    run.evidence(
+        f"focus_fastest_for_frequent_queries{tag}",
+        gf.frequent_first_evidence(a.pi, drops, gf.stage_resolution(a.ts, drops)),
+        note="first save where each query's attention entropy is 1% below H(pi)",
+    )
     dip, peak, H = float(st.entropy_dip), float(st.entropy_peak), float(st.uniform_entropy)
     rtol, atol = tolerances
     after = float(st.entropy_after_peak)
@@ -314,6 +320,11 @@ def _register_controls(experiment: str) -> None:
     def _focus_signature_before_condensation():
         times = np.array([15.0, 5.0, 100.0, 300.0])
         return gf.stage_order_evidence(times, np.full(4, 0.1), list(STAGE_NAMES))
+
+    @negative_control(experiment, "focus_fastest_for_frequent_queries")
+    def _rare_queries_first():
+        pi = np.array([0.75, 0.19, 0.05, 0.01])
+        return gf.frequent_first_evidence(pi, [90.0, 80.0, 70.0, 60.0], np.full(4, 0.5))
 
     @negative_control(experiment, "entropy_down_up_down")
     def _attention_held_frozen():
