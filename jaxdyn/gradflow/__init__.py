@@ -19,6 +19,7 @@ from ._evidence import (
     condensation_fit as condensation_fit,
     entropy_course_evidence as entropy_course_evidence,
     equivalence_evidence as equivalence_evidence,
+    escape_exponent_evidence as escape_exponent_evidence,
     escape_time_evidence as escape_time_evidence,
     finite_size_evidence as finite_size_evidence,
     first_phase_evidence as first_phase_evidence,

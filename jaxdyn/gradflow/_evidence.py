@@ -517,3 +517,64 @@ def frequent_first_evidence(pi, times, resolution) -> Evidence:
             f"the {t.size - k} rarest queries never dropped (consistent with the order)",
         )
     return ev
+
+
+def escape_exponent_evidence(
+    delta, eps, escape, transverse, *, linear_tolerance: float = 0.05, confidence: float = 0.99
+) -> Evidence:
+    """The escape time from the stall grows like ``1/delta`` as ``delta -> 0`` (``lambda_T =
+    Theta(delta)``): the pooled slope of ``log t`` on ``log delta`` (one offset per ``eps``) is
+    -1, against the alternative 0, over the deltas where ``lambda_T`` is linear in ``delta``
+    (its local exponent between consecutive deltas within ``linear_tolerance`` of 1, measured
+    from ``lambda_T`` itself). Fewer than 3 such deltas: ``inconclusive`` (smaller deltas, and
+    the longer horizon they need, would decide)."""
+    delta, eps = np.asarray(delta, float), np.asarray(eps, float)
+    escape, lam = np.asarray(escape, float), np.asarray(transverse, float)
+    claim = "the escape time from the stall grows like 1/delta (exponent -1)"
+    x = np.unique(delta)
+    lam_of = np.array([np.mean(lam[delta == v]) for v in x])
+    local = np.diff(np.log(lam_of)) / np.diff(np.log(x)) if x.size >= 2 else np.array([])
+    linear = np.zeros(x.size, bool)
+    for i, e in enumerate(local):
+        if abs(e - 1.0) <= linear_tolerance:
+            linear[i] = linear[i + 1] = True
+    keep = np.isin(delta, x[linear])
+    if int(linear.sum()) < 3:
+        return Evidence(
+            claim,
+            -1.0,
+            local.tolist(),
+            ErrorModel.bound(linear_tolerance, basis="linear regime of lambda_T(delta)"),
+            Verdict.inconclusive,
+            0.0,
+            f"fewer than 3 deltas where lambda_T is linear in delta (local exponents "
+            f"{np.round(local, 3).tolist()}): smaller deltas and a longer horizon would decide",
+        )
+    slope, se, dof = pooled_slope(np.log(delta[keep]), np.log(escape[keep]), eps[keep])
+    # the fit's interval plus the bias the remaining curvature of lambda_T(delta) leaves
+    bias = float(np.max(np.abs(local[linear[:-1] & linear[1:]] - 1.0)))
+    if not (np.isfinite(se) and dof > 0):
+        return Evidence(
+            claim,
+            -1.0,
+            slope,
+            ErrorModel.bound(bias, basis="curvature of lambda_T"),
+            Verdict.inconclusive,
+            0.0,
+            "no residual degrees of freedom",
+        )
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(0.5 + confidence / 2, dof)) * se + bias
+    return within(
+        claim,
+        prediction=-1.0,
+        measured=slope,
+        error_model=ErrorModel.bound(
+            half,
+            basis=f"t_{dof} x SE ({se:.2g}) of the pooled slope over {int(linear.sum())} deltas "
+            f"in the linear regime, plus the curvature bias max |e - 1| = {bias:.2g} of "
+            "lambda_T's local exponents there",
+        ),
+        alternative=0.0,
+    )

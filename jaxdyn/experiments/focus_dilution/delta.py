@@ -15,7 +15,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import fit_power_law, gradflow as gf
-from ...evidence import estimate
 from ...plotting import new_figure, note_excluded
 from ...runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from ...sweep import Grid
@@ -183,24 +182,10 @@ def _escape_fits(run: Run, delta, eps, lam_t, escape, ok, t_cond, mu1) -> None:
             claim="lambda_T = a delta + O(delta^3): local exponents near 1 in the linear regime",
             note=f"at deltas {x.tolist()}",
         )
-    # lambda_T = a delta (1 + b delta^2 + ...) (even in delta, focus-dilution-lyapunov): the
-    # delta^2 term is fitted as a nuisance, so the slope is the delta -> 0 exponent
-    slope, se, dof = gf.pooled_slope(
-        np.log(delta[pos]), np.log(escape[pos]), eps[pos], nuisance=delta[pos] ** 2
-    )
     run.evidence(
         "escape_time_exponent",
-        estimate(
-            "the escape time from the stall grows like 1/delta (exponent -1)",
-            prediction=-1.0,
-            value=slope,
-            standard_error=se,
-            dof=dof if dof > 0 else None,
-            alternative=0.0,
-            basis=f"pooled least squares of log t on log delta and delta^2, one offset per eps, "
-            f"{dof} dof",
-        ),
-        note="the next-order term of lambda_T(delta) is fitted, not assumed away",
+        gf.escape_exponent_evidence(delta[pos], eps[pos], escape[pos], lam_t[pos]),
+        note="only the deltas where lambda_T, measured at the stall, is linear in delta",
     )
 
 
@@ -225,10 +210,7 @@ def _escape_independent_of_delta():
     deltas = np.repeat([0.005, 0.01, 0.02, 0.04], 3)
     eps = np.tile([1e-2, 1e-3, 1e-4], 4)
     t = 300.0 * np.log(1 / eps) * (1 + 0.01 * np.sin(40 * deltas))
-    slope, se, dof = gf.pooled_slope(np.log(deltas), np.log(t), eps)
-    return estimate(
-        "exponent -1", prediction=-1.0, value=slope, standard_error=se, dof=dof, alternative=0.0
-    )
+    return gf.escape_exponent_evidence(deltas, eps, t, 0.094 * deltas)
 
 
 @negative_control("focus-dilution-delta", "stall_at_delta_0")
