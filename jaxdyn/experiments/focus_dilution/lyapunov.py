@@ -130,14 +130,10 @@ def _tangential_orders(run: Run, deltas, b, scale):
     ``O(delta^2)``; the split of pairs degenerate at ``delta = 0`` reported.
 
     ``tangential_order[i]`` is the local exponent at the two smallest deltas with the
-    a-posteriori tolerance of the other order checks (:func:`_order_check`). Its definition
-    changed after a full-size run failed it: it was a power law fitted over the whole branch,
-    passing when the fit's 95% confidence interval contained 2. That interval models scatter,
-    not the expansion's next term (``lambda(delta) = lambda(0+) + c delta^2 + O(delta^4)``
-    biases the exponent by ``O(delta^2)``, largest at ``delta_max``): at the full size it was
-    [1.9775, 1.9982] for eigenvalue -0.71, whose local exponents converge monotonically to 2
-    (1.9467 at the largest deltas, 1.9999 at the smallest). The fit is still reported, as the
-    scalar ``tangential_order_power_law_fit[i]``."""
+    a-posteriori error of the other order checks (:func:`_order_check`). A power law fitted over
+    the whole branch is reported beside it (``tangential_order_power_law_fit[i]``): its interval
+    models scatter, not the ``O(delta^2)`` bias of the expansion's next term, so it is not a
+    test of the order."""
     tang, pos = b.tangential, deltas > 0
     zero = np.abs(tang[0]) <= EIGEN_RTOL * scale
     close = np.abs(np.diff(tang[0])) <= 1e-6 * scale
