@@ -43,11 +43,25 @@ def test_headline_flow_reproduces_the_reference_run(headline):
 
 
 def test_headline_stages_in_order_with_their_evidence(headline):
-    st = headline.stages
+    st, r = headline.stages, headline.rates
     assert bool(st.in_order())
-    assert 12 < st.condensation.time < 18
+    # each stage takes the escape time of its mode, log(1/eps) / rate (Lemma 3.1), up to an O(1)
+    # offset of the logarithm (initial projection, crossing level): bands of 3 / rate
+    log_inv_eps = np.log(1e3)
+    mu1, c, lam_t = float(r.condensation), float(r.focus), float(r.transverse)
+    assert abs(st.condensation.time - log_inv_eps / mu1) < 3 / mu1
     assert int(st.departure_sign) == 1 and st.focus.time == st.departure.time
-    assert 70 < st.focus.time < 95 < st.dilution.time < 130 < st.new_direction.time < 500
+    # Phi = W0 WQ WK^T W0^T grows from eps^2 at twice the rate c: log(1/eps^2) / (2c)
+    assert abs(st.focus.time - st.condensation.time - log_inv_eps / c) < 3 / c
+    assert st.focus.time < st.dilution.time < st.new_direction.time
+    assert abs(st.new_direction.time - st.dilution.time - log_inv_eps / lam_t) < 3 / lam_t
+    # the signatures, searched independently, give the same stages here
+    sig = st.signature_times()
+    assert sig["focus"] == pytest.approx(float(st.focus.time))
+    assert sig["new_direction"] == pytest.approx(float(st.new_direction.time))
+    assert st.status() == dict.fromkeys(
+        ("condensation", "departure", "focus", "dilution", "new_direction"), "reached"
+    )
     # the low-frequency queries' entropy: down under H(pi) (focus), up over it (dilution), and
     # down again once the new direction grows
     assert st.entropy_dip < st.uniform_entropy < st.entropy_peak
@@ -219,7 +233,9 @@ def test_implicit_kvaerno5_flow_agrees_with_tsit5_through_condensation_and_focus
     ts = jnp.array([0.0, 10.0, 60.0])
 
     def losses(solver, tol):
-        sol = gf.population_flow(model0, PI, P, ts, rtol=tol, atol=tol * 1e-3, solver=solver)
+        sol = gf.population_flow(
+            model0, PI, P, ts, rtol=tol, atol=tol * 1e-3, solver=gf.make_solver(solver)
+        )
         assert bool(sol.status == Status.successful)
         return np.asarray(jax.vmap(lambda m: gf.population_loss(m, PI, P))(sol.models))
 

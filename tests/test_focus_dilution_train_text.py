@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxdyn.data as jdata
 import jaxdyn.gradflow as gf
 from jaxdyn import Status
 from jaxdyn.data import corpus_path
@@ -84,7 +85,7 @@ def test_vmapped_seeds_equal_separate_runs():
         lr=0.3,
         num_steps=20,
         record_every=10,
-        optimizer="adam",
+        optimizer=gf.make_optimizer("adam"),
     )
     keys = jax.random.split(jax.random.key(0), 3)
     batched = jax.jit(jax.vmap(f))(keys)
@@ -160,47 +161,47 @@ def test_embedding_pca_recovers_a_planar_trajectory():
 
 
 def test_wikitext_loader_detects_format_and_gives_a_stochastic_bigram_chain():
-    c = gf.load_corpus(WIKI, vocab_size=20, max_tokens=50_000)
+    c = jdata.load_corpus(WIKI, vocab_size=20, max_tokens=50_000)
     assert c.format == "wikitext"
     assert c.vocab[0] == "the" and c.vocab[-1] == "<oov>"
     assert c.tokens.max() < 20 and len(c.tokens) == 50_000
-    P, pi = gf.bigram_chain(c.tokens, c.d)
+    P, pi = jdata.bigram_chain(c.tokens, c.d)
     gf.resolve_chain(P, pi)
     np.testing.assert_allclose(pi @ P, pi, atol=1e-12)
-    np.testing.assert_allclose(pi, gf.unigram_frequencies(c.tokens, c.d), atol=2e-3)
+    np.testing.assert_allclose(pi, jdata.unigram_frequencies(c.tokens, c.d), atol=2e-3)
 
 
 def test_tinystories_loader_word_and_character_level():
     text = TINY.read_text()
-    assert gf.detect_format(text) == "tinystories"
-    words = gf.load_corpus(TINY, vocab_size=16)
+    assert jdata.detect_format(text) == "tinystories"
+    words = jdata.load_corpus(TINY, vocab_size=16)
     assert words.format == "tinystories"
     assert {".", ",", "the"} <= set(words.vocab)
-    assert "<eos>" in gf.tokenize(text, "tinystories")
-    chars = gf.load_corpus(TINY, level="char", vocab_size=12)
+    assert "<eos>" in jdata.tokenize(text, "tinystories")
+    chars = jdata.load_corpus(TINY, level="char", vocab_size=12)
     assert chars.vocab[0] == " "  # whitespace is the most frequent character
-    windows = gf.stream_windows(chars.tokens, 9, 5, np.random.default_rng(0))
+    windows = jdata.stream_windows(chars.tokens, 9, 5, np.random.default_rng(0))
     assert windows.shape == (5, 9)
 
 
 def test_stream_windows_are_distinct_and_cover_a_short_stream():
     tokens = np.arange(100, dtype=np.int32)  # token = its position: a window is its start
     rng = np.random.default_rng(0)
-    w = gf.stream_windows(tokens, 10, 40, rng)
+    w = jdata.stream_windows(tokens, 10, 40, rng)
     assert w.shape == (40, 10)
     np.testing.assert_array_equal(w - w[:, :1], np.broadcast_to(np.arange(10), (40, 10)))
     assert len(np.unique(w[:, 0])) == 40  # drawn without replacement
     # a stream with at most n windows gives every window once, in order
-    every = gf.stream_windows(tokens, 10, 91, rng)
+    every = jdata.stream_windows(tokens, 10, 91, rng)
     np.testing.assert_array_equal(every[:, 0], np.arange(91))
-    np.testing.assert_array_equal(gf.stream_windows(tokens, 10, 5000, rng), every)
+    np.testing.assert_array_equal(jdata.stream_windows(tokens, 10, 5000, rng), every)
     with pytest.raises(ValueError, match="fewer than the window length"):
-        gf.stream_windows(tokens[:5], 10, 3, rng)
+        jdata.stream_windows(tokens[:5], 10, 3, rng)
 
 
 def test_loader_rejects_missing_file():
     with pytest.raises(ValueError, match="does not exist"):
-        gf.load_corpus(WIKI.parent / "no_such_file.txt")
+        jdata.load_corpus(WIKI.parent / "no_such_file.txt")
 
 
 def test_attention_story_reads_focus_and_dilution_phases():
@@ -270,10 +271,55 @@ def test_gradient_descent_on_the_population_loss_converges_to_the_flow_at_first_
 
 
 def test_load_corpus_keeps_included_words_and_reads_a_prefix():
-    c = gf.load_corpus(WIKI, vocab_size=16, include=("continue",), max_chars=300_000)
-    assert "continue" not in gf.load_corpus(WIKI, vocab_size=16, max_chars=300_000).vocab
+    c = jdata.load_corpus(WIKI, vocab_size=16, include=("continue",), max_chars=300_000)
+    assert "continue" not in jdata.load_corpus(WIKI, vocab_size=16, max_chars=300_000).vocab
     assert c.d == 17 and c.vocab[-2:] == ("continue", "<oov>")
     assert int(np.sum(c.tokens == c.vocab.index("continue"))) == 3  # rare in the excerpt
-    assert len(gf.load_corpus(WIKI, vocab_size=16, max_chars=100_000).tokens) < len(c.tokens) / 2
+    assert len(jdata.load_corpus(WIKI, vocab_size=16, max_chars=100_000).tokens) < len(c.tokens) / 2
     with pytest.raises(ValueError, match="do not occur"):
-        gf.load_corpus(WIKI, vocab_size=16, include=("zzzzqqq",), max_chars=10_000)
+        jdata.load_corpus(WIKI, vocab_size=16, include=("zzzzqqq",), max_chars=10_000)
+
+
+def _markov_text(tmp_path, P, words, n, seed=0):
+    rng = np.random.default_rng(seed)
+    x, out = 0, []
+    for _ in range(n):
+        x = rng.choice(len(words), p=P[x])
+        out.append(words[x])
+    path = tmp_path / "markov.txt"
+    path.write_text("\n".join(" ".join(out[i : i + 20]) for i in range(0, n, 20)) + "\n")
+    return path
+
+
+def test_synthetic_markov_text_gives_back_its_chain_and_drops_the_oov_bucket(tmp_path):
+    """Text generated from a known chain: the word-level bigram chain recovers pi within its
+    sampling error; with drop_oov the rare words leave the stream and every vocabulary entry
+    is a real word; an absent query is reported as missing, not an error."""
+    P = np.array(
+        [
+            [0.5, 0.2, 0.2, 0.05, 0.05],
+            [0.6, 0.1, 0.1, 0.1, 0.1],
+            [0.3, 0.3, 0.3, 0.05, 0.05],
+            [0.7, 0.1, 0.1, 0.05, 0.05],
+            [0.4, 0.2, 0.2, 0.1, 0.1],
+        ]
+    )
+    words = ["alpha", "beta", "gamma", "delta", "omega"]
+    n = 20_000
+    path = _markov_text(tmp_path, P, words, n)
+    pi_true = np.asarray(gf.stationary_distribution(P))
+    c = jdata.load_corpus(path, fmt="plain", vocab_size=7)
+    assert set(c.vocab) == set(words) | {"<nl>", jdata.OOV}
+    keep = [c.vocab.index(w) for w in words]
+    freq = jdata.unigram_frequencies(c.tokens, c.d)[keep]
+    freq = freq / freq.sum()
+    # a Markov chain's frequencies have a standard error of order sqrt(pi / n) x its mixing
+    np.testing.assert_allclose(freq, pi_true, atol=5 * np.sqrt(pi_true.max() / n) * 3)
+    small = jdata.load_corpus(
+        path, fmt="plain", vocab_size=4, drop_oov=True, include=("zeta",), missing="skip"
+    )
+    assert jdata.OOV not in small.vocab and small.missing == ("zeta",)
+    assert small.oov_share > 0.05  # delta and omega (and <nl>) were the bucket
+    assert set(small.vocab) <= set(words) | {"<nl>"}
+    picked = jdata.medium_frequency_tokens(small, 1)
+    assert len(picked) == 1 and picked[0] in words

@@ -28,3 +28,14 @@ from ._fetch import (
     FetchError as FetchError,
     fetch_corpus as fetch_corpus,
 )
+from ._tokenise import (
+    OOV as OOV,
+    Corpus as Corpus,
+    bigram_chain as bigram_chain,
+    detect_format as detect_format,
+    load_corpus as load_corpus,
+    medium_frequency_tokens as medium_frequency_tokens,
+    stream_windows as stream_windows,
+    tokenize as tokenize,
+    unigram_frequencies as unigram_frequencies,
+)

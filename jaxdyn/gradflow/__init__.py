@@ -9,8 +9,33 @@ from ._analysis import (
     FlowAnalysis as FlowAnalysis,
     Rates as Rates,
     analyse_flow as analyse_flow,
+    analyse_flow_to_new_direction as analyse_flow_to_new_direction,
 )
 from ._end_time import default_end_time as default_end_time
+from ._evidence import (
+    LINEAR_WINDOW as LINEAR_WINDOW,
+    alignment_evidence as alignment_evidence,
+    below_plateau_evidence as below_plateau_evidence,
+    condensation_fit as condensation_fit,
+    entropy_course_evidence as entropy_course_evidence,
+    equivalence_evidence as equivalence_evidence,
+    escape_exponent_evidence as escape_exponent_evidence,
+    escape_time_evidence as escape_time_evidence,
+    finite_size_evidence as finite_size_evidence,
+    first_phase_evidence as first_phase_evidence,
+    frequent_first_evidence as frequent_first_evidence,
+    linear_window as linear_window,
+    local_order_evidence as local_order_evidence,
+    pca_stage_changes as pca_stage_changes,
+    plateau as plateau,
+    plateau_evidence as plateau_evidence,
+    pooled_slope as pooled_slope,
+    query_drop_times as query_drop_times,
+    stage_order_evidence as stage_order_evidence,
+    stage_resolution as stage_resolution,
+    stall_evidence as stall_evidence,
+    unstable_mode_evidence as unstable_mode_evidence,
+)
 from ._flow import (
     SOLVERS as SOLVERS,
     FlowSolution as FlowSolution,
@@ -84,15 +109,8 @@ from ._stages import (
     stage_times as stage_times,
 )
 from ._text import (
-    Corpus as Corpus,
     attention_by_token as attention_by_token,
     attention_story as attention_story,
-    bigram_chain as bigram_chain,
-    detect_format as detect_format,
-    load_corpus as load_corpus,
-    stream_windows as stream_windows,
-    tokenize as tokenize,
-    unigram_frequencies as unigram_frequencies,
 )
 from ._train import (
     TrainingRun as TrainingRun,

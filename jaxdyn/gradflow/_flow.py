@@ -83,12 +83,13 @@ def population_flow(
     max_steps: int = 100_000,
     throw: bool = False,
     adjoint: diffrax.AbstractAdjoint | None = None,
-    solver: str = "tsit5",
+    solver: diffrax.AbstractSolver | None = None,
 ) -> FlowSolution:
     """Solve ``d theta/dt = -grad L(theta)`` from ``model0`` over ``[ts[0], ts[-1]]``.
 
-    ``solver`` (:func:`make_solver`) ``"tsit5"`` (default) or ``"kvaerno5"`` (implicit, for
-    stiff flows) with a PID step-size controller; ``rtol``/``atol`` control accuracy. With
+    ``solver``: a diffrax solver (default ``diffrax.Tsit5()``; :func:`make_solver` gives the
+    implicit Kvaerno5 set up for stiff flows) with a PID step-size controller;
+    ``rtol``/``atol`` control accuracy. With
     ``throw=False`` (the default, as inside sweeps) solver failures become ``status`` codes;
     a NaN in the saved states gives ``Status.nonfinite``. Differentiable through the solve
     (``RecursiveCheckpointAdjoint`` by default).
@@ -98,7 +99,7 @@ def population_flow(
     P = jnp.asarray(P)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(gradient_field),
-        make_solver(solver),
+        diffrax.Tsit5() if solver is None else solver,
         t0=ts[0],
         t1=ts[-1],
         dt0=None,

@@ -20,6 +20,15 @@ is linearly interpolated between them):
 - ``new_direction``: ``sigma_2(W0) / sigma_1(W0)`` crosses ``new_direction_ratio`` (a second
   embedding direction grows).
 
+Beside these sequential stages, each stage's own *signature* is searched on its own, from
+``t = 0`` and independently of the other stages (``signatures``): the focus signature (the
+frequent token's attention up by the fraction ``departure`` of its room), the dilution signature
+(the low-query entropy back up through ``H(pi)`` after it first fell below ``(1 -
+ENTROPY_FALL) H(pi)``) and the new direction's (``sigma_2 / sigma_1`` up through
+``new_direction_ratio``; it
+starts near one for a random initialisation, so its first upward crossing comes after the
+condensation made ``W0`` rank one). Their order is a measurement, not a definition.
+
 The low-query entropy's course is summarised by ``entropy_dip`` (its minimum between
 condensation and dilution), ``entropy_peak`` (its maximum from dilution to the new direction)
 and ``entropy_after_peak`` (its minimum after the peak): the down-up-down of the paper.
@@ -37,6 +46,9 @@ from .._numerics import entropy
 from .._validation import require_in_interval
 
 STAGE_NAMES = ("condensation", "focus", "dilution", "new_direction")
+# the dilution signature starts once the low-query entropy has fallen this fraction below H(pi)
+# (far above the solver's error, below the focus's dip on the chains tried) [open]
+ENTROPY_FALL = 0.01
 
 
 class StageEvidence(eqx.Module):
@@ -112,6 +124,38 @@ class Stages(eqx.Module):
     entropy_peak: Scalar
     entropy_after_peak: Scalar
     uniform_entropy: Scalar
+    focus_signature: StageEvidence
+    dilution_signature: StageEvidence
+    new_direction_signature: StageEvidence
+
+    def signature_times(self) -> dict[str, float]:
+        """Host-side ``{stage: first crossing of its own signature}`` (module docstring)."""
+        return {
+            "condensation": float(self.condensation.time),
+            "focus": float(self.focus_signature.time),
+            "dilution": float(self.dilution_signature.time),
+            "new_direction": float(self.new_direction_signature.time),
+        }
+
+    def status(self) -> dict[str, str]:
+        """Host-side ``{stage: "reached" | "not crossed" | "not searched"}`` of the sequential
+        stages: "not searched" when the stage it is searched after was not reached."""
+        after = {
+            "condensation": None,
+            "departure": "condensation",
+            "focus": "condensation",
+            "dilution": "focus",
+            "new_direction": "dilution",
+        }
+        out = {}
+        for name, prev in after.items():
+            if np.isfinite(float(getattr(self, name).time)):
+                out[name] = "reached"
+            elif prev is not None and not np.isfinite(float(getattr(self, prev).time)):
+                out[name] = "not searched"
+            else:
+                out[name] = "not crossed"
+        return out
 
     def in_order(self) -> Bool[Array, ""]:
         """All four stages reached, in the order condensation < focus < dilution < new
@@ -169,7 +213,16 @@ def detect_stages(
     peak = _masked(h_low, after_dil, jnp.max, -jnp.inf)
     t_peak = ts[jnp.argmax(jnp.where(after_dil, h_low, -jnp.inf))]
     after_peak = _masked(h_low, jnp.isfinite(peak) & (ts >= t_peak), jnp.min, jnp.inf)
+    # searched after the first save: a curve that starts beyond its level has not crossed it
+    t0 = ts[0]
+    foc_sig = first_crossing(ts, excess / (1.0 - top), departure, t0, upward=True)
+    fell = first_crossing(ts, h_low, (1.0 - ENTROPY_FALL) * H, t0, upward=False)
+    dil_sig = first_crossing(ts, h_low, H, fell.time, upward=True)
+    new_sig = first_crossing(ts, ratio, new_direction_ratio, t0, upward=True)
     return Stages(
+        focus_signature=foc_sig,
+        dilution_signature=dil_sig,
+        new_direction_signature=new_sig,
         condensation=cond,
         departure=dep,
         departure_sign=sign,

@@ -34,13 +34,17 @@ OptimizerName = Literal["gd", "adam"]
 
 
 def make_optimizer(name: OptimizerName) -> optax.GradientTransformation:
-    """Full-batch ``"gd"`` (``optax.sgd``) or ``"adam"``, with the learning rate injected as a
-    run-time hyperparameter (``opt_state.hyperparams["learning_rate"]``)."""
+    """The optimiser a config names: full-batch ``"gd"`` (``optax.sgd``) or ``"adam"``, with the
+    learning rate injected as a run-time hyperparameter
+    (``optax.inject_hyperparams(optax.adam)(learning_rate=0.0)``; :func:`descend` sets it)."""
     if name == "gd":
         return optax.inject_hyperparams(optax.sgd)(learning_rate=0.0)
     if name == "adam":
         return optax.inject_hyperparams(optax.adam)(learning_rate=0.0)
     raise ValueError(f"optimizer must be 'gd' or 'adam', got {name!r}")
+
+
+_GD = make_optimizer("gd")
 
 
 class TrainState(eqx.Module):
@@ -56,7 +60,13 @@ def train_init(
 ) -> TrainState:
     """Initial :class:`TrainState` with the (traced) learning rate ``lr``."""
     opt_state = optimizer.init(model)
-    opt_state.hyperparams["learning_rate"] = jnp.asarray(lr, dtype=jnp.result_type(float))
+    hyper = getattr(opt_state, "hyperparams", None)
+    if hyper is None or "learning_rate" not in hyper:
+        raise ValueError(
+            "the optimiser must take its learning rate at run time: wrap it as "
+            "optax.inject_hyperparams(optax.adam)(learning_rate=0.0)"
+        )
+    hyper["learning_rate"] = jnp.asarray(lr, dtype=jnp.result_type(float))
     return TrainState(model=model, opt_state=opt_state, step=jnp.asarray(0, jnp.int32))
 
 
@@ -119,7 +129,7 @@ def descend(
     lr: Float[ArrayLike, ""],
     num_steps: int,
     record_every: int,
-    optimizer: OptimizerName = "gd",
+    optimizer: optax.GradientTransformation = _GD,
     sequences: Int[ArrayLike, "n s1"] | None = None,
     observe: Callable[[OneLayerTransformer], PyTree] | None = None,
 ) -> TrainingRun:
@@ -130,12 +140,14 @@ def descend(
     sequences, real text windows) or ``lambda m: population_loss(m, pi, P)`` (gradient descent
     on the population loss: the flow discretised with step ``lr``). Records are measured on the
     chain ``(pi, P)``; ``sequences`` adds the position entropy, ``observe(model)`` anything else.
+    ``optimizer``: an optax transformation whose learning rate is injected
+    (:func:`make_optimizer`; default full-batch gradient descent).
     """
     if num_steps % record_every:
         raise ValueError(
             f"num_steps ({num_steps}) must be a multiple of record_every ({record_every})"
         )
-    opt = make_optimizer(optimizer)
+    opt = optimizer
     state = train_init(model, opt, lr)
 
     def record(st, loss):
@@ -188,7 +200,7 @@ def train_finite(
     lr: Float[ArrayLike, ""],
     num_steps: int,
     record_every: int,
-    optimizer: OptimizerName = "gd",
+    optimizer: optax.GradientTransformation = _GD,
     init_key: Key | None = None,
     initial: Float[ArrayLike, " d"] | None = None,
 ) -> TrainingRun:

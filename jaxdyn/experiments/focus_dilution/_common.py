@@ -4,12 +4,14 @@ analysis, the checks one analysis supports, and its figures."""
 from __future__ import annotations
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from ... import entropy, fit_exponential, gradflow as gf, require_probability_vector
+from ... import entropy, gradflow as gf, require_probability_vector
 from ..._status import Status, status_code, status_name
-from ...runs import ConfigError, Run
+from ...gradflow import STAGE_NAMES
+from ...runs import ConfigError, Run, negative_control
 
 HEADLINE_PI = (0.75, 0.19, 0.05, 0.01)
 
@@ -17,8 +19,6 @@ HEADLINE_PI = (0.75, 0.19, 0.05, 0.01)
 # used); root-found points leave gradient residuals below 1e-10. A formula that is wrong is off
 # by O(1), so agreement to 1e-8 relative separates the two with room on both sides.
 EIGEN_RTOL = 1e-8
-# the linearisation's rate error may be at most this fraction of the rate in a fit window
-LINEAR_WINDOW = 0.01
 
 
 def check_lam(lam: float) -> None:
@@ -53,189 +53,216 @@ def to_host(tree):
     return jax.tree_util.tree_map(np.asarray, tree)
 
 
-def plateau(a) -> tuple[float, float, float]:
-    """The loss where the flow is nearest a critical point between condensation and departure
-    (smallest ``||grad L||`` among the saves) and the error bound of the quadratic model there:
-    ``|L - L*| <= ||grad L||^2 / (2 lambda_min)``, ``lambda_min`` the smallest non-zero
-    ``|eigenvalue|`` of ``J`` at the visited saddle. Returns ``(time, loss, bound)``."""
-    ts = a.ts
-    sel = np.nonzero((ts >= a.stages.condensation.time) & (ts <= a.stages.departure.time))[0]
-    if sel.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    g = a.metrics["grad_norm"]
-    i = sel[np.argmin(g[sel])]
-    ev = np.abs(a.spectrum_saddle.eigenvalues)
-    smallest = float(np.min(ev[ev > 1e-9 * ev.max()]))
-    return float(ts[i]), float(a.metrics["loss"][i]), float(g[i] ** 2 / (2 * smallest))
+# the experiments whose runs record :func:`record_analysis`'s checks (negative controls below)
+ANALYSIS_EXPERIMENTS = (
+    "focus-dilution",
+    "focus-dilution-ablation",
+    "focus-dilution-text",
+    "focus-dilution-tinystories",
+)
 
 
-def condensation_fit(a):
-    """Growth rate of the projection on the unstable eigenspace at ``theta = 0``, fitted while the
-    linearisation's rate error is below ``LINEAR_WINDOW`` of ``mu1`` (before condensation).
-    Returns ``(fit or None, bound)``: the slope of a least-squares line is a weighted mean of
-    the local log-slopes, so it is within the window's largest rate error of ``mu1``."""
-    ts = a.ts
-    mu1 = float(a.rates.condensation)
-    err = a.metrics["condensation_nonlinearity"]
-    sel = (err <= LINEAR_WINDOW * mu1) & (ts <= a.stages.condensation.time) & (ts > 0)
-    if sel.sum() < 3:
-        return None, float("nan")
-    return fit_exponential(ts[sel], a.metrics["condensation_amplitude"][sel]), float(err[sel].max())
-
-
-def pca_stage_changes(a) -> dict[str, float]:
-    """PCA of the embedding rows (shared axes over the run; PC1 signed so that the frequent row
-    is positive): the change over stage III (departure -> new direction) of the frequent row's
-    and of the pi-weighted low-frequency rows' PC1 coordinate, and the PC2 spread of the rows at
-    the dilution time and at the end."""
-    pca = gf.embedding_pca(a.trajectory.W0)
-    ts, pi = a.ts, a.pi
-    top = int(np.argmax(pi))
-    low = np.arange(len(pi)) != top
-    x = pca[:, :, 0] * np.sign(pca[-1, top, 0] or 1.0)
-    st = a.stages
-
-    def at(t):
-        return int(min(np.searchsorted(ts, t), len(ts) - 1)) if np.isfinite(t) else len(ts) - 1
-
-    i0, i1, i_dil = at(st.departure.time), at(st.new_direction.time), at(st.dilution.time)
-    x_low = x[:, low] @ pi[low] / pi[low].sum()
-    spread = np.ptp(pca[:, :, 1], axis=1) if pca.shape[2] > 1 else np.zeros(len(ts))
-    return {
-        "top_pc1_change": float(x[i1, top] - x[i0, top]),
-        "low_pc1_change": float(x_low[i1] - x_low[i0]),
-        "pc2_spread_at_dilution": float(spread[i_dil]),
-        "pc2_spread_at_end": float(spread[-1]),
-    }
-
-
-def _check_rates(run: Run, a, tag: str) -> None:
-    """Closed-form rates against the Jacobian and the trajectory, and the plateau."""
+def _rates(run: Run, a, tag: str) -> None:
+    """Closed-form rates against the Jacobian and the trajectory: two computations of one
+    quantity each (consistency)."""
     r = a.rates
     c, mu1 = float(r.focus), float(r.condensation)
-    run.check(
+    run.consistency(
         f"condensation_rate{tag}",
         expected=mu1,
         measured=float(r.condensation_jacobian),
         tolerance=EIGEN_RTOL,
         relative=True,
+        basis="eigh backward error",
         note="top eigenvalue of J = -Hess L at theta = 0 vs ||pi|| ||pi - 1/d 1||",
     )
-    fit, bound = condensation_fit(a)
-    run.check(
+    fit, bound = gf.condensation_fit(
+        a.ts,
+        a.metrics["condensation_amplitude"],
+        a.metrics["condensation_nonlinearity"],
+        mu1,
+        float(a.stages.condensation.time),
+    )
+    run.consistency(
         f"condensation_rate_fit{tag}",
         expected=mu1,
         measured=fit.slope if fit else float("nan"),
         tolerance=bound,
+        basis="the linearisation's largest rate error in the fit window",
         note="growth rate of theta's projection on the unstable eigenspace at 0, fitted on "
-        f"{fit.n if fit else 0} saves where the linearisation's rate error is at most the "
-        "tolerance (its maximum there)",
+        f"{fit.n if fit else 0} saves where the flow is linear: only a solver error can fail "
+        "it (the window is chosen where the linearisation holds)",
     )
-    run.check(
+    run.consistency(
         f"focus_rate_closed_form_saddle{tag}",
         expected=c,
         measured=float(r.focus_jacobian),
         tolerance=EIGEN_RTOL * max(abs(c), 1e-12),
+        basis="eigh backward error",
         note="signed top attention eigenvalue of J at the closed-form saddle vs "
         "c = Var_pi(gamma) Cov_pi(gamma, P beta)",
     )
     c_v = float(r.focus_visited_formula)
-    run.check(
+    run.consistency(
         f"focus_rate{tag}",
         expected=c_v,
         measured=float(r.focus_visited),
         tolerance=EIGEN_RTOL * max(abs(c_v), 1e-12),
+        basis="eigh backward error",
         note="signed top attention eigenvalue of J at the saddle the flow visits vs "
         f"Var_pi(gamma) Cov_pi(gamma, P beta) of that saddle (closed-form balanced saddle: "
-        f"c = {c:.6g}, relative gap {c_v / c - 1 if c else float('nan'):.2e} from the O(eps) "
-        "profile the condensation leaves)",
+        f"c = {c:.6g})",
     )
-    t_p, loss_p, bound_p = plateau(a)
-    run.check(
+
+
+def _saddle_evidence(run: Run, a, tag: str) -> None:
+    """The plateau, the condensation's alignments and the saddle's unstable mode."""
+    H, d = float(a.stages.uniform_entropy), len(a.pi)
+    t_p, loss_p, bound_p = gf.plateau(
+        a.ts,
+        a.metrics["loss"],
+        a.metrics["grad_norm"],
+        float(a.stages.condensation.time),
+        float(a.stages.departure.time)
+        if np.isfinite(float(a.stages.departure.time))
+        else float(a.end_time),
+        a.spectrum_saddle.eigenvalues,
+    )
+    run.evidence(
         f"unigram_plateau{tag}",
-        expected=float(a.stages.uniform_entropy),
-        measured=loss_p,
-        tolerance=bound_p,
-        note=f"loss at the save nearest a critical point (t = {t_p:.4g}) between condensation "
-        "and departure vs H(pi); tolerance ||grad L||^2 / (2 lambda_min) (quadratic model)",
+        gf.plateau_evidence(loss_p, bound_p, H, float(np.log(d))),
+        note=f"loss at the save nearest a critical point (t = {t_p:.4g})",
+    )
+    mu1 = float(a.rates.condensation)
+    i = gf.linear_window(
+        a.ts, a.metrics["condensation_nonlinearity"], mu1, float(a.stages.condensation.time)
+    )
+    noise = float(np.linalg.norm(jax.flatten_util.ravel_pytree(_at(a.trajectory, 0))[0]))
+    model = _at(a.trajectory, max(i, 0))
+    err = a.metrics["condensation_nonlinearity"]
+    run.evidence(
+        f"condensation_alignment{tag}",
+        gf.alignment_evidence(
+            model.W0,
+            model.W1,
+            a.pi,
+            noise=noise,
+            amplitude=float(a.metrics["condensation_amplitude"][i]) if i >= 0 else 0.0,
+            nonlinearity=float(np.max(err[1 : i + 1])) if i >= 1 else 0.0,
+            rate=mu1,
+        ),
+        note=f"at t = {float(a.ts[max(i, 0)]):.4g}, the last save of the linear regime",
+    )
+    m_attn = int(a.trajectory.WQ.shape[-1])
+    c_v = float(a.rates.focus_visited)
+    run.evidence(
+        f"unstable_attention_mode{tag}",
+        gf.unstable_mode_evidence(
+            a.spectrum_saddle.eigenvalues,
+            a.spectrum_saddle.attention_weight,
+            c_v,
+            m_attn,
+            tolerance=EIGEN_RTOL * max(float(np.max(np.abs(a.spectrum_saddle.eigenvalues))), 1.0),
+        ),
+        note="spectrum of J at the saddle the flow visits",
     )
 
 
-def _check_stages(run: Run, a, tag: str, tolerances: tuple[float, float]) -> None:
-    """Stage order, the low-query entropy's down-up-down and the embedding PCA (``c > 0``)."""
-    st, c, lam_t = a.stages, float(a.rates.focus), float(a.rates.transverse)
-    run.check(
+def _at(tree, i: int):
+    return jax.tree_util.tree_map(lambda x: x[i], tree)
+
+
+def _stage_evidence(
+    run: Run, a, tag: str, tolerances: tuple[float, float], horizon: str = ""
+) -> None:
+    """Stage order from each stage's own signature, the low-query entropy's down-up-down and
+    the embedding PCA (``c > 0``)."""
+    st = a.stages
+    sig = st.signature_times()
+    names = list(sig)
+    times = np.asarray(list(sig.values()))
+    horizon = f" ({horizon or f'horizon t1 = {float(a.end_time):.4g}'}, {int(a.num_steps)} steps)"
+    run.evidence(
         f"stages_in_order{tag}",
-        expected=True,
-        measured=bool(st.in_order()),
-        note=f"condensation < focus < dilution < new direction (rates mu1 = "
-        f"{float(a.rates.condensation):.3g}, c = {c:.3g}, lambda_T = {lam_t:.3g})",
+        gf.stage_order_evidence(
+            times, gf.stage_resolution(a.ts, times), names, horizon_note=horizon
+        ),
+        note="first crossing of each stage's own signature, searched from t = 0",
+    )
+    drops = gf.query_drop_times(a.ts, a.metrics["entropy_query"], float(st.uniform_entropy))
+    run.evidence(
+        f"focus_fastest_for_frequent_queries{tag}",
+        gf.frequent_first_evidence(a.pi, drops, gf.stage_resolution(a.ts, drops)),
+        note="first save where each query's attention entropy is 1% below H(pi)",
     )
     dip, peak, H = float(st.entropy_dip), float(st.entropy_peak), float(st.uniform_entropy)
-    run.check(
-        f"dilution_entropy_rise{tag}",
-        expected=f"dip < H(pi) = {H:.5f} < peak",
-        measured={"dip": dip, "peak": peak},
-        passed=bool(dip < H < peak),
-        note="attention entropy of the non-frequent queries: lowered by the focus, then "
-        "above its uniform-attention value H(pi) (dilution)",
-    )
-    # The fall after the peak must exceed what the solve can get wrong: a worst-case
-    # accumulation of one local error rtol |H| + atol per accepted step.
     rtol, atol = tolerances
     after = float(st.entropy_after_peak)
-    solver_error = int(a.num_steps) * (rtol * peak + atol)
-    run.check(
-        f"entropy_falls_after_dilution{tag}",
-        expected=f"after-peak minimum < peak - {solver_error:.2g}",
-        measured={"peak": peak, "after_peak": after, "fall": peak - after},
-        passed=bool(peak - after > solver_error),
-        note="the third leg of the paper's down-up-down: the new direction lowers the "
-        "non-frequent queries' attention entropy again; margin = solver steps x "
-        "(rtol peak + atol)",
+    solver_error = int(a.num_steps) * (rtol * max(abs(peak), H) + atol)
+    run.evidence(
+        f"entropy_down_up_down{tag}",
+        gf.entropy_course_evidence(
+            dip,
+            peak,
+            after,
+            H,
+            solver_error,
+            complete=bool(np.isfinite(sig["new_direction"])),
+        ),
+        note="low-query entropy: minimum before dilution, maximum after it, minimum after that",
     )
-    pca = pca_stage_changes(a)
-    run.check(
-        f"pca_retraction_stage_III{tag}",
-        expected="frequent row out, low rows back along PC1",
+    pca = gf.pca_stage_changes(
+        a.ts,
+        a.trajectory.W0,
+        a.pi,
+        float(st.departure.time),
+        float(st.new_direction.time),
+        float(st.dilution.time),
+    )
+    run.report(
+        f"pca_stage_changes{tag}",
         measured=pca,
-        passed=bool(pca["top_pc1_change"] > 0 > pca["low_pc1_change"]),
-        note="PC1 coordinates of the embedding rows from departure to the new direction: "
-        "the dilution mode (rate c > 0) moves the frequent and low-frequency rows apart",
-    )
-    run.check(
-        f"pca_expansion_stage_IV{tag}",
-        expected="PC2 spread grows after dilution",
-        measured=pca["pc2_spread_at_end"] / max(pca["pc2_spread_at_dilution"], 1e-300),
-        passed=bool(pca["pc2_spread_at_end"] > pca["pc2_spread_at_dilution"]),
-        note="spread of the embedding rows along PC2, end / dilution time",
+        claim="stage III moves the frequent and low-frequency embedding rows apart along PC1; "
+        "stage IV spreads them along PC2",
+        note="the PCA picture of the paper, reported: its axes are fitted to the trajectory",
     )
 
 
 def record_analysis(
-    run: Run, a, label: str = "", tolerances: tuple[float, float] = (1e-7, 1e-10)
+    run: Run,
+    a,
+    label: str = "",
+    tolerances: tuple[float, float] = (1e-7, 1e-10),
+    horizon: str = "",
 ) -> dict:
-    """The checks one :class:`gradflow.FlowAnalysis` supports, named ``name[label]``: rates and
-    plateau always; the order of the stages, the dilution's entropy rise and the PCA changes
-    when the theory predicts them (``c > 0``, a successful flow). ``tolerances``: the
-    ``(rtol, atol)`` the flow was solved with (they size the entropy-fall margin)."""
+    """The checks one :class:`gradflow.FlowAnalysis` supports, named ``name[label]``: rates
+    (consistency), the plateau, alignments, the saddle's unstable mode and the first attention
+    phase (evidence); the stage order and the entropy's down-up-down when the theory predicts
+    them (``c > 0``, a successful flow). ``tolerances``: the ``(rtol, atol)`` the flow was
+    solved with (they size the entropy's solver error); ``horizon``: why the horizon stopped
+    (:func:`gradflow.analyse_flow_to_new_direction`), said by an inconclusive stage verdict."""
     tag = f"[{label}]" if label else ""
     c, lam_t, mu1 = float(a.rates.focus), float(a.rates.transverse), float(a.rates.condensation)
     flow_ok = status_code(a.status) == status_code(Status.successful)
+    stall_status = status_name(a.stall.point.status)
     run.scalar(
         f"flow{tag}",
         {"status": status_name(a.status), "steps": int(a.num_steps), "t1": float(a.end_time)},
     )
-    _check_rates(run, a, tag)
-    st = a.stages
-    run.check(
-        f"first_attention_phase{tag}",
-        expected=int(np.sign(c)),
-        measured=int(st.departure_sign),
-        note="+1: attention first moves onto the most frequent token (focus), -1: off it; "
-        "predicted by the sign of c",
+    run.report(
+        f"transverse_rate{tag}",
+        measured=lam_t,
+        claim="lambda_T: the top transverse eigenvalue at the rank-one stall",
+        note=f"stall root-find: {stall_status}"
+        + ("" if np.isfinite(lam_t) else " (lambda_T unknown: the end time leaves its term out)"),
     )
+    _rates(run, a, tag)
+    _saddle_evidence(run, a, tag)
+    st = a.stages
+    run.evidence(f"first_attention_phase{tag}", gf.first_phase_evidence(c, int(st.departure_sign)))
     run.scalar(f"stages{tag}", st.times())
+    run.scalar(f"stage_status{tag}", st.status())
+    run.scalar(f"stage_signatures{tag}", st.signature_times())
     run.scalar(
         f"low_query_entropy{tag}",
         {
@@ -246,11 +273,68 @@ def record_analysis(
         },
     )
     if flow_ok and c > 0:
-        _check_stages(run, a, tag, tolerances)
+        _stage_evidence(run, a, tag, tolerances, horizon)
     else:
         why = "c <= 0" if flow_ok else f"the flow failed ({status_name(a.status)})"
         run.log(f"{label or 'flow'}: stage order and dilution not predicted ({why}); reported")
     return {"c": c, "mu1": mu1, "lambda_T": lam_t}
+
+
+def _register_controls(experiment: str) -> None:
+    """Counterfactuals of :func:`record_analysis`'s evidence checks (cheap, synthetic)."""
+
+    @negative_control(experiment, "unigram_plateau")
+    def _plateau_off_the_saddle():
+        # a flow that never reaches the saddle: the nearest save is far from critical
+        return gf.plateau_evidence(1.2, 0.8, float(np.log(4) * 0.52), float(np.log(4)))
+
+    @negative_control(experiment, "condensation_alignment")
+    def _rank_one_growth_along_another_direction():
+        rng = np.random.default_rng(0)
+        pi = np.array([0.75, 0.19, 0.05, 0.01])
+        other = np.array([0.1, 0.2, 0.3, 0.4])
+        a = rng.normal(size=3)
+        W0 = np.outer(other, a) + 1e-4 * rng.normal(size=(4, 3))
+        W1 = np.outer(a, other - 0.25) + 1e-4 * rng.normal(size=(3, 4))
+        return gf.alignment_evidence(
+            W0,
+            W1,
+            pi,
+            noise=1e-3,
+            amplitude=float(np.linalg.norm(a)),
+            nonlinearity=1e-3,
+            rate=0.46,
+        )
+
+    @negative_control(experiment, "first_attention_phase")
+    def _chain_of_the_opposite_sign():
+        return gf.first_phase_evidence(0.08, -1)
+
+    @negative_control(experiment, "unstable_attention_mode")
+    def _perturbed_saddle_with_an_unstable_embedding_mode():
+        ev = np.array([0.08, 0.08, 0.03, 0.0, -0.5])
+        att = np.array([1.0, 1.0, 0.0, 0.5, 0.0])
+        return gf.unstable_mode_evidence(ev, att, 0.08, 2, tolerance=1e-10)
+
+    @negative_control(experiment, "stages_in_order")
+    def _focus_signature_before_condensation():
+        times = np.array([15.0, 5.0, 100.0, 300.0])
+        return gf.stage_order_evidence(times, np.full(4, 0.1), list(STAGE_NAMES))
+
+    @negative_control(experiment, "focus_fastest_for_frequent_queries")
+    def _rare_queries_first():
+        pi = np.array([0.75, 0.19, 0.05, 0.01])
+        return gf.frequent_first_evidence(pi, [90.0, 80.0, 70.0, 60.0], np.full(4, 0.5))
+
+    @negative_control(experiment, "entropy_down_up_down")
+    def _attention_held_frozen():
+        # attention frozen at uniform: the entropy stays at H(pi) through the whole horizon
+        H = 0.72714
+        return gf.entropy_course_evidence(H, H, H, H, 1e-6, complete=True)
+
+
+for _name in ANALYSIS_EXPERIMENTS:
+    _register_controls(_name)
 
 
 def entropy_of(pi) -> float:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ... import fit_power_law, gradflow as gf
 from ...plotting import band, new_figure
-from ...runs import ConfigError, ExperimentConfig, Run, register_experiment
+from ...runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from ...sweep import Grid
 from ._common import HEADLINE_PI, chain, entropy_of
 
@@ -97,7 +97,7 @@ def _member(config: FiniteConfig, pi, P, n: int, s: int, optimizer: str, num_ste
             lr=params["lr"],
             num_steps=num_steps,
             record_every=config.record_every,
-            optimizer=optimizer,
+            optimizer=gf.make_optimizer(optimizer),
             init_key=k_init,
         )
         return {
@@ -164,20 +164,24 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
         rows.append(row)
         band(axes[0, 0], ts, loss, ok=ok, label=f"GD n={n}, s={s}")
     axes[0, 0].plot(ts, refs["loss_flow"][0], "k--", lw=1, label="population flow")
-    size = np.concatenate([np.full(r["ok"], r["n"] * r["s"], float) for r in rows])
+    # the predicted error scale: the loss sits on one target per sequence (n^{-1/2}) and a
+    # window of s keys estimates the key distribution with an O(1/s) bias of the softmax
+    scale = np.concatenate(
+        [np.full(r["ok"], max(r["n"] ** -0.5, 1.0 / r["s"]), float) for r in rows]
+    )
     summary = {}
     for key in ("loss_error_descent", "attention_error_descent"):
         err = np.concatenate([r[key] for r in rows])
-        fit = fit_power_law(size, err)
-        summary[key] = fit.as_dict()
-        run.check(
-            f"finite_converges[{key.split('_')[0]}]",
-            expected="exponent < 0 (95% CI)",
-            measured=[fit.ci_low, fit.slope, fit.ci_high],
-            passed=bool(fit.ci_high < 0),
-            note=f"power law of the max over the trajectory of |{key.split('_')[0]} difference| "
-            "between GD on samples and GD on the population loss (same step, same "
-            f"initialisation) against n s, over {fit.n} (size, seed) runs [CI low, slope, high]",
+        summary[key] = fit_power_law(scale, err).as_dict()
+        what = key.split("_")[0]
+        run.evidence(
+            f"finite_converges[{what}]",
+            gf.finite_size_evidence(
+                f"the finite-(n, s) {what} error shrinks like max(n^-1/2, 1/s)", scale, err
+            ),
+            note=f"max over the trajectory of |{what} difference| between GD on samples and GD "
+            "on the population loss (same step, same initialisation), power law in "
+            "h = max(n^-1/2, 1/s) over (size, seed) runs",
         )
     run.scalar("error_fits", summary)
     table = {
@@ -200,12 +204,10 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
     grid = Grid.product({"lr": [config.adam_lr]}, seeds=config.n_seeds, base_seed=config.seed)
     res = run.sweep("adam", _member(config, pi, P, n, s, "adam", config.adam_steps), grid)
     final = np.asarray(res.outputs["population_loss"])[res.ok()][:, -1]
-    run.check(
+    run.evidence(
         "adam_escapes_unigram_plateau",
-        expected=f"< H(pi) = {H:.5f}",
-        measured=final.tolist(),
-        passed=bool(final.size and np.all(final < H)),
-        note="final population loss of every Adam run: below the best attention-free loss H(pi)",
+        gf.below_plateau_evidence(final, H),
+        note=f"final population loss of every Adam run ({final.tolist()}) vs H(pi)",
     )
     axes[0, 0].axhline(H, color="0.3", ls=":", lw=0.8)
     axes[0, 0].set_title("GD (t = k lr) vs population flow", fontsize=10)
@@ -213,3 +215,16 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
     axes[0, 0].legend(fontsize=7)
     run.save_figure(fig, "finite_vs_population")
     run.save_arrays(ts=ts)
+
+
+@negative_control("focus-dilution-finite", "finite_converges")
+def _error_that_does_not_shrink():
+    rng = np.random.default_rng(1)
+    scale = np.repeat([1 / 8, 1 / 16, 1 / 32], 3)
+    return gf.finite_size_evidence("exponent 1", scale, 0.02 * np.exp(0.1 * rng.normal(size=9)))
+
+
+@negative_control("focus-dilution-finite", "adam_escapes_unigram_plateau")
+def _adam_with_attention_frozen():
+    # uniform attention cannot beat H(pi): the runs end on the plateau
+    return gf.below_plateau_evidence([0.7271401, 0.7271405], 0.72714)

@@ -35,6 +35,9 @@ class FocusDilutionConfig(ExperimentConfig):
         max_steps: solver step budget.
         departure: stage threshold (``gradflow.detect_stages``).
         new_direction_ratio: stage threshold (``gradflow.detect_stages``).
+        horizon_budget: the longest horizon, as a multiple of the first one (``t1`` or the
+            default): the flow is extended (end time and step budget doubled) until stage
+            IV's signature appears or this is spent.
     """
 
     P: tuple[tuple[float, ...], ...] = ()
@@ -50,6 +53,7 @@ class FocusDilutionConfig(ExperimentConfig):
     max_steps: int = 100_000
     departure: float = 0.05
     new_direction_ratio: float = 0.1
+    horizon_budget: float = 4.0
 
     def validate(self) -> None:
         chain(self.pi, self.lam, self.P)
@@ -63,6 +67,8 @@ class FocusDilutionConfig(ExperimentConfig):
             raise ConfigError(f"num_saves must be >= 50, got {self.num_saves}")
         if not (self.rtol > 0 and self.atol > 0 and self.max_steps > 0 and 0 < self.departure < 1):
             raise ConfigError("need rtol, atol, max_steps > 0 and departure in (0, 1)")
+        if not self.horizon_budget >= 1:
+            raise ConfigError(f"horizon_budget must be >= 1, got {self.horizon_budget}")
         if not 0 < self.new_direction_ratio < 1:
             raise ConfigError(
                 f"new_direction_ratio must be in (0, 1), got {self.new_direction_ratio}"
@@ -70,9 +76,12 @@ class FocusDilutionConfig(ExperimentConfig):
 
 
 def analyse(config: FocusDilutionConfig, P: np.ndarray, pi: np.ndarray):
-    """:func:`gradflow.analyse_flow` with the config's settings."""
-    return gf.analyse_flow(
+    """:func:`gradflow.analyse_flow_to_new_direction` with the config's settings: the horizon
+    grows from ``t1`` (or the default) until stage IV's signature appears or ``horizon_budget``
+    times the first horizon is spent. Returns ``(analysis, why the horizon stopped)``."""
+    return gf.analyse_flow_to_new_direction(
         P,
+        budget=config.horizon_budget,
         pi=pi,
         key=jax.random.key(config.seed),
         m=config.m,
@@ -97,8 +106,10 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     """One chain's :class:`gradflow.FlowAnalysis`: its checks, arrays and figures."""
     pi, P = chain(config.pi, config.lam, config.P)
     run.scalar("chain", {"pi": pi, "P": P})
-    a = to_host(analyse(config, P, pi))
-    rates = record_analysis(run, a, tolerances=(config.rtol, config.atol))
+    a, horizon = analyse(config, P, pi)
+    a = to_host(a)
+    run.log(f"horizon: {horizon}")
+    rates = record_analysis(run, a, tolerances=(config.rtol, config.atol), horizon=horizon)
     run.log(
         f"c = {rates['c']:.4g}: attention first moves "
         f"{'onto' if rates['c'] > 0 else 'off'} the most frequent token"

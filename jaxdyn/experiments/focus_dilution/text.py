@@ -39,7 +39,12 @@ class TextConfig(ExperimentConfig):
         corpus_format: "auto" (detected), "wikitext", "tinystories" or "plain".
         level: "word" (top-k words + queries + <oov>) or "char".
         vocab_size: the k most frequent tokens kept (including <oov>).
-        queries: tokens whose attention story is reported (added to the vocabulary).
+        oov: "drop" (default): out-of-vocabulary tokens are removed from the stream, so every
+            attention target is a real token (bigrams skip over the removed words); "keep":
+            one <oov> bucket (at vocab_size 64 it holds about half of WikiText-2 and becomes
+            the "most frequent token").
+        queries: tokens whose attention story is reported (added to the vocabulary); a query
+            absent from the corpus is replaced by a medium-frequency word (logged).
         max_chars: read only the first lines up to this many characters (0 = the whole file;
             --quick reads the first 300,000, the packaged WikiText-2 excerpt's size).
         smoothing: additive smoothing of the bigram counts.
@@ -58,12 +63,16 @@ class TextConfig(ExperimentConfig):
         lr: gradient-descent step.
         n_draws: window draws per data source (the spread of the proxy test).
         record_every: steps between records.
+        proxy_effect_loss: the loss difference (nats) between real-text and bigram-chain
+            training that the proxy test must exclude (equivalence margin).
+        proxy_effect_attention: the same for the attention the frequent token receives.
     """
 
     corpus_path: str = "wikitext-2"
     corpus_format: str = "auto"
     level: str = "word"
     vocab_size: int = 64
+    oov: str = "drop"
     queries: tuple[str, ...] = ("continue",)
     max_chars: int = 0
     smoothing: float = 1e-3
@@ -80,8 +89,10 @@ class TextConfig(ExperimentConfig):
     n_windows: int = 4096
     s: int = 32
     lr: float = 0.25
-    n_draws: int = 4
+    n_draws: int = 8
     record_every: int = 20
+    proxy_effect_loss: float = 0.02
+    proxy_effect_attention: float = 0.02
 
     def corpus(self) -> Path:
         """The corpus file (:func:`jaxdyn.data.corpus_path`)."""
@@ -97,6 +108,8 @@ class TextConfig(ExperimentConfig):
                 "corpus_format must be auto, wikitext, tinystories or plain, "
                 f"got {self.corpus_format!r}"
             )
+        if self.oov not in ("drop", "keep"):
+            raise ConfigError(f"oov must be 'drop' or 'keep', got {self.oov!r}")
         if self.level not in ("word", "char"):
             raise ConfigError(f"level must be 'word' or 'char', got {self.level!r}")
         if self.solver not in gf.SOLVERS:
@@ -118,15 +131,41 @@ class TextConfig(ExperimentConfig):
         return {
             "max_chars": 300_000,
             "n_windows": 2048,
-            "n_draws": 3,
+            "n_draws": 6,
             "num_saves": 100,
             "t1": 200.0,
         }
 
 
-def _query_stories(run: Run, config: TextConfig, a, real, pi, names, counts) -> None:
+def _corpus_and_queries(config: TextConfig, run: Run):
+    """The tokenised corpus and the query words: the configured ones that occur, and for each
+    one that does not, a word of middling frequency from the corpus (said in the log and the
+    summary). Runs before anything is compiled."""
+    kwargs = dict(
+        fmt=config.corpus_format,
+        level=config.level,
+        vocab_size=config.vocab_size,
+        max_chars=config.max_chars or None,
+        drop_oov=config.oov == "drop",
+    )
+    corpus = data.load_corpus(config.corpus(), include=config.queries, missing="skip", **kwargs)
+    queries = [q.lower() for q in config.queries if q.lower() not in corpus.missing]
+    if corpus.missing:
+        extra = data.medium_frequency_tokens(corpus, len(corpus.missing), exclude=tuple(queries))
+        run.log(
+            f"queries {list(corpus.missing)} do not occur in the corpus: using the "
+            f"medium-frequency words {extra} instead"
+        )
+        run.scalar("queries_replaced", {"absent": list(corpus.missing), "chosen": extra})
+        queries += extra
+    if not queries:
+        raise ConfigError("no query word occurs in the corpus and none could be chosen")
+    return corpus, tuple(queries)
+
+
+def _query_stories(run: Run, queries, a, real, pi, names, counts) -> None:
     stories = {}
-    for q in config.queries:
+    for q in queries:
         i = names.index(q)
         stories[q] = {
             "flow": gf.attention_story(a.metrics["attention"][:, i, :], pi, names),
@@ -139,9 +178,9 @@ def _query_stories(run: Run, config: TextConfig, a, real, pi, names, counts) -> 
     run.scalar("query_stories", stories)
 
 
-def _text_figure(run: Run, config: TextConfig, a, t, real, proxy, pi, names) -> None:
+def _text_figure(run: Run, config: TextConfig, queries, a, t, real, proxy, pi, names) -> None:
     top = int(np.argmax(pi))
-    fig, axes = new_figure(1, 2 + len(config.queries))
+    fig, axes = new_figure(1, 2 + len(queries))
     panels = (
         ("population loss", real.population_loss, proxy.population_loss, a.metrics["loss"]),
         (
@@ -160,7 +199,7 @@ def _text_figure(run: Run, config: TextConfig, a, t, real, proxy, pi, names) -> 
         ax.set_xlabel("t = step * lr")
         ax.legend(fontsize=7)
     keys = list(dict.fromkeys([top] + list(np.argsort(-pi)[:3])))
-    for j, q in enumerate(config.queries):
+    for j, q in enumerate(queries):
         i = names.index(q)
         time_series(
             axes[0, 2 + j],
@@ -181,15 +220,8 @@ def _text_figure(run: Run, config: TextConfig, a, t, real, proxy, pi, names) -> 
 )
 def run_text(config: TextConfig, run: Run) -> None:
     """Real text: its bigram chain's population flow, the proxy test and the attention stories."""
-    corpus = gf.load_corpus(
-        config.corpus(),
-        fmt=config.corpus_format,
-        level=config.level,
-        vocab_size=config.vocab_size,
-        max_chars=config.max_chars or None,
-        include=config.queries,
-    )
-    P, pi = gf.bigram_chain(corpus.tokens, corpus.d, smoothing=config.smoothing)
+    corpus, queries = _corpus_and_queries(config, run)
+    P, pi = data.bigram_chain(corpus.tokens, corpus.d, smoothing=config.smoothing)
     names = list(corpus.vocab)
     counts = np.bincount(corpus.tokens, minlength=corpus.d)
     run.log(
@@ -203,8 +235,12 @@ def run_text(config: TextConfig, run: Run) -> None:
             "tokens": len(corpus.tokens),
             "d": corpus.d,
             "vocab_head": names[:10],
-            "oov_mass": float(pi[-1]),
-            "query_counts": {q: int(counts[names.index(q)]) for q in config.queries},
+            "oov_share_of_text": corpus.oov_share,
+            "oov": config.oov,
+            "most_frequent_token": names[int(np.argmax(pi))],
+            "pi_top": float(np.max(pi)),
+            "queries": list(queries),
+            "query_counts": {q: int(counts[names.index(q)]) for q in queries},
         },
     )
     key = jax.random.key(config.seed)
@@ -220,7 +256,7 @@ def run_text(config: TextConfig, run: Run) -> None:
             num_saves=config.num_saves,
             rtol=config.rtol,
             atol=config.atol,
-            solver=config.solver,
+            solver=gf.make_solver(config.solver),
             max_steps=config.max_steps,
         )
     )
@@ -238,7 +274,7 @@ def run_text(config: TextConfig, run: Run) -> None:
             "loss_bigram": float(np.max(np.abs(proxy.population_loss.mean(0) - flow_loss))),
         },
     )
-    _query_stories(run, config, a, real, pi, names, counts)
+    _query_stories(run, queries, a, real, pi, names, counts)
     run.save_arrays(
         ts=a.ts,
         flow_loss=a.metrics["loss"],
@@ -250,4 +286,23 @@ def run_text(config: TextConfig, run: Run) -> None:
         proxy_loss=proxy.population_loss,
         real_attention=real.attention[0],
     )
-    _text_figure(run, config, a, t, real, proxy, pi, names)
+    _text_figure(run, config, queries, a, t, real, proxy, pi, names)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TinyStoriesConfig(TextConfig):
+    """``focus-dilution-text`` on TinyStories with the paper's TinyStories queries."""
+
+    corpus_path: str = "tinystories"
+    queries: tuple[str, ...] = ("the", ",", "a", "full", "been")
+    vocab_size: int = 32
+
+
+@register_experiment(
+    "focus-dilution-tinystories",
+    TinyStoriesConfig,
+    "TinyStories: bigram population flow, proxy test, attention stories of the paper's queries",
+)
+def run_tinystories(config: TinyStoriesConfig, run: Run) -> None:
+    """:func:`run_text` on TinyStories."""
+    run_text(config, run)

@@ -1,0 +1,154 @@
+"""The focus-and-dilution decision functions (gradflow's evidence): each says holds where the
+claim is true, and not holds on a counterfactual; properties over random chains d = 3..8,
+non-reversible, with c of either sign (focus_dilution.md, "Stages")."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+from jax.flatten_util import ravel_pytree
+
+import jaxdyn.gradflow as gf
+from jaxdyn.evidence import Verdict
+
+
+def random_chain(rng, d):
+    """A non-reversible chain with a dominant token 0 (c of either sign)."""
+    base = np.ones(d)
+    base[0] = 1.5 * d
+    P = rng.dirichlet(base * rng.uniform(0.3, 3.0), size=d)
+    pi, P = gf.resolve_chain(P)
+    return np.asarray(pi), np.asarray(P)
+
+
+# d = 3 and 5 in the fast suite (one compilation per d), every d in the slow one
+CHAINS = [(3, 0), (5, 0)] + [pytest.param(d, 0, marks=pytest.mark.slow) for d in (4, 6, 7, 8)]
+
+
+@pytest.mark.parametrize("d, seed", CHAINS)
+def test_saddle_has_one_unstable_mode_of_rate_c_and_a_perturbed_point_does_not(d, seed):
+    rng = np.random.default_rng(10 * d + seed)
+    pi, P = random_chain(rng, d)
+    m, m_attn = 2, 1
+    s = gf.unigram_saddle(pi, m, m_attn)
+    c = float(gf.focus_rate(pi, P, s.gamma, s.beta))
+    spec = jax.tree_util.tree_map(np.asarray, gf.jacobian_spectrum(s.model, pi, P))
+    tol = 1e-8 * max(1.0, float(np.max(np.abs(spec.eigenvalues))))
+    ev = gf.unstable_mode_evidence(
+        spec.eigenvalues, spec.attention_weight, c, m_attn, tolerance=tol
+    )
+    assert ev.verdict is (Verdict.inconclusive if abs(c) <= tol else Verdict.holds), ev
+    # off the saddle (W1 halved) the embedding block is unstable too: not "one mode"
+    off = s.model.__class__(W0=s.model.W0, W1=0.5 * s.model.W1, WQ=s.model.WQ, WK=s.model.WK)
+    spec_off = jax.tree_util.tree_map(np.asarray, gf.jacobian_spectrum(off, pi, P))
+    ev_off = gf.unstable_mode_evidence(
+        spec_off.eigenvalues, spec_off.attention_weight, c, m_attn, tolerance=tol
+    )
+    assert ev_off.verdict is not Verdict.holds
+
+
+@pytest.mark.parametrize("d, seed", CHAINS)
+def test_linear_condensation_aligns_w0_with_pi_and_w1_with_centred_pi(d, seed):
+    """theta(t) = e^{J t} theta(0) at the origin (the linearised flow, exact matrix exponential):
+    the alignment evidence holds on every chain, and fails for the same matrices measured
+    against another chain's pi."""
+    rng = np.random.default_rng(100 + 10 * d + seed)
+    pi, P = random_chain(rng, d)
+    m, m_attn, eps = 3, 2, 1e-3
+    model0 = gf.init_transformer(jax.random.key(d), d, m, m_attn, eps)
+    zero = jax.tree_util.tree_map(jnp.zeros_like, model0)
+    J = np.asarray(gf.jacobian(zero, pi, P))
+    flat0, unravel = ravel_pytree(model0)
+    mu1 = float(gf.condensation_rate(pi))
+    t = np.log(0.05 / eps) / mu1  # amplitude ~ 0.05: still linear
+    theta = scipy.linalg.expm(J * t) @ np.asarray(flat0)
+    model = unravel(jnp.asarray(theta))
+    noise = float(np.linalg.norm(flat0))
+    amp = float(np.linalg.norm(theta)) - noise  # a lower bound on the unstable part
+    ev = gf.alignment_evidence(
+        model.W0,
+        model.W1,
+        pi,
+        noise=noise,
+        amplitude=amp,
+        nonlinearity=0.0,
+        rate=mu1,
+    )
+    assert ev.verdict is Verdict.holds, ev
+    other = np.roll(pi, 1)
+    ev_other = gf.alignment_evidence(
+        model.W0,
+        model.W1,
+        other,
+        noise=noise,
+        amplitude=amp,
+        nonlinearity=0.0,
+        rate=mu1,
+    )
+    assert ev_other.verdict is Verdict.refuted
+
+
+def test_stage_order_reads_order_missing_signatures_and_resolution():
+    names = list(gf.STAGE_NAMES)
+    ok = gf.stage_order_evidence([15.0, 75.0, 100.0, 300.0], np.full(4, 0.5), names)
+    assert ok.verdict is Verdict.holds
+    swapped = gf.stage_order_evidence([15.0, 120.0, 100.0, 300.0], np.full(4, 0.5), names)
+    assert swapped.verdict is Verdict.refuted
+    missing = gf.stage_order_evidence([15.0, 75.0, np.nan, 300.0], np.full(4, 0.5), names)
+    assert missing.verdict is Verdict.inconclusive and "dilution" in missing.reason
+    close = gf.stage_order_evidence([15.0, 75.0, 75.5, 300.0], np.full(4, 0.5), names)
+    assert close.verdict is Verdict.inconclusive
+    np.testing.assert_allclose(gf.stage_resolution([0.0, 1.0, 3.0], [2.0, np.nan]), [2.0, np.nan])
+
+
+def test_entropy_course_is_refuted_only_when_the_horizon_covered_it():
+    H = 0.7
+    assert gf.entropy_course_evidence(0.5, 0.9, 0.6, H, 1e-4, complete=True).holds
+    flat = gf.entropy_course_evidence(H, H, H, H, 1e-4, complete=True)
+    assert flat.refuted
+    cut = gf.entropy_course_evidence(0.5, 0.9, 0.9, H, 1e-4, complete=False)
+    assert cut.inconclusive and "horizon" in cut.reason
+
+
+def test_escape_time_slope_in_log_inverse_eps_with_one_offset_per_group():
+    eps = np.tile([1e-2, 1e-3, 1e-4], 3)
+    groups = np.repeat([1.0, 2.0, 3.0], 3)
+    x = np.log(1 / eps)
+    rng = np.random.default_rng(0)
+    y = x + 2 * groups + 0.01 * rng.normal(size=9)
+    assert gf.escape_time_evidence("slope 1", x, y, groups).holds
+    assert gf.escape_time_evidence("slope 1", x, 1.3 * x + groups, groups).refuted
+    slope, se, dof = gf.pooled_slope(x, 1.3 * x + groups, groups)
+    assert slope == pytest.approx(1.3) and dof == 5
+
+
+def test_equivalence_needs_enough_draws_to_hold():
+    rng = np.random.default_rng(0)
+    a = 0.5 + 0.001 * rng.normal(size=(8, 5))
+    b = 0.5 + 0.001 * rng.normal(size=(8, 5))
+    assert gf.equivalence_evidence("same", a, b, 0.01).holds
+    assert gf.equivalence_evidence(
+        "same", a[:2], b[:2] + 0.003 * rng.normal(size=(2, 5)), 0.002
+    ).inconclusive
+    assert gf.equivalence_evidence("same", a, b + 0.05, 0.01).refuted
+
+
+def test_local_order_and_finite_size_exponents():
+    x = np.geomspace(1e-3, 1e-2, 5)
+    assert gf.local_order_evidence("order 1", x, 0.1 * x * (1 + x**2), 1.0, 2.0).holds
+    assert gf.local_order_evidence("order 1", x, 0.1 * x**2, 1.0, 2.0).refuted
+    rng = np.random.default_rng(1)
+    h = np.repeat([1 / 8, 1 / 16, 1 / 32, 1 / 64], 4)
+    err = 0.3 * h * np.exp(0.05 * rng.normal(size=h.size))
+    assert gf.finite_size_evidence("exponent 1", h, err).holds
+    assert not gf.finite_size_evidence("exponent 1", h, err**0.3).holds
+
+
+def test_plateau_and_first_phase():
+    assert gf.plateau_evidence(0.7272, 1e-3, 0.7271, np.log(4)).holds
+    assert gf.plateau_evidence(0.75, 1e-3, 0.7271, np.log(4)).refuted
+    assert gf.plateau_evidence(1.0, 1.0, 0.7271, np.log(4)).inconclusive
+    assert gf.first_phase_evidence(-0.1, -1).holds
+    assert gf.first_phase_evidence(-0.1, 1).refuted
+    assert gf.first_phase_evidence(-0.1, 0).inconclusive
