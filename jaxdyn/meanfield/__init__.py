@@ -11,8 +11,10 @@ from ._analysis import (
     wasserstein2_exact as wasserstein2_exact,
 )
 from ._blowup import (
+    REGIME_FAMILIES as REGIME_FAMILIES,
     l2_growth_rate as l2_growth_rate,
     random_blowup_problems as random_blowup_problems,
+    random_regime_problems as random_regime_problems,
 )
 from ._causal import (
     causal_influence as causal_influence,
@@ -71,6 +73,14 @@ from ._fields import (
     AbstractSoftmaxHead as AbstractSoftmaxHead,
     AbstractVelocityField as AbstractVelocityField,
 )
+from ._gaussian_evidence import (
+    blowup_time_evidence as blowup_time_evidence,
+    covariance_evidence as covariance_evidence,
+    error_bound_evidence as error_bound_evidence,
+    l2_growth_excess as l2_growth_excess,
+    outcome_evidence as outcome_evidence,
+    rank_one_blowup_bound as rank_one_blowup_bound,
+)
 from ._gradient_flow import (
     Exponential as Exponential,
     sigmoid_energy as sigmoid_energy,
@@ -125,6 +135,14 @@ from ._ranks import (
     rank_member as rank_member,
     rank_ode as rank_ode,
     rank_outcome as rank_outcome,
+)
+from ._regime import (
+    GaussianRegime as GaussianRegime,
+    Regime as Regime,
+    RegimeCondition as RegimeCondition,
+    gaussian_regime as gaussian_regime,
+    observed_regime as observed_regime,
+    seed_criterion as seed_criterion,
 )
 from ._select import SelectField as SelectField
 from ._simulate_gaussian import (
