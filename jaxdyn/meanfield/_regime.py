@@ -36,6 +36,7 @@ import equinox as eqx
 import numpy as np
 
 from ._closed_forms import blowup_time
+from ._fields import AbstractGaussianClosed
 from ._heads import Softmax
 from ._solve_common import _check_gaussian_inputs
 
@@ -107,7 +108,9 @@ def _definite_similarity(V: np.ndarray, tol: float):
     return s, M, s * lam
 
 
-def gaussian_regime(field: Softmax, mean0, cov0, *, tol: float = 1e-9) -> GaussianRegime:
+def gaussian_regime(
+    field: AbstractGaussianClosed, mean0, cov0, *, tol: float = 1e-9
+) -> GaussianRegime:
     """Classify the softmax Gaussian ``N(mean0, cov0)`` under ``field`` (module docstring).
 
     Args:

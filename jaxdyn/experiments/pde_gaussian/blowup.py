@@ -28,6 +28,8 @@ from jaxdyn.meanfield import (
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
 
+from ._regimes import regime_checks
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BlowupConfig(ExperimentConfig):
@@ -42,6 +44,9 @@ class BlowupConfig(ExperimentConfig):
         rtol: relative tolerance of the softmax solves.
         atol: absolute tolerance of the softmax solves.
         max_steps: solver steps per run.
+        regime_samples: random general-V problems per dimension d = 2..6 for the regime
+            criterion (``_regimes``).
+        regime_horizon: horizon of their solves (``t -> inf`` stand-in for the arbiter).
     """
 
     d: int = 3
@@ -51,6 +56,8 @@ class BlowupConfig(ExperimentConfig):
     rtol: float = 1e-10
     atol: float = 1e-12
     max_steps: int = 20000
+    regime_samples: int = 32
+    regime_horizon: float = 1e4
 
     def validate(self) -> None:
         if not 2 <= self.d <= 8:
@@ -59,12 +66,15 @@ class BlowupConfig(ExperimentConfig):
             raise ConfigError(f"samples must be >= 1, got {self.samples}")
         for name in ("blowup_trace", "l2_horizon", "rtol", "atol"):
             require_positive(name, getattr(self, name))
+        if self.regime_samples < 1:
+            raise ConfigError(f"regime_samples must be >= 1, got {self.regime_samples}")
+        require_positive("regime_horizon", self.regime_horizon)
         if self.l2_horizon < 1:
             raise ConfigError(f"l2_horizon must be >= 1, got {self.l2_horizon}")
 
     @classmethod
     def quick(cls) -> dict:
-        return {"samples": 16}
+        return {"samples": 16, "regime_samples": 8}
 
 
 def _member(config: BlowupConfig):
@@ -161,6 +171,7 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
     )
     _l2_growth_check(config, run, inputs, out, l2_ok)
     _blowup_figure(config, run, inputs, out, t_star, soft_ok, l2_ok)
+    regime_checks(config, run)
 
 
 # Relative error allowed on the blow-up time: the solve's rtol 1e-10 accumulated over its steps
