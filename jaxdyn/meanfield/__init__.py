@@ -162,6 +162,13 @@ from ._stability import (
     softmax_lipschitz_bounds as softmax_lipschitz_bounds,
     softmax_stability_constant as softmax_stability_constant,
 )
+from ._steering import (
+    LayerWeights as LayerWeights,
+    SteeringResult as SteeringResult,
+    SteerOutcome as SteerOutcome,
+    flow_layers as flow_layers,
+    steer_gaussian as steer_gaussian,
+)
 from ._wrappers import (
     AbstractTimeSwitch as AbstractTimeSwitch,
     GaussianTimeSwitch as GaussianTimeSwitch,
