@@ -101,18 +101,6 @@ from ._meanfield_limit import (
     antithetic_gaussian_sample as antithetic_gaussian_sample,
     meanfield_error as meanfield_error,
 )
-from ._paper import (
-    PUBLISHED_DIMS as PUBLISHED_DIMS,
-    RANK_ATTENTIONS as RANK_ATTENTIONS,
-    RANK_CONSTRUCTIONS as RANK_CONSTRUCTIONS,
-    RANK_SIGMA0_NORMS as RANK_SIGMA0_NORMS,
-    RANK_VALUES as RANK_VALUES,
-    PaperRankInputs as PaperRankInputs,
-    RankPanelSettings as RankPanelSettings,
-    paper_rank_inputs as paper_rank_inputs,
-    published_rank_settings as published_rank_settings,
-    rank_panels as rank_panels,
-)
 from ._particles import (
     RK4 as RK4,
     FixedStepSolution as FixedStepSolution,
@@ -120,13 +108,6 @@ from ._particles import (
     fixed_step_particles as fixed_step_particles,
     sphere_softmax as sphere_softmax,
     uniform_on_sphere as uniform_on_sphere,
-)
-from ._published_euler import (
-    EulerResult as EulerResult,
-    RankAttempts as RankAttempts,
-    projected_euler as projected_euler,
-    published_rank_attempts as published_rank_attempts,
-    rank_histogram as rank_histogram,
 )
 from ._quadratic import QuadraticKeySoftmax as QuadraticKeySoftmax
 from ._ranks import (

@@ -9,16 +9,21 @@ import numpy as np
 from jaxdyn import Status, status_code
 from jaxdyn.evidence import Evidence, classified
 from jaxdyn.meanfield import (
-    RANK_ATTENTIONS,
-    RANK_VALUES,
     error_bound_evidence,
     limiting_rank,
     outcome_evidence,
-    rank_histogram,
-    rank_panels,
     softmax_identity_covariance,
 )
 from jaxdyn.runs import negative_control
+
+from ._paper import (
+    RANK_ATTENTIONS,
+    RANK_VALUES,
+    rank_panels,
+)
+from ._published_euler import (
+    rank_histogram,
+)
 
 CONVERGED = status_code(Status.steady_state)
 
