@@ -17,13 +17,15 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from jaxdyn.meanfield import (  # noqa: E402
-    Softmax,
-    limiting_rank,
+from jaxdyn.experiments.pde_gaussian import (  # noqa: E402
     paper_rank_inputs,
     published_rank_attempts,
     published_rank_settings,
     rank_histogram,
+)
+from jaxdyn.meanfield import (  # noqa: E402
+    Softmax,
+    limiting_rank,
     rank_ode,
     rank_outcome,
     softmax_identity_covariance,

@@ -1,5 +1,6 @@
 """Gaussian closure of the Transformer PDE: formulas, Monte-Carlo particles, closed forms."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -264,10 +265,17 @@ def test_fixed_step_solver_agrees_with_adaptive():
     Q, K, V, mean, cov = _problem(seed=17, scale=0.3)
     att = L2(Q=Q, K=K, V=V)
     a = simulate_gaussian(att, jnp.asarray(mean), jnp.asarray(cov), 1.0, rtol=1e-11, atol=1e-12)
-    f = simulate_gaussian(att, jnp.asarray(mean), jnp.asarray(cov), 1.0, adaptive=False, dt0=1e-3)
+    f = simulate_gaussian(
+        att,
+        jnp.asarray(mean),
+        jnp.asarray(cov),
+        1.0,
+        stepsize_controller=diffrax.ConstantStepSize(),
+        dt0=1e-3,
+    )
     np.testing.assert_allclose(f.final_cov, a.final_cov, rtol=1e-8)
     with pytest.raises(ValueError, match="dt0"):
-        simulate_gaussian(att, mean, cov, 1.0, adaptive=False)
+        simulate_gaussian(att, mean, cov, 1.0, stepsize_controller=diffrax.ConstantStepSize())
 
 
 def test_invalid_inputs_raise_before_compiling():

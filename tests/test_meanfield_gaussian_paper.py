@@ -5,15 +5,17 @@ import numpy as np
 import pytest
 
 from jaxdyn import Status, status_code
-from jaxdyn.meanfield import (
+from jaxdyn.experiments.pde_gaussian import (
     paper_rank_inputs,
     projected_euler,
     published_rank_attempts,
     published_rank_settings,
     rank_histogram,
+)
+from jaxdyn.experiments.pde_gaussian._published_euler import paper_l2_rhs, paper_softmax_rhs
+from jaxdyn.meanfield import (
     softmax_identity_covariance,
 )
-from jaxdyn.meanfield._published_euler import paper_l2_rhs, paper_softmax_rhs
 
 PANELS = [(a, v, d) for a in ("softmax", "l2") for v in ("identity", "random") for d in (3, 4, 5)]
 

@@ -11,8 +11,10 @@ from ._analysis import (
     wasserstein2_exact as wasserstein2_exact,
 )
 from ._blowup import (
+    REGIME_FAMILIES as REGIME_FAMILIES,
     l2_growth_rate as l2_growth_rate,
     random_blowup_problems as random_blowup_problems,
+    random_regime_problems as random_regime_problems,
 )
 from ._causal import (
     causal_influence as causal_influence,
@@ -71,6 +73,14 @@ from ._fields import (
     AbstractSoftmaxHead as AbstractSoftmaxHead,
     AbstractVelocityField as AbstractVelocityField,
 )
+from ._gaussian_evidence import (
+    blowup_time_evidence as blowup_time_evidence,
+    covariance_evidence as covariance_evidence,
+    error_bound_evidence as error_bound_evidence,
+    l2_growth_excess as l2_growth_excess,
+    outcome_evidence as outcome_evidence,
+    rank_one_blowup_bound as rank_one_blowup_bound,
+)
 from ._gradient_flow import (
     Exponential as Exponential,
     sigmoid_energy as sigmoid_energy,
@@ -91,18 +101,6 @@ from ._meanfield_limit import (
     antithetic_gaussian_sample as antithetic_gaussian_sample,
     meanfield_error as meanfield_error,
 )
-from ._paper import (
-    PUBLISHED_DIMS as PUBLISHED_DIMS,
-    RANK_ATTENTIONS as RANK_ATTENTIONS,
-    RANK_CONSTRUCTIONS as RANK_CONSTRUCTIONS,
-    RANK_SIGMA0_NORMS as RANK_SIGMA0_NORMS,
-    RANK_VALUES as RANK_VALUES,
-    PaperRankInputs as PaperRankInputs,
-    RankPanelSettings as RankPanelSettings,
-    paper_rank_inputs as paper_rank_inputs,
-    published_rank_settings as published_rank_settings,
-    rank_panels as rank_panels,
-)
 from ._particles import (
     RK4 as RK4,
     FixedStepSolution as FixedStepSolution,
@@ -111,13 +109,6 @@ from ._particles import (
     sphere_softmax as sphere_softmax,
     uniform_on_sphere as uniform_on_sphere,
 )
-from ._published_euler import (
-    EulerResult as EulerResult,
-    RankAttempts as RankAttempts,
-    projected_euler as projected_euler,
-    published_rank_attempts as published_rank_attempts,
-    rank_histogram as rank_histogram,
-)
 from ._quadratic import QuadraticKeySoftmax as QuadraticKeySoftmax
 from ._ranks import (
     pad_rank_member as pad_rank_member,
@@ -125,6 +116,14 @@ from ._ranks import (
     rank_member as rank_member,
     rank_ode as rank_ode,
     rank_outcome as rank_outcome,
+)
+from ._regime import (
+    GaussianRegime as GaussianRegime,
+    Regime as Regime,
+    RegimeCondition as RegimeCondition,
+    gaussian_regime as gaussian_regime,
+    observed_regime as observed_regime,
+    seed_criterion as seed_criterion,
 )
 from ._select import SelectField as SelectField
 from ._simulate_gaussian import (
@@ -143,6 +142,13 @@ from ._stability import (
     flow_jacobian_norms as flow_jacobian_norms,
     softmax_lipschitz_bounds as softmax_lipschitz_bounds,
     softmax_stability_constant as softmax_stability_constant,
+)
+from ._steering import (
+    LayerWeights as LayerWeights,
+    SteeringResult as SteeringResult,
+    SteerOutcome as SteerOutcome,
+    flow_layers as flow_layers,
+    steer_gaussian as steer_gaussian,
 )
 from ._wrappers import (
     AbstractTimeSwitch as AbstractTimeSwitch,

@@ -19,7 +19,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._fields import AbstractGaussianClosed, AbstractVelocityField
 from ._heads import Softmax
-from ._simulate_gaussian import simulate_gaussian
+from ._simulate_gaussian import ATOL, BLOWUP_TRACE, RTOL, simulate_gaussian
 
 
 def solver_blowup_time(
@@ -28,17 +28,18 @@ def solver_blowup_time(
     cov0: Float[ArrayLike, "d d"],
     t1: Float[ArrayLike, ""],
     *,
-    blowup_trace: float = 1e6,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
+    blowup_trace: float = BLOWUP_TRACE,
+    rtol: float = RTOL,
+    atol: float = ATOL,
     max_steps: int = 4096,
 ) -> Float[Array, ""]:
     """Finite-time blow-up time of the Gaussian ODE, differentiable in the attention weights.
 
     ``t_event + tr Sigma / (d tr Sigma / dt)`` at the root-found crossing of
     ``tr Sigma = blowup_trace`` (the pole extrapolation of ``simulate_gaussian``; its error is
-    ``O(1 / blowup_trace)`` relative). ``inf`` if the trace stays below the threshold up to
-    ``t1``. ``jax.grad`` with respect to the Module gives ``dt*/dQ``, ``dt*/dK``, ``dt*/dV``.
+    ``O(1 / blowup_trace^2)`` relative; the defaults are ``simulate_gaussian``'s). ``inf`` if
+    the trace stays below the threshold up to ``t1``. ``jax.grad`` with respect to the Module
+    gives ``dt*/dQ``, ``dt*/dK``, ``dt*/dV``.
     """
     sol = simulate_gaussian(
         attention,
@@ -59,8 +60,8 @@ def solver_final_covariance(
     cov0: Float[ArrayLike, "d d"],
     t1: Float[ArrayLike, ""],
     *,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
+    rtol: float = RTOL,
+    atol: float = ATOL,
     max_steps: int = 4096,
 ) -> Float[Array, "d d"]:
     """``Sigma(t_1)`` of the Gaussian ODE (differentiable in the weights).

@@ -2,9 +2,10 @@
 
 For a Gaussian-closed field the measure ``N(alpha, Sigma)`` stays Gaussian, with
 ``d alpha/dt = B alpha + c`` and ``d Sigma/dt = B Sigma + Sigma B^T`` (``Gamma(x) = B x + c``).
-:func:`simulate_gaussian` solves it with diffrax (adaptive Tsit5 by default, fixed step on
-request, ``throw=False``) and stops at the first event, each a real-valued condition of the state
-that is negative before the event and crosses zero at it:
+:func:`simulate_gaussian` solves it with diffrax (adaptive Tsit5 by default; any diffrax solver
+and step-size controller object on request; ``throw=False``) and stops at the first event,
+each a real-valued condition of the state that is negative before the event and crosses zero
+at it:
 
 - blow-up, ``tr Sigma / blowup_trace - 1`` (status ``Status.blowup``); the blow-up time is then
   extrapolated from the pole ``tr Sigma ~ c / (t* - t)``:
@@ -26,7 +27,6 @@ theorem). The problem is built first (:func:`gaussian_ode`) and solved separatel
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -47,6 +47,12 @@ from ._solve_common import (
 )
 
 EventCondition = Callable[[Float[Array, ""], Float[Array, " d"], Float[Array, "d d"]], Array]
+
+# The defaults of every Gaussian solve (simulate_gaussian, gaussian_ode, solver_blowup_time,
+# solver_final_covariance): one threshold and one tolerance pair, so one problem has one t*.
+BLOWUP_TRACE = 1e6
+RTOL = 1e-8
+ATOL = 1e-10
 
 # Built-in conditions and the status each one sets when it fires.
 _BUILTIN_STATUS = {"blowup": Status.blowup, "steady": Status.steady_state, "psd": Status.not_psd}
@@ -209,13 +215,13 @@ def gaussian_ode(
     t1: Float[ArrayLike, ""],
     *,
     ts: Float[ArrayLike, " s"] | None = None,
-    adaptive: bool = True,
-    dt0: Float[ArrayLike, ""] | None = None,
     solver: diffrax.AbstractSolver | None = None,
-    rtol: Float[ArrayLike, ""] = 1e-6,
-    atol: Float[ArrayLike, ""] = 1e-8,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    dt0: Float[ArrayLike, ""] | None = None,
+    rtol: Float[ArrayLike, ""] = RTOL,
+    atol: Float[ArrayLike, ""] = ATOL,
     max_steps: int = 4096,
-    blowup_trace: Float[ArrayLike, ""] = 1e3,
+    blowup_trace: Float[ArrayLike, ""] = BLOWUP_TRACE,
     steady_tol: Float[ArrayLike, ""] | None = None,
     psd_tol: Float[ArrayLike, ""] | None = 1e-6,
     events: Mapping[str, EventCondition] | None = None,
@@ -228,11 +234,14 @@ def gaussian_ode(
         cov0: initial covariance ``Sigma_0`` (symmetric PSD).
         t1: final time.
         ts: save times (default: only ``t1``).
-        adaptive: adaptive steps (PID controller) or a constant step ``dt0``.
-        dt0: initial step (adaptive) or the constant step.
-        solver: a diffrax solver (default ``Tsit5``).
-        rtol: relative tolerance of the controller.
-        atol: absolute tolerance of the controller.
+        solver: a diffrax solver (default ``diffrax.Tsit5()``).
+        stepsize_controller: a diffrax step-size controller (default
+            ``diffrax.PIDController(rtol=rtol, atol=atol)``; ``diffrax.ConstantStepSize()``
+            needs ``dt0``).
+        dt0: initial (or constant) step.
+        rtol: relative tolerance of the default controller (traced in a sweep, so one
+            compilation serves every tolerance); unused with ``stepsize_controller``.
+        atol: absolute tolerance of the default controller.
         max_steps: solver steps before ``Status.max_steps_reached``.
         blowup_trace: trace at which the blow-up event fires.
         steady_tol: steady-state event threshold on the rate (``None``: no such event).
@@ -250,7 +259,12 @@ def gaussian_ode(
     events = check_events(name, events, "(t, mean, cov)")
     dtype = jnp.result_type(mean0, cov0, float)
     t1 = jnp.asarray(t1, dtype)
-    controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
+    if stepsize_controller is None:
+        controller, dt0 = _controller(True, rtol, atol, dt0, 0.0, t1, name)
+    else:
+        controller = stepsize_controller
+        if isinstance(controller, diffrax.ConstantStepSize) and dt0 is None:
+            raise ValueError(f"{name}: diffrax.ConstantStepSize needs a constant step dt0")
 
     def optional(value):
         return None if value is None else jnp.asarray(value, dtype)
@@ -276,25 +290,44 @@ def simulate_gaussian(
     mean0: Float[ArrayLike, " d"],
     cov0: Float[ArrayLike, "d d"],
     t1: Float[ArrayLike, ""],
-    **options: Any,
+    *,
+    ts: Float[ArrayLike, " s"] | None = None,
+    solver: diffrax.AbstractSolver | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    dt0: Float[ArrayLike, ""] | None = None,
+    rtol: Float[ArrayLike, ""] = RTOL,
+    atol: Float[ArrayLike, ""] = ATOL,
+    max_steps: int = 4096,
+    blowup_trace: Float[ArrayLike, ""] = BLOWUP_TRACE,
+    steady_tol: Float[ArrayLike, ""] | None = None,
+    psd_tol: Float[ArrayLike, ""] | None = 1e-6,
+    events: Mapping[str, EventCondition] | None = None,
 ) -> GaussianSolution:
     """Solve ``d alpha/dt = B alpha + c``, ``d Sigma/dt = B Sigma + Sigma B^T`` from ``t = 0``.
 
     Stops at ``t1`` or at the first event (see the module docstring). Pure and jit/vmap-able;
     never raises at run time (failures are the solution's ``status``). Equivalent to
-    ``ode = gaussian_ode(...); ode.solution(ode.solve())``.
-
-    Args:
-        field: a Gaussian-closed velocity field (``field.gaussian_rhs`` is the ODE).
-        mean0: initial mean ``alpha_0``.
-        cov0: initial covariance ``Sigma_0`` (symmetric PSD).
-        t1: final time.
-        **options: the keyword arguments of :func:`gaussian_ode`: ``ts``, ``adaptive``,
-            ``dt0``, ``solver``, ``rtol``, ``atol``, ``max_steps``, ``blowup_trace``,
-            ``steady_tol``, ``psd_tol``, ``events``.
+    ``ode = gaussian_ode(...); ode.solution(ode.solve())``; the arguments are those of
+    :func:`gaussian_ode`.
 
     Returns:
         A :class:`GaussianSolution`.
     """
-    ode = gaussian_ode(field, mean0, cov0, t1, **options)
+    ode = gaussian_ode(
+        field,
+        mean0,
+        cov0,
+        t1,
+        ts=ts,
+        solver=solver,
+        stepsize_controller=stepsize_controller,
+        dt0=dt0,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        blowup_trace=blowup_trace,
+        steady_tol=steady_tol,
+        psd_tol=psd_tol,
+        events=events,
+    )
     return ode.solution(ode.solve())

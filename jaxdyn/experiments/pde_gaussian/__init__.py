@@ -1,6 +1,29 @@
 """Gaussian experiments of the mean-field Transformer PDE (transformer_pde.md, "Closed forms"
 and "The paper's numerical experiments"), one module each: ``pde-ranks`` (the paper's rank
-histograms, certified), ``pde-blowup`` (blow-up times against the closed form), ``pde-cone``
-(the d = 2 cone pictures)."""
+histograms, certified), ``pde-blowup`` (blow-up times against the closed form, the general-V
+regime criterion), ``pde-cone`` (the d = 2 cone pictures).
+
+The paper's rank-histogram inputs (``_paper``) and the published projected-Euler integrator
+(``_published_euler``) live here, with the experiments that reproduce them.
+"""
 
 from . import blowup as blowup, cone as cone, ranks as ranks
+from ._paper import (
+    PUBLISHED_DIMS as PUBLISHED_DIMS,
+    RANK_ATTENTIONS as RANK_ATTENTIONS,
+    RANK_CONSTRUCTIONS as RANK_CONSTRUCTIONS,
+    RANK_SIGMA0_NORMS as RANK_SIGMA0_NORMS,
+    RANK_VALUES as RANK_VALUES,
+    PaperRankInputs as PaperRankInputs,
+    RankPanelSettings as RankPanelSettings,
+    paper_rank_inputs as paper_rank_inputs,
+    published_rank_settings as published_rank_settings,
+    rank_panels as rank_panels,
+)
+from ._published_euler import (
+    EulerResult as EulerResult,
+    RankAttempts as RankAttempts,
+    projected_euler as projected_euler,
+    published_rank_attempts as published_rank_attempts,
+    rank_histogram as rank_histogram,
+)

@@ -8,17 +8,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import status_code
+from jaxdyn.evidence import Evidence
 from jaxdyn.meanfield import (
     CONE_CASES,
     ConeOutcome,
     blowup_time,
+    covariance_evidence,
     disk_coordinates,
+    error_bound_evidence,
     isotropic_line_stability,
     limiting_rank,
     low_rank_limit,
+    outcome_evidence,
     softmax_identity_covariance,
+    trace_one_covariances,
     two_lines_covariance,
 )
+from jaxdyn.runs import negative_control
 
 from ._cone_either import either_blowup_checks, either_converged_checks, softmax_field
 
@@ -88,6 +94,46 @@ def _interaction(case) -> np.ndarray:
     return case["K"].T @ case["Q"] / np.sqrt(2)
 
 
+# Accepted entry error of the cone solves (rtol 1e-8 over O(100) steps, entries O(1)).
+ENTRY_TOLERANCE = 1e-5
+ENTRY_BASIS = "solver global error on O(1) entries (rtol 1e-8 accumulated)"
+
+
+def to_line_evidence(exact, final) -> Evidence:
+    """Softmax ``V = I``, ``A + A^T <= 0`` of rank one: ``Sigma(t1)`` is the closed form."""
+    return covariance_evidence(
+        "softmax V = I: Sigma(t) = (Sigma_0^-1 - t (A + A^T))^-1",
+        exact,
+        final,
+        tolerance=ENTRY_TOLERANCE,
+        basis=ENTRY_BASIS,
+    )
+
+
+def two_lines_evidence(exact, final) -> Evidence:
+    """The two-lines case (V A = -I): ``Sigma(t1)`` is the exact Riccati solution."""
+    return covariance_evidence(
+        "two lines: c constant, a and b solve y' = -2 (y^2 - c^2)",
+        exact,
+        final,
+        tolerance=ENTRY_TOLERANCE,
+        basis=ENTRY_BASIS,
+    )
+
+
+def line_distance_evidence(distance, exact_distance, tr) -> Evidence:
+    """Disk distance to the limit line at ``t1`` against the exact flow's: an entry error eps
+    moves each disk coordinate by at most ``4 eps / tr``, so the distance by ``4 sqrt 2 eps /
+    tr``."""
+    return error_bound_evidence(
+        "two lines: Sigma / tr Sigma approaches the isotropic line of sign(c0) as the exact "
+        "flow does",
+        np.abs(np.asarray(distance) - np.asarray(exact_distance)),
+        4 * np.sqrt(2) * ENTRY_TOLERANCE / np.asarray(tr),
+        basis="the accepted entry error moves disk coordinates by <= 4 sqrt 2 eps / tr",
+    )
+
+
 def cone_checks(config, run, cases, covs0, out, ok, variants, ts) -> None:
     """Softmax against its closed forms and derived flows; L2 never blows up."""
     soft = variants.index("softmax")
@@ -97,19 +143,16 @@ def cone_checks(config, run, cases, covs0, out, ok, variants, ts) -> None:
     ci = CONE_CASES.index("to_line")  # V = I: the closed form at t1, rank one
     A = _interaction(cases["to_line"])
     expected = np.stack([np.asarray(softmax_identity_covariance(c, A, config.t1)) for c in covs0])
-    run.check(
-        "softmax_to_line_matches_closed_form",
-        expected=0.0,
-        tolerance=1e-5,
-        measured=float(np.max(np.abs(final[ci, soft] - expected))),
-    )
+    run.evidence("softmax_to_line_matches_closed_form", to_line_evidence(expected, final[ci, soft]))
     ranks = np.asarray(jax.vmap(limiting_rank)(jnp.asarray(final[ci, soft])))
-    run.check(
+    run.evidence(
         "softmax_to_line_rank_one",
-        expected=1,
-        measured=int(np.max(ranks)),
-        tolerance=0.0,
-        note="eigenvalues of Sigma(t1) above 0.1 (the other decays like 1/t)",
+        outcome_evidence(
+            "softmax V = I, rank-one A + A^T <= 0: Sigma(t1) has rank one",
+            predicted=1,
+            measured=ranks,
+            basis="eigenvalues of Sigma(t1) above 0.1 (the other decays like 1/t)",
+        ),
     )
     limit = np.stack([np.asarray(low_rank_limit(c, A)) for c in covs0])
     run.scalar("to_line_distance_to_limit_at_t1", float(np.max(np.abs(final[ci, soft] - limit))))
@@ -117,33 +160,39 @@ def cone_checks(config, run, cases, covs0, out, ok, variants, ts) -> None:
 
     ci = CONE_CASES.index("blowup")  # V = I: the event fires before the closed-form t*
     t_star = np.array([float(blowup_time(c, _interaction(cases["blowup"]))) for c in covs0])
-    early = (outcome[ci, soft] == BLOWUP) & (out["t_event"][ci, soft] <= t_star)
-    run.check(
+    run.evidence(
         "softmax_blowup_event_before_closed_form_time",
-        expected=len(covs0),
-        measured=int(early.sum()),
-        tolerance=0.0,
+        outcome_evidence(
+            "softmax V = I, A + A^T > 0: the trace reaches blowup_trace before t*",
+            predicted=True,
+            measured=(outcome[ci, soft] == BLOWUP) & (out["t_event"][ci, soft] <= t_star),
+            basis="blow-up event time against the closed-form t*",
+        ),
     )
     _either_checks(config, run, cases, out, outcome, soft, ts)
 
     l2 = variants.index("l2")
-    run.check(
+    run.evidence(
         "l2_never_blows_up",
-        expected=0,
-        measured=int(np.sum(outcome[:, l2] == BLOWUP)),
-        tolerance=0.0,
-        note="L2 Gaussians over all five cases",
+        outcome_evidence(
+            "L2 Gaussians never blow up (all five cases)",
+            predicted=False,
+            measured=outcome[:, l2] == BLOWUP,
+            basis="the blow-up event did not fire by t1",
+        ),
     )
     ci = CONE_CASES.index("to_zero")
     tr_end = np.trace(final[ci, soft], axis1=-2, axis2=-1)[ok[ci, soft]]
     tr_mid = np.trace(out["covs"][ci, soft, :, config.saves // 2], axis1=-2, axis2=-1)
     decreasing = (tr_end < tr_mid[ok[ci, soft]]) & (tr_mid[ok[ci, soft]] < 1.0)
-    run.check(
+    run.evidence(
         "softmax_to_zero_trace_decreases",
-        expected=len(covs0),
-        measured=int(decreasing.sum()),
-        tolerance=0.0,
-        note="trace 1 initially, smaller at the middle save, smaller still at t1",
+        outcome_evidence(
+            "V SPD, A + A^T < 0: Sigma -> 0 (the trace decreases)",
+            predicted=True,
+            measured=decreasing,
+            basis="trace 1 initially, smaller at the middle save, smaller still at t1",
+        ),
     )
     run.scalar("to_zero_max_trace_at_t1", float(tr_end.max()) if tr_end.size else None)
 
@@ -153,50 +202,141 @@ def _two_lines_checks(config, run, covs0, final, end, outcome, soft) -> None:
     ci = CONE_CASES.index("two_lines")
     c0 = covs0[:, 0, 1]
     off = np.abs(c0) > 1e-12
-    run.check(
+    run.evidence(
         "softmax_two_lines_no_run_blows_up",
-        expected=0,
-        tolerance=0.0,
-        measured=int(np.sum(outcome[ci, soft] == BLOWUP)),
+        outcome_evidence(
+            "two lines (V A = -I): no run blows up",
+            predicted=False,
+            measured=outcome[ci, soft] == BLOWUP,
+            basis="the blow-up event did not fire by t1",
+        ),
     )
-    run.check(
+    run.evidence(
         "softmax_two_lines_off_axis_runs_converge",
-        expected=int(off.sum()),
-        tolerance=0.0,
-        measured=int(np.sum(outcome[ci, soft][off] == CONVERGED)),
-        note="runs with c0 != 0 (those with c0 = 0 decay to 0 like 1/t)",
+        outcome_evidence(
+            "two lines: every run with c0 != 0 converges (c0 = 0 decays like 1/t)",
+            predicted=True,
+            measured=outcome[ci, soft][off] == CONVERGED,
+            basis="cone_outcome: |dSigma/dt| below converged_tol at t1",
+        ),
     )
     exact = np.stack([two_lines_covariance(c, config.t1) for c in covs0])
-    run.check(
-        "softmax_two_lines_matches_exact_solution",
-        expected=0.0,
-        tolerance=1e-5,
-        measured=float(np.max(np.abs(final[ci, soft] - exact))),
-        note="c constant, a and b solve y' = -2 (y^2 - c^2)",
+    run.evidence(
+        "softmax_two_lines_matches_exact_solution", two_lines_evidence(exact, final[ci, soft])
     )
     # The exact flow reaches the line (0, sign c0) as t -> inf; at t1 it is still
-    # dist_exact(t1) away. An entry error eps of Sigma moves each disk coordinate
-    # ((a - b) / tr, 2c / tr) by at most 4 eps / tr, so by 4 sqrt(2) eps / tr in norm; eps is
-    # the 1e-5 of the exact-solution check above.
+    # dist_exact(t1) away.
     line = np.stack([np.zeros_like(c0), np.sign(c0)], -1)
     dist = np.linalg.norm(end[ci, soft][off] - line[off], axis=-1)
     dist_exact = np.linalg.norm(disk_coordinates(exact[off]) - line[off], axis=-1)
-    allowed = 4 * np.sqrt(2) * 1e-5 / np.trace(exact[off], axis1=1, axis2=2)
     run.scalar("two_lines_max_exact_distance_to_line_at_t1", float(dist_exact.max()))
-    run.check(
+    run.evidence(
         "softmax_two_lines_limits_on_the_two_isotropic_lines",
-        expected=0,
-        tolerance=0.0,
-        measured=int(np.sum(dist > dist_exact + allowed)),
-        note="runs (c0 != 0) whose |Sigma/tr Sigma - (0, sign c0)| at t1 exceeds the exact "
-        "flow's distance at t1 plus the effect of the solver's 1e-5 entry error",
+        line_distance_evidence(dist, dist_exact, np.trace(exact[off], axis1=1, axis2=2)),
     )
-    run.check(
+    run.evidence(
         "softmax_two_lines_both_lines_reached",
-        expected=2,
-        tolerance=0.0,
-        measured=len(set(np.sign(end[ci, soft][off, 1]).tolist())),
-        note="distinct signs of 2c/tr at t1: two distinct rank-one limits",
+        outcome_evidence(
+            "two lines: both isotropic lines are limits (signs of 2c / tr at t1)",
+            predicted=[-1.0, 1.0],
+            measured=_signs_reached(end[ci, soft][off, 1]),
+            basis="distinct signs of 2c / tr among the off-axis runs",
+        ),
+    )
+
+
+def _signs_reached(values) -> np.ndarray:
+    """``[-1, 1]`` if both signs occur in ``values``, else the one that does, padded with 0."""
+    signs = sorted(set(np.sign(np.asarray(values)).tolist()) - {0.0})
+    return np.array((signs + [0.0, 0.0])[:2]) if len(signs) < 2 else np.array(signs)
+
+
+@negative_control("pde-cone", "softmax_to_line_matches_closed_form")
+def _to_line_with_a_faster_value_matrix():
+    # V = 1.01 I runs the V = I flow at speed 1.01: Sigma(t1) is the closed form at 1.01 t1.
+    A = np.array([[-1.0, 0.5], [-0.5, 0.0]]) / np.sqrt(2)
+    covs = trace_one_covariances(3, 0.8)
+    exact = np.stack([np.asarray(softmax_identity_covariance(c, A, 5.0)) for c in covs])
+    faster = np.stack([np.asarray(softmax_identity_covariance(c, A, 5.05)) for c in covs])
+    return to_line_evidence(exact, faster)
+
+
+@negative_control("pde-cone", "softmax_to_line_rank_one")
+def _to_line_ranks_of_the_initial_conditions():
+    # Sigma_0 on the grid has full rank: a flow that did not collapse.
+    covs = trace_one_covariances(3, 0.5)
+    ranks = np.asarray(jax.vmap(lambda c: limiting_rank(c))(jnp.asarray(covs)))
+    return outcome_evidence("rank one", predicted=1, measured=ranks, basis="counterfactual")
+
+
+@negative_control("pde-cone", "softmax_blowup_event_before_closed_form_time")
+def _events_after_the_closed_form_time():
+    return outcome_evidence(
+        "blow-up before t*",
+        predicted=True,
+        measured=np.array([True, False]),
+        basis="counterfactual",
+    )
+
+
+@negative_control("pde-cone", "l2_never_blows_up")
+def _softmax_outcomes_as_l2():
+    return outcome_evidence(
+        "L2 never blows up", predicted=False, measured=np.array([False, True]), basis="softmax"
+    )
+
+
+@negative_control("pde-cone", "softmax_to_zero_trace_decreases")
+def _trace_of_a_blowup():
+    return outcome_evidence(
+        "trace decreases", predicted=True, measured=np.array([False, False]), basis="blowup case"
+    )
+
+
+@negative_control("pde-cone", "softmax_two_lines_no_run_blows_up")
+def _two_lines_with_a_blowup():
+    return outcome_evidence(
+        "no blow-up", predicted=False, measured=np.array([True, False]), basis="counterfactual"
+    )
+
+
+@negative_control("pde-cone", "softmax_two_lines_off_axis_runs_converge")
+def _two_lines_undecided():
+    return outcome_evidence(
+        "converge", predicted=True, measured=np.array([True, False]), basis="counterfactual"
+    )
+
+
+@negative_control("pde-cone", "softmax_two_lines_matches_exact_solution")
+def _two_lines_solution_at_another_time():
+    covs = trace_one_covariances(3, 0.8)
+    exact = np.stack([two_lines_covariance(c, 5.0) for c in covs])
+    later = np.stack([two_lines_covariance(c, 5.1) for c in covs])
+    return two_lines_evidence(exact, later)
+
+
+@negative_control("pde-cone", "softmax_two_lines_limits_on_the_two_isotropic_lines")
+def _two_lines_distance_at_another_time():
+    covs = trace_one_covariances(5, 0.8)
+    c0 = covs[:, 0, 1]
+    off = np.abs(c0) > 1e-12
+    line = np.stack([np.zeros_like(c0), np.sign(c0)], -1)[off]
+    exact = np.stack([two_lines_covariance(c, 5.0) for c in covs])[off]
+    later = np.stack([two_lines_covariance(c, 5.1) for c in covs])[off]
+
+    def dist(cov):
+        return np.linalg.norm(disk_coordinates(cov) - line, axis=-1)
+
+    return line_distance_evidence(dist(later), dist(exact), np.trace(exact, axis1=1, axis2=2))
+
+
+@negative_control("pde-cone", "softmax_two_lines_both_lines_reached")
+def _one_line_only():
+    return outcome_evidence(
+        "both lines",
+        predicted=[-1.0, 1.0],
+        measured=_signs_reached([0.9, 0.8, 0.95]),
+        basis="counterfactual: every run on one line",
     )
 
 
@@ -211,17 +351,23 @@ def _either_checks(config, run, cases, out, outcome, soft, ts) -> None:
     n_blow, n_conv = int(np.sum(out_e == BLOWUP)), int(np.sum(out_e == CONVERGED))
     run.scalar("either_softmax_blowup_runs", n_blow)
     run.scalar("either_softmax_converged_runs", n_conv)
-    run.check(
+    run.evidence(
         "softmax_either_both_outcomes_occur",
-        expected="both",
-        measured="both" if n_blow and n_conv else f"blowup={n_blow}, converged={n_conv}",
+        outcome_evidence(
+            "either: some starts blow up, others converge",
+            predicted=[True, True],
+            measured=[n_blow > 0, n_conv > 0],
+            basis="outcome counts of the case's runs (blow-up, converged)",
+        ),
     )
-    run.check(
+    run.evidence(
         "softmax_either_every_run_decided",
-        expected=len(out_e),
-        tolerance=0.0,
-        measured=n_blow + n_conv,
-        note="each run blows up or converges by t1",
+        outcome_evidence(
+            "either: each run blows up or converges by t1",
+            predicted=True,
+            measured=(out_e == BLOWUP) | (out_e == CONVERGED),
+            basis="cone_outcome at t1",
+        ),
     )
     final = out["final_cov"][ci, soft]
     field = softmax_field(case)
@@ -229,4 +375,18 @@ def _either_checks(config, run, cases, out, outcome, soft, ts) -> None:
     converged = out_e == CONVERGED
     either_converged_checks(
         config, run, field, out["covs"][ci, soft][converged], final[converged], ts
+    )
+
+
+@negative_control("pde-cone", "softmax_either_both_outcomes_occur")
+def _either_with_one_outcome():
+    return outcome_evidence(
+        "both outcomes", predicted=[True, True], measured=[True, False], basis="counterfactual"
+    )
+
+
+@negative_control("pde-cone", "softmax_either_every_run_decided")
+def _either_with_an_undecided_run():
+    return outcome_evidence(
+        "decided", predicted=True, measured=np.array([True, False]), basis="counterfactual"
     )

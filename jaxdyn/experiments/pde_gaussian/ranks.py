@@ -21,20 +21,24 @@ import numpy as np
 
 from jaxdyn import Status, require_positive, status_code
 from jaxdyn.meanfield import (
-    PUBLISHED_DIMS,
-    RANK_ATTENTIONS,
-    RANK_CONSTRUCTIONS,
-    RANK_SIGMA0_NORMS,
     pad_rank_member,
-    paper_rank_inputs,
-    published_rank_attempts,
-    published_rank_settings,
     rank_member,
-    rank_panels,
 )
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 from jaxdyn.sweep import Grid
 
+from ._paper import (
+    PUBLISHED_DIMS,
+    RANK_ATTENTIONS,
+    RANK_CONSTRUCTIONS,
+    RANK_SIGMA0_NORMS,
+    paper_rank_inputs,
+    published_rank_settings,
+    rank_panels,
+)
+from ._published_euler import (
+    published_rank_attempts,
+)
 from ._ranks_report import rank_checks, rank_figures, rank_summary
 
 # Outcomes of a rank run: converged, diverged, or neither by the horizon (status successful).
