@@ -45,6 +45,7 @@ from ._cone_limits import (
     rank_one_angle_rate as rank_one_angle_rate,
 )
 from ._decisions import (
+    bounded_growth_evidence as bounded_growth_evidence,
     dissipation_evidence as dissipation_evidence,
     ensemble_mean_evidence as ensemble_mean_evidence,
     gradient_structure_evidence as gradient_structure_evidence,

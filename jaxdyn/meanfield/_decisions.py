@@ -17,6 +17,9 @@ from jaxtyping import ArrayLike
 from .._numerics import fit_line, fit_power_law
 from ..evidence import ErrorModel, Evidence, Verdict, at_least, at_most, estimate, within
 
+# measured numbers: arrays, scalars or (nested) sequences of them
+Numbers = ArrayLike | Sequence
+
 
 def _combine(claim: str, parts: Sequence[Evidence], prediction, measured, model, alternative):
     """One verdict from several tests of one claim: refuted if any refutes it, holds only if
@@ -34,8 +37,8 @@ def _combine(claim: str, parts: Sequence[Evidence], prediction, measured, model,
 
 def rate_evidence(
     claim: str,
-    n: ArrayLike,
-    errors: ArrayLike,
+    n: Numbers,
+    errors: Numbers,
     *,
     prediction: float = -0.5,
     alternatives: Sequence[float] = (0.0, -1.0),
@@ -85,8 +88,8 @@ def rate_evidence(
 
 def trend_evidence(
     claim: str,
-    x: ArrayLike,
-    y: ArrayLike,
+    x: Numbers,
+    y: Numbers,
     *,
     increasing: bool = True,
     confidence: float = 0.99,
@@ -113,10 +116,10 @@ def trend_evidence(
 
 def ensemble_mean_evidence(
     claim: str,
-    samples: ArrayLike,
+    samples: Numbers,
     *,
-    prediction: ArrayLike,
-    alternative: ArrayLike,
+    prediction: Numbers,
+    alternative: Numbers,
     confidence: float = 0.99,
 ) -> Evidence:
     """The mean of independent ensembles ``samples[r, ...]`` against ``prediction``, with the
@@ -170,9 +173,9 @@ def ensemble_mean_evidence(
 
 def monotone_evidence(
     claim: str,
-    series: ArrayLike,
+    series: Numbers,
     *,
-    error: float | ArrayLike,
+    error: float | Numbers,
     basis: str,
     increasing: bool = False,
 ) -> Evidence:
@@ -203,10 +206,10 @@ def monotone_evidence(
 
 def stability_bound_evidence(
     claim: str,
-    ratios: ArrayLike,
-    constants: ArrayLike,
+    ratios: Numbers,
+    constants: Numbers,
     *,
-    relative_error: float | ArrayLike,
+    relative_error: float | Numbers,
     basis: str,
 ) -> Evidence:
     """Measured stability ratios ``W_p(mu_t, nu_t) / W_p(mu_0, nu_0)`` never exceed the bound
@@ -219,8 +222,8 @@ def stability_bound_evidence(
 
 def dissipation_evidence(
     claim: str,
-    rate: float | ArrayLike,
-    speed_squared: float | ArrayLike,
+    rate: float | Numbers,
+    speed_squared: float | Numbers,
     *,
     relative_tolerance: float = 1e-9,
 ) -> Evidence:
@@ -238,7 +241,7 @@ def dissipation_evidence(
 
 
 def gradient_structure_evidence(
-    claim: str, jacobian: ArrayLike, *, relative_tolerance: float = 1e-9
+    claim: str, jacobian: Numbers, *, relative_tolerance: float = 1e-9
 ) -> Evidence:
     """A velocity field on the configuration space is the gradient of a function (in the metric
     it was twisted by) iff its Jacobian is symmetric: the relative asymmetry
@@ -251,3 +254,26 @@ def gradient_structure_evidence(
         relative_tolerance, basis="float64 round-off of a forward-mode Jacobian"
     )
     return within(claim, prediction=0.0, measured=asym, error_model=model)
+
+
+def bounded_growth_evidence(
+    claim: str,
+    growth: Numbers,
+    reached: Numbers,
+    *,
+    relative_error: float,
+    basis: str,
+) -> Evidence:
+    """A flow stays below a derived growth bound up to its horizon: ``growth`` is the measured
+    size over the bound (e.g. ``|Sigma(t)| / (|Sigma_0| e^{r t})``) at every save of every
+    draw, ``reached`` whether each draw's solve reached its horizon (no blow-up, no failure).
+
+    ``refuted`` when a draw stopped early (a blow-up) or exceeds the bound beyond
+    ``relative_error``; ``holds`` otherwise."""
+    g = np.asarray(growth, dtype=float)
+    ok = np.asarray(reached, dtype=bool)
+    model = ErrorModel.solver_tolerance(relative_error, basis=basis)
+    if not np.all(ok):
+        reason = f"{int(np.sum(~ok))} of {ok.size} draws did not reach their horizon"
+        return Evidence(claim, 1.0, g, model, Verdict.refuted, None, reason)
+    return at_most(claim, measured=float(np.nanmax(g)), limit=1.0, error_model=model)

@@ -16,14 +16,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import fit_power_law
+from jaxdyn import Status, fit_power_law
 from jaxdyn.evidence import ErrorModel, Verdict, within
 from jaxdyn.meanfield import (
     DriftedClosure,
     antithetic_gaussian_sample,
+    bounded_growth_evidence,
     bures_wasserstein,
     ensemble_mean_evidence,
     fixed_step_particles,
+    l2_growth_rate,
     meanfield_error,
     rate_evidence,
     simulate_gaussian,
@@ -48,8 +50,8 @@ class MeanFieldConfig(ExperimentConfig):
 
     d: int = 2
     variants: tuple[str, ...] = CLOSED_VARIANTS
-    n_values: tuple[int, ...] = (64, 256, 1024)
-    sinkhorn_n_values: tuple[int, ...] = (64, 128, 256)
+    n_values: tuple[int, ...] = (32, 128, 512, 2048)
+    sinkhorn_n_values: tuple[int, ...] = (32, 128, 512)
     systems: int = 16
     t1: float = 1.0
     steps: int = 20
@@ -59,6 +61,8 @@ class MeanFieldConfig(ExperimentConfig):
     closure_bias: float = 1e-3
     stability_n: int = 256
     stability_systems: int = 8
+    l2_draws: int = 16
+    l2_horizon: float = 3.0
 
     def validate(self) -> None:
         if self.d < 1:
@@ -84,11 +88,12 @@ class MeanFieldConfig(ExperimentConfig):
     @classmethod
     def quick(cls) -> dict:
         return {
-            "n_values": (64, 256),
+            "n_values": (32, 256),
             "sinkhorn_n_values": (32, 128),
             "systems": 8,
             "stability_n": 96,
             "stability_systems": 4,
+            "l2_draws": 8,
         }
 
 
@@ -160,6 +165,8 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
         field = make_field(variant, Q, K, V, sinkhorn_iterations=config.sinkhorn_iterations)
         sizes = config.sinkhorn_n_values if variant == "sinkhorn" else config.n_values
         result = _error_sweep(config, run, f"meanfield_{variant}", field, alpha0, cov0, sizes)
+        if variant == "sinkhorn":
+            _sinkhorn_mean_decoupled(config, run, result, alpha0, V)
         if variant == "linear":
             fit = _exact_closure_check(config, run, result, cov0)
         else:
@@ -177,6 +184,8 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
     axes[0, 0].set_ylabel("RMS BW at t1 (dotted: total, solid: dynamic)")
     axes[0, 0].legend(fontsize=6)
     _closure_probe(config, run, Q, K, V, alpha0, cov0, axes[0, 0])
+    if config.l2_draws:
+        _l2_bounded(config, run)
     _stability_ratio(config, run, Q, K, V, alpha0, cov0, axes[0, 1])
     run.save_figure(fig, "meanfield_error_and_stability")
 
@@ -213,6 +222,135 @@ def _closure_gap_of_softmax():
     # softmax's moments do not close on a non-Gaussian sample: its moment gap at these sizes
     # is ~1e-3 (the dynamic error of the rate check)
     return _linear_closure_evidence(1e-3, 1.2)
+
+
+MEAN_DECOUPLED = (
+    "Sinkhorn's mean evolves by d alpha/dt = V alpha whatever the covariance and the measure "
+    "(both marginals of the coupling are mu)"
+)
+
+
+def _rk4_linear_bound(V, t1, steps, size):
+    """Global error bound of RK4 on ``dm/dt = V m``: per step the remainder of the exponential
+    series after degree 4, ``(h|V|)^5 / 120 e^{h|V|}``, carried by ``e^{|V| t}``."""
+    v, h = float(np.linalg.norm(V, 2)), t1 / steps
+    return steps * (h * v) ** 5 / 120 * np.exp(h * v) * np.exp(v * t1) * size
+
+
+def _mean_decoupling_evidence(gap, bound):
+    return within(
+        MEAN_DECOUPLED,
+        prediction=0.0,
+        measured=gap,
+        error_model=ErrorModel.bound(
+            bound,
+            basis="RK4 remainder bound on the linear mean ODE plus 1e-9 |alpha_0| (the Gaussian "
+            "solve at rtol 1e-10; the Sinkhorn column marginals at convergence)",
+        ),
+    )
+
+
+@negative_control("pde-meanfield", "sinkhorn_mean_decoupled_from_covariance")
+def _softmax_mean_is_coupled():
+    # softmax: the particle mean moves by V mean_i E_{p_i}[y], not V mean: the gap after one
+    # Euler step of 0.05 from a skewed cloud
+    x = np.array([[0.0, 0.0], [1.0, 0.2], [2.5, -0.4], [0.3, 1.1]])
+    field = make_field("softmax", np.eye(2), np.eye(2), np.eye(2))
+    v = np.asarray(field.velocity(x, x))
+    gap = 0.05 * float(np.linalg.norm(v.mean(0) - x.mean(0)))
+    return _mean_decoupling_evidence(gap, _rk4_linear_bound(np.eye(2), 0.05, 1, 1.0) + 1e-9)
+
+
+def _sinkhorn_mean_decoupled(config, run, result, alpha0, V):
+    """The particles' mean against ``exp(t V) m_0``: the Sinkhorn Gaussian ODE's mean, which
+    is exact for every measure (the column marginal of the coupling is ``mu``)."""
+    ok = result.ok()
+    gap = float(np.max(np.linalg.norm(result.outputs["mean_gap"][ok], axis=-1)))
+    size = float(np.linalg.norm(alpha0))
+    bound = _rk4_linear_bound(V, config.t1, config.steps, size) + 1e-9 * size
+    run.evidence(
+        "sinkhorn_mean_decoupled_from_covariance",
+        _mean_decoupling_evidence(gap, bound),
+        note="max over members of |m_t - exp(t V) m_0| for the particles' mean m",
+    )
+
+
+L2_BOUNDED = "L2 attention never blows up: |Sigma(t)| <= |Sigma_0| exp(r t), r = 2|V||A|/lmin(K^TK)"
+
+
+def _l2_bounded_evidence(growth, reached):
+    return bounded_growth_evidence(
+        L2_BOUNDED,
+        growth,
+        reached,
+        relative_error=1e-6,
+        basis="rtol 1e-8 Gaussian solves: global error below 100 rtol",
+    )
+
+
+@negative_control("pde-meanfield", "l2_bounded_for_random_v")
+def _softmax_growth_past_its_blowup():
+    # the same decision on softmax draws past their blow-up: solves stop early
+    return _l2_bounded_evidence([0.2, 0.5, np.inf], [True, True, False])
+
+
+def _l2_bounded(config, run):
+    """Random ``Q, K, V`` (``V`` general: non-symmetric, indefinite), ``Sigma_0`` random; the
+    horizon is ``l2_horizon`` times the softmax Gaussian's blow-up time with the same weights
+    (draws where softmax does not blow up by ``t = 50`` use ``t = 50``)."""
+    d = config.d
+    rng = np.random.default_rng(config.seed + 23)
+    Qs = rng.standard_normal((config.l2_draws, d, d))
+    Ks = rng.standard_normal((config.l2_draws, d, d))
+    Vs = rng.standard_normal((config.l2_draws, d, d))
+    G = rng.standard_normal((config.l2_draws, d, d))
+    covs = G @ np.transpose(G, (0, 2, 1)) / d + 0.1 * np.eye(d)
+    mean = np.zeros(d)
+    saves = 9
+
+    def softmax_stop(Q, K, V, cov):
+        sol = simulate_gaussian(make_field("softmax", Q, K, V), mean, cov, 50.0, max_steps=16384)
+        return sol.t_final
+
+    t_soft = np.asarray(jax.jit(jax.vmap(softmax_stop))(Qs, Ks, Vs, covs))
+    horizons = config.l2_horizon * np.minimum(t_soft, 50.0)
+
+    def l2_growth(Q, K, V, cov, T):
+        field = make_field("l2", Q, K, V)
+        ts = jnp.linspace(0.0, T, saves)
+        sol = simulate_gaussian(
+            field,
+            mean,
+            cov,
+            T,
+            ts=ts,
+            rtol=1e-8,
+            atol=1e-12,
+            max_steps=16384,
+            blowup_trace=jnp.inf,
+        )
+        size = jnp.linalg.norm(sol.covs, ord=2, axis=(1, 2))
+        return size, sol.status == Status.successful
+
+    sizes, reached = map(np.asarray, jax.jit(jax.vmap(l2_growth))(Qs, Ks, Vs, covs, horizons))
+    rates = np.array(
+        [
+            l2_growth_rate(np.asarray(make_field("l2", Q, K, V).A()), K, V)
+            for Q, K, V in zip(Qs, Ks, Vs, strict=True)
+        ]
+    )
+    ts = np.linspace(0.0, 1.0, saves)[None, :] * horizons[:, None]
+    with np.errstate(over="ignore"):
+        growth = sizes[:, 1:] / (sizes[:, :1] * np.exp(rates[:, None] * ts[:, 1:]))
+    run.report("l2_horizon_over_softmax_stop", measured=horizons / np.minimum(t_soft, 50.0))
+    run.report("softmax_stop_times", measured=t_soft)
+    run.report("l2_largest_growth_fraction_of_bound", measured=float(np.max(growth)))
+    run.evidence(
+        "l2_bounded_for_random_v",
+        _l2_bounded_evidence(growth, reached),
+        note=f"{config.l2_draws} random draws (Q, K, V standard normal, d = {d}), horizon "
+        f"{config.l2_horizon:g} x the softmax stop time",
+    )
 
 
 def _rms_by_n(result, key):
