@@ -70,6 +70,8 @@ def test_stability_and_trend_decisions():
         stability_bound_evidence("s", [1.5], [1.0], relative_error=1e-6, basis="").verdict
         is Verdict.refuted
     )
+    infinite = stability_bound_evidence("s", [0.5], [np.inf], relative_error=1e-6, basis="")
+    assert infinite.verdict is Verdict.inconclusive
     x = np.repeat(np.arange(5.0), 4)
     rng = np.random.default_rng(2)
     assert trend_evidence("t", x, 2 * x + 0.1 * rng.standard_normal(x.size)).holds

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -47,7 +48,7 @@ class StabilityConfig(ExperimentConfig):
     n: int = 48
     clouds: int = 4
     radius0: float = 1.0
-    weight_scale: float = 0.5
+    weight_scale: float = 0.15
     weight_seed: int = 3
     t1: float = 1.0
     saves: int = 6
@@ -173,7 +174,12 @@ def _stability_constants(config, run, ax):
     coarse, fine = flows(config.steps), flows(2 * config.steps)
 
     def top_direction(x):
-        J = jax.jacfwd(lambda y: fixed_step_particles(field, y, config.t1, config.steps).final_x)(x)
+        def flow(y):
+            return fixed_step_particles(
+                field, y, config.t1, config.steps, adjoint=diffrax.ForwardMode()
+            ).final_x
+
+        J = jax.jacfwd(flow)(x)
         J = J.reshape(x.size, x.size)
         _, svals, vt = jnp.linalg.svd(J)
         return svals[0], vt[0].reshape(x.shape)
