@@ -6,7 +6,6 @@ from ._analysis import (
     empirical_mean_cov as empirical_mean_cov,
     optimal_assignment as optimal_assignment,
     sliced_wasserstein as sliced_wasserstein,
-    sqrtm_psd as sqrtm_psd,
     stability_ratio as stability_ratio,
     wasserstein2_exact as wasserstein2_exact,
 )
