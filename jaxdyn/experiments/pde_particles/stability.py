@@ -141,6 +141,12 @@ def _w1_ratios_above_one():
     return _bound_evidence(1, [1.05, 1.2], [1.0, 1.0], 1e-8)
 
 
+@negative_control("pde-stability", "local_stability_constant_below_bound")
+def _local_constant_above_the_bound():
+    # |dx_t/dx_0| / C(t) = 1.6: a flow that stretches more than the estimate allows
+    return _bound_evidence(2, 1.6, 1.0, 1e-9)
+
+
 def _candidate_clouds(key, config):
     """Initial clouds in the ball of radius ``radius0``: uniform, on the sphere, and two
     clusters at ``+-radius0`` along the first axis (the configurations that stretch most)."""
