@@ -9,6 +9,7 @@ theorem at the event) and is checked against central finite differences at two s
     python examples/pde_clustering_time.py        (about a minute on 2 CPU cores)
 """
 
+import diffrax
 import jax
 
 jax.config.update("jax_enable_x64", True)
@@ -27,8 +28,7 @@ def clustering_time(beta, x0, radius=0.1, t1=200.0, rtol=1e-10):
         sphere_softmax(beta, x0.shape[1]),
         x0,
         t1,
-        rtol=rtol,
-        atol=rtol,
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=rtol),
         events={"one_cluster": single_cluster_condition(radius)},
     )
     return sol.t_event

@@ -1,6 +1,7 @@
 """The velocity-field hierarchy: user fields through every simulator and wrapper, capabilities
 as types, causal masking against a brute-force loop, time switching against staged solves."""
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -98,7 +99,9 @@ def test_user_field_runs_through_simulators_masked_and_the_sweep_engine():
     spread = result.reshaped("spread").mean(axis=1)
     assert spread[0] < spread[1] < spread[2]  # stronger repulsion spreads the cloud further
     # the same user field, unmasked, through the adaptive and the fixed-step simulators
-    sol = simulate_particles(Repulsion(0.7), x0, 0.5, rtol=1e-10, atol=1e-12)
+    sol = simulate_particles(
+        Repulsion(0.7), x0, 0.5, stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12)
+    )
     fixed = fixed_step_particles(Repulsion(0.7), x0, 0.5, 100)
     assert bool(sol.status == Status.successful)
     np.testing.assert_allclose(sol.final_x, fixed.final_x, rtol=1e-8, atol=1e-10)

@@ -5,6 +5,7 @@ With ``Gamma_mu(x) = M x``, ``M = (1/n) sum_j y_j y_j^T``, the second moment obe
 ``x_i(t) = (I - 2 t M_0)^{-1/2} x_i(0)``: finite-time blow-up at ``t* = 1 / (2 lambda_max(M_0))``.
 """
 
+import diffrax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -32,7 +33,13 @@ def test_particles_follow_the_exact_linear_attention_solution():
     att, x0, M0 = _setup()
     t_star = 1 / (2 * np.linalg.eigvalsh(M0)[-1])
     ts = jnp.linspace(0.0, 0.8 * t_star, 5)
-    sol = simulate_particles(att, jnp.asarray(x0), 0.8 * t_star, ts=ts, rtol=1e-11, atol=1e-12)
+    sol = simulate_particles(
+        att,
+        jnp.asarray(x0),
+        0.8 * t_star,
+        ts=ts,
+        stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-12),
+    )
     assert bool(sol.status == Status.successful)
     for k, t in enumerate(np.asarray(ts)):
         np.testing.assert_allclose(sol.xs[k], _exact(x0, M0, t), rtol=1e-8, atol=1e-10)
@@ -42,8 +49,7 @@ def test_particles_follow_the_exact_linear_attention_solution():
         jnp.asarray(x0),
         0.8 * t_star,
         ts=ts,
-        rtol=1e-11,
-        atol=1e-12,
+        stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-12),
         save_fn=lambda t, x: jnp.mean(x**2),
     )
     np.testing.assert_allclose(stats.xs, np.mean(np.asarray(sol.xs) ** 2, axis=(1, 2)), rtol=1e-8)
@@ -54,7 +60,12 @@ def test_particle_blowup_event_located_at_the_exact_norm_crossing():
     t_star = 1 / (2 * np.linalg.eigvalsh(M0)[-1])
     R = 1e3
     sol = simulate_particles(
-        att, jnp.asarray(x0), 2 * t_star, blowup_norm=R, rtol=1e-12, atol=1e-12, max_steps=100000
+        att,
+        jnp.asarray(x0),
+        2 * t_star,
+        blowup_norm=R,
+        stepsize_controller=diffrax.PIDController(rtol=1e-12, atol=1e-12),
+        max_steps=100000,
     )
     assert bool(sol.status == Status.blowup)
     crossing = scipy.optimize.brentq(
@@ -68,5 +79,7 @@ def test_particle_blowup_event_located_at_the_exact_norm_crossing():
 def test_fixed_step_particles_converge_to_adaptive():
     att, x0, M0 = _setup()
     t1 = 0.5 / (2 * np.linalg.eigvalsh(M0)[-1])
-    fixed = simulate_particles(att, jnp.asarray(x0), t1, adaptive=False, dt0=t1 / 200)
+    fixed = simulate_particles(
+        att, jnp.asarray(x0), t1, stepsize_controller=diffrax.ConstantStepSize(), dt0=t1 / 200
+    )
     np.testing.assert_allclose(fixed.final_x, _exact(x0, M0, t1), rtol=1e-7)

@@ -1,6 +1,7 @@
 """User events of simulate_particles: exact event times, which event fired, and the derivative
 of a clustering time with respect to beta against finite differences."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,8 +42,7 @@ def test_user_event_time_matches_the_exact_crossing():
         att,
         x0,
         t_star,
-        rtol=1e-11,
-        atol=1e-12,
+        stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-12),
         events={"spread": lambda t, x: jnp.mean(jnp.sum(x**2, -1)) / level - 1.0},
     )
     assert bool(sol.status == Status.event_occurred)
@@ -59,7 +59,13 @@ def test_the_first_of_several_events_stops_the_solve_and_is_named():
         "early": lambda t, x: t - 0.3 * t_star,
         "late": lambda t, x: t - 0.6 * t_star,
     }
-    sol = simulate_particles(att, x0, 2 * t_star, rtol=1e-10, atol=1e-12, events=events)
+    sol = simulate_particles(
+        att,
+        x0,
+        2 * t_star,
+        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
+        events=events,
+    )
     assert bool(sol.events["early"]) and not bool(sol.events["late"])
     np.testing.assert_allclose(float(sol.t_event), 0.3 * t_star, rtol=1e-12)
     # the blow-up comes before a user event set after t*: status blowup, no user event fired
@@ -84,8 +90,7 @@ def test_clustering_time_derivative_matches_finite_differences():
             sphere_softmax(beta, 2),
             x0,
             100.0,
-            rtol=rtol,
-            atol=rtol,
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=rtol),
             events={"one_cluster": single_cluster_condition(radius)},
         )
         return sol.t_event

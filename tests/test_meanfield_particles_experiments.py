@@ -52,13 +52,54 @@ def test_default_and_quick_configs_validate():
         cls(**cls.quick()).validate()
 
 
+# Verdicts at --quick that the measurement decides (the claim holds, or is a documented
+# finding); checks left out here may be inconclusive at quick size (docs/transformer_pde.md).
+QUICK_VERDICTS = {
+    "pde-meanfield": {
+        "linear_closure_exact_for_every_sample": "holds",
+        "sinkhorn_mean_decoupled_from_covariance": "holds",
+        "l2_bounded_for_random_v": "holds",
+    },
+    "pde-particles": {"smallest_beta_reaches_one_cluster": "holds"},
+    "pde-energy": {
+        "energy_decreases_when_AV_negative": "holds",
+        "energy_increases_when_AV_positive": "holds",
+        "particle_energy_tracks_gaussian_closed_form": "holds",
+        "gaussian_geodesic_second_variation_negative": "holds",
+        "sinkhorn_rhs_equals_bw_gradient_of_half_ot": "holds",
+        "half_ot_decreases_along_sinkhorn_flow": "holds",
+    },
+    "pde-stability": {
+        "stability_bound_w2": "holds",
+        "stability_bound_w1": "holds",
+        "local_stability_constant_below_bound": "holds",
+        "softmax_lipschitz_constants_below_bounds": "holds",
+    },
+    "pde-causal": {},
+    "pde-sigmoid": {"sigmoid_energy_rate_identity": "holds"},
+    "pde-twisted": {
+        "energy_rate_equals_twisted_metric_speed": "holds",
+        "normalised_energy_rate_equals_weighted_speed": "holds",
+        "normalised_softmax_gradient_in_d_AV": "refuted",
+        "normalised_softmax_gradient_in_weighted_metric": "holds",
+    },
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", EXPERIMENTS)
-def test_quick_run_passes_every_theory_check(name, tmp_path):
+def test_quick_run_classifies_every_check(name, tmp_path):
     out = tmp_path / name
     assert main(["run", name, "--quick", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "complete"
-    failed = [c["name"] for c in summary["checks"] if not c["passed"]]
-    assert not failed, failed
+    counts = summary["counts"]
+    assert counts["unclassified"] == 0
+    assert counts["consistency_failed"] == 0, [
+        c["name"] for c in summary["checks"] if c["kind"] == "consistency" and not c["passed"]
+    ]
+    assert counts["without_negative_control"] == 0
+    verdicts = {c["name"]: c["verdict"] for c in summary["checks"] if c["kind"] == "evidence"}
+    for check, verdict in QUICK_VERDICTS[name].items():
+        assert verdicts[check] == verdict, (check, verdicts[check])
     assert summary["figures"]

@@ -6,7 +6,6 @@ from ._analysis import (
     empirical_mean_cov as empirical_mean_cov,
     optimal_assignment as optimal_assignment,
     sliced_wasserstein as sliced_wasserstein,
-    sqrtm_psd as sqrtm_psd,
     stability_ratio as stability_ratio,
     wasserstein2_exact as wasserstein2_exact,
 )
@@ -46,6 +45,16 @@ from ._cone_limits import (
     rank_one_angle_flow as rank_one_angle_flow,
     rank_one_angle_rate as rank_one_angle_rate,
 )
+from ._decisions import (
+    bounded_growth_evidence as bounded_growth_evidence,
+    dissipation_evidence as dissipation_evidence,
+    ensemble_mean_evidence as ensemble_mean_evidence,
+    gradient_structure_evidence as gradient_structure_evidence,
+    monotone_evidence as monotone_evidence,
+    rate_evidence as rate_evidence,
+    stability_bound_evidence as stability_bound_evidence,
+    trend_evidence as trend_evidence,
+)
 from ._design import (
     BlowupDesign as BlowupDesign,
     delay_blowup as delay_blowup,
@@ -84,9 +93,12 @@ from ._gaussian_evidence import (
 from ._gradient_flow import (
     Exponential as Exponential,
     sigmoid_energy as sigmoid_energy,
+    softmax_normaliser as softmax_normaliser,
+    twisted_force_jacobian as twisted_force_jacobian,
     twisted_metric as twisted_metric,
     twisted_speed_squared as twisted_speed_squared,
     twisted_wasserstein as twisted_wasserstein,
+    weighted_twisted_speed_squared as weighted_twisted_speed_squared,
 )
 from ._heads import (
     L2 as L2,

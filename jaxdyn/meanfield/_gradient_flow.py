@@ -20,6 +20,8 @@ scaled by ``n / beta``: ``dE/dt = (beta / n) sum_i |dx_i/dt|^2 >= 0`` (:func:`si
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -27,7 +29,14 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._analysis import wasserstein2_exact
-from ._fields import AbstractDotProductHead, AbstractKernelHead, Weight, as_weight, weight_at
+from ._fields import (
+    AbstractDotProductHead,
+    AbstractKernelHead,
+    AbstractVelocityField,
+    Weight,
+    as_weight,
+    weight_at,
+)
 from ._heads import Sigmoid
 
 
@@ -103,3 +112,64 @@ def sigmoid_energy(field: Sigmoid, tokens: Float[ArrayLike, "n d"]) -> Float[Arr
     projected on the sphere or not, satisfies ``dE/dt = (beta/n) sum_i |dx_i/dt|^2``."""
     x = jnp.asarray(tokens)
     return 0.5 * jnp.mean(jax.nn.softplus(field.scores(x, x) + field.bias))
+
+
+def twisted_force_jacobian(
+    field: AbstractVelocityField,
+    tokens: Float[ArrayLike, "n d"],
+    metric: Float[ArrayLike, "d d"],
+    *,
+    weight_fn: Callable[[Float[Array, "n d"]], Float[Array, " n"]] | None = None,
+    t: float = 0.0,
+) -> Float[Array, "nd nd"]:
+    """Jacobian of the configuration map ``x -> (w_i(x) M^{-1} Gamma_mu(x_i))_i`` (flattened),
+    ``mu`` the empirical measure of ``x`` and ``w_i = weight_fn(x)_i`` (``1`` when ``None``).
+
+    The particle flow ``dx_i/dt = Gamma(x_i)`` is a gradient flow ``w_i M^{-1} dx_i/dt =
+    n d G / dx_i`` of some function ``G`` of the configuration, in the metric ``w_i M^{-1}``,
+    iff this Jacobian is symmetric (it is then ``n`` times the Hessian of ``G``). For the
+    unnormalised softmax (:class:`Exponential`, symmetric ``A``, ``M = V A^{-1}`` symmetric)
+    it is symmetric with ``w = 1``; for the normalised softmax it is symmetric with
+    ``w_i = (k * mu)(x_i)``, the softmax normaliser (:func:`softmax_normaliser`).
+    """
+    x = jnp.asarray(tokens)
+    M_inv = jnp.linalg.inv(jnp.asarray(metric, x.dtype))
+
+    def force(flat):
+        y = flat.reshape(x.shape)
+        f = field.velocity(y, y, t=t) @ M_inv.T
+        if weight_fn is not None:
+            f = weight_fn(y)[:, None] * f
+        return f.ravel()
+
+    return jax.jacfwd(force)(x.ravel())
+
+
+def softmax_normaliser(
+    field: AbstractDotProductHead, tokens: Float[ArrayLike, "n d"], *, t: float = 0.0
+) -> Float[Array, " n"]:
+    """``(k * mu)(x_i) = (1/n) sum_j exp(x_j^T A x_i)``: the softmax normaliser at each token.
+
+    The normalised softmax velocity is the unnormalised one divided by it, so the normalised
+    flow dissipates ``E(mu) = 1/2 int int exp(x^T A y) dmu dmu`` at the *weighted* twisted speed
+    ``int (k * mu)(x) Gamma^T M^{-1} Gamma dmu`` (:func:`weighted_twisted_speed_squared`).
+    """
+    x = jnp.asarray(tokens)
+    return jnp.mean(jnp.exp(field.scores(x, x, t=t)), axis=1)
+
+
+def weighted_twisted_speed_squared(
+    field: AbstractDotProductHead,
+    tokens: Float[ArrayLike, "n d"],
+    metric: Float[ArrayLike, "d d"],
+    *,
+    weights: Float[ArrayLike, " n"] | None = None,
+    t: float = 0.0,
+) -> Float[Array, ""]:
+    """``(1/n) sum_i w_i Gamma_i^T M^{-1} Gamma_i`` (signed ``M``; ``w = 1`` when ``None``):
+    the squared speed of the particle flow in the metric ``w M^{-1}``."""
+    x = jnp.asarray(tokens)
+    M_inv = jnp.linalg.inv(jnp.asarray(metric, x.dtype))
+    v = field.velocity(x, x, t=t)
+    w = jnp.ones(x.shape[0], x.dtype) if weights is None else jnp.asarray(weights, x.dtype)
+    return jnp.mean(w * jnp.einsum("ni,ij,nj->n", v, M_inv, v))

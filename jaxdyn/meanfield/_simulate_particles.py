@@ -24,11 +24,13 @@ from jaxdyn._status import Status, mark_nonfinite
 from ._fields import AbstractVelocityField
 from ._solve_common import (
     _check_times,
-    _controller,
     _root_finder,
     check_events,
     requested_and_final_saveat,
 )
+
+_DEFAULT_SOLVER = diffrax.Tsit5()
+_DEFAULT_CONTROLLER = diffrax.PIDController(rtol=1e-6, atol=1e-8)
 
 ParticleCondition = Callable[[Float[Array, ""], Float[Array, "n d"]], Float[Array, ""]]
 
@@ -64,11 +66,9 @@ def simulate_particles(
     t1: Float[ArrayLike, ""],
     *,
     ts: Float[ArrayLike, " s"] | None = None,
-    adaptive: bool = True,
+    solver: diffrax.AbstractSolver = _DEFAULT_SOLVER,
+    stepsize_controller: diffrax.AbstractStepSizeController = _DEFAULT_CONTROLLER,
     dt0: Float[ArrayLike, ""] | None = None,
-    solver: diffrax.AbstractSolver | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-8,
     max_steps: int = 4096,
     blowup_norm: Float[ArrayLike, ""] = 1e6,
     events: Mapping[str, ParticleCondition] | None = None,
@@ -85,11 +85,14 @@ def simulate_particles(
         x0: initial particles ``(n, d)``.
         t1: final time (depth).
         ts: save times (default: ``t1`` only).
-        adaptive: adaptive steps (PID controller) or fixed steps ``dt0``.
-        dt0: initial (or fixed) step.
-        solver: a diffrax solver (default ``Tsit5``).
-        rtol: relative tolerance of the adaptive controller.
-        atol: absolute tolerance of the adaptive controller.
+        solver: a diffrax solver (default ``Tsit5``; its error estimate drives an adaptive
+            controller).
+        stepsize_controller: a diffrax step-size controller, e.g.
+            ``diffrax.PIDController(rtol=1e-10, atol=1e-12)`` (the default has ``rtol=1e-6,
+            atol=1e-8``; tolerances may be traced) or ``diffrax.ConstantStepSize()`` with
+            ``dt0``.
+        dt0: initial step (``None``: chosen by the controller); the step of a constant
+            controller.
         max_steps: step budget (status ``max_steps_reached`` when exhausted).
         blowup_norm: ``max_i |x_i|`` at which the blow-up event fires.
         events: named user events, ``condition(t, x)`` negative before the event and crossing
@@ -116,16 +119,17 @@ def simulate_particles(
     def merged_condition(t, y, args, **kwargs):  # diffrax passes t, y, args by keyword
         return jnp.max(jnp.stack(list(conditions(t, y).values())))
 
-    controller, dt0 = _controller(adaptive, rtol, atol, dt0, 0.0, t1, name)
+    if isinstance(stepsize_controller, diffrax.ConstantStepSize) and dt0 is None:
+        raise ValueError(f"{name}: a ConstantStepSize controller needs the step dt0")
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(lambda t, x, args: field.velocity(x, x, t=t)),
-        solver if solver is not None else diffrax.Tsit5(),
+        solver,
         t0=jnp.zeros((), dtype),
         t1=t1,
         dt0=dt0,
         y0=x0.astype(dtype),
         saveat=requested_and_final_saveat(ts, save_fn, dtype),
-        stepsize_controller=controller,
+        stepsize_controller=stepsize_controller,
         event=diffrax.Event(merged_condition, root_finder=_root_finder(), direction=True),
         max_steps=max_steps,
         throw=False,

@@ -1,28 +1,11 @@
-"""Particle estimates of mean-field energies as V-statistics, with the gap to the mean-field
-value each is allowed: 4 standard errors (Hajek projection: ``SE = 2 sd_i(h_i) / sqrt(n)``,
-``h_i`` the mean over ``j`` of the symmetrised pairwise term) plus the diagonal bias
-``|mean_i k_ii - mean_ij k_ij| / n``."""
+"""The second variation of the interaction energy as a V-statistic of particles, with the gap to
+the mean-field value it is allowed: 4 standard errors (Hajek projection: ``SE = 2 sd_i(h_i) /
+sqrt(n)``, ``h_i`` the mean over ``j`` of the symmetrised pairwise term) plus the diagonal
+bias ``|mean_i k_ii - mean_ij k_ij| / n``."""
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
-
-from jaxdyn.meanfield import interaction_energy
-
-
-def energy_and_allowed_gap(att, x):
-    """The particle energy ``E_n = 1/(2 n^2) sum_ij exp(x_j^T A x_i)`` and the gap to the
-    mean-field energy it is allowed: 4 standard errors of the V-statistic (Hajek projection,
-    ``SE = 2 sd_i(h_i) / sqrt(n)``, ``h_i`` the mean over ``j`` of the symmetrised kernel) plus
-    its diagonal bias ``|mean_i k(x_i, x_i) - E_n| / n``."""
-    n = x.shape[0]
-    kernel = 0.5 * jnp.exp(x @ att.A().T @ x.T)
-    energy = interaction_energy(att, x)
-    h = 0.5 * (kernel.mean(0) + kernel.mean(1))
-    standard_error = 2 * jnp.std(h, ddof=1) / jnp.sqrt(n)
-    bias = jnp.abs(jnp.mean(jnp.diag(kernel)) - energy) / n
-    return energy, 4 * standard_error + bias
 
 
 def second_variation_and_allowed_gap(A, x0, x1, s):

@@ -16,18 +16,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import fit_power_law
+from jaxdyn import Status, fit_power_law
+from jaxdyn.evidence import ErrorModel, Verdict, within
 from jaxdyn.meanfield import (
     DriftedClosure,
+    Softmax,
     antithetic_gaussian_sample,
+    blowup_time,
+    bounded_growth_evidence,
     bures_wasserstein,
+    empirical_mean_cov,
+    ensemble_mean_evidence,
     fixed_step_particles,
+    l2_growth_rate,
     meanfield_error,
+    rate_evidence,
     simulate_gaussian,
+    softmax_identity_covariance,
     wasserstein2_exact,
 )
 from jaxdyn.plotting import new_figure, note_excluded
-from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
+from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
 
 from ._common import CLOSED_VARIANTS, check_variants, initial_gaussian, make_field, random_weights
@@ -45,8 +54,8 @@ class MeanFieldConfig(ExperimentConfig):
 
     d: int = 2
     variants: tuple[str, ...] = CLOSED_VARIANTS
-    n_values: tuple[int, ...] = (64, 256, 1024)
-    sinkhorn_n_values: tuple[int, ...] = (64, 128, 256)
+    n_values: tuple[int, ...] = (32, 128, 512, 2048)
+    sinkhorn_n_values: tuple[int, ...] = (32, 128, 512)
     systems: int = 16
     t1: float = 1.0
     steps: int = 20
@@ -56,6 +65,12 @@ class MeanFieldConfig(ExperimentConfig):
     closure_bias: float = 1e-3
     stability_n: int = 256
     stability_systems: int = 8
+    l2_draws: int = 16
+    l2_horizon: float = 3.0
+    near_n_values: tuple[int, ...] = (64, 256, 1024, 4096)
+    near_fractions: tuple[float, ...] = (0.25, 0.5, 0.75, 0.9, 0.95)
+    near_systems: int = 8
+    near_steps: int = 200
 
     def validate(self) -> None:
         if self.d < 1:
@@ -75,17 +90,29 @@ class MeanFieldConfig(ExperimentConfig):
             raise ConfigError(f"sinkhorn_iterations must be >= 1, got {self.sinkhorn_iterations}")
         if not self.closure_bias > 0 or not self.weight_scale > 0:
             raise ConfigError("closure_bias and weight_scale must be positive")
+        near = self.near_n_values
+        if near and (any(n < 2 or n % 2 or max(near) % n for n in near) or len(near) < 2):
+            raise ConfigError(f"near_n_values: >= 2 even sizes dividing the largest, got {near}")
+        fr = self.near_fractions
+        if near and (not fr or list(fr) != sorted(fr) or not 0 < fr[0] <= fr[-1] < 1):
+            raise ConfigError(f"near_fractions must increase within (0, 1), got {fr}")
+        if near and (self.near_systems < 2 or self.near_steps < 1):
+            raise ConfigError("near_systems must be >= 2 and near_steps >= 1")
         if self.stability_n < 4:
             raise ConfigError(f"stability_n must be >= 4, got {self.stability_n}")
 
     @classmethod
     def quick(cls) -> dict:
         return {
-            "n_values": (64, 256),
+            "n_values": (32, 256),
             "sinkhorn_n_values": (32, 128),
             "systems": 8,
             "stability_n": 96,
             "stability_systems": 4,
+            "l2_draws": 8,
+            "near_n_values": (64, 256),
+            "near_systems": 4,
+            "near_steps": 100,
         }
 
 
@@ -114,18 +141,34 @@ def _error_sweep(config, run, name, field, alpha0, cov0, n_values=None):
     return run.sweep(name, member, grid)
 
 
+RATE_CLAIM = "the particles' dynamic error decays like n^-1/2 (mean-field limit)"
+
+
+def _rate_evidence(result):
+    ok = result.ok()
+    return rate_evidence(RATE_CLAIM, result.params["n"][ok], result.outputs["dynamic"][ok])
+
+
 def _rate_check(run, name, result, note):
     ok = result.ok()
-    n = result.params["n"][ok]
-    fit = fit_power_law(n, result.outputs["dynamic"][ok])
-    run.check(
-        name,
-        expected=-0.5,
-        measured=fit.slope,
-        tolerance=max(fit.ci_high - fit.slope, fit.slope - fit.ci_low),
-        note=f"{note}; 95% CI [{fit.ci_low:.3f}, {fit.ci_high:.3f}] over {fit.n} runs",
-    )
-    return fit
+    run.evidence(name, _rate_evidence(result), note=note)
+    return fit_power_law(result.params["n"][ok], result.outputs["dynamic"][ok])
+
+
+def _synthetic_errors(n_values, systems, rate, floor, seed):
+    """Errors ``c n^rate + floor`` with the log-normal scatter of the measured dynamic errors
+    (log standard deviation 0.5): the counterfactuals of the rate check."""
+    rng = np.random.default_rng(seed)
+    n = np.repeat(np.asarray(n_values, dtype=float), systems)
+    return n, (0.05 * n**rate + floor) * np.exp(0.5 * rng.standard_normal(n.size))
+
+
+@negative_control("pde-meanfield", "dynamic_error_rate")
+def _rate_of_a_biased_closure():
+    # a closure converging to another limit: the error stops decaying at a floor of 3e-3
+    # (the measured dynamic errors are ~1e-3..1e-2 at these n)
+    n, err = _synthetic_errors((32, 64, 128, 256), 16, -0.5, 3e-3, seed=0)
+    return rate_evidence(RATE_CLAIM, n, err)
 
 
 @register_experiment(
@@ -141,10 +184,14 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
         field = make_field(variant, Q, K, V, sinkhorn_iterations=config.sinkhorn_iterations)
         sizes = config.sinkhorn_n_values if variant == "sinkhorn" else config.n_values
         result = _error_sweep(config, run, f"meanfield_{variant}", field, alpha0, cov0, sizes)
+        if variant == "sinkhorn":
+            _sinkhorn_mean_decoupled(config, run, result, alpha0, V)
         if variant == "linear":
             fit = _exact_closure_check(config, run, result, cov0)
         else:
-            fit = _rate_check(run, f"{variant}_dynamic_error_rate", result, "log BW vs log n")
+            fit = _rate_check(
+                run, f"dynamic_error_rate[{variant}]", result, f"{variant}: log BW vs log n"
+            )
         rms = {k: _rms_by_n(result, k) for k in ("initial", "total", "dynamic")}
         for k, values in rms.items():
             run.scalar(f"{variant}_{k}_error_at_n_max", float(values[-1]))
@@ -156,6 +203,10 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
     axes[0, 0].set_ylabel("RMS BW at t1 (dotted: total, solid: dynamic)")
     axes[0, 0].legend(fontsize=6)
     _closure_probe(config, run, Q, K, V, alpha0, cov0, axes[0, 0])
+    if config.l2_draws:
+        _l2_bounded(config, run)
+    if config.near_n_values:
+        _near_blowup(config, run)
     _stability_ratio(config, run, Q, K, V, alpha0, cov0, axes[0, 1])
     run.save_figure(fig, "meanfield_error_and_stability")
 
@@ -167,15 +218,242 @@ def _exact_closure_check(config, run, result, cov0):
     scale of Sigma; RK4's error at these steps is smaller still."""
     ok = result.ok()
     gap = float(np.max(result.outputs["moment_gap"][ok]))
-    run.check(
+    run.evidence(
         "linear_closure_exact_for_every_sample",
-        expected=0.0,
-        measured=gap,
-        tolerance=100 * 1e-10 * float(np.trace(cov0)),
+        _linear_closure_evidence(gap, float(np.trace(cov0))),
         note="max over runs of (|m_t - alpha_t|^2 + |C_t - Sigma_t|_F^2)^1/2, ODE from the "
         "sample's own moments (no n^-1/2 part)",
     )
     return fit_power_law(result.params["n"][ok], result.outputs["dynamic"][ok])
+
+
+def _linear_closure_evidence(gap, scale):
+    return within(
+        "linear attention's moments obey the Gaussian closure for every measure",
+        prediction=0.0,
+        measured=gap,
+        error_model=ErrorModel.solver_tolerance(
+            100 * 1e-10 * scale, basis="100 rtol (1e-10) times tr Sigma_0: Gaussian solves"
+        ),
+    )
+
+
+@negative_control("pde-meanfield", "linear_closure_exact_for_every_sample")
+def _closure_gap_of_softmax():
+    # softmax's moments do not close on a non-Gaussian sample: its moment gap at these sizes
+    # is ~1e-3 (the dynamic error of the rate check)
+    return _linear_closure_evidence(1e-3, 1.2)
+
+
+MEAN_DECOUPLED = (
+    "Sinkhorn's mean evolves by d alpha/dt = V alpha whatever the covariance and the measure "
+    "(both marginals of the coupling are mu)"
+)
+
+
+def _rk4_linear_bound(V, t1, steps, size):
+    """Global error bound of RK4 on ``dm/dt = V m``: per step the remainder of the exponential
+    series after degree 4, ``(h|V|)^5 / 120 e^{h|V|}``, carried by ``e^{|V| t}``."""
+    v, h = float(np.linalg.norm(V, 2)), t1 / steps
+    return steps * (h * v) ** 5 / 120 * np.exp(h * v) * np.exp(v * t1) * size
+
+
+def _mean_decoupling_evidence(gap, bound):
+    return within(
+        MEAN_DECOUPLED,
+        prediction=0.0,
+        measured=gap,
+        error_model=ErrorModel.bound(
+            bound,
+            basis="RK4 remainder bound on the linear mean ODE plus 1e-9 |alpha_0| (the Gaussian "
+            "solve at rtol 1e-10; the Sinkhorn column marginals at convergence)",
+        ),
+    )
+
+
+@negative_control("pde-meanfield", "sinkhorn_mean_decoupled_from_covariance")
+def _softmax_mean_is_coupled():
+    # softmax: the particle mean moves by V mean_i E_{p_i}[y], not V mean: the gap after one
+    # Euler step of 0.05 from a skewed cloud
+    x = jnp.array([[0.0, 0.0], [1.0, 0.2], [2.5, -0.4], [0.3, 1.1]])
+    field = make_field("softmax", np.eye(2), np.eye(2), np.eye(2))
+    v, x = np.asarray(field.velocity(x, x)), np.asarray(x)
+    gap = 0.05 * float(np.linalg.norm(v.mean(0) - x.mean(0)))
+    return _mean_decoupling_evidence(gap, _rk4_linear_bound(np.eye(2), 0.05, 1, 1.0) + 1e-9)
+
+
+def _sinkhorn_mean_decoupled(config, run, result, alpha0, V):
+    """The particles' mean against ``exp(t V) m_0``: the Sinkhorn Gaussian ODE's mean, which
+    is exact for every measure (the column marginal of the coupling is ``mu``)."""
+    ok = result.ok()
+    gap = float(np.max(np.linalg.norm(result.outputs["mean_gap"][ok], axis=-1)))
+    size = float(np.linalg.norm(alpha0))
+    bound = _rk4_linear_bound(V, config.t1, config.steps, size) + 1e-9 * size
+    run.evidence(
+        "sinkhorn_mean_decoupled_from_covariance",
+        _mean_decoupling_evidence(gap, bound),
+        note="max over members of |m_t - exp(t V) m_0| for the particles' mean m",
+    )
+
+
+L2_BOUNDED = "L2 attention never blows up: |Sigma(t)| <= |Sigma_0| exp(r t), r = 2|V||A|/lmin(K^TK)"
+
+
+def _l2_bounded_evidence(growth, reached):
+    return bounded_growth_evidence(
+        L2_BOUNDED,
+        growth,
+        reached,
+        relative_error=1e-6,
+        basis="rtol 1e-8 Gaussian solves: global error below 100 rtol",
+    )
+
+
+@negative_control("pde-meanfield", "l2_bounded_for_random_v")
+def _softmax_growth_past_its_blowup():
+    # the same decision on softmax draws past their blow-up: solves stop early
+    return _l2_bounded_evidence([0.2, 0.5, np.inf], [True, True, False])
+
+
+def _l2_bounded(config, run):
+    """Random ``Q, K, V`` (``V`` general: non-symmetric, indefinite), ``Sigma_0`` random; the
+    horizon is ``l2_horizon`` times the softmax Gaussian's blow-up time with the same weights
+    (draws where softmax does not blow up by ``t = 50`` use ``t = 50``)."""
+    d = config.d
+    rng = np.random.default_rng(config.seed + 23)
+    Qs = rng.standard_normal((config.l2_draws, d, d))
+    Ks = rng.standard_normal((config.l2_draws, d, d))
+    Vs = rng.standard_normal((config.l2_draws, d, d))
+    G = rng.standard_normal((config.l2_draws, d, d))
+    covs = G @ np.transpose(G, (0, 2, 1)) / d + 0.1 * np.eye(d)
+    mean = np.zeros(d)
+    saves = 9
+
+    def softmax_stop(Q, K, V, cov):
+        sol = simulate_gaussian(make_field("softmax", Q, K, V), mean, cov, 50.0, max_steps=16384)
+        return sol.t_final
+
+    t_soft = np.asarray(jax.jit(jax.vmap(softmax_stop))(Qs, Ks, Vs, covs))
+    horizons = config.l2_horizon * np.minimum(t_soft, 50.0)
+
+    def l2_growth(Q, K, V, cov, T):
+        field = make_field("l2", Q, K, V)
+        ts = jnp.linspace(0.0, T, saves)
+        sol = simulate_gaussian(
+            field,
+            mean,
+            cov,
+            T,
+            ts=ts,
+            rtol=1e-8,
+            atol=1e-12,
+            max_steps=16384,
+            blowup_trace=jnp.inf,
+        )
+        size = jnp.linalg.norm(sol.covs, ord=2, axis=(1, 2))
+        return size, sol.status == Status.successful
+
+    sizes, reached = map(np.asarray, jax.jit(jax.vmap(l2_growth))(Qs, Ks, Vs, covs, horizons))
+    rates = np.array(
+        [
+            l2_growth_rate(np.asarray(make_field("l2", Q, K, V).A()), K, V)
+            for Q, K, V in zip(Qs, Ks, Vs, strict=True)
+        ]
+    )
+    ts = np.linspace(0.0, 1.0, saves)[None, :] * horizons[:, None]
+    with np.errstate(over="ignore"):
+        growth = sizes[:, 1:] / (sizes[:, :1] * np.exp(rates[:, None] * ts[:, 1:]))
+    run.report("l2_horizon_over_softmax_stop", measured=horizons / np.minimum(t_soft, 50.0))
+    run.report("softmax_stop_times", measured=t_soft)
+    run.report("l2_largest_growth_fraction_of_bound", measured=float(np.max(growth)))
+    run.evidence(
+        "l2_bounded_for_random_v",
+        _l2_bounded_evidence(growth, reached),
+        note=f"{config.l2_draws} random draws (Q, K, V standard normal, d = {d}), horizon "
+        f"{config.l2_horizon:g} x the softmax stop time",
+    )
+
+
+@negative_control("pde-meanfield", "near_blowup_error_rate")
+def _near_blowup_error_of_a_shifted_blowup_time():
+    # a limit that differs from the Gaussian's (an error floor of 5%) near the blow-up
+    n, err = _synthetic_errors((64, 256, 1024, 4096), 8, -0.5, 0.05, seed=2)
+    return rate_evidence(RATE_CLAIM, n, err)
+
+
+def _near_blowup(config, run):
+    """Softmax, ``V = I``, ``A + A^T`` positive definite: particles from ``N(0, Sigma_0)``
+    against the closed form ``Sigma(t) = (Sigma_0^{-1} - t (A + A^T))^{-1}`` at fractions of the
+    blow-up time ``t*``. The error is the relative spectral-norm error of the particles'
+    covariance, against the closed form from ``Sigma_0`` (total) and from the sample's own
+    covariance (dynamic, whose own ``t*`` differs by the sampling error)."""
+    d = config.d
+    rng = np.random.default_rng(config.seed + 31)
+    P = rng.standard_normal((d, d))
+    A = 0.5 * (P @ P.T) / d + 0.2 * np.eye(d)
+    cov0 = 0.5 * np.eye(d)
+    t_star = float(blowup_time(cov0, A))
+    fractions = np.asarray(config.near_fractions)
+    ts = np.concatenate([[0.0], fractions * t_star])
+    field = Softmax(Q=np.sqrt(d) * A, K=np.eye(d), V=np.eye(d))
+    n_max = max(config.near_n_values)
+    half = n_max // 2
+    mean0 = np.zeros(d)
+
+    def member(params, key):
+        x = antithetic_gaussian_sample(key, mean0, cov0, n_max)
+        z_index = jnp.arange(half) % (params["n"] // 2)
+        x = jnp.concatenate([x[:half][z_index], x[half:][z_index]])
+        sol = fixed_step_particles(
+            field,
+            x,
+            ts[-1],
+            config.near_steps,
+            ts=ts,
+            save_fn=lambda t, y: empirical_mean_cov(y)[1],
+        )
+        covs = sol.xs
+        c0 = covs[0]
+
+        def rel(c, ref):
+            return jnp.linalg.norm(c - ref, ord=2) / jnp.linalg.norm(ref, ord=2)
+
+        exact = jax.vmap(lambda t: softmax_identity_covariance(cov0, A, t))(ts[1:])
+        own = jax.vmap(lambda t: softmax_identity_covariance(c0, A, t))(ts[1:])
+        return {
+            "total": jax.vmap(rel)(covs[1:], exact),
+            "dynamic": jax.vmap(rel)(covs[1:], own),
+            "status": sol.status,
+        }
+
+    grid = Grid.product(
+        {"n": np.array(config.near_n_values)}, seeds=config.near_systems, base_seed=config.seed
+    )
+    result = run.sweep("near_blowup", member, grid)
+    ok = result.ok()
+    n = result.params["n"][ok]
+    for key in ("total", "dynamic"):
+        values = np.where(ok[:, None], result.outputs[key], np.nan)
+        rms = np.sqrt(np.nanmean(values.reshape(result.grid_shape + (fractions.size,)) ** 2, 1))
+        run.save_arrays(**{f"near_blowup_{key}": rms})
+        run.report(
+            f"near_blowup_{key}_relative_error",
+            measured=rms,
+            note=f"RMS over systems; rows n = {list(config.near_n_values)}, columns t/t* = "
+            f"{list(config.near_fractions)}; t* = {t_star:.4g}",
+        )
+    run.report(
+        "near_blowup_members_failed",
+        measured=int(result.n_failed()),
+        note="members whose particles blew up (or failed) before the last fraction: left out",
+    )
+    for j, f in enumerate(fractions):
+        run.evidence(
+            f"near_blowup_error_rate[{f:g}]",
+            rate_evidence(RATE_CLAIM, n, result.outputs["total"][ok][:, j]),
+            note=f"relative covariance error at t = {f:g} t* against the closed form from "
+            "Sigma_0 (sampling error included: particles from N(0, Sigma_0) vs the Gaussian ODE)",
+        )
 
 
 def _rms_by_n(result, key):
@@ -193,19 +471,36 @@ def _closure_probe(config, run, Q, K, V, alpha0, cov0, ax):
     probe = DriftedClosure(base, drift)
     result = _error_sweep(config, run, "closure_probe", probe, alpha0, cov0, sizes)
     ok = result.ok()
-    fit = fit_power_law(result.params["n"][ok], result.outputs["dynamic"][ok])
+    evidence = _rate_evidence(result)
     gap = result.outputs["mean_gap"][ok][:, 0]
     se = float(np.std(gap, ddof=1) / np.sqrt(gap.size))
-    detected = (not fit.contains(-0.5)) and abs(float(np.mean(gap))) > 3 * se
-    run.check(
-        "closure_bias_is_detected",
-        expected="rate check fails and mean gap > 3 SE",
-        measured=f"slope {fit.slope:.3f} [{fit.ci_low:.3f}, {fit.ci_high:.3f}], "
-        f"gap {np.mean(gap):.2e} +- {se:.1e}",
-        passed=bool(detected),
-        note=f"{variant} with its closure's c shifted by {config.closure_bias:g}",
+    run.report("closure_probe_rate", measured=evidence.measured, note=evidence.reason)
+    run.report("closure_probe_mean_gap", measured=float(np.mean(gap)), note=f"SE {se:.2e}")
+    run.consistency(
+        "closure_bias_is_not_called_holds",
+        expected=1,
+        measured=int(evidence.verdict is not Verdict.holds),
+        basis="the rate check must have the power to see a closure off by closure_bias",
+        note=f"{variant} with its closure's c shifted by {config.closure_bias:g}: rate verdict "
+        f"{evidence.verdict.value}",
     )
     ax.loglog(sizes, _rms_by_n(result, "dynamic"), "k--", label="probe")
+
+
+def _stability_ratio_evidence(ratios, gaussian_ratio):
+    return ensemble_mean_evidence(
+        "W2(mu_t, nu_t) / W2(mu_0, nu_0) of coupled particle clouds equals the Gaussian ODE's "
+        "Bures-Wasserstein ratio",
+        np.asarray(ratios)[:, None],
+        prediction=[gaussian_ratio],
+        alternative=[1.0],  # the distance carried unchanged (no dynamics)
+    )
+
+
+@negative_control("pde-meanfield", "stability_ratio_particles_vs_gaussian_ode")
+def _stability_ratio_of_frozen_clouds():
+    rng = np.random.default_rng(0)
+    return _stability_ratio_evidence(1.0 + 0.01 * rng.standard_normal(8), 0.9)
 
 
 def _stability_ratio(config, run, Q, K, V, alpha0, cov0, ax):
@@ -239,13 +534,10 @@ def _stability_ratio(config, run, Q, K, V, alpha0, cov0, ax):
     run.scalar("stability_ratio_at_t1", float(ratios.mean()))
     # The former definition (25% relative tolerance), kept as a reported number.
     run.scalar("stability_ratio_relative_gap", abs(float(ratios.mean()) / (bw_t / bw_0) - 1.0))
-    run.check(
+    run.evidence(
         "stability_ratio_particles_vs_gaussian_ode",
-        expected=bw_t / bw_0,
-        measured=float(ratios.mean()),
-        tolerance=3 * se,
-        note=f"mean over {ratios.size} samples of n={config.stability_n}, exact W2; "
-        "tolerance 3 standard errors (was a fixed 25% relative tolerance)",
+        _stability_ratio_evidence(ratios, bw_t / bw_0),
+        note=f"mean over {ratios.size} samples of n={config.stability_n}, exact W2",
     )
     ax.errorbar([config.t1], [ratios.mean()], yerr=[3 * se], fmt="o", label="particles (3 SE)")
     ax.plot(ts, [1.0, bw_t / bw_0], "k-", label="Gaussian ODE, BW")

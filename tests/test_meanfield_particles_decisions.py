@@ -1,0 +1,113 @@
+"""The particle-side decisions (jaxdyn.meanfield._decisions) on inputs whose answer is known:
+each can say holds, refuted and inconclusive, and the gradient-flow structure of unnormalised
+and normalised softmax on random weights."""
+
+import jax
+import numpy as np
+import pytest
+
+from jaxdyn.evidence import Verdict
+from jaxdyn.meanfield import (
+    Exponential,
+    Softmax,
+    dissipation_evidence,
+    ensemble_mean_evidence,
+    gradient_structure_evidence,
+    interaction_energy,
+    monotone_evidence,
+    rate_evidence,
+    softmax_normaliser,
+    stability_bound_evidence,
+    trend_evidence,
+    twisted_force_jacobian,
+    weighted_twisted_speed_squared,
+)
+
+
+def _series(rate, floor=0.0, systems=16, sizes=(32, 128, 512, 2048), scatter=0.5, seed=0):
+    rng = np.random.default_rng(seed)
+    n = np.repeat(np.asarray(sizes, dtype=float), systems)
+    return n, (0.05 * n**rate + floor) * np.exp(scatter * rng.standard_normal(n.size))
+
+
+def test_rate_evidence_holds_for_an_inverse_square_root_series():
+    assert rate_evidence("r", *_series(-0.5)).verdict is Verdict.holds
+
+
+@pytest.mark.parametrize("rate", [-1.0, 0.0, -0.2])
+def test_rate_evidence_refutes_other_rates(rate):
+    assert rate_evidence("r", *_series(rate)).verdict is Verdict.refuted
+
+
+def test_rate_evidence_refutes_a_biased_limit_and_is_inconclusive_without_power():
+    # an error floor (a closure converging to the wrong limit) flattens the slope
+    assert rate_evidence("r", *_series(-0.5, floor=3e-3)).verdict is not Verdict.holds
+    # two nearby sizes and few systems: both alternatives inside the interval
+    few = _series(-0.5, systems=3, sizes=(64, 128))
+    assert rate_evidence("r", *few).verdict is Verdict.inconclusive
+
+
+def test_ensemble_mean_evidence_takes_its_error_from_the_spread_of_ensembles():
+    rng = np.random.default_rng(1)
+    samples = 1.0 + 0.01 * rng.standard_normal((12, 3))
+    assert ensemble_mean_evidence("m", samples, prediction=1.0, alternative=1.1).holds
+    assert ensemble_mean_evidence("m", samples, prediction=1.1, alternative=1.0).refuted
+    wide = 1.0 + 0.5 * rng.standard_normal((4, 3))
+    assert ensemble_mean_evidence("m", wide, prediction=1.0, alternative=1.05).inconclusive
+
+
+def test_monotone_evidence_all_three_verdicts():
+    up = np.array([1.0, 1.1, 1.3, 1.4])
+    kw = dict(error=1e-3, basis="test", increasing=True)
+    assert monotone_evidence("m", up, **kw).holds
+    assert monotone_evidence("m", [1.0, 1.1, 1.05, 1.4], **kw).refuted
+    assert monotone_evidence("m", [1.0, 1.0, 1.0], **kw).inconclusive
+
+
+def test_stability_and_trend_decisions():
+    assert stability_bound_evidence("s", [0.5, 0.9], [1.0, 1.0], relative_error=1e-6, basis="")
+    assert (
+        stability_bound_evidence("s", [1.5], [1.0], relative_error=1e-6, basis="").verdict
+        is Verdict.refuted
+    )
+    infinite = stability_bound_evidence("s", [0.5], [np.inf], relative_error=1e-6, basis="")
+    assert infinite.verdict is Verdict.inconclusive
+    x = np.repeat(np.arange(5.0), 4)
+    rng = np.random.default_rng(2)
+    assert trend_evidence("t", x, 2 * x + 0.1 * rng.standard_normal(x.size)).holds
+    assert trend_evidence("t", x, -2 * x + 0.1 * rng.standard_normal(x.size)).refuted
+    assert trend_evidence("t", x, rng.standard_normal(x.size)).verdict is not Verdict.holds
+
+
+def _random_gradient_weights(d, seed):
+    # A symmetric definite, M = V A^{-1} symmetric definite: V = M A
+    rng = np.random.default_rng(seed)
+    S, G = rng.standard_normal((d, d)), rng.standard_normal((d, d))
+    A = -0.2 * (S @ S.T / d + 0.3 * np.eye(d))
+    M = G @ G.T / d + 0.3 * np.eye(d)
+    return A, M
+
+
+@pytest.mark.parametrize("d, seed", [(2, 0), (3, 1)])
+def test_normalised_softmax_is_a_gradient_flow_only_in_the_weighted_twisted_metric(d, seed):
+    A, M = _random_gradient_weights(d, seed)
+    Q, K, V = np.sqrt(d) * A, np.eye(d), M @ A
+    x = 0.7 * jax.random.normal(jax.random.key(seed), (10, d))
+    unnormalised = Exponential(Q=Q, K=K, V=V)
+    normalised = Softmax(Q=Q, K=K, V=V)
+    # the unnormalised flow: symmetric configuration Jacobian of M^-1 Gamma
+    assert gradient_structure_evidence("g", twisted_force_jacobian(unnormalised, x, M)).holds
+    # the normalised flow: not in d_AV, but with the normaliser as weight
+    assert gradient_structure_evidence("g", twisted_force_jacobian(normalised, x, M)).refuted
+    weighted = twisted_force_jacobian(
+        normalised, x, M, weight_fn=lambda y: softmax_normaliser(normalised, y)
+    )
+    assert gradient_structure_evidence("g", weighted).holds
+    # energy-dissipation equality of E = 1/2 int int exp(x^T A y) along the normalised flow
+    v = normalised.velocity(x, x)
+    _, rate = jax.jvp(lambda y: interaction_energy(normalised, y), (x,), (v,))
+    z = softmax_normaliser(normalised, x)
+    assert dissipation_evidence(
+        "e", rate, weighted_twisted_speed_squared(normalised, x, M, weights=z)
+    ).holds
+    assert dissipation_evidence("e", rate, weighted_twisted_speed_squared(normalised, x, M)).refuted
