@@ -364,33 +364,34 @@ def local_form_evidence(
 
 
 def extrapolated_exponent(x: Numbers, m: Numbers) -> tuple[float, float]:
-    """Local exponents m(x) extrapolated to x -> infinity linearly in 1 / ln x from the last
-    two points, and the error estimate: the difference from the same extrapolation one point
-    lower (how much the extrapolation still moves with the range)."""
+    """Local exponents m(x) extrapolated to x -> infinity in u = 1 / ln x: the parabola
+    through the last three points, and as its error the difference from the line through the
+    last two (an embedded pair, as a Runge-Kutta step with local extrapolation estimates its
+    error by the lower-order solution)."""
     x, m = np.asarray(x, float), np.asarray(m, float)
     keep = np.isfinite(m)
     u, m = 1.0 / np.log(x[keep]), m[keep]
     if m.size < 3:
         return float("nan"), float("nan")
-    line = lambda i, j: m[j] - (m[j] - m[i]) / (u[j] - u[i]) * u[j]
-    top, lower = line(-2, -1), line(-3, -2)
-    return float(top), float(abs(top - lower))
+    line = np.polyval(np.polyfit(u[-2:], m[-2:], 1), 0.0)
+    parabola = np.polyval(np.polyfit(u[-3:], m[-3:], 2), 0.0)
+    return float(parabola), float(abs(line - parabola))
 
 
 def extrapolated_exponent_evidence(
-    claim: str,
-    x: Numbers,
-    m: Numbers,
-    law: float,
-    alternative: float,
+    claim: str, x: Numbers, m: Numbers, law: float, alternative: float
 ) -> Evidence:
     """An asymptotic exponent: the local exponents ``m`` at ``x`` extrapolated to
-    x -> infinity (:func:`extrapolated_exponent`), with the extrapolation's change over the
-    range as its error, against the law's exponent and an alternative."""
+    x -> infinity (:func:`extrapolated_exponent`, with its embedded error estimate), classified
+    between the law's exponent and an alternative's (:func:`scaling_form_evidence`: within a
+    quarter of their gap of one of them, or in between)."""
     value, error = extrapolated_exponent(x, m)
-    model = ErrorModel.bound(
-        error if np.isfinite(error) else np.inf,
-        basis="linear in 1 / ln x from the two largest x; error: change of the extrapolation "
-        "when the range is lowered by one point",
+    return scaling_form_evidence(
+        claim,
+        value,
+        law,
+        alternative,
+        error=error,
+        basis="extrapolated in 1 / ln x (parabola through the three largest x; error: its "
+        "difference from the line through the two largest)",
     )
-    return within(claim, prediction=law, measured=value, error_model=model, alternative=alternative)

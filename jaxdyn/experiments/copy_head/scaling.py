@@ -33,8 +33,8 @@ class ScalingConfig(CopyHeadConfig):
     boundary_L: tuple[int, ...] = (16, 24, 32, 48)
     boundary_iterations: int = 8
     n_P: int = 50
-    law_L: tuple[int, ...] = (16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
-    law_V: int = 16
+    law_L: tuple[int, ...] = tuple(2**k for k in range(8, 41, 4))
+    law_V: tuple[int, ...] = (4, 16)
     onset_L: int = 256
     onset_V: tuple[int, ...] = (4, 8, 16, 32, 64)
     crossover_L: tuple[int, ...] = (32, 64, 128, 256, 512)
@@ -72,7 +72,8 @@ class ScalingConfig(CopyHeadConfig):
             "n_P": 30,
             "boundary_L": (16, 24, 32),
             "boundary_iterations": 4,
-            "law_L": (16, 64, 256, 1024, 4096),
+            "law_L": tuple(2**k for k in range(8, 25, 4)),
+            "law_V": (16,),
             "crossover_L": (64, 128, 256),
             "crossover_V": (4, 8, 16),
         }
@@ -339,34 +340,43 @@ def crossover_evidence(claim, x, P, law: float, alternative: float, relative_err
 
 
 def _softmax_law(c: ScalingConfig, run: Run) -> dict:
-    """P* (sequences) of the reduced softmax action at V = law_V over law_L: the point of
-    equal action of the uniform and the copy minimum (first-order transitions only)."""
+    """P* (sequences) of the reduced softmax action at each V of law_V over law_L: the point
+    of equal action of the uniform and the copy minimum wherever two minima coexist. (At
+    large L the jump of a_G at P* shrinks, a_copy ~ L^(-0.3): the logit gap still jumps by
+    ~ ln L, so P* is taken from the coexistence, not from the a_G jump.)"""
     Ls = np.asarray(c.law_L, float)
-    P = np.full(Ls.shape, np.nan)
-    for i, L in enumerate(c.law_L):
-        model = dataclasses.replace(c, L=L, V=c.law_V).reduced("softmax")
-        _, _, info = ch.locate_transition(model, 0.05 * c.temperature, 1e5 * c.temperature, 40)
-        if info["transition_order"] is ch.TransitionOrder.first:
-            P[i] = info["P_star"]
-    run.save_arrays(law_L=Ls, law_P_star=P)
-    m, mid = _lnln_exponents(Ls, P)
-    value, error = ch.extrapolated_exponent(mid, m)
-    run.scalar(
-        "softmax_P_star_law",
-        {
-            "V": c.law_V,
-            "L": c.law_L,
-            "P_star_sequences": P.tolist(),
-            "lnlnL_local_exponent": m.tolist(),
-            "at_L": mid.tolist(),
-            "tokens_local_exponent": ch.local_exponent(Ls, P * Ls)[0].tolist(),
-            "paper_tokens_local_exponent": ch.local_exponent(Ls, Ls * np.log(Ls) ** 2)[0].tolist(),
-            "extrapolated": [value, error],
-        },
-    )
-    run.evidence("softmax_P_star_L_ln2L_at_range", softmax_P_star_evidence(Ls, P))
-    run.evidence("softmax_P_star_L_ln2L_asymptotic", softmax_P_star_asymptotic_evidence(Ls, P))
-    return {"L": Ls, "P": P}
+    out = {}
+    for V in c.law_V:
+        P, jump = np.full(Ls.shape, np.nan), np.full(Ls.shape, np.nan)
+        for i, L in enumerate(c.law_L):
+            model = dataclasses.replace(c, L=L, V=V).reduced("softmax")
+            _, _, info = ch.locate_transition(model, 0.05 * c.temperature, 1e6 * c.temperature, 30)
+            if info["coexistence"] is not None and info["P_star"] is not None:
+                P[i], jump[i] = info["P_star"], info["jump"]
+        run.save_arrays(**{"law_L": Ls, f"law_P_star_V{V}": P})
+        m, mid = _lnln_exponents(Ls, P)
+        value, error = ch.extrapolated_exponent(mid, m)
+        run.scalar(
+            f"softmax_P_star_law_V{V}",
+            {
+                "L": c.law_L,
+                "P_star_sequences": P.tolist(),
+                "a_G_jump": jump.tolist(),
+                "lnlnL_local_exponent": m.tolist(),
+                "at_L": mid.tolist(),
+                "tokens_local_exponent": ch.local_exponent(Ls, P * Ls)[0].tolist(),
+                "paper_tokens_local_exponent": ch.local_exponent(Ls, Ls * np.log(Ls) ** 2)[
+                    0
+                ].tolist(),
+                "extrapolated_lnlnL_exponent": [value, error],
+            },
+        )
+        run.evidence(f"softmax_P_star_L_ln2L_at_range[{V}]", softmax_P_star_evidence(Ls, P))
+        run.evidence(
+            f"softmax_P_star_L_ln2L_asymptotic[{V}]", softmax_P_star_asymptotic_evidence(Ls, P)
+        )
+        out[V] = P
+    return {"L": Ls, "P": out}
 
 
 def _onset_law(c: ScalingConfig, run: Run) -> dict:
@@ -458,7 +468,8 @@ def _law_figures(c: ScalingConfig, run: Run, law: dict, onset: dict, cross: dict
     """P* vs L (softmax, tokens), P_c vs V (linear onset) and the crossover vs L and V,
     log-log, each with the paper's form and a power law fitted to the top two points."""
     fig, ax = new_figure(1, 4)
-    L, P = law["L"], law["P"] * law["L"]
+    V0 = c.law_V[-1]
+    L, P = law["L"], law["P"][V0] * law["L"]
     ok = np.isfinite(P)
 
     def with_forms(a, x, y, paper, label):
@@ -474,7 +485,7 @@ def _law_figures(c: ScalingConfig, run: Run, law: dict, onset: dict, cross: dict
         a.legend(fontsize=6)
 
     with_forms(ax[0, 0], L[ok], P[ok], lambda x: x * np.log(x) ** 2, "L ln^2 L")
-    ax[0, 0].set_title(f"softmax P* (tokens), V={c.law_V}", fontsize=8)
+    ax[0, 0].set_title(f"softmax P* (tokens), V={V0}", fontsize=8)
     ax[0, 0].set_xlabel("L")
     P_c = onset["P_c"][float(c.alpha)]
     with_forms(ax[0, 1], onset["V"], P_c, lambda v: v**2, "V^2")
