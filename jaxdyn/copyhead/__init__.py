@@ -49,12 +49,15 @@ from ._measure import (
 )
 from ._models import (
     AbstractReducedModel as AbstractReducedModel,
+    HeadReduced as HeadReduced,
     LinearReduced as LinearReduced,
+    MinimumStatus as MinimumStatus,
     SoftmaxReduced as SoftmaxReduced,
     continuation as continuation,
     descend as descend,
     global_minimum as global_minimum,
     local_minimum as local_minimum,
+    minimum_status as minimum_status,
 )
 from ._order import (
     coverage as coverage,
