@@ -103,7 +103,8 @@ def test_softmax_at_L8_is_continuous():
     model = ch.SoftmaxReduced(L=8, V=8)
     diagram = ch.phase_diagram(model, np.geomspace(2.0, 200.0, 41))
     assert not diagram.coexistence.any()
-    assert ch.classify_transition(model, diagram)["transition_order"] is ch.TransitionOrder.crossover
+    order = ch.classify_transition(model, diagram)["transition_order"]
+    assert order is ch.TransitionOrder.crossover
 
 
 def _softmax_minima_count(L, V, Ps):

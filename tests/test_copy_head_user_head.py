@@ -28,7 +28,7 @@ def _model(L, V, **kw):
         V=V,
         lo=-1.0,
         hi=3.0,
-        grid_points=41,
+        grid_points=21,
         **kw,
     )
 
@@ -47,6 +47,7 @@ def test_user_head_reduced_model_finds_a_copy_minimum_and_flags_the_kink():
     assert ch.minimum_status(model, x + 0.3, P) is ch.MinimumStatus.stalled
 
 
+@pytest.mark.slow
 def test_user_head_network_matches_its_map_theory():
     """Adam to the joint MAP of the user's head from the copy pattern, on P = 400 sequences,
     against the reduced MAP theory: c_G within 10% (finite-P fluctuations of the statistics

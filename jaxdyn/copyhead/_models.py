@@ -262,8 +262,7 @@ class HeadReduced(AbstractReducedModel):
     """The population action of any head restricted to scores G(x) = sum_i x_i D_i spanned by
     a few L x L ``directions`` D_i (copy_head.md, "Population reduction", exact for i.i.d.
     tokens): a reduced model of a head of your own in one line,
-    ``HeadReduced(attention_head=head, directions=jnp.stack([uniform_matrix(L),
-    shift_matrix(L)]), V=V)``.
+    ``HeadReduced(head, jnp.stack([uniform_matrix(L), shift_matrix(L)]), V=V)``.
 
     The order parameters are (c_1, c_G) of A(G(x)) (:func:`jaxdyn.copyhead.order_parameters`)
     and ``amplitude`` = c_G. The global minimum is searched on the box ``[lo, hi]^n`` with
@@ -278,21 +277,42 @@ class HeadReduced(AbstractReducedModel):
         lo, hi, grid_points: the global-search box.
     """
 
-    attention_head: AbstractCopyHead = eqx.field(kw_only=True)
-    directions: Float[Array, "n L L"] = eqx.field(converter=_as_float, kw_only=True)
-    V: Float[Array, ""] = eqx.field(converter=_as_float, kw_only=True)
-    temperature: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    objective: str = eqx.field(static=True, default="marginal")
-    lo: float = eqx.field(static=True, default=-1.0)
-    hi: float = eqx.field(static=True, default=8.0)
-    grid_points: int = eqx.field(static=True, default=161)
+    attention_head: AbstractCopyHead
+    directions: Float[Array, "n L L"]
+    L: Float[Array, ""]
+    V: Float[Array, ""]
+    temperature: Float[Array, ""]
+    sigma_w2: Float[Array, ""]
+    sigma_g2: Float[Array, ""]
+    objective: str = eqx.field(static=True)
+    lo: float = eqx.field(static=True)
+    hi: float = eqx.field(static=True)
+    grid_points: int = eqx.field(static=True)
     symmetric_state: ClassVar[bool] = False
 
-    @property
-    def L(self) -> Float[Array, ""]:
-        return jnp.asarray(float(self.directions.shape[-1]))
+    def __init__(
+        self,
+        attention_head: AbstractCopyHead,
+        directions: Float[ArrayLike, "n L L"],
+        *,
+        V: float | int | ArrayLike,
+        temperature: float | int | ArrayLike = 1.0,
+        sigma_w2: float | int | ArrayLike = 1.0,
+        sigma_g2: float | int | ArrayLike = 1.0,
+        objective: str = "marginal",
+        lo: float | int = -1.0,
+        hi: float | int = 8.0,
+        grid_points: int = 161,
+    ):
+        self.attention_head = attention_head
+        self.directions = _as_float(directions)
+        self.L = _as_float(self.directions.shape[-1])
+        self.V = _as_float(V)
+        self.temperature = _as_float(temperature)
+        self.sigma_w2 = _as_float(sigma_w2)
+        self.sigma_g2 = _as_float(sigma_g2)
+        self.objective = objective
+        self.lo, self.hi, self.grid_points = float(lo), float(hi), int(grid_points)
 
     def __check_init__(self):
         if self.directions.ndim != 3 or self.directions.shape[1] != self.directions.shape[2]:
