@@ -63,6 +63,7 @@ def theory_match_evidence(
     bound: Numbers | float = 0.0,
     confidence: float = 0.99,
     basis: str = "",
+    alternative: Numbers | None = None,
 ) -> Evidence:
     """Mean over datasets (rows) of each column against ``theory``, Student-t interval at
     ``confidence`` with the datasets' standard error, widened by the derived ``bound``
@@ -70,7 +71,9 @@ def theory_match_evidence(
     ``effect`` towards the measurement (the size of what the comparison must detect: a
     jump, a drop): ``holds`` needs the prediction inside every interval and the alternative
     outside one at least, i.e. enough datasets for the effect. Non-finite entries of a
-    dataset are left out of its column; a column with fewer than two gives ``inconclusive``."""
+    dataset are left out of its column; a column with fewer than two gives ``inconclusive``.
+    A specific ``alternative`` (a value the claim is tested against) replaces the displaced
+    theory."""
     x = np.atleast_2d(np.asarray(per_dataset, float))
     theory = np.broadcast_to(np.asarray(theory, float), x.shape[1:]).astype(float)
     effect = np.abs(np.broadcast_to(np.asarray(effect, float), theory.shape))
@@ -108,7 +111,10 @@ def theory_match_evidence(
         basis=(basis + "; " if basis else "")
         + f"SE over {int(np.min(n))} datasets plus a derived bound (max {np.max(bound):.3g})",
     )
-    alternative = theory + np.where(mean >= theory, 1.0, -1.0) * effect
+    if alternative is None:
+        alternative = theory + np.where(mean >= theory, 1.0, -1.0) * effect
+    else:
+        alternative = np.broadcast_to(np.asarray(alternative, float), theory.shape)
     return within(
         claim, prediction=theory, measured=mean, error_model=model, alternative=alternative
     )

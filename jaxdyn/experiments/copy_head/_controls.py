@@ -178,7 +178,9 @@ def _capped_fluctuations():
 @_register(SGLD, "precursor_as_page_predicts")
 def _flat_variance_before_an_onset():
     rise = 0.02 * _rng.normal(size=8)
-    return ch.theory_match_evidence("rise", rise[:, None], np.array([1.2]), np.array([1.2]))
+    return ch.theory_match_evidence(
+        "rise", rise[:, None], np.array([1.2]), np.array([1.2]), alternative=np.zeros(1)
+    )
 
 
 # -- scaling laws: synthetic P*(L, V) following another law --------------------------------

@@ -106,7 +106,8 @@ def check_precursors(run, a, pre, posterior, P_max: int) -> None:
             "diverging at P_c); none before softmax's first-order jump",
             rise[:, None],
             np.array([laplace_rise]),
-            np.array([abs((divergent if not linear else 0.0) - laplace_rise)]),
+            np.array([abs((0.0 if linear else divergent) - laplace_rise)]),
+            alternative=np.array([0.0 if linear else divergent]),
             basis=f"ln(variance at {f1:.2g} P_t / at {f0:.2g} P_t) per dataset; alternative: "
             + ("no rise (ln 0)" if linear else "the divergent rise ln((1 - f0) / (1 - f1))"),
         ),
