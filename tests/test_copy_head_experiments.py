@@ -1,8 +1,9 @@
 """The copy-head experiments: registered, validated before compiling, and run end to end.
 
 End-to-end runs are in the slow suite (``-m slow``): the --quick and the full-size run of
-every experiment, with every check required to pass, and copy-head-theory at L = 8 (outside
-the page's first-order regime: it must complete and report what it finds).
+every experiment (complete, every check classified, no consistency failure, a negative control
+per evidence check, and the verdicts that matter), and copy-head-theory at L = 8 (outside the
+page's first-order regime: it must complete and report what it finds).
 """
 
 import pytest
@@ -79,26 +80,53 @@ def test_theory_at_L8_completes_and_reports_a_continuous_softmax_transition(tmp_
     )
     assert summary["status"] == "complete"
     assert summary["scalars"]["transition_order"] == {"softmax": "crossover", "linear": "second"}
-    assert "not applicable" in summary["scalars"]["softmax_page_claim"]
     checks = {c["name"]: c for c in summary["checks"]}
+    assert checks["softmax_order_outside_page_regime"]["kind"] == "report"
     assert checks["softmax_refinement_matches_brute_force"]["passed"]
     assert checks["linear_onset_bisection_matches_closed_form"]["passed"]
+    assert checks["linear_transition_continuous"]["verdict"] == "holds"
     assert "softmax_first_order_where_page_predicts" not in checks
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
-def test_quick_run_passes_every_check(name, tmp_path):
-    summary = _run(name, tmp_path)
-    failed = [c for c in summary["checks"] if not c["passed"]]
+# The verdicts each experiment must reach at quick and full size (the others are recorded
+# with their verdicts: a refuted paper claim is a finding, not a failure).
+EXPECTED = {
+    "copy-head-theory": {
+        "softmax_first_order_where_page_predicts": "holds",
+        "linear_transition_continuous": "holds",
+        "linear_onset_exponent": "holds",
+        "softmax_exact_action_hysteresis_inside_window": "holds",
+    },
+    "copy-head-scaling": {
+        "linear_onset_V2": "refuted",  # alpha = 1: P_c ~ V^(3/2) (docs/copy_head.md)
+        "linear_onset_V2_alpha0": "holds",
+    },
+    "copy-head-adam": {"adam_transition_order_from_refinement": "holds"},
+    "copy-head-adam-linear": {"adam_no_hysteresis": "holds"},
+    "copy-head-sgld": {},
+    "copy-head-sgld-linear": {"sgld_no_hysteresis": "holds"},
+}
+
+
+def _assert_contract(summary, name):
+    counts = summary["counts"]
     assert summary["status"] == "complete" and summary["failed_members"] == 0
-    assert not failed, failed
+    assert counts["consistency_failed"] == 0, [
+        c for c in summary["checks"] if c["kind"] == "consistency" and not c["passed"]
+    ]
+    assert counts["unclassified"] == 0 and counts["without_negative_control"] == 0
+    verdicts = {c["name"]: c.get("verdict") for c in summary["checks"]}
+    for check, verdict in EXPECTED[name].items():
+        assert verdicts[check] == verdict, (check, verdicts[check])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-def test_full_size_run_passes_every_check(name, tmp_path):
-    summary = _run(name, tmp_path, quick=False)
-    failed = [c for c in summary["checks"] if not c["passed"]]
-    assert summary["status"] == "complete" and summary["failed_members"] == 0
-    assert not failed, failed
+def test_quick_run_is_complete_with_the_expected_verdicts(name, tmp_path):
+    _assert_contract(_run(name, tmp_path), name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_full_size_run_is_complete_with_the_expected_verdicts(name, tmp_path):
+    _assert_contract(_run(name, tmp_path, quick=False), name)

@@ -87,7 +87,7 @@ def test_softmax_transition_is_first_order_at_the_reconstructions_P_star():
     model = ch.SoftmaxReduced(L=32, V=8)
     diagram = ch.phase_diagram(model, np.geomspace(15.0, 30.0, 41))
     info = ch.classify_transition(model, diagram)
-    assert info["transition_order"] == "first"
+    assert info["transition_order"] is ch.TransitionOrder.first
     # within one cell of the grid (ln-spacing ln 2 / 40) plus the page's rounding (0.05)
     near = lambda measured, page: abs(measured - page) < page * (2 ** (1 / 40) - 1) + 0.05
     assert near(info["P_star"], 19.5)
@@ -103,7 +103,8 @@ def test_softmax_at_L8_is_continuous():
     model = ch.SoftmaxReduced(L=8, V=8)
     diagram = ch.phase_diagram(model, np.geomspace(2.0, 200.0, 41))
     assert not diagram.coexistence.any()
-    assert ch.classify_transition(model, diagram)["transition_order"] == "crossover"
+    order = ch.classify_transition(model, diagram)["transition_order"]
+    assert order is ch.TransitionOrder.crossover
 
 
 def _softmax_minima_count(L, V, Ps):
@@ -124,10 +125,10 @@ def test_softmax_first_order_line_ends_between_V24_and_V32_at_L16():
 
 @pytest.mark.slow
 def test_softmax_classification_agrees_with_the_brute_force_at_L16():
-    for V, expected in ((24, "first"), (32, "crossover")):
+    for V, expected in ((24, ch.TransitionOrder.first), (32, ch.TransitionOrder.crossover)):
         model = ch.SoftmaxReduced(L=16, V=V)
         _, _, info = ch.locate_transition(model, 20.0, 300.0, 40)
-        assert info["transition_order"] == expected
+        assert info["transition_order"] is expected
 
 
 def _onset_by_eigenvalue_scan(model):
@@ -161,7 +162,7 @@ def test_linear_transition_is_second_order_with_square_root_rise():
     model = ch.LinearReduced(L=32, V=8, grid_points=81)
     diagram = ch.phase_diagram(model, np.geomspace(5.0, 200.0, 16))
     info = ch.classify_transition(model, diagram)
-    assert info["transition_order"] == "second"
+    assert info["transition_order"] is ch.TransitionOrder.second
     P_c = info["P_star"]
     assert abs(P_c / ch.linear_onset(model) - 1) < 1e-9
     eps = np.array([1e-3, 4e-3, 1.6e-2])

@@ -22,14 +22,14 @@ def test_refinement_names_a_jump_a_square_root_onset_and_a_smooth_change(seed):
     rng = np.random.default_rng(seed)
     J, s, Pc = rng.uniform(0.1, 2.0), rng.uniform(0.1, 3.0), rng.uniform(1.2, 1.8)
     curves = {
-        "first": lambda P: s * np.log(P) + J * (P > Pc),
-        "second": lambda P: s * np.sqrt(np.maximum(np.log(P / Pc), 0.0)),
-        "crossover": lambda P: J * np.tanh(np.log(P / Pc) / 0.3),
+        ch.TransitionOrder.first: lambda P: s * np.log(P) + J * (P > Pc),
+        ch.TransitionOrder.second: lambda P: s * np.sqrt(np.maximum(np.log(P / Pc), 0.0)),
+        ch.TransitionOrder.crossover: lambda P: J * np.tanh(np.log(P / Pc) / 0.3),
     }
     for order, f in curves.items():
         h, steps = _steps_on_grids(f)
         result = ch.classify_refinement(h, steps)
-        assert result.order == order, (order, result.fit.slope)
+        assert result.order is order, (order, result.fit.slope)
 
 
 def test_order_from_refinement_agrees_with_the_landscape_on_softmax_L32():
@@ -41,7 +41,7 @@ def test_order_from_refinement_agrees_with_the_landscape_on_softmax_L32():
     refined, (lo, hi) = ch.order_from_refinement(
         model, 1.0, 3000.0, levels=(16, 32, 64), offsets=4, fit_levels=3
     )
-    assert refined.order == "first"
+    assert refined.order is ch.TransitionOrder.first
     assert lo < 19.55 < hi  # the window holds the reconstruction's P* (copy_head.md)
     diagram = ch.phase_diagram(model, np.geomspace(15.0, 30.0, 41))
     P_star = ch.classify_transition(model, diagram)["P_star"]

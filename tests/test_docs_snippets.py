@@ -16,10 +16,10 @@ def _theory_snippets() -> list[str]:
 
 
 def test_there_is_a_snippet_per_theory():
-    assert len(_theory_snippets()) == 3
+    assert len(_theory_snippets()) == 4
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("index", range(3))
+@pytest.mark.parametrize("index", range(4))
 def test_extending_snippet_runs(index):
     exec(compile(_theory_snippets()[index], f"extending.md snippet {index}", "exec"), {})

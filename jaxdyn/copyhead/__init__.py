@@ -9,6 +9,25 @@ first-order boundary and scaling-law comparison.
 """
 
 from ._bimodality import Bimodality as Bimodality, bimodality as bimodality
+from ._claims import (
+    bimodality_evidence as bimodality_evidence,
+    boundary_evidence as boundary_evidence,
+    count_at_most_evidence as count_at_most_evidence,
+    coverage_evidence as coverage_evidence,
+    extrapolated_exponent as extrapolated_exponent,
+    extrapolated_exponent_evidence as extrapolated_exponent_evidence,
+    hysteresis_evidence as hysteresis_evidence,
+    hysteresis_window_evidence as hysteresis_window_evidence,
+    jump_evidence as jump_evidence,
+    local_exponent as local_exponent,
+    local_form_evidence as local_form_evidence,
+    onset_exponent_evidence as onset_exponent_evidence,
+    order_evidence as order_evidence,
+    pooling_first_evidence as pooling_first_evidence,
+    pooling_share as pooling_share,
+    scaling_form_evidence as scaling_form_evidence,
+    theory_match_evidence as theory_match_evidence,
+)
 from ._convergence import NewtonEstimate as NewtonEstimate, newton_estimate as newton_estimate
 from ._fluctuations import laplace_covariance as laplace_covariance
 from ._heads import (
@@ -30,12 +49,15 @@ from ._measure import (
 )
 from ._models import (
     AbstractReducedModel as AbstractReducedModel,
+    HeadReduced as HeadReduced,
     LinearReduced as LinearReduced,
+    MinimumStatus as MinimumStatus,
     SoftmaxReduced as SoftmaxReduced,
     continuation as continuation,
     descend as descend,
     global_minimum as global_minimum,
     local_minimum as local_minimum,
+    minimum_status as minimum_status,
 )
 from ._order import (
     coverage as coverage,
@@ -50,6 +72,7 @@ from ._phase import (
     instability_point as instability_point,
     linear_onset as linear_onset,
     locate_transition as locate_transition,
+    onset_amplitudes as onset_amplitudes,
     onset_exponent as onset_exponent,
     phase_diagram as phase_diagram,
 )
@@ -103,6 +126,7 @@ from ._train import (
 )
 from ._transition import (
     RefinementOrder as RefinementOrder,
+    TransitionOrder as TransitionOrder,
     brute_force_coexistence as brute_force_coexistence,
     classify_refinement as classify_refinement,
     crossover_point as crossover_point,

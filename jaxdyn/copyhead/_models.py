@@ -8,6 +8,7 @@ damped Newton) and :func:`local_minimum` find its minima at a number P of sequen
 from __future__ import annotations
 
 import abc
+import enum
 from typing import ClassVar
 
 import equinox as eqx
@@ -17,9 +18,11 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._validation import is_traced, require_positive
 from ._heads import AbstractCopyHead, LinearCopyHead, SoftmaxCopyHead
+from ._order import order_parameters
 from ._reduced import (
     check_objective,
     linear_invariants,
+    population_action,
     reduced_action_linear,
     reduced_action_softmax,
     softmax_order_parameters,
@@ -68,7 +71,11 @@ def _check_sizes(L, V) -> None:
 
 
 class AbstractReducedModel(eqx.Module):
-    """A reduced action S(x; P) on a few order-parameter coordinates x of a built-in head.
+    """A reduced action S(x; P) on a few order-parameter coordinates x of a head.
+
+    For a head of your own, :class:`HeadReduced` builds one from the head and a few L x L
+    score directions; subclass this only for a reduced action in closed form (as
+    :class:`SoftmaxReduced` and :class:`LinearReduced` are).
 
     Attributes:
         L, V: sequence length and vocabulary (arrays: one compilation serves every value).
@@ -249,3 +256,140 @@ def continuation(
 
     _, xs = jax.lax.scan(step, jnp.asarray(x0), jnp.asarray(Ps))
     return xs
+
+
+class HeadReduced(AbstractReducedModel):
+    """The population action of any head restricted to scores G(x) = sum_i x_i D_i spanned by
+    a few L x L ``directions`` D_i (copy_head.md, "Population reduction", exact for i.i.d.
+    tokens): a reduced model of a head of your own in one line,
+    ``HeadReduced(head, jnp.stack([uniform_matrix(L), shift_matrix(L)]), V=V)``.
+
+    The order parameters are (c_1, c_G) of A(G(x)) (:func:`jaxdyn.copyhead.order_parameters`)
+    and ``amplitude`` = c_G. The global minimum is searched on the box ``[lo, hi]^n`` with
+    ``grid_points`` per axis. The minimisers need the action to be twice differentiable near
+    its minima; a non-smooth head (a ReLU kink) is minimised, and
+    :func:`minimum_status` says when the point found is not a minimum.
+
+    Attributes:
+        attention_head: the head (any :class:`jaxdyn.copyhead.AbstractCopyHead`).
+        directions: (n, L, L) score directions.
+        V, temperature, sigma_w2, sigma_g2, objective: as :class:`SoftmaxReduced`.
+        lo, hi, grid_points: the global-search box.
+    """
+
+    attention_head: AbstractCopyHead
+    directions: Float[Array, "n L L"]
+    L: Float[Array, ""]
+    V: Float[Array, ""]
+    temperature: Float[Array, ""]
+    sigma_w2: Float[Array, ""]
+    sigma_g2: Float[Array, ""]
+    objective: str = eqx.field(static=True)
+    lo: float = eqx.field(static=True)
+    hi: float = eqx.field(static=True)
+    grid_points: int = eqx.field(static=True)
+    symmetric_state: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        attention_head: AbstractCopyHead,
+        directions: Float[ArrayLike, "n L L"],
+        *,
+        V: float | int | ArrayLike,
+        temperature: float | int | ArrayLike = 1.0,
+        sigma_w2: float | int | ArrayLike = 1.0,
+        sigma_g2: float | int | ArrayLike = 1.0,
+        objective: str = "marginal",
+        lo: float | int = -1.0,
+        hi: float | int = 8.0,
+        grid_points: int = 161,
+    ):
+        self.attention_head = attention_head
+        self.directions = _as_float(directions)
+        self.L = _as_float(self.directions.shape[-1])
+        self.V = _as_float(V)
+        self.temperature = _as_float(temperature)
+        self.sigma_w2 = _as_float(sigma_w2)
+        self.sigma_g2 = _as_float(sigma_g2)
+        self.objective = objective
+        self.lo, self.hi, self.grid_points = float(lo), float(hi), int(grid_points)
+
+    def __check_init__(self):
+        if self.directions.ndim != 3 or self.directions.shape[1] != self.directions.shape[2]:
+            raise ValueError(f"directions must be (n, L, L), got {self.directions.shape}")
+        if not self.hi > self.lo or self.grid_points < 2:
+            raise ValueError(f"need hi > lo and grid_points >= 2, got {self.lo}, {self.hi}")
+        super().__check_init__()
+
+    def action(self, x, P):
+        G = self.scores(x, self.directions.shape[-1])
+        return population_action(
+            G,
+            self.attention_head.weights(G),
+            P,
+            V=self.V,
+            temperature=self.temperature,
+            sigma_w2=self.sigma_w2,
+            sigma_g2=self.sigma_g2,
+            objective=self.objective,
+        )
+
+    def grid(self):
+        n = self.directions.shape[0]
+        axis = jnp.linspace(self.lo, self.hi, self.grid_points)
+        mesh = jnp.meshgrid(*([axis] * n), indexing="ij")
+        return jnp.stack(mesh, -1).reshape(-1, n)
+
+    def order(self, x):
+        c1, cG = order_parameters(
+            self.attention_head.weights(self.scores(x, self.directions.shape[-1]))
+        )
+        return {"c_1": c1, "c_G": cG, "amplitude": cG}
+
+    def scores(self, x, L):
+        return jnp.tensordot(x, self.directions, axes=1)
+
+    def head(self):
+        return self.attention_head
+
+    def canonical(self, x):
+        return x
+
+
+class MinimumStatus(enum.Enum):
+    """Whether a point returned by :func:`global_minimum` / :func:`local_minimum` is a
+    minimum: ``converged`` (small gradient, no lower probe), ``stalled`` (the gradient is not
+    small: the descent stopped on a slope), ``non_smooth`` (the gradient is small but a probe
+    step finds a lower action: a kink, where derivatives do not describe the action)."""
+
+    converged = "converged"
+    stalled = "stalled"
+    non_smooth = "non_smooth"
+
+
+def minimum_status(
+    model: AbstractReducedModel,
+    x: Float[ArrayLike, " n"],
+    P: Float[ArrayLike, ""],
+    *,
+    gradient_tolerance: float = 1e-6,
+    probe: float = 1e-3,
+) -> MinimumStatus:
+    """Check a minimiser's result: the gradient norm (relative to 1 + |S|) against
+    ``gradient_tolerance``, then the action at x +- probe (1 + |x|) e_i and along the
+    diagonals: any lower by more than 1e-9 (1 + |S|) is a descent direction the derivatives
+    missed."""
+    x = jnp.asarray(x, dtype=jnp.result_type(float))
+    f = lambda y: model.action(y, P)
+    S = float(f(x))
+    scale = 1.0 + abs(S)
+    if float(jnp.linalg.norm(jax.grad(f)(x))) > gradient_tolerance * scale:
+        return MinimumStatus.stalled
+    n = x.shape[0]
+    eye = jnp.eye(n, dtype=x.dtype)
+    steps = jnp.concatenate([eye, -eye, jnp.ones((1, n)), -jnp.ones((1, n))])
+    h = probe * (1.0 + jnp.linalg.norm(x))
+    values = jax.vmap(f)(x + h * steps)
+    if float(jnp.min(values)) < S - 1e-9 * scale:
+        return MinimumStatus.non_smooth
+    return MinimumStatus.converged

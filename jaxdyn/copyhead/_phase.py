@@ -34,6 +34,7 @@ from ._models import (
     global_minimum,
     local_minimum,
 )
+from ._transition import TransitionOrder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +185,22 @@ def linear_onset(model: LinearReduced) -> float:
     return float(real.min()) if real.size else float("nan")
 
 
+def onset_amplitudes(
+    model: AbstractReducedModel, P_c: float | int, eps: Float[ArrayLike, " k"] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The global minimum's amplitude at P = P_c (1 + eps) (default eps log-spaced from 1e-4
+    to 1e-2): the input of :func:`onset_exponent` and
+    :func:`jaxdyn.copyhead.onset_exponent_evidence`."""
+    eps = np.geomspace(1e-4, 1e-2, 8) if eps is None else np.asarray(eps, float)
+    amp = np.array(
+        [
+            float(model.order(global_minimum(model, jnp.asarray(P_c * (1 + e))))["amplitude"])
+            for e in eps
+        ]
+    )
+    return eps, amp
+
+
 def onset_exponent(
     model: AbstractReducedModel, P_c: float | int, eps: Float[ArrayLike, " k"] | None = None
 ) -> tuple[float, LinearFit]:
@@ -193,13 +210,7 @@ def onset_exponent(
     fit of ln amplitude against ln eps and eps (the term eps absorbs the analytic correction
     (1 + b eps) of the power law), and the plain power-law fit (:func:`jaxdyn.fit_power_law`).
     """
-    eps = np.geomspace(1e-4, 1e-2, 8) if eps is None else np.asarray(eps, float)
-    amp = np.array(
-        [
-            float(model.order(global_minimum(model, jnp.asarray(P_c * (1 + e))))["amplitude"])
-            for e in eps
-        ]
-    )
+    eps, amp = onset_amplitudes(model, P_c, eps)
     design = np.stack([np.log(eps), eps, np.ones_like(eps)], -1)
     ok = amp > 0
     coef, *_ = np.linalg.lstsq(design[ok], np.log(amp[ok]), rcond=None)
@@ -213,13 +224,20 @@ def classify_transition(
     jump_tol: float = 0.05,
     bisection_iterations: int = 40,
 ) -> dict:
-    """Transition order ("first" | "second" | "crossover") with P*, window and jump size.
+    """Transition order (a :class:`TransitionOrder`) with P*, window and jump size: a dict
+    with keys ``transition_order``, ``P_star`` (None without a transition), ``coexistence``
+    (the window of coexisting minima or None) and ``jump``.
 
     "first" needs coexisting minima and a jump of the order parameter ("amplitude") between
     them at P* larger than ``jump_tol`` times its largest value on the grid.
     """
     P = diagram.P
-    out = {"transition_order": "crossover", "P_star": None, "coexistence": None, "jump": 0.0}
+    out = {
+        "transition_order": TransitionOrder.crossover,
+        "P_star": None,
+        "coexistence": None,
+        "jump": 0.0,
+    }
     if diagram.coexistence.any():
         where = np.flatnonzero(diagram.coexistence)
         out["coexistence"] = (float(P[where[0]]), float(P[where[-1]]))
@@ -233,11 +251,11 @@ def classify_transition(
             scale = float(np.max(np.abs(diagram.order_global["amplitude"])))
             out.update(P_star=P_star, jump=jump)
             if jump > jump_tol * scale:
-                out["transition_order"] = "first"
+                out["transition_order"] = TransitionOrder.first
                 return out
     P_c = instability_point(model, float(P[0]), float(P[-1]))
     if P_c is not None:
-        out.update(transition_order="second", P_star=P_c)
+        out.update(transition_order=TransitionOrder.second, P_star=P_c)
     return out
 
 
@@ -262,7 +280,7 @@ def locate_transition(
     for _ in range(zooms):
         fine = phase_diagram(model, np.geomspace(lo, hi, n_P))  # same length: no recompilation
         info = classify_transition(model, fine, jump_tol=jump_tol)
-        if info["transition_order"] == "first":
+        if info["transition_order"] is TransitionOrder.first:
             return diagram, fine, info
         where = np.flatnonzero(fine.coexistence)
         if where.size:

@@ -16,6 +16,7 @@ copy_head.md, "What the theory predicts". Two detectors that assume nothing abou
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +26,25 @@ from jaxtyping import ArrayLike, Float
 from .._numerics import LinearFit, fit_power_law
 from ._models import AbstractReducedModel, global_minimum
 
-ORDER_EXPONENTS = {"first": 0.0, "second": 0.5, "crossover": 1.0}
+
+class TransitionOrder(enum.Enum):
+    """The order of a transition of the order parameter with P.
+
+    ``first``: a jump between coexisting minima; ``second``: a continuous onset (amplitude ~
+    sqrt(P - P_c)) where a symmetric state loses stability; ``crossover``: neither (a smooth
+    change, or no change at all). The value is the refinement exponent of each order: how the
+    largest step between neighbouring P shrinks with the grid spacing h (h^0, h^(1/2), h^1).
+    """
+
+    first = 0.0
+    second = 0.5
+    crossover = 1.0
+
+    def __str__(self) -> str:
+        return self.name
+
+
+ORDER_EXPONENTS = {o: o.value for o in TransitionOrder}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,19 +57,19 @@ class RefinementOrder:
         largest_step: largest |x(P_{i+1}) - x(P_i)| on each grid.
         fit: power-law fit of ``largest_step`` against ``spacing``; ``fit.slope`` is the
             exponent (0: jump, 1/2: square-root onset, 1: smooth).
-        order: ``"first"``, ``"second"`` or ``"crossover"``: the exponent nearest to the
-            fitted one (boundaries at 1/4 and 3/4).
+        order: the :class:`TransitionOrder` whose exponent is nearest to the fitted one
+            (boundaries at 1/4 and 3/4).
     """
 
     spacing: np.ndarray
     largest_step: np.ndarray
     fit: LinearFit
-    order: str
+    order: TransitionOrder
 
     def as_dict(self) -> dict:
         """JSON-ready summary (exponent, its interval, order, steps)."""
         return {
-            "order": self.order,
+            "order": self.order.name,
             "exponent": self.fit.slope,
             "exponent_ci": [self.fit.ci_low, self.fit.ci_high],
             "spacing": self.spacing.tolist(),
@@ -64,16 +83,16 @@ def classify_refinement(
     """Fit largest_step ~ spacing^beta and name the order by the nearest of beta = 0, 1/2, 1.
 
     A step that is zero at every resolution (no transition in the window) is a crossover
-    with no change at all; it is reported as ``"crossover"`` with a NaN exponent.
+    with no change at all; it is reported as ``TransitionOrder.crossover`` with a NaN exponent.
     """
     h = np.asarray(spacing, float)
     step = np.asarray(largest_step, float)
     if np.all(step <= 0):
         nan = float("nan")
         fit = LinearFit(nan, nan, nan, nan, nan, 0.95, 0, nan)
-        return RefinementOrder(h, step, fit, "crossover")
+        return RefinementOrder(h, step, fit, TransitionOrder.crossover)
     fit = fit_power_law(h, step)
-    order = min(ORDER_EXPONENTS, key=lambda k: abs(ORDER_EXPONENTS[k] - fit.slope))
+    order = min(TransitionOrder, key=lambda o: abs(o.value - fit.slope))
     return RefinementOrder(h, step, fit, order)
 
 

@@ -8,6 +8,7 @@ does not; configurations outside the regime of a claim are run and reported.
 """
 
 from . import (
+    _controls as _controls,
     adam as adam,
     adam_linear as adam_linear,
     scaling as scaling,

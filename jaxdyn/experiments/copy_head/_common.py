@@ -135,7 +135,10 @@ def transition(model: ch.AbstractReducedModel, P_min: float, P_max: float, n_P: 
     """Landscape classification of a reduced model (:func:`jaxdyn.copyhead.locate_transition`)
     with the coexistence window and, for continuous onsets, the closed-form P_c."""
     diagram, fine, info = ch.locate_transition(model, P_min, P_max, n_P)
-    if isinstance(model, ch.LinearReduced) and info["transition_order"] == "second":
+    if (
+        isinstance(model, ch.LinearReduced)
+        and info["transition_order"] is ch.TransitionOrder.second
+    ):
         info = {**info, "P_star": ch.linear_onset(model)}
     return diagram, fine, info
 
@@ -175,47 +178,60 @@ def _over(reduce, values, mask) -> float:
 
 def check_hysteresis(run, prefix, result, values, order, info, diagram, margin):
     """Hysteresis between the uniform (``start = 0``) and the copying (``start = 1``)
-    initialisation, per dataset and P, checked against the theory's order.
+    initialisation, per dataset and P, as evidence against the theory's order
+    (:func:`jaxdyn.copyhead.hysteresis_evidence`).
 
     First order (with a coexistence window ``(lo, hi)``): runs are in different minima when
     they differ by more than half the jump; every dataset must disagree for P well inside the
     window (``lo m < P < hi / m``) and agree well outside it (``P < lo / m^2`` or
     ``P > hi m^2``). Otherwise one minimum at every P: the starts must agree within 0.1 x the
-    largest order-parameter amplitude. An empty P range gives NaN, which fails its check.
+    largest order-parameter amplitude. An empty P range is inconclusive.
     Returns the :class:`jaxdyn.copyhead.PairDisagreement`.
     """
     P, seeds, start, ok = result.params["P"], result.seeds, result.params["start"], result.ok()
-    if order == "first" and info["coexistence"] is not None:
+    if order is ch.TransitionOrder.first and info["coexistence"] is not None:
         hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.5 * info["jump"])
         lo, hi = info["coexistence"]
         inside = (hyst.P > lo * margin) & (hyst.P < hi / margin)
         outside = (hyst.P < lo / margin**2) | (hyst.P > hi * margin**2)
-        run.check(
+        run.evidence(
             f"{prefix}_hysteresis_inside_window",
-            expected=1.0,
-            measured=_over(np.nanmin, hyst.disagree_fraction, inside),
-            tolerance=0.0,
-            note=f"theory coexistence ({lo:.4g}, {hi:.4g}); every dataset's two starts end "
-            f"more than half the jump apart for P in ({lo * margin:.4g}, {hi / margin:.4g}); "
-            f"per P {hyst.where(inside)}",
+            ch.hysteresis_evidence(
+                "two coexisting minima: every dataset's two starts stay apart inside the "
+                "theory's coexistence window",
+                hyst.disagree_fraction[inside],
+                expected=True,
+            ),
+            note=f"theory coexistence ({lo:.4g}, {hi:.4g}); P in ({lo * margin:.4g}, "
+            f"{hi / margin:.4g}); per P {hyst.where(inside)}",
         )
-        run.check(
+        run.evidence(
             f"{prefix}_no_hysteresis_outside_window",
-            expected=0.0,
-            measured=_over(np.nanmax, hyst.disagree_fraction, outside),
-            tolerance=0.0,
-            note=f"P outside ({lo / margin**2:.4g}, {hi * margin**2:.4g}): both starts agree; "
-            f"per P {hyst.where(outside)}",
+            ch.hysteresis_evidence(
+                "one minimum outside the coexistence window: both starts agree",
+                hyst.disagree_fraction[outside],
+                expected=False,
+            ),
+            note=f"P outside ({lo / margin**2:.4g}, {hi * margin**2:.4g}); per P "
+            f"{hyst.where(outside)}",
         )
         return hyst
     scale = float(np.max(np.abs(diagram.order_global["amplitude"])))
     hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.1 * scale)
-    run.check(
+    run.evidence(
         f"{prefix}_no_hysteresis",
-        expected=0.0,
-        measured=float(np.nanmax(hyst.disagree_fraction)),
-        tolerance=0.0,
-        note=f"theory {order}: one minimum at every P; the starts agree within 0.1 x max "
-        f"amplitude ({0.1 * scale:.3g}); per P {hyst.where(hyst.P > 0)}",
+        ch.hysteresis_evidence(
+            f"theory {order.name}: one minimum at every P, both starts agree",
+            hyst.disagree_fraction,
+            expected=False,
+        ),
+        note=f"the starts agree within 0.1 x max amplitude ({0.1 * scale:.3g}); per P "
+        f"{hyst.where(hyst.P > 0)}",
     )
     return hyst
+
+
+def info_json(info: dict) -> dict:
+    """A transition's ``info`` (:func:`jaxdyn.copyhead.classify_transition`) for summary.json:
+    the order by name."""
+    return {k: (v.name if isinstance(v, ch.TransitionOrder) else v) for k, v in info.items()}

@@ -1,0 +1,403 @@
+"""The copy-head claims as evidence: decision functions of numbers (copy_head.md, "What the
+theory predicts").
+
+Each function takes measured numbers (never a run) and returns a
+:class:`jaxdyn.evidence.Evidence` with its error model, so that the same decision can be fed a
+counterfactual input (a P*(L) following another law, a smooth curve where a jump is claimed,
+samples from a model without the transition) and must then not say ``holds``.
+
+- :func:`order_evidence`: a transition's order read by grid refinement against a predicted
+  :class:`TransitionOrder` (inconclusive when the exponent's interval admits two orders).
+- :func:`theory_match_evidence`: per-dataset measurements against a theory curve, Student-t
+  interval over datasets plus a derived bound (an optimiser's Newton estimate, a grid
+  spacing), tested against the alternative "off by the effect to detect" (the jump, the drop).
+- :func:`hysteresis_evidence`, :func:`bimodality_evidence`: discrete outcomes per P.
+- :func:`coverage_evidence`: the share of the attention pattern in span{U, S} above a level,
+  with the standard error over datasets.
+- :func:`onset_exponent_evidence`: amplitude ~ (P - P_c)^beta with beta = 1/2.
+- :func:`local_form_evidence`, :func:`extrapolated_exponent_evidence`: a scaling law's local
+  exponent at the top of the range reached (and extrapolated beyond it) against the law's
+  own and an alternative law's.
+- :func:`boundary_evidence`: the end of the softmax first-order line above V = L.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from jaxtyping import ArrayLike, Shaped
+
+from ..evidence import ErrorModel, Evidence, Verdict, at_least, at_most, classified, within
+from ._transition import RefinementOrder, TransitionOrder
+
+Numbers = Shaped[ArrayLike, "..."] | Sequence[float | int]
+"""An array of numbers, or a list of them."""
+
+
+def order_evidence(claim: str, predicted: TransitionOrder, refined: RefinementOrder) -> Evidence:
+    """The order found by grid refinement (:func:`jaxdyn.copyhead.classify_refinement`)
+    against ``predicted``. Decided when the refinement exponent is finite and its confidence
+    interval contains the exponent of one order at most (else ``inconclusive``)."""
+    fit = refined.fit
+    admitted = [o for o in TransitionOrder if fit.ci_low <= o.value <= fit.ci_high]
+    decided = bool(np.isfinite(fit.slope)) and len(admitted) <= 1
+    if not np.isfinite(fit.slope) and np.all(np.asarray(refined.largest_step) <= 0):
+        decided = True  # no change at all on any grid: a crossover without a transition
+    return classified(
+        claim,
+        prediction=predicted,
+        measured=refined.order,
+        decided=decided,
+        basis=f"largest step ~ spacing^beta, beta = {fit.slope:.3g} "
+        f"(CI {fit.ci_low:.3g}..{fit.ci_high:.3g}); first 0, second 1/2, crossover 1",
+    )
+
+
+def theory_match_evidence(
+    claim: str,
+    per_dataset: Numbers,
+    theory: Numbers,
+    effect: Numbers,
+    *,
+    bound: Numbers | float = 0.0,
+    confidence: float = 0.99,
+    basis: str = "",
+    alternative: Numbers | None = None,
+) -> Evidence:
+    """Mean over datasets (rows) of each column against ``theory``, Student-t interval at
+    ``confidence`` with the datasets' standard error, widened by the derived ``bound``
+    (optimisation error, grid resolution). The alternative is the theory displaced by
+    ``effect`` towards the measurement (the size of what the comparison must detect: a
+    jump, a drop): ``holds`` needs the prediction inside every interval and the alternative
+    outside one at least, i.e. enough datasets for the effect. Non-finite entries of a
+    dataset are left out of its column; a column with fewer than two gives ``inconclusive``.
+    A specific ``alternative`` (a value the claim is tested against) replaces the displaced
+    theory."""
+    x = np.atleast_2d(np.asarray(per_dataset, float))
+    theory = np.broadcast_to(np.asarray(theory, float), x.shape[1:]).astype(float)
+    effect = np.abs(np.broadcast_to(np.asarray(effect, float), theory.shape))
+    bound = np.broadcast_to(np.asarray(bound, float), theory.shape)
+    n = np.sum(np.isfinite(x), axis=0)
+    mean = np.array(
+        [np.mean(c[np.isfinite(c)]) if k else np.nan for c, k in zip(x.T, n, strict=True)]
+    )
+    se = np.array(
+        [
+            np.std(c[np.isfinite(c)], ddof=1) / np.sqrt(k) if k >= 2 else np.nan
+            for c, k in zip(x.T, n, strict=True)
+        ]
+    )
+    dof = int(max(np.min(n) - 1, 1))
+    if not (np.all(n >= 2) and np.all(np.isfinite(se)) and np.all(np.isfinite(bound))):
+        model = ErrorModel.standard_error(0.0, dof=dof, confidence=confidence, basis=basis)
+        return Evidence(
+            claim,
+            theory,
+            mean,
+            model,
+            Verdict.inconclusive,
+            theory + effect,
+            "fewer than two finite datasets or a non-finite bound somewhere",
+        )
+    # t SE + bound as one standard-error model: the effective SE carries the bound / t.
+    from scipy import stats
+
+    t = float(stats.t.ppf(0.5 + confidence / 2, dof))
+    model = ErrorModel.standard_error(
+        se + bound / t,
+        dof=dof,
+        confidence=confidence,
+        basis=(basis + "; " if basis else "")
+        + f"SE over {int(np.min(n))} datasets plus a derived bound (max {np.max(bound):.3g})",
+    )
+    if alternative is None:
+        alternative = theory + np.where(mean >= theory, 1.0, -1.0) * effect
+    else:
+        alternative = np.broadcast_to(np.asarray(alternative, float), theory.shape)
+    return within(
+        claim, prediction=theory, measured=mean, error_model=model, alternative=alternative
+    )
+
+
+def hysteresis_evidence(claim: str, disagree_fraction: Numbers, *, expected: bool) -> Evidence:
+    """Per P, the fraction of datasets whose two starts end in different minima. ``expected``
+    True (coexisting minima): every dataset disagrees at every P; False: none at any P. An
+    empty P range (no fraction) is ``inconclusive``."""
+    f = np.asarray(disagree_fraction, float)
+    f = f[np.isfinite(f)]
+    measured = bool(np.all(f == 1.0)) if expected else bool(np.any(f > 0.0))
+    return classified(
+        claim,
+        prediction=expected,
+        measured=measured,
+        decided=f.size > 0,
+        basis="two starts per dataset; 'different' beyond half the theory's jump (0.1 x its "
+        "amplitude without a jump); measured: every dataset differs at every P (expected "
+        "True) or some dataset differs at some P (expected False)",
+    )
+
+
+def bimodality_evidence(claim: str, hysteresis: Numbers, bimodal: Numbers) -> Evidence:
+    """Per P where the datasets settled (all or none disagree): the pooled samples are
+    bimodal (1) exactly where the chains from the two starts stay apart (1)."""
+    h = np.asarray(hysteresis, bool)
+    b = np.asarray(bimodal, bool)
+    return classified(
+        claim,
+        prediction=h.tolist(),
+        measured=b.tolist(),
+        decided=h.size > 0,
+        basis="two Gaussian components, Ashman's D > 2, each >= 10% of the samples",
+    )
+
+
+def coverage_evidence(
+    claim: str,
+    per_dataset: Numbers,
+    *,
+    level: float = 0.9,
+    confidence: float = 0.99,
+) -> Evidence:
+    """The fraction of the attention pattern's non-uniform variance in span{U, S}
+    (:func:`jaxdyn.copyhead.coverage`), one value per dataset, at least ``level`` ("the vast
+    majority"): one-sided against the Student-t interval of the datasets' mean."""
+    c = np.asarray(per_dataset, float)
+    c = c[np.isfinite(c)]
+    if c.size < 2:
+        model = ErrorModel.standard_error(0.0, dof=1, confidence=confidence)
+        return Evidence(
+            claim, level, c.tolist(), model, Verdict.inconclusive, None, "fewer than 2 datasets"
+        )
+    se = float(np.std(c, ddof=1) / np.sqrt(c.size))
+    model = ErrorModel.standard_error(
+        se, dof=c.size - 1, confidence=confidence, basis=f"SE over {c.size} datasets"
+    )
+    return at_least(claim, measured=float(np.mean(c)), limit=level, error_model=model)
+
+
+def onset_exponent_evidence(
+    claim: str,
+    eps: Numbers,
+    amplitude: Numbers,
+    *,
+    tolerance: float = 1e-3,
+) -> Evidence:
+    """beta of amplitude ~ eps^beta (eps = (P - P_c) / P_c) from the fit of ln amplitude on
+    ln eps and eps (the eps term absorbs the analytic correction), against 1/2; the
+    alternative is a linear rise (beta = 1). ``tolerance``: the bound on beta's error from
+    minima converged to ~1e-10 over eps in 1e-4..1e-2."""
+    eps, amp = np.asarray(eps, float), np.asarray(amplitude, float)
+    ok = (amp > 0) & np.isfinite(amp)
+    beta = float("nan")
+    if ok.sum() >= 3:
+        design = np.stack([np.log(eps), eps, np.ones_like(eps)], -1)
+        coef, *_ = np.linalg.lstsq(design[ok], np.log(amp[ok]), rcond=None)
+        beta = float(coef[0])
+    model = ErrorModel.bound(
+        tolerance, basis="minima converged to ~1e-10 at (P - P_c) / P_c >= 1e-4"
+    )
+    return within(claim, prediction=0.5, measured=beta, error_model=model, alternative=1.0)
+
+
+def local_exponent(x: Numbers, y: Numbers) -> tuple[np.ndarray, np.ndarray]:
+    """Local exponents d ln y / d ln x between consecutive points (sorted by x), and the
+    geometric midpoints where they apply."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    order = np.argsort(x)
+    x, y = x[order], y[order]
+    return np.diff(np.log(y)) / np.diff(np.log(x)), np.sqrt(x[1:] * x[:-1])
+
+
+def boundary_evidence(claim: str, L: Numbers, brackets: Numbers) -> Evidence:
+    """The end V_c(L) of the softmax first-order line lies above V = L at every L: the
+    bracket [V_a, V_b] of each V_c (bisection in ln V) against L, with the bracket's half-width
+    in ln V as the bound (``holds`` when every bracket lies above L, ``refuted`` when one lies
+    below, ``inconclusive`` when one straddles L or is missing)."""
+    L = np.asarray(L, float)
+    b = np.asarray(brackets, float)
+    mid = 0.5 * (np.log(b[:, 0]) + np.log(b[:, 1]))
+    half = 0.5 * np.abs(np.log(b[:, 1]) - np.log(b[:, 0]))
+    model = ErrorModel.bound(half, basis="half-width of the bisection bracket in ln V")
+    return at_least(claim, measured=mid, limit=np.log(L), error_model=model)
+
+
+def count_at_most_evidence(claim: str, counts: Numbers, limit: int, *, basis: str) -> Evidence:
+    """A discrete count (e.g. local minima of a 1-D reduced action at each P) at most
+    ``limit`` at every P."""
+    c = np.asarray(counts, float)
+    return at_most(
+        claim,
+        measured=float(np.max(c)),
+        limit=float(limit),
+        error_model=ErrorModel.exact(basis=basis),
+    )
+
+
+def pooling_share(c_1: float, c_G: float, L: int | float) -> float:
+    """Share of the uniform pattern in ||A||_F^2 for A = c_1 U + c_G S: <A, U>^2 / ||A||^2
+    (||U|| = 1, <U, S> = 1, ||S||^2 = L)."""
+    frob2 = c_1**2 + 2 * c_1 * c_G + L * c_G**2
+    return float((c_1 + c_G) ** 2 / frob2) if frob2 > 0 else float("nan")
+
+
+def pooling_first_evidence(
+    claim: str, c_1: float, c_G: float, L: int | float, *, tolerance: float = 1e-6
+) -> Evidence:
+    """The onset direction of a linear head is pooling: the share of U in ||A||^2
+    (:func:`pooling_share`) of the minimum just above the onset is at least 1/2; the bound
+    is the minimiser's tolerance on the share."""
+    return at_least(
+        claim,
+        measured=pooling_share(c_1, c_G, L),
+        limit=0.5,
+        error_model=ErrorModel.solver_tolerance(tolerance, basis="converged reduced minimum"),
+    )
+
+
+def jump_evidence(claim: str, predicted: bool, refined: RefinementOrder) -> Evidence:
+    """Whether a curve (a test loss against P) has a jump, read by grid refinement
+    (:class:`RefinementOrder` ``first``), against ``predicted``; undecided as in
+    :func:`order_evidence`."""
+    order = order_evidence(claim, TransitionOrder.first, refined)
+    measured = refined.order is TransitionOrder.first
+    return classified(
+        claim,
+        prediction=predicted,
+        measured=measured,
+        decided=order.verdict is not Verdict.inconclusive,
+        basis=order.error_model.basis,
+    )
+
+
+def hysteresis_window_evidence(claim: str, disagree_fraction: Numbers) -> Evidence:
+    """On a P scan across a first-order transition: a contiguous range of P where the two
+    starts disagree, with every dataset disagreeing at one P at least (escapes over the
+    barrier at the ends of the range may make it partial there), and none elsewhere."""
+    f = np.asarray(disagree_fraction, float)
+    where = np.flatnonzero(f > 0)
+    contiguous = where.size == 0 or bool(np.all(np.diff(where) == 1))
+    return classified(
+        claim,
+        prediction=True,
+        measured=bool(np.any(f == 1.0)) and contiguous,
+        decided=bool(np.all(np.isfinite(f))) and f.size > 0,
+        basis="per P, the fraction of datasets whose two starts stay apart",
+    )
+
+
+def scaling_form_evidence(
+    claim: str,
+    measured: float,
+    law: float,
+    alternative: float,
+    *,
+    error: float,
+    basis: str,
+) -> Evidence:
+    """Which of two candidate scaling forms a measured local exponent follows.
+
+    The resolution is a quarter of the gap g = |law - alternative| between the two forms'
+    exponents over the same range: ``holds`` when the measured exponent lies within g / 4 of
+    the law's (beyond its own ``error``), ``refuted`` when it lies within g / 4 of the
+    alternative's or farther than g / 4 from both on the far side of the law (another law),
+    ``inconclusive`` when it lies between the two bands (the range reached does not separate
+    the forms) or its error straddles a band's edge."""
+    m, p, a, d = float(measured), float(law), float(alternative), float(error)
+    g = abs(p - a)
+    band = 0.25 * g
+    model = ErrorModel.bound(band, basis=f"a quarter of the gap between the forms; {basis}")
+    args = (claim, p, m, model)
+    if not (np.isfinite(m) and np.isfinite(d)) or g == 0:
+        return Evidence(*args, Verdict.inconclusive, a, "not finite, or the forms coincide")
+    if abs(m - p) + d <= band:
+        return Evidence(*args, Verdict.holds, a, f"{m:.4f} within {band:.3g} of the law {p:.4f}")
+    between = min(p, a) + band < m < max(p, a) - band
+    straddles = abs(abs(m - p) - band) <= d or abs(abs(m - a) - band) <= d
+    if between or straddles:
+        return Evidence(
+            *args,
+            Verdict.inconclusive,
+            a,
+            f"{m:.4f} lies between the law {p:.4f} and the alternative {a:.4f}: a wider range "
+            "would decide",
+        )
+    return Evidence(
+        *args,
+        Verdict.refuted,
+        a,
+        f"{m:.4f} is outside the law's band {p:.4f} +- {band:.3g} (alternative {a:.4f})",
+    )
+
+
+def local_form_evidence(
+    claim: str,
+    x: Numbers,
+    y: Numbers,
+    law: Callable[[np.ndarray], np.ndarray],
+    alternative: Callable[[np.ndarray], np.ndarray],
+    *,
+    relative_error: Numbers | float,
+    basis: str,
+) -> Evidence:
+    """A scaling law y ~ law(x) at the top of the range reached: the local exponent
+    d ln y / d ln x between the two largest finite x, against the law's and the
+    alternative's local exponents over the same pair (:func:`scaling_form_evidence`); the
+    measured exponent's error is (eps_1 + eps_2) / ln(x_2 / x_1) from the relative errors of
+    y."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    eps = np.broadcast_to(np.asarray(relative_error, float), x.shape)
+    keep = np.isfinite(y) & (y > 0) & np.isfinite(x) & (x > 0) & np.isfinite(eps)
+    x, y, eps = x[keep], y[keep], eps[keep]
+    if x.size < 2:
+        model = ErrorModel.bound(np.inf, basis=basis)
+        return Evidence(
+            claim, float("nan"), float("nan"), model, Verdict.inconclusive, None, "< 2 points"
+        )
+    top = np.argsort(x)[-2:]
+    (x1, x2), (y1, y2), (e1, e2) = x[top], y[top], eps[top]
+    span = float(np.log(x2 / x1))
+    exponent = lambda f: float(np.log(f(np.array([x2]))[0] / f(np.array([x1]))[0]) / span)
+    ev = scaling_form_evidence(
+        claim,
+        float(np.log(y2 / y1) / span),
+        exponent(law),
+        exponent(alternative),
+        error=float((e1 + e2) / span),
+        basis=f"x = {x1:.4g}..{x2:.4g}; {basis}",
+    )
+    return ev
+
+
+def extrapolated_exponent(x: Numbers, m: Numbers) -> tuple[float, float]:
+    """Local exponents m(x) extrapolated to x -> infinity in u = 1 / ln x: the parabola
+    through the last three points, and as its error the difference from the line through the
+    last two (an embedded pair, as a Runge-Kutta step with local extrapolation estimates its
+    error by the lower-order solution)."""
+    x, m = np.asarray(x, float), np.asarray(m, float)
+    keep = np.isfinite(m)
+    u, m = 1.0 / np.log(x[keep]), m[keep]
+    if m.size < 3:
+        return float("nan"), float("nan")
+    line = np.polyval(np.polyfit(u[-2:], m[-2:], 1), 0.0)
+    parabola = np.polyval(np.polyfit(u[-3:], m[-3:], 2), 0.0)
+    return float(parabola), float(abs(line - parabola))
+
+
+def extrapolated_exponent_evidence(
+    claim: str, x: Numbers, m: Numbers, law: float, alternative: float
+) -> Evidence:
+    """An asymptotic exponent: the local exponents ``m`` at ``x`` extrapolated to
+    x -> infinity (:func:`extrapolated_exponent`, with its embedded error estimate), classified
+    between the law's exponent and an alternative's (:func:`scaling_form_evidence`: within a
+    quarter of their gap of one of them, or in between)."""
+    value, error = extrapolated_exponent(x, m)
+    return scaling_form_evidence(
+        claim,
+        value,
+        law,
+        alternative,
+        error=error,
+        basis="extrapolated in 1 / ln x (parabola through the three largest x; error: its "
+        "difference from the line through the two largest)",
+    )
