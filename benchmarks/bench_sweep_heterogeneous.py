@@ -44,6 +44,7 @@ prints one JSON object and writes it to ``benchmarks/results/sweep_heterogeneous
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -137,21 +138,19 @@ def timed(member, grid, options, repeats=REPEATS):
 
 
 def _forget_compiled() -> None:
-    """Cold timings: drop JAX's and the sweep engine's in-memory compiled programs."""
-    from jaxdyn.sweep import _programs, _scheduler
-
-    _programs._COMPILED.clear()
-    _scheduler._COMPILED.clear()
+    """Cold timings: drop JAX's in-memory compiled programs (the sweep engine keeps none of
+    its own)."""
     jax.clear_caches()
 
 
-def _lane_steps(member) -> int:
-    """Lanes x steps the device ran in the last segmented chunk of ``member`` (steps taken by
-    the members / this = the share of the vector lanes that did useful work)."""
-    from jaxdyn.sweep import _scheduler
-
-    programs = [p for key, p in _scheduler._COMPILED.items() if key[0] is member]
-    return int(sum(p.lane_steps for p in programs))
+def _lane_steps(member, grid, options) -> int:
+    """Lanes x steps the device ran in a segmented sweep of ``member`` (steps taken by the
+    members / this = the share of the vector lanes that did useful work), from the sweep's
+    log."""
+    lines = []
+    run_sweep(member, grid, options=options, log=lines.append)
+    found = [re.search(r"(\d+) lane-steps", line) for line in lines]
+    return int(next(m.group(1) for m in found if m))
 
 
 def _grid(mix: str, n: int, seed: int) -> Grid:
@@ -246,7 +245,7 @@ def measure(mix: str, n: int, seed: int) -> dict:
         _progress(mix, name, cold, warm)
         if options.chunk_size == 0 and result.chunk_size < n:
             raise RuntimeError("lane-step accounting below assumes the sweep is one chunk")
-        lane_steps = _lane_steps(member)
+        lane_steps = _lane_steps(member, grid, options)
         identical &= _same(plain, result)
         ok &= bool(np.all(result.ok()))
         report |= {

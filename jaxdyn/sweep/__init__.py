@@ -16,8 +16,11 @@ from ._devices import (
     single_threaded_kernels as single_threaded_kernels,
     use_cpu_devices as use_cpu_devices,
 )
-from ._diffeq import DiffeqMember as DiffeqMember, DiffeqProblem as DiffeqProblem
-from ._diffeq_state import DiffeqState as DiffeqState
+from ._diffeq import (
+    DiffeqMember as DiffeqMember,
+    DiffeqProblem as DiffeqProblem,
+    DiffeqState as DiffeqState,
+)
 from ._engine import run_sweep as run_sweep
 from ._grid import Grid as Grid
 from ._options import SweepOptions as SweepOptions

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 
 import jax
 import numpy as np
@@ -145,12 +144,6 @@ def _progress_bar(progress, plan: ChunkPlan, name):
     )
 
 
-def _after_chunk():
-    delay = float(os.environ.get("JAXDYN_SWEEP_CHUNK_DELAY", "0") or 0)
-    if delay:  # test hook: slow a sweep down so that it can be killed mid-way
-        time.sleep(delay)
-
-
 def run_plain_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name):
     """Dispatch this process's unfinished chunks (one ahead of the fetch), checkpointing
     each; ``get_program()`` compiles the chunk program when first needed."""
@@ -170,27 +163,26 @@ def run_plain_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, pro
             plan.outputs[i], plan.status[i] = get_program().fetch(current)
             checkpoints.save(i, plan.outputs[i], plan.status[i])
             bar.update(1)
-            _after_chunk()
     finally:
         bar.close()
 
 
 def run_segmented_chunks(
     get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name
-) -> int:
+) -> tuple[int, int]:
     """Run this process's unfinished chunks of a segmented sweep, checkpointing each; returns
-    the most segments a chunk needed."""
+    the most segments a chunk needed and the lanes x steps the device ran (all chunks)."""
     bar = _progress_bar(progress, plan, name)
-    n_segments = 0
+    n_segments = lane_steps = 0
     try:
         for i in plan.todo:
             params, seeds = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
             n_real = min(chunk, len(grid) - i * chunk)
             plan.outputs[i], plan.status[i], segments = get_program().run(params, seeds, n_real)
             n_segments = max(n_segments, segments)
+            lane_steps += get_program().lane_steps
             checkpoints.save(i, plan.outputs[i], plan.status[i])
             bar.update(1)
-            _after_chunk()
     finally:
         bar.close()
-    return n_segments
+    return n_segments, lane_steps
