@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -22,6 +23,7 @@ from ._config import (
     resolve_config,
     resolve_sweep_options,
 )
+from ._profile import profiled, profiling_enabled
 from ._registry import IMPORT_ENV, Experiment, get_experiment
 from ._run import Run, _jsonable
 
@@ -195,7 +197,8 @@ def execute_run(prepared: PreparedRun, *, overwrite: bool = False, echo: bool = 
     run = Run(out, experiment=experiment.name, echo=echo, config=config, options=prepared.options)
     run.log(f"run {experiment.name} -> {out} (pid {os.getpid()})")
     try:
-        experiment.fn(config, run)
+        with profiled(out, run.writer) if profiling_enabled() else contextlib.nullcontext():
+            experiment.fn(config, run)
     except BaseException as err:
         message = f"{type(err).__name__}: {err}"
         run.fail("interrupted" if isinstance(err, KeyboardInterrupt) else message)

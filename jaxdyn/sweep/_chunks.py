@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 import jax
 import numpy as np
 
 from ._options import SweepOptions
 from ._processes import agree_on_finished, assign_pending, exchange, process_layout
+from ._programs import DEVICE_EVENT
 
 _DEFAULT_MAX_PER_DEVICE = 1024
 _SEGMENTED_CHUNK = 256
@@ -152,7 +154,17 @@ def run_plain_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, pro
 
     def dispatch(i):
         members = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
-        return get_program().dispatch(*members)
+        program = get_program()
+        start = time.perf_counter()
+        handle = program.dispatch(*members)
+        jax.monitoring.record_event_duration_secs(DEVICE_EVENT, time.perf_counter() - start)
+        return handle
+
+    def fetch(handle):
+        start = time.perf_counter()
+        out = get_program().fetch(handle)
+        jax.monitoring.record_event_duration_secs(DEVICE_EVENT, time.perf_counter() - start)
+        return out
 
     try:
         in_flight = dispatch(pending[0]) if pending else None
@@ -160,7 +172,7 @@ def run_plain_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, pro
             current = in_flight
             # Dispatch the next chunk before fetching this one: device work overlaps I/O.
             in_flight = dispatch(pending[j + 1]) if j + 1 < len(pending) else None
-            plan.outputs[i], plan.status[i] = get_program().fetch(current)
+            plan.outputs[i], plan.status[i] = fetch(current)
             checkpoints.save(i, plan.outputs[i], plan.status[i])
             bar.update(1)
     finally:

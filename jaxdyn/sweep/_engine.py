@@ -51,7 +51,13 @@ from ._diffeq import routed_member
 from ._grid import Grid
 from ._options import SweepOptions
 from ._processes import process_layout, same_everywhere
-from ._programs import CompileCounter, compile_program, effective_vmap_width, plain_out_shape
+from ._programs import (
+    SWEEP_EVENT,
+    CompileCounter,
+    compile_program,
+    effective_vmap_width,
+    plain_out_shape,
+)
 from ._result import SweepResult
 from ._scheduler import segmented_out_shape, segmented_programs
 from ._segmented import AbstractSegmentedMember, unsegmented
@@ -183,6 +189,7 @@ def run_sweep(
             n_compilations=compiles.count,
             wall_time_s=time.perf_counter() - t_start,
         )
+    jax.monitoring.record_event_duration_secs(SWEEP_EVENT, result.wall_time_s)
     _log_outcome(result, log, name)
     return result
 

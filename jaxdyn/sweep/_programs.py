@@ -129,8 +129,16 @@ def put_global(host_array: np.ndarray, sharding) -> jax.Array:
     return jax.make_array_from_callback(host_array.shape, sharding, lambda index: host_array[index])
 
 
+# jax.monitoring events of the sweep engine (read by jaxdyn.runs' profile, or any listener)
+SWEEP_EVENT = "/jaxdyn/sweep/duration"  # one run_sweep, wall time
+DEVICE_EVENT = "/jaxdyn/sweep/device_duration"  # in compiled sweep programs, or waiting for them
+HOST_SYNC_EVENT = "/jaxdyn/sweep/host_sync"  # the host waited for device results
+
+
 def to_host(tree):
-    """This process's arrays on the host (sweep programs only use local devices)."""
+    """This process's arrays on the host (sweep programs only use local devices); each call
+    is a host round trip (``HOST_SYNC_EVENT``)."""
+    jax.monitoring.record_event(HOST_SYNC_EVENT)
     return jax.tree_util.tree_map(np.asarray, jax.device_get(tree))
 
 

@@ -27,6 +27,7 @@ of the unsegmented path.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 
 import jax
@@ -35,6 +36,7 @@ import numpy as np
 
 from ._packing import group_widths, pack, segment_width
 from ._programs import (
+    DEVICE_EVENT,
     CompileCounter,
     compiled_bytes,
     grouped,
@@ -185,10 +187,15 @@ class SegmentedPrograms:
 
     def run(self, params: dict, seeds: np.ndarray, n_real: int | None = None):
         """``(outputs, status codes, segments run)`` of one chunk of members (on the host);
-        members from ``n_real`` on are padding and are not advanced past ``init``."""
+        members from ``n_real`` on are padding and are not advanced past ``init``. The time
+        spent in the compiled programs and waiting for them is recorded as a
+        ``jax.monitoring`` event (``DEVICE_EVENT``; compilation excluded)."""
+        device_s = 0.0
+        start = time.perf_counter()
         params, seeds = jax.device_put((params, seeds), self.device)
         states, done = self.init(params, seeds)
-        done = np.array(done)
+        done = to_host(done).copy()
+        device_s += time.perf_counter() - start
         if n_real is not None:
             done[n_real:] = True
         n_segments = 1
@@ -196,20 +203,25 @@ class SegmentedPrograms:
         active = np.flatnonzero(~done)
         while active.size:
             in_flight = []
-            for idx in pack(active, self.group_widths):
+            groups = [(idx, self.advance(idx.size)) for idx in pack(active, self.group_widths)]
+            start = time.perf_counter()
+            for idx, program in groups:
                 real = int(np.unique(idx).size)  # the padding repeats idx[0] at the end
-                program = self.advance(idx.size)
                 states, group_done = program(
                     params, seeds, states, idx.astype(np.int32), np.int32(real)
                 )  # dispatched asynchronously
                 in_flight.append((idx[:real], group_done))
                 self.lane_steps += idx.size * self.segment_steps
             for idx, group_done in in_flight:
-                done[idx] = np.asarray(group_done)[: idx.size]
+                done[idx] = to_host(group_done)[: idx.size]
+            device_s += time.perf_counter() - start
             n_segments += 1
             active = np.flatnonzero(~done)
         self.segments = n_segments
+        start = time.perf_counter()
         outputs, status = to_host(self.finish(params, seeds, states))
+        device_s += time.perf_counter() - start
+        jax.monitoring.record_event_duration_secs(DEVICE_EVENT, device_s)
         return outputs, status, n_segments
 
 
