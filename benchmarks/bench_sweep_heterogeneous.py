@@ -264,6 +264,7 @@ def measure(mix: str, n: int, seed: int) -> dict:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="64 members per mix")
+    parser.add_argument("--members", type=int, default=0, help="members per mix (default 256)")
     parser.add_argument("--today", nargs=4, metavar=("MIX", "N", "SEED", "NPZ"), help="internal")
     args = parser.parse_args()
     if args.today:
@@ -274,7 +275,7 @@ def main():
     if not single_threaded_kernels():  # the jaxdyn command line's setting
         raise RuntimeError("JAX started before main(): XLA's CPU threading cannot be set")
     jax.config.update("jax_enable_x64", True)
-    n = 64 if args.quick else 256
+    n = args.members or (64 if args.quick else 256)
     mixes = {
         mix: measure(mix, n, seed)
         for seed, mix in enumerate(["rank_like", "log_uniform", "uniform_cheap"])
