@@ -7,9 +7,11 @@ result = run_sweep(member, Grid.product({"lam": [0.3, 0.5]}, seeds=8),
                    options=SweepOptions(vmap_width=16))
 ```
 
-Members whose cost varies (adaptive ODE solves with events) are given as a
-:class:`DiffeqMember` (or any :class:`AbstractSegmentedMember`) and run in segments, so that a
-sweep costs about the sum of its members' work (docs/scaling.md).
+Members whose cost varies (adaptive ODE solves with events) run in segments, so that a sweep
+costs about the sum of its members' work (docs/scaling.md): a member function calling one of
+the library's simulators (their solve is a :meth:`DiffeqProblem.solve`) is segmented by the
+engine itself; a :class:`DiffeqMember` (or any :class:`AbstractSegmentedMember`) states the
+segments explicitly.
 """
 
 from ._devices import (

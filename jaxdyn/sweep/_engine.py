@@ -23,7 +23,15 @@ A segmented member (:class:`~jaxdyn.sweep.AbstractSegmentedMember`, e.g. a
 :class:`~jaxdyn.sweep.DiffeqMember`) is instead advanced in segments of at most
 ``segment_steps`` steps, the unfinished members re-batched between segments
 (``jaxdyn/sweep/_scheduler.py``), so that a chunk costs about the sum of its members' work
-rather than ``width x`` its slowest member.
+rather than ``width x`` its slowest member. A plain member function whose one solve goes
+through :meth:`~jaxdyn.sweep.DiffeqProblem.solve` (the library's simulators) is run the same
+way (``jaxdyn/sweep/_diffeq.py``).
+
+Compiled programs come from ``jax.jit``'s own cache (the member, widths and devices are static
+arguments), so a second sweep of the same member and shapes compiles nothing;
+``SweepResult.n_compilations`` counts the sweep programs XLA compiled during the call, from
+``jax.monitoring`` events. The engine records its own events too (``_programs.SWEEP_EVENT``,
+``DEVICE_EVENT``, ``HOST_SYNC_EVENT``), which ``jaxdyn run --profile`` reads.
 """
 
 from __future__ import annotations
