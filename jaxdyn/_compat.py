@@ -43,11 +43,16 @@ def patch_equinox_closure_convert() -> None:
 # A segmented diffrax solve (jaxdyn/sweep/_diffeq.py) must take bitwise the steps of one
 # uninterrupted ``diffrax.diffeqsolve``. diffrax's public API continues a solve from a saved
 # ``solver_state``, ``controller_state`` and ``made_jump`` (``SaveAt(solver_state=True, ...)``),
-# but three things the loop does are not exposed, so they are restated here from diffrax 0.7.2
-# (``diffrax/_integrate.py``, ``diffrax/_term.py``). tests/test_sweep_segmented.py compares
-# segmented and uninterrupted solves bitwise and fails when a new diffrax changes any of them.
-# A diffrax API that returned the loop's pre-loop state and its position (tprev, tnext, y)
-# would replace all three.
+# but three things the loop does are not exposed, so they are restated from diffrax 0.7.2
+# (``diffrax/_integrate.py``, ``diffrax/_term.py``) with public APIs only:
+# 1. the clip of ``tnext`` to ``t1`` within 100 ULP (:func:`clip_floor`, :func:`clip_to_end`);
+# 2. the direction-of-time wrapper of the terms, ``WrapTerm`` (:func:`direction_terms`);
+# 3. the pre-loop set-up of ``diffeqsolve`` (times in the solve's dtype and ``y0`` promoted
+#    to it, ``controller.init`` with ``tnext = min(tnext, t1)``, ``solver.init``, the ``t0``
+#    saves), in ``jaxdyn/sweep/_diffeq.py: start_state`` (public solver/controller methods).
+# tests/test_sweep_segmented.py compares segmented and uninterrupted solves bitwise and fails
+# when a new diffrax changes any of them. A diffrax API that returned the pre-loop state and
+# the loop's position (tprev, tnext, y) would replace all three.
 # --------------------------------------------------------------------------------------------
 
 
