@@ -75,8 +75,9 @@ def main() -> None:
     baseline_s = float(np.sum(np.concatenate([att.seconds for _, _, att in panels])[converged]))
     steps = np.concatenate([att.steps for _, _, att in panels])[converged]
 
-    natural_cold_s, natural_ranks, per_program = natural_pass(panels, config, cold=True)
-    natural_warm_s, natural_warm_ranks, _ = natural_pass(panels, config, cold=False)
+    members = natural_members(config)
+    natural_cold_s, natural_ranks, per_program = natural_pass(panels, config, members, cold=True)
+    natural_warm_s, natural_warm_ranks, _ = natural_pass(panels, config, members, cold=False)
 
     params = rank_members(config, panels)
     runs = {k: v[converged] for k, v in params.items()}
@@ -160,14 +161,12 @@ def main() -> None:
     print(line)
 
 
-def natural_pass(panels, config, *, cold: bool):
-    """The rank runs as a user writes them: ``(seconds, ranks in run order, compile seconds
-    per program)``; one ``run_sweep`` per panel with default options."""
-    import jax
+def natural_members(config) -> dict:
+    """The member functions a user writes, one per attention (created once: a second pass
+    with new function objects would be a new program for jit's cache, and compile again)."""
     import jax.numpy as jnp
 
-    from jaxdyn.meanfield import L2, Softmax, limiting_rank, rank_panels, simulate_gaussian
-    from jaxdyn.sweep import Grid, run_sweep
+    from jaxdyn.meanfield import L2, Softmax, limiting_rank, simulate_gaussian
 
     def member_of(field_class):
         def member(params, key):
@@ -188,7 +187,17 @@ def natural_pass(panels, config, *, cold: bool):
 
         return member
 
-    members = {"softmax": member_of(Softmax), "l2": member_of(L2)}
+    return {"softmax": member_of(Softmax), "l2": member_of(L2)}
+
+
+def natural_pass(panels, config, members, *, cold: bool):
+    """The rank runs as a user writes them: ``(seconds, ranks in run order, compile seconds
+    per program)``; one ``run_sweep`` per panel with default options."""
+    import jax
+
+    from jaxdyn.meanfield import rank_panels
+    from jaxdyn.sweep import Grid, run_sweep
+
     compile_s: dict[str, list[float]] = {}
 
     def on_duration(event, duration, **kwargs):
