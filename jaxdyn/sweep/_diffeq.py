@@ -692,6 +692,14 @@ class _Routed(AbstractSegmentedMember):
         return _traced(self.fn, params, key, _Route("finish", state))
 
 
+def _start_state(member, params, seed):
+    return member.init(params, jax.random.key(seed), 0)
+
+
+# A member's state before its first step, jitted so that a repeated sweep finds it traced.
+_start = jax.jit(_start_state, static_argnums=0)
+
+
 def routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember | None:
     """``fn`` as a segmented member when it solves exactly one :class:`DiffeqProblem` through
     :meth:`DiffeqProblem.solve` at its top level; ``None`` otherwise (no solve, several, or a
@@ -699,12 +707,8 @@ def routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember |
     state cannot leave it). ``params`` and ``seed`` are one member's, for a trace of ``fn``
     (the state before the first step: no solver loop is lowered)."""
     member = _Routed(fn)
-
-    def start(p, s):
-        return member.init(p, jax.random.key(s), 0)
-
     try:
-        jax.eval_shape(start, params, seed)  # one solve() at the member's top level?
+        _start.eval_shape(member, params, seed)  # one solve() at the member's top level?
     except _NotRoutable:
         return None
     # A solve inside the member's own vmap, grad or scan leaves its state behind in that
@@ -712,8 +716,8 @@ def routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember |
     # now, so whatever fails under it (a leak, or the checker's own limits with some library
     # internals) is a reason to run the member as written, which is always correct.
     try:
-        with jax.checking_leaks():
-            jax.jit(start).lower(params, seed)
+        with jax.checking_leaks():  # a fresh function: traced now, under the checker
+            jax.jit(lambda p, s: _start_state(member, p, s)).lower(params, seed)
     except Exception:
         return None
     return member
