@@ -44,6 +44,7 @@ prints one JSON object and writes it to ``benchmarks/results/sweep_heterogeneous
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -137,21 +138,19 @@ def timed(member, grid, options, repeats=REPEATS):
 
 
 def _forget_compiled() -> None:
-    """Cold timings: drop JAX's and the sweep engine's in-memory compiled programs."""
-    from jaxdyn.sweep import _programs, _scheduler
-
-    _programs._COMPILED.clear()
-    _scheduler._COMPILED.clear()
+    """Cold timings: drop JAX's in-memory compiled programs (the sweep engine keeps none of
+    its own)."""
     jax.clear_caches()
 
 
-def _lane_steps(member) -> int:
-    """Lanes x steps the device ran in the last segmented chunk of ``member`` (steps taken by
-    the members / this = the share of the vector lanes that did useful work)."""
-    from jaxdyn.sweep import _scheduler
-
-    programs = [p for key, p in _scheduler._COMPILED.items() if key[0] is member]
-    return int(sum(p.lane_steps for p in programs))
+def _lane_steps(member, grid, options) -> int:
+    """Lanes x steps the device ran in a segmented sweep of ``member`` (steps taken by the
+    members / this = the share of the vector lanes that did useful work), from the sweep's
+    log."""
+    lines = []
+    run_sweep(member, grid, options=options, log=lines.append)
+    found = [re.search(r"(\d+) lane-steps", line) for line in lines]
+    return int(next(m.group(1) for m in found if m))
 
 
 def _grid(mix: str, n: int, seed: int) -> Grid:
@@ -246,7 +245,7 @@ def measure(mix: str, n: int, seed: int) -> dict:
         _progress(mix, name, cold, warm)
         if options.chunk_size == 0 and result.chunk_size < n:
             raise RuntimeError("lane-step accounting below assumes the sweep is one chunk")
-        lane_steps = _lane_steps(member)
+        lane_steps = _lane_steps(member, grid, options)
         identical &= _same(plain, result)
         ok &= bool(np.all(result.ok()))
         report |= {
@@ -265,6 +264,7 @@ def measure(mix: str, n: int, seed: int) -> dict:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="64 members per mix")
+    parser.add_argument("--members", type=int, default=0, help="members per mix (default 256)")
     parser.add_argument("--today", nargs=4, metavar=("MIX", "N", "SEED", "NPZ"), help="internal")
     args = parser.parse_args()
     if args.today:
@@ -275,7 +275,7 @@ def main():
     if not single_threaded_kernels():  # the jaxdyn command line's setting
         raise RuntimeError("JAX started before main(): XLA's CPU threading cannot be set")
     jax.config.update("jax_enable_x64", True)
-    n = 64 if args.quick else 256
+    n = args.members or (64 if args.quick else 256)
     mixes = {
         mix: measure(mix, n, seed)
         for seed, mix in enumerate(["rank_like", "log_uniform", "uniform_cheap"])

@@ -70,8 +70,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="n = 20 000 instead of 100 000")
     parser.add_argument("--chunk", type=int, default=1024)
+    parser.add_argument("--n", type=int, default=0, help="tokens (default 100 000; GPU: 10^6)")
     args = parser.parse_args()
-    n, d = (20_000 if args.quick else 100_000), 8
+    n, d = (args.n or (20_000 if args.quick else 100_000)), 8
     base_info, base_peak = _child(n, d, args.chunk, work=False)
     t0 = time.perf_counter()
     # Full size: one timed call (~45 s on 2 CPU cores) after AOT compilation; quick: median of 3.

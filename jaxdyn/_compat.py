@@ -55,3 +55,128 @@ def patch_equinox_closure_convert() -> None:
         return jtu.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
 
     _ad._strip_weak_dtype = _strip_weak_dtype_and_sharding
+
+
+# --------------------------------------------------------------------------------------------
+# The sweep engine (jaxdyn/sweep): what it relies on beyond the public APIs.
+#
+# A segmented diffrax solve (jaxdyn/sweep/_diffeq.py) must take bitwise the steps of one
+# uninterrupted ``diffrax.diffeqsolve``. diffrax's public API continues a solve from a saved
+# ``solver_state``, ``controller_state`` and ``made_jump`` (``SaveAt(solver_state=True, ...)``),
+# but three things the loop does are not exposed, so they are restated from diffrax 0.7.2
+# (``diffrax/_integrate.py``, ``diffrax/_term.py``) with public APIs only:
+# 1. the clip of ``tnext`` to ``t1`` within 100 ULP (:func:`clip_floor`, :func:`clip_to_end`);
+# 2. the direction-of-time wrapper of the terms, ``WrapTerm`` (:func:`direction_terms`);
+# 3. the pre-loop set-up of ``diffeqsolve`` (times in the solve's dtype and ``y0`` promoted
+#    to it, ``controller.init`` with ``tnext = min(tnext, t1)``, ``solver.init``, the ``t0``
+#    saves), in ``jaxdyn/sweep/_diffeq.py: start_state`` (public solver/controller methods).
+# tests/test_sweep_segmented.py compares segmented and uninterrupted solves bitwise and fails
+# when a new diffrax changes any of them. A diffrax API that returned the pre-loop state and
+# the loop's position (tprev, tnext, y) would replace all three.
+# --------------------------------------------------------------------------------------------
+
+
+def prev_float(x):
+    """The floating point number before ``x``: ``equinox.internal.prevbefore``, which diffrax
+    uses for its ``t1_clip_floor``, written with ``jnp.nextafter`` (no gradient: the floor only
+    enters comparisons)."""
+    import jax.numpy as jnp
+
+    x = jax.lax.stop_gradient(x)
+    return jnp.where(x == 0, -jnp.finfo(x.dtype).tiny, jnp.nextafter(x, -jnp.inf))
+
+
+def clip_floor(t1):
+    """``t1`` minus 100 ULP: diffrax 0.7's ``t1_clip_floor`` (``diffeqsolve``)."""
+    for _ in range(100):
+        t1 = prev_float(t1)
+    return t1
+
+
+def clip_to_end(tprev, tnext, t1, t1_floor, keep_step):
+    """diffrax 0.7's ``_integrate._clip_to_end``: a ``tnext`` within 100 ULP of ``t1`` is
+    ``t1`` (or half-way there after a rejected step)."""
+    import jax.numpy as jnp
+
+    clip = tnext > t1_floor
+    tclip = jnp.where(keep_step, t1, tprev + 0.5 * (t1 - tprev))
+    return jnp.where(clip, tclip, tnext)
+
+
+def _direction_term_class():
+    import diffrax
+    import jax.numpy as jnp
+
+    class DirectionTerm(diffrax.AbstractTerm):
+        """diffrax 0.7's ``_term.WrapTerm``: ``term`` in normalised time ``t * direction``,
+        which ``diffeqsolve`` hands to the controller's and solver's ``init``. Written with
+        the public ``AbstractTerm`` interface and the same operations, so that the solver state
+        before the first step has the bits diffeqsolve's own has."""
+
+        term: diffrax.AbstractTerm
+        direction: jax.Array
+
+        def vf(self, t, y, args):
+            return self.term.vf(t * self.direction, y, args)
+
+        def contr(self, t0, t1, **kwargs):
+            _t0 = jnp.where(self.direction == 1, t0, -t1)
+            _t1 = jnp.where(self.direction == 1, t1, -t0)
+            return jax.tree.map(lambda c: self.direction * c, self.term.contr(_t0, _t1, **kwargs))
+
+        def prod(self, vf, control):
+            with jax.numpy_dtype_promotion("standard"):
+                return self.term.prod(vf, control)
+
+        def vf_prod(self, t, y, args, control):
+            return self.term.vf_prod(t * self.direction, y, args, control)
+
+        def is_vf_expensive(self, t0, t1, y, args):
+            _t0 = jnp.where(self.direction == 1, t0, -t1)
+            _t1 = jnp.where(self.direction == 1, t1, -t0)
+            return self.term.is_vf_expensive(_t0, _t1, y, args)
+
+    return DirectionTerm
+
+
+_DIRECTION_TERM = None
+
+
+def direction_terms(terms, direction):
+    """Every term of ``terms`` in normalised time, as ``diffeqsolve`` wraps them (one
+    ``WrapTerm`` per non-``MultiTerm`` term)."""
+    import diffrax
+
+    global _DIRECTION_TERM
+    if _DIRECTION_TERM is None:
+        _DIRECTION_TERM = _direction_term_class()
+    return jtu.tree_map(
+        lambda term: _DIRECTION_TERM(term, direction),
+        terms,
+        is_leaf=lambda x: (
+            isinstance(x, diffrax.AbstractTerm) and not isinstance(x, diffrax.MultiTerm)
+        ),
+    )
+
+
+def enumeration_code(item):
+    """The integer code of an equinox ``Enumeration`` item (``diffrax.RESULTS``,
+    ``jaxdyn.Status``): its one PyTree leaf. equinox has no public accessor; the item is an
+    ``eqx.Module`` whose only array field is the code (equinox 0.13)."""
+    (code,) = jax.tree.leaves(item)
+    return code
+
+
+def enumeration_item(example, code):
+    """The item of ``example``'s enumeration whose code is ``code`` (an int32 array): the
+    PyTree of ``example`` with ``code`` as its leaf (the inverse of :func:`enumeration_code`)."""
+    return jax.tree.unflatten(jax.tree.structure(example), [code])
+
+
+def backends_are_initialized() -> bool:
+    """Whether JAX has started its backends (after which XLA flags and the CPU device count
+    no longer apply). Relies on ``jax._src.xla_bridge.backends_are_initialized`` (jax 0.10);
+    jax has no public equivalent."""
+    from jax._src import xla_bridge
+
+    return xla_bridge.backends_are_initialized()

@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     single_threaded_kernels()  # before JAX starts; in every worker too (same entry point)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if getattr(args, "profile", False):
+        os.environ["JAXDYN_PROFILE"] = "1"  # this process and its workers
     from jaxdyn.runs import ConfigError
     from jaxdyn.runs._registry import import_experiments
 

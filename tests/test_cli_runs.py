@@ -168,7 +168,7 @@ def test_killed_run_resumes_to_identical_results(tmp_path, sig, uninterrupted_ru
     out = tmp_path / "killed"
     proc = subprocess.Popen(
         [sys.executable, "-m", "jaxdyn", *args, "--out", str(out)],
-        env=_cli_env(JAXDYN_SWEEP_CHUNK_DELAY="1.0"),
+        env=_cli_env(JAXDYN_IMPORT="toy_experiment,slow_chunks", JAXDYN_TEST_CHUNK_DELAY="1.0"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -65,7 +65,11 @@ def test_identical_after_sigkill_and_resume(reference, tmp_path):
     args = [sys.executable, "-m", "jaxdyn", "run", EXPERIMENT, *COMMON, "--sweep", "chunk_size=4"]
     proc = subprocess.Popen(
         [*args, "--out", str(out)],
-        env=_env(JAXDYN_SWEEP_CHUNK_DELAY="0.5"),
+        env=_env(
+            JAXDYN_IMPORT="slow_chunks",
+            JAXDYN_TEST_CHUNK_DELAY="0.5",
+            PYTHONPATH=os.path.dirname(__file__) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -178,7 +178,11 @@ def test_entry_point_experiment_lists_runs_resumes_and_reports(user_venv):
     sweep = ["--sweep", "chunk_size=4", "--sweep", "vmap_width=4"]
     proc = subprocess.Popen(
         [str(python), "-m", "jaxdyn", "run", "user-decay", "--quick", *sweep, "--out", str(out)],
-        env=_child_env(JAXDYN_SWEEP_CHUNK_DELAY="1.0"),
+        env=_child_env(
+            JAXDYN_IMPORT="slow_chunks",
+            JAXDYN_TEST_CHUNK_DELAY="1.0",
+            PYTHONPATH=os.path.dirname(__file__),
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -78,6 +78,7 @@ def test_more_group_widths_give_the_same_exact_results(count):
     np.testing.assert_array_equal(result.outputs["peak"], expected[:, 1])
 
     params, seeds = {"x": xs}, np.zeros(xs.size, np.int64)
+    jax.clear_caches()  # each program compiled here, once (jit's cache serves later sweeps)
     programs = SegmentedPrograms(
         _Halving(), 32, 4, 5, params, seeds, jax.devices()[0], width_count=count
     )

@@ -124,8 +124,8 @@ def _cli_env(**extra):
         os.environ,
         JAXDYN_IMPORT="toy_experiment",
         JAXDYN_CACHE_DIR=os.environ.get("JAXDYN_TEST_CACHE_DIR", "off"),
-        **extra,
     )
+    env.update(extra)
     env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
@@ -154,7 +154,7 @@ def test_killed_worker_stops_the_run_and_resume_completes_it_identically(tmp_pat
     out = tmp_path / "two"
     launcher = subprocess.Popen(
         [sys.executable, "-m", "jaxdyn", *_TOY, "--processes", "2", "--out", str(out)],
-        env=_cli_env(JAXDYN_SWEEP_CHUNK_DELAY="1.5"),
+        env=_cli_env(JAXDYN_IMPORT="toy_experiment,slow_chunks", JAXDYN_TEST_CHUNK_DELAY="1.5"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

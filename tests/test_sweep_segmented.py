@@ -17,7 +17,7 @@ from jaxdyn.sweep import (
     run_sweep,
     unsegmented,
 )
-from jaxdyn.sweep._continuation import step_to
+from jaxdyn.sweep._diffeq import step_to
 from jaxdyn.sweep._scheduler import SegmentedPrograms
 
 THRESHOLD = 9.0  # the event: |y|^2 crosses it

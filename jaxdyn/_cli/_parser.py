@@ -47,6 +47,11 @@ def _common_options() -> argparse.ArgumentParser:
         help="import a module (by name) or a .py file (by path) that registers experiments; "
         "repeatable (also $JAXDYN_IMPORT, comma-separated)",
     )
+    common.add_argument(
+        "--profile",
+        action="store_true",
+        help="write where each run's time goes to <run dir>/profile.json (also $JAXDYN_PROFILE=1)",
+    )
     return common
 
 

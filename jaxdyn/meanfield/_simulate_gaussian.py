@@ -172,8 +172,10 @@ class GaussianODE(eqx.Module):
         return DiffeqProblem(**self.diffeqsolve_arguments())
 
     def solve(self) -> diffrax.Solution:
-        """One uninterrupted ``diffeqsolve`` of :meth:`diffeqsolve_arguments` (``throw=False``)."""
-        return diffrax.diffeqsolve(**self.diffeqsolve_arguments(), throw=False)
+        """One uninterrupted ``diffeqsolve`` of :meth:`diffeqsolve_arguments` (``throw=False``),
+        through :meth:`jaxdyn.sweep.DiffeqProblem.solve`: inside ``run_sweep`` the engine
+        continues it in segments, with the same solution."""
+        return self.diffeq_problem().solve()
 
     def solution(self, sol: diffrax.Solution) -> GaussianSolution:
         """Post-process a solve: final state, which event fired, status, blow-up time."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -23,6 +24,7 @@ from ._config import (
     resolve_config,
     resolve_sweep_options,
 )
+from ._profile import profiled, profiling_enabled
 from ._registry import IMPORT_ENV, Experiment, get_experiment
 from ._run import Run, _jsonable
 
@@ -208,7 +210,8 @@ def _execute(prepared: PreparedRun, *, overwrite: bool, echo: bool) -> Path:
     run = Run(out, experiment=experiment.name, echo=echo, config=config, options=prepared.options)
     run.log(f"run {experiment.name} -> {out} (pid {os.getpid()})")
     try:
-        experiment.fn(config, run)
+        with profiled(out, run.writer) if profiling_enabled() else contextlib.nullcontext():
+            experiment.fn(config, run)
     except KeyboardInterrupt:
         run.interrupt()
         run.log(

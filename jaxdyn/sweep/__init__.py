@@ -7,17 +7,22 @@ result = run_sweep(member, Grid.product({"lam": [0.3, 0.5]}, seeds=8),
                    options=SweepOptions(vmap_width=16))
 ```
 
-Members whose cost varies (adaptive ODE solves with events) are given as a
-:class:`DiffeqMember` (or any :class:`AbstractSegmentedMember`) and run in segments, so that a
-sweep costs about the sum of its members' work (docs/scaling.md).
+Members whose cost varies (adaptive ODE solves with events) run in segments, so that a sweep
+costs about the sum of its members' work (docs/scaling.md): a member function calling one of
+the library's simulators (their solve is a :meth:`DiffeqProblem.solve`) is segmented by the
+engine itself; a :class:`DiffeqMember` (or any :class:`AbstractSegmentedMember`) states the
+segments explicitly.
 """
 
 from ._devices import (
     single_threaded_kernels as single_threaded_kernels,
     use_cpu_devices as use_cpu_devices,
 )
-from ._diffeq import DiffeqMember as DiffeqMember, DiffeqProblem as DiffeqProblem
-from ._diffeq_state import DiffeqState as DiffeqState
+from ._diffeq import (
+    DiffeqMember as DiffeqMember,
+    DiffeqProblem as DiffeqProblem,
+    DiffeqState as DiffeqState,
+)
 from ._engine import run_sweep as run_sweep
 from ._grid import Grid as Grid
 from ._options import SweepOptions as SweepOptions

@@ -17,6 +17,7 @@ import numpy as np
 
 from ._options import SweepOptions
 from ._processes import agree_on_finished, assign_pending, exchange, process_layout
+from ._programs import DEVICE_EVENT
 
 _DEFAULT_MAX_PER_DEVICE = 1024
 _SEGMENTED_CHUNK = 256
@@ -145,12 +146,6 @@ def _progress_bar(progress, plan: ChunkPlan, name):
     )
 
 
-def _after_chunk():
-    delay = float(os.environ.get("JAXDYN_SWEEP_CHUNK_DELAY", "0") or 0)
-    if delay:  # test hook: slow a sweep down so that it can be killed mid-way
-        time.sleep(delay)
-
-
 def run_plain_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name):
     """Dispatch this process's unfinished chunks (one ahead of the fetch), checkpointing
     each; ``get_program()`` compiles the chunk program when first needed."""
@@ -159,7 +154,17 @@ def run_plain_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, pro
 
     def dispatch(i):
         members = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
-        return get_program().dispatch(*members)
+        program = get_program()
+        start = time.perf_counter()
+        handle = program.dispatch(*members)
+        jax.monitoring.record_event_duration_secs(DEVICE_EVENT, time.perf_counter() - start)
+        return handle
+
+    def fetch(handle):
+        start = time.perf_counter()
+        out = get_program().fetch(handle)
+        jax.monitoring.record_event_duration_secs(DEVICE_EVENT, time.perf_counter() - start)
+        return out
 
     try:
         in_flight = dispatch(pending[0]) if pending else None
@@ -167,30 +172,29 @@ def run_plain_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, pro
             current = in_flight
             # Dispatch the next chunk before fetching this one: device work overlaps I/O.
             in_flight = dispatch(pending[j + 1]) if j + 1 < len(pending) else None
-            plan.outputs[i], plan.status[i] = get_program().fetch(current)
+            plan.outputs[i], plan.status[i] = fetch(current)
             checkpoints.save(i, plan.outputs[i], plan.status[i])
             bar.update(1)
-            _after_chunk()
     finally:
         bar.close()
 
 
 def run_segmented_chunks(
     get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name
-) -> int:
+) -> tuple[int, int]:
     """Run this process's unfinished chunks of a segmented sweep, checkpointing each; returns
-    the most segments a chunk needed."""
+    the most segments a chunk needed and the lanes x steps the device ran (all chunks)."""
     bar = _progress_bar(progress, plan, name)
-    n_segments = 0
+    n_segments = lane_steps = 0
     try:
         for i in plan.todo:
             params, seeds = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
             n_real = min(chunk, len(grid) - i * chunk)
             plan.outputs[i], plan.status[i], segments = get_program().run(params, seeds, n_real)
             n_segments = max(n_segments, segments)
+            lane_steps += get_program().lane_steps
             checkpoints.save(i, plan.outputs[i], plan.status[i])
             bar.update(1)
-            _after_chunk()
     finally:
         bar.close()
-    return n_segments
+    return n_segments, lane_steps

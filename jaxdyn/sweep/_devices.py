@@ -14,6 +14,8 @@ import os
 
 import jax
 
+from .._compat import backends_are_initialized
+
 __all__ = ["use_cpu_devices", "resolve_cpu_devices", "single_threaded_kernels"]
 
 _EIGEN_OPTION = "--xla_cpu_multi_thread_eigen"
@@ -47,14 +49,12 @@ def use_cpu_devices(n: int | str = "auto") -> int:
     ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS`` wins over ``n``. Returns the
     number of CPU devices JAX will use.
     """
-    from jax._src import xla_bridge
-
     count = resolve_cpu_devices(n)
     if count is None:
         raise ValueError("use_cpu_devices: n must be a positive integer or 'auto'")
     if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return len(jax.devices("cpu"))
-    if xla_bridge.backends_are_initialized():
+    if backends_are_initialized():
         have = len(jax.devices("cpu"))
         if have != count:
             raise RuntimeError(
@@ -86,13 +86,11 @@ def single_threaded_kernels() -> bool:
     ``XLA_FLAGS`` already sets the option to something else (your choice wins:
     ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=true`` keeps the pool).
     """
-    from jax._src import xla_bridge
-
     flags = os.environ.get("XLA_FLAGS", "")
     chosen = [f.partition("=") for f in flags.split() if f.partition("=")[0] == _EIGEN_OPTION]
     if chosen:  # the last setting is the one XLA applies (a bare flag means true)
         return chosen[-1][2].lower() in ("false", "0")
-    if xla_bridge.backends_are_initialized():
+    if backends_are_initialized():
         return False
     os.environ["XLA_FLAGS"] = f"{flags} {SINGLE_THREADED_EIGEN}".strip()
     return True

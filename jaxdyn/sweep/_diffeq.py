@@ -1,53 +1,81 @@
-"""Adaptive ODE solves as segmented sweep members: :class:`DiffeqProblem`, :class:`DiffeqMember`.
+"""Adaptive ODE solves in segments: :class:`DiffeqProblem`, :class:`DiffeqMember`, and the
+solves of plain members that the sweep engine continues in segments by itself.
 
-A theory package describes one member's initial-value problem with :class:`DiffeqProblem`
-(the arguments of ``diffrax.diffeqsolve``) and its outputs with a function of the
-``diffrax.Solution``; :class:`DiffeqMember` then solves it in segments of at most
-``segment_steps`` solver steps, each segment continuing from the previous one's solver state,
-controller state and loop position (``jaxdyn/sweep/_continuation.py``). The result is the
-uninterrupted solve's, bitwise, so members whose step counts differ by orders of magnitude can
-share a sweep without the cheap ones waiting for the slowest.
+A vmapped adaptive solve runs until its slowest member is done. The sweep engine instead
+advances every unfinished member by at most ``segment_steps`` solver steps at a time and
+re-batches the unfinished ones between segments (``_scheduler.py``). This module is what makes
+one diffrax solve cut into segments take bitwise the steps of the uninterrupted solve.
+
+**Describing a solve.** A :class:`DiffeqProblem` holds the arguments of
+``diffrax.diffeqsolve``; ``problem.solve()`` is ``diffeqsolve(..., throw=False)`` of them. A
+library simulator that solves through ``DiffeqProblem.solve()`` (``meanfield.simulate_gaussian``
+does) is straggler-free inside :func:`~jaxdyn.sweep.run_sweep` without its caller knowing about
+segments: the engine traces the member function once, finds its one ``solve()`` call, and from
+then on runs the member as a segmented member whose solve it continues from segment to
+segment (:func:`routed_member`). Outside the engine nothing changes. A :class:`DiffeqMember`
+states the same split explicitly: ``problem(params, key)`` builds the problem and
+``outputs(params, problem, solution)`` the member's outputs.
 
 ```python
-def problem(params, key):
-    y0 = jax.random.normal(key, (2,))
-    return DiffeqProblem(
-        terms=diffrax.ODETerm(lambda t, y, args: -args * y), solver=diffrax.Tsit5(),
-        t0=0.0, t1=10.0, dt0=None, y0=y0, args=params["rate"],
-        saveat=diffrax.SaveAt(ts=jnp.linspace(0, 10, 11), t1=True),
-        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10),
-        event=diffrax.Event(lambda t, y, args, **kw: jnp.sum(y**2) < 1e-6),
-        max_steps=100_000,
-    )
+def member(params, key):                       # the natural code is the fast code
+    sol = simulate_gaussian(Softmax(params["Q"], params["K"], params["V"]), mean0, cov0, t1)
+    return {"rank": ..., "status": sol.status}
 
-def outputs(params, problem, sol):
-    return {"y": sol.ys[-1], "t": sol.ts[-1], "status": Status.promote(sol.result)}
-
-member = DiffeqMember(problem, outputs)
-result = run_sweep(member, grid)              # or run.sweep("name", member, grid)
+result = run_sweep(member, grid)               # segmented: no member waits for the slowest
 ```
+
+**Continuing a solve.** ``diffrax.diffeqsolve`` continues from a saved ``solver_state``,
+``controller_state`` and ``made_jump`` (``SaveAt(solver_state=True, ...)``), but the loop's
+own position is not saved: the time it reached, the end of the step it would take next, and
+the state it holds (after an event elsewhere in a vmapped batch, diffrax's ``SaveAt(t1=True)``
+value of a member without an event is an interpolation, not the state itself). The
+:func:`tracked` step-size controller runs the user's controller unchanged and records those
+three in its own state, with the loop's book-keeping of diffrax 0.7 (``jaxdyn._compat``). It
+also stops the loop after a given total number of steps, so that a solve cut into segments
+honours the problem's ``max_steps``. A continuation restarts with ``t0 = tprev`` and ``dt0``
+such that ``t0 + dt0`` rounds to exactly the recorded ``tnext`` (:func:`step_to`), which is how
+diffrax computes the first step end of a solve given a ``controller_state``.
+
+**The first segment** starts from the state before the first step (:func:`start_state`),
+what ``diffeqsolve`` computes before its loop: times in the solve's dtype, normalised by the
+direction of integration, the controller's first step and state and the solver's state on
+direction-wrapped terms, the ``t0`` saves. The engine's ``init`` program then holds no solver
+loop and every step of every member is taken by the one segment program.
+
+**Saves.** The saves of a continued segment go into the slots the uninterrupted solve would
+fill: its requested times from the segment's start on, its ``t1`` save at the end; slots of
+earlier times keep the earlier segments' values (tests/test_sweep_segmented.py).
 """
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from typing import Any
 
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
-from equinox._enum import EnumerationItem
-from jaxtyping import Array, ArrayLike, PyTree, Real
+from jaxtyping import Array, ArrayLike, Bool, Int, PyTree, Real
 
-from ._continuation import TrackedState, controller_never_jumps, step_to, tracked
-from ._diffeq_start import start_state
-from ._diffeq_state import after_segment, direction_of, segment_saveat, subsaves
+from .._compat import clip_floor, clip_to_end, direction_terms, enumeration_code, enumeration_item
 from ._segmented import AbstractSegmentedMember
+
+_NO_LIMIT = 2**31 - 1
+
+
+# --- the problem -----------------------------------------------------------------------------
+
+
+def subsaves(saveat: diffrax.SaveAt) -> list[diffrax.SubSaveAt]:
+    """The ``SubSaveAt`` leaves of a ``SaveAt``, in order."""
+    return jtu.tree_leaves(saveat.subs, is_leaf=lambda s: isinstance(s, diffrax.SubSaveAt))
 
 
 class DiffeqProblem(eqx.Module):
-    """One member's initial-value problem: the arguments of ``diffrax.diffeqsolve``.
+    """One initial-value problem: the arguments of ``diffrax.diffeqsolve``.
 
     Attributes:
         terms, solver, t0, t1, dt0, y0, args: as for ``diffrax.diffeqsolve``.
@@ -88,6 +116,461 @@ class DiffeqProblem(eqx.Module):
                 f"DiffeqProblem: max_steps must be a positive int or None, got {self.max_steps!r}"
             )
 
+    def solve(self) -> diffrax.Solution:
+        """``diffrax.diffeqsolve(..., throw=False)`` of the problem.
+
+        Inside :func:`~jaxdyn.sweep.run_sweep` a member function's one ``solve()`` is
+        continued in segments by the engine (module docstring); the solution is the same.
+        """
+        route = _ROUTE.get()
+        if route is not None:
+            return route.solve(self)
+        return self._diffeqsolve(max_steps=self.max_steps, saveat=self.saveat)
+
+    def _diffeqsolve(self, *, max_steps, saveat, controller=None, **continuation):
+        return diffrax.diffeqsolve(
+            self.terms,
+            self.solver,
+            continuation.pop("t0", self.t0),
+            self.t1,
+            continuation.pop("dt0", self.dt0),
+            continuation.pop("y0", self.y0),
+            self.args,
+            saveat=saveat,
+            stepsize_controller=self.stepsize_controller if controller is None else controller,
+            event=self.event,
+            max_steps=max_steps,
+            throw=False,
+            **continuation,
+        )
+
+
+class DiffeqState(eqx.Module):
+    """Where one solve stands between segments (times in diffrax's normalised
+    ``t * direction``). ``saved`` holds each sub-save's ``(ts, ys)`` buffers, as the
+    uninterrupted solve returns them; ``result`` is a ``diffrax.RESULTS`` item."""
+
+    t: Real[Array, ""]
+    tnext: Real[Array, ""]
+    y: PyTree
+    solver_state: PyTree
+    controller_state: PyTree
+    made_jump: Bool[Array, ""]
+    result: Any
+    num_steps: Int[Array, ""]
+    num_accepted_steps: Int[Array, ""]
+    num_rejected_steps: Int[Array, ""]
+    saved: list
+    event_mask: PyTree
+    done: Bool[Array, ""]
+
+
+# --- the tracking controller -----------------------------------------------------------------
+
+
+class TrackedState(eqx.Module):
+    """The wrapped controller's state plus the loop position of diffrax after each step.
+
+    Attributes:
+        inner: the user's controller state.
+        tprev: time reached (diffrax's normalised time: ``t * direction``).
+        tnext: end of the next step the loop would take (normalised).
+        y: the state at ``tprev``.
+        steps: steps taken in this solve (accepted and rejected).
+    """
+
+    inner: PyTree
+    tprev: Real[Array, ""]
+    tnext: Real[Array, ""]
+    y: PyTree
+    steps: Int[Array, ""]
+
+
+class _AbstractTracker(diffrax.AbstractStepSizeController):
+    """Shared behaviour of the adaptive and fixed-step trackers (see :func:`tracked`)."""
+
+    controller: eqx.AbstractVar[diffrax.AbstractStepSizeController]
+    end: eqx.AbstractVar[Real[Array, ""]]
+    end_floor: eqx.AbstractVar[Real[Array, ""]]
+    steps_left: eqx.AbstractVar[Int[Array, ""]]
+
+    def wrap(self, direction):
+        end = self.end * direction
+        return eqx.tree_at(
+            lambda s: (s.controller, s.end, s.end_floor),
+            self,
+            (self.controller.wrap(direction), end, clip_floor(end)),
+        )
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        tnext, inner = self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
+        state = TrackedState(
+            inner=inner,
+            tprev=jnp.asarray(t0),
+            tnext=jnp.minimum(tnext, t1),
+            y=y0,
+            steps=jnp.asarray(0, jnp.int32),
+        )
+        return tnext, state
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, state):
+        keep, tprev, tnext, made_jump, inner, result = self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, state.inner
+        )
+        end = self.end
+        loop_tprev = jnp.minimum(tprev, end)
+        loop_tnext = clip_to_end(loop_tprev, tnext, end, self.end_floor, keep)
+        y = jax.tree.map(lambda a, b: jnp.where(keep, a, b), y1_candidate, y0)
+        steps = state.steps + 1
+        out_of_steps = (steps >= self.steps_left) & (loop_tprev < end)
+        result = diffrax.RESULTS.where(
+            out_of_steps & (result == diffrax.RESULTS.successful),
+            diffrax.RESULTS.max_steps_reached,
+            result,
+        )
+        new_state = TrackedState(inner, loop_tprev, loop_tnext, y, steps)
+        return keep, tprev, tnext, made_jump, new_state, result
+
+
+class _AdaptiveTracker(_AbstractTracker, diffrax.AbstractAdaptiveStepSizeController):
+    """Tracker of an adaptive controller (its tolerances stay visible to implicit solvers)."""
+
+    controller: diffrax.AbstractStepSizeController
+    end: Real[Array, ""]
+    end_floor: Real[Array, ""]
+    steps_left: Int[Array, ""]
+    rtol: Real[ArrayLike, ""]
+    atol: Real[ArrayLike, ""]
+    norm: Callable
+
+
+class _FixedTracker(_AbstractTracker):
+    """Tracker of a non-adaptive controller (constant steps, ``StepTo``)."""
+
+    controller: diffrax.AbstractStepSizeController
+    end: Real[Array, ""]
+    end_floor: Real[Array, ""]
+    steps_left: Int[Array, ""]
+
+
+def tracked(
+    controller: diffrax.AbstractStepSizeController, t1, steps_left
+) -> diffrax.AbstractStepSizeController:
+    """``controller`` with the loop position recorded and the solve stopped (result
+    ``max_steps_reached``) once ``steps_left`` steps are taken before ``t1``."""
+    # ``end`` is in the caller's time until diffrax calls ``wrap(direction)``.
+    end = jnp.asarray(t1)
+    steps_left = jnp.asarray(_NO_LIMIT if steps_left is None else steps_left, jnp.int32)
+    if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
+        return _AdaptiveTracker(
+            controller, end, end, steps_left, controller.rtol, controller.atol, controller.norm
+        )
+    return _FixedTracker(controller, end, end, steps_left)
+
+
+def step_to(tprev: Real[Array, "*t"], tnext: Real[Array, "*t"]) -> Real[Array, "*t"]:
+    """A step ``dt`` with ``tprev + dt == tnext`` exactly in floating point.
+
+    ``tnext - tprev`` is exact when the two are within a factor of two (Sterbenz); otherwise
+    the sum may round one ULP off ``tnext``, and nudging ``dt`` by one of its own ULPs (at
+    most one ULP of ``tnext``) lands on it.
+    """
+    dt = tnext - tprev
+    for _ in range(4):
+        total = tprev + dt
+        dt = jnp.where(
+            total > tnext,
+            jnp.nextafter(dt, -jnp.inf),
+            jnp.where(total < tnext, jnp.nextafter(dt, jnp.inf), dt),
+        )
+    return dt
+
+
+def controller_never_jumps(problem: DiffeqProblem) -> bool:
+    """Whether the problem's controller returns a static ``made_jump=False`` (no ``jump_ts``).
+
+    diffrax then resolves ``made_jump`` at trace time; passing a traced ``False`` instead
+    would make FSAL solvers carry a select of the first stage in every step.
+    """
+    wrapped = problem.stepsize_controller.wrap(jnp.asarray(1))
+    terms, solver, args = problem.terms, problem.solver, problem.args
+    order = solver.error_order(terms)
+    t0, t1, dt0 = problem.t0, problem.t1, problem.dt0
+
+    def probe(y):
+        _, state = wrapped.init(terms, t0, t1, y, dt0, args, solver.func, order)
+        return wrapped.adapt_step_size(t0, t1, y, y, args, y, order, state)[3]
+
+    try:
+        made_jump = eqx.filter_eval_shape(probe, problem.y0)
+    except Exception:  # an unusual controller: keep the traced flag (correct, a bit slower)
+        return False
+    return made_jump is False
+
+
+# --- the state before the first step ---------------------------------------------------------
+
+
+def direction_of(problem: DiffeqProblem):
+    return jnp.where(problem.t0 < problem.t1, 1, -1)
+
+
+def _time_dtype(problem):
+    timelikes = [problem.t0, problem.t1, problem.dt0]
+    timelikes += [s.ts for s in subsaves(problem.saveat)]
+    with jax.numpy_dtype_promotion("standard"):
+        dtype = jnp.result_type(*[x for x in timelikes if x is not None])
+    return dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.result_type(float)
+
+
+def _empty_saves(problem, subs, t0, y0):
+    """Each sub-save's ``(ts, ys)`` buffers before the first step: the ``t0`` slot filled
+    (``fn(t0, y0, args)``), every other slot ``inf`` as diffrax allocates them."""
+    saved = []
+    for sub in subs:
+        size = int(sub.t0) + (0 if sub.ts is None else sub.ts.shape[0]) + int(sub.t1)
+        y_shape = jax.eval_shape(sub.fn, t0, y0, problem.args)
+        ts = jnp.full(size, jnp.inf, t0.dtype)
+        ys = jax.tree.map(lambda s, n=size: jnp.full((n,) + s.shape, jnp.inf, s.dtype), y_shape)
+        if sub.t0:
+            value = sub.fn(t0, y0, problem.args)
+            ts = ts.at[0].set(t0)
+            ys = jax.tree.map(lambda b, v: b.at[0].set(v), ys, value)
+        saved.append((ts, ys))
+    return saved
+
+
+def _result(code) -> Any:
+    """The ``diffrax.RESULTS`` item of an int32 code."""
+    return enumeration_item(diffrax.RESULTS.successful, jnp.asarray(code, jnp.int32))
+
+
+def start_state(problem: DiffeqProblem) -> DiffeqState:
+    """The :class:`DiffeqState` of ``problem`` before its first step (module docstring)."""
+    direction = direction_of(problem)
+    dtype = _time_dtype(problem)
+    t0 = jnp.asarray(problem.t0, dtype)
+    t0n, t1n = t0 * direction, jnp.asarray(problem.t1, dtype) * direction
+    dt0n = None if problem.dt0 is None else jnp.asarray(problem.dt0, dtype) * direction
+
+    def promote(y):
+        with jax.numpy_dtype_promotion("standard"):
+            return jnp.asarray(y, jnp.result_type(y, dtype))
+
+    y0 = jtu.tree_map(promote, problem.y0)
+    terms = direction_terms(problem.terms, direction)
+    solver = problem.solver
+    controller = tracked(problem.stepsize_controller, problem.t1, problem.max_steps)
+    controller = controller.wrap(direction)
+    tnext, track = controller.init(
+        terms, t0n, t1n, y0, dt0n, problem.args, solver.func, solver.error_order(terms)
+    )
+    tnext = jnp.minimum(tnext, t1n)
+    event = problem.event
+    event_mask = (
+        None
+        if event is None
+        else jtu.tree_map(lambda _: jnp.asarray(False), event.cond_fn, is_leaf=callable)
+    )
+    zero = jnp.asarray(0, jnp.int32)
+    return DiffeqState(
+        t=t0n,
+        tnext=tnext,
+        y=y0,
+        solver_state=solver.init(terms, t0n, tnext, y0, problem.args),
+        controller_state=track.inner,
+        made_jump=jnp.asarray(False),
+        result=_result(enumeration_code(diffrax.RESULTS.successful)),
+        num_steps=zero,
+        num_accepted_steps=zero,
+        num_rejected_steps=zero,
+        saved=_empty_saves(problem, subsaves(problem.saveat), t0, y0),
+        event_mask=event_mask,
+        done=jnp.asarray(False),
+    )
+
+
+# --- one segment -----------------------------------------------------------------------------
+
+
+def _segment_saveat(subs: list[diffrax.SubSaveAt], t_start, direction) -> diffrax.SaveAt:
+    """The user's saves for a continued segment: ``t0`` dropped (saved by the first one) and
+    requested times before the segment's start clipped to it (diffrax requires ``ts`` within
+    ``[t0, t1]``; those slots already hold the earlier segments' values and are kept)."""
+    continued = []
+    for sub in subs:
+        ts = sub.ts
+        if ts is not None:
+            ts = jnp.where((ts - t_start) * direction < 0, t_start, ts)
+        continued.append(diffrax.SubSaveAt(t1=sub.t1, ts=ts, fn=sub.fn))
+    return diffrax.SaveAt(subs=continued, solver_state=True, controller_state=True, made_jump=True)
+
+
+def _bcast(mask, x):
+    return mask.reshape(mask.shape + (1,) * (x.ndim - 1))
+
+
+def _continued_slots(sub, prev, seg_ts, seg_ys, state_t, direction, fresh):
+    """One sub-save's buffers after a continued segment: the segment's saves, placed after the
+    ``t0`` slot it did not save, and the slots of times up to the segment's start kept from
+    the earlier segments (the segment's values there are extrapolations to its start). After
+    a state that has taken no step yet (``fresh``), only the ``t0`` slot is kept: a requested
+    time equal to ``t0`` is saved by the first step, as in the uninterrupted solve."""
+    prev_ts, prev_ys = prev
+    offset = 1 if sub.t0 else 0
+    n = 0 if sub.ts is None else sub.ts.shape[0]
+    keep = jnp.zeros(prev_ts.shape[0], bool).at[:offset].set(True)
+    if n:
+        requested = jnp.asarray(sub.ts, state_t.dtype) * direction
+        earlier = jnp.arange(n) < jnp.where(fresh, 0, jnp.sum(requested <= state_t))
+        keep = keep.at[offset : offset + n].set(earlier)
+    if offset:
+        seg_ts = jnp.concatenate([prev_ts[:1], seg_ts])
+        seg_ys = jax.tree.map(lambda p, s: jnp.concatenate([p[:1], s]), prev_ys, seg_ys)
+    ts = jnp.where(keep, prev_ts, seg_ts)
+    ys = jax.tree.map(lambda p, s: jnp.where(_bcast(keep, s), p, s), prev_ys, seg_ys)
+    return ts, ys
+
+
+def _merge_saved(subs, previous, sol, state_t, final, problem, direction, fresh):
+    """Each sub-save's buffers after a segment (``previous`` is ``None`` for the first)."""
+    event_fired = (
+        jnp.asarray(False)
+        if sol.event_mask is None
+        else jnp.any(jnp.stack([jnp.asarray(m) for m in jtu.tree_leaves(sol.event_mask)]))
+    )
+    t_end, y_end = final
+    merged = []
+    for i, sub in enumerate(subs):
+        ts, ys = sol.ts[i], sol.ys[i]
+        if previous is not None:
+            ts, ys = _continued_slots(sub, previous[i], ts, ys, state_t, direction, fresh)
+        if sub.t1:
+            # Without an event the final save is the loop's own state at the time reached
+            # (diffrax interpolates it when another member of the vmapped batch had an event).
+            own = jax.tree.map(lambda y: y[None], sub.fn(t_end, y_end, problem.args))
+            ts = ts.at[-1].set(jnp.where(event_fired, ts[-1], t_end))
+            ys = jax.tree.map(
+                lambda s, o: s.at[-1:].set(jnp.where(event_fired, s[-1:], o)), ys, own
+            )
+        merged.append((ts, ys))
+    return merged
+
+
+def _after_segment(problem, subs, sol, previous: DiffeqState | None, direction) -> DiffeqState:
+    """The solve's state after one segment's ``diffeqsolve`` ``sol``."""
+    track: TrackedState = sol.controller_state
+    steps = {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
+    if previous is not None:
+        steps = {k: v + getattr(previous, k) for k, v in steps.items()}
+    start = jnp.asarray(problem.t0) * direction if previous is None else previous.t
+    saved = _merge_saved(
+        subs,
+        None if previous is None else previous.saved,
+        sol,
+        start,
+        (track.tprev * direction, track.y),
+        problem,
+        direction,
+        None if previous is None else previous.num_steps == 0,
+    )
+    result = sol.result
+    over_budget = (
+        jnp.asarray(False) if problem.max_steps is None else steps["num_steps"] >= problem.max_steps
+    )
+    done = (result != diffrax.RESULTS.max_steps_reached) | over_budget
+    event_mask = sol.event_mask
+    if previous is not None and event_mask is not None:
+        event_mask = jax.tree.map(lambda now, before: now | before, event_mask, previous.event_mask)
+    return DiffeqState(
+        t=track.tprev,
+        tnext=track.tnext,
+        y=track.y,
+        solver_state=sol.solver_state,
+        controller_state=track.inner,
+        made_jump=jnp.asarray(sol.made_jump, bool),
+        result=_result(enumeration_code(result)),
+        saved=saved,
+        event_mask=event_mask,
+        done=done,
+        **{k: jnp.asarray(v, jnp.int32) for k, v in steps.items()},
+    )
+
+
+def first_segment(problem: DiffeqProblem, max_steps: int | None) -> DiffeqState:
+    """Start ``problem`` and solve at most ``max_steps`` steps (``0``: :func:`start_state`;
+    ``None``: the whole solve), saving what a continuation needs."""
+    if max_steps == 0:
+        return start_state(problem)
+    subs = subsaves(problem.saveat)
+    saveat = diffrax.SaveAt(subs=subs, solver_state=True, controller_state=True, made_jump=True)
+    sol = problem._diffeqsolve(
+        max_steps=max_steps,
+        saveat=saveat,
+        controller=tracked(problem.stepsize_controller, problem.t1, problem.max_steps),
+    )
+    return _after_segment(problem, subs, sol, None, direction_of(problem))
+
+
+def next_segment(problem: DiffeqProblem, state: DiffeqState, max_steps: int | None):
+    """Continue the solve from ``state`` by at most ``max_steps`` steps, taking the same
+    steps an uninterrupted solve takes (``t0``, ``dt0``, solver and controller state from the
+    previous segment)."""
+    subs = subsaves(problem.saveat)
+    direction = direction_of(problem)
+    steps_left = None if problem.max_steps is None else problem.max_steps - state.num_steps
+    sol = problem._diffeqsolve(
+        max_steps=max_steps,
+        saveat=_segment_saveat(subs, state.t * direction, direction),
+        controller=tracked(problem.stepsize_controller, problem.t1, steps_left),
+        t0=state.t * direction,
+        dt0=step_to(state.t, state.tnext) * direction,
+        y0=state.y,
+        solver_state=state.solver_state,
+        controller_state=TrackedState(
+            state.controller_state, state.t, state.tnext, state.y, jnp.asarray(0, jnp.int32)
+        ),
+        made_jump=False if controller_never_jumps(problem) else state.made_jump,
+    )
+    return _after_segment(problem, subs, sol, state, direction)
+
+
+def solution_of(problem: DiffeqProblem, state: DiffeqState) -> diffrax.Solution:
+    """The ``diffrax.Solution`` of the whole solve, assembled from the segments' saves and
+    statistics: ``ts``, ``ys``, ``result``, ``event_mask`` and ``stats`` exactly as one
+    uninterrupted ``diffeqsolve(..., throw=False)`` returns them, except that the
+    ``SaveAt(t1=True)`` value of a solve that ends without an event is always the solver's
+    state at the time reached (diffrax interpolates it when another member of a vmapped batch
+    had an event)."""
+    saved = state.saved
+    single = isinstance(problem.saveat.subs, diffrax.SubSaveAt)
+    ts = [t for t, _ in saved]
+    ys = [y for _, y in saved]
+    structure = jtu.tree_structure(
+        problem.saveat.subs, is_leaf=lambda s: isinstance(s, diffrax.SubSaveAt)
+    )
+    return diffrax.Solution(
+        t0=jnp.asarray(problem.t0),
+        t1=jnp.asarray(problem.t1),
+        ts=ts[0] if single else jtu.tree_unflatten(structure, ts),
+        ys=ys[0] if single else jtu.tree_unflatten(structure, ys),
+        interpolation=None,
+        stats={
+            "num_steps": state.num_steps,
+            "num_accepted_steps": state.num_accepted_steps,
+            "num_rejected_steps": state.num_rejected_steps,
+            "max_steps": problem.max_steps,
+        },
+        result=state.result,
+        solver_state=None,
+        controller_state=None,
+        made_jump=None,
+        event_mask=state.event_mask,
+    )
+
+
+# --- segmented members -----------------------------------------------------------------------
+
 
 class DiffeqMember(AbstractSegmentedMember):
     """A sweep member that solves an ODE with diffrax, in segments (straggler-free sweeps).
@@ -95,13 +578,11 @@ class DiffeqMember(AbstractSegmentedMember):
     ``problem(params, key) -> DiffeqProblem`` builds one member's problem from its traced
     hyperparameters and PRNG key (it is called again in every segment, so it must be pure);
     ``outputs(params, problem, solution) -> dict`` turns the ``diffrax.Solution`` of the
-    whole solve into the member's outputs (arrays, and optionally ``"status"``, e.g.
-    ``jaxdyn.Status.promote(solution.result)``). The solution has ``ts``, ``ys``,
-    ``result``, ``event_mask`` and ``stats`` (``num_steps``, ...) exactly as one
-    uninterrupted ``diffeqsolve(..., throw=False)`` of the problem returns them, with one
-    deliberate difference: the ``SaveAt(t1=True)`` value of a solve that ends without an
-    event is always the solver's state at the time reached (diffrax interpolates it when
-    another member of a vmapped batch had an event).
+    whole solve (:func:`solution_of`) into the member's outputs (arrays, and optionally
+    ``"status"``, e.g. ``jaxdyn.Status.promote(solution.result)``).
+
+    A plain member function whose solve goes through :meth:`DiffeqProblem.solve` is run the
+    same way without being written as a ``DiffeqMember`` (module docstring).
 
     Attributes:
         problem: builds the member's :class:`DiffeqProblem`.
@@ -123,68 +604,14 @@ class DiffeqMember(AbstractSegmentedMember):
             )
         return problem
 
-    def _solve(self, problem, *, max_steps, saveat, steps_left, **continuation):
-        return diffrax.diffeqsolve(
-            problem.terms,
-            problem.solver,
-            continuation.pop("t0", problem.t0),
-            problem.t1,
-            continuation.pop("dt0", problem.dt0),
-            continuation.pop("y0", problem.y0),
-            problem.args,
-            saveat=saveat,
-            stepsize_controller=tracked(problem.stepsize_controller, problem.t1, steps_left),
-            event=problem.event,
-            max_steps=max_steps,
-            throw=False,
-            **continuation,
-        )
-
     def init(self, params, key, max_steps):
-        """Build the member's problem and solve its first ``max_steps`` steps, saving the
-        solver state, controller state and ``made_jump`` to continue from. ``max_steps=0``
-        solves nothing: the state before the first step (``_diffeq_start.start_state``)."""
-        problem = self._problem(params, key)
-        if max_steps == 0:
-            return start_state(problem)
-        subs = subsaves(problem.saveat)
-        saveat = diffrax.SaveAt(subs=subs, solver_state=True, controller_state=True, made_jump=True)
-        sol = self._solve(problem, max_steps=max_steps, saveat=saveat, steps_left=problem.max_steps)
-        return after_segment(problem, subs, sol, None, direction_of(problem))
+        """Build the member's problem and solve its first ``max_steps`` steps
+        (:func:`first_segment`)."""
+        return first_segment(self._problem(params, key), max_steps)
 
     def advance(self, params, key, state, max_steps):
-        """Continue the solve from ``state`` by at most ``max_steps`` steps, taking the same
-        steps an uninterrupted solve takes (``t0``, ``dt0``, solver and controller state
-        from the previous segment)."""
-        problem = self._problem(params, key)
-        subs = subsaves(problem.saveat)
-        direction = direction_of(problem)
-        steps_left = None if problem.max_steps is None else problem.max_steps - state.num_steps
-        never_jumps = controller_never_jumps(
-            problem.stepsize_controller,
-            problem.terms,
-            problem.t0,
-            problem.t1,
-            problem.y0,
-            problem.dt0,
-            problem.args,
-            problem.solver,
-        )
-        sol = self._solve(
-            problem,
-            max_steps=max_steps,
-            saveat=segment_saveat(subs, state.t * direction, direction),
-            steps_left=steps_left,
-            t0=state.t * direction,
-            dt0=step_to(state.t, state.tnext) * direction,
-            y0=state.y,
-            solver_state=state.solver_state,
-            controller_state=TrackedState(
-                state.controller_state, state.t, state.tnext, state.y, jnp.asarray(0, jnp.int32)
-            ),
-            made_jump=False if never_jumps else state.made_jump,
-        )
-        return after_segment(problem, subs, sol, state, direction)
+        """Continue the solve by at most ``max_steps`` steps (:func:`next_segment`)."""
+        return next_segment(self._problem(params, key), state, max_steps)
 
     def done(self, state):
         """Whether the solve has ended: ``t1`` or an event reached, a failure, or the problem's
@@ -192,32 +619,105 @@ class DiffeqMember(AbstractSegmentedMember):
         return state.done
 
     def finish(self, params, key, state):
-        """A ``diffrax.Solution`` assembled from the segments' saves and statistics, passed to
-        the member's ``outputs(params, problem, solution)``."""
+        """The member's outputs of the whole solve's :func:`solution_of`."""
         problem = self._problem(params, key)
-        saved = state.saved
-        single = isinstance(problem.saveat.subs, diffrax.SubSaveAt)
-        ts = [t for t, _ in saved]
-        ys = [y for _, y in saved]
-        structure = jtu.tree_structure(
-            problem.saveat.subs, is_leaf=lambda s: isinstance(s, diffrax.SubSaveAt)
-        )
-        solution = diffrax.Solution(
-            t0=jnp.asarray(problem.t0),
-            t1=jnp.asarray(problem.t1),
-            ts=ts[0] if single else jtu.tree_unflatten(structure, ts),
-            ys=ys[0] if single else jtu.tree_unflatten(structure, ys),
-            interpolation=None,
-            stats={
-                "num_steps": state.num_steps,
-                "num_accepted_steps": state.num_accepted_steps,
-                "num_rejected_steps": state.num_rejected_steps,
-                "max_steps": problem.max_steps,
-            },
-            result=EnumerationItem(state.result, diffrax.RESULTS),
-            solver_state=None,
-            controller_state=None,
-            made_jump=None,
-            event_mask=state.event_mask,
-        )
-        return self.outputs(params, problem, solution)
+        return self.outputs(params, problem, solution_of(problem, state))
+
+
+# --- plain members whose solve the engine continues ------------------------------------------
+
+
+class _NotRoutable(Exception):
+    """A member function that the engine cannot run in segments (a second ``solve()``)."""
+
+
+class _Route:
+    """The engine's handle on a member's one :meth:`DiffeqProblem.solve` while it traces the
+    member: it replaces the solve by one step of the segmented solve and keeps the state."""
+
+    def __init__(self, mode: str, state: DiffeqState | None = None, max_steps=None):
+        self.mode, self.state, self.max_steps = mode, state, max_steps
+        self.calls = 0
+
+    def solve(self, problem: DiffeqProblem) -> diffrax.Solution:
+        self.calls += 1
+        if self.calls > 1:
+            raise _NotRoutable("the member solves more than one DiffeqProblem")
+        if self.mode == "init":
+            self.state = first_segment(problem, self.max_steps)
+        elif self.mode == "advance":
+            self.state = next_segment(problem, self.state, self.max_steps)
+        # In "init" and "advance" the member's outputs are discarded (and compiled away);
+        # in "finish" they are the member's outputs of the whole solve.
+        return solution_of(problem, self.state)
+
+
+_ROUTE: contextvars.ContextVar[_Route | None] = contextvars.ContextVar(
+    "jaxdyn_sweep_route", default=None
+)
+
+
+def _traced(fn, params, key, route: _Route):
+    token = _ROUTE.set(route)
+    try:
+        out = fn(params, key)
+    finally:
+        _ROUTE.reset(token)
+    if route.calls != 1:
+        raise _NotRoutable(f"the member called DiffeqProblem.solve() {route.calls} time(s)")
+    return out
+
+
+class _Routed(AbstractSegmentedMember):
+    """A plain member function ``fn(params, key)`` with one :meth:`DiffeqProblem.solve`,
+    run as a segmented member: each method re-traces ``fn`` with the solve replaced by the
+    segment's part of the solve (:class:`_Route`)."""
+
+    fn: Callable
+
+    def init(self, params, key, max_steps):
+        route = _Route("init", max_steps=max_steps)
+        _traced(self.fn, params, key, route)
+        return route.state
+
+    def advance(self, params, key, state, max_steps):
+        route = _Route("advance", state, max_steps)
+        _traced(self.fn, params, key, route)
+        return route.state
+
+    def done(self, state):
+        return state.done
+
+    def finish(self, params, key, state):
+        return _traced(self.fn, params, key, _Route("finish", state))
+
+
+def _start_state(member, params, seed):
+    return member.init(params, jax.random.key(seed), 0)
+
+
+# A member's state before its first step, jitted so that a repeated sweep finds it traced.
+_start = jax.jit(_start_state, static_argnums=0)
+
+
+def routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember | None:
+    """``fn`` as a segmented member when it solves exactly one :class:`DiffeqProblem` through
+    :meth:`DiffeqProblem.solve` at its top level; ``None`` otherwise (no solve, several, or a
+    solve inside a transformation of its own, e.g. ``vmap``, ``grad`` or ``lax.scan``, whose
+    state cannot leave it). ``params`` and ``seed`` are one member's, for a trace of ``fn``
+    (the state before the first step: no solver loop is lowered)."""
+    member = _Routed(fn)
+    try:
+        _start.eval_shape(member, params, seed)  # one solve() at the member's top level?
+    except _NotRoutable:
+        return None
+    # A solve inside the member's own vmap, grad or scan leaves its state behind in that
+    # transformation; jax's leak checker finds it. The member traced without the checker just
+    # now, so whatever fails under it (a leak, or the checker's own limits with some library
+    # internals) is a reason to run the member as written, which is always correct.
+    try:
+        with jax.checking_leaks():  # a fresh function: traced now, under the checker
+            jax.jit(lambda p, s: _start_state(member, p, s)).lower(params, seed)
+    except Exception:
+        return None
+    return member

@@ -23,7 +23,15 @@ A segmented member (:class:`~jaxdyn.sweep.AbstractSegmentedMember`, e.g. a
 :class:`~jaxdyn.sweep.DiffeqMember`) is instead advanced in segments of at most
 ``segment_steps`` steps, the unfinished members re-batched between segments
 (``jaxdyn/sweep/_scheduler.py``), so that a chunk costs about the sum of its members' work
-rather than ``width x`` its slowest member.
+rather than ``width x`` its slowest member. A plain member function whose one solve goes
+through :meth:`~jaxdyn.sweep.DiffeqProblem.solve` (the library's simulators) is run the same
+way (``jaxdyn/sweep/_diffeq.py``).
+
+Compiled programs come from ``jax.jit``'s own cache (the member, widths and devices are static
+arguments), so a second sweep of the same member and shapes compiles nothing;
+``SweepResult.n_compilations`` counts the sweep programs XLA compiled during the call, from
+``jax.monitoring`` events. The engine records its own events too (``_programs.SWEEP_EVENT``,
+``DEVICE_EVENT``, ``HOST_SYNC_EVENT``), which ``jaxdyn run --profile`` reads.
 """
 
 from __future__ import annotations
@@ -47,10 +55,17 @@ from ._chunks import (
     slice_members,
     spread_order,
 )
+from ._diffeq import routed_member
 from ._grid import Grid
 from ._options import SweepOptions
 from ._processes import process_layout, same_everywhere
-from ._programs import compile_program, effective_vmap_width, plain_out_shape
+from ._programs import (
+    SWEEP_EVENT,
+    CompileCounter,
+    compile_program,
+    effective_vmap_width,
+    plain_out_shape,
+)
 from ._result import SweepResult
 from ._scheduler import segmented_out_shape, segmented_programs
 from ._segmented import AbstractSegmentedMember, unsegmented
@@ -67,6 +82,13 @@ def _check_arguments(fn, grid, options):
         raise TypeError(f"options must be a SweepOptions, got {type(options).__name__}")
     if segmented and options.segment_steps == 0:
         return unsegmented(fn), False, options
+    if not segmented and options.segment_steps > 0 and len(grid):
+        # A plain member whose one solve goes through DiffeqProblem.solve() (the library's
+        # simulators) is run in segments too (jaxdyn/sweep/_diffeq.py).
+        one = {k: v[0] for k, v in grid.params.items()}
+        routed = routed_member(fn, one, grid.seeds[0])
+        if routed is not None:
+            return routed, True, options
     return fn, segmented, options
 
 
@@ -127,45 +149,55 @@ def run_sweep(
     this with the same arguments and receives the whole result.
     """
     fn, segmented, options = _check_arguments(fn, grid, options)
-    log = log or (lambda msg: None)
-    t_start = time.perf_counter()
-    devices = _local_devices(options)
-    n_members = len(grid)
-    n_devices = 1 if segmented else len(devices)  # a segmented chunk runs on one device
-    width = effective_vmap_width(options.vmap_width, n_members)
-    meta = dict(name=name, fingerprint=grid.fingerprint(), n_members=n_members, vmap_width=width)
-    checkpoints = SweepCheckpoints(checkpoint_dir, name, meta)
-    compile_for = _compiler(fn, segmented, devices, width, options, log)
-    program, chunk, n_compilations = _agree_on_chunk(
-        compile_for, grid, checkpoints, options, n_devices, width, log, name, segmented
-    )
-    order = spread_order(n_members, chunk) if segmented else None
-    ordered = _reordered(grid, order)
-    example = slice_members(ordered.params, ordered.seeds, 0, chunk)
-    programs = _LazyProgram(compile_for, example, program, n_compilations)
+    with CompileCounter() as compiles:
+        log = log or (lambda msg: None)
+        t_start = time.perf_counter()
+        devices = _local_devices(options)
+        n_members = len(grid)
+        n_devices = 1 if segmented else len(devices)  # a segmented chunk runs on one device
+        width = effective_vmap_width(options.vmap_width, n_members)
+        meta = dict(
+            name=name, fingerprint=grid.fingerprint(), n_members=n_members, vmap_width=width
+        )
+        checkpoints = SweepCheckpoints(checkpoint_dir, name, meta)
+        compile_for = _compiler(fn, segmented, devices, width, options, log)
+        program, chunk, _ = _agree_on_chunk(
+            compile_for, grid, checkpoints, options, n_devices, width, log, name, segmented
+        )
+        order = spread_order(n_members, chunk) if segmented else None
+        ordered = _reordered(grid, order)
+        example = slice_members(ordered.params, ordered.seeds, 0, chunk)
+        programs = _LazyProgram(compile_for, example, program)
 
-    n_chunks = math.ceil(n_members / chunk)
-    log(_plan_message(name, n_members, n_chunks, chunk, n_devices, segmented, options))
-    plan = ChunkPlan(checkpoints, n_chunks)
-    run_chunks = run_segmented_chunks if segmented else run_plain_chunks
-    n_segments = run_chunks(programs.get, plan, ordered, chunk, checkpoints, options.progress, name)
-    if segmented:
-        log(f"sweep '{name}': at most {n_segments} segment(s) per chunk")
-    out_shape = _out_shape(programs.program, fn, segmented, width, options, example)
-    chunk_outputs, chunk_status = plan.gather(out_shape)
-    if plan.n_resumed:
-        log(f"sweep '{name}': {plan.n_resumed} chunk(s) resumed from checkpoints")
-    result = _assemble(
-        name,
-        grid,
-        chunk_outputs,
-        chunk_status,
-        order,
-        chunk=chunk,
-        n_devices=n_devices,
-        n_compilations=programs.total_compilations(),
-        wall_time_s=time.perf_counter() - t_start,
-    )
+        n_chunks = math.ceil(n_members / chunk)
+        log(_plan_message(name, n_members, n_chunks, chunk, n_devices, segmented, options))
+        plan = ChunkPlan(checkpoints, n_chunks)
+        run_chunks = run_segmented_chunks if segmented else run_plain_chunks
+        segments = run_chunks(
+            programs.get, plan, ordered, chunk, checkpoints, options.progress, name
+        )
+        if segmented:
+            n_segments, lane_steps = segments
+            log(
+                f"sweep '{name}': at most {n_segments} segment(s) per chunk, "
+                f"{lane_steps} lane-steps"
+            )
+        out_shape = _out_shape(programs.program, fn, segmented, width, options, example)
+        chunk_outputs, chunk_status = plan.gather(out_shape)
+        if plan.n_resumed:
+            log(f"sweep '{name}': {plan.n_resumed} chunk(s) resumed from checkpoints")
+        result = _assemble(
+            name,
+            grid,
+            chunk_outputs,
+            chunk_status,
+            order,
+            chunk=chunk,
+            n_devices=n_devices,
+            n_compilations=compiles.count,
+            wall_time_s=time.perf_counter() - t_start,
+        )
+    jax.monitoring.record_event_duration_secs(SWEEP_EVENT, result.wall_time_s)
     _log_outcome(result, log, name)
     return result
 
@@ -216,25 +248,15 @@ def _reordered(grid: Grid, order: np.ndarray | None) -> Grid:
 
 
 class _LazyProgram:
-    """The chunk program, compiled on first use, and how many compilations it caused."""
+    """The chunk program, compiled on first use (a process that sized no chunk)."""
 
-    def __init__(self, compile_for, example, program, n_compilations: int):
-        self.compile_for, self.example = compile_for, example
-        self.program, self.n_compilations = program, n_compilations
-        self._counted = 0 if program is None else getattr(program, "compilations", 0)
+    def __init__(self, compile_for, example, program):
+        self.compile_for, self.example, self.program = compile_for, example, program
 
     def get(self):
         if self.program is None:
-            self.program, fresh = self.compile_for(*self.example)
-            self.n_compilations += fresh
-            self._counted = self.program.compilations
+            self.program, _ = self.compile_for(*self.example)
         return self.program
-
-    def total_compilations(self) -> int:
-        """Compilations so far, including segment programs compiled while chunks ran."""
-        if self.program is None:
-            return self.n_compilations
-        return self.n_compilations + self.program.compilations - self._counted
 
 
 def _out_shape(program, fn, segmented, width, options, example):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 import warnings
 from collections.abc import Callable
 
@@ -11,10 +13,57 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from .._compat import patch_equinox_closure_convert
+from .._compat import enumeration_code, patch_equinox_closure_convert
 from .._status import Status, as_status, mark_nonfinite
 
 SWEEP_AXIS = "sweep"
+
+
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_COUNTERS: list[CompileCounter] = []
+_LISTENING = threading.Lock()
+_listener_installed = False
+
+
+def _on_event_duration(event: str, duration: float, **kwargs) -> None:
+    if event == _COMPILE_EVENT and "_sweep_" in str(kwargs.get("fun_name", "")):
+        for counter in _COUNTERS:
+            counter.count += 1
+
+
+class CompileCounter:
+    """Counts the sweep programs XLA compiles (or loads from the persistent compilation
+    cache) inside a ``with`` block, from jax's public monitoring events."""
+
+    def __enter__(self) -> CompileCounter:
+        global _listener_installed
+        with _LISTENING:
+            if not _listener_installed:
+                jax.monitoring.register_event_duration_secs_listener(_on_event_duration)
+                _listener_installed = True
+        self.count = 0
+        _COUNTERS.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _COUNTERS.remove(self)
+
+
+# Lowering a member under shard_map fails where the single-device program works in two known
+# cases on this stack, both met by diffrax's event root finding (optimistix -> lineax):
+# lineax's ``ravel_vector`` compares the sharding of a vector with its structure (lineax issue
+# #185), and equinox's closure conversion compares shardings (diffrax issue #765; patched by
+# ``jaxdyn._compat.patch_equinox_closure_convert`` for equinox <= 0.13.8). Any other error is
+# the member's own and is raised.
+_SHARD_MAP_FAILURES = (
+    "pytree does not match out_structure",
+    "Closure-converted function called with different dynamic arguments",
+)
+
+
+def shard_map_unsupported(err: BaseException) -> bool:
+    """Whether ``err`` is one of the known shard_map failures of library internals."""
+    return isinstance(err, ValueError) and any(m in str(err) for m in _SHARD_MAP_FAILURES)
 
 
 def _member_outputs(fn: Callable, params, seed):
@@ -35,7 +84,7 @@ def outputs_and_status(out):
     out = dict(out)
     status = out.pop("status", None)
     status = mark_nonfinite(Status.successful, out) if status is None else as_status(status)
-    return out, jnp.asarray(status._value, jnp.int32)
+    return out, jnp.asarray(enumeration_code(status), jnp.int32)
 
 
 def batched_member_program(fn: Callable, vmap_width: int) -> Callable:
@@ -83,41 +132,82 @@ def put_global(host_array: np.ndarray, sharding) -> jax.Array:
     return jax.make_array_from_callback(host_array.shape, sharding, lambda index: host_array[index])
 
 
+# jax.monitoring events of the sweep engine (read by jaxdyn.runs' profile, or any listener)
+SWEEP_EVENT = "/jaxdyn/sweep/duration"  # one run_sweep, wall time
+DEVICE_EVENT = "/jaxdyn/sweep/device_duration"  # in compiled sweep programs, or waiting for them
+HOST_SYNC_EVENT = "/jaxdyn/sweep/host_sync"  # the host waited for device results
+
+
 def to_host(tree):
-    """This process's arrays on the host (sweep programs only use local devices)."""
+    """This process's arrays on the host (sweep programs only use local devices); each call
+    is a host round trip (``HOST_SYNC_EVENT``)."""
+    jax.monitoring.record_event(HOST_SYNC_EVENT)
     return jax.tree_util.tree_map(np.asarray, jax.device_get(tree))
+
+
+class _ByIdentity:
+    """An unhashable member (one holding arrays) as a static argument of ``jax.jit``: equal to
+    itself only, so jit's cache serves repeated sweeps of the same object."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+def static_member(fn):
+    """``fn`` itself when hashable (equal members share jit's cache), else by identity."""
+    try:
+        hash(fn)
+    except TypeError:
+        return _ByIdentity(fn)
+    return fn
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _sweep_chunk(fn, width, mesh, params, seeds):
+    """One chunk of a plain sweep: members vmapped in groups of ``width``; over ``mesh`` (when
+    it has several devices) a ``jax.shard_map`` along the ``sweep`` axis."""
+    batched = batched_member_program(fn, width)
+    if mesh is None:
+        return batched(params, seeds)
+    patch_equinox_closure_convert()
+    # check_vma=False: diffrax/optimistix internals are not annotated for varying axes.
+    return jax.shard_map(
+        batched,
+        mesh=mesh,
+        in_specs=(PartitionSpec(SWEEP_AXIS), PartitionSpec(SWEEP_AXIS)),
+        out_specs=PartitionSpec(SWEEP_AXIS),
+        check_vma=False,
+    )(params, seeds)
+
+
+def _unsharded(out_info):
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), out_info)
 
 
 class ShardedProgram:
     """One executable for the whole chunk: ``jax.shard_map`` over the ``sweep`` mesh axis.
 
     On a single device the shard_map is dropped (a plain jit of the same batched program).
+    The executable comes from jit's own cache: a second sweep of the same member, width,
+    devices and input shapes traces and compiles nothing.
     """
 
     mode = "shard_map"
 
     def __init__(self, fn, mesh, width, params, seeds):
-        batched = batched_member_program(fn, width)
         self.n_devices = mesh.devices.size
         self.sharding = NamedSharding(mesh, PartitionSpec(SWEEP_AXIS))
-        if self.n_devices == 1:
-            program = jax.jit(batched)
-        else:
-            patch_equinox_closure_convert()
-            # check_vma=False: diffrax/optimistix internals are not annotated for varying axes.
-            program = jax.jit(
-                jax.shard_map(
-                    batched,
-                    mesh=mesh,
-                    in_specs=(PartitionSpec(SWEEP_AXIS), PartitionSpec(SWEEP_AXIS)),
-                    out_specs=PartitionSpec(SWEEP_AXIS),
-                    check_vma=False,
-                )
-            )
-        self.compiled = program.lower(params, seeds).compile()
-        self.compilations = 1
+        self.static = (static_member(fn), width, None if self.n_devices == 1 else mesh)
+        put = lambda x: jax.ShapeDtypeStruct(
+            np.shape(x), np.asarray(x).dtype, sharding=self.sharding
+        )  # noqa: E731
+        lowered = _sweep_chunk.lower(*self.static, jax.tree.map(put, params), put(seeds))
+        self.compiled = lowered.compile()
         self.bytes_per_device = compiled_bytes(self.compiled) / self.n_devices
-        self.out_shape = jax.eval_shape(batched, params, seeds)
+        self.out_shape = _unsharded(lowered.out_info)
 
     def dispatch(self, params, seeds):
         put = lambda x: put_global(x, self.sharding)
@@ -128,28 +218,27 @@ class ShardedProgram:
 
 
 class PerDeviceProgram:
-    """Fallback when a member function cannot be traced under ``shard_map``.
-
-    Some library internals are not shard_map-safe on this stack (diffrax event root finding
-    through optimistix/lineax on jax 0.10: diffrax issue #765, lineax issue #185). Then each
-    device gets its slice of the chunk and runs the same single-device program, compiled once
-    per device and dispatched asynchronously, so devices still work in parallel and results
-    stay identical.
-    """
+    """Each device runs its slice of the chunk with the single-device program, compiled once
+    per device and dispatched asynchronously (devices still work in parallel; results are
+    identical). Used when a member cannot be lowered under ``shard_map``
+    (:func:`compile_program`)."""
 
     mode = "per_device"
 
     def __init__(self, fn, devices, width, params, seeds):
         self.devices = list(devices)
         self.n_devices = len(self.devices)
-        self.program = jax.jit(batched_member_program(fn, width))
+        self.static = (static_member(fn), width, None)
         self.compiled = []
         for device, (p, s) in zip(self.devices, self._split(params, seeds), strict=True):
             p, s = jax.device_put((p, s), device)
-            self.compiled.append(self.program.lower(p, s).compile())
-        self.compilations = self.n_devices
+            lowered = _sweep_chunk.lower(*self.static, p, s)
+            self.compiled.append(lowered.compile())
         self.bytes_per_device = compiled_bytes(self.compiled[0])
-        self.out_shape = jax.eval_shape(batched_member_program(fn, width), params, seeds)
+        self.out_shape = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct((seeds.shape[0],) + x.shape[1:], x.dtype),
+            _unsharded(lowered.out_info),
+        )
 
     def _split(self, params, seeds):
         n = seeds.shape[0] // self.n_devices
@@ -170,43 +259,26 @@ class PerDeviceProgram:
         return jax.tree.map(lambda *xs: np.concatenate(xs), *hosts)
 
 
-_COMPILED: dict = {}
-_COMPILED_MAX = 32
-
-
 def compile_program(fn, mesh, width, params, seeds, log=lambda msg: None):
-    """The chunk program, cached per (function, devices, width, input shapes).
+    """The chunk program: ``(program, compilations done now)``.
 
-    Returns ``(program, number of compilations done now)``; repeated sweeps of the same
-    member function (a benchmark, an interactive session) skip tracing and compilation.
+    Sharded over the mesh; per device instead when lowering under ``shard_map`` meets a known
+    failure of library internals (:func:`shard_map_unsupported`).
     """
-    signature = tuple(
-        (k, np.shape(v), np.asarray(v).dtype.str) for k, v in sorted(params.items())
-    ) + ((np.shape(seeds), np.asarray(seeds).dtype.str),)
-    key = (fn, tuple(d.id for d in mesh.devices.flat), width, signature)
-    try:
-        hash(key)
-    except TypeError:  # an unhashable callable: compile without caching
-        key = None
-    if key is not None and key in _COMPILED:
-        return _COMPILED[key], 0
-    try:
-        program = ShardedProgram(fn, mesh, width, params, seeds)
-    except Exception as err:
-        if mesh.devices.size == 1:
-            raise
-        message = (
-            f"shard_map could not compile this member function ({type(err).__name__}: "
-            f"{str(err).splitlines()[0][:120]}); falling back to per-device dispatch"
-        )
-        log(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
-        program = PerDeviceProgram(fn, list(mesh.devices.flat), width, params, seeds)
-    if key is not None:
-        if len(_COMPILED) >= _COMPILED_MAX:
-            _COMPILED.pop(next(iter(_COMPILED)))
-        _COMPILED[key] = program
-    return program, program.compilations
+    with CompileCounter() as counter:
+        try:
+            program = ShardedProgram(fn, mesh, width, params, seeds)
+        except ValueError as err:
+            if mesh.devices.size == 1 or not shard_map_unsupported(err):
+                raise
+            message = (
+                f"shard_map could not compile this member function ({type(err).__name__}: "
+                f"{str(err).splitlines()[0][:120]}); falling back to per-device dispatch"
+            )
+            log(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            program = PerDeviceProgram(fn, list(mesh.devices.flat), width, params, seeds)
+    return program, counter.count
 
 
 def compiled_bytes(compiled) -> float:

@@ -27,7 +27,7 @@ class SweepResult:
             and :meth:`has_status` rather than comparing codes.
         grid_shape, axes: the grid's shape and axis names.
         chunk_size: members per compiled call; n_devices: devices it was sharded over.
-        n_compilations: how many times the member program was compiled.
+        n_compilations: sweep programs XLA compiled during the call (0 when jit's cache had them).
         wall_time_s: seconds from the call to the result.
     """
 

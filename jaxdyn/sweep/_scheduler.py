@@ -26,6 +26,8 @@ of the unsegmented path.
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable
 
 import jax
@@ -33,7 +35,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._packing import group_widths, pack, segment_width
-from ._programs import compiled_bytes, grouped, outputs_and_status, to_host
+from ._programs import (
+    DEVICE_EVENT,
+    CompileCounter,
+    compiled_bytes,
+    grouped,
+    outputs_and_status,
+    static_member,
+    to_host,
+)
 from ._segmented import AbstractSegmentedMember
 
 
@@ -43,6 +53,7 @@ class _Packed:
     into by index."""
 
     def __init__(self, state_shape):
+        self.state_shape = state_shape
         leaves, self.treedef = jax.tree.flatten(state_shape)
         self.shapes = [x.shape for x in leaves]
         self.dtypes = sorted({x.dtype.str for x in leaves})
@@ -67,13 +78,62 @@ class _Packed:
         return jax.tree.unflatten(self.treedef, leaves)
 
 
+def _state_packing(member, params, seeds) -> _Packed:
+    """The packing of one member's state (from its shape: no computation)."""
+    one = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), (params, seeds))
+    shape = jax.eval_shape(lambda p, s: member.init(p, jax.random.key(s), 0), *one)
+    return _Packed(shape)
+
+
+def _start_one(member, packing, p, s):
+    state = member.init(p, jax.random.key(s), 0)
+    return packing.pack(state), member.done(state)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _sweep_init(member, width, params, seeds):
+    """Every member of a chunk started (``member.init(params, key, 0)``), packed."""
+    packing = _state_packing(member, params, seeds)
+    return grouped(lambda p, s: _start_one(member, packing, p, s), width)(params, seeds)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1), donate_argnums=(4,))
+def _sweep_advance(member, segment_steps, params, seeds, states, idx, n_real):
+    """One segment of the group ``idx`` of a chunk: gathered by index, advanced by
+    ``segment_steps`` steps, scattered back in place (padding lanes, copies of the group's
+    first member, write nowhere)."""
+    packing = _state_packing(member, params, seeds)
+
+    def advance_one(p, s, packed):
+        state = member.advance(p, jax.random.key(s), packing.unpack(packed), segment_steps)
+        return packing.pack(state), member.done(state)
+
+    p, s = jax.tree.map(lambda x: x[idx], (params, seeds))
+    group = jax.tree.map(lambda x: x[idx], states)
+    group, done = jax.vmap(advance_one)(p, s, group)
+    target = jnp.where(jnp.arange(idx.shape[0]) < n_real, idx, states_size(states))
+    return {d: x.at[target].set(group[d], mode="drop") for d, x in states.items()}, done
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _sweep_finish(member, width, params, seeds, states):
+    """Every member's outputs and status code from its final state."""
+    packing = _state_packing(member, params, seeds)
+
+    def finish(p, s, packed):
+        return outputs_and_status(member.finish(p, jax.random.key(s), packing.unpack(packed)))
+
+    return grouped(finish, width)(params, seeds, states)
+
+
 class SegmentedPrograms:
     """The compiled programs of one segmented member for one chunk size on one device.
 
     A chunk's parameters, seeds and (packed) states stay on the device for the whole chunk;
     a segment program gathers its group's members by index, advances them and scatters them
     back in place (the state buffers are donated), so between segments only the ``done``
-    flags travel to the host.
+    flags travel to the host. The executables come from jit's own cache: a second sweep of
+    the same member and shapes compiles nothing.
     """
 
     def __init__(
@@ -87,47 +147,27 @@ class SegmentedPrograms:
         device,
         width_count: int = 2,
     ):
-        self.member, self.width = member, width
+        self.member, self.width = static_member(member), width
         self.segment_steps, self.device = segment_steps, device
-        key = jax.random.key
-        state_shape = jax.eval_shape(
-            lambda p, s: member.init(p, key(s), 0),
-            *jax.tree.map(lambda x: x[0], (params, seeds)),
-        )
-        packing = _Packed(state_shape)
-
-        def init(p, s):
-            state = member.init(p, key(s), 0)
-            return packing.pack(state), member.done(state)
-
-        @jax.jit  # traced once (per member shapes), batched at each group width
-        def advance_one(p, s, packed):
-            state = member.advance(p, key(s), packing.unpack(packed), segment_steps)
-            return packing.pack(state), member.done(state)
-
-        def advance(chunk_params, chunk_seeds, states, idx, n_real):
-            p, s = jax.tree.map(lambda x: x[idx], (chunk_params, chunk_seeds))
-            group = jax.tree.map(lambda x: x[idx], states)
-            group, done = jax.vmap(advance_one)(p, s, group)
-            # padding lanes (copies of the group's first member) write nowhere
-            target = jnp.where(jnp.arange(idx.shape[0]) < n_real, idx, states_size(states))
-            return {d: x.at[target].set(group[d], mode="drop") for d, x in states.items()}, done
-
-        def finish(p, s, packed):
-            return outputs_and_status(member.finish(p, key(s), packing.unpack(packed)))
-
-        put = lambda tree: jax.device_put(tree, device)  # noqa: E731
-        self.init = jax.jit(grouped(init, width)).lower(*put((params, seeds))).compile()
-        packed_shape = jax.eval_shape(grouped(init, width), params, seeds)[0]
+        on_device = jax.sharding.SingleDeviceSharding(device)
+        self._spec = lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=on_device)  # noqa: E731
+        example = jax.tree.map(self._spec, (params, seeds))
+        with CompileCounter() as counter:
+            self.init = _sweep_init.lower(self.member, width, *example).compile()
+            packed_shape = jax.eval_shape(
+                lambda p, s: _sweep_init(self.member, width, p, s), *example
+            )[0]
+            self._packed = jax.tree.map(self._spec, packed_shape)
+            self.finish = _sweep_finish.lower(self.member, width, *example, self._packed).compile()
+        state_shape = _state_packing(self.member, params, seeds).state_shape
         narrow = segment_width(requested_width, width, device.platform, state_shape)
         self.group_widths = group_widths(narrow, width, width_count)
-        grouped_finish = grouped(finish, width)
-        self.finish = jax.jit(grouped_finish).lower(*put((params, seeds)), packed_shape).compile()
-        self.out_shape = jax.eval_shape(grouped_finish, params, seeds, packed_shape)
-        self._advance_fn = jax.jit(advance, donate_argnums=(2,))
-        self._advance_example = (params, seeds, packed_shape)
+        self.out_shape = jax.eval_shape(
+            lambda p, s, x: _sweep_finish(self.member, width, p, s, x), *example, self._packed
+        )
+        self._example = example
         self._advance: dict[int, Callable] = {}
-        self.compilations = 2
+        self.compilations = counter.count
         self.segments = 0  # rounds of the last run (init included)
         self.lane_steps = 0  # lanes x segment_steps of the last run: what the device paid
         self.bytes_per_device = compiled_bytes(self.init) + compiled_bytes(self.finish)
@@ -136,21 +176,26 @@ class SegmentedPrograms:
         """The compiled one-segment program for groups of ``width`` (compiled when first
         needed)."""
         if width not in self._advance:
-            on_device = jax.sharding.SingleDeviceSharding(self.device)
-            spec = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device)  # noqa: E731
-            example = jax.tree.map(spec, self._advance_example)
-            idx = jax.ShapeDtypeStruct((width,), np.int32, sharding=on_device)
-            n_real = jax.ShapeDtypeStruct((), np.int32, sharding=on_device)
-            self._advance[width] = self._advance_fn.lower(*example, idx, n_real).compile()
-            self.compilations += 1
+            idx = self._spec(np.zeros(width, np.int32))
+            n_real = self._spec(np.int32(0))
+            with CompileCounter() as counter:
+                self._advance[width] = _sweep_advance.lower(
+                    self.member, self.segment_steps, *self._example, self._packed, idx, n_real
+                ).compile()
+            self.compilations += counter.count
         return self._advance[width]
 
     def run(self, params: dict, seeds: np.ndarray, n_real: int | None = None):
         """``(outputs, status codes, segments run)`` of one chunk of members (on the host);
-        members from ``n_real`` on are padding and are not advanced past ``init``."""
+        members from ``n_real`` on are padding and are not advanced past ``init``. The time
+        spent in the compiled programs and waiting for them is recorded as a
+        ``jax.monitoring`` event (``DEVICE_EVENT``; compilation excluded)."""
+        device_s = 0.0
+        start = time.perf_counter()
         params, seeds = jax.device_put((params, seeds), self.device)
         states, done = self.init(params, seeds)
-        done = np.array(done)
+        done = to_host(done).copy()
+        device_s += time.perf_counter() - start
         if n_real is not None:
             done[n_real:] = True
         n_segments = 1
@@ -158,20 +203,25 @@ class SegmentedPrograms:
         active = np.flatnonzero(~done)
         while active.size:
             in_flight = []
-            for idx in pack(active, self.group_widths):
+            groups = [(idx, self.advance(idx.size)) for idx in pack(active, self.group_widths)]
+            start = time.perf_counter()
+            for idx, program in groups:
                 real = int(np.unique(idx).size)  # the padding repeats idx[0] at the end
-                program = self.advance(idx.size)
                 states, group_done = program(
                     params, seeds, states, idx.astype(np.int32), np.int32(real)
                 )  # dispatched asynchronously
                 in_flight.append((idx[:real], group_done))
                 self.lane_steps += idx.size * self.segment_steps
             for idx, group_done in in_flight:
-                done[idx] = np.asarray(group_done)[: idx.size]
+                done[idx] = to_host(group_done)[: idx.size]
+            device_s += time.perf_counter() - start
             n_segments += 1
             active = np.flatnonzero(~done)
         self.segments = n_segments
+        start = time.perf_counter()
         outputs, status = to_host(self.finish(params, seeds, states))
+        device_s += time.perf_counter() - start
+        jax.monitoring.record_event_duration_secs(DEVICE_EVENT, device_s)
         return outputs, status, n_segments
 
 
@@ -180,33 +230,8 @@ def states_size(states) -> int:
     return next(iter(states.values())).shape[0]
 
 
-def _signature(params, seeds):
-    return tuple((k, np.shape(v), np.asarray(v).dtype.str) for k, v in sorted(params.items())) + (
-        (np.shape(seeds), np.asarray(seeds).dtype.str),
-    )
-
-
-_COMPILED: dict = {}
-
-
 def segmented_programs(member, device, width, options, params, seeds):
-    """``(SegmentedPrograms, compilations done now)``, cached per (member, device, widths,
-    segment length, input shapes) like the plain chunk programs."""
-    key = (
-        member,
-        device.id,
-        width,
-        options.segment_width,
-        options.segment_widths,
-        options.segment_steps,
-        _signature(params, seeds),
-    )
-    try:
-        hash(key)
-    except TypeError:  # a member holding arrays: compile without caching
-        key = None
-    if key is not None and key in _COMPILED:
-        return _COMPILED[key], 0
+    """``(SegmentedPrograms, compilations done now)`` for one chunk size on ``device``."""
     programs = SegmentedPrograms(
         member,
         width,
@@ -217,10 +242,6 @@ def segmented_programs(member, device, width, options, params, seeds):
         device,
         options.segment_widths,
     )
-    if key is not None:
-        if len(_COMPILED) >= 16:
-            _COMPILED.pop(next(iter(_COMPILED)))
-        _COMPILED[key] = programs
     return programs, programs.compilations
 
 
