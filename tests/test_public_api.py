@@ -52,12 +52,7 @@ PRIVATE_USE = __import__("re").compile(
 )
 # Files of the sweep engine whose private uses move into jaxdyn/_compat.py with the engine's
 # rewrite (a parallel branch); this set empties when it lands.
-_PENDING_IN_OTHER_BRANCHES = {
-    "jaxdyn/sweep/_continuation.py",
-    "jaxdyn/sweep/_diffeq.py",
-    "jaxdyn/sweep/_diffeq_start.py",
-    "jaxdyn/sweep/_devices.py",
-}
+_PENDING_IN_OTHER_BRANCHES: set[str] = set()
 
 
 def test_private_apis_of_other_libraries_only_in_the_adapter_module():

@@ -28,6 +28,7 @@ from jaxdyn.meanfield import (
     seed_criterion,
     simulate_gaussian,
 )
+from jaxdyn._compat import enumeration_items
 from jaxdyn.runs import negative_control
 from jaxdyn.sweep import Grid
 
@@ -36,7 +37,7 @@ PAD = max(DIMS)
 SAVES = 16  # saves at t1 k / 16; the arbiter reads k = 8 (t1 / 2) and k = 16 (t1)
 RTOL, ATOL = 1e-8, 1e-10
 BLOWUP_TRACE = 1e8
-CODES = {name: status_code(item) for name, item in Regime._name_to_item.items()}
+CODES = {name: status_code(item) for name, item in enumeration_items(Regime).items()}
 
 
 def _code(item) -> int:
