@@ -5,7 +5,8 @@ converged runs per panel), i.e. the published draws paired as the published atte
 them, with the published steps, tolerances and stopping rule.
 
 - Baseline: ``published_euler_numpy``, jaxdyn's faithful NumPy re-implementation of the
-  published projected-Euler loop (``jaxdyn.experiments.pde_gaussian.published_rank_attempts``), run in full:
+  published projected-Euler loop
+  (``jaxdyn.experiments.pde_gaussian.published_rank_attempts``), run in full:
   it decides the pairing, and the time of each of its attempts is measured. The baseline time
   is the sum over the 1,200 converged runs (``baseline_s``); the whole loop, attempts it set
   aside included, is reported as ``published_loop_s``.

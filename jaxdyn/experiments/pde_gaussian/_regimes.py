@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status, status_code
+from jaxdyn._compat import enumeration_items
 from jaxdyn.evidence import Evidence
 from jaxdyn.meanfield import (
     REGIME_FAMILIES,
@@ -28,7 +29,6 @@ from jaxdyn.meanfield import (
     seed_criterion,
     simulate_gaussian,
 )
-from jaxdyn._compat import enumeration_items
 from jaxdyn.runs import negative_control
 from jaxdyn.sweep import Grid
 
