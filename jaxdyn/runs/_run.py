@@ -324,47 +324,6 @@ class Run:
             entry["note"] = note
         self._record(entry, f"{entry['measured']}")
 
-    def check(
-        self,
-        name: str,
-        *,
-        expected: Any,
-        measured: Any,
-        tolerance: float | None = None,
-        relative: bool = False,
-        passed: bool | None = None,
-        note: str = "",
-    ) -> bool:
-        """An unclassified check (neither evidence nor consistency yet): kept while the
-        experiments move to :meth:`evidence`, :meth:`consistency` and :meth:`report`.
-        ``summary.json`` counts these as ``unclassified``."""
-        if passed is None:
-            if isinstance(expected, str | bool) or isinstance(measured, str | bool):
-                passed = expected == measured
-            else:
-                e = np.asarray(expected, dtype=float)
-                m = np.asarray(measured, dtype=float)
-                tol = 0.0 if tolerance is None else float(tolerance)
-                bound = tol * np.abs(e) if relative else tol
-                passed = bool(np.all(np.isfinite(m)) and np.all(np.abs(m - e) <= bound))
-        entry = {
-            "name": name,
-            "kind": "unclassified",
-            "expected": _jsonable(expected),
-            "measured": _jsonable(measured),
-            "tolerance": _jsonable(tolerance),
-            "relative": relative,
-            "passed": bool(passed),
-        }
-        if note:
-            entry["note"] = note
-        self._record(
-            entry,
-            f"expected {entry['expected']}, measured {entry['measured']}"
-            f" -> {'PASS' if passed else 'FAIL'}",
-        )
-        return bool(passed)
-
     def counts(self) -> dict[str, int]:
         """How many checks of each kind and verdict this run has recorded."""
         return check_counts(self._checks)
@@ -387,7 +346,6 @@ class Run:
         if not self.writer:
             return
         findings = [c for c in self._checks if c.get("verdict") == Verdict.refuted.value]
-        legacy = [c for c in self._checks if "passed" in c]
         summary = {
             "experiment": self.experiment,
             "status": status,
@@ -395,8 +353,6 @@ class Run:
             "findings": findings,
             "scalars": self._scalars,
             "checks": self._checks,
-            "checks_passed": sum(c["passed"] for c in legacy),
-            "checks_total": len(legacy),
             "sweeps": self._sweeps,
             "failed_members": sum(s["failed"] for s in self._sweeps.values()),
             "figures": [f"figures/{f}.png" for f in self._figures],
