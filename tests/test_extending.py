@@ -92,9 +92,8 @@ PYPROJECT = textwrap.dedent(
 
 def _child_env(**extra):
     env = {k: v for k, v in os.environ.items() if k not in ("JAXDYN_IMPORT", "XLA_FLAGS")}
-    env.update(
-        JAXDYN_CACHE_DIR=os.environ.get("JAXDYN_TEST_CACHE_DIR", "off"), PYTHONPATH="", **extra
-    )
+    env.update(JAXDYN_CACHE_DIR=os.environ.get("JAXDYN_TEST_CACHE_DIR", "off"), PYTHONPATH="")
+    env.update(extra)
     return env
 
 
