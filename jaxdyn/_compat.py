@@ -159,17 +159,9 @@ def direction_terms(terms, direction):
     )
 
 
-def enumeration_code(item):
-    """The integer code of an equinox ``Enumeration`` item (``diffrax.RESULTS``,
-    ``jaxdyn.Status``): its one PyTree leaf. equinox has no public accessor; the item is an
-    ``eqx.Module`` whose only array field is the code (equinox 0.13)."""
-    (code,) = jax.tree.leaves(item)
-    return code
-
-
 def enumeration_item(example, code):
     """The item of ``example``'s enumeration whose code is ``code`` (an int32 array): the
-    PyTree of ``example`` with ``code`` as its leaf (the inverse of :func:`enumeration_code`)."""
+    PyTree of ``example`` with ``code`` as its leaf (the inverse of ``jaxdyn._status.item_code``)."""
     return jax.tree.unflatten(jax.tree.structure(example), [code])
 
 

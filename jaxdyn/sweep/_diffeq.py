@@ -60,7 +60,8 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 from jaxtyping import Array, ArrayLike, Bool, Int, PyTree, Real
 
-from .._compat import clip_floor, clip_to_end, direction_terms, enumeration_code, enumeration_item
+from .._compat import clip_floor, clip_to_end, direction_terms, enumeration_item
+from .._status import item_code
 from ._segmented import AbstractSegmentedMember
 
 _NO_LIMIT = 2**31 - 1
@@ -380,7 +381,7 @@ def start_state(problem: DiffeqProblem) -> DiffeqState:
         solver_state=solver.init(terms, t0n, tnext, y0, problem.args),
         controller_state=track.inner,
         made_jump=jnp.asarray(False),
-        result=_result(enumeration_code(diffrax.RESULTS.successful)),
+        result=_result(item_code(diffrax.RESULTS.successful)),
         num_steps=zero,
         num_accepted_steps=zero,
         num_rejected_steps=zero,
@@ -489,7 +490,7 @@ def _after_segment(problem, subs, sol, previous: DiffeqState | None, direction) 
         solver_state=sol.solver_state,
         controller_state=track.inner,
         made_jump=jnp.asarray(sol.made_jump, bool),
-        result=_result(enumeration_code(result)),
+        result=_result(item_code(result)),
         saved=saved,
         event_mask=event_mask,
         done=done,

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from .._compat import enumeration_code, patch_equinox_closure_convert
-from .._status import Status, as_status, mark_nonfinite
+from .._compat import patch_equinox_closure_convert
+from .._status import Status, as_status, item_code, mark_nonfinite
 
 SWEEP_AXIS = "sweep"
 
@@ -84,7 +84,7 @@ def outputs_and_status(out):
     out = dict(out)
     status = out.pop("status", None)
     status = mark_nonfinite(Status.successful, out) if status is None else as_status(status)
-    return out, jnp.asarray(enumeration_code(status), jnp.int32)
+    return out, jnp.asarray(item_code(status), jnp.int32)
 
 
 def batched_member_program(fn: Callable, vmap_width: int) -> Callable:

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status, count_outcomes, require_positive, status_code
-from jaxdyn._compat import enumeration_code
+from jaxdyn._status import item_code
 from jaxdyn.meanfield import (
     CONE_CASES,
     L2,
@@ -106,7 +106,7 @@ def _member(config: ConeConfig, ts: np.ndarray):
             "final_cov": sol.final_cov,
             "t_final": sol.t_final,
             "t_event": sol.t_event,
-            "outcome": enumeration_code(outcome),
+            "outcome": item_code(outcome),
             "status": sol.status,
         }
 
