@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ._exit_codes import EXIT_FAILED, EXIT_OK
 
+ENV_REPRODUCE_CLAIMS = "JAXDYN_REPRODUCE_CLAIMS"
+
 
 def enable_compilation_cache() -> None:
     """Turn on JAX's persistent compilation cache (``$JAXDYN_CACHE_DIR``; ``off`` disables).
@@ -171,43 +173,76 @@ def _reproduce_one(name: str, out: Path, args, say) -> bool:
     return False
 
 
-def cmd_reproduce(args) -> int:
-    """``jaxdyn reproduce``: every paper experiment (or ``--only`` ones), then a report."""
+def reproduce_plan(args) -> tuple[list[str], Path]:
+    """``reproduce``'s experiments (unknown names fail here, before anything runs) and the
+    folder they go to (``--out``, else ``runs/reproduce-<time>[-quick]``)."""
     import datetime
 
-    from jaxdyn.runs import get_experiment, list_experiments, read_summary, write_report
+    from jaxdyn.runs import get_experiment, list_experiments
 
-    names = args.only or [e.name for e in list_experiments() if e.paper]
+    names = list(dict.fromkeys(args.only or [e.name for e in list_experiments() if e.paper]))
     for name in names:
-        get_experiment(name)  # unknown names fail before anything runs
-    if args.out is None:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        out_root = Path("runs") / f"reproduce-{stamp}{'-quick' if args.quick else ''}"
-    else:
-        out_root = args.out
+        get_experiment(name)
+    if args.out is not None:
+        return names, args.out
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return names, Path("runs") / f"reproduce-{stamp}{'-quick' if args.quick else ''}"
+
+
+def claim_experiment(claims: Path, name: str) -> bool:
+    """Whether this process takes ``name`` from the shared queue of a pool of ``reproduce``
+    workers (the first to create its claim file does; the others skip it)."""
+    try:
+        os.close(os.open(claims / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+def finish_reproduce(names: list[str], out_root: Path) -> int:
+    """The end of ``reproduce``: the report over the runs that have a summary, each theory's
+    counts, and the exit code (failed when an experiment did not complete)."""
+    from jaxdyn.runs import read_summary, write_report
+
+    run_dirs = [out_root / n for n in names if read_summary(out_root / n) is not None]
+    failed = [n for n in names if (read_summary(out_root / n) or {}).get("status") != "complete"]
+    report_dir = write_report(run_dirs, out_root / "report", title="jaxdyn reproduce")
+    print_theory_counts(run_dirs)
+    print(f"report: {report_dir / 'report.md'} and {report_dir / 'report.html'}")
+    if failed:
+        print(f"failed experiments: {', '.join(failed)}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_reproduce(args) -> int:
+    """``jaxdyn reproduce``: every paper experiment (or ``--only`` ones), then a report.
+
+    In a pool of workers (``$JAXDYN_REPRODUCE_CLAIMS`` names the pool's claim folder) this
+    process runs the experiments no other worker has claimed, and the pool's launcher writes
+    the report."""
+    from jaxdyn.runs import read_summary
+
+    names, out_root = reproduce_plan(args)
     enable_compilation_cache()
-    failed, run_dirs = [], []
+    claims = os.environ.get(ENV_REPRODUCE_CLAIMS)
+    failed = False
     say = print if _is_first_process() else (lambda *a, **k: None)
     for i, name in enumerate(names, 1):
+        if claims and not claim_experiment(Path(claims), name):
+            continue
         out = out_root / name
         summary = read_summary(out)
         if args.resume and summary and summary.get("status") == "complete":
             say(f"[{i}/{len(names)}] {name}: complete, skipped", file=sys.stderr)
-            run_dirs.append(out)
             continue
         say(f"[{i}/{len(names)}] {name}", file=sys.stderr, flush=True)
-        if _reproduce_one(name, out, args, say):
-            failed.append(name)
-        if read_summary(out) is not None:
-            run_dirs.append(out)
-    if _is_first_process():
-        report_dir = write_report(run_dirs, out_root / "report", title="jaxdyn reproduce")
-        print_theory_counts(run_dirs)
-        print(f"report: {report_dir / 'report.md'} and {report_dir / 'report.html'}")
-    if failed:
-        say(f"failed experiments: {', '.join(failed)}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+        failed |= _reproduce_one(name, out, args, say)
+    if claims:
+        return EXIT_FAILED if failed else EXIT_OK
+    if not _is_first_process():
+        return EXIT_FAILED if failed else EXIT_OK
+    return finish_reproduce(names, out_root)
 
 
 def cmd_data(args) -> int:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+
 
 def _processes(args) -> int:
     """How many local worker processes ``run``/``reproduce`` should use."""
@@ -48,9 +51,90 @@ def launch_workers(args, argv: list[str]) -> int | None:
         from ._commands import prepare_from_args
 
         prepare_from_args(args)  # validate in the launcher: one-line errors before workers start
-    else:
-        from jaxdyn.runs import get_experiment
+        return launch_local(argv, n)
+    from ._commands import reproduce_plan
 
-        for name in args.only:
-            get_experiment(name)
-    return launch_local(argv, n)
+    names, out_root = reproduce_plan(args)  # unknown names fail here, once
+    if len(names) > 1:
+        return launch_reproduce_pool(argv, n, names, out_root)
+    return launch_local([*argv, "--out", str(out_root)], n)  # one folder for every worker
+
+
+_WRITE_LOCK = threading.Lock()
+
+
+def _forward_lines(source, target) -> threading.Thread:
+    """Copy a worker's output stream to ``target`` whole lines at a time, so that the lines of
+    workers running side by side never interleave within a line."""
+
+    def forward():
+        for line in iter(source.readline, b""):
+            with _WRITE_LOCK:
+                buffer = getattr(target, "buffer", None)
+                if buffer is not None:
+                    buffer.write(line)
+                else:  # a replaced stream (a notebook, pytest's capture)
+                    target.write(line.decode(errors="replace"))
+                target.flush()
+
+    thread = threading.Thread(target=forward, daemon=True, name="jaxdyn-pool-output")
+    thread.start()
+    return thread
+
+
+def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root) -> int:
+    """``reproduce`` on ``n`` cores: ``n`` independent single-process workers that take the
+    experiments in turn from one queue (each the next one nobody has claimed), then the report.
+
+    Whole experiments run side by side instead of every experiment running on ``n``
+    cooperating processes: nothing is compiled or computed twice (cooperating processes each
+    trace and compile every program, and share only the sweeps), and each experiment's results
+    are those of one process, which equal those of any number of processes. A failed experiment
+    does not stop the others; an interruption stops every worker (``--resume`` continues).
+    """
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from jaxdyn.distributed import ENV_LAUNCHER, _stop, worker_python_path
+
+    from ._commands import ENV_REPRODUCE_CLAIMS, finish_reproduce
+    from ._exit_codes import EXIT_INTERRUPTED
+
+    out_root = Path(out_root)
+    out_root.mkdir(parents=True, exist_ok=True)
+    claims = Path(tempfile.mkdtemp(prefix=".claims-", dir=out_root))
+    env = dict(os.environ, PYTHONPATH=worker_python_path())
+    env.update({ENV_REPRODUCE_CLAIMS: str(claims), ENV_LAUNCHER: str(os.getpid())})
+    # later options win in argparse: one process per worker, every worker in one folder
+    worker_argv = [*argv, "--processes", "1", "--out", str(out_root)]
+    procs, forwarders = [], []
+    try:
+        for _ in range(min(n, len(names))):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "jaxdyn", *worker_argv],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
+            forwarders += [
+                _forward_lines(procs[-1].stdout, sys.stdout),
+                _forward_lines(procs[-1].stderr, sys.stderr),
+            ]
+        while any(p.poll() is None for p in procs):
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        _stop(procs)
+        return EXIT_INTERRUPTED
+    finally:
+        for thread in forwarders:
+            thread.join(timeout=2.0)
+        shutil.rmtree(claims, ignore_errors=True)
+    if any(p.returncode == EXIT_INTERRUPTED for p in procs):
+        return EXIT_INTERRUPTED
+    return finish_reproduce(names, out_root)

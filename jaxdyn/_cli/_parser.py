@@ -21,8 +21,9 @@ def _add_parallel_options(parser) -> None:
             "JAXDYN_PROCESSES",
             "run as N cooperating processes on this machine (jax.distributed; auto, the "
             "default: one per core on a CPU-only install, one with a GPU/TPU jaxlib or "
-            "--cpu-devices); results are identical for any N (default: $JAXDYN_PROCESSES, "
-            "else auto)",
+            "--cpu-devices); reproduce of several experiments runs them side by side on N "
+            "single-process workers instead; results are identical for any N (default: "
+            "$JAXDYN_PROCESSES, else auto)",
         ),
         "--cpu-devices": (
             "JAXDYN_CPU_DEVICES",

@@ -172,6 +172,15 @@ def _forward_stdout(proc: subprocess.Popen):
     return thread
 
 
+def worker_python_path() -> str:
+    """``PYTHONPATH`` for worker processes: they import what this process can (experiments
+    found through ``sys.path``, e.g. a module in the working directory)."""
+    path = [p for p in sys.path if p and os.path.isdir(p)]
+    return os.pathsep.join(dict.fromkeys(path + [os.environ.get("PYTHONPATH", "")])).rstrip(
+        os.pathsep
+    )
+
+
 def launch_local(argv: list[str], n: int, *, quiet: bool = False, env: dict | None = None) -> int:
     """Run the jaxdyn command line ``argv`` as ``n`` processes on localhost; returns the exit
     code (the first failing worker's, else 0).
@@ -184,12 +193,10 @@ def launch_local(argv: list[str], n: int, *, quiet: bool = False, env: dict | No
     """
     port = free_port()
     procs, forwarders = [], []
-    # the workers import what this process can (experiments found through sys.path)
-    path = [p for p in sys.path if p and os.path.isdir(p)]
-    python_path = os.pathsep.join(dict.fromkeys(path + [os.environ.get("PYTHONPATH", "")]))
+    python_path = worker_python_path()
     for i in range(n):
         worker_env = dict(os.environ, **(env or {}))
-        worker_env["PYTHONPATH"] = python_path.rstrip(os.pathsep)
+        worker_env["PYTHONPATH"] = python_path
         worker_env.update(
             {
                 ENV_COORDINATOR: f"127.0.0.1:{port}",
