@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from .._json import jsonable
+
 
 class Verdict(enum.Enum):
     """The outcome of an evidence check."""
@@ -123,9 +125,9 @@ class ErrorModel:
         return np.asarray(value * _quantile(self.confidence or 0.99, self.dof))
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "value": _jsonable(self.value)}
+        out: dict[str, Any] = {"name": self.name, "value": jsonable(self.value)}
         if self.dof is not None:
-            out["dof"] = _jsonable(self.dof)
+            out["dof"] = jsonable(self.dof)
         if self.confidence is not None:
             out["confidence"] = self.confidence
         if self.basis:
@@ -148,25 +150,6 @@ def _numbers(value: Any, what: str) -> Any:
         return value
     if isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
         raise TypeError(f"evidence takes numbers, not strings: {what}={value!r}")
-    return value
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return value.name
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic | np.ndarray) or hasattr(value, "__array__"):
-        arr = np.asarray(value)
-        if arr.dtype == object:
-            return [_jsonable(v) for v in arr.tolist()]
-        if arr.ndim == 0:
-            return _jsonable(arr.item())
-        return [_jsonable(v) for v in arr.tolist()]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
     return value
 
 
@@ -212,13 +195,13 @@ class Evidence:
     def to_json(self) -> dict[str, Any]:
         out = {
             "claim": self.claim,
-            "prediction": _jsonable(self.prediction),
-            "measured": _jsonable(self.measured),
+            "prediction": jsonable(self.prediction),
+            "measured": jsonable(self.measured),
             "error_model": self.error_model.to_json(),
             "verdict": self.verdict.value,
         }
         if self.alternative is not None:
-            out["alternative"] = _jsonable(self.alternative)
+            out["alternative"] = jsonable(self.alternative)
         if self.reason:
             out["reason"] = self.reason
         return out

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import distributed
 from .._atomic import atomic_write_text
+from .._json import jsonable
 from ..sweep._options import SweepOptions
 from ._config import (
     ConfigError,
@@ -26,7 +27,7 @@ from ._config import (
 )
 from ._profile import profiled, profiling_enabled
 from ._registry import IMPORT_ENV, Experiment, get_experiment
-from ._run import Run, _jsonable
+from ._run import Run
 
 
 def default_run_dir(experiment: str, root: str | Path = "runs") -> Path:
@@ -204,7 +205,7 @@ def _execute(prepared: PreparedRun, *, overwrite: bool, echo: bool) -> Path:
     else:
         config_json["created"] = datetime.datetime.now().isoformat(timespec="seconds")
     if jax.process_index() == 0:
-        atomic_write_text(config_path, json.dumps(_jsonable(config_json), indent=2))
+        atomic_write_text(config_path, json.dumps(jsonable(config_json), indent=2))
     barrier("jaxdyn-run-created")
 
     run = Run(out, experiment=experiment.name, echo=echo, config=config, options=prepared.options)

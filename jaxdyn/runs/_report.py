@@ -301,12 +301,6 @@ def _report_table(records: list[_RunRecord]) -> list[str]:
     rows = [
         (r, c) for r in records for c in r.summary.get("checks", []) if c.get("kind") == "report"
     ]
-    legacy = [
-        (r, c)
-        for r in records
-        for c in r.summary.get("checks", [])
-        if c.get("kind") not in ("evidence", "consistency", "report")
-    ]
     md: list[str] = []
     if rows:
         md += [
@@ -325,25 +319,6 @@ def _report_table(records: list[_RunRecord]) -> list[str]:
                     _cell(c.get("measured")),
                     prediction,
                     c.get("note", ""),
-                )
-            )
-    if legacy:
-        md += [
-            "",
-            "### Unclassified checks",
-            "",
-            _row("experiment", "check", "expected", "measured", "tolerance", "passed"),
-            "|---|---|---|---|---|---|",
-        ]
-        for record, c in legacy:
-            md.append(
-                _row(
-                    record.experiment,
-                    f"`{c['name']}`",
-                    _cell(c.get("expected")),
-                    _cell(c.get("measured")),
-                    _cell(c.get("tolerance")),
-                    "yes" if c.get("passed") else "**NO**",
                 )
             )
     return md

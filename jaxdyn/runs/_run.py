@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .._atomic import atomic_savefig, atomic_savez, atomic_write_text
+from .._json import jsonable
 from .._status import status_code, status_name
 from ..evidence import CheckKind, Evidence, Verdict
 from ..sweep._grid import Grid
@@ -54,21 +55,6 @@ def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
         "report": sum(c["kind"] == CheckKind.report.value for c in checks),
         "unclassified": sum(c["kind"] == "unclassified" for c in checks),
     }
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic | np.ndarray) or hasattr(value, "__array__"):
-        arr = np.asarray(value)
-        if arr.ndim == 0:
-            return _jsonable(arr.item())
-        return [_jsonable(v) for v in arr.tolist()]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
 
 
 class Run:
@@ -231,7 +217,7 @@ class Run:
 
     def scalar(self, name: str, value: Any) -> None:
         """A headline number (or string) for ``summary.json`` and the report."""
-        self._scalars[name] = _jsonable(value)
+        self._scalars[name] = jsonable(value)
         self._write_summary("running")
 
     # -- the check contract (jaxdyn.evidence) ------------------------------------------------
@@ -295,9 +281,9 @@ class Run:
         entry = {
             "name": name,
             "kind": CheckKind.consistency.value,
-            "expected": _jsonable(expected),
-            "measured": _jsonable(measured),
-            "tolerance": _jsonable(tolerance),
+            "expected": jsonable(expected),
+            "measured": jsonable(measured),
+            "tolerance": jsonable(tolerance),
             "relative": relative,
             "passed": bool(passed),
         }
@@ -315,11 +301,11 @@ class Run:
         say why in ``note``)."""
         if isinstance(measured, str):
             raise TypeError(f"report {name!r} takes numbers, not strings")
-        entry = {"name": name, "kind": CheckKind.report.value, "measured": _jsonable(measured)}
+        entry = {"name": name, "kind": CheckKind.report.value, "measured": jsonable(measured)}
         if claim:
             entry["claim"] = claim
         if prediction is not None:
-            entry["prediction"] = _jsonable(prediction)
+            entry["prediction"] = jsonable(prediction)
         if note:
             entry["note"] = note
         self._record(entry, f"{entry['measured']}")
@@ -361,7 +347,7 @@ class Run:
         }
         if error:
             summary["error"] = error
-        atomic_write_text(self.path / "summary.json", json.dumps(_jsonable(summary), indent=2))
+        atomic_write_text(self.path / "summary.json", json.dumps(jsonable(summary), indent=2))
 
     def finish(self) -> None:
         """Mark the run complete and drop the sweep checkpoints (results.npz holds them)."""
