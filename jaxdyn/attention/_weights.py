@@ -91,12 +91,7 @@ def sigmoid_weights(
     mask: Bool[ArrayLike, "... k"] | None = None,
 ) -> Float[Array, "... k"]:
     """Sigmoid attention: each weight is ``m_k * sigmoid(s_qk + bias)``, rows not normalised."""
-    w = jax.nn.sigmoid(jnp.asarray(scores) + bias)
-    if log_weights is not None:
-        w = w * jnp.exp(log_weights)
-    if mask is not None:
-        w = jnp.where(mask, w, 0.0)
-    return w
+    return _weighted_and_masked(jax.nn.sigmoid(jnp.asarray(scores) + bias), log_weights, mask)
 
 
 def linear_weights(
@@ -106,7 +101,12 @@ def linear_weights(
     mask: Bool[ArrayLike, "... k"] | None = None,
 ) -> Float[Array, "... k"]:
     """Linear attention: the weights are the scores themselves, times the key measure."""
-    w = jnp.asarray(scores)
+    return _weighted_and_masked(jnp.asarray(scores), log_weights, mask)
+
+
+def _weighted_and_masked(w, log_weights, mask):
+    """Unnormalised weights ``w`` times the key measure ``exp(log_weights)``, zero on masked
+    keys."""
     if log_weights is not None:
         w = w * jnp.exp(log_weights)
     if mask is not None:
