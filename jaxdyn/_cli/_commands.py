@@ -15,15 +15,16 @@ def enable_compilation_cache() -> None:
     """Turn on JAX's persistent compilation cache (``$JAXDYN_CACHE_DIR``; ``off`` disables).
 
     The default folder is ``~/.cache/jaxdyn/xla``; programs that took over
-    ``$JAXDYN_CACHE_MIN_COMPILE_SECS`` (default 0.5 s) to compile are stored, so a rerun, a
-    resumed run or another worker process loads them instead.
+    ``$JAXDYN_CACHE_MIN_COMPILE_SECS`` (default 0: every program, since experiments compile
+    many small ones) to compile are stored, so a rerun, a resumed run or another worker process
+    loads them instead.
     """
     import jax
 
     cache = os.environ.get("JAXDYN_CACHE_DIR", str(Path.home() / ".cache" / "jaxdyn" / "xla"))
     if cache.lower() in ("", "0", "off", "none"):
         return
-    raw = os.environ.get("JAXDYN_CACHE_MIN_COMPILE_SECS", "0.5")
+    raw = os.environ.get("JAXDYN_CACHE_MIN_COMPILE_SECS", "0")
     try:
         min_secs = float(raw)
     except ValueError:
