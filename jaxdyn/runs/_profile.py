@@ -4,7 +4,8 @@
 The breakdown comes from public event hooks, so profiling changes nothing about the run:
 
 - ``startup_s``: from the process's start (Linux ``/proc``) to the experiment's start (Python
-  and package imports, ``jax.distributed`` set-up, config parsing);
+  and package imports, ``jax.distributed`` set-up, config parsing); for a later experiment of
+  the same process (``reproduce``), from the end of the one before;
 - ``trace_s``, ``lower_s``, ``compile_s``: jax's own monitoring events
   (``jax.monitoring``: ``/jax/core/compile/jaxpr_trace_duration``,
   ``.../jaxpr_to_mlir_module_duration``, ``.../backend_compile_duration``), with the number
@@ -112,10 +113,14 @@ def _timed_savefig(collector: _Collector):
         Figure.savefig = original
 
 
+_previous_end: float | None = None  # when this process's last profiled experiment ended
+
+
 @contextlib.contextmanager
 def profiled(out: Path, writer: bool = True):
     """Record the breakdown of the block (one experiment) into ``out / "profile.json"``."""
-    startup = _process_age_s()
+    global _previous_end
+    startup = _process_age_s() if _previous_end is None else time.monotonic() - _previous_end
     collector = _Collector()
     jax.monitoring.register_event_duration_secs_listener(collector.on_duration)
     jax.monitoring.register_event_listener(collector.on_event)
@@ -125,6 +130,7 @@ def profiled(out: Path, writer: bool = True):
             yield collector
     finally:
         total = time.perf_counter() - start
+        _previous_end = time.monotonic()
         collector.active = False  # jax has no public way to remove one listener in 0.10
         with contextlib.suppress(AttributeError, ValueError):
             jax.monitoring.unregister_event_duration_listener(collector.on_duration)
