@@ -66,7 +66,7 @@ def main() -> None:
     from jaxdyn import Status
     from jaxdyn.experiments.pde_gaussian.ranks import RanksConfig, published_attempts, rank_members
     from jaxdyn.meanfield import rank_member
-    from jaxdyn.sweep import Grid, SweepOptions, run_sweep
+    from jaxdyn.sweep import Grid, SweepOptions, clear_caches, run_sweep
 
     config = RanksConfig(runs=args.quick_runs if args.quick else 100)
     t0 = time.perf_counter()
@@ -83,7 +83,7 @@ def main() -> None:
     params = rank_members(config, panels)
     runs = {k: v[converged] for k, v in params.items()}
     member = rank_member(rtol=config.rtol, atol=config.atol, max_steps=config.max_steps)
-    jax.clear_caches()
+    clear_caches()
     t0 = time.perf_counter()
     cold = run_sweep(member, Grid.zip(runs), name="ranks")
     cold_s = time.perf_counter() - t0
@@ -196,8 +196,8 @@ def natural_pass(panels, config, members, *, cold: bool):
     per program)``; one ``run_sweep`` per panel with default options."""
     import jax
 
-    from jaxdyn.meanfield import rank_panels
-    from jaxdyn.sweep import Grid, run_sweep
+    from jaxdyn.experiments.pde_gaussian import rank_panels
+    from jaxdyn.sweep import Grid, clear_caches, run_sweep
 
     compile_s: dict[str, list[float]] = {}
 
@@ -206,7 +206,7 @@ def natural_pass(panels, config, members, *, cold: bool):
             compile_s.setdefault(str(kwargs.get("fun_name")), []).append(round(duration, 3))
 
     if cold:
-        jax.clear_caches()
+        clear_caches()
         jax.monitoring.register_event_duration_secs_listener(on_duration)
     ranks = []
     t0 = time.perf_counter()

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from jaxdyn.meanfield import Softmax, gaussian_ode, simulate_gaussian
-from jaxdyn.sweep import DiffeqMember, DiffeqProblem, Grid, SweepOptions, run_sweep
+from jaxdyn.sweep import (
+    DiffeqMember,
+    DiffeqProblem,
+    Grid,
+    SweepOptions,
+    clear_caches,
+    run_sweep,
+)
 
 D = 3
 
@@ -160,3 +167,27 @@ def test_a_plain_member_solving_a_diffeq_problem_is_segmented_identically():
     assert routed.outputs["steps"].max() > 8 * 8 > routed.outputs["steps"].min()
     whole = run_sweep(explicit, grid, options=SweepOptions(vmap_width=4, segment_steps=0))
     _assert_same(routed, whole)
+
+
+def test_a_repeated_routed_sweep_traces_and_compiles_nothing_until_the_caches_are_cleared():
+    traces = []
+
+    def member(params, key):
+        traces.append(1)
+        sol = _decay_problem(params).solve()
+        return {"y": sol.ys[-1], "steps": sol.stats["num_steps"]}
+
+    options = SweepOptions(vmap_width=4, segment_steps=8, segment_width=4)
+    grid = Grid.zip({"rate": np.geomspace(0.1, 300.0, 8), "t1": np.linspace(1.0, 20.0, 8)})
+    first = run_sweep(member, grid, options=options)
+    assert traces and first.n_compilations >= 3  # init, finish, one segment program at least
+    traces.clear()
+    again = run_sweep(
+        member, Grid.zip({k: v[::-1] for k, v in grid.params.items()}), options=options
+    )
+    assert not traces and again.n_compilations == 0
+    np.testing.assert_array_equal(again.outputs["y"], first.outputs["y"][::-1])
+    clear_caches()  # the next sweep traces and compiles as the first one did
+    cleared = run_sweep(member, grid, options=options)
+    assert traces and cleared.n_compilations == first.n_compilations
+    _assert_same(cleared, first)

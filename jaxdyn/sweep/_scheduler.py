@@ -38,6 +38,7 @@ from ._packing import group_widths, pack, segment_width
 from ._programs import (
     DEVICE_EVENT,
     CompileCounter,
+    _ByIdentity,
     compiled_bytes,
     grouped,
     outputs_and_status,
@@ -230,8 +231,37 @@ def states_size(states) -> int:
     return next(iter(states.values())).shape[0]
 
 
+# SegmentedPrograms built so far: a repeated sweep of the same member and shapes takes its
+# programs (and their shapes, found by tracing) from here instead of tracing the member again.
+_PROGRAMS: dict = {}
+_PROGRAMS_MAX = 64
+
+
+def clear_segmented_programs() -> None:
+    """Forget the programs built so far (``jaxdyn.sweep.clear_caches``)."""
+    _PROGRAMS.clear()
+
+
 def segmented_programs(member, device, width, options, params, seeds):
     """``(SegmentedPrograms, compilations done now)`` for one chunk size on ``device``."""
+    specs = jax.tree.map(lambda x: (np.shape(x), np.asarray(x).dtype.str), (params, seeds))
+    key = (
+        static_member(member),
+        device,
+        width,
+        options.segment_width,
+        options.segment_steps,
+        options.segment_widths,
+        jax.tree.structure(specs),
+        tuple(jax.tree.leaves(specs)),
+        jax.config.jax_enable_x64,
+    )
+    try:
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in _PROGRAMS:
+        return _PROGRAMS[key], 0
     programs = SegmentedPrograms(
         member,
         width,
@@ -242,6 +272,10 @@ def segmented_programs(member, device, width, options, params, seeds):
         device,
         options.segment_widths,
     )
+    if key is not None and not isinstance(key[0], _ByIdentity):
+        if len(_PROGRAMS) >= _PROGRAMS_MAX:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+        _PROGRAMS[key] = programs
     return programs, programs.compilations
 
 
