@@ -51,6 +51,15 @@ class SweepOptions:
             sweep in groups that fit them: 1.2x and 2.4x faster warm in two runs of
             ``benchmarks/bench_sweep_heterogeneous.py``, but on the 1,200 rank runs of
             ``bench_pde_ranks.py`` 15% faster warm and 28% slower cold (docs/benchmarks.md).
+        narrow_after: lane-steps (group width x steps) that a chunk's groups of
+            ``vmap_width`` alone must have spent beyond the cheapest cover by all the
+            ``segment_widths`` before the narrower widths are used (and compiled, when first
+            used). A narrower width costs one compilation, which pays off only on chunks whose
+            unfinished members leave wide groups mostly empty for long; the default (2^18) is
+            about what one compilation of an adaptive-solve segment costs in lane-steps of
+            that segment on a CPU (``bench_pde_ranks.py``). ``0``: from the first segment.
+            Decided from the chunk's own members' progress, so the grouping, and hence every
+            result, is the same in every run.
     """
 
     vmap_width: int = 32
@@ -61,6 +70,7 @@ class SweepOptions:
     segment_steps: int = 128
     segment_width: int = 0
     segment_widths: int = 2
+    narrow_after: int = 2**18
 
     def __post_init__(self) -> None:
         for name in (
@@ -69,6 +79,7 @@ class SweepOptions:
             "segment_steps",
             "segment_width",
             "segment_widths",
+            "narrow_after",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -86,6 +97,10 @@ class SweepOptions:
             )
         if self.segment_widths < 1:
             raise ValueError(f"sweep option segment_widths must be >= 1, got {self.segment_widths}")
+        if self.narrow_after < 0:
+            raise ValueError(
+                f"sweep option narrow_after must be >= 0 (0 = at once), got {self.narrow_after}"
+            )
         if self.chunk_size < 0:
             raise ValueError(
                 f"sweep option chunk_size must be >= 0 (0 = automatic), got {self.chunk_size}"

@@ -9,7 +9,9 @@ For one chunk of members on one device:
    by groups of ``vmap_width``, of ``segment_width`` and, with ``segment_widths > 2``, of
    the widths between (only the last group padded); each group is advanced by one segment;
    this repeats until every member is done, so the slowest members finish in the cheapest
-   groups;
+   groups. The narrower widths are used only once the chunk's groups of ``vmap_width``
+   alone have lost ``narrow_after`` lane-steps to the cheapest cover (each width is one more
+   compiled program, which a short chunk would not earn back);
 3. ``finish`` (vmapped in groups of ``vmap_width``) turns every state into outputs.
 
 A chunk's member states stay on the device between segments (each segment program gathers
@@ -34,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._packing import group_widths, pack, segment_width
+from ._packing import cover_lanes, group_widths, pack, segment_width
 from ._programs import (
     DEVICE_EVENT,
     CompileCounter,
@@ -147,6 +149,7 @@ class SegmentedPrograms:
         seeds,
         device,
         width_count: int = 2,
+        narrow_after: int = 0,
     ):
         self.member, self.width = static_member(member), width
         self.segment_steps, self.device = segment_steps, device
@@ -163,6 +166,7 @@ class SegmentedPrograms:
         state_shape = _state_packing(self.member, params, seeds).state_shape
         narrow = segment_width(requested_width, width, device.platform, state_shape)
         self.group_widths = group_widths(narrow, width, width_count)
+        self.narrow_after = narrow_after
         self.out_shape = jax.eval_shape(
             lambda p, s, x: _sweep_finish(self.member, width, p, s, x), *example, self._packed
         )
@@ -202,9 +206,18 @@ class SegmentedPrograms:
         n_segments = 1
         self.lane_steps = 0
         active = np.flatnonzero(~done)
+        # Lane-steps the groups of the widest width alone spent beyond the cheapest cover by
+        # all widths: the narrower widths are used once they reach ``narrow_after``.
+        wide_only, fixed, lost = (self.width,), self.group_widths[0], 0
         while active.size:
             in_flight = []
-            groups = [(idx, self.advance(idx.size)) for idx in pack(active, self.group_widths)]
+            widths = self.group_widths if lost >= self.narrow_after else wide_only
+            if widths == wide_only:
+                lost += self.segment_steps * (
+                    cover_lanes(active.size, wide_only, fixed)
+                    - cover_lanes(active.size, self.group_widths, fixed)
+                )
+            groups = [(idx, self.advance(idx.size)) for idx in pack(active, widths)]
             start = time.perf_counter()
             for idx, program in groups:
                 real = int(np.unique(idx).size)  # the padding repeats idx[0] at the end
@@ -252,6 +265,7 @@ def segmented_programs(member, device, width, options, params, seeds):
         options.segment_width,
         options.segment_steps,
         options.segment_widths,
+        options.narrow_after,
         jax.tree.structure(specs),
         tuple(jax.tree.leaves(specs)),
         jax.config.jax_enable_x64,
@@ -271,6 +285,7 @@ def segmented_programs(member, device, width, options, params, seeds):
         seeds,
         device,
         options.segment_widths,
+        options.narrow_after,
     )
     if key is not None and not isinstance(key[0], _ByIdentity):
         if len(_PROGRAMS) >= _PROGRAMS_MAX:
