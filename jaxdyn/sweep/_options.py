@@ -55,9 +55,11 @@ class SweepOptions:
             ``vmap_width`` alone must have spent beyond the cheapest cover by all the
             ``segment_widths`` before the narrower widths are used (and compiled, when first
             used). A narrower width costs one compilation, which pays off only on chunks whose
-            unfinished members leave wide groups mostly empty for long; the default (2^18) is
-            about what one compilation of an adaptive-solve segment costs in lane-steps of
-            that segment on a CPU (``bench_pde_ranks.py``). ``0``: from the first segment.
+            unfinished members leave wide groups mostly empty for long; the default (2^19) is
+            about what one compilation of the rank member's segment program costs in its own
+            lane-steps on one CPU core (about 7 s against 15 us per lane-step,
+            ``bench_pde_ranks.py``), so a chunk pays at most about twice the better of the two
+            choices. ``0``: from the first segment.
             Decided from the chunk's own members' progress, so the grouping, and hence every
             result, is the same in every run.
     """
@@ -70,7 +72,7 @@ class SweepOptions:
     segment_steps: int = 128
     segment_width: int = 0
     segment_widths: int = 2
-    narrow_after: int = 2**18
+    narrow_after: int = 2**19
 
     def __post_init__(self) -> None:
         for name in (

@@ -67,6 +67,15 @@ class _Packed:
             self.slots.append((x.dtype.str, used[x.dtype.str], used[x.dtype.str] + size))
             used[x.dtype.str] += size
 
+    def _key(self):
+        return (self.treedef, tuple(self.shapes), tuple(self.slots))
+
+    def __hash__(self) -> int:  # a static argument of the chunk programs
+        return hash(self._key())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Packed) and self._key() == other._key()
+
     def pack(self, state) -> dict[str, jax.Array]:
         parts = {d: [] for d in self.dtypes}
         for leaf, (d, _, _) in zip(jax.tree.leaves(state), self.slots, strict=True):
@@ -93,19 +102,21 @@ def _start_one(member, packing, p, s):
     return packing.pack(state), member.done(state)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _sweep_init(member, width, params, seeds):
+# The programs take the state's packing (``_state_packing``, found once per member and shapes)
+# as a static argument, so that none of them traces the member's ``init`` again to find it.
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _sweep_init(member, width, packing, params, seeds):
     """Every member of a chunk started (``member.init(params, key, 0)``), packed."""
-    packing = _state_packing(member, params, seeds)
     return grouped(lambda p, s: _start_one(member, packing, p, s), width)(params, seeds)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1), donate_argnums=(4,))
-def _sweep_advance(member, segment_steps, params, seeds, states, idx, n_real):
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(5,))
+def _sweep_advance(member, segment_steps, packing, params, seeds, states, idx, n_real):
     """One segment of the group ``idx`` of a chunk: gathered by index, advanced by
     ``segment_steps`` steps, scattered back in place (padding lanes, copies of the group's
     first member, write nowhere)."""
-    packing = _state_packing(member, params, seeds)
 
     def advance_one(p, s, packed):
         state = member.advance(p, jax.random.key(s), packing.unpack(packed), segment_steps)
@@ -118,10 +129,9 @@ def _sweep_advance(member, segment_steps, params, seeds, states, idx, n_real):
     return {d: x.at[target].set(group[d], mode="drop") for d, x in states.items()}, done
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _sweep_finish(member, width, params, seeds, states):
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _sweep_finish(member, width, packing, params, seeds, states):
     """Every member's outputs and status code from its final state."""
-    packing = _state_packing(member, params, seeds)
 
     def finish(p, s, packed):
         return outputs_and_status(member.finish(p, jax.random.key(s), packing.unpack(packed)))
@@ -156,20 +166,18 @@ class SegmentedPrograms:
         on_device = jax.sharding.SingleDeviceSharding(device)
         self._spec = lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=on_device)  # noqa: E731
         example = jax.tree.map(self._spec, (params, seeds))
+        self.packing = _state_packing(self.member, params, seeds)
+        static = (self.member, width, self.packing)
         with CompileCounter() as counter:
-            self.init = _sweep_init.lower(self.member, width, *example).compile()
-            packed_shape = jax.eval_shape(
-                lambda p, s: _sweep_init(self.member, width, p, s), *example
-            )[0]
+            self.init = _sweep_init.lower(*static, *example).compile()
+            packed_shape = _sweep_init.eval_shape(*static, *example)[0]
             self._packed = jax.tree.map(self._spec, packed_shape)
-            self.finish = _sweep_finish.lower(self.member, width, *example, self._packed).compile()
-        state_shape = _state_packing(self.member, params, seeds).state_shape
+            self.finish = _sweep_finish.lower(*static, *example, self._packed).compile()
+        state_shape = self.packing.state_shape
         narrow = segment_width(requested_width, width, device.platform, state_shape)
         self.group_widths = group_widths(narrow, width, width_count)
         self.narrow_after = narrow_after
-        self.out_shape = jax.eval_shape(
-            lambda p, s, x: _sweep_finish(self.member, width, p, s, x), *example, self._packed
-        )
+        self.out_shape = _sweep_finish.eval_shape(*static, *example, self._packed)
         self._example = example
         self._advance: dict[int, Callable] = {}
         self.compilations = counter.count
@@ -185,7 +193,13 @@ class SegmentedPrograms:
             n_real = self._spec(np.int32(0))
             with CompileCounter() as counter:
                 self._advance[width] = _sweep_advance.lower(
-                    self.member, self.segment_steps, *self._example, self._packed, idx, n_real
+                    self.member,
+                    self.segment_steps,
+                    self.packing,
+                    *self._example,
+                    self._packed,
+                    idx,
+                    n_real,
                 ).compile()
             self.compilations += counter.count
         return self._advance[width]
