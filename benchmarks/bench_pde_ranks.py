@@ -222,8 +222,8 @@ def natural_members(config) -> dict:
 
 
 def natural_pass(panels, config, members, *, cold: bool):
-    """The rank runs as a user writes them: ``(seconds, ranks in run order, compile seconds
-    per program)``; one ``run_sweep`` per panel with default options."""
+    """The rank runs as a user writes them: ``(seconds, ranks in run order, compile and trace
+    seconds per program)``; one ``run_sweep`` per panel with default options."""
     import jax
 
     from jaxdyn.experiments.pde_gaussian import rank_panels
@@ -270,8 +270,8 @@ def natural_pass(panels, config, members, *, cold: bool):
     per_program = []
     for name, times in compile_s.items():
         traces = trace_s.get(name, [])
-        for i, seconds in enumerate(times):
-            entry = {"program": name, "seconds": seconds}
+        for i, compile_seconds in enumerate(times):
+            entry = {"program": name, "seconds": compile_seconds}
             if i < len(traces):
                 entry["trace_s"] = traces[i]
             per_program.append(entry)
