@@ -160,7 +160,8 @@ def direction_terms(terms, direction):
 
 def enumeration_item(example, code):
     """The item of ``example``'s enumeration whose code is ``code`` (an int32 array): the
-    PyTree of ``example`` with ``code`` as its leaf (the inverse of ``jaxdyn._status.item_code``)."""
+    PyTree of ``example`` with ``code`` as its leaf (the inverse of
+    ``jaxdyn._status.item_code``)."""
     return jax.tree.unflatten(jax.tree.structure(example), [code])
 
 
