@@ -46,7 +46,8 @@ class SweepOptions:
         segment_widths: how many group widths the unfinished members are packed into:
             ``segment_width`` doubled while below ``vmap_width``, up to this many widths in
             all with ``vmap_width``. Each width is one more compiled program (seconds of
-            compilation). The default ``2`` (narrow and wide) compiles the fewest; ``3`` (4, 8
+            compilation). The default ``2`` (narrow and wide, the narrow groups only after
+            ``narrow_after``) compiles the fewest; ``3`` (4, 8
             and 32 for float64 members on CPUs) finishes the last dozen slow members of a long
             sweep in groups that fit them: 1.2x and 2.4x faster warm in two runs of
             ``benchmarks/bench_sweep_heterogeneous.py``, but on the 1,200 rank runs of
