@@ -87,10 +87,9 @@ def prev_float(x):
 
 
 def clip_floor(t1):
-    """``t1`` minus 100 ULP: diffrax 0.7's ``t1_clip_floor`` (``diffeqsolve``)."""
-    for _ in range(100):
-        t1 = prev_float(t1)
-    return t1
+    """``t1`` minus 100 ULP: diffrax 0.7's ``t1_clip_floor`` (``diffeqsolve``), the same 100
+    steps in a loop (unrolled, they are a hundred operations in every compiled segment)."""
+    return jax.lax.fori_loop(0, 100, lambda _, t: prev_float(t), t1)
 
 
 def clip_to_end(tprev, tnext, t1, t1_floor, keep_step):
@@ -161,7 +160,8 @@ def direction_terms(terms, direction):
 
 def enumeration_item(example, code):
     """The item of ``example``'s enumeration whose code is ``code`` (an int32 array): the
-    PyTree of ``example`` with ``code`` as its leaf (the inverse of ``jaxdyn._status.item_code``)."""
+    PyTree of ``example`` with ``code`` as its leaf (the inverse of
+    ``jaxdyn._status.item_code``)."""
     return jax.tree.unflatten(jax.tree.structure(example), [code])
 
 

@@ -94,3 +94,28 @@ def test_segment_widths_is_validated():
         SweepOptions(segment_widths=0)
     with pytest.raises(ValueError, match="segment_widths"):
         SweepOptions().updated({"segment_widths": -1}, source="--sweep")
+
+
+def test_narrow_widths_are_used_only_after_the_wide_groups_lost_narrow_after_lane_steps():
+    """``narrow_after``: a chunk runs in groups of ``vmap_width`` alone (one compiled segment
+    program) until those groups have spent that many lane-steps beyond the cheapest cover;
+    the results are exact either way."""
+    long = [27, 871, 77031, 837799, 63728127, 670617279]
+    xs = np.array([2 ** (1 + i % 7) for i in range(58)] + long, dtype=np.int64)
+    expected = np.array([_collatz_reference(int(x)) for x in xs])
+    params, seeds = {"x": xs}, np.zeros(xs.size, np.int64)
+    lanes = {}
+    for after in (0, 2_000, 10**9):
+        programs = SegmentedPrograms(
+            _Halving(), 32, 4, 5, params, seeds, jax.devices()[0], narrow_after=after
+        )
+        outputs, _, _ = programs.run(params, seeds)
+        np.testing.assert_array_equal(outputs["n"], expected[:, 0])
+        np.testing.assert_array_equal(outputs["peak"], expected[:, 1])
+        lanes[after] = programs.lane_steps
+        used = set(programs._advance)
+        assert used == ({32} if after == 10**9 else {4, 32}), (after, used)
+    # the narrow groups save lane-steps; used later, they save fewer
+    assert lanes[0] < lanes[2_000] < lanes[10**9]
+    with pytest.raises(ValueError, match="narrow_after"):
+        SweepOptions(narrow_after=-1)

@@ -34,7 +34,8 @@ def test_profile_counts_compilations_sweeps_host_syncs_and_plotting(tmp_path):
     assert 0 < profile["device_s"] <= profile["sweep_s"] <= profile["experiment_s"]
     assert profile["compile_s"] > 0 and profile["trace_s"] > 0 and profile["plotting_s"] > 0
     parts = ("trace_s", "lower_s", "compile_s", "device_s", "plotting_s", "other_s")
-    assert sum(profile[k] for k in parts) >= profile["experiment_s"] - 1e-3
+    # each of the seven numbers is rounded to the millisecond
+    assert sum(profile[k] for k in parts) >= profile["experiment_s"] - 7 * 0.0005 - 1e-9
     # after the block nothing more is recorded
     run_sweep(_member, grid, options=SweepOptions(vmap_width=4))
     assert json.loads((tmp_path / "profile.json").read_text()) == profile

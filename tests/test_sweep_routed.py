@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from jaxdyn.meanfield import Softmax, gaussian_ode, simulate_gaussian
-from jaxdyn.sweep import DiffeqMember, DiffeqProblem, Grid, SweepOptions, run_sweep
+from jaxdyn.sweep import (
+    DiffeqMember,
+    DiffeqProblem,
+    Grid,
+    SweepOptions,
+    clear_caches,
+    run_sweep,
+)
 
 D = 3
 
@@ -160,3 +167,65 @@ def test_a_plain_member_solving_a_diffeq_problem_is_segmented_identically():
     assert routed.outputs["steps"].max() > 8 * 8 > routed.outputs["steps"].min()
     whole = run_sweep(explicit, grid, options=SweepOptions(vmap_width=4, segment_steps=0))
     _assert_same(routed, whole)
+
+
+def test_a_repeated_routed_sweep_traces_and_compiles_nothing_until_the_caches_are_cleared():
+    traces = []
+
+    def member(params, key):
+        traces.append(1)
+        sol = _decay_problem(params).solve()
+        return {"y": sol.ys[-1], "steps": sol.stats["num_steps"]}
+
+    options = SweepOptions(vmap_width=4, segment_steps=8, segment_width=4)
+    grid = Grid.zip({"rate": np.geomspace(0.1, 300.0, 8), "t1": np.linspace(1.0, 20.0, 8)})
+    first = run_sweep(member, grid, options=options)
+    assert traces and first.n_compilations >= 3  # init, finish, one segment program at least
+    traces.clear()
+    again = run_sweep(
+        member, Grid.zip({k: v[::-1] for k, v in grid.params.items()}), options=options
+    )
+    assert not traces and again.n_compilations == 0
+    np.testing.assert_array_equal(again.outputs["y"], first.outputs["y"][::-1])
+    clear_caches()  # the next sweep traces and compiles as the first one did
+    cleared = run_sweep(member, grid, options=options)
+    assert traces and cleared.n_compilations == first.n_compilations
+    _assert_same(cleared, first)
+
+
+def test_simulate_particles_member_is_segmented_with_the_uninterrupted_results():
+    """A member calling ``simulate_particles`` gets segments too; at one group width the
+    results are bitwise those of the uninterrupted solve (run as written, ``segment_steps=0``)."""
+    from jaxdyn.meanfield import simulate_particles
+
+    rng = np.random.default_rng(3)
+    n, tokens, d = 8, 4, 2
+    grid = Grid.zip(
+        {
+            "Q": rng.normal(size=(n, d, d)),
+            "K": rng.normal(size=(n, d, d)),
+            "V": rng.choice([-1.0, 1.0], (n, 1, 1)) * np.eye(d) + 0.3 * rng.normal(size=(n, d, d)),
+            "x0": rng.normal(size=(n, tokens, d)),
+            "norm": 10.0 ** rng.uniform(0.5, 3.0, n),
+        }
+    )
+
+    def member(params, key):
+        sol = simulate_particles(
+            Softmax(params["Q"], params["K"], params["V"]),
+            params["x0"],
+            20.0,
+            blowup_norm=params["norm"],
+            ts=jnp.linspace(0.0, 20.0, 5),
+        )
+        return {"x": sol.final_x, "xs": sol.xs, "t": sol.t_final, "steps": sol.num_steps,
+                "status": sol.status}  # fmt: skip
+
+    logged = []
+    options = SweepOptions(vmap_width=4, segment_steps=8, segment_width=4)
+    segmented = run_sweep(member, grid, options=options, log=logged.append)
+    assert any("segments of 8 steps" in line for line in logged), logged
+    steps = segmented.outputs["steps"]
+    assert steps.max() > 3 * 8 and steps.max() > 2 * steps.min()  # several segments, unequal
+    whole = run_sweep(member, grid, options=SweepOptions(vmap_width=4, segment_steps=0))
+    _assert_same(segmented, whole)

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 
 from jaxdyn._status import Status, mark_nonfinite
+from jaxdyn.sweep import DiffeqProblem
 
 from ._fields import AbstractVelocityField
 from ._solve_common import (
@@ -121,9 +122,11 @@ def simulate_particles(
 
     if isinstance(stepsize_controller, diffrax.ConstantStepSize) and dt0 is None:
         raise ValueError(f"{name}: a ConstantStepSize controller needs the step dt0")
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(lambda t, x, args: field.velocity(x, x, t=t)),
-        solver,
+    # diffeqsolve(..., throw=False) through DiffeqProblem.solve(): inside run_sweep the engine
+    # continues it in segments (straggler-free), with the same solution.
+    sol = DiffeqProblem(
+        terms=diffrax.ODETerm(lambda t, x, args: field.velocity(x, x, t=t)),
+        solver=solver,
         t0=jnp.zeros((), dtype),
         t1=t1,
         dt0=dt0,
@@ -131,9 +134,8 @@ def simulate_particles(
         saveat=requested_and_final_saveat(ts, save_fn, dtype),
         stepsize_controller=stepsize_controller,
         event=diffrax.Event(merged_condition, root_finder=_root_finder(), direction=True),
-        max_steps=max_steps,
-        throw=False,
-    )
+        max_steps=int(max_steps),
+    ).solve()
     return _particle_solution(sol, conditions, list(events))
 
 

@@ -23,7 +23,7 @@ from ._diffeq import (
     DiffeqProblem as DiffeqProblem,
     DiffeqState as DiffeqState,
 )
-from ._engine import run_sweep as run_sweep
+from ._engine import clear_caches as clear_caches, run_sweep as run_sweep
 from ._grid import Grid as Grid
 from ._options import SweepOptions as SweepOptions
 from ._result import SweepResult as SweepResult

@@ -701,12 +701,40 @@ def _start_state(member, params, seed):
 _start = jax.jit(_start_state, static_argnums=0)
 
 
+# The routing decision of a member function for one member's input shapes (two traces of
+# the member, one under jax's leak checker): made once, so that a repeated sweep of the same
+# function pays nothing before its compiled programs run.
+_ROUTED: dict = {}
+_ROUTED_MAX = 256
+
+
+def clear_routing() -> None:
+    """Forget the routing decisions made so far (``jaxdyn.sweep.clear_caches``)."""
+    _ROUTED.clear()
+
+
 def routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember | None:
     """``fn`` as a segmented member when it solves exactly one :class:`DiffeqProblem` through
     :meth:`DiffeqProblem.solve` at its top level; ``None`` otherwise (no solve, several, or a
     solve inside a transformation of its own, e.g. ``vmap``, ``grad`` or ``lax.scan``, whose
     state cannot leave it). ``params`` and ``seed`` are one member's, for a trace of ``fn``
-    (the state before the first step: no solver loop is lowered)."""
+    (the state before the first step: no solver loop is lowered). The decision depends only
+    on ``fn`` and the inputs' shapes and dtypes, and is remembered for them."""
+    shapes = jax.tree.map(lambda x: (jnp.shape(x), jnp.result_type(x)), (params, seed))
+    try:
+        key = (fn, jtu.tree_structure(shapes), tuple(jtu.tree_leaves(shapes)),
+               jax.config.jax_enable_x64)  # fmt: skip
+        hash(key)
+    except TypeError:  # an unhashable callable: decide every time
+        return _routed_member(fn, params, seed)
+    if key not in _ROUTED:
+        if len(_ROUTED) >= _ROUTED_MAX:
+            _ROUTED.pop(next(iter(_ROUTED)))
+        _ROUTED[key] = _routed_member(fn, params, seed)
+    return _ROUTED[key]
+
+
+def _routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember | None:
     member = _Routed(fn)
     try:
         _start.eval_shape(member, params, seed)  # one solve() at the member's top level?

@@ -55,7 +55,7 @@ from ._chunks import (
     slice_members,
     spread_order,
 )
-from ._diffeq import routed_member
+from ._diffeq import clear_routing, routed_member
 from ._grid import Grid
 from ._options import SweepOptions
 from ._processes import process_layout, same_everywhere
@@ -67,8 +67,17 @@ from ._programs import (
     plain_out_shape,
 )
 from ._result import SweepResult
-from ._scheduler import segmented_out_shape, segmented_programs
+from ._scheduler import clear_segmented_programs, segmented_out_shape, segmented_programs
 from ._segmented import AbstractSegmentedMember, unsegmented
+
+
+def clear_caches() -> None:
+    """Forget every compiled sweep program and traced member: the engine's own caches (the
+    routing of plain members, the segmented programs of a member and shapes) and
+    ``jax.clear_caches()``. The next sweep traces and compiles as the first one did."""
+    clear_routing()
+    clear_segmented_programs()
+    jax.clear_caches()
 
 
 def _check_arguments(fn, grid, options):

@@ -46,11 +46,23 @@ class SweepOptions:
         segment_widths: how many group widths the unfinished members are packed into:
             ``segment_width`` doubled while below ``vmap_width``, up to this many widths in
             all with ``vmap_width``. Each width is one more compiled program (seconds of
-            compilation). The default ``2`` (narrow and wide) compiles the fewest; ``3`` (4, 8
+            compilation). The default ``2`` (narrow and wide, the narrow groups only after
+            ``narrow_after``) compiles the fewest; ``3`` (4, 8
             and 32 for float64 members on CPUs) finishes the last dozen slow members of a long
             sweep in groups that fit them: 1.2x and 2.4x faster warm in two runs of
             ``benchmarks/bench_sweep_heterogeneous.py``, but on the 1,200 rank runs of
             ``bench_pde_ranks.py`` 15% faster warm and 28% slower cold (docs/benchmarks.md).
+        narrow_after: lane-steps (group width x steps) that a chunk's groups of
+            ``vmap_width`` alone must have spent beyond the cheapest cover by all the
+            ``segment_widths`` before the narrower widths are used (and compiled, when first
+            used). A narrower width costs one compilation, which pays off only on chunks whose
+            unfinished members leave wide groups mostly empty for long; the default (2^19) is
+            about what one compilation of the rank member's segment program costs in its own
+            lane-steps on one CPU core (about 7 s against 15 us per lane-step,
+            ``bench_pde_ranks.py``), so a chunk pays at most about twice the better of the two
+            choices. ``0``: from the first segment.
+            Decided from the chunk's own members' progress, so the grouping, and hence every
+            result, is the same in every run.
     """
 
     vmap_width: int = 32
@@ -61,6 +73,7 @@ class SweepOptions:
     segment_steps: int = 128
     segment_width: int = 0
     segment_widths: int = 2
+    narrow_after: int = 2**19
 
     def __post_init__(self) -> None:
         for name in (
@@ -69,6 +82,7 @@ class SweepOptions:
             "segment_steps",
             "segment_width",
             "segment_widths",
+            "narrow_after",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -86,6 +100,10 @@ class SweepOptions:
             )
         if self.segment_widths < 1:
             raise ValueError(f"sweep option segment_widths must be >= 1, got {self.segment_widths}")
+        if self.narrow_after < 0:
+            raise ValueError(
+                f"sweep option narrow_after must be >= 0 (0 = at once), got {self.narrow_after}"
+            )
         if self.chunk_size < 0:
             raise ValueError(
                 f"sweep option chunk_size must be >= 0 (0 = automatic), got {self.chunk_size}"

@@ -71,6 +71,12 @@ def cheapest_cover(n: int, widths: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(sorted(cover, reverse=True))
 
 
+def cover_lanes(n: int, widths: tuple[int, ...], fixed: int) -> int:
+    """Modelled lanes per step of the cheapest cover of ``n`` members by ``widths``, each
+    group costing ``width + fixed`` lanes."""
+    return sum(w + fixed for w in cheapest_cover(n, widths))
+
+
 def pack(active: np.ndarray, widths: tuple[int, ...]) -> list[np.ndarray]:
     """Member indices of the groups that cover ``active`` (:func:`cheapest_cover`). Only the
     last group can be short of members; it is padded with copies of its first member (their

@@ -9,7 +9,9 @@ For one chunk of members on one device:
    by groups of ``vmap_width``, of ``segment_width`` and, with ``segment_widths > 2``, of
    the widths between (only the last group padded); each group is advanced by one segment;
    this repeats until every member is done, so the slowest members finish in the cheapest
-   groups;
+   groups. The narrower widths are used only once the chunk's groups of ``vmap_width``
+   alone have lost ``narrow_after`` lane-steps to the cheapest cover (each width is one more
+   compiled program, which a short chunk would not earn back);
 3. ``finish`` (vmapped in groups of ``vmap_width``) turns every state into outputs.
 
 A chunk's member states stay on the device between segments (each segment program gathers
@@ -34,10 +36,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._packing import group_widths, pack, segment_width
+from ._packing import cover_lanes, group_widths, pack, segment_width
 from ._programs import (
     DEVICE_EVENT,
     CompileCounter,
+    _ByIdentity,
     compiled_bytes,
     grouped,
     outputs_and_status,
@@ -63,6 +66,15 @@ class _Packed:
             size = int(np.prod(x.shape))
             self.slots.append((x.dtype.str, used[x.dtype.str], used[x.dtype.str] + size))
             used[x.dtype.str] += size
+
+    def _key(self):
+        return (self.treedef, tuple(self.shapes), tuple(self.slots))
+
+    def __hash__(self) -> int:  # a static argument of the chunk programs
+        return hash(self._key())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Packed) and self._key() == other._key()
 
     def pack(self, state) -> dict[str, jax.Array]:
         parts = {d: [] for d in self.dtypes}
@@ -90,19 +102,21 @@ def _start_one(member, packing, p, s):
     return packing.pack(state), member.done(state)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _sweep_init(member, width, params, seeds):
+# The programs take the state's packing (``_state_packing``, found once per member and shapes)
+# as a static argument, so that none of them traces the member's ``init`` again to find it.
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _sweep_init(member, width, packing, params, seeds):
     """Every member of a chunk started (``member.init(params, key, 0)``), packed."""
-    packing = _state_packing(member, params, seeds)
     return grouped(lambda p, s: _start_one(member, packing, p, s), width)(params, seeds)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1), donate_argnums=(4,))
-def _sweep_advance(member, segment_steps, params, seeds, states, idx, n_real):
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(5,))
+def _sweep_advance(member, segment_steps, packing, params, seeds, states, idx, n_real):
     """One segment of the group ``idx`` of a chunk: gathered by index, advanced by
     ``segment_steps`` steps, scattered back in place (padding lanes, copies of the group's
     first member, write nowhere)."""
-    packing = _state_packing(member, params, seeds)
 
     def advance_one(p, s, packed):
         state = member.advance(p, jax.random.key(s), packing.unpack(packed), segment_steps)
@@ -115,10 +129,9 @@ def _sweep_advance(member, segment_steps, params, seeds, states, idx, n_real):
     return {d: x.at[target].set(group[d], mode="drop") for d, x in states.items()}, done
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _sweep_finish(member, width, params, seeds, states):
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _sweep_finish(member, width, packing, params, seeds, states):
     """Every member's outputs and status code from its final state."""
-    packing = _state_packing(member, params, seeds)
 
     def finish(p, s, packed):
         return outputs_and_status(member.finish(p, jax.random.key(s), packing.unpack(packed)))
@@ -146,25 +159,25 @@ class SegmentedPrograms:
         seeds,
         device,
         width_count: int = 2,
+        narrow_after: int = 0,
     ):
         self.member, self.width = static_member(member), width
         self.segment_steps, self.device = segment_steps, device
         on_device = jax.sharding.SingleDeviceSharding(device)
         self._spec = lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=on_device)  # noqa: E731
         example = jax.tree.map(self._spec, (params, seeds))
+        self.packing = _state_packing(self.member, params, seeds)
+        static = (self.member, width, self.packing)
         with CompileCounter() as counter:
-            self.init = _sweep_init.lower(self.member, width, *example).compile()
-            packed_shape = jax.eval_shape(
-                lambda p, s: _sweep_init(self.member, width, p, s), *example
-            )[0]
+            self.init = _sweep_init.lower(*static, *example).compile()
+            packed_shape = _sweep_init.eval_shape(*static, *example)[0]
             self._packed = jax.tree.map(self._spec, packed_shape)
-            self.finish = _sweep_finish.lower(self.member, width, *example, self._packed).compile()
-        state_shape = _state_packing(self.member, params, seeds).state_shape
+            self.finish = _sweep_finish.lower(*static, *example, self._packed).compile()
+        state_shape = self.packing.state_shape
         narrow = segment_width(requested_width, width, device.platform, state_shape)
         self.group_widths = group_widths(narrow, width, width_count)
-        self.out_shape = jax.eval_shape(
-            lambda p, s, x: _sweep_finish(self.member, width, p, s, x), *example, self._packed
-        )
+        self.narrow_after = narrow_after
+        self.out_shape = _sweep_finish.eval_shape(*static, *example, self._packed)
         self._example = example
         self._advance: dict[int, Callable] = {}
         self.compilations = counter.count
@@ -180,7 +193,13 @@ class SegmentedPrograms:
             n_real = self._spec(np.int32(0))
             with CompileCounter() as counter:
                 self._advance[width] = _sweep_advance.lower(
-                    self.member, self.segment_steps, *self._example, self._packed, idx, n_real
+                    self.member,
+                    self.segment_steps,
+                    self.packing,
+                    *self._example,
+                    self._packed,
+                    idx,
+                    n_real,
                 ).compile()
             self.compilations += counter.count
         return self._advance[width]
@@ -201,9 +220,18 @@ class SegmentedPrograms:
         n_segments = 1
         self.lane_steps = 0
         active = np.flatnonzero(~done)
+        # Lane-steps the groups of the widest width alone spent beyond the cheapest cover by
+        # all widths: the narrower widths are used once they reach ``narrow_after``.
+        wide_only, fixed, lost = (self.width,), self.group_widths[0], 0
         while active.size:
             in_flight = []
-            groups = [(idx, self.advance(idx.size)) for idx in pack(active, self.group_widths)]
+            widths = self.group_widths if lost >= self.narrow_after else wide_only
+            if widths == wide_only:
+                lost += self.segment_steps * (
+                    cover_lanes(active.size, wide_only, fixed)
+                    - cover_lanes(active.size, self.group_widths, fixed)
+                )
+            groups = [(idx, self.advance(idx.size)) for idx in pack(active, widths)]
             start = time.perf_counter()
             for idx, program in groups:
                 real = int(np.unique(idx).size)  # the padding repeats idx[0] at the end
@@ -230,8 +258,38 @@ def states_size(states) -> int:
     return next(iter(states.values())).shape[0]
 
 
+# SegmentedPrograms built so far: a repeated sweep of the same member and shapes takes its
+# programs (and their shapes, found by tracing) from here instead of tracing the member again.
+_PROGRAMS: dict = {}
+_PROGRAMS_MAX = 64
+
+
+def clear_segmented_programs() -> None:
+    """Forget the programs built so far (``jaxdyn.sweep.clear_caches``)."""
+    _PROGRAMS.clear()
+
+
 def segmented_programs(member, device, width, options, params, seeds):
     """``(SegmentedPrograms, compilations done now)`` for one chunk size on ``device``."""
+    specs = jax.tree.map(lambda x: (np.shape(x), np.asarray(x).dtype.str), (params, seeds))
+    key = (
+        static_member(member),
+        device,
+        width,
+        options.segment_width,
+        options.segment_steps,
+        options.segment_widths,
+        options.narrow_after,
+        jax.tree.structure(specs),
+        tuple(jax.tree.leaves(specs)),
+        jax.config.jax_enable_x64,
+    )
+    try:
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in _PROGRAMS:
+        return _PROGRAMS[key], 0
     programs = SegmentedPrograms(
         member,
         width,
@@ -241,7 +299,12 @@ def segmented_programs(member, device, width, options, params, seeds):
         seeds,
         device,
         options.segment_widths,
+        options.narrow_after,
     )
+    if key is not None and not isinstance(key[0], _ByIdentity):
+        if len(_PROGRAMS) >= _PROGRAMS_MAX:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+        _PROGRAMS[key] = programs
     return programs, programs.compilations
 
 
