@@ -157,7 +157,10 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
     member = rank_member(
         rtol=config.rtol, atol=config.atol, max_steps=config.max_steps, threshold=config.threshold
     )
-    accurate = run.sweep("ranks", member, Grid.zip(params), accept=RANK_ACCEPT)
+    # One group width: a compiled segment program fewer (seconds of compilation) for at most
+    # a partly filled group more per segment.
+    one_width = dataclasses.replace(run.options, segment_widths=1)
+    accurate = run.sweep("ranks", member, Grid.zip(params), accept=RANK_ACCEPT, options=one_width)
     run.scalar("sweep_wall_s", accurate.wall_time_s)
     euler_status = np.concatenate([att.status for _, _, att in panels])
     euler_rank = np.concatenate([att.rank for _, _, att in panels])
@@ -177,6 +180,9 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
             ),
             Grid.zip({k: v[chosen] for k, v in params.items()}),
             accept=RANK_ACCEPT,
+            # The few disagreements in one unsegmented program (segmenting compiles an init,
+            # a finish and a segment program per width for members of similar length).
+            options=dataclasses.replace(run.options, segment_steps=0),
         )
     run.save_arrays(
         ranks_panel=params["panel"],
