@@ -41,6 +41,11 @@ from ._published_euler import (
 )
 from ._ranks_report import rank_checks, rank_figures, rank_summary
 
+# Segmented sweeps in groups of one width, 8 (two float64 SIMD registers on CPUs): one
+# compiled segment program (each width is one more, seconds of compilation) and groups narrow
+# enough that members of very different length waste few lanes.
+ONE_GROUP_WIDTH = {"vmap_width": 8, "segment_widths": 1}
+
 # Outcomes of a rank run: converged, diverged, or neither by the horizon (status successful).
 RANK_ACCEPT = [Status.steady_state, Status.blowup]
 
@@ -147,6 +152,7 @@ def rank_members(config: RanksConfig, panels) -> dict[str, np.ndarray]:
     "pde-ranks",
     RanksConfig,
     "the paper's rank histograms: published draws, published Euler vs accurate solve, certified",
+    sweep=ONE_GROUP_WIDTH,
 )
 def run_pde_ranks(config: RanksConfig, run: Run) -> None:
     t0 = time.perf_counter()
@@ -157,10 +163,7 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
     member = rank_member(
         rtol=config.rtol, atol=config.atol, max_steps=config.max_steps, threshold=config.threshold
     )
-    # One group width: a compiled segment program fewer (seconds of compilation) for at most
-    # a partly filled group more per segment.
-    one_width = dataclasses.replace(run.options, segment_widths=1)
-    accurate = run.sweep("ranks", member, Grid.zip(params), accept=RANK_ACCEPT, options=one_width)
+    accurate = run.sweep("ranks", member, Grid.zip(params), accept=RANK_ACCEPT)
     run.scalar("sweep_wall_s", accurate.wall_time_s)
     euler_status = np.concatenate([att.status for _, _, att in panels])
     euler_rank = np.concatenate([att.rank for _, _, att in panels])
