@@ -300,7 +300,9 @@ def bounded_growth_evidence(
     return at_most(claim, measured=float(np.nanmax(g)), limit=1.0, error_model=model)
 
 
-def single_cluster_evidence(claim: str, counts: ArrayLike, *, basis: str) -> Evidence:
+def single_cluster_evidence(
+    claim: str, counts: ArrayLike | Sequence[float], *, basis: str
+) -> Evidence:
     """Every system's cluster count is one (``classified``; no systems: ``inconclusive``)."""
     counts = np.asarray(counts, dtype=float)
     return classified(
