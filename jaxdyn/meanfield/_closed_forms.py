@@ -61,7 +61,10 @@ def blowup_time(cov0: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"]) -> Fl
 
 @jax.jit
 def low_rank_limit(
-    cov0: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"], *, kernel_tol: float = 1e-10
+    cov0: Float[ArrayLike, "d d"],
+    A: Float[ArrayLike, "d d"],
+    *,
+    kernel_tol: float | Float[ArrayLike, ""] = 1e-10,
 ) -> Float[Array, "d d"]:
     """``lim_{t -> inf} Sigma(t) = N (N^T Sigma_0^{-1} N)^{-1} N^T`` for ``A + A^T <= 0``,
     ``V = I``.
@@ -87,6 +90,8 @@ def low_rank_limit(
 
 
 @jax.jit
-def limiting_rank(cov: Float[ArrayLike, "d d"], threshold: float = 0.1) -> Int[Array, ""]:
+def limiting_rank(
+    cov: Float[ArrayLike, "d d"], threshold: float | Float[ArrayLike, ""] = 0.1
+) -> Int[Array, ""]:
     """Number of eigenvalues of ``cov`` above ``threshold`` (the paper's histograms use 0.1)."""
     return jnp.sum(jnp.linalg.eigvalsh(_sym(jnp.asarray(cov))) > threshold).astype(jnp.int32)
