@@ -19,6 +19,7 @@ from jaxdyn.meanfield import (
     Linear,
     Masked,
     MultiHead,
+    SelectVelocity,
     Sigmoid,
     Sinkhorn,
     Softmax,
@@ -199,3 +200,28 @@ def test_bad_wrapper_inputs_are_rejected_with_a_one_line_error():
         TimeSwitch((field, jnp.eye(2)), breaks=[0.5])
     with pytest.raises(ValueError, match="x needs 3 rows"):
         Masked(field, jnp.zeros(3)).velocity(jnp.zeros((2, 2)), jnp.zeros((3, 2)))
+
+
+def test_select_velocity_is_the_selected_field_for_every_index_in_one_program():
+    rng = np.random.default_rng(11)
+    d = 2
+    Q, K, V = (jnp.asarray(rng.standard_normal((d, d))) for _ in range(3))
+    positions = jnp.sort(jnp.asarray(rng.uniform(size=7)))
+    fields = (
+        Softmax(Q=Q, K=K, V=V),
+        Sigmoid(Q=Q, K=K, V=V),
+        Masked(Softmax(Q=Q, K=K, V=V), positions=positions, sink=True),
+    )
+    x = jnp.asarray(rng.standard_normal((7, d)))
+    traces = []
+
+    @jax.jit
+    def selected(index):
+        traces.append(index)
+        return SelectVelocity(fields, index).velocity(x, x)
+
+    for i, field in enumerate(fields):
+        np.testing.assert_allclose(selected(jnp.int32(i)), field.velocity(x, x), rtol=1e-12)
+    assert len(traces) == 1  # one trace, one compiled program for all three fields
+    with pytest.raises(TypeError, match="velocity fields"):
+        SelectVelocity((fields[0], "softmax"), 0)

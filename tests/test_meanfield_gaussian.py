@@ -161,6 +161,23 @@ def test_softmax_identity_solution_matches_closed_form_to_1e8():
     np.testing.assert_allclose(sol.covs, exact, rtol=1e-8, atol=1e-10)
 
 
+def test_solve_without_events_matches_the_closed_form_and_reports_no_event():
+    # blowup_trace=None and psd_tol=None: no event at all (no root finder in the program)
+    Q, K, _, mean, cov = _problem(seed=5)
+    att = Softmax(Q=Q, K=K, V=jnp.eye(D))
+    A = np.asarray(att.A())
+    T = 0.8 * min(float(blowup_time(cov, A)), 5.0)
+    sol = simulate_gaussian(
+        att, jnp.zeros(D), jnp.asarray(cov), T, rtol=1e-12, atol=1e-14, max_steps=100000,
+        blowup_trace=None, psd_tol=None,
+    )  # fmt: skip
+    assert bool(sol.status == Status.successful)
+    assert float(sol.t_final) == pytest.approx(T) and not np.isfinite(float(sol.t_event))
+    assert not np.isfinite(float(sol.t_blowup))
+    exact = softmax_identity_covariance(cov, A, T)
+    np.testing.assert_allclose(sol.final_cov, exact, rtol=1e-8, atol=1e-10)
+
+
 def test_closed_form_inverse_evolves_linearly():
     _, _, _, _, cov = _problem(seed=5)
     A = np.random.default_rng(6).standard_normal((D, D))

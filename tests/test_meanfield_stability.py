@@ -148,6 +148,20 @@ def test_causal_influence_is_zero_from_later_to_earlier_tokens():
     assert np.all(influence[later] == 0.0) and np.all(influence[~later] > 0.0)
 
 
+def test_padded_sink_positions_leave_the_real_tokens_flow_unchanged():
+    # n = 7 real tokens padded to 12 (n traced): the padding comes after every real token, so
+    # the first 7 follow the flow of the 7 alone, and the real positions are the sink layout
+    base = Softmax(np.eye(2), 0.5 * np.eye(2), np.eye(2))
+    positions = jax.jit(lambda n: sink_positions(n, 0.3, jax.random.key(3), length=12))(7)
+    real = np.asarray(positions[:7])
+    assert int(np.sum(real == 0.0)) == 3 and np.all(np.diff(real) >= 0) and real[-1] < 1
+    assert np.all(np.asarray(positions[7:]) == 1.0)
+    x0 = jax.random.normal(jax.random.key(4), (12, 2))
+    padded = fixed_step_particles(Masked(base, positions), x0, 0.5, 10).final_x[:7]
+    alone = fixed_step_particles(Masked(base, positions[:7]), x0[:7], 0.5, 10).final_x
+    np.testing.assert_allclose(padded, alone, rtol=1e-12, atol=1e-14)
+
+
 def test_unnormalised_softmax_dissipates_energy_in_the_twisted_distance():
     rng = np.random.default_rng(7)
     S, G = rng.standard_normal((3, 3)), rng.standard_normal((3, 3))

@@ -52,6 +52,7 @@ from ._decisions import (
     gradient_structure_evidence as gradient_structure_evidence,
     monotone_evidence as monotone_evidence,
     rate_evidence as rate_evidence,
+    single_cluster_evidence as single_cluster_evidence,
     stability_bound_evidence as stability_bound_evidence,
     trend_evidence as trend_evidence,
 )
@@ -137,7 +138,7 @@ from ._regime import (
     observed_regime as observed_regime,
     seed_criterion as seed_criterion,
 )
-from ._select import SelectField as SelectField
+from ._select import SelectField as SelectField, SelectVelocity as SelectVelocity
 from ._simulate_gaussian import (
     GaussianODE as GaussianODE,
     GaussianSolution as GaussianSolution,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import diffrax
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxdyn._validation import require_in_interval
 
@@ -27,15 +27,33 @@ from ._wrappers import Masked
 
 
 def sink_positions(
-    n: int, sink_mass: float | Float[ArrayLike, ""], key: jax.Array
-) -> Float[Array, " n"]:
+    n: int | Int[ArrayLike, ""],
+    sink_mass: float | Float[ArrayLike, ""],
+    key: jax.Array,
+    *,
+    length: int | None = None,
+) -> Float[Array, " length"]:
     """Positions of ``n`` tokens: the first ``ceil(sink_mass n)`` at 0 (an attention sink of
-    mass ``sink_mass``, which may be traced), the others sorted uniform draws on ``(0, 1)``."""
-    if n < 1:
+    mass ``sink_mass``, which may be traced), the others sorted uniform draws on ``(0, 1)``.
+
+    With ``length >= n`` the positions are padded to ``length`` tokens at position 1, after
+    every real draw (which lies in ``(0, 1)``): under causal masking they never move the first
+    ``n``, so
+    sequences of every ``n`` (which may then be traced) share one shape and one compiled
+    program.
+    """
+    size = n if length is None else length
+    if length is None and int(n) < 1:
         raise ValueError(f"sink_positions: n must be >= 1, got {n}")
+    if length is not None and length < 1:
+        raise ValueError(f"sink_positions: length must be >= 1, got {length}")
     sink_mass = require_in_interval("sink_positions: sink_mass", sink_mass, 0.0, 1.0, closed="left")
-    s = jnp.sort(jax.random.uniform(key, (n,), minval=1e-6, maxval=1.0))
-    return jnp.where(jnp.arange(n) < jnp.ceil(jnp.asarray(sink_mass) * n), 0.0, s)
+    index = jnp.arange(size)
+    real = index < n
+    u = jax.random.uniform(key, (size,), minval=1e-6, maxval=1.0)
+    s = jnp.sort(jnp.where(real, u, 2.0))  # the n real draws first, in order
+    positions = jnp.where(index < jnp.ceil(jnp.asarray(sink_mass) * n), 0.0, s)
+    return jnp.where(real, positions, 1.0)
 
 
 def causal_influence(

@@ -4,10 +4,14 @@ test against").
 With ``V = I`` the softmax covariance ODE ``d Sigma/dt = Sigma A Sigma + Sigma A^T Sigma`` is a
 matrix Riccati equation whose inverse evolves linearly:
 ``d Sigma^{-1}/dt = -(A + A^T)``, so ``Sigma(t) = (Sigma_0^{-1} - t (A + A^T))^{-1}``.
+
+Each function is jitted: called eagerly (one problem at a time, as the criteria and reports
+do) it runs one compiled program per shape rather than one per operation.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Int
 
@@ -21,6 +25,7 @@ def _sym_sqrt(S):
     return (U * jnp.sqrt(jnp.clip(w, 0.0))) @ U.T
 
 
+@jax.jit
 def softmax_identity_covariance(
     cov0: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"], t: Float[ArrayLike, ""]
 ) -> Float[Array, "d d"]:
@@ -36,6 +41,7 @@ def softmax_identity_covariance(
     return _sym(jnp.linalg.solve(eye - t * cov0 @ S, cov0))
 
 
+@jax.jit
 def blowup_time(cov0: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"]) -> Float[Array, ""]:
     """``t* = 1 / lambda_max(Sigma_0^{1/2} (A + A^T) Sigma_0^{1/2})`` (softmax, ``V = I``).
 
@@ -53,8 +59,12 @@ def blowup_time(cov0: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"]) -> Fl
     return jnp.where(positive, 1.0 / jnp.where(positive, lam, 1.0), jnp.inf)
 
 
+@jax.jit
 def low_rank_limit(
-    cov0: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"], *, kernel_tol: float = 1e-10
+    cov0: Float[ArrayLike, "d d"],
+    A: Float[ArrayLike, "d d"],
+    *,
+    kernel_tol: float | Float[ArrayLike, ""] = 1e-10,
 ) -> Float[Array, "d d"]:
     """``lim_{t -> inf} Sigma(t) = N (N^T Sigma_0^{-1} N)^{-1} N^T`` for ``A + A^T <= 0``,
     ``V = I``.
@@ -79,6 +89,9 @@ def low_rank_limit(
     return jnp.where(positive, jnp.nan, limit)
 
 
-def limiting_rank(cov: Float[ArrayLike, "d d"], threshold: float = 0.1) -> Int[Array, ""]:
+@jax.jit
+def limiting_rank(
+    cov: Float[ArrayLike, "d d"], threshold: float | Float[ArrayLike, ""] = 0.1
+) -> Int[Array, ""]:
     """Number of eigenvalues of ``cov`` above ``threshold`` (the paper's histograms use 0.1)."""
     return jnp.sum(jnp.linalg.eigvalsh(_sym(jnp.asarray(cov))) > threshold).astype(jnp.int32)

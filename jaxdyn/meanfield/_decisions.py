@@ -15,7 +15,16 @@ import numpy as np
 from jaxtyping import ArrayLike
 
 from .._numerics import fit_line, fit_power_law
-from ..evidence import ErrorModel, Evidence, Verdict, at_least, at_most, estimate, within
+from ..evidence import (
+    ErrorModel,
+    Evidence,
+    Verdict,
+    at_least,
+    at_most,
+    classified,
+    estimate,
+    within,
+)
 
 # measured numbers: arrays, scalars or (nested) sequences of them
 Numbers = ArrayLike | Sequence
@@ -289,3 +298,17 @@ def bounded_growth_evidence(
         reason = f"{int(np.sum(~ok))} of {ok.size} draws did not reach their horizon"
         return Evidence(claim, 1.0, g, model, Verdict.refuted, None, reason)
     return at_most(claim, measured=float(np.nanmax(g)), limit=1.0, error_model=model)
+
+
+def single_cluster_evidence(
+    claim: str, counts: ArrayLike | Sequence[float], *, basis: str
+) -> Evidence:
+    """Every system's cluster count is one (``classified``; no systems: ``inconclusive``)."""
+    counts = np.asarray(counts, dtype=float)
+    return classified(
+        claim,
+        prediction=np.ones_like(counts),
+        measured=counts,
+        basis=basis,
+        decided=counts.size > 0,
+    )

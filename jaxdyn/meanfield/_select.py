@@ -15,7 +15,40 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Int
 
-from ._fields import AbstractGaussianClosed
+from ._fields import AbstractGaussianClosed, AbstractVelocityField
+
+
+def _switched_velocity(fields, index, x, tokens, t):
+    branches = [lambda x, y, t, f=f: f.velocity(x, y, t=t) for f in fields]
+    return jax.lax.switch(index, branches, x, tokens, t)
+
+
+class SelectVelocity(AbstractVelocityField):
+    """The velocity of ``fields[index]``, with ``index`` an integer array: particle runs of
+    several attention variants (Gaussian-closed or not) share one compiled program. Outside
+    ``vmap`` (a scalar index) only the selected candidate runs; under ``vmap`` with a batched
+    index every candidate is evaluated. An index outside ``0 .. len(fields) - 1`` is clamped.
+    :class:`SelectField` is the Gaussian-closed counterpart (it also selects the Gaussian ODE).
+
+    Attributes:
+        fields: the candidate velocity fields (same token dimension).
+        index: which candidate is active.
+    """
+
+    fields: tuple[AbstractVelocityField, ...] = eqx.field(converter=tuple)
+    index: Int[Array, ""] = eqx.field(converter=lambda i: jnp.asarray(i, jnp.int32))
+
+    def __check_init__(self):
+        if not self.fields:
+            raise ValueError("SelectVelocity needs at least one field")
+        bad = [type(f).__name__ for f in self.fields if not isinstance(f, AbstractVelocityField)]
+        if bad:
+            raise TypeError(f"SelectVelocity: fields must be velocity fields, got {bad}")
+        if self.index.shape != ():
+            raise ValueError(f"SelectVelocity: index must be a scalar, got {self.index.shape}")
+
+    def velocity(self, x, tokens, *, t=0.0):
+        return _switched_velocity(self.fields, self.index, x, tokens, t)
 
 
 class SelectField(AbstractGaussianClosed):
@@ -45,8 +78,7 @@ class SelectField(AbstractGaussianClosed):
             raise ValueError(f"SelectField: the fields must share one dimension, got {dims}")
 
     def velocity(self, x, tokens, *, t=0.0):
-        branches = [lambda x, y, t, f=f: f.velocity(x, y, t=t) for f in self.fields]
-        return jax.lax.switch(self.index, branches, x, tokens, t)
+        return _switched_velocity(self.fields, self.index, x, tokens, t)
 
     def affine_velocity(self, mean, cov, *, t=0.0):
         branches = [lambda m, c, t, f=f: f.affine_velocity(m, c, t=t) for f in self.fields]

@@ -97,7 +97,7 @@ class GaussianODE(eqx.Module):
         y0: ``(mean0, cov0)``.
         t1: final time.
         dt0: initial (or fixed) step, ``None`` to let the controller choose.
-        blowup_trace: trace at which the blow-up event fires.
+        blowup_trace: trace at which the blow-up event fires (``None``: no such event).
         steady_tol: rate below which the steady-state event fires (``None``: no such event).
         psd_tol: relative negative eigenvalue at which ``not_psd`` fires (``None``: no check).
         solver: the diffrax solver.
@@ -111,7 +111,7 @@ class GaussianODE(eqx.Module):
     y0: tuple[Float[Array, " d"], Float[Array, "d d"]]
     t1: Float[Array, ""]
     dt0: Float[Array, ""] | None
-    blowup_trace: Float[Array, ""]
+    blowup_trace: Float[Array, ""] | None
     steady_tol: Float[Array, ""] | None
     psd_tol: Float[Array, ""] | None
     solver: diffrax.AbstractSolver
@@ -128,7 +128,9 @@ class GaussianODE(eqx.Module):
     def conditions(self, t, y) -> dict[str, Float[Array, ""]]:
         """Every event condition at ``(t, y)``: negative before its event, zero at it."""
         mean, cov = y
-        out = {"blowup": jnp.trace(cov) / self.blowup_trace - 1.0}
+        out = {}
+        if self.blowup_trace is not None:
+            out["blowup"] = jnp.trace(cov) / self.blowup_trace - 1.0
         if self.steady_tol is not None:
             dmean, dcov = self.rhs(t, y)
             out["steady"] = 1.0 - jnp.sqrt(jnp.sum(dcov**2) + jnp.sum(dmean**2)) / self.steady_tol
@@ -144,9 +146,17 @@ class GaussianODE(eqx.Module):
     def _merged_condition(self, t, y, args, **kwargs):
         return jnp.max(jnp.stack(list(self.conditions(t, y).values())))
 
+    def has_events(self) -> bool:
+        """Whether any event is defined (without one, the solve holds no root finder)."""
+        return bool(self.user_events) or any(
+            tol is not None for tol in (self.blowup_trace, self.steady_tol, self.psd_tol)
+        )
+
     def fired_at_start(self) -> Bool[Array, ""]:
         """Whether a condition is already at or past its event at ``t = 0`` (the solve then
         stops at once: an event that has happened cannot be crossed)."""
+        if not self.has_events():
+            return jnp.zeros((), bool)
         return self._merged_condition(jnp.zeros((), self.t1.dtype), self.y0, None) >= 0
 
     def diffeqsolve_arguments(self) -> dict:
@@ -162,7 +172,11 @@ class GaussianODE(eqx.Module):
             y0=self.y0,
             saveat=self.saveat,
             stepsize_controller=self.controller,
-            event=diffrax.Event(self._merged_condition, root_finder=_root_finder(), direction=True),
+            event=(
+                diffrax.Event(self._merged_condition, root_finder=_root_finder(), direction=True)
+                if self.has_events()
+                else None
+            ),
             max_steps=self.max_steps,
         )
 
@@ -184,8 +198,9 @@ class GaussianODE(eqx.Module):
         t_final = sol.ts[1][-1]
         values = self.conditions(t_final, final)
         names = list(values)
-        winner = jnp.argmax(jnp.stack([values[k] for k in names]))
-        any_fired = sol.event_mask | self.fired_at_start()
+        winner = jnp.argmax(jnp.stack([values[k] for k in names])) if names else 0
+        event_mask = sol.event_mask if names else jnp.zeros((), bool)
+        any_fired = event_mask | self.fired_at_start()
         fired = {k: any_fired & (winner == i) for i, k in enumerate(names)}
         status = Status.where(any_fired, Status.event_occurred, Status.promote(sol.result))
         for name, item in _BUILTIN_STATUS.items():
@@ -194,7 +209,8 @@ class GaussianODE(eqx.Module):
         status = mark_nonfinite(status, final)
         # Pole extrapolation: tr Sigma = c / (t* - t) + O(1) gives t* - t = tr / (d tr/dt).
         dtrace = jnp.trace(self.rhs(t_final, final)[1])
-        t_blowup = jnp.where(fired["blowup"], t_final + jnp.trace(final[1]) / dtrace, jnp.inf)
+        blew_up = fired.get("blowup", jnp.zeros((), bool))
+        t_blowup = jnp.where(blew_up, t_final + jnp.trace(final[1]) / dtrace, jnp.inf)
         return GaussianSolution(
             ts=sol.ts[0],
             means=means,
@@ -223,7 +239,7 @@ def gaussian_ode(
     rtol: Float[ArrayLike, ""] = RTOL,
     atol: Float[ArrayLike, ""] = ATOL,
     max_steps: int = 4096,
-    blowup_trace: Float[ArrayLike, ""] = BLOWUP_TRACE,
+    blowup_trace: Float[ArrayLike, ""] | None = BLOWUP_TRACE,
     steady_tol: Float[ArrayLike, ""] | None = None,
     psd_tol: Float[ArrayLike, ""] | None = 1e-6,
     events: Mapping[str, EventCondition] | None = None,
@@ -245,7 +261,9 @@ def gaussian_ode(
             compilation serves every tolerance); unused with ``stepsize_controller``.
         atol: absolute tolerance of the default controller.
         max_steps: solver steps before ``Status.max_steps_reached``.
-        blowup_trace: trace at which the blow-up event fires.
+        blowup_trace: trace at which the blow-up event fires (``None``: no blow-up event; with
+            no event at all the solve holds no root finder, which compiles in about half the
+            time).
         steady_tol: steady-state event threshold on the rate (``None``: no such event).
         psd_tol: loss-of-definiteness threshold (``None``: no check; saves an ``eigvalsh`` per
             step).
@@ -276,7 +294,7 @@ def gaussian_ode(
         y0=(mean0.astype(dtype), cov0.astype(dtype)),
         t1=t1,
         dt0=optional(dt0),
-        blowup_trace=jnp.asarray(blowup_trace, dtype),
+        blowup_trace=optional(blowup_trace),
         steady_tol=optional(steady_tol),
         psd_tol=optional(psd_tol),
         solver=diffrax.Tsit5() if solver is None else solver,
@@ -300,7 +318,7 @@ def simulate_gaussian(
     rtol: Float[ArrayLike, ""] = RTOL,
     atol: Float[ArrayLike, ""] = ATOL,
     max_steps: int = 4096,
-    blowup_trace: Float[ArrayLike, ""] = BLOWUP_TRACE,
+    blowup_trace: Float[ArrayLike, ""] | None = BLOWUP_TRACE,
     steady_tol: Float[ArrayLike, ""] | None = None,
     psd_tol: Float[ArrayLike, ""] | None = 1e-6,
     events: Mapping[str, EventCondition] | None = None,

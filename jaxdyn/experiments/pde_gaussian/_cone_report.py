@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import status_code
-from jaxdyn.evidence import Evidence
+from jaxdyn.evidence import ErrorModel, Evidence, at_most
 from jaxdyn.meanfield import (
     CONE_CASES,
     ConeOutcome,
@@ -17,6 +17,7 @@ from jaxdyn.meanfield import (
     disk_coordinates,
     error_bound_evidence,
     isotropic_line_stability,
+    l2_growth_excess,
     limiting_rank,
     low_rank_limit,
     outcome_evidence,
@@ -195,6 +196,147 @@ def cone_checks(config, run, cases, covs0, out, ok, variants, ts) -> None:
         ),
     )
     run.scalar("to_zero_max_trace_at_t1", float(tr_end.max()) if tr_end.size else None)
+    if "sinkhorn" in variants:
+        sk = variants.index("sinkhorn")
+        _sinkhorn_checks(config, run, cases, covs0, out, ok, outcome, sk, ts)
+    if "multihead" in variants:
+        _multihead_to_line_check(run, out, ok, variants.index("multihead"))
+
+
+SINKHORN_BOUNDED = (
+    "Sinkhorn Gaussians grow at most exponentially (no finite-time blow-up): |phi(A~)|_2 < 1, "
+    "so tr Sigma(t) <= d |Sigma_0|_2 exp(2 |V|_2 t) (all five cases)"
+)
+SINKHORN_TO_ZERO = (
+    "Sinkhorn, V SPD, A = -Q^T Q < 0: tr(V^-1 Sigma) decreases (d/dt = 2 tr(S phi(S A S) S) "
+    "< 0), so Sigma -> 0 (the trace decreases)"
+)
+
+
+def sinkhorn_growth_evidence(excess, rtol) -> Evidence:
+    return at_most(
+        SINKHORN_BOUNDED,
+        measured=float(np.max(excess)),
+        limit=0.0,
+        error_model=ErrorModel.solver_tolerance(
+            100 * rtol, basis="relative state error of the solve (100 rtol) on log tr"
+        ),
+    )
+
+
+@negative_control("pde-cone", "sinkhorn_growth_within_exponential_bound")
+def _growth_at_twice_the_sinkhorn_rate():
+    # a trace growing like exp(4 |V| t), as a finite-time blow-up eventually outgrows the bound
+    ts = np.linspace(0.0, 2.0, 5)[None]
+    rate = np.array([2.0])
+    return sinkhorn_growth_evidence(
+        l2_growth_excess(ts, 2.0 * np.exp(2 * rate[:, None] * ts), np.eye(2)[None], rate), 1e-8
+    )
+
+
+def sinkhorn_to_zero_evidence(decreasing) -> Evidence:
+    return outcome_evidence(
+        SINKHORN_TO_ZERO,
+        predicted=True,
+        measured=np.asarray(decreasing, bool),
+        basis="trace 1 initially, smaller at the middle save, smaller still at t1",
+    )
+
+
+@negative_control("pde-cone", "sinkhorn_to_zero_trace_decreases")
+def _sinkhorn_with_the_sign_of_a_flipped():
+    # A = +Q^T Q: tr(V^-1 Sigma) increases, the trace grows from 1
+    return sinkhorn_to_zero_evidence(np.array([False, False, True]))
+
+
+def _sinkhorn_checks(config, run, cases, covs0, out, ok, outcome, sk, ts) -> None:
+    """Sinkhorn (``A = K^T Q``, eps = 1): at most exponential growth in every case; to zero in
+    the to-zero case.
+
+    [derived] ``dSigma/dt = V S phi(A~) S + transpose`` with ``S = Sigma^{1/2}``,
+    ``A~ = S A S`` and ``phi(A~) = 2 A~ (I + (I + 4 A~^T A~)^{1/2})^{-1}``, whose singular values
+    are ``2 s / (1 + (1 + 4 s^2)^{1/2}) < 1``: ``|dSigma/dt|_2 < 2 |V|_2 |Sigma|_2``, so no
+    finite-time blow-up: ``|Sigma(t)|_2 <= |Sigma_0|_2 e^{2 |V|_2 t}`` (Gronwall). For
+    symmetric ``V > 0`` and symmetric ``A < 0``, ``phi(A~)`` is symmetric negative definite
+    where ``Sigma > 0`` and ``d/dt tr(V^-1 Sigma) = 2 tr(S phi(A~) S) < 0``.
+    """
+    # Saves up to the solve's end (an event at tr = blowup_trace ends it), and the end itself.
+    covs, final = out["covs"][:, sk], out["final_cov"][:, sk]  # (cases, runs, saves, 2, 2)
+    t_end = np.where(np.isfinite(out["t_event"][:, sk]), out["t_event"][:, sk], config.t1)
+    # t = 0 is left out: there the bound is an identity for an isotropic Sigma_0 (tr = d |.|_2)
+    reached = (ts[None, None, :] <= t_end[..., None]) & (ts[None, None, :] > 0)
+    times = np.concatenate([np.where(reached, ts, np.inf), t_end[..., None]], axis=-1)
+    traces = np.concatenate(
+        [np.trace(covs, axis1=-2, axis2=-1), np.trace(final, axis1=-2, axis2=-1)[..., None]],
+        axis=-1,
+    )
+    rates = np.array([2 * np.linalg.norm(cases[c]["V"], 2) for c in CONE_CASES])
+    runs = ok[:, sk]
+    excess = l2_growth_excess(
+        times[runs],
+        traces[runs],
+        np.broadcast_to(covs0, covs.shape[:2] + (2, 2))[runs],
+        np.broadcast_to(rates[:, None], runs.shape)[runs],
+    )
+    run.evidence(
+        "sinkhorn_growth_within_exponential_bound",
+        sinkhorn_growth_evidence(excess, config.rtol),
+        note=f"{int(runs.sum())} runs of the five cases, every save 0 < t <= end of the solve",
+    )
+    run.report(
+        "sinkhorn_blowup_events",
+        measured=int(np.sum((outcome[:, sk] == BLOWUP) & runs)),
+        note="runs whose trace reached blowup_trace by t1: exponential growth (2 |V| t1 > "
+        "log(blowup_trace)), not a finite-time blow-up",
+    )
+    ci = CONE_CASES.index("to_zero")
+    tr_end = np.trace(out["final_cov"][ci, sk], axis1=-2, axis2=-1)
+    tr_mid = np.trace(out["covs"][ci, sk, :, config.saves // 2], axis1=-2, axis2=-1)
+    run.evidence(
+        "sinkhorn_to_zero_trace_decreases",
+        sinkhorn_to_zero_evidence(ok[ci, sk] & (tr_end < tr_mid) & (tr_mid < 1.0)),
+    )
+
+
+MULTIHEAD_TO_LINE = (
+    "2-head multi-head on the to-line weights (Q = [q; 0], K = -Q, V = W = I): only head 0 "
+    "acts, with C_0 = e_0 e_0^T, so dSigma_11/dt = 0 (Sigma_11 conserved) and "
+    "d tr Sigma/dt = -2 (Sigma q)_0^2 <= 0"
+)
+
+
+def multihead_to_line_evidence(drift_11, trace_rise, tolerance) -> Evidence:
+    return error_bound_evidence(
+        MULTIHEAD_TO_LINE,
+        np.concatenate([np.ravel(drift_11), np.ravel(np.maximum(trace_rise, 0.0))]),
+        tolerance,
+        basis=ENTRY_BASIS,
+    )
+
+
+@negative_control("pde-cone", "multihead_to_line_conserves_sigma_11")
+def _softmax_to_line_read_as_multihead():
+    # softmax V = I on the same weights moves Sigma_11 by O(0.1) by t1
+    return multihead_to_line_evidence(np.array([0.0, 0.12]), np.array([0.0]), ENTRY_TOLERANCE)
+
+
+def _multihead_to_line_check(run, out, ok, mh) -> None:
+    """Multi-head on the to-line weights: head 1 has ``Q_1 = 0`` (no interaction) and head 0
+    ``A_0 = -q^T q``, ``C_0 = W_0^T V_0 = e_0 e_0^T``: ``dSigma/dt = C_0 Sigma A_0 Sigma +
+    transpose`` has a zero second row and column. So ``Sigma_11(t) = Sigma_11(0)`` and the trace
+    does not increase: the flow does not approach softmax's line (whose ``Sigma_11`` changes)."""
+    ci = CONE_CASES.index("to_line")
+    good = ok[ci, mh]
+    covs = out["covs"][ci, mh][good]  # (runs, saves, 2, 2), every save finite (no event)
+    drift = np.abs(covs[:, :, 1, 1] - covs[:, :1, 1, 1])
+    trace = np.trace(covs, axis1=-2, axis2=-1)
+    rise = np.diff(trace, axis=1)
+    run.evidence(
+        "multihead_to_line_conserves_sigma_11",
+        multihead_to_line_evidence(drift, rise, ENTRY_TOLERANCE),
+        note=f"{int(good.sum())} runs x {covs.shape[1]} saves: |Sigma_11(t) - Sigma_11(0)| and "
+        "the rise of tr Sigma between saves",
+    )
 
 
 def _two_lines_checks(config, run, covs0, final, end, outcome, soft) -> None:

@@ -29,6 +29,7 @@ from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, re
 from jaxdyn.sweep import Grid
 
 from ._regimes import regime_checks
+from .ranks import ONE_GROUP_WIDTH
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -120,11 +121,12 @@ def _member(config: BlowupConfig):
     "pde-blowup",
     BlowupConfig,
     "softmax blow-up times vs the closed form over random A; L2 stays finite on the same inputs",
+    sweep=ONE_GROUP_WIDTH,
 )
 def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
     inputs = random_blowup_problems(config.d, config.samples, config.seed)
     t_star = np.asarray(
-        jax.vmap(blowup_time)(jnp.asarray(inputs["Sigma0"]), jnp.asarray(inputs["A"]))
+        jax.jit(jax.vmap(blowup_time))(jnp.asarray(inputs["Sigma0"]), jnp.asarray(inputs["A"]))
     )
     both = {k: np.concatenate([inputs[k], inputs[k]]) for k in ("Q", "K", "Sigma0")}
     both["t_star"] = np.concatenate([t_star, t_star])

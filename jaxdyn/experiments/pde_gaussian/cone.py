@@ -117,6 +117,9 @@ def _member(config: ConeConfig, ts: np.ndarray):
     "pde-cone",
     ConeConfig,
     "d = 2 covariance flows in the PSD cone: to 0, to a line, two lines, blow-up, either",
+    # Unsegmented: every run takes a few hundred steps at most, so re-batching saves little,
+    # and one compiled program replaces init, finish and a segment program per width.
+    sweep={"segment_steps": 0},
 )
 def run_pde_cone(config: ConeConfig, run: Run) -> None:
     cases = cone_cases(config.seed)

@@ -41,6 +41,11 @@ from ._published_euler import (
 )
 from ._ranks_report import rank_checks, rank_figures, rank_summary
 
+# Segmented sweeps in groups of one width, 8 (two float64 SIMD registers on CPUs): one
+# compiled segment program (each width is one more, seconds of compilation) and groups narrow
+# enough that members of very different length waste few lanes.
+ONE_GROUP_WIDTH = {"vmap_width": 8, "segment_widths": 1}
+
 # Outcomes of a rank run: converged, diverged, or neither by the horizon (status successful).
 RANK_ACCEPT = [Status.steady_state, Status.blowup]
 
@@ -147,6 +152,7 @@ def rank_members(config: RanksConfig, panels) -> dict[str, np.ndarray]:
     "pde-ranks",
     RanksConfig,
     "the paper's rank histograms: published draws, published Euler vs accurate solve, certified",
+    sweep=ONE_GROUP_WIDTH,
 )
 def run_pde_ranks(config: RanksConfig, run: Run) -> None:
     t0 = time.perf_counter()
@@ -177,6 +183,9 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
             ),
             Grid.zip({k: v[chosen] for k, v in params.items()}),
             accept=RANK_ACCEPT,
+            # The few disagreements in one unsegmented program (segmenting compiles an init,
+            # a finish and a segment program per width for members of similar length).
+            options=dataclasses.replace(run.options, segment_steps=0),
         )
     run.save_arrays(
         ranks_panel=params["panel"],

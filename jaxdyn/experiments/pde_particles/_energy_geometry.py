@@ -196,11 +196,14 @@ def sinkhorn_vs_bw(config, run: Run, ax) -> None:
         note="V = A symmetric, max |dSigma/dt - BW gradient| relative to max |dSigma/dt|",
     )
     tau = config.sinkhorn_t1
+    # No events: Sinkhorn Gaussians never blow up (|phi| < 1, docs) and the flow is a
+    # congruence of Sigma_0, so the solve needs no root finder and no eigvalsh per step.
     sol = simulate_gaussian(
-        att, np.zeros(d), cov0, tau, ts=np.linspace(0, tau, 11), rtol=1e-11, atol=1e-13
-    )
+        att, np.zeros(d), cov0, tau, ts=np.linspace(0, tau, 11), rtol=1e-11, atol=1e-13,
+        blowup_trace=None, psd_tol=None,
+    )  # fmt: skip
     target = np.asarray(sol.final_cov)
-    energy_path = np.array([float(F(c)) for c in np.asarray(sol.covs)])
+    energy_path = np.asarray(jax.jit(jax.vmap(F))(sol.covs))
 
     def bw_descent(m):
         h = tau / m

@@ -104,7 +104,10 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
 
     def gaussian(Q, V):
         att = Softmax(Q=Q, K=jnp.eye(d), V=V)
-        gsol = simulate_gaussian(att, alpha0, cov0, config.t1, ts=ts, rtol=1e-10, atol=1e-12)
+        # psd_tol=None: the flow is a congruence of Sigma_0 (no eigvalsh per step)
+        gsol = simulate_gaussian(
+            att, alpha0, cov0, config.t1, ts=ts, rtol=1e-10, atol=1e-12, psd_tol=None
+        )
         g_energy = jax.vmap(lambda m, c: gaussian_interaction_energy(att, m, c))(
             gsol.means, gsol.covs
         )

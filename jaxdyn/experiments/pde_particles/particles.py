@@ -11,11 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status, status_code, status_name
-from jaxdyn.evidence import classified
 from jaxdyn.meanfield import (
+    SelectVelocity,
     detect_clusters,
     empirical_mean_cov,
     fixed_step_particles,
+    single_cluster_evidence,
     sphere_softmax,
     trend_evidence,
     uniform_on_sphere,
@@ -149,20 +150,25 @@ def run_pde_particles(config: ParticlesConfig, run: Run) -> None:
     nv = len(config.variants)
     fig, axes = new_figure(nv, config.snapshots, width=2.4, height=2.3)
     cluster_counts, final_clouds = {}, {}
-    for row, variant in enumerate(config.variants):
-        att = make_field(
-            variant, Q, K, V, sinkhorn_iterations=config.sinkhorn_iterations, positions=positions
+    fields = [
+        make_field(v, Q, K, V, sinkhorn_iterations=config.sinkhorn_iterations, positions=positions)
+        for v in config.variants
+    ]
+
+    @jax.jit
+    def cloud(index):
+        # One compiled program for every variant (the variant is a traced index).
+        return fixed_step_particles(
+            SelectVelocity(fields, index),
+            x0,
+            config.t1,
+            config.steps,
+            ts=depth,
+            save_fn=lambda t, y: (y, detect_clusters(_standardised(y), radius)[1]),
         )
-        sol = jax.jit(
-            lambda x, att=att: fixed_step_particles(
-                att,
-                x,
-                config.t1,
-                config.steps,
-                ts=depth,
-                save_fn=lambda t, y: (y, detect_clusters(_standardised(y), radius)[1]),
-            )
-        )(x0)
+
+    for row, variant in enumerate(config.variants):
+        sol = cloud(jnp.asarray(row, jnp.int32))
         clouds, counts = np.asarray(sol.xs[0]), np.asarray(sol.xs[1]).astype(float)
         finite = np.all(np.isfinite(clouds), axis=(1, 2))
         counts[~finite] = np.nan  # a blown-up cloud has no cluster count
@@ -297,13 +303,10 @@ def _cluster_counts_without_trend():
 
 
 def _one_cluster_evidence(counts):
-    counts = np.asarray(counts, dtype=float)
-    return classified(
+    return single_cluster_evidence(
         "at the smallest beta every system reaches one cluster",
-        prediction=np.ones_like(counts),
-        measured=counts,
+        counts,
         basis="single-linkage cluster count at chord distance phase_radius",
-        decided=counts.size > 0,
     )
 
 

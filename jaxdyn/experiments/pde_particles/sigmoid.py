@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status
-from jaxdyn.evidence import ErrorModel, classified, within
+from jaxdyn.evidence import ErrorModel, within
 from jaxdyn.meanfield import (
     Sigmoid,
     SphereProjected,
@@ -19,6 +19,7 @@ from jaxdyn.meanfield import (
     fixed_step_particles,
     monotone_evidence,
     sigmoid_energy,
+    single_cluster_evidence,
     sphere_softmax,
     uniform_on_sphere,
 )
@@ -155,13 +156,10 @@ def _energy_with_a_dip():
 
 
 def _one_cluster_evidence(counts):
-    counts = np.asarray(counts, dtype=float)
-    return classified(
+    return single_cluster_evidence(
         "at the smallest beta every sigmoid system reaches one cluster",
-        prediction=np.ones_like(counts),
-        measured=counts,
+        counts,
         basis="single-linkage cluster count at chord distance radius",
-        decided=counts.size > 0,
     )
 
 

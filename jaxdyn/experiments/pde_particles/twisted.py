@@ -156,8 +156,9 @@ def _twisted_distance(config: TwistedConfig, run: Run) -> None:
         note="(1/n) sum |Gamma|^2 is not the dissipation (the negative control of the check above)",
     )
     speeds = {}
+    moved_by = jax.jit(lambda h: fixed_step_particles(field, x, h, 4).final_x)  # h traced
     for h in (2e-3, 1e-3):
-        moved = fixed_step_particles(field, x, h, 4).final_x
+        moved = moved_by(jnp.asarray(h))
         speeds[h] = twisted_wasserstein(moved, x, metric) / h
     run.consistency(
         "twisted_distance_measures_the_metric_speed",
