@@ -36,7 +36,6 @@ from ._linearise import (
     condensation_rate,
     find_critical_point,
     focus_rate,
-    jacobian,
     jacobian_spectrum,
     loss_gradient,
     signed_focus_eigenvalue,
@@ -134,13 +133,15 @@ def _condensation_projection(trajectory, spectrum, pi, P):
     """Projection on the unstable eigenspace at 0, the linearisation's rate error there, and
     ``||grad L||`` along the trajectory."""
     flat = jax.vmap(lambda m: ravel_pytree(m)[0])(trajectory)
-    zero = jax.tree_util.tree_map(lambda x: jnp.zeros_like(x[0]), trajectory)
-    J = jacobian(zero, pi, P)
-    top = spectrum.eigenvalues[0]
-    V = spectrum.eigenvectors * (spectrum.eigenvalues >= top * (1 - 1e-8))[None, :]
-    amplitude = jnp.linalg.norm(flat @ V, axis=1)
+    vals, vecs = spectrum.eigenvalues, spectrum.eigenvectors
+    top = vals[0]
+    coords = flat @ vecs
+    amplitude = jnp.linalg.norm(coords * (vals >= top * (1 - 1e-8))[None, :], axis=1)
     grads = jax.vmap(lambda m: ravel_pytree(loss_gradient(m, pi, P))[0])(trajectory)
-    residual = jnp.linalg.norm(-grads - flat @ J.T, axis=1)
+    # J theta from J's eigen-decomposition at 0 (J = V diag(lambda) V^T, exact to eigh's
+    # rounding): no second Hessian of the same point
+    linear = (coords * vals[None, :]) @ vecs.T
+    residual = jnp.linalg.norm(-grads - linear, axis=1)
     return amplitude, residual / jnp.maximum(amplitude, 1e-300), jnp.linalg.norm(grads, axis=1)
 
 

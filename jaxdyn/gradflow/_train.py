@@ -66,7 +66,8 @@ def train_init(
             "the optimiser must take its learning rate at run time: wrap it as "
             "optax.inject_hyperparams(optax.adam)(learning_rate=0.0)"
         )
-    hyper["learning_rate"] = jnp.asarray(lr, dtype=jnp.result_type(float))
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(model))
+    hyper["learning_rate"] = jnp.asarray(lr, dtype=dtype)
     return TrainState(model=model, opt_state=opt_state, step=jnp.asarray(0, jnp.int32))
 
 
