@@ -108,7 +108,12 @@ def init_transformer(
     for name, v in (("d", d), ("m", m), ("m_attn", m_attn)):
         if int(v) < 1:
             raise ValueError(f"{name} must be a positive integer, got {v}")
-    dtype = dtype or jnp.result_type(float)
+    return _draw(key, eps, int(d), int(m), int(m_attn), dtype or jnp.result_type(float))
+
+
+@eqx.filter_jit
+def _draw(key, eps, d: int, m: int, m_attn: int, dtype) -> OneLayerTransformer:
+    # one program for the four draws (eagerly, each would compile its own sampler)
     k0, k1, k2, k3 = jax.random.split(key, 4)
     return OneLayerTransformer(
         W0=eps * jax.random.normal(k0, (d, m), dtype),
