@@ -47,7 +47,7 @@ from ._lyapunov import (
     rank_one_critical_point,
     rank_one_part,
 )
-from ._markov import resolve_chain
+from ._markov import MarkovChain
 from ._metrics import embedding_profile, trajectory_metrics
 from ._model import OneLayerTransformer, init_transformer
 from ._stages import Stages, detect_stages
@@ -217,8 +217,9 @@ def _rates(pi, P, mu1, c, lam_t, saddle, visited, spec0, spec_s, spec_v) -> Rate
 
 
 def _analyse(
-    P, pi, key, eps, t1, thresholds, *, m, m_attn, num_saves, rtol, atol, solver, max_steps
+    chain, key, eps, t1, thresholds, *, m, m_attn, num_saves, rtol, atol, solver, max_steps
 ) -> FlowAnalysis:
+    pi, P = chain.pi, chain.P
     # a few jitted functions, no eager operations between them (each would compile a program of
     # its own); repeated shapes (two flows, two root-finds, three spectra) compile once
     d, dtype = pi.shape[0], pi.dtype
@@ -229,10 +230,10 @@ def _analyse(
         model1, pi, P, t_stall_max, max_steps=max_steps, root_tol=ROOT_TOL
     )
     lam_t, end, ts, ts_frozen = _horizon(stall, eps, t1, mu1, c, t_stall, num_saves)
-    sol = population_flow(model0, pi, P, ts, **flow)
+    sol = population_flow(model0, chain, ts, **flow)
     # the saddle the flow visits: the same flow with attention off (it stays off), run for
     # twice the default's time to reach the stall, its rank-one part polished by root-finding
-    frozen = population_flow(frozen0, pi, P, ts_frozen, **flow)
+    frozen = population_flow(frozen0, chain, ts_frozen, **flow)
     start = _rank_one_start(frozen.models)
     visited = _embed(find_critical_point(start, pi, P, rtol=ROOT_TOL, atol=ROOT_TOL), m, m_attn)
     spec0 = jacobian_spectrum(zero, pi, P)
@@ -261,7 +262,7 @@ def _analyse(
 
 
 def analyse_flow(
-    P: Float[ArrayLike, "..."],
+    P: MarkovChain | Float[ArrayLike, "..."],
     *,
     pi: Float[ArrayLike, "..."] | None = None,
     key: Key | None = None,
@@ -280,8 +281,9 @@ def analyse_flow(
     """Analyse the population gradient flow of the one-layer transformer on the chain ``P``.
 
     Args:
-        P: a row-stochastic transition matrix (validated; ``pi^T P = pi^T``).
-        pi: its stationary law (computed from ``P`` when ``None``; validated either way).
+        P: a :class:`MarkovChain`, or a row-stochastic transition matrix (then validated with
+            ``pi`` as :class:`MarkovChain` does).
+        pi: with a matrix ``P``, its stationary law (computed from ``P`` when ``None``).
         key: PRNG key of the initialisation (default ``jax.random.key(0)``).
         m: embedding width.
         m_attn: attention width ``m'``.
@@ -301,7 +303,13 @@ def analyse_flow(
         A :class:`FlowAnalysis`. Every array input may be traced (``eps``, ``t1``, ``P``,
         thresholds): ``jax.vmap`` over chains of one size compiles once.
     """
-    pi, P = resolve_chain(P, pi)
+    if isinstance(P, MarkovChain):
+        if pi is not None:
+            raise ValueError("pass pi inside the MarkovChain, not beside it")
+        chain = P
+    else:
+        chain = MarkovChain(P, pi)
+    pi = chain.pi
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise TypeError(f"solver must be a diffrax solver, got {solver!r}")
     if m < 2:
@@ -312,8 +320,7 @@ def analyse_flow(
     t1 = jnp.nan if t1 is None else require_positive("t1", t1)
     key = jax.random.key(0) if key is None else key
     return _analyse(
-        P,
-        pi,
+        chain,
         key,
         jnp.asarray(eps, pi.dtype),
         jnp.asarray(t1, pi.dtype),
@@ -329,7 +336,7 @@ def analyse_flow(
 
 
 def analyse_flow_to_new_direction(
-    P: Float[ArrayLike, "..."],
+    P: MarkovChain | Float[ArrayLike, "..."],
     *,
     budget: float = 4.0,
     growth: float = 2.0,
@@ -349,7 +356,9 @@ def analyse_flow_to_new_direction(
         raise ValueError(f"need budget >= 1 and growth > 1, got {budget}, {growth}")
     kwargs = dict(kwargs)
     max_steps = int(kwargs.pop("max_steps", 100_000))
-    a = analyse_flow(P, max_steps=max_steps, **kwargs)
+    pi = kwargs.pop("pi", None)
+    chain = P if isinstance(P, MarkovChain) and pi is None else MarkovChain(P, pi)
+    a = analyse_flow(chain, max_steps=max_steps, **kwargs)
     limit = budget * float(a.end_time)
     kwargs.pop("t1", None)
     while True:
@@ -362,4 +371,4 @@ def analyse_flow_to_new_direction(
             return a, f"no new direction by the horizon budget t1 = {end:.4g} ({budget:g}x)"
         t1 = min(growth * end, limit)
         max_steps = int(max_steps * t1 / end) + 1
-        a = analyse_flow(P, t1=t1, max_steps=max_steps, **kwargs)
+        a = analyse_flow(chain, t1=t1, max_steps=max_steps, **kwargs)

@@ -23,6 +23,7 @@ def descents(config, corpus, pi, P, model0):
     f32 = jnp.float32
     model0 = jax.tree_util.tree_map(lambda x: x.astype(f32), model0)
     pi, P = jnp.asarray(pi, f32), jnp.asarray(P, f32)
+    chain = gf.MarkovChain(P, pi)
     rng = np.random.default_rng(config.seed)
     real = np.stack(
         [
@@ -39,8 +40,7 @@ def descents(config, corpus, pi, P, model0):
         return gf.descend(
             model0,
             lambda mm: gf.batch_loss(mm, batch),
-            pi,
-            P,
+            chain,
             lr=config.lr,
             num_steps=steps,
             record_every=config.record_every,
