@@ -171,7 +171,8 @@ class MarkovChain(eqx.Module):
     P: Float[Array, "d d"]
     pi: Float[Array, " d"]
 
-    def __init__(self, P: Float[ArrayLike, "d d"], pi: Float[ArrayLike, " d"] | None = None):
+    # shape-free annotations: resolve_chain's message, not a type error, names a bad shape
+    def __init__(self, P: Float[ArrayLike, "..."], pi: Float[ArrayLike, "..."] | None = None):
         self.pi, self.P = resolve_chain(P, pi)
 
     @classmethod
