@@ -33,7 +33,7 @@ def main() -> None:
     def final_loss(delta, key):
         pi = gf.symmetry_breaking_pi(0.75, delta, c)
         P = gf.paper_transition(pi, 0.5)
-        sol = gf.population_flow(gf.init_transformer(key, 4, 6, 6, 1e-3), pi, P, ts)
+        sol = gf.population_flow(gf.init_transformer(key, 4, 6, 6, 1e-3), gf.MarkovChain(P, pi), ts)
         return gf.population_loss(
             jax.tree_util.tree_map(lambda x: x[-1], sol.models), pi, P
         ), sol.status

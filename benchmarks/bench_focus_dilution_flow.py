@@ -92,7 +92,7 @@ def main() -> None:
     ts = np.concatenate([[0.0], t_check])
 
     def solve(rtol, atol):
-        sol = gf.population_flow(model0, pi, P, ts, rtol=rtol, atol=atol)
+        sol = gf.population_flow(model0, gf.MarkovChain(P, pi), ts, rtol=rtol, atol=atol)
         return jax.vmap(lambda m: gf.population_loss(m, pi, P))(sol.models)[1:], sol.num_steps
 
     ref, _ = jax.jit(lambda: solve(1e-11, 1e-13))()

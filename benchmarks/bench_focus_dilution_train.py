@@ -47,8 +47,7 @@ def main() -> None:
     def one(key):
         return gf.train_finite(
             key,
-            P,
-            pi,
+            gf.MarkovChain(P, pi),
             n=n,
             s=s,
             m=m,

@@ -119,7 +119,9 @@ def test_saddles_rates_and_stall_of_the_headline(headline):
 def test_diffrax_flow_agrees_with_a_small_step_euler_integration():
     P = gf.paper_transition(PI, 0.5)
     model0 = gf.init_transformer(jax.random.key(1), 4, 3, 2, 0.05)
-    sol = gf.population_flow(model0, PI, P, jnp.array([0.0, 12.0]), rtol=1e-10, atol=1e-12)
+    sol = gf.population_flow(
+        model0, gf.MarkovChain(P, PI), jnp.array([0.0, 12.0]), rtol=1e-10, atol=1e-12
+    )
     end = jax.tree_util.tree_map(lambda x: x[-1], sol.models)
     loss = jax.jit(lambda m: gf.population_loss(m, PI, P))
 
@@ -156,7 +158,7 @@ def test_symmetric_low_frequency_tokens_stall_and_asymmetric_ones_escape():
         pi = gf.symmetry_breaking_pi(0.75, delta, c)
         P = gf.paper_transition(pi, 0.5)
         m0 = gf.init_transformer(jax.random.key(0), 4, 6, 6, 1e-3)
-        sol = gf.population_flow(m0, pi, P, ts, rtol=1e-7, atol=1e-10)
+        sol = gf.population_flow(m0, gf.MarkovChain(P, pi), ts, rtol=1e-7, atol=1e-10)
         sv = jax.vmap(lambda w: jnp.linalg.svd(w, compute_uv=False))(sol.models.W0)
         return sv[:, 1] / sv[:, 0]
 
@@ -170,7 +172,7 @@ def test_derivative_of_loss_at_time_wrt_lam_matches_finite_differences():
 
     def f(lam, **kw):
         P = gf.paper_transition(PI, lam)
-        return gf.loss_at_time(model0, PI, P, 15.0, rtol=1e-10, atol=1e-12, **kw)
+        return gf.loss_at_time(model0, gf.MarkovChain(P, PI), 15.0, rtol=1e-10, atol=1e-12, **kw)
 
     # forward mode through the solver (cheaper to compile than reverse mode; the slow test
     # below differentiates an escape time in reverse mode)
@@ -194,7 +196,7 @@ def test_gradient_of_condensation_escape_time_wrt_pi_matches_finite_differences(
         pi = PI + a * direction
         P = gf.paper_transition(pi, 0.5)
         level = 0.5 * (jnp.log(4.0) + entropy(pi))
-        return gf.escape_time(model0, pi, P, ts, level, rtol=1e-10, atol=1e-12)
+        return gf.escape_time(model0, gf.MarkovChain(P, pi), ts, level, rtol=1e-10, atol=1e-12)
 
     g = float(jax.jit(jax.grad(t_escape))(0.0))
     h = 1e-4
@@ -234,7 +236,12 @@ def test_implicit_kvaerno5_flow_agrees_with_tsit5_through_condensation_and_focus
 
     def losses(solver, tol):
         sol = gf.population_flow(
-            model0, PI, P, ts, rtol=tol, atol=tol * 1e-3, solver=gf.make_solver(solver)
+            model0,
+            gf.MarkovChain(P, PI),
+            ts,
+            rtol=tol,
+            atol=tol * 1e-3,
+            solver=gf.make_solver(solver),
         )
         assert bool(sol.status == Status.successful)
         return np.asarray(jax.vmap(lambda m: gf.population_loss(m, PI, P))(sol.models))

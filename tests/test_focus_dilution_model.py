@@ -53,6 +53,24 @@ def test_resolve_chain_rejects_bad_pi_and_computes_the_stationary_law():
     np.testing.assert_allclose(pi, PI, atol=1e-12)
 
 
+def test_markov_chain_validates_once_on_random_chains_and_batches_under_vmap():
+    rng = np.random.default_rng(7)
+    for d in (3, 5, 8):
+        P = rng.dirichlet(np.ones(d), size=d)  # a random non-reversible chain
+        chain = gf.MarkovChain(P)
+        np.testing.assert_allclose(np.asarray(chain.pi) @ P, np.asarray(chain.pi), atol=1e-12)
+        assert chain.d == d
+    with pytest.raises(ValueError, match="not row-stochastic"):
+        gf.MarkovChain(np.array([[0.5, 0.6], [0.5, 0.5]]))
+    with pytest.raises(ValueError, match="not stationary"):
+        gf.MarkovChain(gf.paper_transition(jnp.asarray(PI), 0.3), np.array([0.4, 0.3, 0.2, 0.1]))
+    with pytest.raises(ValueError, match="positive"):
+        gf.MarkovChain.paper(np.array([1.0, 0.0, 0.0, 0.0]), 0.5)
+    lams = jnp.array([0.2, 0.5])
+    batch = jax.vmap(lambda lam: gf.MarkovChain.paper(jnp.asarray(PI), lam))(lams)
+    assert batch.P.shape == (2, 4, 4) and batch.pi.shape == (2, 4)
+
+
 def test_symmetry_breaking_family_sums_to_one_and_is_symmetric_at_delta_zero():
     c = gf.default_direction(4)
     pi0 = np.asarray(gf.symmetry_breaking_pi(0.75, 0.0, c))

@@ -40,7 +40,7 @@ def test_finite_gradient_descent_approaches_the_population_flow_as_n_and_s_grow(
     lr, steps = 0.1, 200
     model0 = gf.init_transformer(k_init, 4, 4, 3, 1e-2)
     ts = np.arange(6) * 40 * lr
-    sol = gf.population_flow(model0, PI, P, ts)
+    sol = gf.population_flow(model0, gf.MarkovChain(P, PI), ts)
     flow_loss = np.asarray(jax.vmap(lambda m: gf.population_loss(m, PI, P))(sol.models))
     assert flow_loss[-1] < np.log(4) - 0.3  # the comparison spans the condensation
     errors = []
@@ -48,8 +48,7 @@ def test_finite_gradient_descent_approaches_the_population_flow_as_n_and_s_grow(
         run = jax.jit(
             lambda k, n=n, s=s: gf.train_finite(
                 k,
-                P,
-                PI,
+                gf.MarkovChain(P, PI),
                 n=n,
                 s=s,
                 m=4,
@@ -75,8 +74,7 @@ def test_vmapped_seeds_equal_separate_runs():
     P = gf.paper_transition(PI, 0.5)
     f = lambda k: gf.train_finite(
         k,
-        P,
-        PI,
+        gf.MarkovChain(P, PI),
         n=32,
         s=8,
         m=3,
@@ -250,7 +248,9 @@ def test_gradient_descent_on_the_population_loss_converges_to_the_flow_at_first_
     P = gf.paper_transition(PI, 0.5)
     model0 = gf.init_transformer(jax.random.key(4), 4, 3, 2, 0.05)
     T = 12.0
-    flow = gf.population_flow(model0, PI, P, jnp.array([0.0, T]), rtol=1e-10, atol=1e-12)
+    flow = gf.population_flow(
+        model0, gf.MarkovChain(P, PI), jnp.array([0.0, T]), rtol=1e-10, atol=1e-12
+    )
     target = float(gf.population_loss(jax.tree_util.tree_map(lambda x: x[-1], flow.models), PI, P))
     errors = []
     for lr in (0.2, 0.1, 0.05):
@@ -258,8 +258,7 @@ def test_gradient_descent_on_the_population_loss_converges_to_the_flow_at_first_
         run = gf.descend(
             model0,
             lambda m: gf.population_loss(m, PI, P),
-            PI,
-            P,
+            gf.MarkovChain(P, PI),
             lr=lr,
             num_steps=steps,
             record_every=steps,

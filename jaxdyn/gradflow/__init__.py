@@ -67,6 +67,7 @@ from ._lyapunov import (
     track_rank_one_branch as track_rank_one_branch,
 )
 from ._markov import (
+    MarkovChain as MarkovChain,
     default_direction as default_direction,
     paper_transition as paper_transition,
     resolve_chain as resolve_chain,

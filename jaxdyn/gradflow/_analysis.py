@@ -36,7 +36,6 @@ from ._linearise import (
     condensation_rate,
     find_critical_point,
     focus_rate,
-    jacobian,
     jacobian_spectrum,
     loss_gradient,
     signed_focus_eigenvalue,
@@ -48,7 +47,7 @@ from ._lyapunov import (
     rank_one_critical_point,
     rank_one_part,
 )
-from ._markov import resolve_chain
+from ._markov import MarkovChain
 from ._metrics import embedding_profile, trajectory_metrics
 from ._model import OneLayerTransformer, init_transformer
 from ._stages import Stages, detect_stages
@@ -134,13 +133,15 @@ def _condensation_projection(trajectory, spectrum, pi, P):
     """Projection on the unstable eigenspace at 0, the linearisation's rate error there, and
     ``||grad L||`` along the trajectory."""
     flat = jax.vmap(lambda m: ravel_pytree(m)[0])(trajectory)
-    zero = jax.tree_util.tree_map(lambda x: jnp.zeros_like(x[0]), trajectory)
-    J = jacobian(zero, pi, P)
-    top = spectrum.eigenvalues[0]
-    V = spectrum.eigenvectors * (spectrum.eigenvalues >= top * (1 - 1e-8))[None, :]
-    amplitude = jnp.linalg.norm(flat @ V, axis=1)
+    vals, vecs = spectrum.eigenvalues, spectrum.eigenvectors
+    top = vals[0]
+    coords = flat @ vecs
+    amplitude = jnp.linalg.norm(coords * (vals >= top * (1 - 1e-8))[None, :], axis=1)
     grads = jax.vmap(lambda m: ravel_pytree(loss_gradient(m, pi, P))[0])(trajectory)
-    residual = jnp.linalg.norm(-grads - flat @ J.T, axis=1)
+    # J theta from J's eigen-decomposition at 0 (J = V diag(lambda) V^T, exact to eigh's
+    # rounding): no second Hessian of the same point
+    linear = (coords * vals[None, :]) @ vecs.T
+    residual = jnp.linalg.norm(-grads - linear, axis=1)
     return amplitude, residual / jnp.maximum(amplitude, 1e-300), jnp.linalg.norm(grads, axis=1)
 
 
@@ -151,12 +152,36 @@ def _closed_forms(pi, P, eps, m, m_attn):
     c = focus_rate(pi, P, saddle.gamma, saddle.beta)
     rate = 1.0 / mu1 + 1.0 / jnp.maximum(jnp.abs(c), 1e-12)
     t_stall = 2 * END_TIME_MARGIN * jnp.log(1.0 / eps) * rate
-    return mu1, saddle, c, t_stall
+    return mu1, saddle, c, t_stall, STALL_HORIZON * t_stall
 
 
-def _visited_saddle(frozen_end, pi, P, m, m_attn):
-    start = eqx.filter_jit(rank_one_part)(frozen_end)
-    visited = find_critical_point(start, pi, P, rtol=ROOT_TOL, atol=ROOT_TOL)
+@eqx.filter_jit
+def _initial_models(key, eps, d: int, m: int, m_attn: int, dtype):
+    """The models every analysis starts from (one program: the random draws compile once)."""
+    k_main, k_rank_one = jax.random.split(key)
+    model0 = init_transformer(k_main, d, m, m_attn, eps, dtype=dtype)
+    frozen0 = eqx.tree_at(lambda mm: (mm.WQ, mm.WK), model0, (model0.WQ * 0, model0.WK * 0))
+    model1 = init_transformer(k_rank_one, d, 1, 1, eps, dtype=dtype)
+    zero = jax.tree_util.tree_map(jnp.zeros_like, model0)
+    return model0, frozen0, model1, zero
+
+
+@eqx.filter_jit
+def _horizon(stall: RankOneCriticalPoint, eps, t1, mu1, c, t_stall, num_saves: int):
+    """``lambda_T`` (``nan`` unless the stall's root-find converged), the end time and the save
+    times of the flow and of the attention-free flow."""
+    lam_t = jnp.where(stall.point.status == Status.successful, stall.transverse_rate, jnp.nan)
+    end = jnp.where(jnp.isfinite(t1), t1, default_end_time(eps, mu1, c, lam_t))
+    return lam_t, end, log_save_times(end, num_saves), log_save_times(t_stall, num_saves)
+
+
+@eqx.filter_jit
+def _rank_one_start(frozen: OneLayerTransformer) -> OneLayerTransformer:
+    return rank_one_part(jax.tree_util.tree_map(lambda x: x[-1], frozen))
+
+
+@eqx.filter_jit
+def _embed(visited: CriticalPoint, m: int, m_attn: int) -> CriticalPoint:
     return eqx.tree_at(lambda cp: cp.model, visited, embed_rank_one(visited.model, m, m_attn))
 
 
@@ -177,35 +202,10 @@ def _measure(models, ts, spec0, pi, P, thresholds):
     return metrics, stages
 
 
-def _analyse(
-    P, pi, key, eps, t1, thresholds, *, m, m_attn, num_saves, rtol, atol, solver, max_steps
-) -> FlowAnalysis:
-    # one jitted function per step: repeated shapes (two flows, three spectra) compile once
-    d, dtype = pi.shape[0], pi.dtype
-    flow = dict(rtol=rtol, atol=atol, solver=solver, max_steps=max_steps)
-    mu1, saddle, c, t_stall = _closed_forms(pi, P, eps, m, m_attn)
-    k_main, k_rank_one = jax.random.split(key)
-    model1 = init_transformer(k_rank_one, d, 1, 1, eps, dtype=dtype)
-    stall = rank_one_critical_point(
-        model1, pi, P, STALL_HORIZON * t_stall, max_steps=max_steps, root_tol=ROOT_TOL
-    )
-    lam_t = jnp.where(stall.point.status == Status.successful, stall.transverse_rate, jnp.nan)
-    end = jnp.where(jnp.isfinite(t1), t1, default_end_time(eps, mu1, c, lam_t))
-    ts = log_save_times(end, num_saves)
-    model0 = init_transformer(k_main, d, m, m_attn, eps, dtype=dtype)
-    sol = population_flow(model0, pi, P, ts, **flow)
-    # the saddle the flow visits: the same flow with attention off (it stays off), run for
-    # twice the default's time to reach the stall, its rank-one part polished by root-finding
-    frozen0 = eqx.tree_at(lambda mm: (mm.WQ, mm.WK), model0, (model0.WQ * 0, model0.WK * 0))
-    frozen = population_flow(frozen0, pi, P, log_save_times(t_stall, num_saves), **flow)
-    frozen_end = jax.tree_util.tree_map(lambda x: x[-1], frozen.models)
-    visited = _visited_saddle(frozen_end, pi, P, m, m_attn)
-    spec0 = jacobian_spectrum(init_transformer(k_main, d, m, m_attn, 0.0, dtype=dtype), pi, P)
-    spec_s = jacobian_spectrum(saddle.model, pi, P)
-    spec_v = jacobian_spectrum(visited.model, pi, P)
+@eqx.filter_jit
+def _rates(pi, P, mu1, c, lam_t, saddle, visited, spec0, spec_s, spec_v) -> Rates:
     alpha, gamma_v = embedding_profile(visited.model, pi)
-    metrics, stages = _measure(sol.models, ts, spec0, pi, P, thresholds)
-    rates = Rates(
+    return Rates(
         condensation=mu1,
         condensation_jacobian=spec0.eigenvalues[0],
         focus=c,
@@ -214,6 +214,33 @@ def _analyse(
         focus_visited_formula=focus_rate(pi, P, gamma_v, visited.model.W1.T @ alpha),
         transverse=lam_t,
     )
+
+
+def _analyse(
+    chain, key, eps, t1, thresholds, *, m, m_attn, num_saves, rtol, atol, solver, max_steps
+) -> FlowAnalysis:
+    pi, P = chain.pi, chain.P
+    # a few jitted functions, no eager operations between them (each would compile a program of
+    # its own); repeated shapes (two flows, two root-finds, three spectra) compile once
+    d, dtype = pi.shape[0], pi.dtype
+    flow = dict(rtol=rtol, atol=atol, solver=solver, max_steps=max_steps)
+    mu1, saddle, c, t_stall, t_stall_max = _closed_forms(pi, P, eps, m, m_attn)
+    model0, frozen0, model1, zero = _initial_models(key, eps, d, m, m_attn, dtype)
+    stall = rank_one_critical_point(
+        model1, pi, P, t_stall_max, max_steps=max_steps, root_tol=ROOT_TOL
+    )
+    lam_t, end, ts, ts_frozen = _horizon(stall, eps, t1, mu1, c, t_stall, num_saves)
+    sol = population_flow(model0, chain, ts, **flow)
+    # the saddle the flow visits: the same flow with attention off (it stays off), run for
+    # twice the default's time to reach the stall, its rank-one part polished by root-finding
+    frozen = population_flow(frozen0, chain, ts_frozen, **flow)
+    start = _rank_one_start(frozen.models)
+    visited = _embed(find_critical_point(start, pi, P, rtol=ROOT_TOL, atol=ROOT_TOL), m, m_attn)
+    spec0 = jacobian_spectrum(zero, pi, P)
+    spec_s = jacobian_spectrum(saddle.model, pi, P)
+    spec_v = jacobian_spectrum(visited.model, pi, P)
+    metrics, stages = _measure(sol.models, ts, spec0, pi, P, thresholds)
+    rates = _rates(pi, P, mu1, c, lam_t, saddle, visited, spec0, spec_s, spec_v)
     return FlowAnalysis(
         pi=pi,
         P=P,
@@ -235,7 +262,7 @@ def _analyse(
 
 
 def analyse_flow(
-    P: Float[ArrayLike, "..."],
+    P: MarkovChain | Float[ArrayLike, "..."],
     *,
     pi: Float[ArrayLike, "..."] | None = None,
     key: Key | None = None,
@@ -254,8 +281,9 @@ def analyse_flow(
     """Analyse the population gradient flow of the one-layer transformer on the chain ``P``.
 
     Args:
-        P: a row-stochastic transition matrix (validated; ``pi^T P = pi^T``).
-        pi: its stationary law (computed from ``P`` when ``None``; validated either way).
+        P: a :class:`MarkovChain`, or a row-stochastic transition matrix (then validated with
+            ``pi`` as :class:`MarkovChain` does).
+        pi: with a matrix ``P``, its stationary law (computed from ``P`` when ``None``).
         key: PRNG key of the initialisation (default ``jax.random.key(0)``).
         m: embedding width.
         m_attn: attention width ``m'``.
@@ -275,7 +303,13 @@ def analyse_flow(
         A :class:`FlowAnalysis`. Every array input may be traced (``eps``, ``t1``, ``P``,
         thresholds): ``jax.vmap`` over chains of one size compiles once.
     """
-    pi, P = resolve_chain(P, pi)
+    if isinstance(P, MarkovChain):
+        if pi is not None:
+            raise ValueError("pass pi inside the MarkovChain, not beside it")
+        chain = P
+    else:
+        chain = MarkovChain(P, pi)
+    pi = chain.pi
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise TypeError(f"solver must be a diffrax solver, got {solver!r}")
     if m < 2:
@@ -286,8 +320,7 @@ def analyse_flow(
     t1 = jnp.nan if t1 is None else require_positive("t1", t1)
     key = jax.random.key(0) if key is None else key
     return _analyse(
-        P,
-        pi,
+        chain,
         key,
         jnp.asarray(eps, pi.dtype),
         jnp.asarray(t1, pi.dtype),
@@ -303,7 +336,7 @@ def analyse_flow(
 
 
 def analyse_flow_to_new_direction(
-    P: Float[ArrayLike, "..."],
+    P: MarkovChain | Float[ArrayLike, "..."],
     *,
     budget: float = 4.0,
     growth: float = 2.0,
@@ -323,7 +356,9 @@ def analyse_flow_to_new_direction(
         raise ValueError(f"need budget >= 1 and growth > 1, got {budget}, {growth}")
     kwargs = dict(kwargs)
     max_steps = int(kwargs.pop("max_steps", 100_000))
-    a = analyse_flow(P, max_steps=max_steps, **kwargs)
+    pi = kwargs.pop("pi", None)
+    chain = P if isinstance(P, MarkovChain) and pi is None else MarkovChain(P, pi)
+    a = analyse_flow(chain, max_steps=max_steps, **kwargs)
     limit = budget * float(a.end_time)
     kwargs.pop("t1", None)
     while True:
@@ -336,4 +371,4 @@ def analyse_flow_to_new_direction(
             return a, f"no new direction by the horizon budget t1 = {end:.4g} ({budget:g}x)"
         t1 = min(growth * end, limit)
         max_steps = int(max_steps * t1 / end) + 1
-        a = analyse_flow(P, t1=t1, max_steps=max_steps, **kwargs)
+        a = analyse_flow(chain, t1=t1, max_steps=max_steps, **kwargs)

@@ -15,6 +15,7 @@ import optimistix as optx
 
 from .._custom_types import Array, ArrayLike, Float, Int
 from .._status import Status, mark_nonfinite
+from ._markov import MarkovChain
 from ._model import OneLayerTransformer, population_loss
 
 
@@ -74,8 +75,7 @@ def make_solver(name: str) -> diffrax.AbstractSolver:
 @eqx.filter_jit
 def population_flow(
     model0: OneLayerTransformer,
-    pi: Float[ArrayLike, " d"],
-    P: Float[ArrayLike, "d d"],
+    chain: MarkovChain,
     ts: Float[ArrayLike, " T"],
     *,
     rtol: float = 1e-6,
@@ -85,7 +85,8 @@ def population_flow(
     adjoint: diffrax.AbstractAdjoint | None = None,
     solver: diffrax.AbstractSolver | None = None,
 ) -> FlowSolution:
-    """Solve ``d theta/dt = -grad L(theta)`` from ``model0`` over ``[ts[0], ts[-1]]``.
+    """Solve ``d theta/dt = -grad L(theta)`` on the :class:`MarkovChain` ``chain`` from
+    ``model0`` over ``[ts[0], ts[-1]]``.
 
     ``solver``: a diffrax solver (default ``diffrax.Tsit5()``; :func:`make_solver` gives the
     implicit Kvaerno5 set up for stiff flows) with a PID step-size controller;
@@ -95,8 +96,6 @@ def population_flow(
     (``RecursiveCheckpointAdjoint`` by default).
     """
     ts = jnp.asarray(ts)
-    pi = jnp.asarray(pi)
-    P = jnp.asarray(P)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(gradient_field),
         diffrax.Tsit5() if solver is None else solver,
@@ -104,7 +103,7 @@ def population_flow(
         t1=ts[-1],
         dt0=None,
         y0=model0,
-        args=(pi, P),
+        args=(chain.pi, chain.P),
         saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps=max_steps,

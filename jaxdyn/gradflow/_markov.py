@@ -150,8 +150,38 @@ def resolve_chain(
     pi = jnp.asarray(require_probability_vector(name, pi, strictly_positive=True))
     residual = jnp.max(jnp.abs(pi @ P - pi))
     message = "pi is not stationary for P (pi^T P != pi^T)"
-    if is_traced(pi, P):
+    if is_traced(pi, P, residual):  # (inside a trace even constants' arithmetic is traced)
         pi = eqx.error_if(pi, residual > 1e-6, message)
     elif float(residual) > 1e-6:
         raise ValueError(f"{message}: max |pi^T P - pi^T| = {float(residual):.3g}")
     return pi, P
+
+
+class MarkovChain(eqx.Module):
+    """A Markov chain on ``[d]``: a row-stochastic ``P`` and its stationary law ``pi``
+    (focus_dilution.md, "Data"), validated once, here (:func:`resolve_chain`: ``P``
+    row-stochastic, ``pi`` a strictly positive probability vector with ``pi^T P = pi^T``;
+    ``pi`` computed from ``P`` when not given). The data argument of the flow and the trainers
+    (:func:`population_flow`, :func:`train_finite`, :func:`descend`, :func:`analyse_flow`).
+
+    A pytree: ``jax.vmap`` over a constructor gives a batch of chains (leading axis on both
+    leaves), e.g. for :func:`track_rank_one_branch`.
+    """
+
+    P: Float[Array, "d d"]
+    pi: Float[Array, " d"]
+
+    # shape-free annotations: resolve_chain's message, not a type error, names a bad shape
+    def __init__(self, P: Float[ArrayLike, "..."], pi: Float[ArrayLike, "..."] | None = None):
+        self.pi, self.P = resolve_chain(P, pi)
+
+    @classmethod
+    def paper(cls, pi: Float[ArrayLike, " d"], lam: Float[ArrayLike, ""]) -> MarkovChain:
+        """The paper's family ``P = lam I + (1 - lam) 1 pi^T`` (:func:`paper_transition`)."""
+        pi = jnp.asarray(require_probability_vector("pi", pi, strictly_positive=True))
+        return cls(paper_transition(pi, lam), pi)
+
+    @property
+    def d(self) -> int:
+        """The number of states."""
+        return self.P.shape[-1]

@@ -108,7 +108,12 @@ def init_transformer(
     for name, v in (("d", d), ("m", m), ("m_attn", m_attn)):
         if int(v) < 1:
             raise ValueError(f"{name} must be a positive integer, got {v}")
-    dtype = dtype or jnp.result_type(float)
+    return _draw(key, eps, int(d), int(m), int(m_attn), dtype or jnp.result_type(float))
+
+
+@eqx.filter_jit
+def _draw(key, eps, d: int, m: int, m_attn: int, dtype) -> OneLayerTransformer:
+    # one program for the four draws (eagerly, each would compile its own sampler)
     k0, k1, k2, k3 = jax.random.split(key, 4)
     return OneLayerTransformer(
         W0=eps * jax.random.normal(k0, (d, m), dtype),
@@ -138,13 +143,31 @@ def population_loss_from_matrices(
     return jnp.sum(jnp.asarray(pi) * per_query)
 
 
+def _narrow(width: int, d: int) -> bool:
+    # a product through the width-m factors costs 2 d^2 m (or 2 d m n) multiplications, one
+    # through the d x d matrix d^3 (or d^2 n): the factors win when m < d / 2
+    return 2 * width < d
+
+
+def _values(model: OneLayerTransformer, W: Float[Array, "d d"]) -> Float[Array, "d d"]:
+    """``O = W M`` with ``M = W0 W1``, multiplied in the cheaper order for the widths."""
+    if _narrow(model.W0.shape[1], model.W0.shape[0]):
+        return (W @ model.W0) @ model.W1
+    return W @ (model.W0 @ model.W1)
+
+
 @eqx.filter_jit
 def population_loss(
     model: OneLayerTransformer, pi: Float[ArrayLike, " d"], P: Float[ArrayLike, "d d"]
 ) -> Scalar:
-    """Exact ``s, N -> infinity`` loss of ``model`` on the chain ``(pi, P)``."""
-    M, Phi = model.matrices()
-    return population_loss_from_matrices(M, Phi, pi, P)
+    """Exact ``s, N -> infinity`` loss of ``model`` on the chain ``(pi, P)``
+    (:func:`population_loss_from_matrices`, with ``W M`` multiplied through the factors of
+    ``M`` when the embedding is narrow)."""
+    _, Phi = model.matrices()
+    W = population_attention(Phi, pi)
+    O = _values(model, W)  # noqa: E741 (the science page's name)
+    per_query = jax.nn.logsumexp(O, axis=1) - jnp.sum(jnp.asarray(P) * O, axis=1)
+    return jnp.sum(jnp.asarray(pi) * per_query)
 
 
 class Batch(eqx.Module):
@@ -181,10 +204,17 @@ def prepare_batch(sequences: Int[ArrayLike, "n s1"], d: int, dtype=None) -> Batc
 def batch_loss(model: OneLayerTransformer, batch: Batch) -> Scalar:
     """Mean last-token cross-entropy ``-log softmax(z)[x_{s+1}]`` over a prepared batch
     (``z`` as in :meth:`OneLayerTransformer.logits`, computed from the token counts)."""
-    M, Phi = model.matrices()
+    d, m = model.W0.shape
+    E, F = model.W0 @ model.WQ, model.W0 @ model.WK
+    # scores Phi^T x_s with Phi = E F^T, and logits M^T w with M = W0 W1, through the
+    # width-m factors when they are narrow (2 d m n multiplications instead of d^2 n)
+    scores = F @ (E.T @ batch.query) if _narrow(E.shape[1], d) else (E @ F.T).T @ batch.query
     # per-type attention mass softmax_k(Phi[x_s, k] + log c_k), keys on axis 0: (d, n)
-    w = softmax_weights(Phi.T @ batch.query, log_weights=batch.log_counts, axis=0)
-    z = M.T @ w  # (d, n) logits
+    w = softmax_weights(scores, log_weights=batch.log_counts, axis=0)
+    if _narrow(m, d):
+        z = model.W1.T @ (model.W0.T @ w)  # (d, n) logits
+    else:
+        z = (model.W0 @ model.W1).T @ w
     logp = z - jax.nn.logsumexp(z, axis=0, keepdims=True)
     return -jnp.sum(batch.targets * logp) / batch.targets.shape[1]
 

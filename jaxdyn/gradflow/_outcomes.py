@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from .._custom_types import ArrayLike, Float, Scalar
 from ._flow import population_flow
+from ._markov import MarkovChain
 from ._model import OneLayerTransformer, population_loss
 
 
@@ -29,19 +30,18 @@ def crossing_time(ts: Float[ArrayLike, " T"], y: Float[ArrayLike, " T"], level) 
 
 
 def loss_at_time(
-    model0: OneLayerTransformer, pi, P, t: Float[ArrayLike, ""], **flow_kwargs
+    model0: OneLayerTransformer, chain: MarkovChain, t: Float[ArrayLike, ""], **flow_kwargs
 ) -> Scalar:
-    """Population loss ``L(theta(t))`` of the flow started at ``model0``."""
+    """Population loss ``L(theta(t))`` of the flow on ``chain`` started at ``model0``."""
     ts = jnp.stack([jnp.zeros_like(jnp.asarray(t, float)), jnp.asarray(t, float)])
-    sol = population_flow(model0, pi, P, ts, **flow_kwargs)
+    sol = population_flow(model0, chain, ts, **flow_kwargs)
     last = jax.tree_util.tree_map(lambda x: x[-1], sol.models)
-    return population_loss(last, pi, P)
+    return population_loss(last, chain.pi, chain.P)
 
 
 def escape_time(
     model0: OneLayerTransformer,
-    pi,
-    P,
+    chain: MarkovChain,
     ts: Float[ArrayLike, " T"],
     level: Float[ArrayLike, ""],
     **flow_kwargs,
@@ -49,6 +49,6 @@ def escape_time(
     """Time the population loss first falls below ``level`` (e.g. midway between ``log d``
     and ``H(pi)`` for the condensation escape), from the loss sampled on the grid ``ts``
     and interpolated (use a fine grid around the crossing for accuracy)."""
-    sol = population_flow(model0, pi, P, ts, **flow_kwargs)
-    losses = jax.vmap(lambda m: population_loss(m, pi, P))(sol.models)
+    sol = population_flow(model0, chain, ts, **flow_kwargs)
+    losses = jax.vmap(lambda m: population_loss(m, chain.pi, chain.P))(sol.models)
     return crossing_time(sol.ts, losses, level)

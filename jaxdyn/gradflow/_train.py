@@ -19,7 +19,7 @@ import optax
 
 from .._custom_types import Array, ArrayLike, Float, Int, Key, PyTree, Scalar
 from .._status import Status, mark_nonfinite
-from ._markov import sample_sequences
+from ._markov import MarkovChain, sample_sequences
 from ._model import (
     Batch,
     OneLayerTransformer,
@@ -66,7 +66,8 @@ def train_init(
             "the optimiser must take its learning rate at run time: wrap it as "
             "optax.inject_hyperparams(optax.adam)(learning_rate=0.0)"
         )
-    hyper["learning_rate"] = jnp.asarray(lr, dtype=jnp.result_type(float))
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(model))
+    hyper["learning_rate"] = jnp.asarray(lr, dtype=dtype)
     return TrainState(model=model, opt_state=opt_state, step=jnp.asarray(0, jnp.int32))
 
 
@@ -123,8 +124,7 @@ class TrainingRun(eqx.Module):
 def descend(
     model: OneLayerTransformer,
     loss_fn: Callable[[OneLayerTransformer], Scalar],
-    pi: Float[ArrayLike, " d"],
-    P: Float[ArrayLike, "d d"],
+    chain: MarkovChain,
     *,
     lr: Float[ArrayLike, ""],
     num_steps: int,
@@ -139,7 +139,8 @@ def descend(
     ``loss_fn`` is e.g. ``partial(batch_loss, batch=prepare_batch(x, d))`` (sampled
     sequences, real text windows) or ``lambda m: population_loss(m, pi, P)`` (gradient descent
     on the population loss: the flow discretised with step ``lr``). Records are measured on the
-    chain ``(pi, P)``; ``sequences`` adds the position entropy, ``observe(model)`` anything else.
+    :class:`MarkovChain` ``chain``; ``sequences`` adds the position entropy, ``observe(model)``
+    anything else.
     ``optimizer``: an optax transformation whose learning rate is injected
     (:func:`make_optimizer`; default full-batch gradient descent).
     """
@@ -149,6 +150,7 @@ def descend(
         )
     opt = optimizer
     state = train_init(model, opt, lr)
+    pi, P = chain.pi, chain.P
 
     def record(st, loss):
         _, Phi = st.model.matrices()
@@ -189,8 +191,7 @@ def descend(
 
 def train_finite(
     key: Key,
-    P: Float[ArrayLike, "d d"],
-    pi: Float[ArrayLike, " d"],
+    chain: MarkovChain,
     *,
     n: int,
     s: int,
@@ -204,18 +205,18 @@ def train_finite(
     init_key: Key | None = None,
     initial: Float[ArrayLike, " d"] | None = None,
 ) -> TrainingRun:
-    """Sample ``n`` sequences of ``s + 1`` tokens from ``P`` (first token ``~ initial``,
+    """Sample ``n`` sequences of ``s + 1`` tokens from ``chain`` (first token ``~ initial``,
     default uniform), initialise at scale ``eps`` and train for ``num_steps`` full-batch steps,
     recording every ``record_every`` steps (:func:`descend`).
 
     ``init_key`` (default: derived from ``key``) fixes the initialisation separately from the
-    data, so the population flow can start from the same parameters. ``eps``, ``lr``, ``P``
-    and ``pi`` may be traced; ``n``, ``s``, widths and step counts are static.
+    data, so the population flow can start from the same parameters. ``eps``, ``lr`` and the
+    chain may be traced; ``n``, ``s``, widths and step counts are static.
     """
     k_data, k_init = jax.random.split(key)
     if init_key is not None:
         k_init = init_key
-    P = jnp.asarray(P)
+    P = chain.P
     d = P.shape[0]
     data = sample_sequences(k_data, P, n, s + 1, initial)
     batch = prepare_batch(data, d, P.dtype)
@@ -223,8 +224,7 @@ def train_finite(
     return descend(
         model,
         lambda mm: batch_loss(mm, batch),
-        pi,
-        P,
+        chain,
         lr=lr,
         num_steps=num_steps,
         record_every=record_every,

@@ -8,7 +8,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from ... import entropy, gradflow as gf, require_probability_vector
+from ... import entropy, gradflow as gf
 from ..._status import Status, status_code, status_name
 from ...gradflow import STAGE_NAMES
 from ...runs import ConfigError, Run, negative_control
@@ -29,23 +29,18 @@ def check_lam(lam: float) -> None:
         )
 
 
-def chain(pi, lam: float, P=()) -> tuple[np.ndarray, np.ndarray]:
-    """``(pi, P)`` from a config: the given matrix ``P`` (``pi`` its stationary law, or the given
-    ``pi`` if it is stationary), else the paper's family at ``pi`` and ``lam``."""
+def chain(pi, lam: float, P=()) -> gf.MarkovChain:
+    """The :class:`gradflow.MarkovChain` of a config: the given matrix ``P`` (``pi`` its
+    stationary law, or the given ``pi`` if it is stationary), else the paper's family at ``pi``
+    and ``lam``."""
     try:
         if len(P):
             pi_given = np.asarray(pi, dtype=float) if len(pi) else None
-            pi_out, P_out = gf.resolve_chain(np.asarray(P, dtype=float), pi_given)
-        else:
-            check_lam(lam)
-            p = require_probability_vector(
-                "pi", np.asarray(pi or HEADLINE_PI, dtype=float), strictly_positive=True
-            )
-            p = jnp.asarray(p)
-            pi_out, P_out = gf.resolve_chain(gf.paper_transition(p, lam), p)
+            return gf.MarkovChain(np.asarray(P, dtype=float), pi_given)
+        check_lam(lam)
+        return gf.MarkovChain.paper(np.asarray(pi or HEADLINE_PI, dtype=float), lam)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    return np.asarray(pi_out), np.asarray(P_out)
 
 
 def to_host(tree):

@@ -71,7 +71,7 @@ class AblationConfig(ExperimentConfig):
 )
 def run_ablation(config: AblationConfig, run: Run) -> None:
     """The population flow's rates and stages for several transition matrices sharing ``pi``."""
-    pi, _ = chain(config.pi, 0.5)
+    pi = np.asarray(chain(config.pi, 0.5).pi)
     chains = {
         f"paper lam={lam:g}": np.asarray(gf.paper_transition(jnp.asarray(pi), lam))
         for lam in config.lams

@@ -82,13 +82,14 @@ class FiniteConfig(ExperimentConfig):
         return {"sizes_n": (64, 256, 1024), "sizes_s": (8, 16, 32), "n_seeds": 3, "adam_steps": 400}
 
 
-def _member(config: FiniteConfig, pi, P, n: int, s: int, optimizer: str, num_steps: int):
+def _member(
+    config: FiniteConfig, mc: gf.MarkovChain, n: int, s: int, optimizer: str, num_steps: int
+):
     def member(params, key):
         k_data, k_init = jax.random.split(key)
         tr = gf.train_finite(
             k_data,
-            P,
-            pi,
+            mc,
             n=n,
             s=s,
             m=config.m,
@@ -109,24 +110,25 @@ def _member(config: FiniteConfig, pi, P, n: int, s: int, optimizer: str, num_ste
     return member
 
 
-def _references(config: FiniteConfig, pi, P, seeds: np.ndarray) -> dict[str, np.ndarray]:
+def _references(
+    config: FiniteConfig, mc: gf.MarkovChain, seeds: np.ndarray
+) -> dict[str, np.ndarray]:
     """Per seed, from the seed's initialisation (the key split ``train_finite`` uses): gradient
     descent on the population loss (same step) and the flow, at the record times."""
     ts = jnp.arange(config.num_steps // config.record_every + 1) * config.record_every * config.lr
 
     def one(seed):
         k_init = jax.random.split(jax.random.key(seed))[1]
-        model0 = gf.init_transformer(k_init, len(pi), config.m, config.m_attn, config.eps)
+        model0 = gf.init_transformer(k_init, mc.d, config.m, config.m_attn, config.eps)
         ref = gf.descend(
             model0,
-            lambda mm: gf.population_loss(mm, pi, P),
-            pi,
-            P,
+            lambda mm: gf.population_loss(mm, mc.pi, mc.P),
+            mc,
             lr=config.lr,
             num_steps=config.num_steps,
             record_every=config.record_every,
         )
-        flow = gf.trajectory_metrics(gf.population_flow(model0, pi, P, ts).models, pi, P)
+        flow = gf.trajectory_metrics(gf.population_flow(model0, mc, ts).models, mc.pi, mc.P)
         return {
             "loss_descent": ref.population_loss,
             "attention_descent": ref.attention,
@@ -144,15 +146,16 @@ def _references(config: FiniteConfig, pi, P, seeds: np.ndarray) -> dict[str, np.
 )
 def run_finite(config: FiniteConfig, run: Run) -> None:
     """Finite-(N, s) gradient descent and Adam against the population flow along the trajectory."""
-    pi, P = (jnp.asarray(x) for x in chain(config.pi, config.lam))
+    mc = chain(config.pi, config.lam)
+    pi = mc.pi
     H = entropy_of(pi)
     ts = np.arange(config.num_steps // config.record_every + 1) * config.record_every * config.lr
     grid = Grid.product({"lr": [config.lr]}, seeds=config.n_seeds, base_seed=config.seed)
-    refs = _references(config, pi, P, grid.seeds)
+    refs = _references(config, mc, grid.seeds)
     rows = []
     fig, axes = new_figure(1, 3)
     for n, s in zip(config.sizes_n, config.sizes_s, strict=True):
-        res = run.sweep(f"gd_n{n}_s{s}", _member(config, pi, P, n, s, "gd", config.num_steps), grid)
+        res = run.sweep(f"gd_n{n}_s{s}", _member(config, mc, n, s, "gd", config.num_steps), grid)
         ok = res.ok()
         loss, att = np.asarray(res.outputs["population_loss"]), np.asarray(res.outputs["attention"])
         row = {"n": n, "s": s, "ok": int(ok.sum())}
@@ -202,7 +205,7 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
         ax.legend(fontsize=7)
     n, s = config.sizes_n[-1], config.sizes_s[-1]
     grid = Grid.product({"lr": [config.adam_lr]}, seeds=config.n_seeds, base_seed=config.seed)
-    res = run.sweep("adam", _member(config, pi, P, n, s, "adam", config.adam_steps), grid)
+    res = run.sweep("adam", _member(config, mc, n, s, "adam", config.adam_steps), grid)
     final = np.asarray(res.outputs["population_loss"])[res.ok()][:, -1]
     run.evidence(
         "adam_escapes_unigram_plateau",

@@ -75,14 +75,13 @@ class FocusDilutionConfig(ExperimentConfig):
             )
 
 
-def analyse(config: FocusDilutionConfig, P: np.ndarray, pi: np.ndarray):
+def analyse(config: FocusDilutionConfig, mc: gf.MarkovChain):
     """:func:`gradflow.analyse_flow_to_new_direction` with the config's settings: the horizon
     grows from ``t1`` (or the default) until stage IV's signature appears or ``horizon_budget``
     times the first horizon is spent. Returns ``(analysis, why the horizon stopped)``."""
     return gf.analyse_flow_to_new_direction(
-        P,
+        mc,
         budget=config.horizon_budget,
-        pi=pi,
         key=jax.random.key(config.seed),
         m=config.m,
         m_attn=config.m_attn,
@@ -104,9 +103,9 @@ def analyse(config: FocusDilutionConfig, P: np.ndarray, pi: np.ndarray):
 )
 def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     """One chain's :class:`gradflow.FlowAnalysis`: its checks, arrays and figures."""
-    pi, P = chain(config.pi, config.lam, config.P)
-    run.scalar("chain", {"pi": pi, "P": P})
-    a, horizon = analyse(config, P, pi)
+    mc = chain(config.pi, config.lam, config.P)
+    run.scalar("chain", {"pi": np.asarray(mc.pi), "P": np.asarray(mc.P)})
+    a, horizon = analyse(config, mc)
     a = to_host(a)
     run.log(f"horizon: {horizon}")
     rates = record_analysis(run, a, tolerances=(config.rtol, config.atol), horizon=horizon)
