@@ -31,11 +31,13 @@ from ._task import shift_matrix, uniform_matrix
 
 
 def descend(
-    f, x0: Float[Array, " n"], iterations: int = 100, xtol: float = 1e-12
+    f, x0: Float[Array, " n"], iterations: int = 100, xtol: float = 0.0
 ) -> Float[Array, " n"]:
     """Monotone damped-Newton minimisation of a smooth low-dimensional f (backtracking over
     step fractions 2^-k of the regularised Newton step and of the gradient step), stopped
-    after ``iterations`` or once a step moves x by at most ``xtol`` (1 + |x|)."""
+    after ``iterations`` or once a step moves x by at most ``xtol`` (1 + |x|). With the
+    default 0 it stops at a fixed point of the iteration (a step that leaves x unchanged,
+    after which every further step would too): the result of all ``iterations`` steps."""
 
     grad = jax.grad(f)
     hess = jax.hessian(f)
