@@ -130,3 +130,16 @@ def test_quick_run_is_complete_with_the_expected_verdicts(name, tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 def test_full_size_run_is_complete_with_the_expected_verdicts(name, tmp_path):
     _assert_contract(_run(name, tmp_path, quick=False), name)
+
+
+@pytest.mark.parametrize(
+    "n, width, snug",
+    [(66, 32, 22), (30, 32, 30), (6, 32, 6), (48, 32, 24), (96, 32, 32), (1, 32, 1)],
+)
+def test_snug_width_fills_the_groups_a_width_needs(n, width, snug):
+    from jaxdyn.experiments.copy_head._common import snug_width
+
+    got = snug_width(n, width)
+    assert got == snug
+    groups = -(-n // width)
+    assert -(-n // got) == groups and groups * got - n < groups

@@ -30,14 +30,19 @@ from ._reduced import (
 from ._task import shift_matrix, uniform_matrix
 
 
-def descend(f, x0: Float[Array, " n"], iterations: int = 100) -> Float[Array, " n"]:
+def descend(
+    f, x0: Float[Array, " n"], iterations: int = 100, xtol: float = 0.0
+) -> Float[Array, " n"]:
     """Monotone damped-Newton minimisation of a smooth low-dimensional f (backtracking over
-    step fractions 2^-k of the regularised Newton step and of the gradient step)."""
+    step fractions 2^-k of the regularised Newton step and of the gradient step), stopped
+    after ``iterations`` or once a step moves x by at most ``xtol`` (1 + |x|). With the
+    default 0 it stops at a fixed point of the iteration (a step that leaves x unchanged,
+    after which every further step would too): the result of all ``iterations`` steps."""
 
     grad = jax.grad(f)
     hess = jax.hessian(f)
 
-    def body(_, x):
+    def step(x):
         g = grad(x)
         H = hess(x)
         lam_min = jnp.min(jnp.linalg.eigvalsh(H))
@@ -54,7 +59,17 @@ def descend(f, x0: Float[Array, " n"], iterations: int = 100) -> Float[Array, " 
         vals = jnp.where(jnp.isfinite(vals), vals, jnp.inf)
         return cands[jnp.argmin(vals)]
 
-    return jax.lax.fori_loop(0, iterations, body, x0)
+    def body(carry):
+        i, x, _ = carry
+        new = step(x)
+        return i + 1, new, jnp.linalg.norm(new - x) <= xtol * (1.0 + jnp.linalg.norm(x))
+
+    def cond(carry):
+        i, _, done = carry
+        return (i < iterations) & ~done
+
+    _, x, _ = jax.lax.while_loop(cond, body, (0, x0, jnp.asarray(False)))
+    return x
 
 
 def _as_float(x) -> Array:
@@ -224,9 +239,31 @@ class LinearReduced(AbstractReducedModel):
         return jnp.where(x[0] + x[1] < 0, -x, x)
 
 
-@eqx.filter_jit
 def global_minimum(model: AbstractReducedModel, P: Float[ArrayLike, ""]) -> Float[Array, " n"]:
     """Global minimiser of the reduced action at P: grid search, then :func:`descend`."""
+    return _global_minimum(model, _as_float(P))
+
+
+def local_minimum(
+    model: AbstractReducedModel, P: Float[ArrayLike, ""], x0: Float[ArrayLike, " n"]
+) -> Float[Array, " n"]:
+    """Local minimiser reached from x0 (a tiny offset lifts x0 off a symmetric saddle)."""
+    return _local_minimum(model, _as_float(P), _as_float(x0))
+
+
+def continuation(
+    model: AbstractReducedModel, Ps: Float[ArrayLike, " k"], x0: Float[ArrayLike, " n"]
+) -> Float[Array, "k n"]:
+    """Local minima along Ps, each descent starting from the previous minimum (a hysteresis
+    branch when Ps is monotone)."""
+    return _continuation(model, _as_float(Ps), _as_float(x0))
+
+
+# The compiled minimisers take P as an array (a Python float would be a static argument of
+# filter_jit: one compilation per value); L, V of the built-in models are arrays too, so each
+# model type compiles once.
+@eqx.filter_jit
+def _global_minimum(model, P):
     grid = model.grid()
     vals = jax.vmap(lambda x: model.action(x, P))(grid)
     vals = jnp.where(jnp.isfinite(vals), vals, jnp.inf)
@@ -235,21 +272,13 @@ def global_minimum(model: AbstractReducedModel, P: Float[ArrayLike, ""]) -> Floa
 
 
 @eqx.filter_jit
-def local_minimum(
-    model: AbstractReducedModel, P: Float[ArrayLike, ""], x0: Float[ArrayLike, " n"]
-) -> Float[Array, " n"]:
-    """Local minimiser reached from x0 (a tiny offset lifts x0 off a symmetric saddle)."""
+def _local_minimum(model, P, x0):
     x = descend(lambda y: model.action(y, P), jnp.asarray(x0) + 1e-6)
     return model.canonical(x)
 
 
 @eqx.filter_jit
-def continuation(
-    model: AbstractReducedModel, Ps: Float[ArrayLike, " k"], x0: Float[ArrayLike, " n"]
-) -> Float[Array, "k n"]:
-    """Local minima along Ps, each descent starting from the previous minimum (a hysteresis
-    branch when Ps is monotone)."""
-
+def _continuation(model, Ps, x0):
     def step(x, P):
         x = model.canonical(descend(lambda y: model.action(y, P), x + 1e-6))
         return x, x

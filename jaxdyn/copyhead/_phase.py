@@ -70,30 +70,42 @@ def phase_diagram(
         raise ValueError(f"P grid must be 1-D with at least 3 values, got shape {Ps.shape}")
     if not bool(jnp.all(Ps > 0)):
         raise ValueError("P grid values must be > 0")
+    xg, x_up, x_down, S_global, o_global, o_up, o_down = jax.tree.map(
+        np.asarray, _phase_minima(model, Ps)
+    )
+    scale = max(float(np.max(np.abs(o_down["amplitude"]))), 1e-12)
+    coex = np.abs(o_up["amplitude"] - o_down["amplitude"]) > coexistence_tol * scale
+    return PhaseDiagram(
+        P=np.asarray(Ps),
+        x_global=xg,
+        S_global=S_global,
+        x_up=x_up,
+        x_down=x_down,
+        order_global=o_global,
+        order_up=o_up,
+        order_down=o_down,
+        coexistence=coex,
+    )
+
+
+@eqx.filter_jit
+def _phase_minima(model: AbstractReducedModel, Ps):
+    """The three minimisations of :func:`phase_diagram` as one program (per model type and
+    grid length)."""
     xg = jax.vmap(lambda P: global_minimum(model, P))(Ps)
-    x_up = continuation(model, Ps, xg[0])
-    x_down = continuation(model, Ps[::-1], xg[-1])[::-1]
+    # Both branches as one vmapped continuation (one copy of the minimiser in the program).
+    x_up, x_down = jax.vmap(lambda P, x0: continuation(model, P, x0))(
+        jnp.stack([Ps, Ps[::-1]]), jnp.stack([xg[0], xg[-1]])
+    )
+    x_down = x_down[::-1]
     S = lambda xs: jax.vmap(model.action)(xs, Ps)
     # The global minimum is the best of the grid search and both branches.
     cands = jnp.stack([xg, x_up, x_down])
     vals = jnp.stack([S(xg), S(x_up), S(x_down)])
     best = jnp.argmin(vals, axis=0)
     xg = cands[best, jnp.arange(Ps.shape[0])]
-    orders = lambda xs: {k: np.asarray(v) for k, v in jax.vmap(model.order)(xs).items()}
-    o_up, o_down = orders(x_up), orders(x_down)
-    scale = max(float(np.max(np.abs(o_down["amplitude"]))), 1e-12)
-    coex = np.abs(o_up["amplitude"] - o_down["amplitude"]) > coexistence_tol * scale
-    return PhaseDiagram(
-        P=np.asarray(Ps),
-        x_global=np.asarray(xg),
-        S_global=np.asarray(jnp.min(vals, axis=0)),
-        x_up=np.asarray(x_up),
-        x_down=np.asarray(x_down),
-        order_global=orders(xg),
-        order_up=o_up,
-        order_down=o_down,
-        coexistence=coex,
-    )
+    orders = lambda xs: jax.vmap(model.order)(xs)
+    return xg, x_up, x_down, jnp.min(vals, axis=0), orders(xg), orders(x_up), orders(x_down)
 
 
 def _bisect(fn, lo: float, hi: float, iterations: int, log: bool = True) -> float:
@@ -114,8 +126,10 @@ def first_order_point(
 ) -> float | None:
     """P* where the copy and uniform minima have equal action (bisection), or None."""
     P = diagram.P
-    S_up = np.asarray(jax.vmap(model.action)(jnp.asarray(diagram.x_up), jnp.asarray(P)))
-    S_down = np.asarray(jax.vmap(model.action)(jnp.asarray(diagram.x_down), jnp.asarray(P)))
+    S_up, S_down = (
+        np.asarray(_actions(model, jnp.asarray(x), jnp.asarray(P)))
+        for x in (diagram.x_up, diagram.x_down)
+    )
     h = S_down - S_up
     coex = diagram.coexistence
     idx = [i for i in range(len(P) - 1) if coex[i] and coex[i + 1] and h[i] > 0 and h[i + 1] <= 0]
@@ -123,14 +137,44 @@ def first_order_point(
         return None
     i = idx[0]
     x_up0, x_down0 = jnp.asarray(diagram.x_up[i]), jnp.asarray(diagram.x_down[i + 1])
+    return float(
+        _bisect_equal_action(
+            model, jnp.asarray(P[i]), jnp.asarray(P[i + 1]), x_up0, x_down0, iterations
+        )
+    )
+
+
+@eqx.filter_jit
+def _amplitude(model: AbstractReducedModel, x):
+    return model.order(x)["amplitude"]
+
+
+@eqx.filter_jit
+def _actions(model: AbstractReducedModel, xs, Ps):
+    return jax.vmap(model.action)(xs, Ps)
+
+
+@eqx.filter_jit
+def _bisect_equal_action(model: AbstractReducedModel, lo, hi, x_up0, x_down0, iterations: int):
+    """:func:`_bisect` in ln P of S(copy minimum) - S(uniform minimum), as one program
+    (``lo``, ``hi`` arrays: a Python float would be a static argument, one compilation
+    each)."""
+
+    starts = jnp.stack([x_up0, x_down0])
 
     def gap(p):
-        p = jnp.asarray(p)
-        up = local_minimum(model, p, x_up0)
-        down = local_minimum(model, p, x_down0)
-        return float(model.action(down, p) - model.action(up, p))
+        up, down = jax.vmap(lambda x0: local_minimum(model, p, x0))(starts)
+        return model.action(down, p) - model.action(up, p)
 
-    return _bisect(gap, float(P[i]), float(P[i + 1]), iterations)
+    def body(_, carry):
+        # The caller's bracket has S(copy) > S(uniform) at lo: keep lo where the gap is > 0.
+        lo, hi = carry
+        mid = jnp.sqrt(lo * hi)
+        above = gap(mid) > 0
+        return jnp.where(above, mid, lo), jnp.where(above, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, iterations, body, (lo, hi))
+    return jnp.sqrt(lo * hi)
 
 
 @eqx.filter_jit
@@ -193,10 +237,7 @@ def onset_amplitudes(
     :func:`jaxdyn.copyhead.onset_exponent_evidence`."""
     eps = np.geomspace(1e-4, 1e-2, 8) if eps is None else np.asarray(eps, float)
     amp = np.array(
-        [
-            float(model.order(global_minimum(model, jnp.asarray(P_c * (1 + e))))["amplitude"])
-            for e in eps
-        ]
+        [float(_amplitude(model, global_minimum(model, jnp.asarray(P_c * (1 + e))))) for e in eps]
     )
     return eps, amp
 
@@ -247,7 +288,7 @@ def classify_transition(
             p = jnp.asarray(P_star)
             up = local_minimum(model, p, jnp.asarray(diagram.x_up[i]))
             down = local_minimum(model, p, jnp.asarray(diagram.x_down[i + 1]))
-            jump = abs(float(model.order(down)["amplitude"] - model.order(up)["amplitude"]))
+            jump = abs(float(_amplitude(model, down) - _amplitude(model, up)))
             scale = float(np.max(np.abs(diagram.order_global["amplitude"])))
             out.update(P_star=P_star, jump=jump)
             if jump > jump_tol * scale:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -118,9 +119,27 @@ def refinement_grids(
     return grids
 
 
+# P values per call of the compiled global-minimum scan: every call of _global_order pads its
+# P values to a multiple of this, so one program serves all grids of a model type.
+_ORDER_CHUNK = 256
+
+
+@eqx.filter_jit
+def _global_order_chunk(model: AbstractReducedModel, Ps, key: str):
+    f = lambda P: model.order(global_minimum(model, P))[key]
+    return jax.lax.map(f, Ps, batch_size=32)
+
+
 def _global_order(model: AbstractReducedModel, Ps: np.ndarray, key: str) -> np.ndarray:
-    f = jax.jit(lambda P: model.order(global_minimum(model, P))[key])
-    return np.asarray(jax.lax.map(f, jnp.asarray(Ps), batch_size=32))
+    """``key`` of the global minimum at each P (one compiled program per model type)."""
+    Ps = np.asarray(Ps, float).reshape(-1)
+    n = Ps.size
+    padded = np.concatenate([Ps, np.full((-n) % _ORDER_CHUNK, Ps[-1])])
+    out = [
+        np.asarray(_global_order_chunk(model, jnp.asarray(chunk), key))
+        for chunk in padded.reshape(-1, _ORDER_CHUNK)
+    ]
+    return np.concatenate(out)[:n]
 
 
 def _least_smooth_cell(model, P_min: float, P_max: float, n: int, key: str) -> int:
@@ -181,9 +200,12 @@ def order_from_refinement(
 
 def _action_grid(model: AbstractReducedModel, Ps, coordinates) -> np.ndarray:
     """S[i, j] = action of the 1-D reduced model at coordinates[j] and Ps[i]."""
-    xs = jnp.asarray(coordinates)[:, None]
-    rows = jax.vmap(lambda P: jax.vmap(lambda x: model.action(x, P))(xs))
-    return np.asarray(jax.jit(rows)(jnp.asarray(Ps)))
+    return np.asarray(_action_rows(model, jnp.asarray(Ps), jnp.asarray(coordinates)[:, None]))
+
+
+@eqx.filter_jit
+def _action_rows(model: AbstractReducedModel, Ps, xs):
+    return jax.vmap(lambda P: jax.vmap(lambda x: model.action(x, P))(xs))(Ps)
 
 
 def landscape_minima(

@@ -10,7 +10,7 @@ import numpy as np
 from ... import copyhead as ch
 from ...runs import Run
 from ...sweep import Grid
-from ._common import check_hysteresis, padded_statistics
+from ._common import check_hysteresis, padded_statistics, snug_sweep
 
 
 def _hysteresis_grid(c, res: dict) -> np.ndarray:
@@ -45,7 +45,7 @@ def exact_action_hysteresis(c, run: Run, attention: str, res: dict) -> dict:
         seeds=c.hysteresis_seeds,
         base_seed=c.seed,
     )
-    result = run.sweep(f"exact_hysteresis_{attention}", member, grid)
+    result = snug_sweep(run, f"exact_hysteresis_{attention}", member, grid)
     key = "c_G" if attention == "softmax" else "c_1"
     values = result.outputs[key]
     info, diagram = res["info"], res["diagram"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -147,9 +148,15 @@ def _fall_grid(c, P: np.ndarray, loss: np.ndarray) -> np.ndarray:
 
 def theory_test_loss(c, model, xs, Ps) -> np.ndarray:
     """Population test loss of the reduced states xs at Ps with their MAP readouts."""
-    posterior = c.posterior(c.attention)
-    f = jax.vmap(lambda x, P: ch.population_test_loss(posterior, model.scores(x, c.L), V=c.V, P=P))
-    return np.asarray(f(jnp.asarray(xs), jnp.asarray(Ps)))
+    return np.asarray(
+        _test_losses(c.posterior(c.attention), model, jnp.asarray(xs), jnp.asarray(Ps), c.L, c.V)
+    )
+
+
+@eqx.filter_jit
+def _test_losses(posterior, model, xs, Ps, L: int, V: int):
+    loss = lambda x, P: ch.population_test_loss(posterior, model.scores(x, L), V=V, P=P)
+    return jax.vmap(loss)(xs, Ps)
 
 
 def order_keys(c) -> tuple[str, ...]:

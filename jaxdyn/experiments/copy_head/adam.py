@@ -15,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _figures
-from ._common import NetworkConfig, padded_statistics, require, require_positive
+from ._common import NetworkConfig, padded_statistics, require, require_positive, snug_sweep
 from ._network_checks import check_networks
 from ._networks import BOOTSTRAP_KEYS, NetworkAnalysis, optimiser_error
 
@@ -88,15 +89,23 @@ def run_adam(c: AdamConfig, run: Run) -> None:
         k_data, k_train = jax.random.split(key)
         stats, (X, Y, w) = padded_statistics(k_data, c.L, c.V, params["P"], P_max)
         G0 = params["start"] * copy_G
-        p, trace, out = fit(k_train, stats, G0, params["learning_rate"])
-        out["G"] = p["G"]
-        out["energy_trace"] = trace
         # One bootstrap resample of the same data, refitted from this fit's scores: the
-        # finite-P bias of the fit against the population (reduced) theory.
+        # finite-P bias of the fit against the population (reduced) theory. The two fits run
+        # as the two steps of one scan, so the program holds one copy of the training loop.
         k_resample, k_refit = jax.random.split(jax.random.fold_in(key, 1))
         boot = ch.copy_statistics(X, Y, ch.bootstrap_weights(k_resample, w))
-        _, _, refit = fit(k_refit, boot, p["G"], params["learning_rate"])
-        out.update({f"bootstrap_{k}": v for k, v in refit.items() if k in BOOTSTRAP_KEYS})
+
+        def fit_from(G_start, data):
+            k, s = data
+            p, trace, out = fit(k, s, G_start, params["learning_rate"])
+            return p["G"], (p["G"], trace, out)
+
+        both = jax.tree.map(lambda a, b: jnp.stack([a, b]), stats, boot)
+        _, (G, trace, outs) = jax.lax.scan(fit_from, G0, (jnp.stack([k_train, k_refit]), both))
+        out = {k: v[0] for k, v in outs.items()}
+        out["G"] = G[0]
+        out["energy_trace"] = trace[0]
+        out.update({f"bootstrap_{k}": v[1] for k, v in outs.items() if k in BOOTSTRAP_KEYS})
         return out
 
     grid = Grid.product(
@@ -104,7 +113,7 @@ def run_adam(c: AdamConfig, run: Run) -> None:
         seeds=c.seeds,
         base_seed=c.seed,
     )
-    result = run.sweep("adam", member, grid)
+    result = snug_sweep(run, "adam", member, grid)
     run.scalar("failed_members", result.n_failed())
     check_networks(run, "adam", analysis, result)
     keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")

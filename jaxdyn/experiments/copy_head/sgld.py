@@ -12,13 +12,14 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _posterior_checks as checks
-from ._common import NetworkConfig, padded_statistics, require, require_positive
+from ._common import NetworkConfig, padded_statistics, require, require_positive, snug_sweep
 from ._posterior_modes import check_modes, mode_error
 from ._precursors import check_precursors
 
@@ -89,7 +90,8 @@ class SGLDConfig(NetworkConfig):
 
 
 def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
-    """The member function: SGLD (optional), MALA and the mode of the SGLD chain."""
+    """The member function: SGLD (optional), MALA and the mode of the SGLD chain (of the MALA
+    chain without SGLD); with SGLD also the mode of a bootstrap resample."""
 
     def member(params, key):
         k_data, k_sgld, k_mala = jax.random.split(key, 3)
@@ -123,20 +125,26 @@ def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
         )
         out.update({f"mala_{k}": v for k, v in mala.items()})
         G_end = out["G_final"] if with_sgld else mala["G_final"]
-        mode = ch.minimise_action(posterior, stats, G_end, steps=c.mode_steps, learning_rate=0.02)
-        out.update({f"mode_{k}": v for k, v in ch.measure(posterior, mode, None, stats).items()})
-        out.update(mode_error(posterior, stats, mode))
-        # The mode of one bootstrap resample of the same data, from this mode: the finite-P
-        # bias of the mode against the population (reduced) theory.
+        # The mode from the chain's end, then the mode of one bootstrap resample of the same
+        # data from that mode (the finite-P bias of the mode against the population theory):
+        # the two steps of one scan, so the program holds one copy of the minimiser.
         k_resample = jax.random.fold_in(key, 1)
         boot = ch.copy_statistics(X, Y, ch.bootstrap_weights(k_resample, w))
-        boot_mode = ch.minimise_action(
-            posterior, boot, mode, steps=c.mode_steps, learning_rate=0.02
-        )
-        o = ch.measure(posterior, boot_mode, None, boot)
-        out.update({f"mode_bootstrap_{k}": o[k] for k in ("c_1", "c_G")})
-        out.update(mode_error(posterior, boot, boot_mode, prefix="mode_bootstrap"))
-        out["mode_G"] = mode
+
+        def mode_of(G_start, data):
+            G = ch.minimise_action(posterior, data, G_start, steps=c.mode_steps, learning_rate=0.02)
+            return G, (G, ch.measure(posterior, G, None, data), mode_error(posterior, data, G))
+
+        # (The precursor chains use only the mode itself.)
+        data = (stats, boot) if with_sgld else (stats,)
+        data = jax.tree.map(lambda *a: jnp.stack(a), *data)
+        _, (modes, o, error) = jax.lax.scan(mode_of, G_end, data)
+        out.update({f"mode_{k}": v[0] for k, v in o.items()})
+        out.update({k: v[0] for k, v in error.items()})
+        out["mode_G"] = modes[0]
+        if with_sgld:
+            out.update({f"mode_bootstrap_{k}": o[k][1] for k in ("c_1", "c_G")})
+            out.update({k.replace("mode_", "mode_bootstrap_", 1): v[1] for k, v in error.items()})
         return out
 
     return member
@@ -149,9 +157,9 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
     copy_G = c.copy_scores(c.attention)
     P_max = int(np.ceil(max(a.P_grid.max(), a.precursor_P.max())))
     grid = Grid.product({"P": a.P_grid, "start": [0.0, 1.0]}, seeds=c.seeds, base_seed=c.seed)
-    result = run.sweep("sgld", _chains(c, posterior, copy_G, P_max, True), grid)
+    result = snug_sweep(run, "sgld", _chains(c, posterior, copy_G, P_max, True), grid)
     pre_grid = Grid.product({"P": a.precursor_P, "start": [0.0]}, seeds=c.seeds, base_seed=c.seed)
-    precursors = run.sweep("precursor", _chains(c, posterior, copy_G, P_max, False), pre_grid)
+    precursors = snug_sweep(run, "precursor", _chains(c, posterior, copy_G, P_max, False), pre_grid)
     run.scalar("failed_members", result.n_failed() + precursors.n_failed())
     run.scalar("mala_acceptance", float(np.nanmean(result.outputs["mala_acceptance"])))
     checks.check_samplers(run, a, result)
