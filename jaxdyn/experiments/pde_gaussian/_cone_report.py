@@ -305,21 +305,6 @@ MULTIHEAD_TO_LINE = (
 )
 
 
-def multihead_to_line_evidence(drift_11, trace_rise, tolerance) -> Evidence:
-    return error_bound_evidence(
-        MULTIHEAD_TO_LINE,
-        np.concatenate([np.ravel(drift_11), np.ravel(np.maximum(trace_rise, 0.0))]),
-        tolerance,
-        basis=ENTRY_BASIS,
-    )
-
-
-@negative_control("pde-cone", "multihead_to_line_conserves_sigma_11")
-def _softmax_to_line_read_as_multihead():
-    # softmax V = I on the same weights moves Sigma_11 by O(0.1) by t1
-    return multihead_to_line_evidence(np.array([0.0, 0.12]), np.array([0.0]), ENTRY_TOLERANCE)
-
-
 def _multihead_to_line_check(run, out, ok, mh) -> None:
     """Multi-head on the to-line weights: head 1 has ``Q_1 = 0`` (no interaction) and head 0
     ``A_0 = -q^T q``, ``C_0 = W_0^T V_0 = e_0 e_0^T``: ``dSigma/dt = C_0 Sigma A_0 Sigma +
@@ -331,11 +316,17 @@ def _multihead_to_line_check(run, out, ok, mh) -> None:
     drift = np.abs(covs[:, :, 1, 1] - covs[:, :1, 1, 1])
     trace = np.trace(covs, axis1=-2, axis2=-1)
     rise = np.diff(trace, axis=1)
-    run.evidence(
+    # A structural invariant of the multi-head field (a zero second row and column): a failure
+    # is a bug in the field or the solve, so it is consistency, not evidence of a claim.
+    worst = float(max(drift.max(initial=0.0), np.maximum(rise, 0.0).max(initial=0.0)))
+    run.consistency(
         "multihead_to_line_conserves_sigma_11",
-        multihead_to_line_evidence(drift, rise, ENTRY_TOLERANCE),
-        note=f"{int(good.sum())} runs x {covs.shape[1]} saves: |Sigma_11(t) - Sigma_11(0)| and "
-        "the rise of tr Sigma between saves",
+        expected=0.0,
+        measured=worst,
+        tolerance=ENTRY_TOLERANCE,
+        basis=ENTRY_BASIS,
+        note=f"{MULTIHEAD_TO_LINE}; {int(good.sum())} runs x {covs.shape[1]} saves: the largest "
+        "|Sigma_11(t) - Sigma_11(0)| and rise of tr Sigma between saves",
     )
 
 
