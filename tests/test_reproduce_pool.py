@@ -62,7 +62,11 @@ def test_reproduce_runs_experiments_side_by_side_and_reports_once(tmp_path):
         [sys.executable, "-m", "jaxdyn", "reproduce", "--import", "pool_experiments", *only]
         + ["--out", str(out), "--processes", "2"],
         cwd=tmp_path,
-        env={**__import__("os").environ, "POOL_TEST_DIR": str(tmp_path)},
+        env={
+            **__import__("os").environ,
+            "POOL_TEST_DIR": str(tmp_path),
+            "JAXDYN_CACHE_DIR": str(tmp_path / "cache"),
+        },
         capture_output=True,
         text=True,
         timeout=600,
@@ -86,3 +90,59 @@ def test_reproduce_runs_experiments_side_by_side_and_reports_once(tmp_path):
     assert "failed experiments: pool-c" in proc.stderr
     assert (out / "report" / "report.md").exists() and "report:" in proc.stdout
     assert not list(out.glob(".claims-*"))  # the queue is gone
+    # the completed experiments' wall times are kept for the next queue's order
+    times = json.loads((tmp_path / "cache" / "reproduce-times.json").read_text())
+    assert set(times["full"]) == {"pool-a", "pool-b", "pool-d"}
+
+
+def test_queue_is_longest_first_from_the_last_run_then_the_table(tmp_path):
+    """The queue puts the longest experiments first: the last run's wall times where this
+    cache folder has them (per size), the benchmark table for the others, the median of the
+    known ones for an experiment neither knows; the launcher's order reaches the workers."""
+    from jaxdyn._cli._commands import read_queue, write_queue
+    from jaxdyn._cli._schedule import QUICK_WALL_S, longest_first, record_times
+
+    names = ["pde-sigmoid", "focus-dilution", "plugin-x", "copy-head-sgld", "pde-ranks"]
+    assert longest_first(names, True, None) == [
+        "copy-head-sgld",
+        "pde-ranks",
+        "plugin-x",  # the median of 185.1, 50.5, 12.0 and 5.8
+        "focus-dilution",
+        "pde-sigmoid",
+    ]
+    record_times(tmp_path, True, [("pde-sigmoid", 500.0), ("plugin-x", 1.0)])
+    record_times(tmp_path, False, [("pde-ranks", 900.0)])
+    assert longest_first(names, True, tmp_path) == [
+        "pde-sigmoid",
+        "copy-head-sgld",
+        "pde-ranks",
+        "focus-dilution",
+        "plugin-x",
+    ]
+    assert longest_first(names, False, tmp_path)[0] == "pde-ranks"
+    (tmp_path / "reproduce-times.json").write_text("not json")  # unreadable: the table
+    assert longest_first(names, True, tmp_path)[0] == "copy-head-sgld"
+    # the pool's queue file, read back by a worker; an experiment it lacks goes last
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    queue = write_queue(claims, names[:4], quick=True)
+    assert read_queue(claims, names) == [*queue, "pde-ranks"]
+    assert read_queue(tmp_path / "nowhere", names) == names
+    assert all(v > 0 for v in QUICK_WALL_S.values())
+
+
+def test_the_default_times_are_the_benchmark_table_of_every_paper_experiment():
+    """QUICK_WALL_S is docs/benchmarks.md's cold-cache column, for every paper experiment."""
+    import re
+    from pathlib import Path
+
+    from jaxdyn._cli._schedule import QUICK_WALL_S
+    from jaxdyn.runs import list_experiments
+
+    docs = (Path(__file__).parents[1] / "docs" / "benchmarks.md").read_text()
+    table = {
+        m[1]: float(m[2])
+        for m in re.finditer(r"^\| ([a-z-]+) \| ([\d.]+) \| [\d.]+ \|$", docs, re.M)
+    }
+    assert QUICK_WALL_S == table
+    assert set(QUICK_WALL_S) == {e.name for e in list_experiments() if e.paper}

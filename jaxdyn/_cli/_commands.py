@@ -11,6 +11,15 @@ from ._exit_codes import EXIT_FAILED, EXIT_OK
 ENV_REPRODUCE_CLAIMS = "JAXDYN_REPRODUCE_CLAIMS"
 
 
+def compilation_cache_dir() -> Path | None:
+    """The persistent compilation cache's folder (``$JAXDYN_CACHE_DIR``, default
+    ``~/.cache/jaxdyn/xla``), or ``None`` when it is off."""
+    cache = os.environ.get("JAXDYN_CACHE_DIR", str(Path.home() / ".cache" / "jaxdyn" / "xla"))
+    if cache.lower() in ("", "0", "off", "none"):
+        return None
+    return Path(cache)
+
+
 def enable_compilation_cache() -> None:
     """Turn on JAX's persistent compilation cache (``$JAXDYN_CACHE_DIR``; ``off`` disables).
 
@@ -21,8 +30,8 @@ def enable_compilation_cache() -> None:
     """
     import jax
 
-    cache = os.environ.get("JAXDYN_CACHE_DIR", str(Path.home() / ".cache" / "jaxdyn" / "xla"))
-    if cache.lower() in ("", "0", "off", "none"):
+    cache = compilation_cache_dir()
+    if cache is None:
         return
     raw = os.environ.get("JAXDYN_CACHE_MIN_COMPILE_SECS", "0")
     try:
@@ -34,7 +43,7 @@ def enable_compilation_cache() -> None:
 
         raise ConfigError(f"JAXDYN_CACHE_MIN_COMPILE_SECS must be a number >= 0, got {raw!r}")
     try:
-        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_compilation_cache_dir", str(cache))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", min_secs)
     except Exception:  # a read-only home must not stop a run
         pass
@@ -190,6 +199,28 @@ def reproduce_plan(args) -> tuple[list[str], Path]:
     return names, Path("runs") / f"reproduce-{stamp}{'-quick' if args.quick else ''}"
 
 
+QUEUE_FILE = ".queue"  # in the pool's claim folder: the experiments in the order workers take them
+
+
+def write_queue(claims: Path, names: list[str], quick: bool) -> list[str]:
+    """Write the pool's queue into its claim folder: ``names``, longest first by the estimate
+    of :mod:`._schedule`, so that the workers finish together; return it."""
+    from ._schedule import longest_first
+
+    queue = longest_first(names, quick, compilation_cache_dir())
+    (claims / QUEUE_FILE).write_text("\n".join(queue) + "\n")
+    return queue
+
+
+def read_queue(claims: Path, names: list[str]) -> list[str]:
+    """The pool's queue (``names`` in the launcher's order; ``names`` itself without one)."""
+    try:
+        queue = (claims / QUEUE_FILE).read_text().split()
+    except OSError:
+        return names
+    return [n for n in queue if n in names] + [n for n in names if n not in queue]
+
+
 def claim_experiment(claims: Path, name: str) -> bool:
     """Whether this process takes ``name`` from the shared queue of a pool of ``reproduce``
     workers (the first to create its claim file does; the others skip it)."""
@@ -200,13 +231,22 @@ def claim_experiment(claims: Path, name: str) -> bool:
     return True
 
 
-def finish_reproduce(names: list[str], out_root: Path) -> int:
+def finish_reproduce(names: list[str], out_root: Path, quick: bool) -> int:
     """The end of ``reproduce``: the report over the runs that have a summary, each theory's
-    counts, and the exit code (failed when an experiment did not complete)."""
+    counts, and the exit code (failed when an experiment did not complete). The completed
+    experiments' wall times are kept for the next ``reproduce``'s queue order."""
     from jaxdyn.runs import read_summary, write_report
 
-    run_dirs = [out_root / n for n in names if read_summary(out_root / n) is not None]
-    failed = [n for n in names if (read_summary(out_root / n) or {}).get("status") != "complete"]
+    from ._schedule import record_times
+
+    summaries = {n: read_summary(out_root / n) for n in names}
+    run_dirs = [out_root / n for n in names if summaries[n] is not None]
+    failed = [n for n in names if (summaries[n] or {}).get("status") != "complete"]
+    record_times(
+        compilation_cache_dir(),
+        quick,
+        [(n, s.get("wall_time_s")) for n, s in summaries.items() if n not in failed],
+    )
     report_dir = write_report(run_dirs, out_root / "report", title="jaxdyn reproduce")
     print_theory_counts(run_dirs)
     print(f"report: {report_dir / 'report.md'} and {report_dir / 'report.html'}")
@@ -229,7 +269,8 @@ def cmd_reproduce(args) -> int:
     claims = os.environ.get(ENV_REPRODUCE_CLAIMS)
     failed = False
     say = print if _is_first_process() else (lambda *a, **k: None)
-    for i, name in enumerate(names, 1):
+    queue = read_queue(Path(claims), names) if claims else names
+    for i, name in enumerate(queue, 1):
         if claims and not claim_experiment(Path(claims), name):
             continue
         out = out_root / name
@@ -243,7 +284,7 @@ def cmd_reproduce(args) -> int:
         return EXIT_FAILED if failed else EXIT_OK
     if not _is_first_process():
         return EXIT_FAILED if failed else EXIT_OK
-    return finish_reproduce(names, out_root)
+    return finish_reproduce(names, out_root, args.quick)
 
 
 def cmd_data(args) -> int:

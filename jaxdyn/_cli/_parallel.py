@@ -56,7 +56,7 @@ def launch_workers(args, argv: list[str]) -> int | None:
 
     names, out_root = reproduce_plan(args)  # unknown names fail here, once
     if len(names) > 1:
-        return launch_reproduce_pool(argv, n, names, out_root)
+        return launch_reproduce_pool(argv, n, names, out_root, args.quick)
     return launch_local([*argv, "--out", str(out_root)], n)  # one folder for every worker
 
 
@@ -82,9 +82,10 @@ def _forward_lines(source, target) -> threading.Thread:
     return thread
 
 
-def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root) -> int:
+def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, quick: bool) -> int:
     """``reproduce`` on ``n`` cores: ``n`` independent single-process workers that take the
-    experiments in turn from one queue (each the next one nobody has claimed), then the report.
+    experiments in turn from one queue (each the next one nobody has claimed, longest first by
+    the estimate of :mod:`._schedule`, so that they finish together), then the report.
 
     Whole experiments run side by side instead of every experiment running on ``n``
     cooperating processes: nothing is compiled or computed twice (cooperating processes each
@@ -101,12 +102,13 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root) -
 
     from jaxdyn.distributed import ENV_LAUNCHER, _stop, worker_python_path
 
-    from ._commands import ENV_REPRODUCE_CLAIMS, finish_reproduce
+    from ._commands import ENV_REPRODUCE_CLAIMS, finish_reproduce, write_queue
     from ._exit_codes import EXIT_INTERRUPTED
 
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
     claims = Path(tempfile.mkdtemp(prefix=".claims-", dir=out_root))
+    write_queue(claims, names, quick)
     env = dict(os.environ, PYTHONPATH=worker_python_path())
     env.update({ENV_REPRODUCE_CLAIMS: str(claims), ENV_LAUNCHER: str(os.getpid())})
     # later options win in argparse: one process per worker, every worker in one folder
@@ -137,4 +139,4 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root) -
         shutil.rmtree(claims, ignore_errors=True)
     if any(p.returncode == EXIT_INTERRUPTED for p in procs):
         return EXIT_INTERRUPTED
-    return finish_reproduce(names, out_root)
+    return finish_reproduce(names, out_root, quick)

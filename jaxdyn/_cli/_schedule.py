@@ -1,0 +1,107 @@
+"""The order in which a pool of ``reproduce`` workers takes experiments: longest first.
+
+Workers that each take the next unclaimed experiment from one queue finish together when the
+longest experiments go first and the shortest fill the gaps at the end (greedy
+longest-processing-time scheduling, within 4/3 of the best makespan). Each experiment's time
+is estimated from, in turn:
+
+1. its wall time in the last ``reproduce`` of the same size on this machine, kept next to the
+   compilation cache (``reproduce-times.json`` in ``$JAXDYN_CACHE_DIR``);
+2. :data:`QUICK_WALL_S`, single-core seconds at quick size measured on a 2-core machine with a
+   cold compilation cache (the table in ``docs/benchmarks.md``; a full-size run without
+   history uses it as a relative guess);
+3. the median of the other estimates (an experiment registered by a plugin).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+TIMES_FILE = "reproduce-times.json"
+
+# Single-core wall time (s) of each paper experiment at quick size, cold compilation cache, two
+# experiments side by side on an unloaded 2-core Intel Xeon VM (docs/benchmarks.md's table).
+QUICK_WALL_S: dict[str, float] = {
+    "copy-head-adam": 57.3,
+    "copy-head-adam-linear": 84.6,
+    "copy-head-scaling": 38.4,
+    "copy-head-sgld": 185.1,
+    "copy-head-sgld-linear": 45.8,
+    "copy-head-theory": 53.3,
+    "focus-dilution": 12.0,
+    "focus-dilution-ablation": 24.2,
+    "focus-dilution-delta": 35.1,
+    "focus-dilution-finite": 39.1,
+    "focus-dilution-lyapunov": 6.5,
+    "focus-dilution-text": 55.8,
+    "focus-dilution-tinystories": 43.5,
+    "pde-blowup": 23.9,
+    "pde-causal": 14.3,
+    "pde-cone": 21.1,
+    "pde-energy": 24.1,
+    "pde-meanfield": 52.1,
+    "pde-particles": 12.6,
+    "pde-ranks": 50.5,
+    "pde-sigmoid": 5.8,
+    "pde-stability": 16.4,
+    "pde-twisted": 5.9,
+}
+
+
+def _size(quick: bool) -> str:
+    return "quick" if quick else "full"
+
+
+def recorded_times(cache: Path | None, quick: bool) -> dict[str, float]:
+    """The wall times of the last ``reproduce`` of this size kept in ``cache`` (empty when
+    there are none or the file is unreadable)."""
+    if cache is None:
+        return {}
+    try:
+        data = json.loads((cache / TIMES_FILE).read_text())
+        times = data.get(_size(quick), {})
+        return {str(k): float(v) for k, v in times.items() if float(v) > 0}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def estimated_times(names: Sequence[str], quick: bool, cache: Path | None) -> dict[str, float]:
+    """Each experiment's estimated wall time (s): the last run's, else :data:`QUICK_WALL_S`,
+    else the median of the others."""
+    recorded = recorded_times(cache, quick)
+    known = {n: recorded.get(n, QUICK_WALL_S.get(n)) for n in names}
+    values = [v for v in known.values() if v is not None]
+    fallback = statistics.median(values) if values else 1.0
+    return {n: fallback if v is None else v for n, v in known.items()}
+
+
+def longest_first(names: Sequence[str], quick: bool, cache: Path | None) -> list[str]:
+    """``names`` ordered by estimated wall time, longest first (ties keep their order)."""
+    times = estimated_times(names, quick, cache)
+    return sorted(names, key=lambda n: -times[n])
+
+
+def record_times(cache: Path | None, quick: bool, times: Iterable[tuple[str, float]]) -> None:
+    """Keep these experiments' wall times in ``cache`` for the next ``reproduce``'s order (a
+    cache folder that cannot be written is skipped: the order is only an optimisation)."""
+    from .._atomic import atomic_write_text
+
+    times = {name: round(float(t), 1) for name, t in times if t and float(t) > 0}
+    if cache is None or not times:
+        return
+    try:
+        data = json.loads((cache / TIMES_FILE).read_text())
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    section = data.get(_size(quick))
+    data[_size(quick)] = {**(section if isinstance(section, dict) else {}), **times}
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(cache / TIMES_FILE, json.dumps(data, indent=1, sort_keys=True))
+    except OSError:
+        pass
