@@ -158,13 +158,6 @@ def direction_terms(terms, direction):
     )
 
 
-def enumeration_item(example, code):
-    """The item of ``example``'s enumeration whose code is ``code`` (an int32 array): the
-    PyTree of ``example`` with ``code`` as its leaf (the inverse of
-    ``jaxdyn._status.item_code``)."""
-    return jax.tree.unflatten(jax.tree.structure(example), [code])
-
-
 def backends_are_initialized() -> bool:
     """Whether JAX has started its backends (after which XLA flags and the CPU device count
     no longer apply). Relies on ``jax._src.xla_bridge.backends_are_initialized`` (jax 0.10);

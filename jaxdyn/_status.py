@@ -39,6 +39,13 @@ def item_code(item: Any) -> Any:
     return code
 
 
+def item_with_code(example: Any, code: Any) -> Any:
+    """The item of ``example``'s Enumeration whose code is ``code`` (an int32 array, traced
+    inside JAX): the PyTree of ``example`` with ``code`` as its leaf (the inverse of
+    :func:`item_code`)."""
+    return jax.tree.unflatten(jax.tree.structure(example), [code])
+
+
 class _NamedItems(type(diffrax.RESULTS)):
     """An Enumeration whose items print their names: ``Status[item]`` is ``"name"`` or
     ``"name: message"`` (equinox prints an item as ``<Enumeration>[item]``, and diffrax's
@@ -112,8 +119,7 @@ def status_name(code) -> str:
 
 def status_item(code) -> Any:
     """A host code (or array of codes) as a ``Status`` item, e.g. for ``Status[item]``."""
-    structure = jax.tree_util.tree_structure(Status.successful)
-    return jax.tree_util.tree_unflatten(structure, [np.asarray(code, dtype=np.int32)])
+    return item_with_code(Status.successful, np.asarray(code, dtype=np.int32))
 
 
 def status_message(code) -> str:
@@ -174,6 +180,7 @@ __all__ = [
     "as_status",
     "count_by_status",
     "item_code",
+    "item_with_code",
     "count_outcomes",
     "mark_nonfinite",
     "outcome_names",

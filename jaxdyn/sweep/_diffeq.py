@@ -60,8 +60,8 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 from jaxtyping import Array, ArrayLike, Bool, Int, PyTree, Real
 
-from .._compat import clip_floor, clip_to_end, direction_terms, enumeration_item
-from .._status import item_code
+from .._compat import clip_floor, clip_to_end, direction_terms
+from .._status import item_code, item_with_code
 from ._segmented import AbstractSegmentedMember
 
 _NO_LIMIT = 2**31 - 1
@@ -343,7 +343,7 @@ def _empty_saves(problem, subs, t0, y0):
 
 def _result(code) -> Any:
     """The ``diffrax.RESULTS`` item of an int32 code."""
-    return enumeration_item(diffrax.RESULTS.successful, jnp.asarray(code, jnp.int32))
+    return item_with_code(diffrax.RESULTS.successful, jnp.asarray(code, jnp.int32))
 
 
 def start_state(problem: DiffeqProblem) -> DiffeqState:
