@@ -60,7 +60,7 @@ def test_reproduce_runs_experiments_side_by_side_and_reports_once(tmp_path):
     only = [arg for name in names for arg in ("--only", name)]
     proc = subprocess.run(
         [sys.executable, "-m", "jaxdyn", "reproduce", "--import", "pool_experiments", *only]
-        + ["--out", str(out), "--processes", "2"],
+        + ["--out", str(out), "--processes", "2", "--profile"],
         cwd=tmp_path,
         env={
             **__import__("os").environ,
@@ -93,6 +93,10 @@ def test_reproduce_runs_experiments_side_by_side_and_reports_once(tmp_path):
     # the completed experiments' wall times are kept for the next queue's order
     times = json.loads((tmp_path / "cache" / "reproduce-times.json").read_text())
     assert set(times["full"]) == {"pool-a", "pool-b", "pool-d"}
+    # --profile: the time outside the experiments (launcher start-up, report)
+    profile = json.loads((out / "profile.json").read_text())
+    assert 0 < profile["startup_s"] < profile["wall_s"] and profile["report_s"] >= 0
+    assert profile["experiments_s"] > 0
 
 
 def test_queue_is_longest_first_from_the_last_run_then_the_table(tmp_path):

@@ -231,13 +231,25 @@ def claim_experiment(claims: Path, name: str) -> bool:
     return True
 
 
-def finish_reproduce(names: list[str], out_root: Path, quick: bool) -> int:
+def finish_reproduce(
+    names: list[str], out_root: Path, quick: bool, startup_s: float | None = None
+) -> int:
     """The end of ``reproduce``: the report over the runs that have a summary, each theory's
     counts, and the exit code (failed when an experiment did not complete). The completed
-    experiments' wall times are kept for the next ``reproduce``'s queue order."""
-    from jaxdyn.runs import read_summary, write_report
+    experiments' wall times are kept for the next ``reproduce``'s queue order. With
+    ``--profile``, ``DIR/profile.json`` has the time outside the experiments: the launcher's
+    ``startup_s`` (process start to the workers' start), ``report_s`` and ``wall_s`` (process
+    start to the report's end), beside ``experiments_s`` (the experiments' wall times added)."""
+    import json
+    import time
 
+    from jaxdyn.runs import read_summary, write_report
+    from jaxdyn.runs._profile import process_age_s, profiling_enabled
+
+    from .._atomic import atomic_write_text
     from ._schedule import record_times
+
+    report_start = time.perf_counter()
 
     summaries = {n: read_summary(out_root / n) for n in names}
     run_dirs = [out_root / n for n in names if summaries[n] is not None]
@@ -248,6 +260,16 @@ def finish_reproduce(names: list[str], out_root: Path, quick: bool) -> int:
         [(n, s.get("wall_time_s")) for n, s in summaries.items() if n not in failed],
     )
     report_dir = write_report(run_dirs, out_root / "report", title="jaxdyn reproduce")
+    report_s = time.perf_counter() - report_start
+    if profiling_enabled():
+        profile = {
+            "startup_s": startup_s,
+            "report_s": report_s,
+            "wall_s": process_age_s(),
+            "experiments_s": sum((s or {}).get("wall_time_s", 0.0) for s in summaries.values()),
+        }
+        rounded = {k: None if v is None else round(v, 3) for k, v in profile.items()}
+        atomic_write_text(out_root / "profile.json", json.dumps(rounded, indent=2))
     print_theory_counts(run_dirs)
     print(f"report: {report_dir / 'report.md'} and {report_dir / 'report.html'}")
     if failed:

@@ -101,10 +101,12 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
     from pathlib import Path
 
     from jaxdyn.distributed import ENV_LAUNCHER, _stop, worker_python_path
+    from jaxdyn.runs._profile import process_age_s
 
     from ._commands import ENV_REPRODUCE_CLAIMS, finish_reproduce, write_queue
     from ._exit_codes import EXIT_INTERRUPTED
 
+    startup_s = process_age_s()  # imports, the experiments' registry, arguments
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
     claims = Path(tempfile.mkdtemp(prefix=".claims-", dir=out_root))
@@ -139,4 +141,4 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
         shutil.rmtree(claims, ignore_errors=True)
     if any(p.returncode == EXIT_INTERRUPTED for p in procs):
         return EXIT_INTERRUPTED
-    return finish_reproduce(names, out_root, quick)
+    return finish_reproduce(names, out_root, quick, startup_s)

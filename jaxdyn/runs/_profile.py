@@ -60,7 +60,7 @@ def profiling_enabled() -> bool:
     return os.environ.get(PROFILE_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _process_age_s() -> float | None:
+def process_age_s() -> float | None:
     """Seconds since this process started (Linux), else ``None``."""
     try:
         fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
@@ -120,7 +120,7 @@ _previous_end: float | None = None  # when this process's last profiled experime
 def profiled(out: Path, writer: bool = True):
     """Record the breakdown of the block (one experiment) into ``out / "profile.json"``."""
     global _previous_end
-    startup = _process_age_s() if _previous_end is None else time.monotonic() - _previous_end
+    startup = process_age_s() if _previous_end is None else time.monotonic() - _previous_end
     collector = _Collector()
     jax.monitoring.register_event_duration_secs_listener(collector.on_duration)
     jax.monitoring.register_event_listener(collector.on_event)
