@@ -30,26 +30,27 @@ import numpy as np
 from .._json import jsonable
 
 
-class Verdict(enum.Enum):
+class _Named(enum.Enum):
+    """An enumeration that prints as its value (the word ``summary.json`` stores)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Verdict(_Named):
     """The outcome of an evidence check."""
 
     holds = "holds"
     refuted = "refuted"
     inconclusive = "inconclusive"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class CheckKind(enum.Enum):
+class CheckKind(_Named):
     """What a recorded check is: see the module docstring."""
 
     evidence = "evidence"
     consistency = "consistency"
     report = "report"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclasses.dataclass(frozen=True)
