@@ -11,7 +11,8 @@ the cluster environment that ``jax.distributed.initialize()`` detects itself (SL
 
 This package is the launcher the run layer uses (:mod:`jaxdyn.runs` starts workers and waits at
 barriers through it); the worker program, which runs the command line, is its ``__main__``
-module, so that nothing here imports the command line.
+module, so that nothing here imports the command line. Its API is ``__all__``; the rest
+(ports, environment names, the workers' ``PYTHONPATH``) is the launcher's plumbing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import socket
 import subprocess
 import sys
 import time
+
+__all__ = ["barrier", "initialize", "is_worker", "launch_local", "resolve_processes"]
 
 ENV_COORDINATOR = "JAXDYN_COORDINATOR"
 ENV_NUM_PROCESSES = "JAXDYN_NUM_PROCESSES"
