@@ -75,7 +75,7 @@ def _score_direction_and_dilution_rate(a):
     Phi): the paper's rate |c| is not what is measured (refuted where |c| is not small) and
     2|c| lies within the same error model."""
     c = float(a.rates.focus_visited)
-    _, gamma_v = gf.embedding_profile(a.visited_saddle.model, a.pi)
+    saddle = a.visited_saddle.model.W0
     t_c, t_d = float(a.stages.condensation.time), float(a.stages.departure.time)
     sd = gf.score_direction(
         a.ts,
@@ -84,7 +84,7 @@ def _score_direction_and_dilution_rate(a):
         a.trajectory.WK,
         a.pi,
         c,
-        np.asarray(gamma_v),
+        saddle,
         t_c,
         t_d,
     )
@@ -96,7 +96,7 @@ def _score_direction_and_dilution_rate(a):
         a.trajectory.WK,
         a.pi,
         -c,
-        np.asarray(gamma_v),
+        saddle,
         t_c,
         t_d,
     )
@@ -108,7 +108,7 @@ def _score_direction_and_dilution_rate(a):
         a.ts,
         a.metrics["gamma"],
         a.pi,
-        np.asarray(gamma_v),
+        saddle,
         a.metrics["focus_rate_path"],
         c,
         t_s,

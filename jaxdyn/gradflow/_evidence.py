@@ -598,19 +598,37 @@ def order_bound_evidence(claim: str, x, y, order: float) -> Evidence:
     return at_least(claim, measured=float(e[0]), limit=order, error_model=model)
 
 
+def _profile(W0, pi) -> tuple[np.ndarray, np.ndarray]:
+    """``(alpha, gamma = W0 alpha)`` with the sign ``gamma . pi > 0`` (NumPy twin of
+    :func:`embedding_profile`, for saved arrays)."""
+    W0 = np.asarray(W0, float)
+    alpha = np.linalg.svd(W0, full_matrices=False)[2][0]
+    if (W0 @ alpha) @ np.asarray(pi, float) < 0:
+        alpha = -alpha
+    return alpha, W0 @ alpha
+
+
+def _dilution_mode(gamma, pi) -> np.ndarray:
+    """:func:`dilution_mode` on the last axis of saved profiles (NumPy)."""
+    gamma, pi = np.asarray(gamma, float), np.asarray(pi, float)
+    top = int(np.argmax(pi))
+    rest = gamma.sum(axis=-1) - gamma[..., top]
+    return np.asarray((1.0 - pi[top]) * gamma[..., top] - pi[top] * rest)
+
+
 def _angle(cos) -> float:
     return float(np.arccos(np.clip(cos, -1.0, 1.0)))
 
 
-def score_direction(ts, W0, WQ, WK, pi, c: float, gamma_saddle, t_from: float, t_to: float):
+def score_direction(ts, W0, WQ, WK, pi, c: float, saddle_W0, t_from: float, t_to: float):
     """The direction of ``Phi = W0 WQ WK^T W0^T`` against ``sign(c) pi pi^T`` while the
     attention grows out of the unigram saddle, with the linearisation's bound on it.
 
-    Near the saddle ``W0 = gamma_v alpha^T + E`` (``gamma_v`` the visited saddle's profile,
-    ``alpha`` the top right singular vector of ``W0``) and ``(WQ, WK)`` is the unstable
-    attention mode (``WQ = alpha q^T``, ``WK = +-alpha q^T``,
-    ``|q| = ||alpha^T (WQ +- WK)|| / 2``, the larger of the two signs) plus a part that does
-    not grow there, of norm at most ``N = ||(WQ, WK)||`` at ``t_from``. Then
+    Near the saddle ``W0 = gamma_v alpha^T + E`` (``gamma_v`` the profile of ``saddle_W0``, the
+    embedding of the saddle the flow visits, ``alpha`` the top right singular vector of
+    ``W0``) and ``(WQ, WK)`` is the unstable attention mode (``WQ = alpha q^T``,
+    ``WK = +-alpha q^T``, ``|q| = ||alpha^T (WQ +- WK)|| / 2``, the larger of the two signs)
+    plus a part that does not grow there, of norm at most ``N = ||(WQ, WK)||`` at ``t_from``. Then
     ``Phi = a gamma_v gamma_v^T + R`` with ``sign(a)`` the growing mode's sign (``sign(c)`` by
     the theory) and ``||R|| / (|a| ||gamma_v||^2) <= r = (2 e + e^2) (1 + nu)^2 /
     (1 - 2 nu - nu^2)``, ``e = ||E|| / ||gamma_v||``, ``nu = N / |q|``; so the angle between
@@ -623,7 +641,8 @@ def score_direction(ts, W0, WQ, WK, pi, c: float, gamma_saddle, t_from: float, t
     bound), ``embedding_offset`` ``e``, ``attention_ratio`` ``nu``, ``saddle_sin``."""
     ts = np.asarray(ts, float)
     W0, WQ, WK = (np.asarray(x, float) for x in (W0, WQ, WK))
-    pi, g_v = np.asarray(pi, float), np.asarray(gamma_saddle, float)
+    pi = np.asarray(pi, float)
+    _, g_v = _profile(saddle_W0, pi)
     s = 1.0 if c >= 0 else -1.0
     sel = np.nonzero((ts >= t_from) & (ts <= t_to))[0]
     nan = {"time": np.nan, "angle": np.nan, "bound": np.nan}
@@ -635,8 +654,7 @@ def score_direction(ts, W0, WQ, WK, pi, c: float, gamma_saddle, t_from: float, t
     gv = float(np.linalg.norm(g_v))
     best = None
     for i in sel:
-        _, _, Vt = np.linalg.svd(W0[i], full_matrices=False)
-        alpha = Vt[0] if (W0[i] @ Vt[0]) @ pi >= 0 else -Vt[0]
+        alpha, _ = _profile(W0[i], pi)
         e = float(np.linalg.norm(W0[i] - np.outer(g_v, alpha))) / gv
         # the growing mode's amplitude, whichever its sign (a sign other than c's is what the
         # angle then shows)
@@ -692,20 +710,19 @@ def score_direction_evidence(angle: float, bound: float) -> Evidence:
     return within(claim, prediction=0.0, measured=angle, error_model=model, alternative=np.pi)
 
 
-def dilution_rate(ts, gamma, pi, gamma_saddle, focus_rate_path, c: float, t_from, t_to):
+def dilution_rate(ts, gamma, pi, saddle_W0, focus_rate_path, c: float, t_from, t_to):
     """The growth rate of the dilution mode ``D = (1 - pi_1) gamma_1 - pi_1 sum_{i != 1}
     gamma_i`` out of the unigram saddle: the least-squares slope of ``log(D(t) - D_v)`` (``D_v``
     the visited saddle's value, root-found) on the saves in ``[t_from, t_to]`` where the excess
-    is positive (from the saddle to the departure: attention in its linear growth).
+    is positive (from the saddle to the departure: attention in its linear growth);
+    ``gamma`` the saved profiles (``metrics["gamma"]``), ``saddle_W0`` the visited saddle's
+    embedding.
 
     Returns a dict: ``rate``, ``half_rates`` (the slopes over the window's two halves), ``n``
     (saves), ``rate_error`` (``max |k(t) - c|`` over the window: the attention grows at the
     instantaneous rate ``k = focus_rate_path``, not exactly at ``c``)."""
-    from ._metrics import dilution_mode
-
     ts = np.asarray(ts, float)
-    D = np.asarray([float(dilution_mode(g, pi)) for g in np.asarray(gamma, float)])
-    excess = D - float(dilution_mode(np.asarray(gamma_saddle, float), pi))
+    excess = _dilution_mode(gamma, pi) - float(_dilution_mode(_profile(saddle_W0, pi)[1], pi))
     k = np.asarray(focus_rate_path, float)
     sel = np.nonzero((ts >= t_from) & (ts <= t_to) & (excess > 0) & np.isfinite(excess))[0]
     out = {"rate": np.nan, "half_rates": [np.nan, np.nan], "n": int(sel.size)}

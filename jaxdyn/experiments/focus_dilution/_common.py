@@ -161,7 +161,6 @@ def _saddle_evidence(run: Run, a, tag: str) -> None:
         ),
         note="spectrum of J at the saddle the flow visits",
     )
-    _, gamma_v = gf.embedding_profile(a.visited_saddle.model, a.pi)
     t_dep = float(a.stages.departure.time)
     sd = gf.score_direction(
         a.ts,
@@ -170,7 +169,7 @@ def _saddle_evidence(run: Run, a, tag: str) -> None:
         a.trajectory.WK,
         a.pi,
         c_v,
-        gamma_v,
+        a.visited_saddle.model.W0,
         float(a.stages.condensation.time),
         t_dep if np.isfinite(t_dep) else float(a.end_time),
     )
@@ -258,12 +257,11 @@ def _dilution_rate_evidence(run: Run, a, tag: str) -> None:
         t_dep if np.isfinite(t_dep) else float(a.end_time),
         a.spectrum_saddle.eigenvalues,
     )
-    _, gamma_v = gf.embedding_profile(a.visited_saddle.model, a.pi)
     dr = gf.dilution_rate(
         a.ts,
         a.metrics["gamma"],
         a.pi,
-        gamma_v,
+        a.visited_saddle.model.W0,
         a.metrics["focus_rate_path"],
         c_v,
         t_saddle,
@@ -388,12 +386,13 @@ def _register_controls(experiment: str) -> None:
         ts = np.linspace(0.0, 80.0, 81)
         gamma = 2.0 * pi / np.linalg.norm(pi)
         alpha, q = np.eye(3)[0], np.array([0.6, 0.8])
+        saddle = np.outer(gamma, alpha)
         W0 = np.stack([np.outer(gamma, alpha) + 1e-4 * rng.normal(size=(4, 3)) for _ in ts])
         amp = 1e-3 * np.exp(0.08 * ts)
         rest = 1e-3 * rng.normal(size=(2, 3, 2))
         WQ = np.stack([a * np.outer(alpha, q) + rest[0] for a in amp])
         WK = np.stack([-a * np.outer(alpha, q) + rest[1] for a in amp])
-        sd = gf.score_direction(ts, W0, WQ, WK, pi, 0.08, gamma, 0.0, 80.0)
+        sd = gf.score_direction(ts, W0, WQ, WK, pi, 0.08, saddle, 0.0, 80.0)
         return gf.score_direction_evidence(sd["angle"], sd["bound"])
 
     @negative_control(experiment, "dilution_mode_rate")

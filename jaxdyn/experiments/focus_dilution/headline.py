@@ -109,33 +109,39 @@ def analyse(config: FocusDilutionConfig, mc: gf.MarkovChain):
     )
 
 
-def origin_orders(mc: gf.MarkovChain, eps, amplitude: float, *, key, m, m_attn, **kwargs):
+def origin_orders(mc: gf.MarkovChain, direction, eps, amplitude: float, **kwargs):
     """:func:`gradflow.origin_scaling` on ``[0, t1]`` with ``max(eps) e^{mu1 t1} =
     amplitude``, read at equal times: the deviation from the linearisation at ``t1``, the
     lemma's ``max_t deviation / e^{2 mu1 t}`` (``C eps^2``), and the attention parameters'
     change at ``t1``. Returns ``(eps ascending, those three (E,) arrays, the scaling)``."""
     eps = np.sort(np.asarray(eps, float))
-    mu1 = float(gf.condensation_rate(mc.pi))
+    pi = np.asarray(mc.pi)
+    mu1 = float(np.linalg.norm(pi) * np.linalg.norm(pi - 1.0 / pi.size))  # condensation_rate
     t1 = float(np.log(amplitude / eps[-1]) / mu1)
-    o = to_host(gf.origin_scaling(mc, eps, t1, key=key, m=m, m_attn=m_attn, **kwargs))
+    o = to_host(gf.origin_scaling(mc, direction, eps, t1, **kwargs))
     growth = np.exp(2 * float(o.rate) * o.ts[1:])
     lemma = np.max(o.deviation[:, 1:] / growth[None, :], axis=1)
     return eps, o.deviation[:, -1], lemma, o.attention_change[:, -1], o
 
 
-def _origin_evidence(run: Run, config: FocusDilutionConfig, mc: gf.MarkovChain) -> None:
+def _origin_evidence(run: Run, config: FocusDilutionConfig, mc: gf.MarkovChain, a) -> None:
     """Lemma 3.1 at the origin and the frozen attention, as orders in ``eps`` at equal times:
-    the paper's bounds and the orders derived here (``gradflow.origin_scaling``, float64)."""
+    the paper's bounds and the orders derived here (``gradflow.origin_scaling``, float64), from
+    the analysis's own initial direction."""
     if mc.pi.dtype != np.float64:
         run.log("origin orders not measured: they need float64 (x64 = true)")
         return
+    direction = jax.tree_util.tree_map(lambda x: np.asarray(x[0]) / config.eps, a.trajectory)
     eps, dev, lemma, att, o = origin_orders(
         mc,
+        direction,
         config.origin_eps,
         config.origin_amplitude,
-        key=jax.random.key(config.seed),
-        m=config.m,
-        m_attn=config.m_attn,
+        # the analysis's flow settings: its compiled flow is reused
+        num_saves=config.num_saves,
+        rtol=config.rtol,
+        atol=config.atol,
+        max_steps=config.max_steps,
     )
     run.consistency(
         "origin_flows_converged",
@@ -203,15 +209,8 @@ def _embedding_not_small():
     # counterfactual: W0 initialised at scale 1 (the other blocks at eps): the linearisation at
     # 0 and the frozen attention both fail
     mc = gf.MarkovChain.paper(np.asarray(HEADLINE_PI), 0.5)
-    return origin_orders(
-        mc,
-        (0.02, 0.01, 0.005, 0.0025),
-        0.1,
-        key=jax.random.key(0),
-        m=6,
-        m_attn=6,
-        embedding_scale=1.0,
-    )
+    direction = gf.init_transformer(jax.random.key(0), 4, 6, 6, 1.0)
+    return origin_orders(mc, direction, (0.02, 0.01, 0.005, 0.0025), 0.1, embedding_scale=1.0)
 
 
 @negative_control("focus-dilution", "linearisation_bound")
@@ -259,7 +258,8 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     run.scalar("rates", {k: float(v) for k, v in vars(a.rates).items()})
     st = a.stages
     run.log("stages: " + ", ".join(f"{k} t={v:.4g}" for k, v in st.times().items()))
-    t_esc = float(gf.predicted_escape_time(config.eps, a.rates.condensation))
+    # log(1/eps) / mu1 (gradflow.predicted_escape_time) on the host: no eager compile
+    t_esc = float(np.log(1.0 / config.eps) / float(a.rates.condensation))
     run.scalar("condensation_escape", {"predicted": t_esc, "observed": float(st.condensation.time)})
     run.save_arrays(
         ts=a.ts,
@@ -273,4 +273,4 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     )
     dynamics_figure(run, a)
     spectra_figure(run, a)
-    _origin_evidence(run, config, mc)
+    _origin_evidence(run, config, mc, a)
