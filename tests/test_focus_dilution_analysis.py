@@ -77,43 +77,18 @@ def _score_direction_and_dilution_rate(a):
     c = float(a.rates.focus_visited)
     saddle = a.visited_saddle.model.W0
     t_c, t_d = float(a.stages.condensation.time), float(a.stages.departure.time)
-    sd = gf.score_direction(
-        a.ts,
-        a.trajectory.W0,
-        a.trajectory.WQ,
-        a.trajectory.WK,
-        a.pi,
-        c,
-        saddle,
-        t_c,
-        t_d,
-    )
-    assert gf.score_direction_evidence(sd["angle"], sd["bound"]).holds, sd
-    flipped = gf.score_direction(
-        a.ts,
-        a.trajectory.W0,
-        a.trajectory.WQ,
-        a.trajectory.WK,
-        a.pi,
-        -c,
-        saddle,
-        t_c,
-        t_d,
-    )
-    assert not gf.score_direction_evidence(flipped["angle"], flipped["bound"]).holds
-    t_s, _, _ = gf.plateau(
+    t_s, loss, bound = gf.plateau(
         a.ts, a.metrics["loss"], a.metrics["grad_norm"], t_c, t_d, a.spectrum_saddle.eigenvalues
     )
-    dr = gf.dilution_rate(
-        a.ts,
-        a.metrics["gamma"],
-        a.pi,
-        saddle,
-        a.metrics["focus_rate_path"],
-        c,
-        t_s,
-        t_d,
-    )
+    H, log_d = float(a.stages.uniform_entropy), float(np.log(len(a.pi)))
+    assert gf.plateau_evidence(loss, bound, H, log_d).holds
+    traj = (a.ts, a.trajectory.W0, a.trajectory.WQ, a.trajectory.WK, a.pi)
+    sd = gf.score_direction(*traj, c, saddle, t_s, t_d, t_noise=t_c)
+    assert gf.score_direction_evidence(sd["angle"], sd["bound"]).holds, sd
+    flipped = gf.score_direction(*traj, -c, saddle, t_s, t_d, t_noise=t_c)
+    assert gf.score_direction_evidence(flipped["angle"], flipped["bound"]).refuted, flipped
+    gamma, k = a.metrics["gamma"], a.metrics["focus_rate_path"]
+    dr = gf.dilution_rate(a.ts, gamma, a.pi, saddle, k, c, t_s, t_d)
     ev = gf.dilution_rate_evidence(dr["rate"], dr["half_rates"], dr["rate_error"], abs(c))
     assert not ev.holds, dr
     assert ev.refuted or abs(c) < 0.03, dr  # decided wherever |c| is not small

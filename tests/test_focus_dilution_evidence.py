@@ -232,6 +232,8 @@ def test_score_direction_holds_on_the_linearised_saddle_and_not_for_another_pi(c
     W0o, WQo, WKo, go = _saddle_trajectory(other, c, ts)
     sd_o = gf.score_direction(ts, W0o, WQo, WKo, pi, c, np.outer(go, np.eye(3)[0]), 0.0, 80.0)
     assert not gf.score_direction_evidence(sd_o["angle"], sd_o["bound"]).holds
+    # a flow that has not settled on the saddle: inconclusive
+    assert gf.score_direction_evidence(sd["angle"], sd["bound"], at_saddle=False).inconclusive
     # attention that never outgrows its initial part: no bound, inconclusive
     early = gf.score_direction(ts, W0, WQ, WK, pi, c, saddle, 0.0, 2.0)
     assert gf.score_direction_evidence(early["angle"], early["bound"]).inconclusive

@@ -620,7 +620,9 @@ def _angle(cos) -> float:
     return float(np.arccos(np.clip(cos, -1.0, 1.0)))
 
 
-def score_direction(ts, W0, WQ, WK, pi, c: float, saddle_W0, t_from: float, t_to: float):
+def score_direction(
+    ts, W0, WQ, WK, pi, c: float, saddle_W0, t_from: float, t_to: float, *, t_noise=None
+):
     """The direction of ``Phi = W0 WQ WK^T W0^T`` against ``sign(c) pi pi^T`` while the
     attention grows out of the unigram saddle, with the linearisation's bound on it.
 
@@ -634,8 +636,9 @@ def score_direction(ts, W0, WQ, WK, pi, c: float, saddle_W0, t_from: float, t_to
     (1 - 2 nu - nu^2)``, ``e = ||E|| / ||gamma_v||``, ``nu = N / |q|``; so the angle between
     ``Phi`` and ``sign(c) pi pi^T`` is at most ``arcsin r + arcsin(sqrt 2 sin(gamma_v, pi))``.
 
-    Among the saves in ``[t_from, t_to]`` (from the saddle to the departure) the one with the
-    smallest bound is read (the bound uses ``W0`` and the attention amplitude, not ``Phi``).
+    Among the saves in ``[t_from, t_to]`` (from the save nearest the saddle to the departure)
+    the one with the smallest bound is read (the bound uses ``W0`` and the attention
+    amplitude, not ``Phi``).
     Returns a dict: ``time``, ``angle`` (``arccos`` of the signed cosine: ``pi`` when ``Phi``
     points along ``-sign(c) pi pi^T``), ``bound`` (``nan`` where ``r`` or ``nu`` leave no
     bound), ``embedding_offset`` ``e``, ``attention_ratio`` ``nu``, ``saddle_sin``."""
@@ -648,7 +651,7 @@ def score_direction(ts, W0, WQ, WK, pi, c: float, saddle_W0, t_from: float, t_to
     nan = {"time": np.nan, "angle": np.nan, "bound": np.nan}
     if sel.size == 0 or not np.isfinite(t_from):
         return dict(nan, embedding_offset=np.nan, attention_ratio=np.nan, saddle_sin=np.nan)
-    i0 = sel[0]
+    i0 = sel[0] if t_noise is None else int(np.argmin(np.abs(ts - t_noise)))
     N = float(np.sqrt(np.sum(WQ[i0] ** 2) + np.sum(WK[i0] ** 2)))
     saddle_sin = _sin(g_v, pi)
     gv = float(np.linalg.norm(g_v))
@@ -684,24 +687,30 @@ def score_direction(ts, W0, WQ, WK, pi, c: float, saddle_W0, t_from: float, t_to
     }
 
 
-def score_direction_evidence(angle: float, bound: float) -> Evidence:
+def score_direction_evidence(angle: float, bound: float, *, at_saddle: bool = True) -> Evidence:
     """During focus ``Phi / ||Phi|| -> sign(c) pi pi^T / ||pi||^2``: the angle between them
     (:func:`score_direction`) is within the linearisation's bound at the saddle. ``Phi``
     along ``-sign(c) pi pi^T`` (angle ``pi``) or along another chain's ``pi' pi'^T`` is
     ``refuted``; no bound (the unstable attention has not outgrown the rest before the
-    departure, or ``W0`` is not rank one) is ``inconclusive``."""
+    departure, or ``W0`` is not rank one) is ``inconclusive``, and so is a flow that has not
+    settled on the saddle (``at_saddle`` false: its linearisation does not apply)."""
     claim = "during focus Phi / ||Phi|| -> sign(c) pi pi^T / ||pi||^2 (angle, radians)"
-    if not (np.isfinite(bound) and bound < 0.5):
-        return Evidence(
-            claim,
-            0.0,
-            float(np.nan_to_num(angle, nan=np.pi)),
-            ErrorModel.bound(0.0, basis="no linear window"),
-            Verdict.inconclusive,
-            float(np.pi),
-            "the unstable attention mode never outgrew the rest of (WQ, WK) near the saddle "
-            "(a smaller eps or a longer plateau would decide)",
+    if not at_saddle:
+        why = (
+            "the flow has not settled on the unigram saddle (its plateau is not established): "
+            "a longer horizon would decide"
         )
+    elif not (np.isfinite(bound) and bound < 0.5):
+        why = (
+            "the unstable attention mode never outgrew the rest of (WQ, WK) near the saddle "
+            "(a smaller eps or a longer plateau would decide)"
+        )
+    else:
+        why = ""
+    if why:
+        measured = float(np.nan_to_num(angle, nan=np.pi))
+        model = ErrorModel.bound(0.0, basis="no linearisation at the saddle")
+        return Evidence(claim, 0.0, measured, model, Verdict.inconclusive, float(np.pi), why)
     model = ErrorModel.bound(
         bound,
         basis="arcsin r + arcsin(sqrt 2 sin(gamma_v, pi)), r = (2e + e^2)(1 + nu)^2 / "
@@ -741,14 +750,17 @@ def dilution_rate(ts, gamma, pi, saddle_W0, focus_rate_path, c: float, t_from, t
     }
 
 
-def dilution_rate_evidence(rate: float, half_rates, rate_error: float, c: float) -> Evidence:
+def dilution_rate_evidence(
+    rate: float, half_rates, rate_error: float, c: float, *, at_saddle: bool = True
+) -> Evidence:
     """The dilution mode grows like ``e^{c t}`` out of the saddle (the paper's stage III):
     the measured rate (:func:`dilution_rate`) equals ``c`` within ``2 max |k - c|`` (a mode
     driven at the attention's instantaneous rate ``k``, once or twice) plus the change of the
     rate between the window's halves, against the alternative ``2c`` (a mode forced by
-    ``Phi``, quadratic in the attention amplitude)."""
+    ``Phi``, quadratic in the attention amplitude). ``inconclusive`` for a flow that has not
+    settled on the saddle (``at_saddle`` false)."""
     claim = "the dilution mode grows like exp(c t) out of the unigram saddle"
-    if not np.isfinite(rate):
+    if not at_saddle or not np.isfinite(rate):
         return Evidence(
             claim,
             c,
@@ -756,8 +768,10 @@ def dilution_rate_evidence(rate: float, half_rates, rate_error: float, c: float)
             ErrorModel.bound(0.0, basis="no window"),
             Verdict.inconclusive,
             2 * c,
-            "fewer than 6 saves between the saddle and the departure with the mode above its "
-            "saddle value",
+            "the flow has not settled on the unigram saddle (its plateau is not established)"
+            if not at_saddle
+            else "fewer than 6 saves between the saddle and the departure with the mode above "
+            "its saddle value",
         )
     change = float(abs(half_rates[0] - half_rates[1]))
     model = ErrorModel.bound(

@@ -123,9 +123,10 @@ def _saddle_evidence(run: Run, a, tag: str) -> None:
         else float(a.end_time),
         a.spectrum_saddle.eigenvalues,
     )
+    plateau = gf.plateau_evidence(loss_p, bound_p, H, float(np.log(d)))
     run.evidence(
         f"unigram_plateau{tag}",
-        gf.plateau_evidence(loss_p, bound_p, H, float(np.log(d))),
+        plateau,
         note=f"loss at the save nearest a critical point (t = {t_p:.4g})",
     )
     mu1 = float(a.rates.condensation)
@@ -170,14 +171,15 @@ def _saddle_evidence(run: Run, a, tag: str) -> None:
         a.pi,
         c_v,
         a.visited_saddle.model.W0,
-        float(a.stages.condensation.time),
+        t_p,
         t_dep if np.isfinite(t_dep) else float(a.end_time),
+        t_noise=float(a.stages.condensation.time),
     )
     run.evidence(
         f"score_direction{tag}",
-        gf.score_direction_evidence(sd["angle"], sd["bound"]),
-        note=f"angle between Phi and sign(c) pi pi^T at t = {sd['time']:.4g} (between "
-        f"condensation and departure, the save with the smallest bound): e = "
+        gf.score_direction_evidence(sd["angle"], sd["bound"], at_saddle=plateau.holds),
+        note=f"angle between Phi and sign(c) pi pi^T at t = {sd['time']:.4g} (from the save "
+        f"nearest the saddle to the departure, the one with the smallest bound): e = "
         f"{sd['embedding_offset']:.2g}, nu = {sd['attention_ratio']:.2g}, sin(gamma_v, pi) = "
         f"{sd['saddle_sin']:.2g}",
     )
@@ -249,7 +251,7 @@ def _dilution_rate_evidence(run: Run, a, tag: str) -> None:
     the departure) against ``c`` (the paper) and ``2 c`` (forced by ``Phi``)."""
     c_v = float(a.rates.focus_visited)
     t_dep = float(a.stages.departure.time)
-    t_saddle, _, _ = gf.plateau(
+    t_saddle, loss_p, bound_p = gf.plateau(
         a.ts,
         a.metrics["loss"],
         a.metrics["grad_norm"],
@@ -267,7 +269,12 @@ def _dilution_rate_evidence(run: Run, a, tag: str) -> None:
         t_saddle,
         t_dep if np.isfinite(t_dep) else float(a.end_time),
     )
-    ev = gf.dilution_rate_evidence(dr["rate"], dr["half_rates"], dr["rate_error"], c_v)
+    at_saddle = gf.plateau_evidence(
+        loss_p, bound_p, float(a.stages.uniform_entropy), float(np.log(len(a.pi)))
+    ).holds
+    ev = gf.dilution_rate_evidence(
+        dr["rate"], dr["half_rates"], dr["rate_error"], c_v, at_saddle=at_saddle
+    )
     run.evidence(
         f"dilution_mode_rate{tag}",
         ev,
