@@ -77,10 +77,11 @@ def test_headline_verdicts_for_the_headline_and_another_chain(tmp_path, override
         "attention_change_order",
     ):
         assert checks[name]["verdict"] == "holds", checks[name]
-    # the finding: the dilution mode grows at 2c, not c
-    assert checks["dilution_mode_rate"]["verdict"] == "refuted", checks["dilution_mode_rate"]
-    rate, c = checks["dilution_mode_rate"]["measured"], checks["dilution_mode_rate"]["prediction"]
-    assert abs(rate - 2 * c) <= checks["dilution_mode_rate"]["error_model"]["value"]
+    # the finding: the dilution mode grows at 2c, not c (decided on the headline chain; on the
+    # other one c = 0.0036 is within the error of 2c and c alike)
+    dil = checks["dilution_mode_rate"]
+    assert dil["verdict"] == ("inconclusive" if overrides else "refuted"), dil
+    assert abs(dil["measured"] - 2 * dil["prediction"]) <= dil["error_model"]["value"], dil
 
 
 @pytest.mark.slow
