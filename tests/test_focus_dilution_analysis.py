@@ -59,6 +59,8 @@ def test_random_chains_signed_rates_and_stages_in_order(d):
     # the sign of c says where attention moves first, for every chain
     np.testing.assert_array_equal(st.departure_sign, np.sign(r.focus))
     assert set(np.sign(r.focus[2:])) == {-1.0, 1.0}
+    for run in runs:
+        _score_direction_and_dilution_rate(run)
     # the paper's families: four stages in order, low-query entropy down below H(pi) then up
     for i in range(2):
         assert r.focus[i] > 0
@@ -66,6 +68,31 @@ def test_random_chains_signed_rates_and_stages_in_order(d):
         assert np.all(np.isfinite(times)) and np.all(np.diff(times) > 0), times
         assert st.entropy_dip[i] < st.uniform_entropy[i] < st.entropy_peak[i]
         assert a.ts[i, -1] == pytest.approx(float(a.end_time[i]))
+
+
+def _score_direction_and_dilution_rate(a):
+    """Phi's direction holds for either sign of c; the dilution mode grows at 2|c| (forced by
+    Phi): the paper's rate |c| is not what is measured (refuted where |c| is not small) and
+    2|c| lies within the same error model."""
+    c = float(a.rates.focus_visited)
+    saddle = a.visited_saddle.model.W0
+    t_c, t_d = float(a.stages.condensation.time), float(a.stages.departure.time)
+    t_s, loss, bound = gf.plateau(
+        a.ts, a.metrics["loss"], a.metrics["grad_norm"], t_c, t_d, a.spectrum_saddle.eigenvalues
+    )
+    H, log_d = float(a.stages.uniform_entropy), float(np.log(len(a.pi)))
+    assert gf.plateau_evidence(loss, bound, H, log_d).holds
+    traj = (a.ts, a.trajectory.W0, a.trajectory.WQ, a.trajectory.WK, a.pi)
+    sd = gf.score_direction(*traj, c, saddle, t_s, t_d, t_noise=t_c)
+    assert gf.score_direction_evidence(sd["angle"], sd["bound"]).holds, sd
+    flipped = gf.score_direction(*traj, -c, saddle, t_s, t_d, t_noise=t_c)
+    assert gf.score_direction_evidence(flipped["angle"], flipped["bound"]).refuted, flipped
+    gamma, k = a.metrics["gamma"], a.metrics["focus_rate_path"]
+    dr = gf.dilution_rate(a.ts, gamma, a.pi, saddle, k, c, t_s, t_d)
+    ev = gf.dilution_rate_evidence(dr["rate"], dr["half_rates"], dr["rate_error"], abs(c))
+    assert not ev.holds, dr
+    assert ev.refuted or abs(c) < 0.03, dr  # decided wherever |c| is not small
+    assert abs(dr["rate"] - 2 * abs(c)) <= ev.error_model.value, dr
 
 
 def test_chain_with_negative_c_reports_attention_moving_off_the_frequent_token():

@@ -152,3 +152,109 @@ def test_plateau_and_first_phase():
     assert gf.first_phase_evidence(-0.1, -1).holds
     assert gf.first_phase_evidence(-0.1, 1).refuted
     assert gf.first_phase_evidence(-0.1, 0).inconclusive
+
+
+def test_order_bound_holds_above_the_order_and_is_refuted_below():
+    x = np.array([0.0025, 0.005, 0.01, 0.02])
+    assert gf.order_bound_evidence("O(x^2)", x, x**3 * (1 + x), 2.0).holds
+    assert gf.order_bound_evidence("O(x^2)", x[::-1], (x**3)[::-1], 2.0).holds  # any order
+    assert gf.order_bound_evidence("O(x^2)", x, x * (1 + x), 2.0).refuted
+
+
+@pytest.mark.parametrize("d, seed", CHAINS[:1] + [pytest.param(5, 1, marks=pytest.mark.slow)])
+def test_origin_deviation_is_third_order_and_attention_moves_fifth_order(d, seed):
+    """grad L is odd (no quadratic term) and dL/dPhi = O(eps^2) at the origin, on any chain:
+    the deviation from the linearisation is O(eps^3), the attention's change O(eps^5), within
+    the paper's bounds (eps^2, eps^3); an embedding initialised at scale 1 breaks both."""
+    rng = np.random.default_rng(7 + d + seed)
+    pi, P = random_chain(rng, d)
+    chain = gf.MarkovChain(P, pi)
+    eps = np.array([0.0025, 0.005, 0.01, 0.02])
+    mu1 = float(gf.condensation_rate(pi))
+    t1 = float(np.log(0.1 / eps[-1]) / mu1)
+    z = gf.init_transformer(jax.random.key(seed), d, 3, 2, 1.0)
+    o = gf.origin_scaling(chain, z, eps, t1, num_saves=50)
+    np.testing.assert_allclose(o.rate, mu1, rtol=1e-8)
+    dev, att = o.deviation[:, -1], o.attention_change[:, -1]
+    assert gf.local_order_evidence("3", eps, dev, 3.0, 2.0).holds
+    assert gf.local_order_evidence("5", eps, att, 5.0, 3.0).holds
+    assert gf.order_bound_evidence("2", eps, dev, 2.0).holds
+    assert gf.order_bound_evidence("3", eps, att, 3.0).holds
+    big = gf.origin_scaling(chain, z, eps, t1, num_saves=50, embedding_scale=1.0)
+    assert gf.order_bound_evidence("2", eps, big.deviation[:, -1], 2.0).refuted
+    assert gf.order_bound_evidence("3", eps, big.attention_change[:, -1], 3.0).refuted
+
+
+def test_origin_scaling_rejects_bad_inputs():
+    chain = gf.MarkovChain.paper(np.array([0.7, 0.2, 0.1]), 0.5)
+    z = gf.init_transformer(jax.random.key(0), 3, 2, 2, 1.0)
+    with pytest.raises(ValueError, match="at least 2"):
+        gf.origin_scaling(chain, z, np.array([0.01]), 1.0)
+    with pytest.raises(ValueError, match="t1 > 0"):
+        gf.origin_scaling(chain, z, np.array([0.01, 0.02]), -1.0)
+    with pytest.raises(ValueError, match="d = 4"):
+        gf.origin_scaling(
+            chain, gf.init_transformer(jax.random.key(0), 4, 2, 2, 1.0), np.array([0.1, 0.2]), 1.0
+        )
+
+
+def _saddle_trajectory(pi, c, ts, noise=1e-4, seed=0):
+    """W0 = gamma alpha^T + noise, (WQ, WK) = the unstable attention mode growing like e^{c t}
+    (WQ = alpha q^T, WK = sign(c) alpha q^T) plus a fixed part: the linearisation at the
+    saddle, written down."""
+    rng = np.random.default_rng(seed)
+    d, m, ma = len(pi), 3, 2
+    alpha = np.eye(m)[0]
+    gamma = 2.0 * pi / np.linalg.norm(pi)
+    q = rng.normal(size=ma)
+    q /= np.linalg.norm(q)
+    rest_q, rest_k = 1e-3 * rng.normal(size=(m, ma)), 1e-3 * rng.normal(size=(m, ma))
+    W0 = np.stack([np.outer(gamma, alpha) + noise * rng.normal(size=(d, m)) for _ in ts])
+    amp = 1e-3 * np.exp(abs(c) * np.asarray(ts))
+    WQ = np.stack([a * np.outer(alpha, q) + rest_q for a in amp])
+    WK = np.stack([np.sign(c) * a * np.outer(alpha, q) + rest_k for a in amp])
+    return W0, WQ, WK, gamma
+
+
+@pytest.mark.parametrize("c", [0.08, -0.05])
+def test_score_direction_holds_on_the_linearised_saddle_and_not_for_another_pi(c):
+    pi = np.array([0.6, 0.25, 0.1, 0.05])
+    ts = np.linspace(0.0, 80.0, 81)
+    W0, WQ, WK, gamma = _saddle_trajectory(pi, c, ts)
+    saddle = np.outer(gamma, np.eye(3)[0])
+    sd = gf.score_direction(ts, W0, WQ, WK, pi, c, saddle, 0.0, 80.0)
+    assert gf.score_direction_evidence(sd["angle"], sd["bound"]).holds, sd
+    # the same flow read against the opposite sign (refuted), or an embedding along another
+    # chain's pi (W0 is far from this chain's saddle: no bound)
+    wrong = gf.score_direction(ts, W0, WQ, WK, pi, -c, saddle, 0.0, 80.0)
+    assert gf.score_direction_evidence(wrong["angle"], wrong["bound"]).refuted
+    other = np.array([0.3, 0.3, 0.2, 0.2])
+    W0o, WQo, WKo, go = _saddle_trajectory(other, c, ts)
+    sd_o = gf.score_direction(ts, W0o, WQo, WKo, pi, c, np.outer(go, np.eye(3)[0]), 0.0, 80.0)
+    assert not gf.score_direction_evidence(sd_o["angle"], sd_o["bound"]).holds
+    # a flow that has not settled on the saddle: inconclusive
+    assert gf.score_direction_evidence(sd["angle"], sd["bound"], at_saddle=False).inconclusive
+    # attention that never outgrows its initial part: no bound, inconclusive
+    early = gf.score_direction(ts, W0, WQ, WK, pi, c, saddle, 0.0, 2.0)
+    assert gf.score_direction_evidence(early["angle"], early["bound"]).inconclusive
+
+
+def test_dilution_rate_reads_the_growth_rate_above_the_saddle_value():
+    pi = np.array([0.75, 0.19, 0.05, 0.01])
+    c = 0.08
+    ts = np.linspace(30.0, 75.0, 46)
+    gamma_v = pi / np.linalg.norm(pi)
+    saddle = gamma_v[:, None]  # W0 = gamma_v alpha^T with m = 1
+    mode = np.array([1.0 - pi[0], -pi[0], -pi[0], -pi[0]])  # grows the dilution mode
+    for growth, verdict in ((c, Verdict.holds), (2 * c, Verdict.refuted), (0.0, Verdict.refuted)):
+        gamma = gamma_v[None] + 1e-6 * np.exp(growth * ts)[:, None] * mode[None]
+        if growth == 0.0:
+            gamma = gamma_v[None] + 1e-6 * (1 + 1e-3 * ts)[:, None] * mode[None]
+        k = np.full(ts.size, c)
+        dr = gf.dilution_rate(ts, gamma, pi, saddle, k, c, 30.0, 75.0)
+        ev = gf.dilution_rate_evidence(dr["rate"], dr["half_rates"], dr["rate_error"], c)
+        assert ev.verdict is verdict, (growth, dr)
+    few = gf.dilution_rate(ts[:4], gamma[:4], pi, saddle, k[:4], c, 30.0, 75.0)
+    assert gf.dilution_rate_evidence(
+        few["rate"], few["half_rates"], few["rate_error"], c
+    ).inconclusive

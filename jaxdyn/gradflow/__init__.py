@@ -17,6 +17,8 @@ from ._evidence import (
     alignment_evidence as alignment_evidence,
     below_plateau_evidence as below_plateau_evidence,
     condensation_fit as condensation_fit,
+    dilution_rate as dilution_rate,
+    dilution_rate_evidence as dilution_rate_evidence,
     entropy_course_evidence as entropy_course_evidence,
     equivalence_evidence as equivalence_evidence,
     escape_exponent_evidence as escape_exponent_evidence,
@@ -26,11 +28,14 @@ from ._evidence import (
     frequent_first_evidence as frequent_first_evidence,
     linear_window as linear_window,
     local_order_evidence as local_order_evidence,
+    order_bound_evidence as order_bound_evidence,
     pca_stage_changes as pca_stage_changes,
     plateau as plateau,
     plateau_evidence as plateau_evidence,
     pooled_slope as pooled_slope,
     query_drop_times as query_drop_times,
+    score_direction as score_direction,
+    score_direction_evidence as score_direction_evidence,
     stage_order_evidence as stage_order_evidence,
     stage_resolution as stage_resolution,
     stall_evidence as stall_evidence,
@@ -96,6 +101,7 @@ from ._model import (
     prepare_batch as prepare_batch,
     sequence_loss as sequence_loss,
 )
+from ._origin import OriginScaling as OriginScaling, origin_scaling as origin_scaling
 from ._outcomes import (
     crossing_time as crossing_time,
     escape_time as escape_time,

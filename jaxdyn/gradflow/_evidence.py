@@ -578,3 +578,205 @@ def escape_exponent_evidence(
         ),
         alternative=0.0,
     )
+
+
+def order_bound_evidence(claim: str, x, y, order: float) -> Evidence:
+    """A bound ``y = O(x^order)`` as ``x -> 0`` (the true order may be higher): the local
+    exponent ``log(y_1/y_0) / log(x_1/x_0)`` at the two smallest ``x`` is at least ``order``,
+    with the a-posteriori error ``|e_0 - e_1|`` (the change over one refinement). A lower
+    order (a ``y`` that shrinks more slowly) is ``refuted``; within the error of ``order``,
+    ``inconclusive``."""
+    x, y = np.asarray(x, float), np.abs(np.asarray(y, float))
+    i = np.argsort(x)
+    e = np.diff(np.log(y[i])) / np.diff(np.log(x[i]))
+    model = ErrorModel.bound(
+        abs(e[0] - e[1]) if e.size > 1 and np.isfinite(e[:2]).all() else 0.0,
+        basis="change of the local exponent over one refinement",
+    )
+    from ..evidence import at_least
+
+    return at_least(claim, measured=float(e[0]), limit=order, error_model=model)
+
+
+def _profile(W0, pi) -> tuple[np.ndarray, np.ndarray]:
+    """``(alpha, gamma = W0 alpha)`` with the sign ``gamma . pi > 0`` (NumPy twin of
+    :func:`embedding_profile`, for saved arrays)."""
+    W0 = np.asarray(W0, float)
+    alpha = np.linalg.svd(W0, full_matrices=False)[2][0]
+    if (W0 @ alpha) @ np.asarray(pi, float) < 0:
+        alpha = -alpha
+    return alpha, W0 @ alpha
+
+
+def _dilution_mode(gamma, pi) -> np.ndarray:
+    """:func:`dilution_mode` on the last axis of saved profiles (NumPy)."""
+    gamma, pi = np.asarray(gamma, float), np.asarray(pi, float)
+    top = int(np.argmax(pi))
+    rest = gamma.sum(axis=-1) - gamma[..., top]
+    return np.asarray((1.0 - pi[top]) * gamma[..., top] - pi[top] * rest)
+
+
+def _angle(cos) -> float:
+    return float(np.arccos(np.clip(cos, -1.0, 1.0)))
+
+
+def score_direction(
+    ts, W0, WQ, WK, pi, c: float, saddle_W0, t_from: float, t_to: float, *, t_noise=None
+):
+    """The direction of ``Phi = W0 WQ WK^T W0^T`` against ``sign(c) pi pi^T`` while the
+    attention grows out of the unigram saddle, with the linearisation's bound on it.
+
+    Near the saddle ``W0 = gamma_v alpha^T + E`` (``gamma_v`` the profile of ``saddle_W0``, the
+    embedding of the saddle the flow visits, ``alpha`` the top right singular vector of
+    ``W0``) and ``(WQ, WK)`` is the unstable attention mode (``WQ = alpha q^T``,
+    ``WK = +-alpha q^T``, ``|q| = ||alpha^T (WQ +- WK)|| / 2``, the larger of the two signs)
+    plus a part that does not grow there, of norm at most ``N = ||(WQ, WK)||`` at ``t_from``. Then
+    ``Phi = a gamma_v gamma_v^T + R`` with ``sign(a)`` the growing mode's sign (``sign(c)`` by
+    the theory) and ``||R|| / (|a| ||gamma_v||^2) <= r = (2 e + e^2) (1 + nu)^2 /
+    (1 - 2 nu - nu^2)``, ``e = ||E|| / ||gamma_v||``, ``nu = N / |q|``; so the angle between
+    ``Phi`` and ``sign(c) pi pi^T`` is at most ``arcsin r + arcsin(sqrt 2 sin(gamma_v, pi))``.
+
+    Among the saves in ``[t_from, t_to]`` (from the save nearest the saddle to the departure)
+    the one with the smallest bound is read (the bound uses ``W0`` and the attention
+    amplitude, not ``Phi``).
+    Returns a dict: ``time``, ``angle`` (``arccos`` of the signed cosine: ``pi`` when ``Phi``
+    points along ``-sign(c) pi pi^T``), ``bound`` (``nan`` where ``r`` or ``nu`` leave no
+    bound), ``embedding_offset`` ``e``, ``attention_ratio`` ``nu``, ``saddle_sin``."""
+    ts = np.asarray(ts, float)
+    W0, WQ, WK = (np.asarray(x, float) for x in (W0, WQ, WK))
+    pi = np.asarray(pi, float)
+    _, g_v = _profile(saddle_W0, pi)
+    s = 1.0 if c >= 0 else -1.0
+    sel = np.nonzero((ts >= t_from) & (ts <= t_to))[0]
+    nan = {"time": np.nan, "angle": np.nan, "bound": np.nan}
+    if sel.size == 0 or not np.isfinite(t_from):
+        return dict(nan, embedding_offset=np.nan, attention_ratio=np.nan, saddle_sin=np.nan)
+    i0 = sel[0] if t_noise is None else int(np.argmin(np.abs(ts - t_noise)))
+    N = float(np.sqrt(np.sum(WQ[i0] ** 2) + np.sum(WK[i0] ** 2)))
+    saddle_sin = _sin(g_v, pi)
+    gv = float(np.linalg.norm(g_v))
+    best = None
+    for i in sel:
+        alpha, _ = _profile(W0[i], pi)
+        e = float(np.linalg.norm(W0[i] - np.outer(g_v, alpha))) / gv
+        # the growing mode's amplitude, whichever its sign (a sign other than c's is what the
+        # angle then shows)
+        q = max(np.linalg.norm(alpha @ (WQ[i] + WK[i])), np.linalg.norm(alpha @ (WQ[i] - WK[i])))
+        q = float(q) / 2.0
+        nu = N / q if q > 0 else np.inf
+        denom = 1.0 - 2.0 * nu - nu * nu
+        r = (2 * e + e * e) * (1 + nu) ** 2 / denom if denom > 0 else np.inf
+        bound = (
+            float(np.arcsin(r) + np.arcsin(min(1.0, np.sqrt(2.0) * saddle_sin)))
+            if r < 1
+            else np.inf
+        )
+        if best is None or bound < best[0]:
+            best = (bound, i, e, nu)
+    bound, i, e, nu = best
+    Phi = W0[i] @ WQ[i] @ WK[i].T @ W0[i].T
+    pp = np.outer(pi, pi)
+    cos = s * float(np.sum(Phi * pp)) / (np.linalg.norm(Phi) * np.linalg.norm(pp) + 1e-300)
+    return {
+        "time": float(ts[i]),
+        "angle": _angle(cos),
+        "bound": bound if np.isfinite(bound) else np.nan,
+        "embedding_offset": e,
+        "attention_ratio": nu,
+        "saddle_sin": saddle_sin,
+    }
+
+
+def score_direction_evidence(angle: float, bound: float, *, at_saddle: bool = True) -> Evidence:
+    """During focus ``Phi / ||Phi|| -> sign(c) pi pi^T / ||pi||^2``: the angle between them
+    (:func:`score_direction`) is within the linearisation's bound at the saddle. ``Phi``
+    along ``-sign(c) pi pi^T`` (angle ``pi``) or along another chain's ``pi' pi'^T`` is
+    ``refuted``; no bound (the unstable attention has not outgrown the rest before the
+    departure, or ``W0`` is not rank one) is ``inconclusive``, and so is a flow that has not
+    settled on the saddle (``at_saddle`` false: its linearisation does not apply)."""
+    claim = "during focus Phi / ||Phi|| -> sign(c) pi pi^T / ||pi||^2 (angle, radians)"
+    if not at_saddle:
+        why = (
+            "the flow has not settled on the unigram saddle (its plateau is not established): "
+            "a longer horizon would decide"
+        )
+    elif not (np.isfinite(bound) and bound < 0.5):
+        why = (
+            "the unstable attention mode never outgrew the rest of (WQ, WK) near the saddle "
+            "(a smaller eps or a longer plateau would decide)"
+        )
+    else:
+        why = ""
+    if why:
+        measured = float(np.nan_to_num(angle, nan=np.pi))
+        model = ErrorModel.bound(0.0, basis="no linearisation at the saddle")
+        return Evidence(claim, 0.0, measured, model, Verdict.inconclusive, float(np.pi), why)
+    model = ErrorModel.bound(
+        bound,
+        basis="arcsin r + arcsin(sqrt 2 sin(gamma_v, pi)), r = (2e + e^2)(1 + nu)^2 / "
+        "(1 - 2 nu - nu^2) at the save with the smallest bound",
+    )
+    return within(claim, prediction=0.0, measured=angle, error_model=model, alternative=np.pi)
+
+
+def dilution_rate(ts, gamma, pi, saddle_W0, focus_rate_path, c: float, t_from, t_to):
+    """The growth rate of the dilution mode ``D = (1 - pi_1) gamma_1 - pi_1 sum_{i != 1}
+    gamma_i`` out of the unigram saddle: the least-squares slope of ``log(D(t) - D_v)`` (``D_v``
+    the visited saddle's value, root-found) on the saves in ``[t_from, t_to]`` where the excess
+    is positive (from the saddle to the departure: attention in its linear growth);
+    ``gamma`` the saved profiles (``metrics["gamma"]``), ``saddle_W0`` the visited saddle's
+    embedding.
+
+    Returns a dict: ``rate``, ``half_rates`` (the slopes over the window's two halves), ``n``
+    (saves), ``rate_error`` (``max |k(t) - c|`` over the window: the attention grows at the
+    instantaneous rate ``k = focus_rate_path``, not exactly at ``c``)."""
+    ts = np.asarray(ts, float)
+    excess = _dilution_mode(gamma, pi) - float(_dilution_mode(_profile(saddle_W0, pi)[1], pi))
+    k = np.asarray(focus_rate_path, float)
+    sel = np.nonzero((ts >= t_from) & (ts <= t_to) & (excess > 0) & np.isfinite(excess))[0]
+    out = {"rate": np.nan, "half_rates": [np.nan, np.nan], "n": int(sel.size)}
+    if sel.size < 6:
+        return dict(out, rate_error=np.nan)
+
+    def slope(idx):
+        return float(np.polyfit(ts[idx], np.log(excess[idx]), 1)[0])
+
+    h = sel.size // 2
+    return {
+        "rate": slope(sel),
+        "half_rates": [slope(sel[:h]), slope(sel[h:])],
+        "n": int(sel.size),
+        "rate_error": float(np.max(np.abs(k[sel] - c))),
+    }
+
+
+def dilution_rate_evidence(
+    rate: float, half_rates, rate_error: float, c: float, *, at_saddle: bool = True
+) -> Evidence:
+    """The dilution mode grows like ``e^{c t}`` out of the saddle (the paper's stage III):
+    the measured rate (:func:`dilution_rate`) equals ``c`` within ``2 max |k - c|`` (a mode
+    driven at the attention's instantaneous rate ``k``, once or twice) plus the change of the
+    rate between the window's halves, against the alternative ``2c`` (a mode forced by
+    ``Phi``, quadratic in the attention amplitude). ``inconclusive`` for a flow that has not
+    settled on the saddle (``at_saddle`` false)."""
+    claim = "the dilution mode grows like exp(c t) out of the unigram saddle"
+    if not at_saddle or not np.isfinite(rate):
+        return Evidence(
+            claim,
+            c,
+            0.0,
+            ErrorModel.bound(0.0, basis="no window"),
+            Verdict.inconclusive,
+            2 * c,
+            "the flow has not settled on the unigram saddle (its plateau is not established)"
+            if not at_saddle
+            else "fewer than 6 saves between the saddle and the departure with the mode above "
+            "its saddle value",
+        )
+    change = float(abs(half_rates[0] - half_rates[1]))
+    model = ErrorModel.bound(
+        2 * rate_error + change,
+        basis=f"2 max|k - c| = {2 * rate_error:.2g} (attention's instantaneous rate k) + change "
+        f"{change:.2g} of the rate between the window's halves",
+    )
+    return within(claim, prediction=c, measured=rate, error_model=model, alternative=2 * c)

@@ -123,9 +123,10 @@ def _saddle_evidence(run: Run, a, tag: str) -> None:
         else float(a.end_time),
         a.spectrum_saddle.eigenvalues,
     )
+    plateau = gf.plateau_evidence(loss_p, bound_p, H, float(np.log(d)))
     run.evidence(
         f"unigram_plateau{tag}",
-        gf.plateau_evidence(loss_p, bound_p, H, float(np.log(d))),
+        plateau,
         note=f"loss at the save nearest a critical point (t = {t_p:.4g})",
     )
     mu1 = float(a.rates.condensation)
@@ -160,6 +161,27 @@ def _saddle_evidence(run: Run, a, tag: str) -> None:
             tolerance=EIGEN_RTOL * max(float(np.max(np.abs(a.spectrum_saddle.eigenvalues))), 1.0),
         ),
         note="spectrum of J at the saddle the flow visits",
+    )
+    t_dep = float(a.stages.departure.time)
+    sd = gf.score_direction(
+        a.ts,
+        a.trajectory.W0,
+        a.trajectory.WQ,
+        a.trajectory.WK,
+        a.pi,
+        c_v,
+        a.visited_saddle.model.W0,
+        t_p,
+        t_dep if np.isfinite(t_dep) else float(a.end_time),
+        t_noise=float(a.stages.condensation.time),
+    )
+    run.evidence(
+        f"score_direction{tag}",
+        gf.score_direction_evidence(sd["angle"], sd["bound"], at_saddle=plateau.holds),
+        note=f"angle between Phi and sign(c) pi pi^T at t = {sd['time']:.4g} (from the save "
+        f"nearest the saddle to the departure, the one with the smallest bound): e = "
+        f"{sd['embedding_offset']:.2g}, nu = {sd['attention_ratio']:.2g}, sin(gamma_v, pi) = "
+        f"{sd['saddle_sin']:.2g}",
     )
 
 
@@ -206,6 +228,7 @@ def _stage_evidence(
         ),
         note="low-query entropy: minimum before dilution, maximum after it, minimum after that",
     )
+    _dilution_rate_evidence(run, a, tag)
     pca = gf.pca_stage_changes(
         a.ts,
         a.trajectory.W0,
@@ -220,6 +243,45 @@ def _stage_evidence(
         claim="stage III moves the frequent and low-frequency embedding rows apart along PC1; "
         "stage IV spreads them along PC2",
         note="the PCA picture of the paper, reported: its axes are fitted to the trajectory",
+    )
+
+
+def _dilution_rate_evidence(run: Run, a, tag: str) -> None:
+    """The dilution mode's growth rate out of the saddle (from the save nearest the saddle to
+    the departure) against ``c`` (the paper) and ``2 c`` (forced by ``Phi``)."""
+    c_v = float(a.rates.focus_visited)
+    t_dep = float(a.stages.departure.time)
+    t_saddle, loss_p, bound_p = gf.plateau(
+        a.ts,
+        a.metrics["loss"],
+        a.metrics["grad_norm"],
+        float(a.stages.condensation.time),
+        t_dep if np.isfinite(t_dep) else float(a.end_time),
+        a.spectrum_saddle.eigenvalues,
+    )
+    dr = gf.dilution_rate(
+        a.ts,
+        a.metrics["gamma"],
+        a.pi,
+        a.visited_saddle.model.W0,
+        a.metrics["focus_rate_path"],
+        c_v,
+        t_saddle,
+        t_dep if np.isfinite(t_dep) else float(a.end_time),
+    )
+    at_saddle = gf.plateau_evidence(
+        loss_p, bound_p, float(a.stages.uniform_entropy), float(np.log(len(a.pi)))
+    ).holds
+    ev = gf.dilution_rate_evidence(
+        dr["rate"], dr["half_rates"], dr["rate_error"], c_v, at_saddle=at_saddle
+    )
+    run.evidence(
+        f"dilution_mode_rate{tag}",
+        ev,
+        note=f"log-slope of the dilution mode above its visited-saddle value over {dr['n']} "
+        f"saves from t = {t_saddle:.4g} to the departure; rate / c = "
+        f"{dr['rate'] / c_v:.4g} (2 would be a mode forced by Phi, quadratic in the attention "
+        "amplitude)",
     )
 
 
@@ -320,6 +382,30 @@ def _register_controls(experiment: str) -> None:
     def _rare_queries_first():
         pi = np.array([0.75, 0.19, 0.05, 0.01])
         return gf.frequent_first_evidence(pi, [90.0, 80.0, 70.0, 60.0], np.full(4, 0.5))
+
+    @negative_control(experiment, "score_direction")
+    def _attention_growing_with_the_other_sign():
+        # the linearised saddle (W0 = gamma alpha^T + noise, the unstable attention mode
+        # growing like e^{|c| t} over a fixed part) with WK = -WQ: Phi along -pi pi^T while
+        # c > 0 predicts +pi pi^T
+        rng = np.random.default_rng(0)
+        pi = np.array([0.75, 0.19, 0.05, 0.01])
+        ts = np.linspace(0.0, 80.0, 81)
+        gamma = 2.0 * pi / np.linalg.norm(pi)
+        alpha, q = np.eye(3)[0], np.array([0.6, 0.8])
+        saddle = np.outer(gamma, alpha)
+        W0 = np.stack([np.outer(gamma, alpha) + 1e-4 * rng.normal(size=(4, 3)) for _ in ts])
+        amp = 1e-3 * np.exp(0.08 * ts)
+        rest = 1e-3 * rng.normal(size=(2, 3, 2))
+        WQ = np.stack([a * np.outer(alpha, q) + rest[0] for a in amp])
+        WK = np.stack([-a * np.outer(alpha, q) + rest[1] for a in amp])
+        sd = gf.score_direction(ts, W0, WQ, WK, pi, 0.08, saddle, 0.0, 80.0)
+        return gf.score_direction_evidence(sd["angle"], sd["bound"])
+
+    @negative_control(experiment, "dilution_mode_rate")
+    def _dilution_mode_that_does_not_grow():
+        # attention held frozen: the mode stays at its saddle value (rate 0)
+        return gf.dilution_rate_evidence(0.0, [0.0, 0.0], 0.004, 0.0798)
 
     @negative_control(experiment, "entropy_down_up_down")
     def _attention_held_frozen():
