@@ -91,21 +91,31 @@ class SGLDConfig(NetworkConfig):
 
 def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
     """The member function: SGLD (optional), MALA and the mode of the SGLD chain (of the MALA
-    chain without SGLD); with SGLD also the mode of a bootstrap resample."""
+    chain without SGLD); with SGLD also the mode of a bootstrap resample.
+
+    The chains and Adam's descent to the mode compute in ``c.loop_dtype`` (float32 by
+    default: the O(L^2 V^2) gradient is memory bound, so single precision halves its cost;
+    rounding of 1e-7 relative is far below the chains' standard errors over datasets, which
+    are the checks' error model). Each mode's measurement and its Newton estimate of the
+    remaining distance to the exact mode are in float64 on the float64 statistics, so the
+    mode checks' bound covers the single-precision descent too."""
+    lowered = c.lowered
+    posterior_low = lowered(posterior)
 
     def member(params, key):
         k_data, k_sgld, k_mala = jax.random.split(key, 3)
         k_mala, k_init = jax.random.split(k_mala)
         P = params["P"]
         stats, (X, Y, w) = padded_statistics(k_data, c.L, c.V, P, P_max)
-        G0 = params["start"] * copy_G
+        stats_low = lowered(stats)
+        G0 = lowered(params["start"] * copy_G)
         out = {}
         if with_sgld:
-            h = ch.sgld_step_size(posterior, stats, scale=c.step_scale)
+            h = ch.sgld_step_size(posterior_low, stats_low, scale=c.step_scale)
             out = ch.sample_sgld(
                 k_sgld,
-                posterior,
-                stats,
+                posterior_low,
+                stats_low,
                 burn_in=c.burn_in,
                 num_samples=c.num_samples,
                 thin=c.thin,
@@ -115,13 +125,13 @@ def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
             )
         mala = ch.sample_mala(
             k_mala,
-            posterior,
-            stats,
+            posterior_low,
+            stats_low,
             step_size=c.mala_step(P),
             burn_in=c.burn_in,
             num_samples=c.num_samples,
             thin=c.thin,
-            G0=G0 + 1e-2 * jax.random.normal(k_init, G0.shape),
+            G0=params["start"] * copy_G + 1e-2 * jax.random.normal(k_init, G0.shape),
         )
         out.update({f"mala_{k}": v for k, v in mala.items()})
         G_end = out["G_final"] if with_sgld else mala["G_final"]
@@ -132,8 +142,12 @@ def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
         boot = ch.copy_statistics(X, Y, ch.bootstrap_weights(k_resample, w))
 
         def mode_of(G_start, data):
-            G = ch.minimise_action(posterior, data, G_start, steps=c.mode_steps, learning_rate=0.02)
-            return G, (G, ch.measure(posterior, G, None, data), mode_error(posterior, data, G))
+            G = ch.minimise_action(
+                posterior_low, lowered(data), G_start, steps=c.mode_steps, learning_rate=0.02
+            )
+            G64 = G.astype(stats.N.dtype)
+            measured = ch.measure(posterior, G64, None, data)
+            return G, (G64, measured, mode_error(posterior, data, G64))
 
         # (The precursor chains use only the mode itself.)
         data = (stats, boot) if with_sgld else (stats,)
