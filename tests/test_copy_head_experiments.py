@@ -40,6 +40,7 @@ def test_experiment_is_registered_with_valid_defaults_and_quick(name):
         (adam.AdamConfig(learning_rate=0.0), "learning_rate"),
         (adam.AdamConfig(seeds=2), "seeds"),
         (sgld.SGLDConfig(burn_in=0), "burn_in"),
+        (sgld.SGLDConfig(precision="half"), "precision"),
         (sgld.SGLDConfig(sigma_w2=0.0), "sigma_w2"),
         (sgld.SGLDConfig(precursor_fractions=(0.5, 1.5)), "precursor_fractions"),
         (scaling.ScalingConfig(L_values=(32, 64)), "L_values"),

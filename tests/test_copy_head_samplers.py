@@ -318,3 +318,32 @@ def test_sgld_step_size_is_scale_over_the_largest_curvature_in_W():
     )(G)
     h = float(jax.jit(lambda g: ch.sgld_step_size(posterior, stats, G=g, scale=1.0))(G))
     assert abs(h * float(lam) - 1) < 1e-10
+
+
+def test_single_precision_samplers_and_adam_stay_single_and_track_double():
+    """float32 statistics and posterior (cast_floating) keep SGLD, MALA's action and Adam in
+    float32; MALA (same proposals: its state stays in the default dtype) and Adam from a
+    deterministic start follow their float64 runs to float32 rounding."""
+    L, V = 6, 3
+    stats = _stats(12, L, V)
+    posterior = ch.CopyHeadPosterior("softmax")
+    s32, p32 = ch.cast_floating(stats, jnp.float32), ch.cast_floating(posterior, jnp.float32)
+    assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(s32))
+    kw = dict(burn_in=10, num_samples=4, thin=2)
+    sgld = ch.sample_sgld(jax.random.key(0), p32, s32, step_size=1e-3, **kw)
+    assert sgld["G_final"].dtype == jnp.float32
+    assert np.all(np.isfinite(sgld["c_G"]))
+    G0 = 2.0 * ch.shift_matrix(L)
+    mala = [
+        ch.sample_mala(jax.random.key(1), p, s, step_size=0.05, G0=G0, **kw)
+        for p, s in ((p32, s32), (posterior, stats))
+    ]
+    np.testing.assert_allclose(mala[0]["c_G"], mala[1]["c_G"], atol=1e-4)
+    fits = [
+        ch.train_map(jax.random.key(2), p, s, steps=200, learning_rate=0.02, init_scale=0.0, G0=G0)[
+            0
+        ]
+        for p, s in ((p32, s32), (posterior, stats))
+    ]
+    assert fits[0]["G"].dtype == jnp.float32 and fits[1]["G"].dtype == jnp.float64
+    np.testing.assert_allclose(fits[0]["G"], fits[1]["G"], atol=1e-3)

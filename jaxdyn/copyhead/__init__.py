@@ -109,6 +109,7 @@ from ._scaling import (
 from ._task import (
     CopyStatistics as CopyStatistics,
     bootstrap_weights as bootstrap_weights,
+    cast_floating as cast_floating,
     copy_statistics as copy_statistics,
     copy_targets as copy_targets,
     copy_task as copy_task,

@@ -58,13 +58,17 @@ def sgld_step_size(
 
 def _noise_layout(sgld, partitionable_noise: bool):
     """blackjax SGLD with its step traced under ``jax.threefry_partitionable(False)`` unless
-    ``partitionable_noise`` (see :func:`sgld_kernel`)."""
-    if partitionable_noise:
-        return sgld
+    ``partitionable_noise`` (see :func:`sgld_kernel`), and its new position in the dtypes of
+    the old one (blackjax 1.7.1 draws the noise in the default float dtype, so without the
+    cast a float32 chain would turn float64 after one step)."""
 
     def step(rng_key, position, minibatch, step_size, temperature=1.0):
-        with jax.threefry_partitionable(False):
-            return sgld.step(rng_key, position, minibatch, step_size, temperature)
+        if partitionable_noise:
+            new = sgld.step(rng_key, position, minibatch, step_size, temperature)
+        else:
+            with jax.threefry_partitionable(False):
+                new = sgld.step(rng_key, position, minibatch, step_size, temperature)
+        return jax.tree.map(lambda x, old: x.astype(old.dtype), new, position)
 
     return sgld._replace(step=step)
 
@@ -194,10 +198,16 @@ def sample_sgld(
     ``data = (X, Y, weights)``, the sequences behind ``stats``) each step uses the stochastic
     gradient of ``batch_size`` sequences drawn afresh. Measurements always use the full
     ``stats``. Returns per-sample :func:`measure` outputs and the final G (``"G_final"``).
+
+    The chain computes in the statistics' dtype: float32 statistics and posterior
+    (:func:`cast_floating`) give a single-precision chain, with half the memory traffic of
+    the O(L^2 V^2) gradient.
     """
     L, V = stats.L, stats.V
+    dtype = stats.N.dtype
     h = sgld_step_size(posterior, stats) if step_size is None else step_size
-    g_scale = jnp.sqrt(g_preconditioner)
+    h = jnp.asarray(h, dtype)
+    g_scale = jnp.sqrt(jnp.asarray(g_preconditioner, dtype))
     if batch_size is None:
         sgld = sgld_kernel(posterior, g_scale)
 
@@ -215,10 +225,11 @@ def sample_sgld(
             return sgld.step(k_step, pos, draw_minibatch(k_batch, data, batch_size), h)
 
     k0, kw, kg = jax.random.split(key, 3)
-    G = init_scale * jax.random.normal(kg, (L, L))
+    G = init_scale * jax.random.normal(kg, (L, L), dtype)
     if G0 is not None:
-        G = G + jnp.asarray(G0)
-    position = sgld.init({"W": init_scale * jax.random.normal(kw, (V, V)), "g": G / g_scale})
+        G = G + jnp.asarray(G0, dtype)
+    W = init_scale * jax.random.normal(kw, (V, V), dtype)
+    position = sgld.init({"W": W, "g": (G / g_scale).astype(dtype)})
 
     def record(pos):
         return measure(posterior, g_scale * pos["g"], pos["W"], stats, test)
@@ -249,10 +260,15 @@ def sample_mala(
     ``None`` keeps ``step_size`` throughout. Returns per-sample :func:`measure` outputs, the
     acceptance rate of each sampling interval (``"acceptance"``), the final G (``"G_final"``)
     and the step used for sampling (``"step_size"``).
+
+    The action and its gradient compute in the statistics' dtype: with float32 statistics
+    and posterior (:func:`cast_floating`) the O(L^2 V^2) work is single precision while the
+    chain's state and the Metropolis test stay in the default float dtype.
     """
     L = stats.L
     blackjax = _blackjax()
-    logdensity = lambda G: -posterior.action(G, stats)
+    dtype = stats.N.dtype
+    logdensity = lambda G: -posterior.action(G.astype(dtype), stats).astype(G.dtype)
     G_init = jnp.zeros((L, L)) if G0 is None else jnp.asarray(G0)
     state = blackjax.mala(logdensity, step_size).init(G_init)
 
@@ -263,7 +279,7 @@ def sample_mala(
             log_h = log_h + (info.acceptance_rate - target_acceptance) / (t + 10.0) ** 0.6
         return (st, log_h, t + 1.0), info.acceptance_rate
 
-    log_h = jnp.log(jnp.asarray(step_size, dtype=jnp.result_type(float)))
+    log_h = jnp.log(jnp.asarray(step_size, dtype=G_init.dtype))
     carry = (state, log_h, jnp.zeros_like(log_h))
     k_burn, k_s = jax.random.split(key)
     carry, _ = jax.lax.scan(
@@ -274,7 +290,7 @@ def sample_mala(
 
     def sample(c, k):
         c, acc = jax.lax.scan(lambda cc, kk: one(cc, kk, False), c, jax.random.split(k, thin))
-        return c, (measure(posterior, c[0].position, None, stats), jnp.mean(acc))
+        return c, (measure(posterior, c[0].position.astype(dtype), None, stats), jnp.mean(acc))
 
     carry, (samples, acc) = jax.lax.scan(sample, carry, jax.random.split(k_s, num_samples))
     samples["acceptance"] = acc

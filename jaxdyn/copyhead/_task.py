@@ -66,6 +66,20 @@ def copy_task(
     return X, copy_targets(X, cyclic=cyclic)
 
 
+def cast_floating(tree, dtype):
+    """``tree`` (statistics, a posterior, a head) with every floating-point array leaf cast to
+    ``dtype``: a sampler run on ``cast_floating(stats, jnp.float32)`` and
+    ``cast_floating(posterior, jnp.float32)`` computes in single precision."""
+    return jax.tree.map(
+        lambda x: (
+            x.astype(dtype)
+            if isinstance(x, jax.Array | jnp.ndarray) and jnp.issubdtype(x.dtype, jnp.floating)
+            else x
+        ),
+        tree,
+    )
+
+
 class CopyStatistics(eqx.Module):
     """Sufficient statistics of a (weighted) copy dataset; every action costs O(L^2 V^2) from them.
 

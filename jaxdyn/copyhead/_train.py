@@ -41,16 +41,19 @@ def map_init(
     *,
     init_scale: float | ArrayLike = 1e-2,
     G0: Float[ArrayLike, "L L"] | None = None,
+    dtype=None,
 ) -> MAPState:
     """Small random (W, G) around (0, G0) (``G0`` defaults to zero; a copy-pattern ``G0`` is
-    a start from the copy state, for hysteresis and the convergence filter)."""
+    a start from the copy state, for hysteresis and the convergence filter), in ``dtype``
+    (default: the default float dtype)."""
+    dtype = jnp.result_type(float) if dtype is None else dtype
     kw, kg = jax.random.split(key)
-    G = init_scale * jax.random.normal(kg, (L, L))
+    G = init_scale * jax.random.normal(kg, (L, L), dtype)
     if G0 is not None:
-        G = G + jnp.asarray(G0)
-    params = {"W": init_scale * jax.random.normal(kw, (V, V)), "G": G}
+        G = G + jnp.asarray(G0, dtype)
+    params = {"W": init_scale * jax.random.normal(kw, (V, V), dtype), "G": G.astype(dtype)}
     state = _adam().init(params)
-    hyper = {**state.hyperparams, "learning_rate": jnp.asarray(learning_rate)}
+    hyper = {**state.hyperparams, "learning_rate": jnp.asarray(learning_rate, dtype)}
     return MAPState(params, state._replace(hyperparams=hyper))
 
 
@@ -85,14 +88,20 @@ def train_map(
 ) -> tuple[dict, Float[Array, " n"]]:
     """Adam to the joint MAP with a cosine-decayed learning rate (peak ``learning_rate``), so
     the final point is a converged minimum. Returns the final {"W", "G"} and the energy
-    recorded every ``record_every`` steps."""
-    state = map_init(key, stats.L, stats.V, learning_rate, init_scale=init_scale, G0=G0)
+    recorded every ``record_every`` steps. Computes in the statistics' dtype (float32
+    statistics and posterior, :func:`jaxdyn.copyhead.cast_floating`, train in single
+    precision)."""
+    dtype = stats.N.dtype
+    state = map_init(
+        key, stats.L, stats.V, learning_rate, init_scale=init_scale, G0=G0, dtype=dtype
+    )
     n_outer = max(int(steps) // record_every, 1)
     total = n_outer * record_every
 
     def inner(carry, _):
         state, t = carry
-        hyper = {**state.opt_state.hyperparams, "learning_rate": _cosine(learning_rate, t, total)}
+        lr = jnp.asarray(_cosine(learning_rate, t, total), dtype)
+        hyper = {**state.opt_state.hyperparams, "learning_rate": lr}
         state = MAPState(state.params, state.opt_state._replace(hyperparams=hyper))
         state, e = map_step(state, posterior, stats)
         return (state, t + 1), e
@@ -101,7 +110,7 @@ def train_map(
         carry, es = jax.lax.scan(inner, carry, None, length=record_every)
         return carry, es[-1]
 
-    (state, _), trace = jax.lax.scan(outer, (state, jnp.asarray(0.0)), None, length=n_outer)
+    (state, _), trace = jax.lax.scan(outer, (state, jnp.asarray(0.0, dtype)), None, length=n_outer)
     return state.params, trace
 
 
@@ -115,16 +124,16 @@ def minimise_action(
 ) -> Float[Array, "L L"]:
     """Local minimiser of the exact action S(G) (W integrated out) from G0: Adam with a
     cosine-decayed learning rate (small steps keep it in G0's basin: hysteresis runs, and
-    the posterior mode reached from a sampler's state)."""
+    the posterior mode reached from a sampler's state). Computes in G0's dtype (with
+    statistics and posterior of that dtype, :func:`jaxdyn.copyhead.cast_floating`)."""
     G0 = jnp.asarray(G0)
     opt = _adam()
     grad = jax.grad(lambda G: posterior.action(G, stats))
 
     def step(carry, t):
         G, state = carry
-        state = state._replace(
-            hyperparams={**state.hyperparams, "learning_rate": _cosine(learning_rate, t, steps)}
-        )
+        lr = jnp.asarray(_cosine(learning_rate, t, steps), G0.dtype)
+        state = state._replace(hyperparams={**state.hyperparams, "learning_rate": lr})
         updates, state = opt.update(grad(G), state, G)
         return (optax.apply_updates(G, updates), state), None
 

@@ -28,6 +28,7 @@ def exact_action_hysteresis(c, run: Run, attention: str, res: dict) -> dict:
     Ps = _hysteresis_grid(c, res)
     P_max = int(np.ceil(Ps.max()))
     posterior = c.posterior(attention)
+    posterior_low = c.lowered(posterior)
     copy_G = c.copy_scores(attention)
 
     def member(params, key):
@@ -35,10 +36,15 @@ def exact_action_hysteresis(c, run: Run, attention: str, res: dict) -> dict:
         stats, _ = padded_statistics(k_data, c.L, c.V, params["P"], P_max)
         # Small noise lifts the uniform start off G = 0, a stationary point by symmetry.
         G0 = params["start"] * copy_G + 1e-2 * jax.random.normal(k_init, (c.L, c.L))
+        # Adam in c.loop_dtype; the minimum it reaches is measured in float64.
         G = ch.minimise_action(
-            posterior, stats, G0, steps=c.hysteresis_steps, learning_rate=params["learning_rate"]
+            posterior_low,
+            c.lowered(stats),
+            c.lowered(G0),
+            steps=c.hysteresis_steps,
+            learning_rate=params["learning_rate"],
         )
-        return ch.measure(posterior, G, None, stats)
+        return ch.measure(posterior, G.astype(stats.N.dtype), None, stats)
 
     grid = Grid.product(
         {"P": Ps, "start": [0.0, 1.0], "learning_rate": [c.hysteresis_learning_rate]},

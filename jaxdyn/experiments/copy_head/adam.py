@@ -70,16 +70,21 @@ def run_adam(c: AdamConfig, run: Run) -> None:
     copy_G = c.copy_scores(c.attention)
     P_max = int(np.ceil(analysis.P_grid.max()))
 
+    posterior_low = c.lowered(posterior)
+
     def fit(key, stats, G0, learning_rate):
+        # Adam in c.loop_dtype; the measurements and the Newton estimate of the end point's
+        # distance to the exact minimum in float64, so their bound covers the precision.
         p, trace = ch.train_map(
             key,
-            posterior,
-            stats,
+            posterior_low,
+            c.lowered(stats),
             steps=c.steps,
             learning_rate=learning_rate,
             init_scale=c.init_scale,
             G0=G0,
         )
+        p = ch.cast_floating(p, stats.N.dtype)
         out = ch.measure(posterior, p["G"], p["W"], stats)
         out["test_loss"] = ch.population_test_loss(posterior, p["G"], p["W"], V=c.V)
         out.update(optimiser_error(posterior, stats, p, V=c.V))

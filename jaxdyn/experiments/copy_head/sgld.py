@@ -89,42 +89,52 @@ class SGLDConfig(NetworkConfig):
         )
 
 
-def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
-    """The member function: SGLD (optional), MALA and the mode of the SGLD chain (of the MALA
-    chain without SGLD); with SGLD also the mode of a bootstrap resample."""
+def _chains(c: SGLDConfig, posterior, copy_G, P_max: int):
+    """The member function: SGLD, MALA, the mode reached from the SGLD chain's end (from the
+    MALA chain's end for a precursor member, ``params["precursor"] = 1``) and the mode of a
+    bootstrap resample. Ladder and precursor members share one sweep, so one program is
+    compiled (a precursor member's SGLD chain and bootstrap mode go unused).
+
+    The chains and Adam's descent to the mode compute in ``c.loop_dtype`` (float32 by
+    default: the O(L^2 V^2) gradient is memory bound, so single precision halves its cost;
+    rounding of 1e-7 relative is far below the chains' standard errors over datasets, which
+    are the checks' error model). Each mode's measurement and its Newton estimate of the
+    remaining distance to the exact mode are in float64 on the float64 statistics, so the
+    mode checks' bound covers the single-precision descent too."""
+    lowered = c.lowered
+    posterior_low = lowered(posterior)
 
     def member(params, key):
         k_data, k_sgld, k_mala = jax.random.split(key, 3)
         k_mala, k_init = jax.random.split(k_mala)
         P = params["P"]
         stats, (X, Y, w) = padded_statistics(k_data, c.L, c.V, P, P_max)
-        G0 = params["start"] * copy_G
-        out = {}
-        if with_sgld:
-            h = ch.sgld_step_size(posterior, stats, scale=c.step_scale)
-            out = ch.sample_sgld(
-                k_sgld,
-                posterior,
-                stats,
-                burn_in=c.burn_in,
-                num_samples=c.num_samples,
-                thin=c.thin,
-                step_size=h,
-                G0=G0,
-                g_preconditioner=c.g_preconditioner,
-            )
+        stats_low = lowered(stats)
+        G0 = lowered(params["start"] * copy_G)
+        h = ch.sgld_step_size(posterior_low, stats_low, scale=c.step_scale)
+        out = ch.sample_sgld(
+            k_sgld,
+            posterior_low,
+            stats_low,
+            burn_in=c.burn_in,
+            num_samples=c.num_samples,
+            thin=c.thin,
+            step_size=h,
+            G0=G0,
+            g_preconditioner=c.g_preconditioner,
+        )
         mala = ch.sample_mala(
             k_mala,
-            posterior,
-            stats,
+            posterior_low,
+            stats_low,
             step_size=c.mala_step(P),
             burn_in=c.burn_in,
             num_samples=c.num_samples,
             thin=c.thin,
-            G0=G0 + 1e-2 * jax.random.normal(k_init, G0.shape),
+            G0=params["start"] * copy_G + 1e-2 * jax.random.normal(k_init, G0.shape),
         )
         out.update({f"mala_{k}": v for k, v in mala.items()})
-        G_end = out["G_final"] if with_sgld else mala["G_final"]
+        G_end = lowered(jnp.where(params["precursor"] > 0, mala["G_final"], out["G_final"]))
         # The mode from the chain's end, then the mode of one bootstrap resample of the same
         # data from that mode (the finite-P bias of the mode against the population theory):
         # the two steps of one scan, so the program holds one copy of the minimiser.
@@ -132,19 +142,20 @@ def _chains(c: SGLDConfig, posterior, copy_G, P_max: int, with_sgld: bool):
         boot = ch.copy_statistics(X, Y, ch.bootstrap_weights(k_resample, w))
 
         def mode_of(G_start, data):
-            G = ch.minimise_action(posterior, data, G_start, steps=c.mode_steps, learning_rate=0.02)
-            return G, (G, ch.measure(posterior, G, None, data), mode_error(posterior, data, G))
+            G = ch.minimise_action(
+                posterior_low, lowered(data), G_start, steps=c.mode_steps, learning_rate=0.02
+            )
+            G64 = G.astype(stats.N.dtype)
+            measured = ch.measure(posterior, G64, None, data)
+            return G, (G64, measured, mode_error(posterior, data, G64))
 
-        # (The precursor chains use only the mode itself.)
-        data = (stats, boot) if with_sgld else (stats,)
-        data = jax.tree.map(lambda *a: jnp.stack(a), *data)
+        data = jax.tree.map(lambda *a: jnp.stack(a), stats, boot)
         _, (modes, o, error) = jax.lax.scan(mode_of, G_end, data)
         out.update({f"mode_{k}": v[0] for k, v in o.items()})
         out.update({k: v[0] for k, v in error.items()})
         out["mode_G"] = modes[0]
-        if with_sgld:
-            out.update({f"mode_bootstrap_{k}": o[k][1] for k in ("c_1", "c_G")})
-            out.update({k.replace("mode_", "mode_bootstrap_", 1): v[1] for k, v in error.items()})
+        out.update({f"mode_bootstrap_{k}": o[k][1] for k in ("c_1", "c_G")})
+        out.update({k.replace("mode_", "mode_bootstrap_", 1): v[1] for k, v in error.items()})
         return out
 
     return member
@@ -156,10 +167,17 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
     posterior = c.posterior(c.attention)
     copy_G = c.copy_scores(c.attention)
     P_max = int(np.ceil(max(a.P_grid.max(), a.precursor_P.max())))
-    grid = Grid.product({"P": a.P_grid, "start": [0.0, 1.0]}, seeds=c.seeds, base_seed=c.seed)
-    result = snug_sweep(run, "sgld", _chains(c, posterior, copy_G, P_max, True), grid)
-    pre_grid = Grid.product({"P": a.precursor_P, "start": [0.0]}, seeds=c.seeds, base_seed=c.seed)
-    precursors = snug_sweep(run, "precursor", _chains(c, posterior, copy_G, P_max, False), pre_grid)
+    # The ladder (every P from both starts) and the precursor chains (from uniform) in one sweep.
+    ladder_P = np.repeat(a.P_grid, 2)
+    members = {
+        "P": np.concatenate([ladder_P, a.precursor_P]),
+        "start": np.concatenate([np.tile([0.0, 1.0], a.P_grid.size), 0.0 * a.precursor_P]),
+        "precursor": np.concatenate([0.0 * ladder_P, 1.0 + 0.0 * a.precursor_P]),
+    }
+    grid = Grid.zip(members, seeds=c.seeds, base_seed=c.seed)
+    both = snug_sweep(run, "sgld", _chains(c, posterior, copy_G, P_max), grid)
+    result = _members(both, both.params["precursor"] == 0)
+    precursors = _members(both, both.params["precursor"] == 1)
     run.scalar("failed_members", result.n_failed() + precursors.n_failed())
     run.scalar("mala_acceptance", float(np.nanmean(result.outputs["mala_acceptance"])))
     checks.check_samplers(run, a, result)
@@ -168,6 +186,19 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
     check_precursors(run, a, precursors, posterior, P_max)
     checks.check_coverage(run, a, result, posterior)
     checks.figures(run, a, result, precursors)
+
+
+def _members(result, mask):
+    """The members of a sweep result where ``mask`` holds, as a one-axis result."""
+    return dataclasses.replace(
+        result,
+        params={k: v[mask] for k, v in result.params.items()},
+        seeds=result.seeds[mask],
+        outputs={k: v[mask] for k, v in result.outputs.items()},
+        status=result.status[mask],
+        grid_shape=(int(np.sum(mask)),),
+        axes=("member",),
+    )
 
 
 @register_experiment(
