@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.meanfield import L2, QuadraticKeySoftmax, Softmax, rank_field
+from jaxdyn.meanfield import L2, QuadraticKeySoftmax, Softmax
 
 
 def _draw(rng, d, k):
@@ -63,11 +63,16 @@ def test_gaussian_closure_against_quadrature():
         np.testing.assert_allclose(np.asarray(B @ x + c), want, rtol=1e-9, atol=1e-11)
 
 
-def test_rank_field_selects_under_vmap():
-    """``rank_field``'s traced choice reproduces Softmax (0) and L2 (1) member by member."""
+def test_softmax_or_l2_selects_under_vmap():
+    """``QuadraticKeySoftmax.softmax_or_l2``'s traced choice reproduces Softmax (0) and L2 (1)
+    member by member."""
     rng = np.random.default_rng(7)
     Q, K, V, mean, cov = _draw(rng, 5, 2)
-    rhs = jax.jit(jax.vmap(lambda a: rank_field(Q, K, V, a).gaussian_rhs(mean, cov)))
+    rhs = jax.jit(
+        jax.vmap(
+            lambda a: QuadraticKeySoftmax.softmax_or_l2(Q, K, V, a == 1).gaussian_rhs(mean, cov)
+        )
+    )
     dmean, dcov = rhs(jnp.array([0, 1, 0]))
     for i, head in enumerate((Softmax(Q=Q, K=K, V=V), L2(Q=Q, K=K, V=V), Softmax(Q=Q, K=K, V=V))):
         want_mean, want_cov = head.gaussian_rhs(mean, cov)
