@@ -1,6 +1,6 @@
-"""The particle-side decisions (jaxdyn.meanfield._decisions) on inputs whose answer is known:
-each can say holds, refuted and inconclusive, and the gradient-flow structure of unnormalised
-and normalised softmax on random weights."""
+"""The particle-side decisions (jaxdyn/experiments/_pde_decisions.py) on inputs whose answer is
+known: each can say holds, refuted and inconclusive, and the gradient-flow structure of
+unnormalised and normalised softmax on random weights."""
 
 import jax
 import numpy as np
