@@ -76,8 +76,10 @@ def main() -> None:
 
     jax.config.update("jax_enable_x64", True)
     from jaxdyn import Status
+    from jaxdyn.experiments.pde_gaussian import (
+        rank_member,
+    )
     from jaxdyn.experiments.pde_gaussian.ranks import RanksConfig, published_attempts, rank_members
-    from jaxdyn.meanfield import rank_member
     from jaxdyn.sweep import Grid, SweepOptions, clear_caches, run_sweep
 
     config = RanksConfig(runs=args.quick_runs if args.quick else args.runs)

@@ -22,12 +22,12 @@ from jaxdyn.experiments.pde_gaussian import (  # noqa: E402
     published_rank_attempts,
     published_rank_settings,
     rank_histogram,
+    rank_ode,
+    rank_outcome,
 )
 from jaxdyn.meanfield import (  # noqa: E402
     Softmax,
     limiting_rank,
-    rank_ode,
-    rank_outcome,
     softmax_identity_covariance,
 )
 

@@ -26,9 +26,11 @@ from jaxdyn.meanfield import (
     SphereProjected,
     TimeSwitch,
     fixed_step_particles,
-    prefix_causal_velocity,
     simulate_gaussian,
     simulate_particles,
+)
+from jaxdyn.meanfield.fields import (
+    prefix_causal_velocity,
 )
 from jaxdyn.sweep import Grid, SweepOptions, run_sweep
 

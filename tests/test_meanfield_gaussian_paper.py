@@ -189,3 +189,27 @@ def test_paper_l2_rhs_reduces_to_softmax_without_keys_norm():
     np.testing.assert_allclose(
         paper_l2_rhs(S, Q / eps, K * eps, V), 2 * paper_softmax_rhs(S, Q, K, V), rtol=1e-6
     )
+
+
+@pytest.mark.parametrize("attention", ["softmax", "l2"])
+def test_attempt_loop_rhs_has_the_bits_of_the_published_expression(attention):
+    """The attempt loop computes the published right-hand side with its constants hoisted out
+    of the step: along a whole projected-Euler run every state is bit for bit the one the
+    published expression gives."""
+    from jaxdyn.experiments.pde_gaussian._published_euler import _RHS_OF, PAPER_RHS
+
+    inputs = paper_rank_inputs(attention, "random", 5, 2)
+    settings = published_rank_settings(attention, "random", 5)
+    Q, K, V = inputs.Q[1], inputs.K[1], inputs.V[1]
+    runs = [
+        projected_euler(
+            rhs,
+            inputs.Sigma0[1],
+            dt=settings.dt,
+            tol_low=settings.tol_low,
+            max_steps=2000,
+        )
+        for rhs in (lambda S: PAPER_RHS[attention](S, Q, K, V), _RHS_OF[attention](Q, K, V))
+    ]
+    assert runs[0].steps == runs[1].steps and runs[0].status == runs[1].status
+    assert np.array_equal(runs[0].Sigma, runs[1].Sigma)

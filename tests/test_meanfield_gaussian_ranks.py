@@ -9,17 +9,17 @@ from scipy.integrate import solve_ivp
 
 from jaxdyn import Status, status_code
 from jaxdyn.experiments.pde_gaussian import (
+    pad_rank_member,
     paper_rank_inputs,
     published_rank_attempts,
     published_rank_settings,
+    rank_member,
     rank_panels,
 )
 from jaxdyn.meanfield import (
     L2,
     SelectField,
     Softmax,
-    pad_rank_member,
-    rank_member,
 )
 from jaxdyn.sweep import Grid, run_sweep
 

@@ -1,24 +1,26 @@
-"""The particle-side decisions (jaxdyn.meanfield._decisions) on inputs whose answer is known:
-each can say holds, refuted and inconclusive, and the gradient-flow structure of unnormalised
-and normalised softmax on random weights."""
+"""The particle-side decisions (jaxdyn/experiments/_pde_decisions.py) on inputs whose answer is
+known: each can say holds, refuted and inconclusive, and the gradient-flow structure of
+unnormalised and normalised softmax on random weights."""
 
 import jax
 import numpy as np
 import pytest
 
 from jaxdyn.evidence import Verdict
-from jaxdyn.meanfield import (
-    Exponential,
-    Softmax,
+from jaxdyn.experiments._pde_decisions import (
     dissipation_evidence,
     ensemble_mean_evidence,
     gradient_structure_evidence,
-    interaction_energy,
     monotone_evidence,
     rate_evidence,
-    softmax_normaliser,
     stability_bound_evidence,
     trend_evidence,
+)
+from jaxdyn.meanfield import (
+    Exponential,
+    Softmax,
+    interaction_energy,
+    softmax_normaliser,
     twisted_force_jacobian,
     weighted_twisted_speed_squared,
 )

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.meanfield import L2, QuadraticKeySoftmax, Softmax, rank_field
+from jaxdyn.meanfield import L2, QuadraticKeySoftmax, Softmax
 
 
 def _draw(rng, d, k):
@@ -63,11 +63,40 @@ def test_gaussian_closure_against_quadrature():
         np.testing.assert_allclose(np.asarray(B @ x + c), want, rtol=1e-9, atol=1e-11)
 
 
-def test_rank_field_selects_under_vmap():
-    """``rank_field``'s traced choice reproduces Softmax (0) and L2 (1) member by member."""
+@pytest.mark.parametrize("seed", range(3))
+def test_l2_gaussian_closure_against_quadrature_of_its_own_score(seed):
+    """``L2``'s Gaussian ODE (through the ``A = 2 K^T Q / sqrt(d)``, ``M = K^T K`` rewriting)
+    against Gauss-Hermite quadrature of the L2 weights written from their definition,
+    ``exp(-|Q x / sqrt(d) - K y|^2)``, so the rewriting itself is tested (d = 2, random k)."""
+    rng = np.random.default_rng(10 + seed)
+    d, k = 2, int(rng.integers(1, 4))
+    Q, K = rng.standard_normal((k, d)) / 2, rng.standard_normal((k, d)) / 2
+    V = rng.standard_normal((d, d))
+    alpha = rng.standard_normal(d)
+    G = rng.standard_normal((d, d))
+    Sigma = G @ G.T / 4 + 0.1 * np.eye(d)
+    B, c = L2(Q=Q, K=K, V=V).affine_velocity(jnp.asarray(alpha), jnp.asarray(Sigma))
+    z, w = np.polynomial.hermite_e.hermegauss(60)
+    Z = np.stack(np.meshgrid(z, z, indexing="ij"), -1).reshape(-1, 2)
+    W = np.outer(w, w).ravel()
+    Y = alpha + Z @ np.linalg.cholesky(Sigma).T
+    for x in rng.standard_normal((4, d)):
+        s = -np.sum((Q @ x / np.sqrt(d) - Y @ K.T) ** 2, axis=-1)
+        p = W * np.exp(s - s.max())
+        want = V @ (p @ Y / p.sum())
+        np.testing.assert_allclose(np.asarray(B @ x + c), want, rtol=1e-9, atol=1e-11)
+
+
+def test_softmax_or_l2_selects_under_vmap():
+    """``QuadraticKeySoftmax.softmax_or_l2``'s traced choice reproduces Softmax (0) and L2 (1)
+    member by member."""
     rng = np.random.default_rng(7)
     Q, K, V, mean, cov = _draw(rng, 5, 2)
-    rhs = jax.jit(jax.vmap(lambda a: rank_field(Q, K, V, a).gaussian_rhs(mean, cov)))
+    rhs = jax.jit(
+        jax.vmap(
+            lambda a: QuadraticKeySoftmax.softmax_or_l2(Q, K, V, a == 1).gaussian_rhs(mean, cov)
+        )
+    )
     dmean, dcov = rhs(jnp.array([0, 1, 0]))
     for i, head in enumerate((Softmax(Q=Q, K=K, V=V), L2(Q=Q, K=K, V=V), Softmax(Q=Q, K=K, V=V))):
         want_mean, want_cov = head.gaussian_rhs(mean, cov)

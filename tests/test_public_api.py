@@ -17,6 +17,7 @@ DOCUMENTED_PACKAGES = [
     "jaxdyn.gradflow",
     "jaxdyn.copyhead",
     "jaxdyn.meanfield",
+    "jaxdyn.meanfield.fields",
 ]
 
 

@@ -1,5 +1,7 @@
-"""Mean-field Transformer PDE (transformer_pde.md): particles, Gaussian ODEs, analysis."""
+"""Mean-field Transformer PDE (transformer_pde.md): velocity fields (``jaxdyn.meanfield.fields``),
+particle and Gaussian simulators, closed forms, regimes, analysis, steering."""
 
+from . import fields as fields
 from ._analysis import (
     bures_wasserstein as bures_wasserstein,
     bures_wasserstein_map as bures_wasserstein_map,
@@ -45,17 +47,6 @@ from ._cone_limits import (
     rank_one_angle_flow as rank_one_angle_flow,
     rank_one_angle_rate as rank_one_angle_rate,
 )
-from ._decisions import (
-    bounded_growth_evidence as bounded_growth_evidence,
-    dissipation_evidence as dissipation_evidence,
-    ensemble_mean_evidence as ensemble_mean_evidence,
-    gradient_structure_evidence as gradient_structure_evidence,
-    monotone_evidence as monotone_evidence,
-    rate_evidence as rate_evidence,
-    single_cluster_evidence as single_cluster_evidence,
-    stability_bound_evidence as stability_bound_evidence,
-    trend_evidence as trend_evidence,
-)
 from ._design import (
     BlowupDesign as BlowupDesign,
     delay_blowup as delay_blowup,
@@ -73,26 +64,7 @@ from ._energy import (
     geodesic_second_variation as geodesic_second_variation,
     interaction_energy as interaction_energy,
 )
-from ._fields import (
-    AbstractBilinearHead as AbstractBilinearHead,
-    AbstractCausalField as AbstractCausalField,
-    AbstractDotProductHead as AbstractDotProductHead,
-    AbstractGaussianClosed as AbstractGaussianClosed,
-    AbstractKernelHead as AbstractKernelHead,
-    AbstractScaledHead as AbstractScaledHead,
-    AbstractSoftmaxHead as AbstractSoftmaxHead,
-    AbstractVelocityField as AbstractVelocityField,
-)
-from ._gaussian_evidence import (
-    blowup_time_evidence as blowup_time_evidence,
-    covariance_evidence as covariance_evidence,
-    error_bound_evidence as error_bound_evidence,
-    l2_growth_excess as l2_growth_excess,
-    outcome_evidence as outcome_evidence,
-    rank_one_blowup_bound as rank_one_blowup_bound,
-)
 from ._gradient_flow import (
-    Exponential as Exponential,
     sigmoid_energy as sigmoid_energy,
     softmax_normaliser as softmax_normaliser,
     twisted_force_jacobian as twisted_force_jacobian,
@@ -101,15 +73,7 @@ from ._gradient_flow import (
     twisted_wasserstein as twisted_wasserstein,
     weighted_twisted_speed_squared as weighted_twisted_speed_squared,
 )
-from ._heads import (
-    L2 as L2,
-    Linear as Linear,
-    MultiHead as MultiHead,
-    Sigmoid as Sigmoid,
-    Softmax as Softmax,
-)
 from ._meanfield_limit import (
-    DriftedClosure as DriftedClosure,
     MeanFieldError as MeanFieldError,
     antithetic_gaussian_sample as antithetic_gaussian_sample,
     meanfield_error as meanfield_error,
@@ -117,18 +81,8 @@ from ._meanfield_limit import (
 from ._particles import (
     RK4 as RK4,
     FixedStepSolution as FixedStepSolution,
-    SphereSoftmax as SphereSoftmax,
     fixed_step_particles as fixed_step_particles,
-    sphere_softmax as sphere_softmax,
     uniform_on_sphere as uniform_on_sphere,
-)
-from ._quadratic import QuadraticKeySoftmax as QuadraticKeySoftmax
-from ._ranks import (
-    pad_rank_member as pad_rank_member,
-    rank_field as rank_field,
-    rank_member as rank_member,
-    rank_ode as rank_ode,
-    rank_outcome as rank_outcome,
 )
 from ._regime import (
     GaussianRegime as GaussianRegime,
@@ -138,7 +92,6 @@ from ._regime import (
     observed_regime as observed_regime,
     seed_criterion as seed_criterion,
 )
-from ._select import SelectField as SelectField, SelectVelocity as SelectVelocity
 from ._simulate_gaussian import (
     GaussianODE as GaussianODE,
     GaussianSolution as GaussianSolution,
@@ -149,7 +102,6 @@ from ._simulate_particles import (
     ParticleSolution as ParticleSolution,
     simulate_particles as simulate_particles,
 )
-from ._sinkhorn import Sinkhorn as Sinkhorn
 from ._stability import (
     field_lipschitz_constants as field_lipschitz_constants,
     flow_jacobian_norms as flow_jacobian_norms,
@@ -163,11 +115,25 @@ from ._steering import (
     flow_layers as flow_layers,
     steer_gaussian as steer_gaussian,
 )
-from ._wrappers import (
-    AbstractTimeSwitch as AbstractTimeSwitch,
+from .fields import (
+    L2 as L2,
+    AbstractCausalField as AbstractCausalField,
+    AbstractGaussianClosed as AbstractGaussianClosed,
+    AbstractVelocityField as AbstractVelocityField,
+    DriftedClosure as DriftedClosure,
+    Exponential as Exponential,
     GaussianTimeSwitch as GaussianTimeSwitch,
+    Linear as Linear,
     Masked as Masked,
+    MultiHead as MultiHead,
+    QuadraticKeySoftmax as QuadraticKeySoftmax,
+    SelectField as SelectField,
+    SelectVelocity as SelectVelocity,
+    Sigmoid as Sigmoid,
+    Sinkhorn as Sinkhorn,
+    Softmax as Softmax,
     SphereProjected as SphereProjected,
+    SphereSoftmax as SphereSoftmax,
     TimeSwitch as TimeSwitch,
-    prefix_causal_velocity as prefix_causal_velocity,
+    sphere_softmax as sphere_softmax,
 )

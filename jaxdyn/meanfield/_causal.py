@@ -23,7 +23,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 from jaxdyn._validation import require_in_interval
 
 from ._particles import fixed_step_particles
-from ._wrappers import Masked
+from .fields._wrappers import Masked
 
 
 def sink_positions(

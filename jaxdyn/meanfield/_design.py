@@ -17,9 +17,9 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
-from ._fields import AbstractGaussianClosed, AbstractVelocityField
-from ._heads import Softmax
 from ._simulate_gaussian import ATOL, BLOWUP_TRACE, RTOL, simulate_gaussian
+from .fields._base import AbstractGaussianClosed, AbstractVelocityField
+from .fields._heads import Softmax
 
 
 def solver_blowup_time(

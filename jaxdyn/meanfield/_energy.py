@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._analysis import _check_cloud, _check_gaussian, sqrtm_psd
-from ._fields import AbstractBilinearHead, AbstractVelocityField
+from .fields._base import AbstractBilinearHead, AbstractVelocityField
 
 
 def _interaction_matrix(attention: AbstractVelocityField, t) -> Float[Array, "d d"]:

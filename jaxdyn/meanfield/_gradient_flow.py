@@ -22,43 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._analysis import wasserstein2_exact
-from ._fields import (
-    AbstractDotProductHead,
-    AbstractKernelHead,
-    AbstractVelocityField,
-    Weight,
-    as_weight,
-    weight_at,
-)
-from ._heads import Sigmoid
-
-
-class Exponential(AbstractKernelHead, AbstractDotProductHead):
-    """Unnormalised softmax: ``Gamma(x) = V (1/n) sum_k exp(y_k^T A x) y_k``,
-    ``A = K^T Q / sqrt(d)``: the gradient flow of the interaction energy in the twisted
-    distance (see the module docstring). Not Gaussian-closed.
-
-    Attributes:
-        Q: query weights ``(k, d)``, an array or a callable of ``t``.
-        K: key weights ``(k, d)``.
-        V: value weights ``(d, d)``.
-        chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
-    """
-
-    Q: Weight = eqx.field(converter=as_weight)
-    K: Weight = eqx.field(converter=as_weight)
-    V: Weight = eqx.field(converter=as_weight)
-    chunk_size: int | None = eqx.field(static=True, default=None)
-
-    def kernel(self, scores):
-        return jnp.exp(scores)
+from .fields._base import AbstractDotProductHead, AbstractVelocityField, weight_at
+from .fields._heads import Exponential, Sigmoid
 
 
 def twisted_metric(field: Exponential, *, t: float = 0.0) -> Float[np.ndarray, "d d"]:

@@ -24,8 +24,8 @@ from jaxdyn._custom_types import Key
 from jaxdyn._status import Status, mark_nonfinite
 
 from ._analysis import bures_wasserstein, empirical_mean_cov
-from ._fields import AbstractGaussianClosed
 from ._particles import fixed_step_particles
+from .fields._base import AbstractGaussianClosed
 
 
 def antithetic_gaussian_sample(
@@ -151,26 +151,3 @@ def _gaussian_pair(field, means, covs, t1, rtol, atol):
     final_means, final_covs = sol.ys[0][-1], sol.ys[1][-1]
     status = mark_nonfinite(Status.promote(sol.result), (final_means, final_covs))
     return final_means, final_covs, status
-
-
-class DriftedClosure(AbstractGaussianClosed):
-    """A deliberately wrong closure, to measure how sensitive a mean-field check is: particles
-    move with ``base.velocity``, the Gaussian ODE uses ``(B, c + drift)``.
-
-    The Gaussian mean then drifts by about ``drift t`` from the particles' mean; a check of
-    the mean-field limit that passes for this field cannot detect a closure error of that size.
-
-    Attributes:
-        base: the correct Gaussian-closed field.
-        drift: the constant added to ``c`` (shape ``(d,)``).
-    """
-
-    base: AbstractGaussianClosed
-    drift: Float[Array, " d"] = eqx.field(converter=jnp.asarray)
-
-    def velocity(self, x, tokens, *, t=0.0):
-        return self.base.velocity(x, tokens, t=t)
-
-    def affine_velocity(self, mean, cov, *, t=0.0):
-        B, c = self.base.affine_velocity(mean, cov, t=t)
-        return B, c + self.drift

@@ -28,12 +28,9 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
 from jaxdyn._status import Status, mark_nonfinite
-from jaxdyn.attention import bounded_softmax_average, online_softmax_average
 
-from ._fields import AbstractVelocityField
-from ._heads import Softmax
 from ._solve_common import requested_and_final_saveat
-from ._wrappers import SphereProjected
+from .fields._base import AbstractVelocityField
 
 _rk4_tableau = diffrax.ButcherTableau(
     a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
@@ -55,79 +52,6 @@ class RK4(diffrax.AbstractERK):
 
     def order(self, terms):
         return 4
-
-
-class SphereSoftmax(AbstractVelocityField):
-    """``Gamma(x) = P_x^perp sum_j softmax_j(beta <x, y_j>) y_j``, ``P_x^perp = I - x x^T / |x|^2``:
-    the velocity of ``SphereProjected(Softmax(A = beta I, V = I))``, evaluated for tokens on (or
-    near) the unit sphere.
-
-    Numerical choice: a softmax is invariant under a shift of each row of scores, and on the
-    unit sphere the scores ``beta <x, y>`` are bounded by ``beta``, so the shift is ``beta``
-    instead of the row maximum: ``E = exp(beta (<x, y> - 1))`` lies in ``[e^{-2 beta}, 1]``
-    and no max-reduction pass over the score matrix is needed. The normalisation is applied
-    after the products (``jaxdyn.attention.bounded_softmax_average``), then projected. The
-    result is the same softmax average up to rounding for any tokens; the
-    shift only matters for range. It is safe while ``beta (|x||y| - 1)`` stays well below the
-    exponent range (RK4 stages leave the sphere by ``O(h^2)``, harmless) and no query row
-    underflows entirely: queries that are tokens always see themselves with
-    ``E_ii = exp(beta (|x_i|^2 - 1)) ~ 1``; for other queries keep ``2 beta`` below ~80
-    (float32) or use the general path (``sphere_softmax(beta, d)``). With ``chunk_size`` the
-    general online log-sum-exp of ``jaxdyn.attention`` is used.
-
-    Attributes:
-        beta: inverse temperature (a scalar; may be traced).
-        d: token dimension.
-        chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
-    """
-
-    beta: Float[Array, ""] = eqx.field(converter=jnp.asarray)
-    d: int = eqx.field(static=True)
-    chunk_size: int | None = eqx.field(static=True, default=None)
-
-    def __check_init__(self):
-        if self.beta.ndim != 0:
-            raise ValueError(f"SphereSoftmax: beta must be a scalar, got shape {self.beta.shape}")
-        if self.d < 1:
-            raise ValueError(f"SphereSoftmax: d must be >= 1, got {self.d}")
-
-    def A(self, t=0.0) -> Float[Array, "d d"]:
-        """Interaction matrix ``A = beta I``."""
-        return self.beta * jnp.eye(self.d)
-
-    def velocity(self, x, tokens, *, t=0.0):
-        if x.shape[-1] != self.d or tokens.shape[-1] != self.d:
-            raise ValueError(
-                f"SphereSoftmax: x and tokens must have d = {self.d} columns, got "
-                f"{x.shape} and {tokens.shape}"
-            )
-        beta = self.beta.astype(jnp.result_type(x, tokens))
-        sq = jnp.sum(x * x, axis=-1, keepdims=True)
-        if self.chunk_size is not None:
-            avg = online_softmax_average(
-                lambda q, k: beta * (q @ k.T), x, tokens, tokens, chunk_size=self.chunk_size
-            )
-            return avg - (jnp.sum(avg * x, axis=-1, keepdims=True) / sq) * x
-        avg = bounded_softmax_average(beta * (x @ tokens.T), tokens, beta)
-        return avg - (jnp.sum(avg * x, axis=-1, keepdims=True) / sq) * x
-
-
-def sphere_softmax(
-    beta: Float[ArrayLike, ""], d: int, *, bounded: bool = False
-) -> SphereProjected | SphereSoftmax:
-    """The clustering model of the token-clustering literature: softmax with ``A = beta I``,
-    ``V = I`` (``Q = beta sqrt(d) I``, ``K = I``, so ``K^T Q / sqrt(d) = beta I``), on the sphere.
-
-    ``beta`` is the inverse temperature and may be traced (one compilation for a beta sweep).
-    ``bounded=False`` (default): the general path, ``SphereProjected(Softmax(...))``.
-    ``bounded=True``: :class:`SphereSoftmax`, the same velocity for tokens known to lie on
-    the unit sphere, shifting scores by their bound ``beta`` instead of a row maximum (no
-    max pass over the score matrix; see its docstring for when the bound is valid).
-    """
-    if bounded:
-        return SphereSoftmax(beta=beta, d=d)
-    eye = jnp.eye(d)
-    return SphereProjected(base=Softmax(Q=beta * jnp.sqrt(d) * eye, K=eye, V=eye))
 
 
 def uniform_on_sphere(key, n: int, d: int, dtype=None) -> Float[Array, "n d"]:

@@ -36,9 +36,9 @@ import equinox as eqx
 import numpy as np
 
 from ._closed_forms import blowup_time
-from ._fields import AbstractGaussianClosed
-from ._heads import Softmax
 from ._solve_common import _check_gaussian_inputs
+from .fields._base import AbstractGaussianClosed
+from .fields._heads import Softmax
 
 
 class Regime(eqx.Enumeration):

@@ -36,7 +36,6 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 from jaxdyn import Status, mark_nonfinite
 from jaxdyn.sweep import DiffeqProblem
 
-from ._fields import AbstractGaussianClosed
 from ._solve_common import (
     _check_gaussian_inputs,
     _check_times,
@@ -45,6 +44,7 @@ from ._solve_common import (
     check_events,
     requested_and_final_saveat,
 )
+from .fields._base import AbstractGaussianClosed
 
 EventCondition = Callable[[Float[Array, ""], Float[Array, " d"], Float[Array, "d d"]], Array]
 

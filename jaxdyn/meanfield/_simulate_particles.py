@@ -22,13 +22,13 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 from jaxdyn._status import Status, mark_nonfinite
 from jaxdyn.sweep import DiffeqProblem
 
-from ._fields import AbstractVelocityField
 from ._solve_common import (
     _check_times,
     _root_finder,
     check_events,
     requested_and_final_saveat,
 )
+from .fields._base import AbstractVelocityField
 
 _DEFAULT_SOLVER = diffrax.Tsit5()
 _DEFAULT_CONTROLLER = diffrax.PIDController(rtol=1e-6, atol=1e-8)

@@ -11,7 +11,7 @@ from jaxtyping import ArrayLike, Float
 
 from jaxdyn import is_traced, require_psd
 
-from ._fields import AbstractGaussianClosed
+from .fields._base import AbstractGaussianClosed
 
 
 def _controller(

@@ -34,9 +34,9 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxdyn._validation import require_positive
 
-from ._fields import AbstractVelocityField, weight_at
-from ._heads import Softmax
 from ._particles import fixed_step_particles
+from .fields._base import AbstractVelocityField, weight_at
+from .fields._heads import Softmax
 
 
 def _norms(field: Softmax, t: float) -> tuple[float, float]:

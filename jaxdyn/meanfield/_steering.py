@@ -31,7 +31,7 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from jaxdyn import require_psd
 
-from ._heads import Softmax
+from .fields._heads import Softmax
 
 _SOLVER = diffrax.Tsit5()
 _CONTROLLER = diffrax.PIDController(rtol=1e-7, atol=1e-9)

@@ -3,8 +3,9 @@ and "The paper's numerical experiments"), one module each: ``pde-ranks`` (the pa
 histograms, certified), ``pde-blowup`` (blow-up times against the closed form, the general-V
 regime criterion), ``pde-cone`` (the d = 2 cone pictures).
 
-The paper's rank-histogram inputs (``_paper``) and the published projected-Euler integrator
-(``_published_euler``) live here, with the experiments that reproduce them.
+The paper's rank-histogram inputs (``_paper``), the published projected-Euler integrator
+(``_published_euler``) and the accurate solve of one published run (``_rank_member``) live
+here, with the experiments that reproduce them.
 """
 
 from . import blowup as blowup, cone as cone, ranks as ranks
@@ -26,4 +27,10 @@ from ._published_euler import (
     projected_euler as projected_euler,
     published_rank_attempts as published_rank_attempts,
     rank_histogram as rank_histogram,
+)
+from ._rank_member import (
+    pad_rank_member as pad_rank_member,
+    rank_member as rank_member,
+    rank_ode as rank_ode,
+    rank_outcome as rank_outcome,
 )

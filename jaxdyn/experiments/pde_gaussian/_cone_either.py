@@ -25,12 +25,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn.evidence import Evidence
+from jaxdyn.experiments._pde_gaussian_evidence import (
+    error_bound_evidence,
+)
 from jaxdyn.meanfield import (
     Softmax,
     blowup_directions,
     cone_cases,
     disk_coordinates,
-    error_bound_evidence,
     isotropic_line_stability,
     line_transverse_growth,
     rank_one_angle_flow,

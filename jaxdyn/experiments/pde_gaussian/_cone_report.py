@@ -9,18 +9,20 @@ import numpy as np
 
 from jaxdyn import status_code
 from jaxdyn.evidence import ErrorModel, Evidence, at_most
+from jaxdyn.experiments._pde_gaussian_evidence import (
+    covariance_evidence,
+    error_bound_evidence,
+    l2_growth_excess,
+    outcome_evidence,
+)
 from jaxdyn.meanfield import (
     CONE_CASES,
     ConeOutcome,
     blowup_time,
-    covariance_evidence,
     disk_coordinates,
-    error_bound_evidence,
     isotropic_line_stability,
-    l2_growth_excess,
     limiting_rank,
     low_rank_limit,
-    outcome_evidence,
     softmax_identity_covariance,
     trace_one_covariances,
     two_lines_covariance,

@@ -8,10 +8,12 @@ import numpy as np
 
 from jaxdyn import Status, status_code
 from jaxdyn.evidence import Evidence, classified
-from jaxdyn.meanfield import (
+from jaxdyn.experiments._pde_gaussian_evidence import (
     error_bound_evidence,
-    limiting_rank,
     outcome_evidence,
+)
+from jaxdyn.meanfield import (
+    limiting_rank,
     softmax_identity_covariance,
 )
 from jaxdyn.runs import negative_control

@@ -17,14 +17,16 @@ import numpy as np
 from jaxdyn import Status, status_code
 from jaxdyn._compat import enumeration_items
 from jaxdyn.evidence import Evidence
+from jaxdyn.experiments._pde_gaussian_evidence import (
+    error_bound_evidence,
+    outcome_evidence,
+)
 from jaxdyn.meanfield import (
     REGIME_FAMILIES,
     Regime,
     Softmax,
-    error_bound_evidence,
     gaussian_regime,
     observed_regime,
-    outcome_evidence,
     random_regime_problems,
     seed_criterion,
     simulate_gaussian,

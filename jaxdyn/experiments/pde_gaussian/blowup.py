@@ -11,18 +11,18 @@ import numpy as np
 
 from jaxdyn import Status, require_positive
 from jaxdyn.evidence import ErrorModel, at_most
-from jaxdyn.meanfield import (
-    L2,
-    SelectField,
-    Softmax,
-    blowup_time,
+from jaxdyn.experiments._pde_gaussian_evidence import (
     blowup_time_evidence,
     error_bound_evidence,
     l2_growth_excess,
-    l2_growth_rate,
     outcome_evidence,
-    random_blowup_problems,
     rank_one_blowup_bound,
+)
+from jaxdyn.meanfield import (
+    QuadraticKeySoftmax,
+    blowup_time,
+    l2_growth_rate,
+    random_blowup_problems,
     simulate_gaussian,
 )
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
@@ -84,9 +84,8 @@ def _member(config: BlowupConfig):
     def member(p, key):
         eye = jnp.eye(d, dtype=p["Sigma0"].dtype)
         softmax = p["variant"] == 0
-        field = SelectField(
-            (Softmax(Q=p["Q"], K=p["K"], V=eye), L2(Q=p["Q"], K=p["K"], V=eye)), p["variant"]
-        )
+        # Softmax and L2 as one field: one evaluation per step whichever the member's variant.
+        field = QuadraticKeySoftmax.softmax_or_l2(p["Q"], p["K"], eye, p["variant"] == 1)
         horizon = jnp.where(softmax, 10.0, config.l2_horizon) * p["t_star"]
         ts = p["t_star"] * jnp.linspace(0.0, 1.0, 33) * jnp.where(softmax, 0.999, config.l2_horizon)
         sol = simulate_gaussian(

@@ -20,10 +20,6 @@ import diffrax
 import numpy as np
 
 from jaxdyn import Status, require_positive, status_code
-from jaxdyn.meanfield import (
-    pad_rank_member,
-    rank_member,
-)
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 from jaxdyn.sweep import Grid
 
@@ -39,6 +35,7 @@ from ._paper import (
 from ._published_euler import (
     published_rank_attempts,
 )
+from ._rank_member import pad_rank_member, rank_member
 from ._ranks_report import rank_checks, rank_figures, rank_summary
 
 # Segmented sweeps in groups of one width, 8 (two float64 SIMD registers on CPUs): one

@@ -9,6 +9,9 @@ import numpy as np
 
 from jaxdyn import fit_power_law
 from jaxdyn.evidence import ErrorModel, at_most, within
+from jaxdyn.experiments._pde_decisions import (
+    monotone_evidence,
+)
 from jaxdyn.meanfield import (
     Sinkhorn,
     Softmax,
@@ -20,7 +23,6 @@ from jaxdyn.meanfield import (
     gaussian_sinkhorn_energy,
     geodesic_second_variation,
     interaction_energy,
-    monotone_evidence,
     optimal_assignment,
     simulate_gaussian,
 )

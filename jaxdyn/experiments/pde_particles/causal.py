@@ -12,12 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import fit_power_law
+from jaxdyn.experiments._pde_decisions import (
+    rate_evidence,
+)
 from jaxdyn.meanfield import (
     Masked,
     Softmax,
     causal_influence,
     fixed_step_particles,
-    rate_evidence,
     sink_positions,
 )
 from jaxdyn.plotting import new_figure

@@ -11,13 +11,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status, status_code, status_message
+from jaxdyn.experiments._pde_decisions import (
+    ensemble_mean_evidence,
+    monotone_evidence,
+)
 from jaxdyn.meanfield import (
     Softmax,
-    ensemble_mean_evidence,
     fixed_step_particles,
     gaussian_interaction_energy,
     interaction_energy,
-    monotone_evidence,
     simulate_gaussian,
 )
 from jaxdyn.plotting import new_figure

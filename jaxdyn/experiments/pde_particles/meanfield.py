@@ -18,19 +18,21 @@ import numpy as np
 
 from jaxdyn import Status, fit_power_law
 from jaxdyn.evidence import ErrorModel, Verdict, within
+from jaxdyn.experiments._pde_decisions import (
+    bounded_growth_evidence,
+    ensemble_mean_evidence,
+    rate_evidence,
+)
 from jaxdyn.meanfield import (
     DriftedClosure,
     Softmax,
     antithetic_gaussian_sample,
     blowup_time,
-    bounded_growth_evidence,
     bures_wasserstein,
     empirical_mean_cov,
-    ensemble_mean_evidence,
     fixed_step_particles,
     l2_growth_rate,
     meanfield_error,
-    rate_evidence,
     simulate_gaussian,
     softmax_identity_covariance,
     wasserstein2_exact,

@@ -11,14 +11,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status, status_code, status_name
+from jaxdyn.experiments._pde_decisions import (
+    single_cluster_evidence,
+    trend_evidence,
+)
 from jaxdyn.meanfield import (
     SelectVelocity,
     detect_clusters,
     empirical_mean_cov,
     fixed_step_particles,
-    single_cluster_evidence,
     sphere_softmax,
-    trend_evidence,
     uniform_on_sphere,
 )
 from jaxdyn.plotting import heatmap, new_figure, note_excluded, time_series

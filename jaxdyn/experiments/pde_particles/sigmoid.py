@@ -12,14 +12,16 @@ import numpy as np
 
 from jaxdyn import Status
 from jaxdyn.evidence import ErrorModel, within
+from jaxdyn.experiments._pde_decisions import (
+    monotone_evidence,
+    single_cluster_evidence,
+)
 from jaxdyn.meanfield import (
     Sigmoid,
     SphereProjected,
     detect_clusters,
     fixed_step_particles,
-    monotone_evidence,
     sigmoid_energy,
-    single_cluster_evidence,
     sphere_softmax,
     uniform_on_sphere,
 )

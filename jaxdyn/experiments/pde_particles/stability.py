@@ -14,6 +14,10 @@ import numpy as np
 
 from jaxdyn import fit_power_law
 from jaxdyn.evidence import ErrorModel, at_most
+from jaxdyn.experiments._pde_decisions import (
+    stability_bound_evidence,
+    trend_evidence,
+)
 from jaxdyn.meanfield import (
     Sinkhorn,
     Softmax,
@@ -22,8 +26,6 @@ from jaxdyn.meanfield import (
     flow_jacobian_norms,
     softmax_lipschitz_bounds,
     softmax_stability_constant,
-    stability_bound_evidence,
-    trend_evidence,
     wasserstein2_exact,
 )
 from jaxdyn.plotting import new_figure

@@ -10,12 +10,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdyn.experiments._pde_decisions import (
+    dissipation_evidence,
+    gradient_structure_evidence,
+)
 from jaxdyn.meanfield import (
     Exponential,
     Softmax,
-    dissipation_evidence,
     fixed_step_particles,
-    gradient_structure_evidence,
     interaction_energy,
     softmax_normaliser,
     twisted_force_jacobian,

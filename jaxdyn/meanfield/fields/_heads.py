@@ -18,7 +18,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxdyn.attention import l2_scores, sigmoid_weights, softmax_weights
 
-from ._fields import (
+from ._base import (
     AbstractCausalField,
     AbstractDotProductHead,
     AbstractGaussianClosed,
@@ -257,3 +257,24 @@ class MultiHead(AbstractCausalField, AbstractGaussianClosed):
         A, C = self.head_matrices(t)
         B = jnp.einsum("hij,jk,hkl->il", C, cov, A)
         return B, jnp.sum(C, axis=0) @ mean
+
+
+class Exponential(AbstractKernelHead, AbstractDotProductHead):
+    """Unnormalised softmax: ``Gamma(x) = V (1/n) sum_k exp(y_k^T A x) y_k``,
+    ``A = K^T Q / sqrt(d)``: the gradient flow of the interaction energy in the twisted
+    distance (see the module docstring). Not Gaussian-closed.
+
+    Attributes:
+        Q: query weights ``(k, d)``, an array or a callable of ``t``.
+        K: key weights ``(k, d)``.
+        V: value weights ``(d, d)``.
+        chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
+    """
+
+    Q: Weight = eqx.field(converter=as_weight)
+    K: Weight = eqx.field(converter=as_weight)
+    V: Weight = eqx.field(converter=as_weight)
+    chunk_size: int | None = eqx.field(static=True, default=None)
+
+    def kernel(self, scores):
+        return jnp.exp(scores)

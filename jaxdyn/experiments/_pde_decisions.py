@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 from jaxtyping import ArrayLike
 
-from .._numerics import fit_line, fit_power_law
-from ..evidence import (
+from jaxdyn import fit_line, fit_power_law
+from jaxdyn.evidence import (
     ErrorModel,
     Evidence,
     Verdict,

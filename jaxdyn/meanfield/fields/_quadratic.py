@@ -11,7 +11,9 @@ an affine velocity, so the field is Gaussian-closed. Softmax attention is ``M = 
 attention ``softmax_k(-|Q x / sqrt(d) - K y_k|^2)`` is ``A = 2 K^T Q / sqrt(d)``, ``M = K^T K``
 (the ``|Q x|^2`` term is the same for every key and cancels). With both expressed through
 ``A`` and ``M``, a sweep over softmax and L2 members evaluates one field per step instead of
-both (:func:`jaxdyn.meanfield.rank_field`).
+both (:meth:`QuadraticKeySoftmax.softmax_or_l2`): this is jaxdyn's one softmax/L2 mixer;
+:class:`jaxdyn.meanfield.SelectField` chooses among fields of any kinds (and evaluates every
+candidate under ``vmap``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxdyn._validation import is_traced, require_psd
 from jaxdyn.attention import softmax_weights
 
-from ._fields import AbstractGaussianClosed, weight_at
+from ._base import AbstractGaussianClosed, scaled_interaction, weight_at
 from ._heads import L2, Softmax, quadratic_key_average
 
 
@@ -69,6 +71,19 @@ class QuadraticKeySoftmax(AbstractGaussianClosed):
         """L2 attention ``head`` at time ``t``: ``A = 2 K^T Q / sqrt(d)``, ``M = K^T K``."""
         K = weight_at(head.K, t)
         return cls(2.0 * head.A(t), K.T @ K, weight_at(head.V, t))
+
+    @classmethod
+    def softmax_or_l2(
+        cls, Q: ArrayLike, K: ArrayLike, V: ArrayLike, l2: ArrayLike
+    ) -> QuadraticKeySoftmax:
+        """Softmax (``l2`` false) or L2 (``l2`` true) attention with weights ``Q, K, V``, the
+        choice possibly traced (a sweep over both kinds compiles once and evaluates one field
+        per step): ``A = K^T Q / sqrt(d)``, ``M = 0``, or ``A = 2 K^T Q / sqrt(d)``,
+        ``M = K^T K``."""
+        K = jnp.asarray(K)
+        l2 = jnp.asarray(l2, bool)
+        A = scaled_interaction(jnp.asarray(Q), K, 0.0)
+        return cls(jnp.where(l2, 2.0 * A, A), jnp.where(l2, K.T @ K, jnp.zeros_like(A)), V)
 
     def scores(self, x: Float[Array, "m d"], tokens: Float[Array, "n d"]) -> Float[Array, "m n"]:
         """``s(x_i, y_k) = y_k^T A x_i - y_k^T M y_k``."""

@@ -12,7 +12,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxdyn._validation import require_in_interval
 
-from ._fields import AbstractCausalField, AbstractGaussianClosed, AbstractVelocityField
+from ._base import AbstractCausalField, AbstractGaussianClosed, AbstractVelocityField
 
 
 def prefix_causal_velocity(
@@ -205,3 +205,26 @@ class SphereProjected(AbstractVelocityField):
         v = self.base.velocity(x, tokens, t=t)
         radial = jnp.sum(v * x, axis=-1, keepdims=True) / jnp.sum(x * x, axis=-1, keepdims=True)
         return v - radial * x
+
+
+class DriftedClosure(AbstractGaussianClosed):
+    """A deliberately wrong closure, to measure how sensitive a mean-field check is: particles
+    move with ``base.velocity``, the Gaussian ODE uses ``(B, c + drift)``.
+
+    The Gaussian mean then drifts by about ``drift t`` from the particles' mean; a check of
+    the mean-field limit that passes for this field cannot detect a closure error of that size.
+
+    Attributes:
+        base: the correct Gaussian-closed field.
+        drift: the constant added to ``c`` (shape ``(d,)``).
+    """
+
+    base: AbstractGaussianClosed
+    drift: Float[Array, " d"] = eqx.field(converter=jnp.asarray)
+
+    def velocity(self, x, tokens, *, t=0.0):
+        return self.base.velocity(x, tokens, t=t)
+
+    def affine_velocity(self, mean, cov, *, t=0.0):
+        B, c = self.base.affine_velocity(mean, cov, t=t)
+        return B, c + self.drift

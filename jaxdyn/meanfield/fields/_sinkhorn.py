@@ -10,7 +10,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxdyn.attention import chunked_sinkhorn_potential, sinkhorn_log_coupling, softmax_weights
 
-from ._fields import (
+from ._base import (
     AbstractBilinearHead,
     AbstractGaussianClosed,
     Weight,

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Int
 
-from ._fields import AbstractGaussianClosed, AbstractVelocityField
+from ._base import AbstractGaussianClosed, AbstractVelocityField
 
 
 def _switched_velocity(fields, index, x, tokens, t):

@@ -1,4 +1,5 @@
-"""Limiting ranks of the covariance ODE, solved accurately (transformer_pde.md, rank histograms).
+"""Limiting ranks of the paper's rank-histogram runs, solved accurately (transformer_pde.md, rank
+histograms): the published stopping rule on an adaptive solve, and ``pde-ranks``' sweep member.
 
 A rank-histogram run integrates ``dSigma/dt = F(Sigma)`` from ``Sigma_0`` (mean zero) and stops
 as the published loop stops it: *converged* at the first time ``|F(Sigma)|_F = tol_low``
@@ -11,8 +12,10 @@ Euler step.
 :func:`rank_ode` builds the problem of one run (to be solved whole or in segments) and
 :func:`rank_outcome` post-processes it; :func:`rank_member` is the sweep member of many runs
 (a :class:`jaxdyn.sweep.DiffeqMember`, solved in segments so that a sweep costs the sum of its
-runs' steps). :func:`pad_rank_member` embeds a ``d``-dimensional run
-in ``D`` dimensions so that runs of every dimension share one compiled program.
+runs' steps; softmax and L2 members share one field,
+:meth:`jaxdyn.meanfield.QuadraticKeySoftmax.softmax_or_l2`). :func:`pad_rank_member` embeds a
+``d``-dimensional run in ``D`` dimensions so that runs of every dimension share one compiled
+program.
 """
 
 from __future__ import annotations
@@ -20,14 +23,17 @@ from __future__ import annotations
 import diffrax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Int
+from jaxtyping import Array, ArrayLike, Float
 
+from jaxdyn.meanfield import (
+    AbstractGaussianClosed,
+    GaussianODE,
+    GaussianSolution,
+    QuadraticKeySoftmax,
+    gaussian_ode,
+    limiting_rank,
+)
 from jaxdyn.sweep import DiffeqMember
-
-from ._closed_forms import limiting_rank
-from ._fields import AbstractGaussianClosed, scaled_interaction
-from ._quadratic import QuadraticKeySoftmax
-from ._simulate_gaussian import GaussianODE, GaussianSolution, gaussian_ode
 
 
 def pad_rank_member(
@@ -50,25 +56,6 @@ def pad_rank_member(
     return Qp, Kp, Vp, Sp
 
 
-def rank_field(
-    Q: Float[ArrayLike, "k d"],
-    K: Float[ArrayLike, "k d"],
-    V: Float[ArrayLike, "d d"],
-    attention: Int[ArrayLike, ""],
-) -> QuadraticKeySoftmax:
-    """Softmax (``attention == 0``) or L2 (``attention == 1``) attention with weights
-    ``Q, K, V``, as one :class:`jaxdyn.meanfield.QuadraticKeySoftmax` whose choice can be
-    traced: ``A = K^T Q / sqrt(d)``, ``M = 0`` (softmax) or ``A = 2 K^T Q / sqrt(d)``,
-    ``M = K^T K`` (L2). One field is evaluated per step whichever the member's attention
-    (selecting between two fields under ``vmap`` evaluates both)."""
-    K = jnp.asarray(K)
-    l2 = jnp.asarray(attention) == 1
-    A = scaled_interaction(jnp.asarray(Q), K, 0.0)
-    return QuadraticKeySoftmax(
-        jnp.where(l2, 2.0 * A, A), jnp.where(l2, K.T @ K, jnp.zeros_like(A)), V
-    )
-
-
 def rank_ode(
     field: AbstractGaussianClosed,
     cov0: Float[ArrayLike, "d d"],
@@ -84,7 +71,8 @@ def rank_ode(
     """The covariance ODE of one rank run with the published stopping rule (module docstring).
 
     Args:
-        field: a Gaussian-closed field (e.g. :func:`rank_field`).
+        field: a Gaussian-closed field (e.g.
+            :meth:`jaxdyn.meanfield.QuadraticKeySoftmax.softmax_or_l2`).
         cov0: initial covariance.
         tol_low: converged when ``|dSigma/dt|_F`` falls to ``tol_low``.
         tol_high: diverged when ``tr Sigma`` reaches ``tol_high``.
@@ -95,7 +83,7 @@ def rank_ode(
         solver: a diffrax solver (default ``Tsit5``).
 
     Returns:
-        The :class:`jaxdyn.meanfield.GaussianODE` (no loss-of-definiteness check: the flow is a
+        The `jaxdyn.meanfield.GaussianODE` (no loss-of-definiteness check: the flow is a
         congruence of ``Sigma_0``).
     """
     cov0 = jnp.asarray(cov0)
@@ -156,7 +144,7 @@ def rank_member(
     """
 
     def ode(p) -> GaussianODE:
-        field = rank_field(p["Q"], p["K"], p["V"], p["attention"])
+        field = QuadraticKeySoftmax.softmax_or_l2(p["Q"], p["K"], p["V"], p["attention"] == 1)
         return rank_ode(
             field, p["Sigma0"], tol_low=p["tol_low"], tol_high=p["tol_high"], t1=p["t1"],
             rtol=rtol, atol=atol, max_steps=max_steps, solver=solver,
