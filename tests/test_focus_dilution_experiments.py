@@ -123,8 +123,12 @@ def test_text_word_level_quick_run_on_the_excerpt(tmp_path):
     summary, checks = _run("focus-dilution-text", tmp_path)
     _sound(summary)
     assert summary["scalars"]["corpus"]["query_counts"] == {"continue": 3}
-    assert checks["first_attention_phase"]["verdict"] == "holds"
-    assert checks["bigram_proxy_loss"]["verdict"] in ("holds", "inconclusive")
+    # quick: t1 = 200 ends before attention departs, and the proxy test is left out (its draws
+    # cannot decide at this size): both inconclusive with their reasons, never a pass
+    assert checks["first_attention_phase"]["verdict"] in ("holds", "inconclusive")
+    for name in ("bigram_proxy_loss", "bigram_proxy_attention"):
+        assert checks[name]["verdict"] == "inconclusive"
+        assert "full size" in checks[name]["reason"]
 
 
 @pytest.mark.slow

@@ -101,7 +101,8 @@ class FlowAnalysis(eqx.Module):
         visited_saddle: the saddle the flow visits: the rank-one part of the flow with
             attention switched off, at the predicted focus time, root-found on the rank-one
             manifold and placed in widths ``(m, m_attn)``.
-        stall: the rank-one critical point after dilution (:class:`RankOneCriticalPoint`).
+        stall: the rank-one critical point after dilution (:class:`RankOneCriticalPoint`);
+            ``None`` when it was not searched (``find_stall=False``).
         spectrum_origin, spectrum_saddle: ``J`` at ``theta = 0`` and at the visited saddle.
         stages: :class:`Stages`.
     """
@@ -118,7 +119,7 @@ class FlowAnalysis(eqx.Module):
     rates: Rates
     saddle: UnigramSaddle
     visited_saddle: CriticalPoint
-    stall: RankOneCriticalPoint
+    stall: RankOneCriticalPoint | None
     spectrum_origin: Spectrum
     spectrum_saddle: Spectrum
     stages: Stages
@@ -167,10 +168,13 @@ def _initial_models(key, eps, d: int, m: int, m_attn: int, dtype):
 
 
 @eqx.filter_jit
-def _horizon(stall: RankOneCriticalPoint, eps, t1, mu1, c, t_stall, num_saves: int):
-    """``lambda_T`` (``nan`` unless the stall's root-find converged), the end time and the save
-    times of the flow and of the attention-free flow."""
-    lam_t = jnp.where(stall.point.status == Status.successful, stall.transverse_rate, jnp.nan)
+def _horizon(stall: RankOneCriticalPoint | None, eps, t1, mu1, c, t_stall, num_saves: int):
+    """``lambda_T`` (``nan`` unless the stall was searched and its root-find converged), the
+    end time and the save times of the flow and of the attention-free flow."""
+    if stall is None:
+        lam_t = jnp.full_like(mu1, jnp.nan)
+    else:
+        lam_t = jnp.where(stall.point.status == Status.successful, stall.transverse_rate, jnp.nan)
     end = jnp.where(jnp.isfinite(t1), t1, default_end_time(eps, mu1, c, lam_t))
     return lam_t, end, log_save_times(end, num_saves), log_save_times(t_stall, num_saves)
 
@@ -217,7 +221,20 @@ def _rates(pi, P, mu1, c, lam_t, saddle, visited, spec0, spec_s, spec_v) -> Rate
 
 
 def _analyse(
-    chain, key, eps, t1, thresholds, *, m, m_attn, num_saves, rtol, atol, solver, max_steps
+    chain,
+    key,
+    eps,
+    t1,
+    thresholds,
+    *,
+    m,
+    m_attn,
+    num_saves,
+    rtol,
+    atol,
+    solver,
+    max_steps,
+    find_stall,
 ) -> FlowAnalysis:
     pi, P = chain.pi, chain.P
     # a few jitted functions, no eager operations between them (each would compile a program of
@@ -226,8 +243,10 @@ def _analyse(
     flow = dict(rtol=rtol, atol=atol, solver=solver, max_steps=max_steps)
     mu1, saddle, c, t_stall, t_stall_max = _closed_forms(pi, P, eps, m, m_attn)
     model0, frozen0, model1, zero = _initial_models(key, eps, d, m, m_attn, dtype)
-    stall = rank_one_critical_point(
-        model1, pi, P, t_stall_max, max_steps=max_steps, root_tol=ROOT_TOL
+    stall = (
+        rank_one_critical_point(model1, pi, P, t_stall_max, max_steps=max_steps, root_tol=ROOT_TOL)
+        if find_stall
+        else None
     )
     lam_t, end, ts, ts_frozen = _horizon(stall, eps, t1, mu1, c, t_stall, num_saves)
     sol = population_flow(model0, chain, ts, **flow)
@@ -277,6 +296,7 @@ def analyse_flow(
     max_steps: int = 100_000,
     departure: float | Float[ArrayLike, ""] = 0.05,
     new_direction_ratio: float | Float[ArrayLike, ""] = 0.1,
+    find_stall: bool = True,
 ) -> FlowAnalysis:
     """Analyse the population gradient flow of the one-layer transformer on the chain ``P``.
 
@@ -298,6 +318,10 @@ def analyse_flow(
         max_steps: solver step budget (a flow that runs out gets that :class:`jaxdyn.Status`).
         departure: stage threshold of :func:`detect_stages`.
         new_direction_ratio: stage threshold of :func:`detect_stages`.
+        find_stall: search the rank-one stall (``stall``, ``rates.transverse``). Needed by the
+            default end time; with a given ``t1`` and no use for ``lambda_T``, ``False`` skips
+            it (its flow and root-find are a large share of an analysis in large ``d``):
+            ``stall`` is then ``None`` and ``lambda_T`` NaN.
 
     Returns:
         A :class:`FlowAnalysis`. Every array input may be traced (``eps``, ``t1``, ``P``,
@@ -317,6 +341,8 @@ def analyse_flow(
     if m_attn < 1 or num_saves < 20:
         raise ValueError(f"need m_attn >= 1 and num_saves >= 20, got {m_attn}, {num_saves}")
     eps = require_in_interval("eps", eps, 0.0, 1.0, closed="neither")
+    if t1 is None and not find_stall:
+        raise ValueError("the default end time needs the stall: pass t1 or find_stall=True")
     t1 = jnp.nan if t1 is None else require_positive("t1", t1)
     key = jax.random.key(0) if key is None else key
     return _analyse(
@@ -332,6 +358,7 @@ def analyse_flow(
         atol=atol,
         solver=solver,
         max_steps=max_steps,
+        find_stall=find_stall,
     )
 
 

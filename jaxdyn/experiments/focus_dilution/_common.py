@@ -301,7 +301,7 @@ def record_analysis(
     tag = f"[{label}]" if label else ""
     c, lam_t, mu1 = float(a.rates.focus), float(a.rates.transverse), float(a.rates.condensation)
     flow_ok = status_code(a.status) == status_code(Status.successful)
-    stall_status = status_name(a.stall.point.status)
+    stall_status = "not searched" if a.stall is None else status_name(a.stall.point.status)
     run.scalar(
         f"flow{tag}",
         {"status": status_name(a.status), "steps": int(a.num_steps), "t1": float(a.end_time)},

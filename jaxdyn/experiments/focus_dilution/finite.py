@@ -26,8 +26,8 @@ from ._common import HEADLINE_PI, chain, entropy_of
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FiniteConfig(ExperimentConfig):
-    """Finite-(N, s) gradient descent (one sweep over seeds per size) and Adam at the largest
-    size, against the population references.
+    """Finite-(N, s) gradient descent (one sweep over sizes and seeds, one compiled program) and
+    Adam at the largest size, against the population references.
 
     Attributes:
         pi: stationary distribution of the paper's family.
@@ -82,24 +82,45 @@ class FiniteConfig(ExperimentConfig):
         return {"sizes_n": (64, 256, 1024), "sizes_s": (8, 16, 32), "n_seeds": 3, "adam_steps": 400}
 
 
-def _member(
-    config: FiniteConfig, mc: gf.MarkovChain, n: int, s: int, optimizer: str, num_steps: int
-):
+def _prefix_batch(sequences, n, s, d: int) -> tuple[gf.Batch, jax.Array]:
+    """The :class:`gradflow.Batch` of the first ``n`` sequences cut to their first ``s + 1``
+    tokens (``n``, ``s`` traced; the arrays keep the padded shape), and ``n_max / n``, the
+    factor that turns the padded mean into the mean over the ``n`` sequences. A prefix of a
+    chain sampled from ``x_1`` is a sample of the shorter length, so one padded draw serves
+    every size."""
+    n_max, s_max = sequences.shape[0], sequences.shape[1] - 1
+    dtype = jnp.result_type(float)
+    inputs = jax.nn.one_hot(sequences[:, :-1], d, dtype=dtype)
+    inputs = inputs * (jnp.arange(s_max) < s)[None, :, None].astype(dtype)
+    used = (jnp.arange(n_max) < n).astype(dtype)
+    batch = gf.Batch(
+        query=jax.nn.one_hot(sequences[:, s - 1], d, dtype=dtype).T,
+        log_counts=jnp.log(jnp.sum(inputs, axis=1)).T,
+        targets=(jax.nn.one_hot(sequences[:, s], d, dtype=dtype) * used[:, None]).T,
+    )
+    return batch, n_max / n
+
+
+def _member(config: FiniteConfig, mc: gf.MarkovChain, optimizer: str, num_steps: int):
+    """GD (or Adam) on ``n`` sampled sequences of length ``s``, ``(n, s)`` a parameter: one
+    compiled program for every size (sequences drawn at the largest size and cut, the data
+    key folded with the size so that sizes draw independently)."""
+    n_max, s_max = max(config.sizes_n), max(config.sizes_s)
+
     def member(params, key):
-        k_data, k_init = jax.random.split(key)
-        tr = gf.train_finite(
-            k_data,
+        k_data, k_init = jax.random.split(key)  # k_init: the references' initialisation
+        k_data = jax.random.fold_in(k_data, params["size"])
+        sequences = gf.sample_sequences(k_data, mc.P, n_max, s_max + 1)
+        batch, scale = _prefix_batch(sequences, params["n"], params["s"], mc.d)
+        model0 = gf.init_transformer(k_init, mc.d, config.m, config.m_attn, config.eps)
+        tr = gf.descend(
+            model0,
+            lambda mm: scale * gf.batch_loss(mm, batch),
             mc,
-            n=n,
-            s=s,
-            m=config.m,
-            m_attn=config.m_attn,
-            eps=config.eps,
             lr=params["lr"],
             num_steps=num_steps,
             record_every=config.record_every,
             optimizer=gf.make_optimizer(optimizer),
-            init_key=k_init,
         )
         return {
             "population_loss": tr.population_loss,
@@ -150,14 +171,26 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
     pi = mc.pi
     H = entropy_of(pi)
     ts = np.arange(config.num_steps // config.record_every + 1) * config.record_every * config.lr
-    grid = Grid.product({"lr": [config.lr]}, seeds=config.n_seeds, base_seed=config.seed)
-    refs = _references(config, mc, grid.seeds)
+    seeds = Grid.product({"lr": [config.lr]}, seeds=config.n_seeds, base_seed=config.seed).seeds
+    refs = _references(config, mc, seeds)
+    sizes = list(zip(config.sizes_n, config.sizes_s, strict=True))
+    grid = Grid.zip(
+        {
+            "n": [n for n, _ in sizes],
+            "s": [s for _, s in sizes],
+            "size": list(range(len(sizes))),
+            "lr": [config.lr] * len(sizes),
+        },
+        seeds=seeds,
+    )
+    res = run.sweep("gd", _member(config, mc, "gd", config.num_steps), grid)
     rows = []
     fig, axes = new_figure(1, 3)
-    for n, s in zip(config.sizes_n, config.sizes_s, strict=True):
-        res = run.sweep(f"gd_n{n}_s{s}", _member(config, mc, n, s, "gd", config.num_steps), grid)
-        ok = res.ok()
-        loss, att = np.asarray(res.outputs["population_loss"]), np.asarray(res.outputs["attention"])
+    for i, (n, s) in enumerate(sizes):
+        sel = np.asarray(res.params["size"]) == i
+        ok = res.ok()[sel]
+        loss = np.asarray(res.outputs["population_loss"])[sel]
+        att = np.asarray(res.outputs["attention"])[sel]
         row = {"n": n, "s": s, "ok": int(ok.sum())}
         for ref in ("descent", "flow"):
             row[f"loss_error_{ref}"] = np.max(np.abs(loss - refs[f"loss_{ref}"]), axis=1)[ok]
@@ -203,9 +236,10 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
         ax.set_xlabel("n s")
         ax.set_title(f"max over the trajectory: {key.replace('_', ' ')}", fontsize=9)
         ax.legend(fontsize=7)
-    n, s = config.sizes_n[-1], config.sizes_s[-1]
-    grid = Grid.product({"lr": [config.adam_lr]}, seeds=config.n_seeds, base_seed=config.seed)
-    res = run.sweep("adam", _member(config, mc, n, s, "adam", config.adam_steps), grid)
+    i = int(np.argmax(config.sizes_n))
+    largest = {"n": [config.sizes_n[i]], "s": [config.sizes_s[i]], "size": [i]}
+    grid = Grid.zip({**largest, "lr": [config.adam_lr]}, seeds=seeds)
+    res = run.sweep("adam", _member(config, mc, "adam", config.adam_steps), grid)
     final = np.asarray(res.outputs["population_loss"])[res.ok()][:, -1]
     run.evidence(
         "adam_escapes_unigram_plateau",
