@@ -18,7 +18,8 @@ def random_chain(rng, d):
     base = np.ones(d)
     base[0] = 1.5 * d
     P = rng.dirichlet(base * rng.uniform(0.3, 3.0), size=d)
-    pi, P = gf.resolve_chain(P)
+    mc = gf.MarkovChain(P)
+    pi, P = mc.pi, mc.P
     return np.asarray(pi), np.asarray(P)
 
 

@@ -92,7 +92,8 @@ def test_signed_focus_eigenvalue_has_the_sign_of_c_for_chains_of_either_sign():
         base = np.ones(4)
         base[0] = 6.0
         P = rng.dirichlet(base * rng.uniform(0.3, 3.0), size=4)
-        pi, P = gf.resolve_chain(P)
+        mc = gf.MarkovChain(P)
+        pi, P = mc.pi, mc.P
         s = gf.unigram_saddle(pi, 3, 2)
         c = float(gf.focus_rate(pi, P, s.gamma, s.beta))
         spec = gf.jacobian_spectrum(s.model, pi, P)

@@ -38,18 +38,18 @@ def test_reversible_chain_satisfies_detailed_balance_with_given_pi():
         (np.ones((2, 3)) / 3, "square"),
     ],
 )
-def test_resolve_chain_names_the_problem(P, message):
+def test_markov_chain_names_the_problem(P, message):
     with pytest.raises(ValueError, match=message):
-        gf.resolve_chain(P)
+        gf.MarkovChain(P)
 
 
-def test_resolve_chain_rejects_bad_pi_and_computes_the_stationary_law():
+def test_markov_chain_rejects_bad_pi_and_computes_the_stationary_law():
     P = np.asarray(gf.paper_transition(jnp.asarray(PI), 0.3))
     with pytest.raises(ValueError, match="sum to 1"):
-        gf.resolve_chain(P, np.array([0.5, 0.4, 0.05, 0.01]))
+        gf.MarkovChain(P, np.array([0.5, 0.4, 0.05, 0.01]))
     with pytest.raises(ValueError, match="positive"):
-        gf.resolve_chain(P, np.array([1.0, 0.0, 0.0, 0.0]))
-    pi, _ = gf.resolve_chain(P)
+        gf.MarkovChain(P, np.array([1.0, 0.0, 0.0, 0.0]))
+    pi = gf.MarkovChain(P).pi
     np.testing.assert_allclose(pi, PI, atol=1e-12)
 
 

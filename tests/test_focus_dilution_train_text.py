@@ -164,7 +164,7 @@ def test_wikitext_loader_detects_format_and_gives_a_stochastic_bigram_chain():
     assert c.vocab[0] == "the" and c.vocab[-1] == "<oov>"
     assert c.tokens.max() < 20 and len(c.tokens) == 50_000
     P, pi = jdata.bigram_chain(c.tokens, c.d)
-    gf.resolve_chain(P, pi)
+    gf.MarkovChain(P, pi)
     np.testing.assert_allclose(pi @ P, pi, atol=1e-12)
     np.testing.assert_allclose(pi, jdata.unigram_frequencies(c.tokens, c.d), atol=2e-3)
 

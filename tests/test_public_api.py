@@ -105,6 +105,14 @@ PLUMBING = {
     ],
     "jaxdyn.data": ["sha256_of", "verify_download", "extract_member"],
     "jaxdyn.sweep": ["effective_vmap_width"],
+    "jaxdyn.gradflow": [
+        "AbstractAttentionModel",
+        "LINEAR_WINDOW",
+        "model_metrics",
+        "position_entropy",
+        "resolve_chain",
+        "stage_times",
+    ],
 }
 
 
