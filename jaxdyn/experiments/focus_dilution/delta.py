@@ -158,27 +158,28 @@ def _escape_fits(run: Run, delta, eps, lam_t, escape, ok, t_cond, mu1) -> None:
     from the origin (``(log(1/eps) + K) / mu1``), each a pooled fit with one offset per delta,
     and the escape time's exponent in delta against -1 (lambda_T linear in delta)."""
     pos = ok & (delta > 0) & np.isfinite(escape)
-    run.evidence(
-        "escape_time_log_eps",
-        gf.escape_time_evidence(
-            "escape from the stall: lambda_T (t_new - t_dil) has slope 1 in log(1/eps)",
-            np.log(1 / eps[pos]),
-            escape[pos] * lam_t[pos],
-            delta[pos],
-        ),
-        note=f"{int(pos.sum())} members with delta > 0 that escaped, one offset per delta",
-    )
     cond = ok & np.isfinite(t_cond)
-    run.evidence(
-        "condensation_escape_time",
-        gf.escape_time_evidence(
-            "escape from the origin: mu1 t_condensation has slope 1 in log(1/eps)",
-            np.log(1 / eps[cond]),
-            t_cond[cond] * mu1[cond],
-            delta[cond],
+    for name, claim, sel, scaled, note in (
+        (
+            "escape_time_log_eps",
+            "escape from the stall: lambda_T (t_new - t_dil) has slope 1 in log(1/eps)",
+            pos,
+            escape * lam_t,
+            f"{int(pos.sum())} members with delta > 0 that escaped, one offset per delta",
         ),
-        note=f"{int(cond.sum())} members, one offset per delta",
-    )
+        (
+            "condensation_escape_time",
+            "escape from the origin: mu1 t_condensation has slope 1 in log(1/eps)",
+            cond,
+            t_cond * mu1,
+            f"{int(cond.sum())} members, one offset per delta",
+        ),
+    ):
+        run.evidence(
+            name,
+            gf.escape_time_evidence(claim, np.log(1 / eps[sel]), scaled[sel], delta[sel]),
+            note=note,
+        )
     fits = {}
     for e in np.unique(eps[pos]):
         sel = pos & (eps == e)
