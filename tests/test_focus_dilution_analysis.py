@@ -134,3 +134,5 @@ def test_analyse_flow_rejects_bad_settings():
         gf.analyse_flow(P, m=1)
     with pytest.raises(ValueError, match="t1"):
         gf.analyse_flow(P, t1=-5.0)
+    with pytest.raises(ValueError, match="default end time needs the stall"):
+        gf.analyse_flow(P, find_stall=False)

@@ -23,7 +23,7 @@ def descents(config, corpus, pi, P, model0):
     run), and the matmuls over the windows, most of the experiment's time, cost half as much."""
     d, length = corpus.d, config.s + 1
     f32 = jnp.float32
-    model0 = jax.tree_util.tree_map(lambda x: x.astype(f32), model0)
+    model0 = jax.tree_util.tree_map(lambda x: jnp.asarray(x, f32), model0)
     pi, P = jnp.asarray(pi, f32), jnp.asarray(P, f32)
     chain = gf.MarkovChain(P, pi)
     rng = np.random.default_rng(config.seed)
