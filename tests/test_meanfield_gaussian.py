@@ -345,7 +345,7 @@ def test_gradient_through_solver_matches_closed_form_derivative():
 
 
 def _softmax_case(name):
-    from jaxdyn.meanfield import cone_cases
+    from jaxdyn.experiments.pde_gaussian._paper import cone_cases
 
     c = cone_cases()[name]
     return Softmax(Q=c["Q"], K=c["K"], V=c["V"])
@@ -428,9 +428,9 @@ def test_two_lines_and_either_cases_follow_the_derived_flows():
     """One compiled solve: "two lines" follows its exact Riccati solution and converges to the
     line of sign(c0); "either" blows up along the attracting eigenvector of V from one start
     and converges to the stable isotropic line from another."""
+    from jaxdyn.experiments.pde_gaussian._paper import cone_cases
     from jaxdyn.meanfield import (
         blowup_directions,
-        cone_cases,
         isotropic_line_stability,
         two_lines_covariance,
     )

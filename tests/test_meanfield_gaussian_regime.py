@@ -6,16 +6,15 @@ import numpy as np
 import pytest
 
 from jaxdyn import Status, status_code
+from jaxdyn.experiments.pde_gaussian._problems import REGIME_FAMILIES, random_regime_problems
 from jaxdyn.meanfield import (
     L2,
-    REGIME_FAMILIES,
     Regime,
     RegimeCondition,
     Softmax,
     blowup_time,
     gaussian_regime,
     observed_regime,
-    random_regime_problems,
     seed_criterion,
     simulate_gaussian,
 )

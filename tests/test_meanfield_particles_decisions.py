@@ -3,6 +3,7 @@ known: each can say holds, refuted and inconclusive, and the gradient-flow struc
 unnormalised and normalised softmax on random weights."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -17,9 +18,12 @@ from jaxdyn.experiments._pde_decisions import (
     trend_evidence,
 )
 from jaxdyn.meanfield import (
+    DriftedClosure,
     Exponential,
     Softmax,
+    antithetic_gaussian_sample,
     interaction_energy,
+    meanfield_error,
     softmax_normaliser,
     twisted_force_jacobian,
     weighted_twisted_speed_squared,
@@ -47,6 +51,30 @@ def test_rate_evidence_refutes_a_biased_limit_and_is_inconclusive_without_power(
     # two nearby sizes and few systems: both alternatives inside the interval
     few = _series(-0.5, systems=3, sizes=(64, 128))
     assert rate_evidence("r", *few).verdict is Verdict.inconclusive
+
+
+@pytest.mark.slow
+def test_rate_check_refutes_particles_measured_against_another_limit():
+    """Real particles (softmax, n = 32..512) against a closure off by a drift of 3e-3: the
+    particles converge to another limit than this Gaussian ODE, their dynamic error stops
+    decaying, and the n^-1/2 check (pde-meanfield's decision) says refuted."""
+    rng = np.random.default_rng(3)
+    field = Softmax(*(0.25 * rng.standard_normal((2, 2)) for _ in range(2)), np.eye(2))
+    mean0, cov0 = jnp.array([0.27, -0.21]), jnp.array([[0.7, 0.1], [0.1, 0.5]])
+    wrong = DriftedClosure(field, jnp.array([3e-3, 0.0]))
+    sizes, n_max = np.array([32, 128, 512]), 512
+
+    def dynamic(n, key):
+        # the n-point sample, repeated to n_max points: one compiled program for every n
+        x = antithetic_gaussian_sample(key, mean0, cov0, n_max)
+        index = jnp.arange(n_max // 2) % (n // 2)
+        x = jnp.concatenate([x[: n_max // 2][index], x[n_max // 2 :][index]])
+        return meanfield_error(wrong, x, mean0, cov0, 1.0).dynamic
+
+    n = np.repeat(sizes, 4)
+    keys = jax.random.split(jax.random.key(2), n.size)
+    errors = np.asarray(jax.jit(jax.vmap(dynamic))(jnp.asarray(n), keys))
+    assert rate_evidence("r", n, errors).verdict is Verdict.refuted
 
 
 def test_ensemble_mean_evidence_takes_its_error_from_the_spread_of_ensembles():

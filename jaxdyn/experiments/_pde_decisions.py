@@ -44,6 +44,17 @@ def _combine(claim: str, parts: Sequence[Evidence], prediction, measured, model,
     return Evidence(claim, prediction, measured, model, verdict, alternative, reason)
 
 
+def not_run_evidence(
+    claim: str, prediction: float, alternatives: Sequence[float], reason: str
+) -> Evidence:
+    """``inconclusive`` without a measurement: the check needs more work than this
+    configuration gives it (e.g. the quick size), and ``reason`` says what decides it."""
+    model = ErrorModel.standard_error(0.0, dof=None, confidence=0.99)
+    return Evidence(
+        claim, prediction, float("nan"), model, Verdict.inconclusive, list(alternatives), reason
+    )
+
+
 def rate_evidence(
     claim: str,
     n: Numbers,
@@ -67,15 +78,8 @@ def rate_evidence(
     errors = np.asarray(errors, dtype=float).ravel()
     keep = np.isfinite(errors) & (errors > 0)
     if np.unique(n[keep]).size < 2:
-        model = ErrorModel.standard_error(0.0, dof=None, confidence=confidence)
-        return Evidence(
-            claim,
-            prediction,
-            float("nan"),
-            model,
-            Verdict.inconclusive,
-            list(alternatives),
-            "fewer than two sizes with a finite error",
+        return not_run_evidence(
+            claim, prediction, alternatives, "fewer than two sizes with a finite error"
         )
     fit = fit_power_law(n[keep], errors[keep])
     basis = f"slope standard error of the log-log fit over {fit.n} independent samples"

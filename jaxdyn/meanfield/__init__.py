@@ -12,10 +12,7 @@ from ._analysis import (
     wasserstein2_exact as wasserstein2_exact,
 )
 from ._blowup import (
-    REGIME_FAMILIES as REGIME_FAMILIES,
     l2_growth_rate as l2_growth_rate,
-    random_blowup_problems as random_blowup_problems,
-    random_regime_problems as random_regime_problems,
 )
 from ._causal import (
     causal_influence as causal_influence,
@@ -32,10 +29,8 @@ from ._clusters import (
     single_cluster_condition as single_cluster_condition,
 )
 from ._cone import (
-    CONE_CASES as CONE_CASES,
     ConeOutcome as ConeOutcome,
     blowup_directions as blowup_directions,
-    cone_cases as cone_cases,
     cone_outcome as cone_outcome,
     disk_coordinates as disk_coordinates,
     isotropic_line_stability as isotropic_line_stability,

@@ -88,6 +88,13 @@ def fixed_step_particles(
     roughly doubles compilation time); a non-finite state gives ``Status.nonfinite`` instead. Use
     ``simulate_particles`` when blow-up must be located. ``adjoint=diffrax.ForwardMode()``
     allows forward-mode differentiation (``jax.jacfwd``) through the solve.
+
+    Numerical choice: with the default solver, and saves ``ts`` (if any) given as concrete
+    values on the step grid ``k t1 / steps`` at equal spacing, the steps run as a plain
+    ``lax`` loop of classical RK4 (the same arithmetic as :class:`RK4` to rounding; forward
+    and reverse differentiation work through it, whatever ``adjoint``): a fraction of the
+    compilation of ``diffrax.diffeqsolve``. Other saves (between steps: diffrax's Hermite
+    interpolation) and other solvers go through diffrax.
     """
     x0 = jnp.asarray(x0)
     if x0.ndim != 2:
@@ -97,6 +104,10 @@ def fixed_step_particles(
     steps = int(steps)
     dtype = jnp.result_type(x0, float)
     t1_arr = jnp.asarray(t1, dtype)
+    if solver is None:
+        save_steps = _saves_on_the_step_grid(ts, t1, steps)
+        if save_steps is not None:
+            return _rk4_loop(field, x0.astype(dtype), t1_arr, steps, ts, save_fn, save_steps)
 
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(lambda t, x, args: field.velocity(x, x, t=t)),
@@ -115,3 +126,67 @@ def fixed_step_particles(
     final_x = final[-1]
     status = mark_nonfinite(Status.promote(sol.result), final_x)
     return FixedStepSolution(ts=sol.ts[0], xs=out, final_x=final_x, status=status)
+
+
+def _saves_on_the_step_grid(ts, t1, steps: int) -> tuple[int, int, int] | None:
+    """``(first, spacing, count)`` when the saves are the steps ``first + j spacing``
+    (``ts = None``: the last step only); ``None`` when ``ts`` or ``t1`` is traced, or a save
+    falls between steps or at unequal spacing."""
+    if ts is None:
+        return (steps, 1, 1)
+    try:
+        ts = np.asarray(ts, dtype=np.float64)
+        t1 = float(t1)
+    except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        return None
+    if ts.ndim != 1 or ts.size < 1 or not t1 > 0:
+        return None
+    k = np.rint(ts * steps / t1)
+    if np.any(np.abs(k * (t1 / steps) - ts) > 1e-12 * t1) or k[0] < 0 or k[-1] > steps:
+        return None
+    gaps = np.diff(k)
+    if gaps.size and (gaps[0] < 1 or np.any(gaps != gaps[0])):
+        return None
+    return (int(k[0]), int(gaps[0]) if gaps.size else 1, int(k.size))
+
+
+def _rk4_loop(field, x0, t1, steps, ts, save_fn, save_steps) -> FixedStepSolution:
+    """Classical RK4 at ``steps`` equal steps as ``lax`` loops, saving at the steps
+    ``first + j spacing`` (see :func:`fixed_step_particles`)."""
+    first, spacing, count = save_steps
+    dtype = x0.dtype
+    h = t1 / steps
+    save = (lambda t, x: x) if save_fn is None else save_fn
+
+    def step(k, x):
+        t = k * h
+        k1 = field.velocity(x, x, t=t)
+        y = x + (0.5 * h) * k1
+        k2 = field.velocity(y, y, t=t + 0.5 * h)
+        y = x + (0.5 * h) * k2
+        k3 = field.velocity(y, y, t=t + 0.5 * h)
+        y = x + h * k3
+        k4 = field.velocity(y, y, t=t + h)
+        return x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+
+    def run(k0, k1, x):
+        return x if k1 == k0 else jax.lax.fori_loop(k0, k1, step, x)
+
+    x = run(0, first, x0)
+    saved0 = save(first * h, x)
+
+    def segment(x, j):
+        k0 = first + j * spacing
+        x = jax.lax.fori_loop(0, spacing, lambda i, y: step(k0 + i, y), x)
+        return x, save((k0 + spacing) * h, x)
+
+    x, rest = jax.lax.scan(segment, x, jnp.arange(count - 1))
+    xs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), saved0, rest)
+    final_x = run(first + (count - 1) * spacing, steps, x)
+    save_ts = (
+        jnp.asarray(ts, dtype) if ts is not None else jnp.reshape(jnp.asarray(t1, dtype), (1,))
+    )
+    # no event fills slots with inf here: any non-finite final state is a failure
+    finite = jnp.all(jnp.isfinite(final_x))
+    status = Status.where(finite, Status.successful, Status.nonfinite)
+    return FixedStepSolution(ts=save_ts, xs=xs, final_x=final_x, status=status)

@@ -31,7 +31,6 @@ from jaxdyn.experiments._pde_gaussian_evidence import (
 from jaxdyn.meanfield import (
     Softmax,
     blowup_directions,
-    cone_cases,
     disk_coordinates,
     isotropic_line_stability,
     line_transverse_growth,
@@ -40,6 +39,8 @@ from jaxdyn.meanfield import (
     simulate_gaussian,
 )
 from jaxdyn.runs import negative_control
+
+from ._paper import cone_cases
 
 CONTINUE_FACTOR = 1e6  # blow-ups are followed from tr = blowup_trace to this times more
 ENTRY_ERROR = 1e-5  # accepted entry error of the solves (the two-lines exact check)

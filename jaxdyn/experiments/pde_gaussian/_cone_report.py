@@ -16,7 +16,6 @@ from jaxdyn.experiments._pde_gaussian_evidence import (
     outcome_evidence,
 )
 from jaxdyn.meanfield import (
-    CONE_CASES,
     ConeOutcome,
     blowup_time,
     disk_coordinates,
@@ -30,6 +29,7 @@ from jaxdyn.meanfield import (
 from jaxdyn.runs import negative_control
 
 from ._cone_either import either_blowup_checks, either_converged_checks, softmax_field
+from ._paper import CONE_CASES
 
 CONVERGED = status_code(ConeOutcome.converged)
 BLOWUP = status_code(ConeOutcome.blowup)

@@ -182,3 +182,64 @@ def paper_rank_inputs(
     draws = [np.random.randn(d, d) for _ in range(attempts)]
     Sigma0 = np.stack([s @ s.T if scale == 1.0 else scale * (s @ s.T) for s in draws])
     return PaperRankInputs(Q=Q, K=-Q, V=V, Sigma0=Sigma0)
+
+
+# --- the d = 2 cone pictures (pde-cone) ---------------------------------------------------
+
+CONE_CASES = ("to_zero", "to_line", "two_lines", "blowup", "either")
+# "either": a non-normal V (see cone_cases).
+EITHER_V = ((0.5, 2.0), (0.0, 2.0))
+
+
+def cone_cases(seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
+    """``Q, K (2, 2)``, ``V (2, 2)`` of the five d = 2 cases (transformer_pde.md, cone pictures).
+
+    ``to_line`` uses ``Q = [q; 0]`` so every variant (incl. 2-head multi-head, one row per
+    head) sees the same rows. ``two_lines`` and ``either`` share ``A = K^T Q / sqrt(2) =
+    diag(1, -1)``, whose isotropic lines ``x^T A x = 0`` are ``(1, 1)`` and ``(1, -1)``.
+    [derived] On rank-one ``Sigma = x x^T`` the flow is ``x' = (x^T A x) V x``, so:
+
+    - the rank-one matrices on an isotropic line ``e`` are equilibria, linearly stable iff
+      ``kappa = (e^T A f)(f^T V e) < 0`` (``f`` orthogonal to ``e``; the Jacobian off the line
+      has the double eigenvalue ``2 p kappa`` at ``p e e^T``):
+      :func:`jaxdyn.meanfield.isotropic_line_stability`;
+    - along a real eigenvector ``u`` of ``V`` (eigenvalue ``lam``) the direction is fixed and
+      ``|x|`` blows up in finite time iff ``(u^T A u) lam > 0``; it attracts nearby
+      directions iff ``(u^T A u) d/dtheta (e_theta^perp . V e_theta) < 0`` at ``u``.
+
+    With ``V = I`` every direction is fixed, so any positive eigenvalue of ``A + A^T`` blows
+    up: neither "two lines" nor "either" exist for V = I, and both cases need their own V.
+
+    - ``two_lines``: ``V = diag(-1, 1)`` (``V A = -I``). Both lines are stable (``kappa = -1``)
+      and neither eigenvector of V blows up. The flow is ``a' = -2 (a^2 - c^2)``,
+      ``b' = -2 (b^2 - c^2)``, ``c' = 0``: every run converges, to ``|c0| (1, s)(1, s)^T`` with
+      ``s = sign(c0)`` (``c0 = 0`` decays to 0 like 1/t):
+      :func:`jaxdyn.meanfield.two_lines_covariance`.
+    - ``either``: ``V = EITHER_V = [[0.5, 2], [0, 2]]`` (non-normal, ``V A + A^T V^T``
+      indefinite). The line ``(1, -1)`` is stable (``kappa = -1.75``), ``(1, 1)`` unstable
+      (``kappa = 0.25``); the eigenvector ``(4, 3)`` of ``V`` (eigenvalue 2,
+      ``u^T A u > 0``) is an attracting blow-up direction, while the eigenvector ``(1, 0)``
+      (eigenvalue 0.5) repels. Starts are split between blowing up along ``(4, 3)`` (disk
+      point ``(0.28, 0.96)``) and converging to the line ``(1, -1)`` (disk point ``(0, -1)``).
+      (A diagonal ``V`` gives no open blow-up basin: with ``0 < v1 < v2`` only the axis
+      ``c = 0`` blows up, and nearby runs converge to a line with a huge trace.)
+    """
+    rng = np.random.default_rng(seed)
+    G = rng.standard_normal((2, 2))
+    q = np.array([[1.0, 0.5], [0.0, 0.0]])
+    # K^T Q / sqrt(2) = diag(1, -1) with Q = I.
+    K_indef = np.sqrt(2.0) * np.diag([1.0, -1.0])
+    cases = {
+        "to_zero": dict(
+            Q=np.array([[1.0, 0.2], [0.3, 0.8]]),
+            K=-np.array([[1.0, 0.2], [0.3, 0.8]]),
+            V=G @ G.T + 0.1 * np.eye(2),
+        ),
+        "to_line": dict(Q=q, K=-q, V=np.eye(2)),
+        "two_lines": dict(Q=np.eye(2), K=K_indef, V=np.diag([-1.0, 1.0])),
+        "blowup": dict(
+            Q=np.array([[1.0, 0.3], [0.0, 0.7]]), K=np.array([[1.0, 0.0], [0.2, 0.9]]), V=np.eye(2)
+        ),
+        "either": dict(Q=np.eye(2), K=K_indef, V=np.array(EITHER_V)),
+    }
+    return cases

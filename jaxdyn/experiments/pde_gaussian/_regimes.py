@@ -1,5 +1,5 @@
 """``pde-blowup``'s general-V part: :func:`jaxdyn.meanfield.gaussian_regime` on random softmax
-problems (d = 2..6, the families of :data:`jaxdyn.meanfield.REGIME_FAMILIES`) against the
+problems (d = 2..6, the families of ``REGIME_FAMILIES`` of ``_problems``) against the
 solver (:func:`jaxdyn.meanfield.observed_regime` on a long solve), and the seed notes'
 criterion "blow-up iff V A + A^T V^T has a positive eigenvalue" on the same draws.
 
@@ -22,17 +22,17 @@ from jaxdyn.experiments._pde_gaussian_evidence import (
     outcome_evidence,
 )
 from jaxdyn.meanfield import (
-    REGIME_FAMILIES,
     Regime,
     Softmax,
     gaussian_regime,
     observed_regime,
-    random_regime_problems,
     seed_criterion,
     simulate_gaussian,
 )
 from jaxdyn.runs import negative_control
 from jaxdyn.sweep import Grid
+
+from ._problems import REGIME_FAMILIES, random_regime_problems
 
 DIMS = (2, 3, 4, 5, 6)
 PAD = max(DIMS)

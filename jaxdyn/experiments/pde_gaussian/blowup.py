@@ -22,12 +22,12 @@ from jaxdyn.meanfield import (
     QuadraticKeySoftmax,
     blowup_time,
     l2_growth_rate,
-    random_blowup_problems,
     simulate_gaussian,
 )
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
 
+from ._problems import random_blowup_problems
 from ._regimes import regime_checks
 from .ranks import ONE_GROUP_WIDTH
 

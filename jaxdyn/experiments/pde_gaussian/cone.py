@@ -12,14 +12,12 @@ import numpy as np
 from jaxdyn import Status, count_outcomes, require_positive, status_code
 from jaxdyn._status import item_code
 from jaxdyn.meanfield import (
-    CONE_CASES,
     L2,
     ConeOutcome,
     MultiHead,
     SelectField,
     Sinkhorn,
     Softmax,
-    cone_cases,
     cone_outcome,
     simulate_gaussian,
     trace_one_covariances,
@@ -28,6 +26,7 @@ from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 from jaxdyn.sweep import Grid
 
 from ._cone_report import cone_checks, cone_figures
+from ._paper import CONE_CASES, cone_cases
 
 CONE_VARIANTS = ("softmax", "l2", "multihead", "sinkhorn")
 
