@@ -7,8 +7,9 @@ re-batches the unfinished ones between segments (``_scheduler.py``). This module
 one diffrax solve cut into segments take bitwise the steps of the uninterrupted solve.
 
 **Describing a solve.** A :class:`DiffeqProblem` holds the arguments of
-``diffrax.diffeqsolve``; ``problem.solve()`` is ``diffeqsolve(..., throw=False)`` of them. A
-library simulator that solves through ``DiffeqProblem.solve()`` (``meanfield.simulate_gaussian``
+``diffrax.diffeqsolve``; ``problem.solve()`` is ``diffeqsolve(..., throw=False)`` of them
+(its final save does not depend on what the solve is vmapped with: :meth:`DiffeqProblem.solve`).
+A library simulator that solves through ``DiffeqProblem.solve()`` (``meanfield.simulate_gaussian``
 does) is straggler-free inside :func:`~jaxdyn.sweep.run_sweep` without its caller knowing about
 segments: the engine traces the member function once, finds its one ``solve()`` call, and from
 then on runs the member as a segmented member whose solve it continues from segment to
