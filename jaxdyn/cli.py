@@ -13,6 +13,7 @@ import os
 import sys
 
 from ._cli._commands import COMMANDS
+from ._cli._error_mode import use_error_mode
 from ._cli._exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ._cli._parallel import apply_cpu_devices, launch_workers
 from ._cli._parser import build_parser
@@ -38,6 +39,8 @@ def _speaks_for_the_run() -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run ``jaxdyn ARGS`` (``argv``; default ``sys.argv[1:]``) and return its exit code."""
     os.environ.setdefault("MPLBACKEND", "Agg")
+    if argv is None:  # the process's own command line (a call from Python keeps its mode)
+        use_error_mode()  # eqx.error_if: EQX_ON_ERROR, else nan (jaxdyn/_cli/_error_mode.py)
     from jaxdyn.sweep import single_threaded_kernels
 
     single_threaded_kernels()  # before JAX starts; in every worker too (same entry point)

@@ -217,6 +217,33 @@ def test_list_shows_registered_experiments(capsys):
     assert "toy-blowup" in capsys.readouterr().out
 
 
+def test_the_command_line_decides_what_a_failed_error_if_does(monkeypatch, capsys):
+    """Every ``jaxdyn`` command runs ``eqx.error_if`` as ``nan`` (no host callback in the
+    program, so the persistent cache keeps it) unless ``EQX_ON_ERROR`` is set; a call of
+    ``main`` from Python leaves its process's mode alone."""
+    import equinox as eqx
+    import jax
+
+    from jaxdyn._compat import set_error_if_default
+
+    def has_callback():  # a new function: traced now, under the current mode
+        program = jax.jit(lambda x: eqx.error_if(x, x < 0, "negative")).lower(1.0)
+        return "callback" in program.as_text()
+
+    monkeypatch.setenv("EQX_ON_ERROR", "raise")
+    monkeypatch.delenv("EQX_ON_ERROR")  # restored after the test as it was
+    monkeypatch.setattr(sys, "argv", ["jaxdyn", "list"])
+    previous = set_error_if_default("raise")
+    try:
+        assert main(["list"]) == 0 and has_callback() and "EQX_ON_ERROR" not in os.environ
+        assert main() == 0 and not has_callback() and os.environ["EQX_ON_ERROR"] == "nan"
+        monkeypatch.setenv("EQX_ON_ERROR", "raise")  # the user's choice wins
+        assert main() == 0 and has_callback()
+    finally:
+        set_error_if_default(previous)
+    capsys.readouterr()
+
+
 @pytest.mark.slow
 def test_run_results_identical_on_one_and_eight_devices_and_chunk_sizes(tmp_path):
     """The toy's event root finding cannot trace under shard_map (diffrax #765): the engine

@@ -104,6 +104,7 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
     from jaxdyn.runs._profile import process_age_s
 
     from ._commands import ENV_REPRODUCE_CLAIMS, finish_reproduce, write_queue
+    from ._error_mode import ENV_ERROR_MODE, error_mode
     from ._exit_codes import EXIT_INTERRUPTED
 
     startup_s = process_age_s()  # imports, the experiments' registry, arguments
@@ -113,11 +114,7 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
     write_queue(claims, names, quick)
     env = dict(os.environ, PYTHONPATH=worker_python_path())
     env.update({ENV_REPRODUCE_CLAIMS: str(claims), ENV_LAUNCHER: str(os.getpid())})
-    # A program with a host callback is never written to the persistent compilation cache, and
-    # under EQX_ON_ERROR=raise every eqx.error_if (diffrax's input checks among them) is one:
-    # the workers run with EQX_ON_ERROR=nan (a failed check makes that output NaN, a member's
-    # nonfinite status) unless the user chose a mode, so a repeated main job compiles nothing.
-    env.setdefault("EQX_ON_ERROR", "nan")
+    env[ENV_ERROR_MODE] = error_mode()  # set before the worker imports equinox
     # later options win in argparse: one process per worker, every worker in one folder
     worker_argv = [*argv, "--processes", "1", "--out", str(out_root)]
     procs, forwarders = [], []

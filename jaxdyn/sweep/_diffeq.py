@@ -7,8 +7,9 @@ re-batches the unfinished ones between segments (``_scheduler.py``). This module
 one diffrax solve cut into segments take bitwise the steps of the uninterrupted solve.
 
 **Describing a solve.** A :class:`DiffeqProblem` holds the arguments of
-``diffrax.diffeqsolve``; ``problem.solve()`` is ``diffeqsolve(..., throw=False)`` of them. A
-library simulator that solves through ``DiffeqProblem.solve()`` (``meanfield.simulate_gaussian``
+``diffrax.diffeqsolve``; ``problem.solve()`` is ``diffeqsolve(..., throw=False)`` of them
+(its final save does not depend on what the solve is vmapped with: :meth:`DiffeqProblem.solve`).
+A library simulator that solves through ``DiffeqProblem.solve()`` (``meanfield.simulate_gaussian``
 does) is straggler-free inside :func:`~jaxdyn.sweep.run_sweep` without its caller knowing about
 segments: the engine traces the member function once, finds its one ``solve()`` call, and from
 then on runs the member as a segmented member whose solve it continues from segment to
@@ -81,7 +82,7 @@ class DiffeqProblem(eqx.Module):
     Attributes:
         terms, solver, t0, t1, dt0, y0, args: as for ``diffrax.diffeqsolve``.
         saveat: a ``diffrax.SaveAt`` of ``t0``, ``t1``, ``ts`` and ``fn`` (also in ``subs``);
-            ``steps`` and ``dense`` are not supported in segments.
+            ``steps``, ``dense`` and the solver's own state are not supported.
         stepsize_controller: as for ``diffeqsolve`` (default ``ConstantStepSize()``).
         event: a ``diffrax.Event`` or ``None``. Its condition must not use the ``t0`` or
             ``dt0`` keyword arguments (a continued segment has its own).
@@ -108,6 +109,12 @@ class DiffeqProblem(eqx.Module):
                 "DiffeqProblem: SaveAt(dense=...) and SaveAt(steps=...) cannot be continued "
                 "across segments; save at t0, t1 or ts (with fn for statistics) instead"
             )
+        saveat = self.saveat
+        if saveat.solver_state or saveat.controller_state or saveat.made_jump:
+            raise ValueError(
+                "DiffeqProblem: SaveAt(solver_state=..., controller_state=..., made_jump=...) "
+                "are the sweep engine's to continue a solve; save at t0, t1 or ts instead"
+            )
         if self.max_steps is not None and (
             isinstance(self.max_steps, bool)
             or not isinstance(self.max_steps, int)
@@ -118,7 +125,15 @@ class DiffeqProblem(eqx.Module):
             )
 
     def solve(self) -> diffrax.Solution:
-        """``diffrax.diffeqsolve(..., throw=False)`` of the problem.
+        """``diffrax.diffeqsolve(..., throw=False)`` of the problem, with the ``ts``, ``ys``,
+        ``result``, ``event_mask`` and ``stats`` of :func:`solution_of`.
+
+        One difference from ``diffeqsolve`` makes a solution independent of what it is
+        vmapped with: the ``SaveAt(t1=True)`` value of a solve that ends without an event is
+        the solver's state at the time reached. Under ``vmap``, once any member of the batch
+        has an event diffrax runs the event's root find for every member and returns, for
+        those without one, the end of their last *attempted* step and an interpolation there:
+        after a rejected last step (``max_steps`` reached) a time the solve never reached.
 
         Inside :func:`~jaxdyn.sweep.run_sweep` a member function's one ``solve()`` is
         continued in segments by the engine (module docstring); the solution is the same.
@@ -126,7 +141,7 @@ class DiffeqProblem(eqx.Module):
         route = _ROUTE.get()
         if route is not None:
             return route.solve(self)
-        return self._diffeqsolve(max_steps=self.max_steps, saveat=self.saveat)
+        return solution_of(self, first_segment(self, self.max_steps))
 
     def _diffeqsolve(self, *, max_steps, saveat, controller=None, **continuation):
         return diffrax.diffeqsolve(
