@@ -87,13 +87,13 @@ class NetworkAnalysis:
         fall_grid = fall_theory = np.array([])
         if refined.order is not ch.TransitionOrder.first:
             fall_grid = _fall_grid(c, diagram.P, loss)
-            xs = np.stack([np.asarray(ch.global_minimum(model, p)) for p in fall_grid])
+            xs = np.stack([np.asarray(ch.global_minimum(model, p).x) for p in fall_grid])
             fall_theory = theory_test_loss(c, model, xs, fall_grid)
         P_grid = np.unique(np.concatenate([np.asarray(c.P_values, float), refine_grid, fall_grid]))
         run.scalar(
             "theory",
             {
-                "objective": model.objective,
+                "objective": model.objective_name,
                 **info_json(info),
                 "order_from_refinement": refined.as_dict(),
             },
@@ -159,6 +159,51 @@ def _test_losses(posterior, model, xs, Ps, L: int, V: int):
     return jax.vmap(loss)(xs, Ps)
 
 
+def theory_at(c, model, key: str, Ps) -> tuple[np.ndarray, np.ndarray]:
+    """The reduced theory's ``key`` (an order parameter, or ``test_loss``) at each P from its
+    global minimum there (not interpolated), and the reduced solver's error bound on it
+    (:func:`jaxdyn.copyhead.minimum_error`: the remaining Newton step and the resolution of
+    a minimum in float64; +inf where the minimum is soft). A point that is not a converged
+    minimum (:class:`jaxdyn.copyhead.MinimumStatus`) gets an infinite bound."""
+    Ps = np.asarray(Ps, float).reshape(-1)
+    n = Ps.size
+    # Padded to a multiple of _THEORY_CHUNK: one program per head for every key and P set.
+    padded = np.concatenate([Ps, np.full((-n) % _THEORY_CHUNK, Ps[-1] if n else 1.0)])
+    tk = key
+    if key != "test_loss" and not isinstance(model, ch.LinearReduced):
+        tk = {"c_G": "a_G", "c_1": "a_1"}[key]
+    values, errors, codes = _theory_at(
+        c.posterior(c.attention), model, jnp.asarray(padded), c.L, c.V
+    )
+    converged = list(ch.MinimumStatus).index(ch.MinimumStatus.converged)
+    values, errors = np.asarray(values[tk])[:n], np.asarray(errors[tk])[:n]
+    return values, np.where(np.asarray(codes)[:n] == converged, errors, np.inf)
+
+
+_THEORY_CHUNK = 8
+
+
+@eqx.filter_jit
+def _theory_at(posterior, model, Ps, L: int, V: int):
+    """Every order parameter and the population test loss of the global minimum at each P,
+    with :func:`jaxdyn.copyhead.minimum_error` of each, and the minimiser's status code."""
+
+    def observables(x, P):
+        out = dict(model.order(x))
+        out["test_loss"] = ch.population_test_loss(posterior, model.scores(x, L), V=V, P=P)
+        return out
+
+    def one(P):
+        found = ch.global_minimum(model, P)
+        values = observables(found.x, P)
+        names = sorted(values)
+        stacked = lambda x: jnp.stack([observables(x, P)[k] for k in names])
+        error = ch.minimum_error(model, found.x, P, stacked)
+        return values, dict(zip(names, error, strict=True)), found.code
+
+    return jax.lax.map(one, Ps)
+
+
 def order_keys(c) -> tuple[str, ...]:
     """Order parameters compared with theory: a_G (softmax); c_1 and c_G (linear)."""
     return ("c_G",) if c.attention == "softmax" else ("c_1", "c_G")
@@ -188,7 +233,9 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
     against the theory. Each run's value is bias-corrected by its bootstrap refit,
     2 x - x_boot (the reduced theory has population statistics; a fit to P sequences is
     biased at order 1 / P); tolerance: 99% t x SE over datasets of the corrected values +
-    NEWTON_SAFETY x the mean Newton estimate of their optimisation error (2 e + e_boot)."""
+    NEWTON_SAFETY x the mean Newton estimate of their optimisation error (2 e + e_boot) + the
+    reduced solver's error on the theory (:func:`theory_at`; the theory is its global minimum
+    at each P, not an interpolation)."""
     c = a.config
     P = result.params["P"]
     far = np.isin(P, np.asarray(c.P_values, float)) & keep
@@ -208,7 +255,7 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
     )
     ses = np.array([standard_error(col) for col in table.T])
     raw_means, bias = at(raw, np.nanmean), at(boot - raw, np.nanmean)
-    theory = a.theory(key, Ps)
+    theory, solver = theory_at(c, a.model, key, Ps)
     opt = at(error, optimiser_allowance)
     effect = effect_size(a, key)
     run.save_arrays(
@@ -219,6 +266,7 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
             f"{name}.check_{key}_theory": theory,
             f"{name}.check_{key}_se": ses,
             f"{name}.check_{key}_optimiser": opt,
+            f"{name}.check_{key}_theory_solver": solver,
         }
     )
     run.scalar(
@@ -231,6 +279,7 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
             "se": ses.tolist(),
             "theory": theory.tolist(),
             "optimiser_allowance": opt.tolist(),
+            "theory_solver_error": solver.tolist(),
             "effect": effect,
             "se_over_effect": (ses / effect).tolist(),
             "datasets": int(table.shape[0]),
@@ -243,10 +292,11 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
             table,
             theory,
             np.full(theory.shape, effect),
-            bound=opt,
+            bound=opt + solver,
             basis="bootstrap-corrected (2 x - x_boot) per dataset; alternative: off by the "
             "effect to detect (the transition's jump or change); bound: "
-            f"{NEWTON_SAFETY:g} x mean Newton estimate of the optimiser's error",
+            f"{NEWTON_SAFETY:g} x mean Newton estimate of the optimiser's error + the reduced "
+            "solver's error (Newton step and float64 resolution of its minimum)",
         ),
         note=f"P = {Ps.tolist()}; effect {effect:.4g}; SE/effect "
         f"{np.round(ses / effect, 3).tolist()}",
