@@ -166,42 +166,46 @@ def theory_at(c, model, key: str, Ps) -> tuple[np.ndarray, np.ndarray]:
     a minimum in float64; +inf where the minimum is soft). A point that is not a converged
     minimum (:class:`jaxdyn.copyhead.MinimumStatus`) gets an infinite bound."""
     Ps = np.asarray(Ps, float).reshape(-1)
+    if Ps.size == 0:
+        return np.zeros(0), np.zeros(0)
+    found = [ch.global_minimum(model, p) for p in Ps]  # one compiled minimiser for every P
     n = Ps.size
     # Padded to a multiple of _THEORY_CHUNK: one program per head for every key and P set.
-    padded = np.concatenate([Ps, np.full((-n) % _THEORY_CHUNK, Ps[-1] if n else 1.0)])
+    pad = (-n) % _THEORY_CHUNK
+    xs = np.stack([np.asarray(f.x) for f in found] + [np.asarray(found[-1].x)] * pad)
+    padded = np.concatenate([Ps, np.full(pad, Ps[-1])])
     tk = key
     if key != "test_loss" and not isinstance(model, ch.LinearReduced):
         tk = {"c_G": "a_G", "c_1": "a_1"}[key]
-    values, errors, codes = _theory_at(
-        c.posterior(c.attention), model, jnp.asarray(padded), c.L, c.V
+    values, errors = _theory_observables(
+        c.posterior(c.attention), model, jnp.asarray(xs), jnp.asarray(padded), c.L, c.V
     )
-    converged = list(ch.MinimumStatus).index(ch.MinimumStatus.converged)
     values, errors = np.asarray(values[tk])[:n], np.asarray(errors[tk])[:n]
-    return values, np.where(np.asarray(codes)[:n] == converged, errors, np.inf)
+    converged = np.array([f.status() is ch.MinimumStatus.converged for f in found])
+    return values, np.where(converged, errors, np.inf)
 
 
 _THEORY_CHUNK = 8
 
 
 @eqx.filter_jit
-def _theory_at(posterior, model, Ps, L: int, V: int):
-    """Every order parameter and the population test loss of the global minimum at each P,
-    with :func:`jaxdyn.copyhead.minimum_error` of each, and the minimiser's status code."""
+def _theory_observables(posterior, model, xs, Ps, L: int, V: int):
+    """Every order parameter and the population test loss at the reduced states xs, with
+    :func:`jaxdyn.copyhead.minimum_error` of each."""
 
     def observables(x, P):
         out = dict(model.order(x))
         out["test_loss"] = ch.population_test_loss(posterior, model.scores(x, L), V=V, P=P)
         return out
 
-    def one(P):
-        found = ch.global_minimum(model, P)
-        values = observables(found.x, P)
+    def one(x, P):
+        values = observables(x, P)
         names = sorted(values)
-        stacked = lambda x: jnp.stack([observables(x, P)[k] for k in names])
-        error = ch.minimum_error(model, found.x, P, stacked)
-        return values, dict(zip(names, error, strict=True)), found.code
+        stacked = lambda y: jnp.stack([v for _, v in sorted(observables(y, P).items())])
+        error = ch.minimum_error(model, x, P, stacked)
+        return values, dict(zip(names, error, strict=True))
 
-    return jax.lax.map(one, Ps)
+    return jax.vmap(one)(xs, Ps)
 
 
 def order_keys(c) -> tuple[str, ...]:
