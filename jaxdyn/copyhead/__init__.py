@@ -83,8 +83,8 @@ from ._posterior import (
     batched_action as batched_action,
 )
 from ._reduced import (
-    population_action as population_action,
     objective_weight as objective_weight,
+    population_action as population_action,
     population_data_term as population_data_term,
     reduced_action_linear as reduced_action_linear,
     reduced_action_softmax as reduced_action_softmax,

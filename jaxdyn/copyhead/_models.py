@@ -81,7 +81,7 @@ class _NewtonTrustRegion(optx.AbstractQuasiNewton):
 
 
 # Relative tolerances of the Newton solve (steps and action changes, optimistix's Cauchy
-# criterion), its step budget, and the kink probe of :func:`minimise_action_locally`.
+# criterion), its step budget, and the kink probe of :func:`_minimise_locally`.
 NEWTON_RTOL = 1e-11
 NEWTON_MAX_STEPS = 200
 KINK_PROBE = 1e-3
@@ -103,7 +103,7 @@ def _probe(f, x) -> tuple[Array, Array]:
     return vals[i] < S - 1e-9 * (1.0 + jnp.abs(S)), cands[i]
 
 
-def minimise_action_locally(f, x0: Float[Array, " n"]) -> tuple[Float[Array, " n"], Array]:
+def _minimise_locally(f, x0: Float[Array, " n"]) -> tuple[Float[Array, " n"], Array]:
     """Local minimiser of a low-dimensional f from x0 (optimistix Newton trust region), and
     its :class:`MinimumStatus` code (``STATUS_CODES``). After the solve, the action at
     x +- KINK_PROBE (1 + |x|) along the axes and diagonals is probed: a lower probe is a
@@ -343,7 +343,7 @@ class ReducedMinimum(eqx.Module):
 
 def global_minimum(model: AbstractReducedModel, P: Float[ArrayLike, ""]) -> ReducedMinimum:
     """Global minimiser of the reduced action at P: grid search, then
-    :func:`minimise_action_locally` from the best grid point, with its status."""
+    Newton in a trust region from the best grid point, with its status."""
     return _global_minimum(model, _as_float(P))
 
 
@@ -365,7 +365,7 @@ def continuation(
 
 def _descend(model, P, x0) -> ReducedMinimum:
     f = lambda y: model.action(y, P)
-    x, code = minimise_action_locally(f, x0)
+    x, code = _minimise_locally(f, x0)
     return ReducedMinimum(model.canonical(x), f(x), code)
 
 
