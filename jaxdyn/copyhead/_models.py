@@ -506,8 +506,9 @@ def minimum_error(
     observable: Callable[[Array], Array],
 ) -> Float[Array, " k"]:
     """Bound on |o(x) - o(x*)| for an observable o of a point x a reduced minimiser returned
-    and the exact minimum x* it approaches: |J_o(x)| (|H^{-1} g| + sqrt(2 dS / lambda_min)),
-    with g, H the gradient and Hessian of S at x and dS = ROUNDING_ULPS eps (1 + |S|). The
+    and the exact minimum x* it approaches: |J_o(x)| (|H^{-1} g| + sqrt(2 dS / lambda_min))
+    + ROUNDING_ULPS eps (1 + |o(x)|), with g, H the gradient and Hessian of S at x and
+    dS = ROUNDING_ULPS eps (1 + |S|). The
     first term is the Newton step (the remaining distance); the second the resolution of a
     minimum in floating point (its location is determined only to where the action's
     curvature equals its rounding), so the bound is never 0, also where x* = 0 exactly.
@@ -523,8 +524,11 @@ def minimum_error(
     step = jnp.linalg.norm(jnp.linalg.solve(safe, g))
     dS = ROUNDING_ULPS * jnp.finfo(x.dtype).eps * (1.0 + jnp.abs(S))
     resolution = jnp.sqrt(2.0 * dS / jnp.where(definite, lam_min, 1.0))
-    J = jnp.atleast_2d(jax.jacobian(lambda y: jnp.atleast_1d(observable(y)))(x))
-    error = jnp.linalg.norm(J, axis=-1) * (step + resolution)
+    o = lambda y: jnp.atleast_1d(observable(y))
+    J = jnp.atleast_2d(jax.jacfwd(o)(x))
+    # + the observable's own rounding (it is evaluated in floating point too).
+    rounding = ROUNDING_ULPS * jnp.finfo(x.dtype).eps * (1.0 + jnp.abs(o(x)))
+    error = jnp.linalg.norm(J, axis=-1) * (step + resolution) + rounding
     return jnp.where(definite, error, jnp.inf)
 
 
