@@ -77,7 +77,7 @@ def train(P, start):
 P_train = jnp.array([8.0, 14.0, 17.0, 20.0, 23.0, 32.0, 64.0])
 a_G = jax.jit(jax.vmap(jax.vmap(train, (None, 0)), (0, None)))(P_train, jnp.array([0.0, 1.0]))
 for P, (a0, a1) in zip(np.asarray(P_train), np.asarray(a_G), strict=True):
-    th = float(theory.order(ch.global_minimum(theory, jnp.asarray(P)))["a_G"])
+    th = float(theory.order(ch.global_minimum(theory, jnp.asarray(P)).x)["a_G"])
     print(
         f"Adam P = {P:4.0f}: a_G from small init {a0:.3f}, from copy {a1:.3f}; MAP theory {th:.3f}"
     )

@@ -167,7 +167,7 @@ def test_linear_transition_is_second_order_with_square_root_rise():
     assert abs(P_c / ch.linear_onset(model) - 1) < 1e-9
     eps = np.array([1e-3, 4e-3, 1.6e-2])
     amps = [
-        float(model.order(ch.global_minimum(model, jnp.asarray(P_c * (1 + e))))["amplitude"])
+        float(model.order(ch.global_minimum(model, jnp.asarray(P_c * (1 + e))).x)["amplitude"])
         for e in eps
     ]
     slope = np.polyfit(np.log(eps), np.log(amps), 1)[0]
@@ -187,3 +187,24 @@ def test_reduced_model_validation():
     with pytest.raises(ValueError, match="objective"):
         ch.LinearReduced(L=16, V=4, objective="mode")
     ch.LinearReduced(L=16, V=4, alpha=-0.5)  # any real alpha is a valid model
+
+
+def test_minimum_error_covers_the_distance_to_the_minimum_and_is_never_zero():
+    """minimum_error bounds |o(x) - o(x*)| from a displaced point (the Newton step) and keeps
+    the float64 resolution of the minimum where x* = 0 exactly (linear attention below its
+    onset), so a comparison with an exact zero has a non-degenerate error model; it is
+    infinite where the Hessian is not positive definite (above the onset, at A = 0)."""
+    model = ch.LinearReduced(L=16, V=4)
+    P_c = ch.linear_onset(model)
+    order = lambda x: jnp.stack([x[0], x[1]])
+    below = ch.global_minimum(model, 0.5 * P_c)
+    assert below.status() is ch.MinimumStatus.converged
+    assert float(jnp.max(jnp.abs(below.x))) < 1e-12
+    floor = ch.minimum_error(model, jnp.zeros(2), 0.5 * P_c, order)
+    assert np.all(np.asarray(floor) > 0) and np.all(np.asarray(floor) < 1e-5)
+    above = ch.global_minimum(model, 3.0 * P_c)
+    shifted = above.x + jnp.array([2e-3, -1e-3])
+    error = np.asarray(ch.minimum_error(model, shifted, 3.0 * P_c, order))
+    distance = np.abs(np.asarray(shifted - above.x))
+    assert np.all(error >= distance) and np.all(error <= 2.5 * np.linalg.norm(distance) + 1e-5)
+    assert np.all(np.isinf(np.asarray(ch.minimum_error(model, jnp.zeros(2), 3.0 * P_c, order))))

@@ -48,7 +48,7 @@ def test_order_from_refinement_agrees_with_the_landscape_on_softmax_L32():
     i = int(np.argmin(np.abs(np.log(diagram.P / P_star))))
 
     def a_G(branch, P):
-        x = ch.local_minimum(model, jnp.asarray(P), jnp.asarray(branch[i]))
+        x = ch.local_minimum(model, jnp.asarray(P), jnp.asarray(branch[i])).x
         return float(model.order(x)["a_G"])
 
     h = refined.spacing[-1]

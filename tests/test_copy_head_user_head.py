@@ -26,17 +26,16 @@ def _model(L, V, **kw):
         attention_head=ScaledReLU(),
         directions=directions,
         V=V,
-        lo=-1.0,
-        hi=3.0,
-        grid_points=21,
-        **kw,
+        **{"lo": -1.0, "hi": 3.0, "grid_points": 21, **kw},
     )
 
 
 def test_user_head_reduced_model_finds_a_copy_minimum_and_flags_the_kink():
     L, V, P = 6, 3, 60.0
     model = _model(L, V)
-    x = ch.global_minimum(model, P)
+    found = ch.global_minimum(model, P)
+    assert found.status() is ch.MinimumStatus.converged
+    x = found.x
     assert float(model.action(x, P)) < float(model.action(jnp.zeros(2), P))
     assert ch.minimum_status(model, x, P) is ch.MinimumStatus.converged
     assert float(model.order(x)["c_G"]) > 0.05
@@ -47,6 +46,24 @@ def test_user_head_reduced_model_finds_a_copy_minimum_and_flags_the_kink():
     assert ch.minimum_status(model, x + 0.3, P) is ch.MinimumStatus.stalled
 
 
+def test_global_minimum_leaves_the_kink_at_the_origin():
+    """On a coarse grid the best point is G = 0 exactly, the ReLU kink (autodiff gradient and
+    Hessian 0, so a Newton step does not move): the minimiser probes around it, restarts from
+    the lower probe and reaches the minimum nearby, reported converged (it used to return
+    x = 0, action 0, silently)."""
+    P = 2.5
+    model = _model(24, 6, grid_points=5)
+    grid = model.grid()
+    grid_best = grid[jnp.argmin(jax.vmap(lambda x: model.action(x, P))(grid))]
+    assert float(jnp.max(jnp.abs(grid_best))) == 0.0
+    assert ch.minimum_status(model, grid_best, P) is ch.MinimumStatus.non_smooth
+    found = ch.global_minimum(model, P)
+    assert float(found.action) < -1e-3
+    assert found.status() is ch.MinimumStatus.converged
+    local = ch.local_minimum(model, P, jnp.array([0.3, 0.01]))
+    np.testing.assert_allclose(float(found.action), float(local.action), rtol=1e-8)
+
+
 @pytest.mark.slow
 def test_user_head_network_matches_its_map_theory():
     """Adam to the joint MAP of the user's head from the copy pattern, on P = 400 sequences,
@@ -54,7 +71,7 @@ def test_user_head_network_matches_its_map_theory():
     are O(1 / sqrt(P L)) ~ 2%)."""
     L, V, P = 6, 3, 400
     model = _model(L, V, objective="map")
-    theory = float(model.order(ch.global_minimum(model, float(P)))["c_G"])
+    theory = float(model.order(ch.global_minimum(model, float(P)).x)["c_G"])
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
     stats = ch.copy_statistics(X, Y)
     posterior = ch.CopyHeadPosterior(ScaledReLU())
@@ -76,6 +93,6 @@ def test_user_head_copy_onset_is_located_over_L():
     for L in (6, 8, 12):
         model = _model(L, 3)
         Ps = np.geomspace(0.5, 500.0, 30)
-        cG = np.array([float(model.order(ch.global_minimum(model, p))["c_G"]) for p in Ps])
+        cG = np.array([float(model.order(ch.global_minimum(model, p).x)["c_G"]) for p in Ps])
         onsets.append(Ps[np.argmax(cG > 1e-3)] if np.any(cG > 1e-3) else np.nan)
     assert np.all(np.isfinite(onsets)), onsets

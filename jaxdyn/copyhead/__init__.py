@@ -52,11 +52,12 @@ from ._models import (
     HeadReduced as HeadReduced,
     LinearReduced as LinearReduced,
     MinimumStatus as MinimumStatus,
+    ReducedMinimum as ReducedMinimum,
     SoftmaxReduced as SoftmaxReduced,
     continuation as continuation,
-    descend as descend,
     global_minimum as global_minimum,
     local_minimum as local_minimum,
+    minimum_error as minimum_error,
     minimum_status as minimum_status,
 )
 from ._order import (
@@ -82,6 +83,7 @@ from ._posterior import (
     batched_action as batched_action,
 )
 from ._reduced import (
+    objective_weight as objective_weight,
     population_action as population_action,
     population_data_term as population_data_term,
     reduced_action_linear as reduced_action_linear,

@@ -28,8 +28,10 @@ from jaxtyping import ArrayLike, Float
 
 from .._numerics import LinearFit, fit_power_law
 from ._models import (
+    STATUS_CODES,
     AbstractReducedModel,
     LinearReduced,
+    MinimumStatus,
     continuation,
     global_minimum,
     local_minimum,
@@ -48,6 +50,9 @@ class PhaseDiagram:
         x_down: continuation downwards in P from the large-P (copy) state.
         order_global, order_up, order_down: the model's named order parameters on each.
         coexistence: per P, whether the two continuations disagree (two minima coexist).
+        status_global, status_up, status_down: per P, the minimiser's
+            :class:`jaxdyn.copyhead.MinimumStatus` code on each (``STATUS_CODES``);
+            ``converged()`` says whether every point is a minimum.
     """
 
     P: np.ndarray
@@ -59,6 +64,17 @@ class PhaseDiagram:
     order_up: dict
     order_down: dict
     coexistence: np.ndarray
+    status_global: np.ndarray
+    status_up: np.ndarray
+    status_down: np.ndarray
+
+    def converged(self) -> bool:
+        """Whether every point of the diagram is a (smooth) minimum."""
+        ok = STATUS_CODES[MinimumStatus.converged]
+        return all(bool(np.all(s == ok)) for s in self._statuses())
+
+    def _statuses(self):
+        return (self.status_global, self.status_up, self.status_down)
 
 
 def phase_diagram(
@@ -70,7 +86,7 @@ def phase_diagram(
         raise ValueError(f"P grid must be 1-D with at least 3 values, got shape {Ps.shape}")
     if not bool(jnp.all(Ps > 0)):
         raise ValueError("P grid values must be > 0")
-    xg, x_up, x_down, S_global, o_global, o_up, o_down = jax.tree.map(
+    xg, x_up, x_down, S_global, o_global, o_up, o_down, codes = jax.tree.map(
         np.asarray, _phase_minima(model, Ps)
     )
     scale = max(float(np.max(np.abs(o_down["amplitude"]))), 1e-12)
@@ -85,6 +101,9 @@ def phase_diagram(
         order_up=o_up,
         order_down=o_down,
         coexistence=coex,
+        status_global=codes[0],
+        status_up=codes[1],
+        status_down=codes[2],
     )
 
 
@@ -92,20 +111,31 @@ def phase_diagram(
 def _phase_minima(model: AbstractReducedModel, Ps):
     """The three minimisations of :func:`phase_diagram` as one program (per model type and
     grid length)."""
-    xg = jax.vmap(lambda P: global_minimum(model, P))(Ps)
+    grid = jax.vmap(lambda P: global_minimum(model, P))(Ps)
     # Both branches as one vmapped continuation (one copy of the minimiser in the program).
-    x_up, x_down = jax.vmap(lambda P, x0: continuation(model, P, x0))(
-        jnp.stack([Ps, Ps[::-1]]), jnp.stack([xg[0], xg[-1]])
+    branches = jax.vmap(lambda P, x0: continuation(model, P, x0))(
+        jnp.stack([Ps, Ps[::-1]]), jnp.stack([grid.x[0], grid.x[-1]])
     )
-    x_down = x_down[::-1]
-    S = lambda xs: jax.vmap(model.action)(xs, Ps)
+    up = jax.tree.map(lambda a: a[0], branches)
+    down = jax.tree.map(lambda a: a[1][::-1], branches)
     # The global minimum is the best of the grid search and both branches.
-    cands = jnp.stack([xg, x_up, x_down])
-    vals = jnp.stack([S(xg), S(x_up), S(x_down)])
+    found = [grid, up, down]
+    vals = jnp.stack([m.action for m in found])
     best = jnp.argmin(vals, axis=0)
-    xg = cands[best, jnp.arange(Ps.shape[0])]
+    rows = jnp.arange(Ps.shape[0])
+    xg = jnp.stack([m.x for m in found])[best, rows]
+    code_g = jnp.stack([m.code for m in found])[best, rows]
     orders = lambda xs: jax.vmap(model.order)(xs)
-    return xg, x_up, x_down, jnp.min(vals, axis=0), orders(xg), orders(x_up), orders(x_down)
+    return (
+        xg,
+        up.x,
+        down.x,
+        jnp.min(vals, axis=0),
+        orders(xg),
+        orders(up.x),
+        orders(down.x),
+        jnp.stack([code_g, up.code, down.code]),
+    )
 
 
 def _bisect(fn, lo: float, hi: float, iterations: int, log: bool = True) -> float:
@@ -163,8 +193,8 @@ def _bisect_equal_action(model: AbstractReducedModel, lo, hi, x_up0, x_down0, it
     starts = jnp.stack([x_up0, x_down0])
 
     def gap(p):
-        up, down = jax.vmap(lambda x0: local_minimum(model, p, x0))(starts)
-        return model.action(down, p) - model.action(up, p)
+        found = jax.vmap(lambda x0: local_minimum(model, p, x0))(starts)
+        return found.action[1] - found.action[0]
 
     def body(_, carry):
         # The caller's bracket has S(copy) > S(uniform) at lo: keep lo where the gap is > 0.
@@ -218,7 +248,7 @@ def linear_onset(model: LinearReduced) -> float:
     u = np.array([1.0, L])
     H0 = L ** (2 * alpha) * F / sg2
     H1 = kappa / T * ((V - 1) * F + L * np.ones((2, 2)))
-    if model.objective == "map":
+    if model.objective_name == "map":
         H1 = np.zeros((2, 2))
     H2 = kappa / (T * T * V * V) * ((V - 1) * np.outer(u, u) + L * L * np.ones((2, 2)))
     # det(H0 + P H1 - P^2 H2) as a polynomial in P (coefficients of each entry: [P^2, P, 1]).
@@ -237,7 +267,7 @@ def onset_amplitudes(
     :func:`jaxdyn.copyhead.onset_exponent_evidence`."""
     eps = np.geomspace(1e-4, 1e-2, 8) if eps is None else np.asarray(eps, float)
     amp = np.array(
-        [float(_amplitude(model, global_minimum(model, jnp.asarray(P_c * (1 + e))))) for e in eps]
+        [float(_amplitude(model, global_minimum(model, jnp.asarray(P_c * (1 + e))).x)) for e in eps]
     )
     return eps, amp
 
@@ -286,8 +316,8 @@ def classify_transition(
         if P_star is not None:
             i = int(np.searchsorted(P, P_star)) - 1
             p = jnp.asarray(P_star)
-            up = local_minimum(model, p, jnp.asarray(diagram.x_up[i]))
-            down = local_minimum(model, p, jnp.asarray(diagram.x_down[i + 1]))
+            up = local_minimum(model, p, jnp.asarray(diagram.x_up[i])).x
+            down = local_minimum(model, p, jnp.asarray(diagram.x_down[i + 1])).x
             jump = abs(float(_amplitude(model, down) - _amplitude(model, up)))
             scale = float(np.max(np.abs(diagram.order_global["amplitude"])))
             out.update(P_star=P_star, jump=jump)

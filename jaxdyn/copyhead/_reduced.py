@@ -32,6 +32,8 @@ OBJECTIVES = ("marginal", "map")
 
 # L and V as numbers: Python ints, or float arrays (traced in sweeps over L and V).
 Size = int | float | Float[ArrayLike, ""]
+# "marginal" / "map", or the weight of the ln det term (1.0 / 0.0, :func:`objective_weight`).
+Objective = str | Float[ArrayLike, ""]
 
 
 def check_objective(objective: str) -> None:
@@ -40,20 +42,37 @@ def check_objective(objective: str) -> None:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
 
 
+def objective_weight(objective) -> Float[Array, ""]:
+    """The weight of the ln det term: 1.0 for ``"marginal"``, 0.0 for ``"map"``; an array is
+    taken as the weight itself (the reduced models store it as an array, so both objectives
+    share one compiled program)."""
+    if isinstance(objective, str):
+        check_objective(objective)
+        return jnp.asarray(1.0 if objective == "marginal" else 0.0, dtype=jnp.result_type(float))
+    return jnp.asarray(objective, dtype=jnp.result_type(float))
+
+
+def objective_name(objective) -> str:
+    """``"marginal"`` or ``"map"`` from a name or a concrete weight (1.0 / 0.0)."""
+    if isinstance(objective, str):
+        check_objective(objective)
+        return objective
+    return "marginal" if float(objective) == 1.0 else "map"
+
+
 def population_data_term(
     frob2, rowsum2, tau, total, P, *, V: Size, temperature=1.0, sigma_w2=1.0, objective="marginal"
 ) -> Float[Array, "..."]:
-    """The data part of the population action from the four invariants of A (equation above)."""
-    check_objective(objective)
+    """The data part of the population action from the four invariants of A (equation above);
+    ``objective``: a name or its :func:`objective_weight`."""
+    weight = objective_weight(objective)
     T = temperature
     kappa = sigma_w2 / V
     m_perp, m_par = P * frob2 / V, P * rowsum2 / V
     b_perp, b_par = P * tau / V, P * total / V
     quad = ((V - 1) * b_perp**2 / (T / kappa + m_perp) + b_par**2 / (T / kappa + m_par)) / (2 * T)
-    if objective == "map":
-        return -quad
     logdet = (V - 1) * jnp.log1p(kappa * m_perp / T) + jnp.log1p(kappa * m_par / T)
-    return 0.5 * V * logdet - quad
+    return weight * (0.5 * V * logdet) - quad
 
 
 def population_action(
@@ -66,7 +85,7 @@ def population_action(
     sigma_w2=1.0,
     sigma_g2=1.0,
     cyclic: bool = True,
-    objective: str = "marginal",
+    objective: Objective = "marginal",
 ) -> Float[Array, ""]:
     """Population action of any score/attention pair (G, A): ||G||^2 / 2 sigma_g^2 + data term.
 
@@ -109,7 +128,7 @@ def reduced_action_linear(
     sigma_w2=1.0,
     sigma_g2=1.0,
     alpha=1.0,
-    objective: str = "marginal",
+    objective: Objective = "marginal",
 ) -> Float[Array, "..."]:
     """Reduced action of linear attention on (c_1, c_G) = c[..., 0], c[..., 1] (cyclic)."""
     c = jnp.asarray(c)
@@ -150,7 +169,7 @@ def reduced_action_softmax(
     temperature=1.0,
     sigma_w2=1.0,
     sigma_g2=1.0,
-    objective: str = "marginal",
+    objective: Objective = "marginal",
 ) -> Float[Array, "..."]:
     """Reduced action of softmax attention on the logit gap Delta (cyclic)."""
     delta = jnp.asarray(delta)

@@ -126,7 +126,7 @@ _ORDER_CHUNK = 256
 
 @eqx.filter_jit
 def _global_order_chunk(model: AbstractReducedModel, Ps, key: str):
-    f = lambda P: model.order(global_minimum(model, P))[key]
+    f = lambda P: model.order(global_minimum(model, P).x)[key]
     return jax.lax.map(f, Ps, batch_size=32)
 
 

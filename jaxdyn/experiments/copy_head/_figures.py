@@ -78,7 +78,7 @@ def theory_figures(run, c, results, hyst) -> None:
 
     fig, ax = new_figure(1, 2)
     for j, f in enumerate((0.8, 1.25)):
-        x = ch.global_minimum(sm["model"], jnp.asarray(f * P_star))
+        x = ch.global_minimum(sm["model"], jnp.asarray(f * P_star)).x
         A = ch.SoftmaxCopyHead().weights(sm["model"].scores(x, c.L))
         heatmap(
             ax[0, j],

@@ -87,13 +87,13 @@ class NetworkAnalysis:
         fall_grid = fall_theory = np.array([])
         if refined.order is not ch.TransitionOrder.first:
             fall_grid = _fall_grid(c, diagram.P, loss)
-            xs = np.stack([np.asarray(ch.global_minimum(model, p)) for p in fall_grid])
+            xs = np.stack([np.asarray(ch.global_minimum(model, p).x) for p in fall_grid])
             fall_theory = theory_test_loss(c, model, xs, fall_grid)
         P_grid = np.unique(np.concatenate([np.asarray(c.P_values, float), refine_grid, fall_grid]))
         run.scalar(
             "theory",
             {
-                "objective": model.objective,
+                "objective": model.objective_name,
                 **info_json(info),
                 "order_from_refinement": refined.as_dict(),
             },
@@ -159,6 +159,55 @@ def _test_losses(posterior, model, xs, Ps, L: int, V: int):
     return jax.vmap(loss)(xs, Ps)
 
 
+def theory_at(c, model, key: str, Ps) -> tuple[np.ndarray, np.ndarray]:
+    """The reduced theory's ``key`` (an order parameter, or ``test_loss``) at each P from its
+    global minimum there (not interpolated), and the reduced solver's error bound on it
+    (:func:`jaxdyn.copyhead.minimum_error`: the remaining Newton step and the resolution of
+    a minimum in float64; +inf where the minimum is soft). A point that is not a converged
+    minimum (:class:`jaxdyn.copyhead.MinimumStatus`) gets an infinite bound."""
+    Ps = np.asarray(Ps, float).reshape(-1)
+    if Ps.size == 0:
+        return np.zeros(0), np.zeros(0)
+    found = [ch.global_minimum(model, p) for p in Ps]  # one compiled minimiser for every P
+    n = Ps.size
+    # Padded to a multiple of _THEORY_CHUNK: one program per head for every key and P set.
+    pad = (-n) % _THEORY_CHUNK
+    xs = np.stack([np.asarray(f.x) for f in found] + [np.asarray(found[-1].x)] * pad)
+    padded = np.concatenate([Ps, np.full(pad, Ps[-1])])
+    tk = key
+    if key != "test_loss" and not isinstance(model, ch.LinearReduced):
+        tk = {"c_G": "a_G", "c_1": "a_1"}[key]
+    values, errors = _theory_observables(
+        c.posterior(c.attention), model, jnp.asarray(xs), jnp.asarray(padded), c.L, c.V
+    )
+    values, errors = np.asarray(values[tk])[:n], np.asarray(errors[tk])[:n]
+    converged = np.array([f.status() is ch.MinimumStatus.converged for f in found])
+    return values, np.where(converged, errors, np.inf)
+
+
+_THEORY_CHUNK = 8
+
+
+@eqx.filter_jit
+def _theory_observables(posterior, model, xs, Ps, L: int, V: int):
+    """Every order parameter and the population test loss at the reduced states xs, with
+    :func:`jaxdyn.copyhead.minimum_error` of each."""
+
+    def observables(x, P):
+        out = dict(model.order(x))
+        out["test_loss"] = ch.population_test_loss(posterior, model.scores(x, L), V=V, P=P)
+        return out
+
+    def one(x, P):
+        values = observables(x, P)
+        names = sorted(values)
+        stacked = lambda y: jnp.stack([v for _, v in sorted(observables(y, P).items())])
+        error = ch.minimum_error(model, x, P, stacked)
+        return values, dict(zip(names, error, strict=True))
+
+    return jax.vmap(one)(xs, Ps)
+
+
 def order_keys(c) -> tuple[str, ...]:
     """Order parameters compared with theory: a_G (softmax); c_1 and c_G (linear)."""
     return ("c_G",) if c.attention == "softmax" else ("c_1", "c_G")
@@ -188,7 +237,9 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
     against the theory. Each run's value is bias-corrected by its bootstrap refit,
     2 x - x_boot (the reduced theory has population statistics; a fit to P sequences is
     biased at order 1 / P); tolerance: 99% t x SE over datasets of the corrected values +
-    NEWTON_SAFETY x the mean Newton estimate of their optimisation error (2 e + e_boot)."""
+    NEWTON_SAFETY x the mean Newton estimate of their optimisation error (2 e + e_boot) + the
+    reduced solver's error on the theory (:func:`theory_at`; the theory is its global minimum
+    at each P, not an interpolation)."""
     c = a.config
     P = result.params["P"]
     far = np.isin(P, np.asarray(c.P_values, float)) & keep
@@ -208,7 +259,7 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
     )
     ses = np.array([standard_error(col) for col in table.T])
     raw_means, bias = at(raw, np.nanmean), at(boot - raw, np.nanmean)
-    theory = a.theory(key, Ps)
+    theory, solver = theory_at(c, a.model, key, Ps)
     opt = at(error, optimiser_allowance)
     effect = effect_size(a, key)
     run.save_arrays(
@@ -219,6 +270,7 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
             f"{name}.check_{key}_theory": theory,
             f"{name}.check_{key}_se": ses,
             f"{name}.check_{key}_optimiser": opt,
+            f"{name}.check_{key}_theory_solver": solver,
         }
     )
     run.scalar(
@@ -231,6 +283,7 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
             "se": ses.tolist(),
             "theory": theory.tolist(),
             "optimiser_allowance": opt.tolist(),
+            "theory_solver_error": solver.tolist(),
             "effect": effect,
             "se_over_effect": (ses / effect).tolist(),
             "datasets": int(table.shape[0]),
@@ -243,10 +296,11 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
             table,
             theory,
             np.full(theory.shape, effect),
-            bound=opt,
+            bound=opt + solver,
             basis="bootstrap-corrected (2 x - x_boot) per dataset; alternative: off by the "
             "effect to detect (the transition's jump or change); bound: "
-            f"{NEWTON_SAFETY:g} x mean Newton estimate of the optimiser's error",
+            f"{NEWTON_SAFETY:g} x mean Newton estimate of the optimiser's error + the reduced "
+            "solver's error (Newton step and float64 resolution of its minimum)",
         ),
         note=f"P = {Ps.tolist()}; effect {effect:.4g}; SE/effect "
         f"{np.round(ses / effect, 3).tolist()}",

@@ -48,7 +48,7 @@ class PosteriorAnalysis:
         run.scalar(
             "theory",
             {
-                "objective": model.objective,
+                "objective": model.objective_name,
                 **info_json(info),
                 "window_P": window.tolist(),
                 "precursor_P": precursor_P.tolist(),

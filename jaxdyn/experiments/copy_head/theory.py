@@ -213,7 +213,7 @@ def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
         "linear_onset_exponent_plain_fit",
         {"slope": plain.slope, "ci": [plain.ci_low, plain.ci_high]},
     )
-    x = np.asarray(ch.global_minimum(model, P_c * (1 + 1e-3)))
+    x = np.asarray(ch.global_minimum(model, P_c * (1 + 1e-3)).x)
     run.evidence(
         "linear_pools_first",
         ch.pooling_first_evidence(POOLING_FIRST_CLAIM, float(x[0]), float(x[1]), c.L),
