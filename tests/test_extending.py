@@ -207,6 +207,7 @@ def test_entry_point_experiment_lists_runs_resumes_and_reports(user_venv):
     assert "user-decay" in (root / "report" / "report.md").read_text()
 
 
+@pytest.mark.slow  # a CLI subprocess run: in .ci/run's contract step
 def test_import_option_registers_a_plain_module_file(tmp_path):
     python = sys.executable  # a plain module file needs no installed package
     module = tmp_path / "my_experiment.py"

@@ -97,6 +97,7 @@ def _launch(script_args, n=2, **extra_env):
     return procs
 
 
+@pytest.mark.slow  # two launched processes: in .ci/run's contract step
 def test_sweeps_over_two_processes_are_bitwise_one_process(tmp_path):
     procs = _launch(["-c", _WORKER, str(TESTS), str(tmp_path), str(tmp_path / "xla-cache")])
     for p in procs:
@@ -255,7 +256,7 @@ def test_bad_process_counts_exit_2_before_anything_starts(tmp_path, capsys, monk
         assert not out.exists()
 
 
-@pytest.mark.slow  # fast: the rule (test_resolve_processes_...) and two processes bitwise one
+@pytest.mark.slow  # fast: the rule (test_resolve_processes_...)
 def test_run_experiment_from_python_uses_every_core_by_default(tmp_path, monkeypatch):
     """``jaxdyn.runs.run_experiment`` starts worker processes by default (``"auto"``: one
     per core; two here when the machine has one core), with results bitwise those of one
@@ -356,7 +357,8 @@ def _cluster_env(kind: str, port: int, rank: int, n: int) -> dict:
     }
 
 
-@pytest.mark.parametrize("cluster", ["slurm", pytest.param("ompi", marks=pytest.mark.slow)])
+@pytest.mark.slow  # two launched processes each: in .ci/run's contract step
+@pytest.mark.parametrize("cluster", ["slurm", "ompi"])
 def test_a_cluster_job_step_runs_one_sweep_bitwise_one_process(tmp_path, cluster):
     """``srun python -m jaxdyn.distributed run ...`` (docs/scaling.md) on one node: no jaxdyn
     coordinator variables, jax detects the cluster from its environment."""
