@@ -94,7 +94,10 @@ def fixed_step_particles(
     ``lax`` loop of classical RK4 (the same arithmetic as :class:`RK4` to rounding; forward
     and reverse differentiation work through it, whatever ``adjoint``): a fraction of the
     compilation of ``diffrax.diffeqsolve``. Other saves (between steps: diffrax's Hermite
-    interpolation) and other solvers go through diffrax.
+    interpolation) and other solvers go through diffrax. (The loop cannot call
+    ``RK4().step`` instead of restating its four stages: diffrax's step is a ``custom_vjp``,
+    which forward mode (``jax.jacfwd``, the flow Jacobians of the stability checks) cannot
+    differentiate.)
     """
     x0 = jnp.asarray(x0)
     if x0.ndim != 2:
