@@ -122,8 +122,9 @@ class CopyStatistics(eqx.Module):
         L, V = self.L, self.V
         # Flattened to vector-matrix products: under vmap over many A they become single GEMMs.
         M = ((A.T @ A).reshape(L * L) @ self.N.reshape(L * L, V * V)).reshape(V, V)
-        NY_lm = jnp.swapaxes(self.NY, 0, 1).reshape(L * L, V * V)
-        B = (A.reshape(L * L) @ NY_lm).reshape(V, V)
+        # NY's rows are (m, l): contract with A^T rather than transpose the statistics (a
+        # copy of the O(L^2 V^2) array per call inside a chain's loop).
+        B = (A.T.reshape(L * L) @ self.NY.reshape(L * L, V * V)).reshape(V, V)
         return M, B
 
 
