@@ -19,7 +19,14 @@ from ... import copyhead as ch
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _posterior_checks as checks
-from ._common import NetworkConfig, padded_statistics, require, require_positive, snug_sweep
+from ._common import (
+    NetworkConfig,
+    padded_statistics,
+    require,
+    require_positive,
+    select_members,
+    snug_sweep,
+)
 from ._posterior_modes import check_modes, mode_error
 from ._precursors import check_precursors
 
@@ -176,8 +183,8 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
     }
     grid = Grid.zip(members, seeds=c.seeds, base_seed=c.seed)
     both = snug_sweep(run, "sgld", _chains(c, posterior, copy_G, P_max), grid)
-    result = _members(both, both.params["precursor"] == 0)
-    precursors = _members(both, both.params["precursor"] == 1)
+    result = select_members(both, both.params["precursor"] == 0)
+    precursors = select_members(both, both.params["precursor"] == 1)
     run.scalar("failed_members", result.n_failed() + precursors.n_failed())
     run.scalar("mala_acceptance", float(np.nanmean(result.outputs["mala_acceptance"])))
     checks.check_samplers(run, a, result)
@@ -186,19 +193,6 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
     check_precursors(run, a, precursors, posterior, P_max)
     checks.check_coverage(run, a, result, posterior)
     checks.figures(run, a, result, precursors)
-
-
-def _members(result, mask):
-    """The members of a sweep result where ``mask`` holds, as a one-axis result."""
-    return dataclasses.replace(
-        result,
-        params={k: v[mask] for k, v in result.params.items()},
-        seeds=result.seeds[mask],
-        outputs={k: v[mask] for k, v in result.outputs.items()},
-        status=result.status[mask],
-        grid_shape=(int(np.sum(mask)),),
-        axes=("member",),
-    )
 
 
 @register_experiment(
