@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.copyhead as ch
+from jaxdyn.copyhead._reduced import softmax_copy_probability, softmax_order_parameters
 
 
 @pytest.mark.parametrize("cyclic", [True, False])
@@ -26,10 +27,10 @@ def test_logit_gap_of_row_centred_copy_scores_ignores_the_softmax_gauge():
     L, delta = 9, 1.7
     G = delta * (ch.shift_matrix(L) - 1.0 / L) + jnp.arange(L)[:, None]  # row constants
     assert abs(float(ch.logit_gap(G)) - delta * L / (L - 1) * (L - 1) / L) < 1e-12
-    p = ch.softmax_copy_probability(delta, L)
+    p = softmax_copy_probability(delta, L)
     A = ch.SoftmaxCopyHead().weights(G)
     assert abs(float(A[3, 2]) - float(p)) < 1e-12
-    a1, aG = ch.softmax_order_parameters(delta, L)
+    a1, aG = softmax_order_parameters(delta, L)
     c1, cG = ch.order_parameters(A)
     assert abs(float(a1 - c1)) < 1e-12 and abs(float(aG - cG)) < 1e-12
 
@@ -198,7 +199,7 @@ def test_minimum_error_covers_the_distance_to_the_minimum_and_is_never_zero():
     P_c = ch.linear_onset(model)
     order = lambda x: jnp.stack([x[0], x[1]])
     below = ch.global_minimum(model, 0.5 * P_c)
-    assert below.status() is ch.MinimumStatus.converged
+    assert below.status == ch.MinimumStatus.converged
     assert float(jnp.max(jnp.abs(below.x))) < 1e-12
     floor = ch.minimum_error(model, jnp.zeros(2), 0.5 * P_c, order)
     assert np.all(np.asarray(floor) > 0) and np.all(np.asarray(floor) < 1e-5)

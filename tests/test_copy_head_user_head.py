@@ -34,16 +34,16 @@ def test_user_head_reduced_model_finds_a_copy_minimum_and_flags_the_kink():
     L, V, P = 6, 3, 60.0
     model = _model(L, V)
     found = ch.global_minimum(model, P)
-    assert found.status() is ch.MinimumStatus.converged
+    assert found.status == ch.MinimumStatus.converged
     x = found.x
     assert float(model.action(x, P)) < float(model.action(jnp.zeros(2), P))
-    assert ch.minimum_status(model, x, P) is ch.MinimumStatus.converged
+    assert ch.minimum_status(model, x, P) == ch.MinimumStatus.converged
     assert float(model.order(x)["c_G"]) > 0.05
     # G = 0 sits on the ReLU kink: autodiff's gradient there is 0, but it is no minimum.
     assert float(jnp.linalg.norm(jax.grad(lambda y: model.action(y, P))(jnp.zeros(2)))) == 0.0
-    assert ch.minimum_status(model, jnp.zeros(2), P) is ch.MinimumStatus.non_smooth
+    assert ch.minimum_status(model, jnp.zeros(2), P) == ch.MinimumStatus.non_smooth
     # A point on a slope is "stalled".
-    assert ch.minimum_status(model, x + 0.3, P) is ch.MinimumStatus.stalled
+    assert ch.minimum_status(model, x + 0.3, P) == ch.MinimumStatus.stalled
 
 
 def test_global_minimum_leaves_the_kink_at_the_origin():
@@ -56,10 +56,10 @@ def test_global_minimum_leaves_the_kink_at_the_origin():
     grid = model.grid()
     grid_best = grid[jnp.argmin(jax.vmap(lambda x: model.action(x, P))(grid))]
     assert float(jnp.max(jnp.abs(grid_best))) == 0.0
-    assert ch.minimum_status(model, grid_best, P) is ch.MinimumStatus.non_smooth
+    assert ch.minimum_status(model, grid_best, P) == ch.MinimumStatus.non_smooth
     found = ch.global_minimum(model, P)
     assert float(found.action) < -1e-3
-    assert found.status() is ch.MinimumStatus.converged
+    assert found.status == ch.MinimumStatus.converged
     local = ch.local_minimum(model, P, jnp.array([0.3, 0.01]))
     np.testing.assert_allclose(float(found.action), float(local.action), rtol=1e-8)
 

@@ -9,7 +9,6 @@ of sequences, each with a :class:`MinimumStatus`.
 from __future__ import annotations
 
 import abc
-import enum
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -17,9 +16,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import lineax as lx
-import numpy as np
 import optimistix as optx
-from jaxtyping import Array, ArrayLike, Float, Int
+from jaxtyping import Array, ArrayLike, Float
 
 from .._validation import is_traced, require_positive
 from ._heads import AbstractCopyHead, LinearCopyHead, SoftmaxCopyHead
@@ -36,18 +34,16 @@ from ._reduced import (
 from ._task import shift_matrix, uniform_matrix
 
 
-class MinimumStatus(enum.Enum):
-    """Whether a point returned by the reduced minimisers is a minimum: ``converged`` (small
-    gradient, no lower probe), ``stalled`` (the gradient is not small: the descent stopped
-    on a slope), ``non_smooth`` (the gradient is small but a probe step finds a lower action:
-    a kink, where derivatives do not describe the action)."""
+class MinimumStatus(eqx.Enumeration):
+    """Whether a point returned by the reduced minimisers is a minimum (an equinox
+    Enumeration, like :class:`jaxdyn.Status`: traced, vmapped, compared with ``==``)."""
 
-    converged = "converged"
-    stalled = "stalled"
-    non_smooth = "non_smooth"
-
-
-STATUS_CODES = {status: code for code, status in enumerate(MinimumStatus)}
+    converged = "small gradient and no lower probe point: a minimum"
+    stalled = "the gradient is not small: the descent stopped on a slope"
+    non_smooth = (
+        "small gradient but a probe step finds a lower action: a kink, where derivatives do "
+        "not describe the action"
+    )
 
 
 class _NewtonTrustRegion(optx.AbstractQuasiNewton):
@@ -103,9 +99,9 @@ def _probe(f, x) -> tuple[Array, Array]:
     return vals[i] < S - 1e-9 * (1.0 + jnp.abs(S)), cands[i]
 
 
-def _minimise_locally(f, x0: Float[Array, " n"]) -> tuple[Float[Array, " n"], Array]:
+def _minimise_locally(f, x0: Float[Array, " n"]) -> tuple[Float[Array, " n"], MinimumStatus]:
     """Local minimiser of a low-dimensional f from x0 (optimistix Newton trust region), and
-    its :class:`MinimumStatus` code (``STATUS_CODES``). After the solve, the action at
+    its :class:`MinimumStatus`. After the solve, the action at
     x +- KINK_PROBE (1 + |x|) along the axes and diagonals is probed: a lower probe is a
     descent direction the derivatives missed (a kink, e.g. a ReLU head at G = 0), and the
     solve restarts from it (at most KINK_RESTARTS times). Status: ``converged`` (gradient
@@ -133,17 +129,15 @@ def _minimise_locally(f, x0: Float[Array, " n"]) -> tuple[Float[Array, " n"], Ar
         return (k == 0) | (lower & (k <= KINK_RESTARTS))
 
     _, x, _ = jax.lax.while_loop(cond, body, (0, x0, jnp.asarray(False)))
-    return x, _point_code(f, x)
+    return x, _point_status(f, x)
 
 
-def _point_code(f, x) -> Int[Array, ""]:
-    """:class:`MinimumStatus` code of x as a minimum of f (the rule of :func:`minimum_status`)."""
+def _point_status(f, x) -> MinimumStatus:
+    """:class:`MinimumStatus` of x as a minimum of f (the rule of :func:`minimum_status`)."""
     small = jnp.linalg.norm(jax.grad(f)(x)) <= GRADIENT_TOLERANCE * (1.0 + jnp.abs(f(x)))
     lower, _ = _probe(f, x)
-    code = jnp.where(
-        lower, STATUS_CODES[MinimumStatus.non_smooth], STATUS_CODES[MinimumStatus.converged]
-    )
-    return jnp.where(small, code, STATUS_CODES[MinimumStatus.stalled])
+    smooth = MinimumStatus.where(lower, MinimumStatus.non_smooth, MinimumStatus.converged)
+    return MinimumStatus.where(small, smooth, MinimumStatus.stalled)
 
 
 def _as_float(x) -> Array:
@@ -320,25 +314,17 @@ class LinearReduced(AbstractReducedModel):
 
 
 class ReducedMinimum(eqx.Module):
-    """A minimiser's result: the point ``x``, the ``action`` there and its
-    :class:`MinimumStatus` as an integer ``code`` (arrays with a leading axis when batched).
-
-    ``status()`` gives the :class:`MinimumStatus` (an array of them when batched);
-    ``converged()`` whether every point is a minimum."""
+    """A minimiser's result: the point ``x``, the ``action`` there and its ``status``, a
+    :class:`MinimumStatus` (arrays with a leading axis when batched; compare with ``==``,
+    e.g. ``found.status == MinimumStatus.converged``). ``converged()`` says whether every
+    point is a minimum."""
 
     x: Float[Array, "... n"]
     action: Float[Array, "..."]
-    code: Int[Array, "..."]
-
-    def status(self):
-        names = list(MinimumStatus)
-        codes = np.asarray(self.code)
-        if codes.ndim == 0:
-            return names[int(codes)]
-        return np.array([names[int(c)] for c in codes.ravel()], dtype=object).reshape(codes.shape)
+    status: MinimumStatus
 
     def converged(self) -> bool:
-        return bool(np.all(np.asarray(self.code) == STATUS_CODES[MinimumStatus.converged]))
+        return bool(jnp.all(self.status == MinimumStatus.converged))
 
 
 def global_minimum(model: AbstractReducedModel, P: Float[ArrayLike, ""]) -> ReducedMinimum:
@@ -365,8 +351,8 @@ def continuation(
 
 def _descend(model, P, x0) -> ReducedMinimum:
     f = lambda y: model.action(y, P)
-    x, code = _minimise_locally(f, x0)
-    return ReducedMinimum(model.canonical(x), f(x), code)
+    x, status = _minimise_locally(f, x0)
+    return ReducedMinimum(model.canonical(x), f(x), status)
 
 
 # The compiled minimisers take P as an array (a Python float would be a static argument of
@@ -539,10 +525,9 @@ def minimum_status(
     GRADIENT_TOLERANCE (1 + |S|) (else ``stalled``), then the action at x +- KINK_PROBE
     (1 + |x|) along the axes and diagonals: a lower one (by more than 1e-9 (1 + |S|)) is a
     descent direction the derivatives missed (``non_smooth``)."""
-    code = _status_code(model, _as_float(P), _as_float(x))
-    return list(MinimumStatus)[int(code)]
+    return _status(model, _as_float(P), _as_float(x))
 
 
 @eqx.filter_jit
-def _status_code(model, P, x):
-    return _point_code(lambda y: model.action(y, P), x)
+def _status(model, P, x):
+    return _point_status(lambda y: model.action(y, P), x)

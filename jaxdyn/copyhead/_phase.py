@@ -27,8 +27,8 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from .._numerics import LinearFit, fit_power_law
+from .._status import item_code
 from ._models import (
-    STATUS_CODES,
     AbstractReducedModel,
     LinearReduced,
     MinimumStatus,
@@ -51,8 +51,9 @@ class PhaseDiagram:
         order_global, order_up, order_down: the model's named order parameters on each.
         coexistence: per P, whether the two continuations disagree (two minima coexist).
         status_global, status_up, status_down: per P, the minimiser's
-            :class:`jaxdyn.copyhead.MinimumStatus` code on each (``STATUS_CODES``);
-            ``converged()`` says whether every point is a minimum.
+            :class:`jaxdyn.copyhead.MinimumStatus` on each, as its integer code (host arrays,
+            like a sweep's statuses; ``jaxdyn.count_outcomes(MinimumStatus, codes)`` counts
+            them); ``converged()`` says whether every point is a minimum.
     """
 
     P: np.ndarray
@@ -70,7 +71,7 @@ class PhaseDiagram:
 
     def converged(self) -> bool:
         """Whether every point of the diagram is a (smooth) minimum."""
-        ok = STATUS_CODES[MinimumStatus.converged]
+        ok = int(item_code(MinimumStatus.converged))
         return all(bool(np.all(s == ok)) for s in self._statuses())
 
     def _statuses(self):
@@ -124,7 +125,8 @@ def _phase_minima(model: AbstractReducedModel, Ps):
     best = jnp.argmin(vals, axis=0)
     rows = jnp.arange(Ps.shape[0])
     xg = jnp.stack([m.x for m in found])[best, rows]
-    code_g = jnp.stack([m.code for m in found])[best, rows]
+    codes = [item_code(m.status) for m in found]
+    code_g = jnp.stack(codes)[best, rows]
     orders = lambda xs: jax.vmap(model.order)(xs)
     return (
         xg,
@@ -134,7 +136,7 @@ def _phase_minima(model: AbstractReducedModel, Ps):
         orders(xg),
         orders(up.x),
         orders(down.x),
-        jnp.stack([code_g, up.code, down.code]),
+        jnp.stack([code_g, codes[1], codes[2]]),
     )
 
 

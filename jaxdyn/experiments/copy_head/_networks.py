@@ -181,7 +181,7 @@ def theory_at(c, model, key: str, Ps) -> tuple[np.ndarray, np.ndarray]:
         c.posterior(c.attention), model, jnp.asarray(xs), jnp.asarray(padded), c.L, c.V
     )
     values, errors = np.asarray(values[tk])[:n], np.asarray(errors[tk])[:n]
-    converged = np.array([f.status() is ch.MinimumStatus.converged for f in found])
+    converged = np.array([f.converged() for f in found])
     return values, np.where(converged, errors, np.inf)
 
 
