@@ -113,6 +113,13 @@ PLUMBING = {
         "resolve_chain",
         "stage_times",
     ],
+    "jaxdyn.copyhead": [
+        "copy_targets",
+        "population_data_term",
+        "softmax_copy_probability",
+        "softmax_order_parameters",
+        "supervised_positions",
+    ],
 }
 
 
@@ -123,7 +130,14 @@ def test_plumbing_is_private(package):
     assert not public, f"{package} exports plumbing: {public}"
 
 
-CURATED = ["jaxdyn", "jaxdyn.sweep", "jaxdyn.runs", "jaxdyn.evidence", "jaxdyn.data"]
+CURATED = [
+    "jaxdyn",
+    "jaxdyn.sweep",
+    "jaxdyn.runs",
+    "jaxdyn.evidence",
+    "jaxdyn.data",
+    "jaxdyn.copyhead",
+]
 
 
 def test_every_curated_public_name_has_a_reference_page():
@@ -136,3 +150,12 @@ def test_every_curated_public_name_has_a_reference_page():
         if f"::: {package}.{name}\n" not in pages
     ]
     assert not missing, f"no API reference page documents {missing}"
+
+
+@pytest.mark.parametrize("package", ["jaxdyn.copyhead", "jaxdyn.gradflow"])
+def test_all_lists_exactly_the_public_names(package):
+    """A package with an explicit ``__all__``: every public name is listed, and only those."""
+    module = importlib.import_module(package)
+    public = {n for n, obj in vars(module).items() if not n.startswith("_")}
+    public -= {n for n in public if inspect.ismodule(vars(module)[n])}
+    assert set(module.__all__) == public
