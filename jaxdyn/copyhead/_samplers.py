@@ -157,21 +157,39 @@ def sgld_minibatch_kernel(
     return _noise_layout(_blackjax().sgld(grad_log_density), partitionable_noise)
 
 
-def _scan_chain(update, position, key, burn_in: int, num_samples: int, thin: int, record):
-    """Burn-in, then ``num_samples`` records every ``thin`` steps of ``update(pos, key)``."""
-
-    def run(pos, k, n):
-        pos, _ = jax.lax.scan(lambda p, kk: (update(p, kk), None), pos, jax.random.split(k, n))
-        return pos
-
+def _chain_keys(key, burn_in: int, num_samples: int, thin: int):
+    """The step keys of a chain, (burn-in keys, sample keys of shape (num_samples, thin))."""
     kb, ks = jax.random.split(key)
-    position = run(position, kb, burn_in)
+    sample = jax.vmap(lambda k: jax.random.split(k, thin))(jax.random.split(ks, num_samples))
+    return jax.random.split(kb, burn_in), sample
 
-    def sample(pos, k):
-        pos = run(pos, k, thin)
-        return pos, record(pos)
 
-    return jax.lax.scan(sample, position, jax.random.split(ks, num_samples))
+def _scan_chain(step, carry, key, burn_in: int, num_samples: int, thin: int, record):
+    """Burn-in, then ``num_samples`` records every ``thin`` steps of ``step(carry, key,
+    burning)`` (``burning``: a traced flag, true during burn-in; ``record(carry)`` gives a
+    sample). One scan over blocks of ``thin`` steps holds the only copy of the step in the
+    program (the burn-in's whole blocks are blocks too, their records skipped by a ``cond``
+    on the block index, which ``vmap`` leaves a branch); a remainder of burn_in % thin steps
+    runs first. Returns the final carry and the records."""
+    burn_keys, sample_keys = _chain_keys(key, burn_in, num_samples, thin)
+    head = burn_in % thin
+    n_burn = burn_in // thin
+    if head:
+        carry, _ = jax.lax.scan(lambda c, k: (step(c, k, True), None), carry, burn_keys[:head])
+    blocks = jnp.concatenate(
+        [burn_keys[head:].reshape(n_burn, thin, *burn_keys.shape[1:]), sample_keys]
+    )
+    shapes = jax.eval_shape(record, carry)
+
+    def block(c, xs):
+        i, ks = xs
+        burning = i < n_burn
+        c, _ = jax.lax.scan(lambda cc, k: (step(cc, k, burning), None), c, ks)
+        skip = lambda cc: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+        return c, jax.lax.cond(burning, skip, record, c)
+
+    carry, records = jax.lax.scan(block, carry, (jnp.arange(blocks.shape[0]), blocks))
+    return carry, jax.tree.map(lambda r: r[n_burn:], records)
 
 
 def sample_sgld(
@@ -234,7 +252,9 @@ def sample_sgld(
     def record(pos):
         return measure(posterior, g_scale * pos["g"], pos["W"], stats, test)
 
-    position, samples = _scan_chain(update, position, k0, burn_in, num_samples, thin, record)
+    position, samples = _scan_chain(
+        lambda pos, k, _: update(pos, k), position, k0, burn_in, num_samples, thin, record
+    )
     samples["G_final"] = g_scale * position["g"]
     return samples
 
@@ -273,26 +293,26 @@ def sample_mala(
     state = blackjax.mala(logdensity, step_size).init(G_init)
 
     def one(carry, k, adapt):
-        st, log_h, t = carry
+        st, log_h, t, acc = carry
         st, info = blackjax.mala(logdensity, jnp.exp(log_h)).step(k, st)
-        if adapt:
-            log_h = log_h + (info.acceptance_rate - target_acceptance) / (t + 10.0) ** 0.6
-        return (st, log_h, t + 1.0), info.acceptance_rate
+        if target_acceptance is not None:
+            change = (info.acceptance_rate - target_acceptance) / (t + 10.0) ** 0.6
+            log_h = log_h + jnp.where(adapt, change, 0.0)
+        # The acceptance rates summed since the end of the burn-in.
+        acc = acc + jnp.where(adapt, 0.0, info.acceptance_rate)
+        return st, log_h, t + 1.0, acc
 
     log_h = jnp.log(jnp.asarray(step_size, dtype=G_init.dtype))
-    carry = (state, log_h, jnp.zeros_like(log_h))
-    k_burn, k_s = jax.random.split(key)
-    carry, _ = jax.lax.scan(
-        lambda c, k: one(c, k, target_acceptance is not None),
-        carry,
-        jax.random.split(k_burn, burn_in),
+    zero = jnp.zeros_like(log_h)
+
+    def record(c):
+        return measure(posterior, c[0].position.astype(dtype), None, stats), c[3]
+
+    carry, (samples, summed) = _scan_chain(
+        one, (state, log_h, zero, zero), key, burn_in, num_samples, thin, record
     )
-
-    def sample(c, k):
-        c, acc = jax.lax.scan(lambda cc, kk: one(cc, kk, False), c, jax.random.split(k, thin))
-        return c, (measure(posterior, c[0].position.astype(dtype), None, stats), jnp.mean(acc))
-
-    carry, (samples, acc) = jax.lax.scan(sample, carry, jax.random.split(k_s, num_samples))
+    # The mean acceptance of each sampling interval, from the running sum.
+    acc = jnp.diff(summed, prepend=0.0) / thin
     samples["acceptance"] = acc
     samples["G_final"] = carry[0].position
     samples["step_size"] = jnp.exp(carry[1])
