@@ -4,16 +4,13 @@ reconstruction gives")."""
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array
 
 from ... import copyhead as ch
 from ...runs import Run
 from ...sweep import Grid
-from ._common import ATTENTIONS, check_hysteresis, padded_statistics, select_members, snug_sweep
+from ._common import check_hysteresis, padded_statistics, snug_sweep
 
 
 def _hysteresis_grid(c, res: dict) -> np.ndarray:
@@ -25,95 +22,36 @@ def _hysteresis_grid(c, res: dict) -> np.ndarray:
     return np.geomspace(centre / 2.0, centre * 2.0, c.hysteresis_points)
 
 
-class _EitherHead(ch.AbstractCopyHead):
-    """Softmax attention where ``softmax`` (a traced flag) holds, else linear attention: both
-    heads' hysteresis runs are members of one sweep, so one program is compiled for both."""
-
-    softmax: Array
-    linear: ch.LinearCopyHead
-
-    def weights(self, G):
-        soft = ch.SoftmaxCopyHead().weights(G)
-        return jnp.where(self.softmax, soft, self.linear.weights(G))
-
-
-def exact_action_hysteresis(c, run: Run, results: dict) -> dict:
+def exact_action_hysteresis(c, run: Run, attention: str, res: dict) -> dict:
     """Minimise the exact finite-data action S(G) (all L^2 scores) from uniform (G = 0) and
-    from the copy pattern on ``hysteresis_seeds`` datasets, P traced (nested datasets), for
-    each head of ``results`` (attention -> its reduced analysis); one sweep for every head.
-    Returns, per attention, the P grid, the order parameter's values and the
-    :class:`jaxdyn.copyhead.PairDisagreement`."""
-    attentions = tuple(results)
-    grids = {
-        a: Grid.product(
-            {
-                "P": _hysteresis_grid(c, results[a]),
-                "start": [0.0, 1.0],
-                "learning_rate": [c.hysteresis_learning_rate],
-            },
-            seeds=c.hysteresis_seeds,
-            base_seed=c.seed,
-        )
-        for a in attentions
-    }
-    P_max = int(np.ceil(max(float(g.params["P"].max()) for g in grids.values())))
-    posteriors = {a: c.posterior(a) for a in ATTENTIONS}
-    either = ch.CopyHeadPosterior(
-        _EitherHead(jnp.asarray(True), posteriors["linear"].head),
-        c.temperature,
-        c.sigma_w2,
-        c.sigma_g2,
-    )
-    copy_G = {a: c.copy_scores(a) for a in ATTENTIONS}
+    from the copy pattern on ``hysteresis_seeds`` datasets, P traced (nested datasets)."""
+    Ps = _hysteresis_grid(c, res)
+    P_max = int(np.ceil(Ps.max()))
+    posterior = c.posterior(attention)
+    posterior_low = c.lowered(posterior)
+    copy_G = c.copy_scores(attention)
 
     def member(params, key):
         k_data, k_init = jax.random.split(key)
-        soft = params["softmax"] > 0
         stats, _ = padded_statistics(k_data, c.L, c.V, params["P"], P_max)
         # Small noise lifts the uniform start off G = 0, a stationary point by symmetry.
-        start = jnp.where(soft, copy_G["softmax"], copy_G["linear"])
-        G0 = params["start"] * start + 1e-2 * jax.random.normal(k_init, (c.L, c.L))
-        posterior = eqx.tree_at(lambda p: p.head.softmax, either, soft)
+        G0 = params["start"] * copy_G + 1e-2 * jax.random.normal(k_init, (c.L, c.L))
         # Adam in c.loop_dtype; the minimum it reaches is measured in float64.
         G = ch.minimise_action(
-            c.lowered(posterior),
+            posterior_low,
             c.lowered(stats),
             c.lowered(G0),
             steps=c.hysteresis_steps,
             learning_rate=params["learning_rate"],
         )
-        G = G.astype(stats.N.dtype)
-        measured = {a: ch.measure(posteriors[a], G, None, stats) for a in ATTENTIONS}
-        return jax.tree.map(
-            lambda s, lin: jnp.where(soft, s, lin), measured["softmax"], measured["linear"]
-        )
+        return ch.measure(posterior, G.astype(stats.N.dtype), None, stats)
 
-    merged = Grid(
-        params={
-            **{
-                k: np.concatenate([g.params[k] for g in grids.values()])
-                for k in grids[attentions[0]].params
-            },
-            "softmax": np.concatenate(
-                [np.full(len(g), a == "softmax", float) for a, g in grids.items()]
-            ),
-        },
-        seeds=np.concatenate([g.seeds for g in grids.values()]),
-        shape=(sum(len(g) for g in grids.values()),),
-        axes=("member",),
+    grid = Grid.product(
+        {"P": Ps, "start": [0.0, 1.0], "learning_rate": [c.hysteresis_learning_rate]},
+        seeds=c.hysteresis_seeds,
+        base_seed=c.seed,
     )
-    both = snug_sweep(run, "exact_hysteresis", member, merged)
-    out, first = {}, 0
-    for a, g in grids.items():
-        part = np.arange(first, first + len(g))
-        first += len(g)
-        result = select_members(both, part, g.shape, g.axes)
-        out[a] = _check_one(c, run, a, results[a], result, _hysteresis_grid(c, results[a]))
-    return out
-
-
-def _check_one(c, run: Run, attention: str, res: dict, result, Ps: np.ndarray) -> dict:
-    """The hysteresis checks of one head's exact-action runs."""
+    result = snug_sweep(run, f"exact_hysteresis_{attention}", member, grid)
     key = "c_G" if attention == "softmax" else "c_1"
     values = result.outputs[key]
     info, diagram = res["info"], res["diagram"]

@@ -82,7 +82,7 @@ def run_theory(config: TheoryConfig, run: Run) -> None:
     results = {a: _analyse(config, run, a) for a in ATTENTIONS}
     _check_orders(config, run, results)
     _check_linear_onset(config, run, results["linear"])
-    hyst = exact_action_hysteresis(config, run, results)
+    hyst = {a: exact_action_hysteresis(config, run, a, results[a]) for a in ATTENTIONS}
     _figures.theory_figures(run, config, results, hyst)
 
 
