@@ -4,7 +4,8 @@ The task and its sufficient statistics; copy heads (any :class:`AbstractCopyHead
 Bayesian posterior :class:`CopyHeadPosterior` with its exact action (W integrated out), joint
 energy and gradient; Adam to the MAP, SGLD and MALA; order parameters; the population-reduced
 action, its phase diagram and the detectors that classify a transition; the Newton estimate of
-an optimiser's remaining error; Gaussian fluctuations around posterior modes; the softmax
+an optimiser's remaining error; Gaussian fluctuations around posterior modes; where the
+posterior's mass is (Laplace phases, free energies, mass-weighted means); the softmax
 first-order boundary and scaling-law comparison.
 """
 
@@ -42,6 +43,14 @@ from ._hysteresis import (
     Hysteresis as Hysteresis,
     pair_disagreement as pair_disagreement,
     switch_bracket as switch_bracket,
+)
+from ._mass import (
+    LaplacePhase as LaplacePhase,
+    MassMixture as MassMixture,
+    copy_head_phase as copy_head_phase,
+    laplace_phase as laplace_phase,
+    mass_mixture as mass_mixture,
+    phase_boundary as phase_boundary,
 )
 from ._measure import (
     measure as measure,
