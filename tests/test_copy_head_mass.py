@@ -144,3 +144,18 @@ def test_copy_head_posterior_means_against_quadrature():
     # The copy-head convenience is the same phase at n = 1.
     direct = convenience(g.reshape(L, L))
     np.testing.assert_allclose(direct.mean, tempered(1.0).mean, rtol=1e-10)
+
+
+def test_laplace_mean_evidence_decides():
+    """The SGLD check's decision: shifts at the Laplace prediction hold; at zero (a posterior
+    whose mean is its mode: the mode-only alternative) refuted; two noisy datasets decide
+    nothing."""
+    from jaxdyn.experiments.copy_head._mass_checks import laplace_mean_evidence
+
+    rng = np.random.default_rng(0)
+    predicted = np.array([0.034, 0.02])
+    noise = 0.002 * rng.standard_normal((5, 2))
+    assert laplace_mean_evidence("c", predicted + noise, predicted).holds
+    assert laplace_mean_evidence("c", noise, predicted).refuted
+    wide = 0.05 * rng.standard_normal((2, 2))
+    assert laplace_mean_evidence("c", predicted + wide, predicted).inconclusive

@@ -51,6 +51,7 @@ from ._mass import (
     laplace_phase as laplace_phase,
     mass_mixture as mass_mixture,
     phase_boundary as phase_boundary,
+    population_phase as population_phase,
 )
 from ._measure import (
     measure as measure,

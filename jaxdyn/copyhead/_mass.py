@@ -35,9 +35,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from ._models import AbstractReducedModel
 from ._order import order_parameters
 from ._posterior import CopyHeadPosterior
-from ._task import CopyStatistics
+from ._task import CopyStatistics, population_statistics
 
 
 class LaplacePhase(eqx.Module):
@@ -75,14 +76,17 @@ def laplace_phase(
     observable: Callable[[Array], Array],
     *,
     chunk: int = 256,
+    corrections: bool = True,
 ) -> LaplacePhase:
     """The Laplace phase of exp(-action) at its mode ``x`` (any shape; flattened inside).
 
-    ``observable(x) -> (k,)``. ``x`` must be a local minimum of ``action`` to the precision
-    wanted (the expansion is about a stationary point; a residual gradient g shifts the mean
-    by about -Sigma g, not included). ``chunk``: Hessian columns computed together
-    (memory ``chunk`` x one Hessian-vector product). Compiled once per ``action`` and
-    ``observable`` (equinox's ``filter_jit``: functions are static).
+    ``observable(x) -> (k,)``. ``x``: a local minimum of ``action`` (a residual gradient g
+    there enters the mean as its first-order shift -J Sigma g). ``chunk``: Hessian columns
+    computed together (memory ``chunk`` x one Hessian-vector product). Compiled once per
+    ``action`` and ``observable`` (equinox's ``filter_jit``: functions are static).
+    ``corrections=False`` skips the mean's curvature and skewness terms (``mean`` is then the
+    mode plus the residual-gradient shift): the free energy alone costs one pass of
+    Hessian-vector products, the corrections about three more.
     """
     x = jnp.asarray(x)
     shape, d = x.shape, x.size
@@ -109,10 +113,16 @@ def laplace_phase(
         skew = jax.vmap(lambda u: jax.jvp(lambda at: hvp(at, e), (x0,), (u,))[1])(U) @ sigma_row
         return curvature, skew
 
-    eye = jnp.eye(d, dtype=x0.dtype)
-    curv, skew = jax.lax.map(lambda a: traces(*a), (eye, Sigma), batch_size=min(chunk, d))
-    curv, skew = jnp.sum(curv, axis=0), jnp.sum(skew, axis=0)
     mode = o(x0)
+    # A residual gradient g at x0 (x0 a minimum to finite precision) moves the mean to
+    # first order by -Sigma g: -J Sigma g = -U g.
+    residual = -U @ grad(x0)
+    if corrections:
+        eye = jnp.eye(d, dtype=x0.dtype)
+        curv, skew = jax.lax.map(lambda a: traces(*a), (eye, Sigma), batch_size=min(chunk, d))
+        curv, skew = jnp.sum(curv, axis=0), jnp.sum(skew, axis=0)
+    else:
+        curv = skew = jnp.zeros_like(mode)
     half_log_det = jnp.where(positive, 0.5 * jnp.sum(jnp.log(jnp.abs(evals))), jnp.nan)
     value = S(x0)
     return LaplacePhase(
@@ -120,7 +130,7 @@ def laplace_phase(
         half_log_det=half_log_det,
         free_energy=value + half_log_det - 0.5 * d * jnp.log(2 * jnp.pi),
         mode=mode,
-        mean=mode + 0.5 * curv - 0.5 * skew,
+        mean=mode + residual + 0.5 * curv - 0.5 * skew,
         covariance=U @ J.T,
         min_eigenvalue=evals[0],
     )
@@ -132,6 +142,7 @@ def copy_head_phase(
     G: Float[ArrayLike, "L L"],
     *,
     chunk: int = 256,
+    corrections: bool = True,
 ) -> LaplacePhase:
     """The Laplace phase of the copy-head posterior p(G | D) ~ exp(-S(G)) at a mode G, with
     the order parameters (c_1, c_G) of A(G) (a_1, a_G for softmax) as the observables.
@@ -141,7 +152,34 @@ def copy_head_phase(
     def observable(G):
         return jnp.stack(order_parameters(posterior.attention(G), cyclic=posterior.cyclic))
 
-    return laplace_phase(lambda G: posterior.action(G, stats), G, observable, chunk=chunk)
+    return laplace_phase(
+        lambda G: posterior.action(G, stats),
+        G,
+        observable,
+        chunk=chunk,
+        corrections=corrections,
+    )
+
+
+def population_phase(
+    posterior: CopyHeadPosterior,
+    model: AbstractReducedModel,
+    x: Float[ArrayLike, " n"],
+    P: Float[ArrayLike, ""],
+    *,
+    corrections: bool = True,
+    chunk: int = 256,
+) -> LaplacePhase:
+    """The Laplace phase, in all L^2 scores, of the population posterior at P sequences
+    (:func:`population_statistics`) at the reduced model's point ``x`` (a minimum of its
+    action: :func:`global_minimum`, :func:`local_minimum`, a :class:`PhaseDiagram` branch),
+    G = ``model.scores(x, L)``. ``posterior`` must be the model's (same head and
+    hyperparameters). What the saddle point leaves out: the phase's entropy in the L^2
+    directions and its fluctuation shift of the order parameters."""
+    L = int(model.L)
+    stats = population_statistics(L, int(model.V), P, cyclic=posterior.cyclic)
+    G = model.scores(jnp.asarray(x, dtype=jnp.result_type(float)), L)
+    return copy_head_phase(posterior, stats, G, corrections=corrections, chunk=chunk)
 
 
 class MassMixture(eqx.Module):
