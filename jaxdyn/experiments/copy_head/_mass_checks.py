@@ -108,29 +108,31 @@ def check_mass(run, a: PosteriorAnalysis, result, posterior) -> None:
         run.scalar("phase_boundaries", phase_boundaries(a, posterior))
 
 
-def phase_boundaries(a: PosteriorAnalysis, posterior, points: int = 4) -> dict:
+def phase_boundaries(a: PosteriorAnalysis, posterior, points: int = 5) -> dict:
     """The mode's boundary (equal action: the saddle point's P*) and the mass's (equal free
-    energy) between the uniform and copy branches, on ``points`` P from P* to just below
-    the uniform spinodal. ``mass`` is None when the free energies do not cross there: the
-    uniform phase then carries more mass than the copy phase up to its spinodal."""
+    energy) between the uniform and copy branches, on ``points`` P across the coexistence
+    window (2% in from each spinodal). ``mass`` is None when the free energies do not
+    cross there: one phase carries more mass across the whole window (the sign of
+    ``free_energy_copy_minus_uniform`` says which) and the mass's boundary is a spinodal."""
     lo, hi = a.info["coexistence"]
-    Ps = np.geomspace(a.P_t, lo + 0.98 * (hi - lo), points)
+    Ps = np.geomspace(lo + 0.02 * (hi - lo), lo + 0.98 * (hi - lo), points)
     lP = np.log(a.diagram.P)
     S, F = [], []
     for p in Ps:
-        row_S, row_F = [], []
+        found = []
         for branch in (a.diagram.x_up, a.diagram.x_down):  # uniform, copy
             x0 = np.array([np.interp(np.log(p), lP, branch[:, i]) for i in range(branch.shape[1])])
-            x = ch.local_minimum(a.model, p, x0).x
-            phase = ch.population_phase(posterior, a.model, x, p, corrections=False)
-            row_S.append(float(phase.action))
-            row_F.append(float(phase.free_energy))
-        S.append(row_S)
-        F.append(row_F)
+            found.append(ch.local_minimum(a.model, p, x0).x)
+        phases = [ch.population_phase(posterior, a.model, x, p, corrections=False) for x in found]
+        # Both descents in one minimum (a branch's interpolation off its basin): no pair.
+        same = np.allclose(np.asarray(found[0]), np.asarray(found[1]), rtol=1e-6, atol=1e-9)
+        S.append([np.nan if same else float(ph.action) for ph in phases])
+        F.append([np.nan if same else float(ph.free_energy) for ph in phases])
     S, F = np.array(S), np.array(F)
     mass = ch.phase_boundary(Ps, F[:, 1], F[:, 0])
     return {
         "mode": float(a.P_t),
+        "mode_on_scan": ch.phase_boundary(Ps, S[:, 1], S[:, 0]),
         "mass": None if np.isnan(mass) else mass,
         "P": Ps.tolist(),
         "action_copy_minus_uniform": (S[:, 1] - S[:, 0]).tolist(),
