@@ -161,3 +161,18 @@ def test_laplace_mean_evidence_decides():
     assert laplace_mean_evidence("c", noise, predicted).refuted
     wide = 0.05 * rng.standard_normal((2, 2))
     assert laplace_mean_evidence("c", predicted + wide, predicted).inconclusive
+
+
+def test_aligned_mean_is_the_sign_aligned_gaussian_mean():
+    """The odd head's prediction: E[sign(c_1 + c_G) c] of a Gaussian, against samples (at
+    the symmetric mode it is not the mode's 0)."""
+    from jaxdyn.experiments.copy_head._mass_checks import aligned_mean
+
+    rng = np.random.default_rng(0)
+    cov = np.array([[4e-4, 1e-4], [1e-4, 2e-4]])
+    for mean in (np.zeros(2), np.array([0.01, 0.02]), np.array([0.3, 0.2])):
+        c = rng.multivariate_normal(mean, cov, size=400_000)
+        sampled = np.mean(np.sign(c.sum(axis=1))[:, None] * c, axis=0)
+        se = np.std(np.sign(c.sum(axis=1))[:, None] * c, axis=0) / np.sqrt(len(c))
+        np.testing.assert_array_less(np.abs(aligned_mean(mean, cov) - sampled), 5 * se)
+    assert aligned_mean(np.zeros(2), cov)[0] > 0.01  # sqrt(2/pi) Cov / sd, far from 0

@@ -5,6 +5,8 @@ posterior in all L^2 scores (:func:`jaxdyn.copyhead.population_phase`)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ... import copyhead as ch
@@ -40,14 +42,37 @@ def laplace_mean_evidence(
 
 def laplace_shifts(a: PosteriorAnalysis, posterior, Ps) -> dict[str, np.ndarray]:
     """The Laplace shift (mean minus mode) of each order parameter at the global minimum of
-    the reduced theory at each P, on the population posterior."""
+    the reduced theory at each P, on the population posterior. For an odd head the samples
+    are sign-aligned (:func:`jaxdyn.copyhead.measure` flips a sample with c_1 + c_G < 0),
+    so the prediction is the Gaussian phase's mean of the aligned order parameters
+    (:func:`aligned_mean`; below a pooling onset, at the symmetric mode 0, it is
+    sqrt(2 / pi) Cov(c, s) / sd(s), not 0)."""
+    odd = isinstance(posterior.head, ch.AbstractOddCopyHead)
     out = {key: [] for key in order_keys(a.config)}
     for p in Ps:
         x = ch.global_minimum(a.model, p).x
         phase = ch.population_phase(posterior, a.model, x, p)
+        mode, mean = np.asarray(phase.mode), np.asarray(phase.mean)
+        if odd:
+            sign = 1.0 if mode.sum() >= 0 else -1.0
+            mode, mean = sign * mode, aligned_mean(mean, np.asarray(phase.covariance))
         for key in out:
-            out[key].append(float(phase.shift[_INDEX[key]]))
+            out[key].append(float(mean[_INDEX[key]] - mode[_INDEX[key]]))
     return {k: np.array(v) for k, v in out.items()}
+
+
+def aligned_mean(mean, covariance) -> np.ndarray:
+    """E[sign(s) c] for Gaussian c = (c_1, c_G) with ``mean`` and ``covariance``, s = c_1 +
+    c_G: m (1 - 2 Phi(-m_s / sd)) + 2 Cov(c, s) / sd phi(m_s / sd)."""
+    mean, covariance = np.asarray(mean, float), np.asarray(covariance, float)
+    m_s, cov_cs = mean.sum(), covariance.sum(axis=1)
+    sd = float(np.sqrt(max(covariance.sum(), 0.0)))
+    if sd == 0.0:
+        return np.sign(m_s if m_s != 0 else 1.0) * mean
+    z = m_s / sd
+    Phi = 0.5 * math.erfc(z / math.sqrt(2.0))  # Phi(-z)
+    phi = math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    return mean * (1.0 - 2.0 * Phi) + 2.0 * cov_cs / sd * phi
 
 
 def check_mass(run, a: PosteriorAnalysis, result, posterior) -> None:
