@@ -22,7 +22,10 @@ Dense in the d coordinates (H is formed column by column from Hessian-vector pro
 factorised): memory O(d^2), time d Hessian-vector products and one O(d^3) factorisation.
 A first-order approximation in the fluctuations: it fails where H is not positive definite
 (``min_eigenvalue <= 0``: not a mode; the free energy and mean are NaN) and degrades where the
-fluctuations are not small against the scale on which S departs from a quadratic.
+fluctuations are not small against the scale on which S departs from a quadratic, and in
+many dimensions, where the next order sums over pairs of directions (docs/copy_head.md,
+"Mean versus mode": the linear head's c_G shift at L = 32 is missed tenfold; softmax's
+copy-phase shift is 16% high).
 """
 
 from __future__ import annotations
