@@ -176,3 +176,24 @@ def test_aligned_mean_is_the_sign_aligned_gaussian_mean():
         se = np.std(np.sign(c.sum(axis=1))[:, None] * c, axis=0) / np.sqrt(len(c))
         np.testing.assert_array_less(np.abs(aligned_mean(mean, cov) - sampled), 5 * se)
     assert aligned_mean(np.zeros(2), cov)[0] > 0.01  # sqrt(2/pi) Cov / sd, far from 0
+
+
+def test_quick_size_records_the_mass_check_inconclusive():
+    """``mass_check=False`` (quick): one inconclusive record per order parameter, no
+    Hessian computed."""
+    import types
+
+    from jaxdyn.experiments.copy_head import sgld
+    from jaxdyn.experiments.copy_head._mass_checks import check_mass
+    from jaxdyn.experiments.copy_head._posterior_checks import PosteriorAnalysis
+
+    recorded = {}
+    run = types.SimpleNamespace(evidence=lambda name, e, **kw: recorded.update({name: e}))
+    for attention, keys in (("softmax", ["c_G"]), ("linear", ["c_1", "c_G"])):
+        recorded.clear()
+        config = sgld.SGLDConfig(**{**sgld.SGLDConfig.quick(), "attention": attention})
+        analysis = object.__new__(PosteriorAnalysis)  # only its config is read at quick size
+        analysis.config = config
+        check_mass(run, analysis, None, None)
+        assert sorted(recorded) == [f"posterior_mean_{k}_matches_laplace" for k in keys]
+        assert all(e.inconclusive and "mass_check=False" in e.reason for e in recorded.values())
