@@ -4,7 +4,8 @@ The task and its sufficient statistics; copy heads (any :class:`AbstractCopyHead
 Bayesian posterior :class:`CopyHeadPosterior` with its exact action (W integrated out), joint
 energy and gradient; Adam to the MAP, SGLD and MALA; order parameters; the population-reduced
 action, its phase diagram and the detectors that classify a transition; the Newton estimate of
-an optimiser's remaining error; Gaussian fluctuations around posterior modes; the softmax
+an optimiser's remaining error; Gaussian fluctuations around posterior modes; where the
+posterior's mass is (Laplace phases, free energies, mass-weighted means); the softmax
 first-order boundary and scaling-law comparison.
 """
 
@@ -42,6 +43,15 @@ from ._hysteresis import (
     Hysteresis as Hysteresis,
     pair_disagreement as pair_disagreement,
     switch_bracket as switch_bracket,
+)
+from ._mass import (
+    LaplacePhase as LaplacePhase,
+    MassMixture as MassMixture,
+    copy_head_phase as copy_head_phase,
+    laplace_phase as laplace_phase,
+    mass_mixture as mass_mixture,
+    phase_boundary as phase_boundary,
+    population_phase as population_phase,
 )
 from ._measure import (
     measure as measure,
@@ -144,9 +154,11 @@ __all__ = [
     "FormFit",
     "HeadReduced",
     "Hysteresis",
+    "LaplacePhase",
     "LinearCopyHead",
     "LinearReduced",
     "MAPState",
+    "MassMixture",
     "Minibatch",
     "MinimumStatus",
     "NewtonEstimate",
@@ -169,6 +181,7 @@ __all__ = [
     "compare_scaling_forms",
     "continuation",
     "copy_head",
+    "copy_head_phase",
     "copy_statistics",
     "copy_task",
     "count_at_most_evidence",
@@ -188,6 +201,7 @@ __all__ = [
     "jump_evidence",
     "landscape_minima",
     "laplace_covariance",
+    "laplace_phase",
     "largest_step",
     "linear_onset",
     "local_exponent",
@@ -197,6 +211,7 @@ __all__ = [
     "logit_gap",
     "map_init",
     "map_step",
+    "mass_mixture",
     "measure",
     "minibatch_energy",
     "minimise_action",
@@ -212,10 +227,12 @@ __all__ = [
     "order_parameters",
     "pair_disagreement",
     "per_axis_exponents",
+    "phase_boundary",
     "phase_diagram",
     "pooling_first_evidence",
     "pooling_share",
     "population_action",
+    "population_phase",
     "population_statistics",
     "population_test_loss",
     "project_on_copy_span",

@@ -27,6 +27,7 @@ from ._common import (
     select_members,
     snug_sweep,
 )
+from ._mass_checks import check_mass
 from ._posterior_modes import check_modes, mode_error
 from ._precursors import check_precursors
 
@@ -48,6 +49,8 @@ class SGLDConfig(NetworkConfig):
             from the uniform state).
         burn_in, num_samples, thin: chain lengths (each sampler).
         mode_steps: Adam steps on S(G) from each chain's final state to its mode.
+        mass_check: SGLD's means against the Laplace prediction and the mass's phase
+            boundary (L^2-dimensional Hessians: off at quick size).
     """
 
     L: int = 64
@@ -62,6 +65,7 @@ class SGLDConfig(NetworkConfig):
     num_samples: int = 60
     thin: int = 20
     mode_steps: int = 1500
+    mass_check: bool = True
 
     def validate(self) -> None:
         super().validate()
@@ -88,6 +92,7 @@ class SGLDConfig(NetworkConfig):
             "thin": 10,
             "mode_steps": 600,
             "precursor_fractions": (0.25, 0.9),
+            "mass_check": False,
         }
 
     def mala_step(self, P):
@@ -192,6 +197,7 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
     checks.check_hysteresis_and_bimodality(run, a, result)
     check_precursors(run, a, precursors, posterior, P_max)
     checks.check_coverage(run, a, result, posterior)
+    check_mass(run, a, result, posterior)
     checks.figures(run, a, result, precursors)
 
 

@@ -1,0 +1,232 @@
+"""Where the posterior's mass is: Laplace phases, their free energies and a mass-weighted mean.
+
+The reduced theory is a saddle point: it predicts the modes of p(G | D) ~ exp(-S(G)). The
+posterior's mass around a mode G* (a phase) is, to leading order in the fluctuations,
+
+    Z_k = exp(-F_k),   F_k = S(G*_k) + 1/2 ln det H_k - (d / 2) ln(2 pi),   H_k = d^2 S / dG^2,
+
+so a phase with a lower action can carry less mass when it is stiffer (larger ln det H) in the
+d = L^2 directions of G: its entropy is lower. Phases k get weights w_k ~ m_k exp(-F_k)
+(m_k copies related by an exact symmetry, e.g. the mirror A -> -A of an odd head). The mean
+of an observable o within a phase, to the same order (Sigma = H^{-1}, S_3 the third
+derivative of S):
+
+    E_k[o] = o(G*) + 1/2 tr(Sigma d^2 o) - 1/2 (Sigma d o)_j tr(Sigma d_j H),
+
+the second term from the curvature of o, the third from the skewness of the posterior
+(d_j ln det H = tr(Sigma d_j H)). The mass-weighted mean is sum_k w_k E_k[o]. The phase
+boundary for the mode is where two phases' actions are equal; for the mass, where their free
+energies are.
+
+Dense in the d coordinates (H is formed column by column from Hessian-vector products, then
+factorised): memory O(d^2), time d Hessian-vector products and one O(d^3) factorisation.
+A first-order approximation in the fluctuations: it fails where H is not positive definite
+(``min_eigenvalue <= 0``: not a mode; the free energy and mean are NaN) and degrades where the
+fluctuations are not small against the scale on which S departs from a quadratic, and in
+many dimensions, where the next order sums over pairs of directions (docs/copy_head.md,
+"Mean versus mode": the linear head's c_G shift at L = 32 is missed tenfold; softmax's
+copy-phase shift is 16% high).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from ._models import AbstractReducedModel
+from ._order import order_parameters
+from ._posterior import CopyHeadPosterior
+from ._task import CopyStatistics, population_statistics
+
+
+class LaplacePhase(eqx.Module):
+    """A mode of a posterior exp(-S(x)) and the Gaussian (Laplace) mass around it.
+
+    Attributes:
+        action: S(x*).
+        half_log_det: 1/2 ln det H at x* (the phase's stiffness; NaN when H is not positive
+            definite).
+        free_energy: F = S + 1/2 ln det H - (d / 2) ln(2 pi) = -ln of the phase's mass.
+        mode: o(x*), the observables at the mode (what a saddle point predicts).
+        mean: o(x*) + the second-order Laplace correction (module docstring).
+        covariance: Sigma projected on the observables, J H^{-1} J^T.
+        min_eigenvalue: smallest eigenvalue of H (> 0 at a mode).
+    """
+
+    action: Float[Array, ""]
+    half_log_det: Float[Array, ""]
+    free_energy: Float[Array, ""]
+    mode: Float[Array, " k"]
+    mean: Float[Array, " k"]
+    covariance: Float[Array, "k k"]
+    min_eigenvalue: Float[Array, ""]
+
+    @property
+    def shift(self) -> Float[Array, " k"]:
+        """The posterior mean minus the mode, E_k[o] - o(x*)."""
+        return self.mean - self.mode
+
+
+@eqx.filter_jit
+def laplace_phase(
+    action: Callable[[Array], Array],
+    x: Float[ArrayLike, "..."],
+    observable: Callable[[Array], Array],
+    *,
+    chunk: int = 256,
+    corrections: bool = True,
+) -> LaplacePhase:
+    """The Laplace phase of exp(-action) at its mode ``x`` (any shape; flattened inside).
+
+    ``observable(x) -> (k,)``. ``x``: a local minimum of ``action`` (a residual gradient g
+    there enters the mean as its first-order shift -J Sigma g). ``chunk``: Hessian columns
+    computed together (memory ``chunk`` x one Hessian-vector product). Compiled once per
+    ``action`` and ``observable`` (equinox's ``filter_jit``: functions are static).
+    ``corrections=False`` skips the mean's curvature and skewness terms (``mean`` is then the
+    mode plus the residual-gradient shift): the free energy alone costs one pass of
+    Hessian-vector products, the corrections about three more.
+    """
+    x = jnp.asarray(x)
+    shape, d = x.shape, x.size
+    x0 = x.ravel()
+    S = lambda v: action(v.reshape(shape))
+    o = lambda v: jnp.atleast_1d(observable(v.reshape(shape)))
+    grad = jax.grad(S)
+    hvp = lambda at, v: jax.jvp(grad, (at,), (v,))[1]
+    H = jax.lax.map(lambda e: hvp(x0, e), jnp.eye(d, dtype=x0.dtype), batch_size=min(chunk, d))
+    H = 0.5 * (H + H.T)
+    evals, evecs = jnp.linalg.eigh(H)
+    positive = evals[0] > 0
+    inverse_evals = jnp.where(positive, 1.0 / jnp.where(positive, evals, 1.0), jnp.nan)
+    Sigma = (evecs * inverse_evals) @ evecs.T
+    J = jax.jacfwd(o)(x0)  # (k, d)
+    U = J @ Sigma  # rows: Sigma d o_a
+    jac_o = jax.jacrev(o)
+
+    def traces(e, sigma_row):
+        # Column e of d^2 o_a and of d_u H (the derivative of H along u = U_a), each
+        # contracted with the matching row of Sigma: summed over columns, tr(Sigma d^2 o_a)
+        # and tr(Sigma d_u H).
+        curvature = jax.jvp(jac_o, (x0,), (e,))[1] @ sigma_row
+        skew = jax.vmap(lambda u: jax.jvp(lambda at: hvp(at, e), (x0,), (u,))[1])(U) @ sigma_row
+        return curvature, skew
+
+    mode = o(x0)
+    # A residual gradient g at x0 (x0 a minimum to finite precision) moves the mean to
+    # first order by -Sigma g: -J Sigma g = -U g.
+    residual = -U @ grad(x0)
+    if corrections:
+        eye = jnp.eye(d, dtype=x0.dtype)
+        curv, skew = jax.lax.map(lambda a: traces(*a), (eye, Sigma), batch_size=min(chunk, d))
+        curv, skew = jnp.sum(curv, axis=0), jnp.sum(skew, axis=0)
+    else:
+        curv = skew = jnp.zeros_like(mode)
+    half_log_det = jnp.where(positive, 0.5 * jnp.sum(jnp.log(jnp.abs(evals))), jnp.nan)
+    value = S(x0)
+    return LaplacePhase(
+        action=value,
+        half_log_det=half_log_det,
+        free_energy=value + half_log_det - 0.5 * d * jnp.log(2 * jnp.pi),
+        mode=mode,
+        mean=mode + residual + 0.5 * curv - 0.5 * skew,
+        covariance=U @ J.T,
+        min_eigenvalue=evals[0],
+    )
+
+
+@eqx.filter_jit
+def copy_head_phase(
+    posterior: CopyHeadPosterior,
+    stats: CopyStatistics,
+    G: Float[ArrayLike, "L L"],
+    *,
+    chunk: int = 256,
+    corrections: bool = True,
+) -> LaplacePhase:
+    """The Laplace phase of the copy-head posterior p(G | D) ~ exp(-S(G)) at a mode G, with
+    the order parameters (c_1, c_G) of A(G) (a_1, a_G for softmax) as the observables.
+
+    d = L^2: the Hessian has L^4 entries (L = 32: 8 MB; L = 64: 134 MB in float64).
+    Compiled once per head, shapes and options (the posterior and statistics are traced)."""
+
+    def observable(G):
+        return jnp.stack(order_parameters(posterior.attention(G), cyclic=posterior.cyclic))
+
+    return laplace_phase(
+        lambda G: posterior.action(G, stats),
+        G,
+        observable,
+        chunk=chunk,
+        corrections=corrections,
+    )
+
+
+def population_phase(
+    posterior: CopyHeadPosterior,
+    model: AbstractReducedModel,
+    x: Float[ArrayLike, " n"],
+    P: Float[ArrayLike, ""],
+    *,
+    corrections: bool = True,
+    chunk: int = 256,
+) -> LaplacePhase:
+    """The Laplace phase, in all L^2 scores, of the population posterior at P sequences
+    (:func:`population_statistics`) at the reduced model's point ``x`` (a minimum of its
+    action: :func:`global_minimum`, :func:`local_minimum`, a :class:`PhaseDiagram` branch),
+    G = ``model.scores(x, L)``. ``posterior`` must be the model's (same head and
+    hyperparameters). What the saddle point leaves out: the phase's entropy in the L^2
+    directions and its fluctuation shift of the order parameters."""
+    L = int(model.L)
+    stats = population_statistics(L, int(model.V), P, cyclic=posterior.cyclic)
+    G = model.scores(jnp.asarray(x, dtype=jnp.result_type(float)), L)
+    return copy_head_phase(posterior, stats, G, corrections=corrections, chunk=chunk)
+
+
+class MassMixture(eqx.Module):
+    """Phases weighted by their mass: ``weights`` w_k ~ m_k exp(-F_k) (summing to 1) and the
+    mass-weighted ``mean`` sum_k w_k E_k[o]; ``mode_weights`` are what the actions alone
+    give (m_k exp(-S_k): the saddle point's ranking, for comparison)."""
+
+    weights: Float[Array, " n"]
+    mode_weights: Float[Array, " n"]
+    mean: Float[Array, " k"]
+
+
+def mass_mixture(
+    phases: Sequence[LaplacePhase], multiplicity: Sequence[float] | None = None
+) -> MassMixture:
+    """Mix Laplace phases by their mass. ``multiplicity``: how many copies of each phase an
+    exact symmetry makes (default 1 each; 2 for the two mirror copy states A and -A of an odd
+    head, whose observables are sign-aligned by the caller)."""
+    m = jnp.ones(len(phases)) if multiplicity is None else jnp.asarray(multiplicity, float)
+    F = jnp.stack([p.free_energy for p in phases])
+    S = jnp.stack([p.action for p in phases])
+    w = jax.nn.softmax(jnp.log(m) - F)
+    return MassMixture(
+        weights=w,
+        mode_weights=jax.nn.softmax(jnp.log(m) - S),
+        mean=jnp.einsum("n,nk->k", w, jnp.stack([p.mean for p in phases])),
+    )
+
+
+def phase_boundary(P: ArrayLike, first: ArrayLike, second: ArrayLike) -> float:
+    """The P where ``first - second`` changes sign (linear interpolation in ln P between the
+    two grid points that bracket the first change), NaN when it does not change sign.
+
+    With the phases' actions it is the mode's boundary (equal action, the saddle point's P*);
+    with their free energies, the mass's boundary (equal mass)."""
+    P = np.asarray(P, float)
+    diff = np.asarray(first, float) - np.asarray(second, float)
+    ok = np.isfinite(diff)
+    P, diff = P[ok], diff[ok]
+    change = np.nonzero(np.sign(diff[:-1]) * np.sign(diff[1:]) < 0)[0]
+    if change.size == 0:
+        return float("nan")
+    i = int(change[0])
+    lp = np.log(P[i]) + (np.log(P[i + 1]) - np.log(P[i])) * diff[i] / (diff[i] - diff[i + 1])
+    return float(np.exp(lp))
