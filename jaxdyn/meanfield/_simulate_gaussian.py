@@ -23,18 +23,22 @@ bisection on the step's interpolant; the event time is differentiable (implicit 
 theorem). The problem is built first (:func:`gaussian_ode`) and solved separately
 (:meth:`GaussianODE.solve`, :meth:`GaussianODE.solution`), so a sweep can solve it in segments.
 
-**Shared form.** Inside ``jaxdyn.sweep.run_sweep`` a problem whose field is softmax, L2 or
-:class:`~jaxdyn.meanfield.QuadraticKeySoftmax` attention with array weights (and no user event)
-is solved in a shared form (:meth:`GaussianODE.shared_form`): one field class for the three
-kinds (scores ``y^T A x - y^T M y``; softmax, marked by a static flag, in its own field's
-operations, the other two as ``QuadraticKeySoftmax``) and the problem padded with zero blocks
-to the next of the sizes
-``2, 5, 8, 12, 16, 24, 32, 48, 64`` (then multiples of 32). The zero blocks stay exactly zero,
-the step-size controller's RMS norm counts only the real components, and the padded directions
-are kept out of the definiteness check, so the padded solve takes the steps of the unpadded one
-up to round-off: the solutions agree to the solver's tolerance (tests/test_sweep_shared.py).
-Then one compiled segment program serves the softmax members of every dimension up to the
-padded size, and one the L2 and ``QuadraticKeySoftmax`` members, whatever the member function.
+**Shared form.** Inside ``jaxdyn.sweep.run_sweep`` a problem whose field is softmax or L2
+attention with array weights (and no user event) is solved in a shared form
+(:meth:`GaussianODE.shared_form`): the field as one class for both kinds (scores
+``y^T A x - y^T M y``; softmax, marked by a static flag, in :class:`Softmax`'s own operations,
+L2 as ``QuadraticKeySoftmax``'s average) with ``A``, ``M``, ``V`` computed once, and the
+problem padded with zero blocks to dimension 2 or 5 when ``d <= 5`` (larger problems are not
+padded: their work grows faster than a compilation is worth). The zero blocks stay exactly
+zero, the step-size controller's RMS norm counts only the real components, and the padded
+directions are kept out of the definiteness check, so the padded solve takes the steps of the
+unpadded one up to round-off: the solutions agree to the solver's tolerance, and unpadded
+(``d`` = 2, 5 or above 5) the shared form is bitwise the problem itself
+(tests/test_sweep_shared.py). Then one compiled start and segment program serves the softmax
+members of d = 3, 4 and 5, and one the L2 members, whatever the member function; padding a
+d = 3 problem to 5 costs about a third more work per step. ``QuadraticKeySoftmax`` problems
+(e.g. ``QuadraticKeySoftmax.softmax_or_l2``, softmax and L2 in one program) are solved as
+written.
 """
 
 from __future__ import annotations
@@ -230,14 +234,13 @@ class GaussianODE(eqx.Module):
         )
 
     def shared_form(self) -> GaussianODE:
-        """The same problem in the form that softmax, L2 and ``QuadraticKeySoftmax`` problems
-        of every dimension up to a padded size share (module docstring): the field as a
-        ``QuadraticKeySoftmax``, every array padded with zero blocks to
-        :func:`shared_size`, the RMS norm of the step-size controller over the real
-        components only. :meth:`restrict` maps its solution back."""
+        """The same problem in the form that softmax (or L2) problems of every dimension up
+        to a padded size share (module docstring): the field's matrices computed once, every
+        array padded with zero blocks to :func:`shared_size`, the RMS norm of the step-size
+        controller over the real components only. :meth:`restrict` maps its solution back."""
         if not self._shareable():
             raise ValueError(
-                "shared_form: only softmax, L2 or QuadraticKeySoftmax fields with array "
+                "shared_form: only softmax or L2 fields with array "
                 "weights, no user events, PID or constant steps"
             )
         mean, cov = self.y0
@@ -314,15 +317,16 @@ class GaussianODE(eqx.Module):
         )
 
 
-_SHARED_SIZES = (2, 5, 8, 12, 16, 24, 32, 48, 64)
+_SHARED_SIZES = (2, 5)
 
 
 def shared_size(d: int) -> int:
-    """The padded dimension of :meth:`GaussianODE.shared_form` (module docstring)."""
+    """The dimension of :meth:`GaussianODE.shared_form` (module docstring): 2 or 5 for
+    ``d <= 5``, ``d`` itself above."""
     for size in _SHARED_SIZES:
         if d <= size:
             return size
-    return -(-d // 32) * 32
+    return d
 
 
 def _state(t, y, args):
@@ -361,10 +365,8 @@ class _SharedHead(AbstractGaussianClosed):
 
 
 def _quadratic_key(field) -> tuple[Array, Array | None, Array, bool] | None:
-    """``(A, M, V, softmax)`` of a softmax, L2 or ``QuadraticKeySoftmax`` field with array
-    weights, in the operations of the field's own ``affine_velocity``; ``None`` otherwise."""
-    if type(field) is QuadraticKeySoftmax:
-        return field.A, field.M, field.V, False
+    """``(A, M, V, softmax)`` of a softmax or L2 field with array weights, in the operations
+    of the field's own ``affine_velocity``; ``None`` otherwise."""
     if type(field) not in (Softmax, L2) or any(callable(w) for w in (field.Q, field.K, field.V)):
         return None
     if type(field) is Softmax:
