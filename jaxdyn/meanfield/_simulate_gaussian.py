@@ -35,10 +35,10 @@ directions are kept out of the definiteness check, so the padded solve takes the
 unpadded one up to round-off: the solutions agree to the solver's tolerance, and unpadded
 (``d`` = 2, 5 or above 5) the shared form is bitwise the problem itself
 (tests/test_sweep_shared.py). Then one compiled start and segment program serves the softmax
-members of d = 3, 4 and 5, and one the L2 members, whatever the member function; padding a
-d = 3 problem to 5 costs about a third more work per step. ``QuadraticKeySoftmax`` problems
-(e.g. ``QuadraticKeySoftmax.softmax_or_l2``, softmax and L2 in one program) are solved as
-written.
+members of d = 3, 4 and 5, and one the L2 members, whatever the member function (on the
+rank figure's panels, d = 3, 4, 5, half the compilation and a third more warm time).
+``QuadraticKeySoftmax`` problems (e.g. ``QuadraticKeySoftmax.softmax_or_l2``, softmax and L2
+in one program) are solved as written.
 """
 
 from __future__ import annotations
