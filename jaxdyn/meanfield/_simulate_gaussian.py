@@ -29,7 +29,7 @@ attention with array weights (and no user event) is solved in a shared form
 ``y^T A x - y^T M y``; softmax, marked by a static flag, in :class:`Softmax`'s own operations,
 L2 as ``QuadraticKeySoftmax``'s average) with ``A``, ``M``, ``V`` computed once, and the
 problem padded with zero blocks to dimension 2 or 5 when ``d <= 5`` (larger problems are not
-padded: their work grows faster than a compilation is worth). The zero blocks stay exactly
+padded: padding costs work in every step, measured only for d <= 5). The zero blocks stay exactly
 zero, the step-size controller's RMS norm counts only the real components, and the padded
 directions are kept out of the definiteness check, so the padded solve takes the steps of the
 unpadded one up to round-off: the solutions agree to the solver's tolerance, and unpadded
