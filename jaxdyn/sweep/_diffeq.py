@@ -872,7 +872,7 @@ def _routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember 
     # internals) is a reason to run the member as written, which is always correct.
     try:
         with jax.checking_leaks():  # a fresh function: traced now, under the checker
-            jax.jit(start).lower(params, seed)
+            jax.jit(lambda p, s: start(p, s)).lower(params, seed)
     except Exception:
         return None
     # The shared form's structure must not change between traces (a closure created in
