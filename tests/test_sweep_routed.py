@@ -60,9 +60,11 @@ def natural_member(params, key):
     return _outputs(sol)
 
 
+# The engine solves simulate_gaussian's shared form (GaussianODE.shared_form: softmax padded
+# from d = 3 to 5, tests/test_sweep_shared.py); the explicit member states the same solve.
 explicit_member = DiffeqMember(
-    problem=lambda p, key: _ode(p).diffeq_problem(),
-    outputs=lambda p, problem, sol: _outputs(_ode(p).solution(sol)),
+    problem=lambda p, key: _ode(p).shared_form().diffeq_problem(),
+    outputs=lambda p, problem, sol: _outputs(_ode(p).solution(_ode(p).restrict(sol))),
 )
 
 
@@ -82,11 +84,13 @@ def test_simulate_gaussian_member_is_segmented_with_the_uninterrupted_results():
     steps = natural.outputs["steps"]
     assert steps.max() > 4 * steps.min() and steps.max() > 3 * 16  # many segments, unequal
     assert len(natural.status_counts()) >= 2  # solves ending in different ways
-    # the same as the explicit DiffeqMember, segmented or run to completion in one call
+    # the same as the explicit DiffeqMember of the shared form, segmented or run to
+    # completion in one call
     _assert_same(natural, run_sweep(explicit_member, grid, options=options))
     whole = SweepOptions(vmap_width=8, segment_steps=0)
     _assert_same(natural, run_sweep(explicit_member, grid, options=whole))
-    # and segment_steps=0 runs the member as written (one vmapped diffeqsolve per group)
+    # and segment_steps=0 runs the member as written (one vmapped solve of the shared form
+    # per group)
     plain = run_sweep(natural_member, grid, options=whole)
     np.testing.assert_array_equal(plain.status, natural.status)
     np.testing.assert_array_equal(plain.outputs["steps"], natural.outputs["steps"])

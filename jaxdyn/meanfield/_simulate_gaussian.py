@@ -22,6 +22,23 @@ All conditions are merged into one (their maximum), whose upward crossing is loc
 bisection on the step's interpolant; the event time is differentiable (implicit function
 theorem). The problem is built first (:func:`gaussian_ode`) and solved separately
 (:meth:`GaussianODE.solve`, :meth:`GaussianODE.solution`), so a sweep can solve it in segments.
+
+**Shared form.** Inside ``jaxdyn.sweep.run_sweep`` a problem whose field is softmax or L2
+attention with array weights (and no user event) is solved in a shared form
+(:meth:`GaussianODE.shared_form`): the field as one class for both kinds (scores
+``y^T A x - y^T M y``; softmax, marked by a static flag, in :class:`Softmax`'s own operations,
+L2 as ``QuadraticKeySoftmax``'s average) with ``A``, ``M``, ``V`` computed once, and the
+problem padded with zero blocks to dimension 2 or 5 when ``d <= 5`` (larger problems are not
+padded: padding costs work in every step, measured only for d <= 5). The zero blocks stay exactly
+zero, the step-size controller's RMS norm counts only the real components, and the padded
+directions are kept out of the definiteness check, so the padded solve takes the steps of the
+unpadded one up to round-off: the solutions agree to the solver's tolerance, and unpadded
+(``d`` = 2, 5 or above 5) the shared form is bitwise the problem itself
+(tests/test_sweep_shared.py). Then one compiled start and segment program serves the softmax
+members of d = 3, 4 and 5, and one the L2 members, whatever the member function (on the
+rank figure's panels, d = 3, 4, 5, half the compilation and a third more warm time).
+``QuadraticKeySoftmax`` problems (e.g. ``QuadraticKeySoftmax.softmax_or_l2``, softmax and L2
+in one program) are solved as written.
 """
 
 from __future__ import annotations
@@ -31,6 +48,7 @@ from collections.abc import Callable, Mapping
 import diffrax
 import equinox as eqx
 import jax.numpy as jnp
+import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from jaxdyn import Status, mark_nonfinite
@@ -45,6 +63,8 @@ from ._solve_common import (
     requested_and_final_saveat,
 )
 from .fields._base import AbstractGaussianClosed
+from .fields._heads import L2, Softmax, quadratic_key_average
+from .fields._quadratic import QuadraticKeySoftmax
 
 EventCondition = Callable[[Float[Array, ""], Float[Array, " d"], Float[Array, "d d"]], Array]
 
@@ -105,6 +125,8 @@ class GaussianODE(eqx.Module):
         saveat: requested saves, then the final state.
         max_steps: solver steps before ``max_steps_reached``.
         user_events: named conditions ``(t, mean, cov) -> real``, crossing zero at the event.
+        size: in a padded problem (:meth:`shared_form`), the real dimension (``None``: not
+            padded).
     """
 
     field: AbstractGaussianClosed
@@ -119,6 +141,7 @@ class GaussianODE(eqx.Module):
     saveat: diffrax.SaveAt
     max_steps: int = eqx.field(static=True)
     user_events: Mapping[str, EventCondition] = eqx.field(static=True)
+    size: Int[Array, ""] | None = None
 
     def rhs(self, t, y, args=None):
         """``(d alpha/dt, d Sigma/dt)`` of the field (the diffrax vector field)."""
@@ -136,7 +159,11 @@ class GaussianODE(eqx.Module):
             out["steady"] = 1.0 - jnp.sqrt(jnp.sum(dcov**2) + jnp.sum(dmean**2)) / self.steady_tol
         if self.psd_tol is not None:
             # Relative to the trace, so round-off of a huge or tiny Sigma never fires it.
-            smallest = jnp.linalg.eigvalsh(0.5 * (cov + cov.T))[0]
+            sym = 0.5 * (cov + cov.T)
+            if self.size is not None:  # padded directions: eigenvalues above every real one
+                padded = jnp.arange(cov.shape[0]) >= self.size
+                sym = sym + jnp.diag(jnp.where(padded, 1.0 + jnp.abs(jnp.trace(cov)), 0.0))
+            smallest = jnp.linalg.eigvalsh(sym)[0]
             scale = self.psd_tol * jnp.maximum(jnp.trace(cov), 1e-300)
             out["psd"] = -smallest / scale - 1.0
         for name, condition in self.user_events.items():
@@ -188,8 +215,72 @@ class GaussianODE(eqx.Module):
     def solve(self) -> diffrax.Solution:
         """One uninterrupted ``diffeqsolve`` of :meth:`diffeqsolve_arguments` (``throw=False``),
         through :meth:`jaxdyn.sweep.DiffeqProblem.solve`: inside ``run_sweep`` the engine
-        continues it in segments, with the same solution."""
-        return self.diffeq_problem().solve()
+        continues it in segments, solving :meth:`shared_form` where there is one (the same
+        solution to the solver's tolerance)."""
+        shared = None
+        if self._shareable():
+            shared = lambda: (self.shared_form().diffeq_problem(), self.restrict)  # noqa: E731
+        return self.diffeq_problem().solve(shared=shared)
+
+    def _shareable(self) -> bool:
+        controller = self.controller
+        adaptive = isinstance(controller, diffrax.PIDController)
+        return (
+            self.size is None
+            and not self.user_events
+            and _quadratic_key(self.field) is not None
+            and (adaptive or isinstance(controller, diffrax.ConstantStepSize))
+            and (not adaptive or controller.norm is optx.rms_norm)
+        )
+
+    def shared_form(self) -> GaussianODE:
+        """The same problem in the form that softmax (or L2) problems of every dimension up
+        to a padded size share (module docstring): the field's matrices computed once, every
+        array padded with zero blocks to :func:`shared_size`, the RMS norm of the step-size
+        controller over the real components only. :meth:`restrict` maps its solution back."""
+        if not self._shareable():
+            raise ValueError(
+                "shared_form: only softmax or L2 fields with array "
+                "weights, no user events, PID or constant steps"
+            )
+        mean, cov = self.y0
+        d, dtype = cov.shape[0], cov.dtype
+        size = shared_size(d)
+
+        def pad(x):
+            return jnp.zeros((size,) * x.ndim, x.dtype).at[(slice(0, d),) * x.ndim].set(x)
+
+        A, M, V, softmax = _quadratic_key(self.field)
+        controller = self.controller
+        if isinstance(controller, diffrax.PIDController):
+            count = jnp.asarray(d + d * d, dtype)  # the real components of (mean, cov)
+            controller = eqx.tree_at(lambda c: c.norm, controller, _RealRMSNorm(count))
+        requested, final = self.saveat.subs
+        saveat = diffrax.SaveAt(
+            subs=[diffrax.SubSaveAt(t1=requested.t1, ts=requested.ts, fn=_state), final]
+        )
+        return GaussianODE(
+            field=_SharedHead(pad(A), None if M is None else pad(M), pad(V), softmax),
+            y0=(pad(mean), pad(cov)),
+            t1=self.t1,
+            dt0=self.dt0,
+            blowup_trace=self.blowup_trace,
+            steady_tol=self.steady_tol,
+            psd_tol=self.psd_tol,
+            solver=self.solver,
+            controller=controller,
+            saveat=saveat,
+            max_steps=self.max_steps,
+            user_events={},
+            size=jnp.asarray(d, jnp.int32),
+        )
+
+    def restrict(self, sol: diffrax.Solution) -> diffrax.Solution:
+        """The solution of :meth:`shared_form` as this problem's (the padding dropped)."""
+        d = self.y0[1].shape[0]
+        (means, covs), (final_means, final_covs) = sol.ys
+        ys = [(means[..., :d], covs[..., :d, :d]), (final_means[..., :d], final_covs[..., :d, :d])]
+        return eqx.tree_at(lambda s: s.ys, sol, ys)
 
     def solution(self, sol: diffrax.Solution) -> GaussianSolution:
         """Post-process a solve: final state, which event fired, status, blow-up time."""
@@ -224,6 +315,63 @@ class GaussianODE(eqx.Module):
             events={k: fired[f"user:{k}"] for k in self.user_events},
             num_steps=sol.stats["num_steps"],
         )
+
+
+_SHARED_SIZES = (2, 5)
+
+
+def shared_size(d: int) -> int:
+    """The dimension of :meth:`GaussianODE.shared_form` (module docstring): 2 or 5 for
+    ``d <= 5``, ``d`` itself above."""
+    for size in _SHARED_SIZES:
+        if d <= size:
+            return size
+    return d
+
+
+def _state(t, y, args):
+    return y
+
+
+class _RealRMSNorm(eqx.Module):
+    """diffrax's default RMS norm over ``count`` components (of a padded state, whose padding
+    is zero)."""
+
+    count: Float[Array, ""]
+
+    def __call__(self, x):
+        return optx.two_norm(x) / jnp.sqrt(self.count)
+
+
+class _SharedHead(AbstractGaussianClosed):
+    """The field of :meth:`GaussianODE.shared_form`: scores ``y^T A x - y^T M y``
+    (:class:`QuadraticKeySoftmax`); softmax fields (``softmax``, a static flag: ``M`` is
+    ``None``) in :class:`Softmax`'s own operations. The flag is static so that a softmax
+    problem never computes the quadratic-key average: one compiled program per kind."""
+
+    A: Float[Array, "d d"]
+    M: Float[Array, "d d"] | None
+    V: Float[Array, "d d"]
+    softmax: bool = eqx.field(static=True)
+
+    def velocity(self, x, tokens, *, t=0.0):
+        M = jnp.zeros_like(self.A) if self.M is None else self.M
+        return QuadraticKeySoftmax(self.A, M, self.V).velocity(x, tokens, t=t)
+
+    def affine_velocity(self, mean, cov, *, t=0.0):
+        if self.softmax:
+            return self.V @ cov @ self.A, self.V @ mean
+        return quadratic_key_average(self.A, self.M, self.V, mean, cov)
+
+
+def _quadratic_key(field) -> tuple[Array, Array | None, Array, bool] | None:
+    """``(A, M, V, softmax)`` of a softmax or L2 field with array weights, in the operations
+    of the field's own ``affine_velocity``; ``None`` otherwise."""
+    if type(field) not in (Softmax, L2) or any(callable(w) for w in (field.Q, field.K, field.V)):
+        return None
+    if type(field) is Softmax:
+        return field.A(), None, field.V, True
+    return 2.0 * field.A(), field.K.T @ field.K, field.V, False
 
 
 def gaussian_ode(

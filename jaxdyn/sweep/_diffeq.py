@@ -124,7 +124,7 @@ class DiffeqProblem(eqx.Module):
                 f"DiffeqProblem: max_steps must be a positive int or None, got {self.max_steps!r}"
             )
 
-    def solve(self) -> diffrax.Solution:
+    def solve(self, *, shared: Callable[[], tuple] | None = None) -> diffrax.Solution:
         """``diffrax.diffeqsolve(..., throw=False)`` of the problem, with the ``ts``, ``ys``,
         ``result``, ``event_mask`` and ``stats`` of :func:`solution_of`.
 
@@ -137,10 +137,21 @@ class DiffeqProblem(eqx.Module):
 
         Inside :func:`~jaxdyn.sweep.run_sweep` a member function's one ``solve()`` is
         continued in segments by the engine (module docstring); the solution is the same.
+
+        Args:
+            shared: optional ``() -> (problem, restrict)`` from a simulator: an equivalent
+                problem in a form that problems of other sizes or kinds share (e.g. padded
+                with zero blocks to a common size), whose every traced value is an array leaf
+                (no closure over traced values), and the map from its ``diffrax.Solution`` to
+                this problem's. Outside the engine it is not used. Inside ``run_sweep`` the
+                engine solves the shared form and keys its segment programs by that problem's
+                structure rather than by the member function, so sweeps of different member
+                functions, sizes or kinds share one compiled segment program. The simulator
+                guarantees the two solutions agree to the solver's tolerance.
         """
         route = _ROUTE.get()
         if route is not None:
-            return route.solve(self)
+            return route.solve(self, shared)
         return solution_of(self, first_segment(self, self.max_steps))
 
     def _diffeqsolve(self, *, max_steps, saveat, controller=None, **continuation):
@@ -324,6 +335,16 @@ def controller_never_jumps(problem: DiffeqProblem) -> bool:
     return made_jump is False
 
 
+def opaque(problem: DiffeqProblem) -> DiffeqProblem:
+    """``problem`` with its array leaves behind ``lax.optimization_barrier``: XLA compiles the
+    solve the same whether the arrays are built in the same program (constants and zero
+    blocks visible to it) or read from a segment's state, so every path of the engine (one
+    uninterrupted solve, segments, a member routed or explicit) takes bitwise the same
+    steps."""
+    arrays, static = eqx.partition(problem, eqx.is_array)
+    return eqx.combine(jax.lax.optimization_barrier(arrays), static)
+
+
 # --- the state before the first step ---------------------------------------------------------
 
 
@@ -363,6 +384,7 @@ def _result(code) -> Any:
 
 def start_state(problem: DiffeqProblem) -> DiffeqState:
     """The :class:`DiffeqState` of ``problem`` before its first step (module docstring)."""
+    problem = opaque(problem)
     direction = direction_of(problem)
     dtype = _time_dtype(problem)
     t0 = jnp.asarray(problem.t0, dtype)
@@ -518,6 +540,7 @@ def first_segment(problem: DiffeqProblem, max_steps: int | None) -> DiffeqState:
     ``None``: the whole solve), saving what a continuation needs."""
     if max_steps == 0:
         return start_state(problem)
+    problem = opaque(problem)
     subs = subsaves(problem.saveat)
     saveat = diffrax.SaveAt(subs=subs, solver_state=True, controller_state=True, made_jump=True)
     sol = problem._diffeqsolve(
@@ -532,6 +555,7 @@ def next_segment(problem: DiffeqProblem, state: DiffeqState, max_steps: int | No
     """Continue the solve from ``state`` by at most ``max_steps`` steps, taking the same
     steps an uninterrupted solve takes (``t0``, ``dt0``, solver and controller state from the
     previous segment)."""
+    problem = opaque(problem)
     subs = subsaves(problem.saveat)
     direction = direction_of(problem)
     steps_left = None if problem.max_steps is None else problem.max_steps - state.num_steps
@@ -647,25 +671,92 @@ class _NotRoutable(Exception):
     """A member function that the engine cannot run in segments (a second ``solve()``)."""
 
 
+class SharedState(eqx.Module):
+    """The state of a solve run in its shared form (:meth:`DiffeqProblem.solve`'s ``shared``):
+    the shared problem's array leaves, carried from segment to segment so that a segment
+    program needs only the problem's structure, and the solve's :class:`DiffeqState`."""
+
+    problem: PyTree
+    solve: DiffeqState
+
+
+class ProblemStructure:
+    """The static part of a :class:`DiffeqProblem` (everything but its array leaves): equal
+    for problems that one compiled segment program can continue (with arrays of the same
+    shapes), so it keys the engine's shared segment programs."""
+
+    def __init__(self, problem: DiffeqProblem):
+        static = eqx.partition(problem, eqx.is_array)[1]
+        leaves, treedef = jtu.tree_flatten(static)
+        self.key = (treedef, tuple(leaves))
+        self._hash = hash(self.key)  # TypeError: an unhashable static part
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ProblemStructure) and self.key == other.key
+
+    def problem(self, arrays: PyTree) -> DiffeqProblem:
+        """The problem with these array leaves."""
+        return eqx.combine(arrays, jtu.tree_unflatten(*self.key))
+
+
+def start_shared(structure: ProblemStructure, arrays: PyTree) -> SharedState:
+    """A solve in its shared form before its first step, from the problem's arrays."""
+    return SharedState(arrays, start_state(structure.problem(arrays)))
+
+
+def advance_shared(structure: ProblemStructure, state: SharedState, max_steps) -> SharedState:
+    """One segment of a solve in its shared form, from its state alone (no member function)."""
+    problem = structure.problem(state.problem)
+    return SharedState(state.problem, next_segment(problem, state.solve, max_steps))
+
+
+class _Captured(Exception):
+    """Raised at a member's solve once its shared problem is captured."""
+
+
 class _Route:
     """The engine's handle on a member's one :meth:`DiffeqProblem.solve` while it traces the
-    member: it replaces the solve by one step of the segmented solve and keeps the state."""
+    member: it replaces the solve by one step of the segmented solve and keeps the state
+    (a :class:`SharedState` when the solve offers a shared form)."""
 
-    def __init__(self, mode: str, state: DiffeqState | None = None, max_steps=None):
+    def __init__(self, mode: str, state=None, max_steps=None):
         self.mode, self.state, self.max_steps = mode, state, max_steps
         self.calls = 0
+        self.structure: ProblemStructure | None = None
 
-    def solve(self, problem: DiffeqProblem) -> diffrax.Solution:
+    def solve(self, problem: DiffeqProblem, shared=None) -> diffrax.Solution:
         self.calls += 1
         if self.calls > 1:
             raise _NotRoutable("the member solves more than one DiffeqProblem")
+        if shared is None:
+            if self.mode == "init":
+                self.state = first_segment(problem, self.max_steps)
+            elif self.mode == "advance":
+                self.state = next_segment(problem, self.state, self.max_steps)
+            # In "init" and "advance" the member's outputs are discarded (and compiled away);
+            # in "finish" they are the member's outputs of the whole solve.
+            return solution_of(problem, self.state)
+        problem, restrict = shared()
+        if self.mode == "problem":  # only the shared problem's arrays (its start is shared)
+            self.state = eqx.partition(problem, eqx.is_array)[0]
+            raise _Captured  # the rest of the member is not traced
         if self.mode == "init":
-            self.state = first_segment(problem, self.max_steps)
-        elif self.mode == "advance":
-            self.state = next_segment(problem, self.state, self.max_steps)
-        # In "init" and "advance" the member's outputs are discarded (and compiled away);
-        # in "finish" they are the member's outputs of the whole solve.
-        return solution_of(problem, self.state)
+            arrays = eqx.partition(problem, eqx.is_array)[0]
+            self.state = SharedState(arrays, first_segment(problem, self.max_steps))
+            try:
+                self.structure = ProblemStructure(problem)
+            except TypeError:
+                self.structure = None
+        # The problem's arrays as the first segment saw them, in every later call.
+        problem = eqx.combine(self.state.problem, eqx.partition(problem, eqx.is_array)[1])
+        if self.mode == "advance":
+            self.state = SharedState(
+                self.state.problem, next_segment(problem, self.state.solve, self.max_steps)
+            )
+        return restrict(solution_of(problem, self.state.solve))
 
 
 _ROUTE: contextvars.ContextVar[_Route | None] = contextvars.ContextVar(
@@ -687,9 +778,11 @@ def _traced(fn, params, key, route: _Route):
 class _Routed(AbstractSegmentedMember):
     """A plain member function ``fn(params, key)`` with one :meth:`DiffeqProblem.solve`,
     run as a segmented member: each method re-traces ``fn`` with the solve replaced by the
-    segment's part of the solve (:class:`_Route`)."""
+    segment's part of the solve (:class:`_Route`). ``structure``: the structure of the
+    solve's shared form when it has one (the engine then advances it without ``fn``)."""
 
     fn: Callable
+    structure: ProblemStructure | None = None
 
     def init(self, params, key, max_steps):
         route = _Route("init", max_steps=max_steps)
@@ -701,19 +794,30 @@ class _Routed(AbstractSegmentedMember):
         _traced(self.fn, params, key, route)
         return route.state
 
+    def shared_problem(self, params, key):
+        """The array leaves of the member's shared problem (``structure`` not ``None``): the
+        member traced up to its solve only."""
+        route = _Route("problem")
+        token = _ROUTE.set(route)
+        try:
+            self.fn(params, key)
+        except _Captured:
+            return route.state
+        finally:
+            _ROUTE.reset(token)
+        raise _NotRoutable("the member did not reach its solve")
+
     def done(self, state):
-        return state.done
+        return state.solve.done if isinstance(state, SharedState) else state.done
 
     def finish(self, params, key, state):
         return _traced(self.fn, params, key, _Route("finish", state))
 
 
-def _start_state(member, params, seed):
-    return member.init(params, jax.random.key(seed), 0)
-
-
-# A member's state before its first step, jitted so that a repeated sweep finds it traced.
-_start = jax.jit(_start_state, static_argnums=0)
+def shared_structure(member) -> ProblemStructure | None:
+    """The structure of a routed member's shared problem (``None``: the member's segments are
+    compiled for the member itself)."""
+    return member.structure if isinstance(member, _Routed) else None
 
 
 # The routing decision of a member function for one member's input shapes (two traces of
@@ -750,9 +854,16 @@ def routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember |
 
 
 def _routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember | None:
-    member = _Routed(fn)
+    structures = []
+
+    def start(p, s):  # one solve() at the member's top level?
+        route = _Route("init", max_steps=0)
+        _traced(fn, p, jax.random.key(s), route)
+        structures.append(route.structure)
+        return route.state
+
     try:
-        _start.eval_shape(member, params, seed)  # one solve() at the member's top level?
+        jax.eval_shape(start, params, seed)
     except _NotRoutable:
         return None
     # A solve inside the member's own vmap, grad or scan leaves its state behind in that
@@ -761,7 +872,10 @@ def _routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember 
     # internals) is a reason to run the member as written, which is always correct.
     try:
         with jax.checking_leaks():  # a fresh function: traced now, under the checker
-            jax.jit(lambda p, s: _start_state(member, p, s)).lower(params, seed)
+            jax.jit(lambda p, s: start(p, s)).lower(params, seed)
     except Exception:
         return None
-    return member
+    # The shared form's structure must not change between traces (a closure created in
+    # each trace would): then its segment programs are keyed by it.
+    same = structures[0] is not None and structures[0] == structures[-1]
+    return _Routed(fn, structures[0] if same else None)

@@ -55,7 +55,7 @@ from ._chunks import (
     slice_members,
     spread_order,
 )
-from ._diffeq import clear_routing, routed_member
+from ._diffeq import clear_routing, routed_member, shared_structure
 from ._grid import Grid
 from ._options import SweepOptions
 from ._processes import process_layout, same_everywhere
@@ -91,13 +91,16 @@ def _check_arguments(fn, grid, options):
         raise TypeError(f"options must be a SweepOptions, got {type(options).__name__}")
     if segmented and options.segment_steps == 0:
         return unsegmented(fn), False, options
-    if not segmented and options.segment_steps > 0 and len(grid):
+    if not segmented and len(grid):
         # A plain member whose one solve goes through DiffeqProblem.solve() (the library's
-        # simulators) is run in segments too (jaxdyn/sweep/_diffeq.py).
+        # simulators) is run in segments too (jaxdyn/sweep/_diffeq.py); unsegmented, only a
+        # solve in a shared form is routed, so that its results do not depend on segments.
         one = {k: v[0] for k, v in grid.params.items()}
         routed = routed_member(fn, one, grid.seeds[0])
-        if routed is not None:
+        if routed is not None and options.segment_steps > 0:
             return routed, True, options
+        if routed is not None and shared_structure(routed) is not None:
+            return unsegmented(routed), False, options
     return fn, segmented, options
 
 

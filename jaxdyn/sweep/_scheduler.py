@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._diffeq import advance_shared, shared_structure, start_shared
 from ._packing import cover_lanes, group_widths, pack, segment_width
 from ._programs import (
     DEVICE_EVENT,
@@ -129,6 +130,66 @@ def _sweep_advance(member, segment_steps, packing, params, seeds, states, idx, n
     return {d: x.at[target].set(group[d], mode="drop") for d, x in states.items()}, done
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(3,))
+def _sweep_advance_shared(structure, segment_steps, packing, states, idx, n_real):
+    """One segment of the group ``idx`` of solves in their shared form
+    (``_diffeq.SharedState``): the problem comes from the state, so the program depends on the
+    problem's structure and shapes only, not on the member function or its parameters."""
+
+    def advance_one(packed):
+        state = advance_shared(structure, packing.unpack(packed), segment_steps)
+        return packing.pack(state), state.solve.done
+
+    group = jax.tree.map(lambda x: x[idx], states)
+    group, done = jax.vmap(advance_one)(group)
+    target = jnp.where(jnp.arange(idx.shape[0]) < n_real, idx, states_size(states))
+    return {d: x.at[target].set(group[d], mode="drop") for d, x in states.items()}, done
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _sweep_problems(member, width, params, seeds):
+    """The array leaves of every member's shared problem (no solver code: cheap to compile)."""
+    return grouped(lambda p, s: member.shared_problem(p, jax.random.key(s)), width)(params, seeds)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _sweep_start_shared(structure, width, packing, arrays):
+    """Every solve of a chunk started from its shared problem's arrays, packed: one program
+    for every member function whose solves share the structure."""
+
+    def start(a):
+        state = start_shared(structure, a)
+        return packing.pack(state), state.solve.done
+
+    return grouped(start, width)(arrays)
+
+
+class _SharedStart:
+    """A chunk's start as two programs: the member's problems, then the shared start."""
+
+    def __init__(self, problems, start):
+        self.problems, self.start = problems, start
+
+    def __call__(self, params, seeds):
+        return self.start(self.problems(params, seeds))
+
+
+class _SharedAdvance:
+    """A compiled shared segment program called as the member's own one is."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+
+    def __call__(self, params, seeds, states, idx, n_real):
+        return self.compiled(states, idx, n_real)
+
+
+# Compiled shared segment programs, by structure, steps, packing, chunk states and width:
+# sweeps of different member functions whose solves share a form share them.
+_SHARED: dict = {}
+_SHARED_MAX = 64
+
+
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def _sweep_finish(member, width, packing, params, seeds, states):
     """Every member's outputs and status code from its final state."""
@@ -169,7 +230,10 @@ class SegmentedPrograms:
         self.packing = _state_packing(self.member, params, seeds)
         static = (self.member, width, self.packing)
         with CompileCounter() as counter:
-            self.init = _sweep_init.lower(*static, *example).compile()
+            if shared_structure(self.member) is None:
+                self.init = _sweep_init.lower(*static, *example).compile()
+            else:
+                self.init = self._shared_start(example)
             packed_shape = _sweep_init.eval_shape(*static, *example)[0]
             self._packed = jax.tree.map(self._spec, packed_shape)
             self.finish = _sweep_finish.lower(*static, *example, self._packed).compile()
@@ -183,11 +247,17 @@ class SegmentedPrograms:
         self.compilations = counter.count
         self.segments = 0  # rounds of the last run (init included)
         self.lane_steps = 0  # lanes x segment_steps of the last run: what the device paid
-        self.bytes_per_device = compiled_bytes(self.init) + compiled_bytes(self.finish)
+        self.bytes_per_device = compiled_bytes(self.finish) + (
+            compiled_bytes(self.init.start)
+            if isinstance(self.init, _SharedStart)
+            else compiled_bytes(self.init)
+        )
 
     def advance(self, width: int) -> Callable:
         """The compiled one-segment program for groups of ``width`` (compiled when first
-        needed)."""
+        needed; shared between members whose solves share a form, ``_shared_advance``)."""
+        if width not in self._advance and shared_structure(self.member) is not None:
+            self._advance[width] = self._shared_advance(width)
         if width not in self._advance:
             idx = self._spec(np.zeros(width, np.int32))
             n_real = self._spec(np.int32(0))
@@ -203,6 +273,47 @@ class SegmentedPrograms:
                 ).compile()
             self.compilations += counter.count
         return self._advance[width]
+
+    def _shared_start(self, example) -> _SharedStart:
+        problems = _sweep_problems.lower(self.member, self.width, *example).compile()
+        arrays = jax.tree.map(
+            self._spec, _sweep_problems.eval_shape(self.member, self.width, *example)
+        )
+        structure = shared_structure(self.member)
+        shapes = tuple((x.shape, x.dtype.str) for x in jax.tree.leaves(arrays))
+        key = (
+            "start",
+            structure,
+            self.packing,
+            self.device,
+            jax.tree.structure(arrays),
+            shapes,
+            self.width,
+        )
+        if key not in _SHARED:
+            if len(_SHARED) >= _SHARED_MAX:
+                _SHARED.pop(next(iter(_SHARED)))
+            _SHARED[key] = _sweep_start_shared.lower(
+                structure, self.width, self.packing, arrays
+            ).compile()
+        return _SharedStart(problems, _SHARED[key])
+
+    def _shared_advance(self, width: int) -> Callable:
+        structure = shared_structure(self.member)
+        shapes = tuple((d, x.shape) for d, x in sorted(self._packed.items()))
+        key = (structure, self.segment_steps, self.packing, self.device, shapes, width)
+        if key not in _SHARED:
+            idx = self._spec(np.zeros(width, np.int32))
+            n_real = self._spec(np.int32(0))
+            with CompileCounter() as counter:
+                compiled = _sweep_advance_shared.lower(
+                    structure, self.segment_steps, self.packing, self._packed, idx, n_real
+                ).compile()
+            self.compilations += counter.count
+            if len(_SHARED) >= _SHARED_MAX:
+                _SHARED.pop(next(iter(_SHARED)))
+            _SHARED[key] = _SharedAdvance(compiled)
+        return _SHARED[key]
 
     def run(self, params: dict, seeds: np.ndarray, n_real: int | None = None):
         """``(outputs, status codes, segments run)`` of one chunk of members (on the host);
@@ -267,6 +378,7 @@ _PROGRAMS_MAX = 64
 def clear_segmented_programs() -> None:
     """Forget the programs built so far (``jaxdyn.sweep.clear_caches``)."""
     _PROGRAMS.clear()
+    _SHARED.clear()
 
 
 def segmented_programs(member, device, width, options, params, seeds):
