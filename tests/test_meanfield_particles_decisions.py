@@ -141,3 +141,18 @@ def test_normalised_softmax_is_a_gradient_flow_only_in_the_weighted_twisted_metr
         "e", rate, weighted_twisted_speed_squared(normalised, x, M, weights=z)
     ).holds
     assert dissipation_evidence("e", rate, weighted_twisted_speed_squared(normalised, x, M)).refuted
+
+
+def test_l2_bounded_decision_leaves_out_a_stall_inside_the_bound_only():
+    from jaxdyn.experiments.pde_particles.meanfield import _l2_bounded_decision
+
+    growth = np.array([[0.2, 0.3], [0.1, np.inf]])
+    # the second draw stalled (max_steps) with its last state at 1e-40 of the bound
+    evidence, failed = _l2_bounded_decision(growth, [True, False], [0.3, 1e-40])
+    assert evidence.verdict is Verdict.holds and list(failed) == [False, True]
+    # the same stall beyond the bound, or not finite, is a blow-up: refuted
+    for at_stop in (5.0, np.inf):
+        evidence, failed = _l2_bounded_decision(growth, [True, False], [0.3, at_stop])
+        assert evidence.verdict is Verdict.refuted and not failed.any()
+    evidence, _ = _l2_bounded_decision(growth[1:], [False], [1e-40])
+    assert evidence.verdict is Verdict.inconclusive

@@ -7,6 +7,13 @@
 - sigmoid:  ``Gamma(x) = V (1/n) sum_k sigmoid(y_k^T A x + b) y_k`` (rows not normalised);
 - linear:   ``Gamma(x) = V (1/n) sum_k (y_k^T A x) y_k``;
 - multi-head: ``sum_h C_h softmax-average_h``, ``A_h = K_h^T Q_h / sqrt(k)``, ``C_h = W_h^T V_h``.
+
+Each final head declares its own ``Q, K, V, chunk_size`` fields: equinox's abstract/final
+pattern keeps all of a class's fields (and its ``__init__``) in the one final class, so
+:class:`AbstractBilinearHead` states them as ``AbstractVar`` and checks them once in
+``__check_init__``. A base class holding the four fields would put fields in two places for
+``Sigmoid`` (``bias``) and ``Sinkhorn`` (``iterations``) and move both after ``chunk_size``
+in the positional order.
 """
 
 from __future__ import annotations
