@@ -27,6 +27,7 @@ from jax.flatten_util import ravel_pytree
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
 from .._status import Status, status_code, status_name
 from .._validation import require_in_interval, require_positive
+from ..sweep._diffeq import solve_is_routed
 from ._end_time import END_TIME_MARGIN, default_end_time, log_save_times
 from ._flow import flow_problem, flow_solution, population_flow
 from ._linearise import (
@@ -221,14 +222,13 @@ def _rates(pi, P, mu1, c, lam_t, saddle, visited, spec0, spec_s, spec_v) -> Rate
 
 
 def _main_flow(model0, chain, ts, flow: dict, *, segmentable: bool):
-    """The analysed flow. Traced (inside ``jit``, ``vmap`` or a sweep member) with a given end
-    time, it is :func:`flow_problem`'s ``solve()``: the one solve that
-    :func:`jaxdyn.sweep.run_sweep` continues in segments (the attention-free flow and the
-    stall's solve are plain ``diffeqsolve`` calls, which the engine leaves as they are). Called
-    eagerly, or with the default end time (whose horizon comes from the stall: it would be
-    recomputed in every segment), it is the jitted :func:`population_flow` (the same steps)."""
-    traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((model0, chain, ts)))
-    if segmentable and traced:
+    """The analysed flow. In a member that :func:`jaxdyn.sweep.run_sweep` traces, with a given
+    end time, it is :func:`flow_problem`'s ``solve()``: the one solve that the engine continues
+    in segments (the attention-free flow and the stall's solve are plain ``diffeqsolve`` calls,
+    which it leaves as they are). Otherwise (called eagerly, under the caller's ``jit`` or
+    ``vmap``, or with the default end time, whose horizon comes from the stall and would be
+    recomputed in every segment) it is the jitted :func:`population_flow`: the same steps."""
+    if segmentable and solve_is_routed():
         return flow_solution(flow_problem(model0, chain, ts, **flow).solve())
     return population_flow(model0, chain, ts, **flow)
 
