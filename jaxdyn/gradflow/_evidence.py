@@ -345,38 +345,27 @@ def equivalence_evidence(claim: str, a, b, effect: float, *, confidence: float =
         basis=f"Welch, {ka} and {kb} draws, Bonferroni over {n} records",
     )
     measured = [float(diff[i]), float(half[i])]
+
+    def verdict(v: Verdict, reason: str) -> Evidence:
+        return Evidence(claim, 0.0, measured, model, v, effect, reason)
+
     if bool(np.all((lo > -effect) & (hi < effect))):
         movement = max(float(np.ptp(a.mean(axis=0))), float(np.ptp(b.mean(axis=0))))
         if movement > effect:
-            return Evidence(claim, 0.0, measured, model, Verdict.holds, effect, "")
-        return Evidence(
-            claim,
-            0.0,
-            measured,
-            model,
+            return verdict(Verdict.holds, "")
+        return verdict(
             Verdict.inconclusive,
-            effect,
             f"neither mean curve moves by more than the margin {effect:g} over the records "
             f"(largest range {movement:.3g}): agreement within it is implied by their staying "
             "put and says nothing of what drives them",
         )
     if bool(np.any(((lo > 0) | (hi < 0)) & ((lo > effect) | (hi < -effect)))):
-        return Evidence(
-            claim,
-            0.0,
-            measured,
-            model,
+        return verdict(
             Verdict.refuted,
-            effect,
             "a record's mean difference is beyond the stated effect at the confidence level",
         )
-    return Evidence(
-        claim,
-        0.0,
-        measured,
-        model,
+    return verdict(
         Verdict.inconclusive,
-        effect,
         f"the largest interval (difference {diff[i]:.3g} +- {half[i]:.3g}) is not inside "
         f"+-{effect:g}: more draws would decide",
     )
