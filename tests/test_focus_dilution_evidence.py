@@ -124,11 +124,15 @@ def test_escape_time_slope_in_log_inverse_eps_with_one_offset_per_group():
     assert slope == pytest.approx(1.3) and dof == 5
 
 
-def test_equivalence_needs_enough_draws_to_hold():
+def test_equivalence_needs_enough_draws_and_moving_curves_to_hold():
     rng = np.random.default_rng(0)
-    a = 0.5 + 0.001 * rng.normal(size=(8, 5))
-    b = 0.5 + 0.001 * rng.normal(size=(8, 5))
+    course = np.linspace(0.5, 0.3, 5)  # both trainings move by 0.2, ten times the margin
+    a = course + 0.001 * rng.normal(size=(8, 5))
+    b = course + 0.001 * rng.normal(size=(8, 5))
     assert gf.equivalence_evidence("same", a, b, 0.01).holds
+    # curves that stay put agree whatever drives them: no power, not a pass
+    still = gf.equivalence_evidence("same", a - course + 0.5, b - course + 0.5, 0.01)
+    assert still.inconclusive and "staying put" in still.reason
     assert gf.equivalence_evidence(
         "same", a[:2], b[:2] + 0.003 * rng.normal(size=(2, 5)), 0.002
     ).inconclusive

@@ -43,6 +43,8 @@ from ._evidence import (
 from ._flow import (
     SOLVERS as SOLVERS,
     FlowSolution as FlowSolution,
+    flow_problem as flow_problem,
+    flow_solution as flow_solution,
     gradient_field as gradient_field,
     log_time_grid as log_time_grid,
     make_solver as make_solver,
@@ -172,6 +174,8 @@ __all__ = [
     "finite_size_evidence",
     "first_crossing",
     "first_phase_evidence",
+    "flow_problem",
+    "flow_solution",
     "focus_rate",
     "frequent_first_evidence",
     "gradient_field",

@@ -27,8 +27,9 @@ from jax.flatten_util import ravel_pytree
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
 from .._status import Status, status_code, status_name
 from .._validation import require_in_interval, require_positive
+from ..sweep._diffeq import solve_is_routed
 from ._end_time import END_TIME_MARGIN, default_end_time, log_save_times
-from ._flow import population_flow
+from ._flow import flow_problem, flow_solution, population_flow
 from ._linearise import (
     CriticalPoint,
     Spectrum,
@@ -220,6 +221,18 @@ def _rates(pi, P, mu1, c, lam_t, saddle, visited, spec0, spec_s, spec_v) -> Rate
     )
 
 
+def _main_flow(model0, chain, ts, flow: dict, *, segmentable: bool):
+    """The analysed flow. In a member that :func:`jaxdyn.sweep.run_sweep` traces, with a given
+    end time, it is :func:`flow_problem`'s ``solve()``: the one solve that the engine continues
+    in segments (the attention-free flow and the stall's solve are plain ``diffeqsolve`` calls,
+    which it leaves as they are). Otherwise (called eagerly, under the caller's ``jit`` or
+    ``vmap``, or with the default end time, whose horizon comes from the stall and would be
+    recomputed in every segment) it is the jitted :func:`population_flow`: the same steps."""
+    if segmentable and solve_is_routed():
+        return flow_solution(flow_problem(model0, chain, ts, **flow).solve())
+    return population_flow(model0, chain, ts, **flow)
+
+
 def _analyse(
     chain,
     key,
@@ -235,6 +248,7 @@ def _analyse(
     solver,
     max_steps,
     find_stall,
+    fixed_end,
 ) -> FlowAnalysis:
     pi, P = chain.pi, chain.P
     # a few jitted functions, no eager operations between them (each would compile a program of
@@ -249,7 +263,7 @@ def _analyse(
         else None
     )
     lam_t, end, ts, ts_frozen = _horizon(stall, eps, t1, mu1, c, t_stall, num_saves)
-    sol = population_flow(model0, chain, ts, **flow)
+    sol = _main_flow(model0, chain, ts, flow, segmentable=fixed_end)
     # the saddle the flow visits: the same flow with attention off (it stays off), run for
     # twice the default's time to reach the stall, its rank-one part polished by root-finding
     frozen = population_flow(frozen0, chain, ts_frozen, **flow)
@@ -325,7 +339,9 @@ def analyse_flow(
 
     Returns:
         A :class:`FlowAnalysis`. Every array input may be traced (``eps``, ``t1``, ``P``,
-        thresholds): ``jax.vmap`` over chains of one size compiles once.
+        thresholds): ``jax.vmap`` over chains of one size compiles once. Inside
+        :func:`jaxdyn.sweep.run_sweep`, a member calling it with a given ``t1`` has its flow
+        continued in segments (straggler-free; focus_dilution.md, "analyse_flow in a sweep").
     """
     if isinstance(P, MarkovChain):
         if pi is not None:
@@ -343,6 +359,7 @@ def analyse_flow(
     eps = require_in_interval("eps", eps, 0.0, 1.0, closed="neither")
     if t1 is None and not find_stall:
         raise ValueError("the default end time needs the stall: pass t1 or find_stall=True")
+    fixed_end = t1 is not None
     t1 = jnp.nan if t1 is None else require_positive("t1", t1)
     key = jax.random.key(0) if key is None else key
     return _analyse(
@@ -359,6 +376,7 @@ def analyse_flow(
         solver=solver,
         max_steps=max_steps,
         find_stall=find_stall,
+        fixed_end=fixed_end,
     )
 
 

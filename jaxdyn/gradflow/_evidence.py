@@ -313,9 +313,11 @@ def equivalence_evidence(claim: str, a, b, effect: float, *, confidence: float =
     """Two sets of draws ``a``, ``b`` (draws on axis 0, records on axis 1) agree within
     ``effect`` at every record: a two one-sided test with Welch's standard error, Bonferroni over
     the records. ``holds`` when every record's interval of the mean difference lies inside
-    ``[-effect, effect]``; ``refuted`` when some record's interval excludes 0 and lies outside
-    the band (a difference larger than the stated effect); ``inconclusive`` otherwise (more
-    draws would decide)."""
+    ``[-effect, effect]``, and one of the two mean curves moves over the records by more than
+    ``effect`` (curves that both stay within ``effect`` of where they start agree whatever
+    drives them: that agreement is ``inconclusive``, it tests nothing); ``refuted`` when some
+    record's interval excludes 0 and lies outside the band (a difference larger than the
+    stated effect); ``inconclusive`` otherwise (more draws would decide)."""
     from scipy.stats import t as student_t
 
     a, b = np.asarray(a, float), np.asarray(b, float)
@@ -343,25 +345,27 @@ def equivalence_evidence(claim: str, a, b, effect: float, *, confidence: float =
         basis=f"Welch, {ka} and {kb} draws, Bonferroni over {n} records",
     )
     measured = [float(diff[i]), float(half[i])]
+
+    def verdict(v: Verdict, reason: str) -> Evidence:
+        return Evidence(claim, 0.0, measured, model, v, effect, reason)
+
     if bool(np.all((lo > -effect) & (hi < effect))):
-        return Evidence(claim, 0.0, measured, model, Verdict.holds, effect, "")
+        movement = max(float(np.ptp(a.mean(axis=0))), float(np.ptp(b.mean(axis=0))))
+        if movement > effect:
+            return verdict(Verdict.holds, "")
+        return verdict(
+            Verdict.inconclusive,
+            f"neither mean curve moves by more than the margin {effect:g} over the records "
+            f"(largest range {movement:.3g}): agreement within it is implied by their staying "
+            "put and says nothing of what drives them",
+        )
     if bool(np.any(((lo > 0) | (hi < 0)) & ((lo > effect) | (hi < -effect)))):
-        return Evidence(
-            claim,
-            0.0,
-            measured,
-            model,
+        return verdict(
             Verdict.refuted,
-            effect,
             "a record's mean difference is beyond the stated effect at the confidence level",
         )
-    return Evidence(
-        claim,
-        0.0,
-        measured,
-        model,
+    return verdict(
         Verdict.inconclusive,
-        effect,
         f"the largest interval (difference {diff[i]:.3g} +- {half[i]:.3g}) is not inside "
         f"+-{effect:g}: more draws would decide",
     )

@@ -15,6 +15,7 @@ import optimistix as optx
 
 from .._custom_types import Array, ArrayLike, Float, Int
 from .._status import Status, mark_nonfinite
+from ..sweep import DiffeqProblem
 from ._markov import MarkovChain
 from ._model import OneLayerTransformer, population_loss
 
@@ -72,6 +73,51 @@ def make_solver(name: str) -> diffrax.AbstractSolver:
     raise ValueError(f"solver must be one of {SOLVERS}, got {name!r}")
 
 
+def flow_problem(
+    model0: OneLayerTransformer,
+    chain: MarkovChain,
+    ts: Float[ArrayLike, " T"],
+    *,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+    max_steps: int = 100_000,
+    solver: diffrax.AbstractSolver | None = None,
+) -> DiffeqProblem:
+    """The population flow of :func:`population_flow` as a :class:`jaxdyn.sweep.DiffeqProblem`:
+    ``d theta/dt = -grad L(theta)`` from ``model0`` over ``[ts[0], ts[-1]]``, saved at ``ts``,
+    with a PID step-size controller (``solver`` default ``diffrax.Tsit5()``).
+
+    ``flow_problem(...).solve()`` is the flow's uninterrupted solve (``throw=False``); inside
+    :func:`jaxdyn.sweep.run_sweep` the engine continues it in segments, with the same solution
+    (:func:`analyse_flow`'s main flow is solved this way when its ``t1`` is given).
+    :func:`flow_solution` turns the ``diffrax.Solution`` into a :class:`FlowSolution`.
+    """
+    ts = jnp.asarray(ts)
+    return DiffeqProblem(
+        terms=diffrax.ODETerm(gradient_field),
+        solver=diffrax.Tsit5() if solver is None else solver,
+        t0=ts[0],
+        t1=ts[-1],
+        dt0=None,
+        y0=model0,
+        args=(chain.pi, chain.P),
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=int(max_steps),
+    )
+
+
+def flow_solution(sol: diffrax.Solution) -> FlowSolution:
+    """The :class:`FlowSolution` of a solve of :func:`flow_problem` (status ``nonfinite`` when
+    a saved state has a NaN)."""
+    return FlowSolution(
+        ts=sol.ts,
+        models=sol.ys,
+        status=mark_nonfinite(Status.promote(sol.result), sol.ys),
+        num_steps=sol.stats["num_steps"],
+    )
+
+
 @eqx.filter_jit
 def population_flow(
     model0: OneLayerTransformer,
@@ -93,27 +139,24 @@ def population_flow(
     ``rtol``/``atol`` control accuracy. With
     ``throw=False`` (the default, as inside sweeps) solver failures become ``status`` codes;
     a NaN in the saved states gives ``Status.nonfinite``. Differentiable through the solve
-    (``RecursiveCheckpointAdjoint`` by default).
+    (``RecursiveCheckpointAdjoint`` by default). The problem is :func:`flow_problem`'s, solved
+    by one ``diffrax.diffeqsolve`` here (never continued in segments by a sweep engine).
     """
-    ts = jnp.asarray(ts)
+    problem = flow_problem(
+        model0, chain, ts, rtol=rtol, atol=atol, max_steps=max_steps, solver=solver
+    )
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(gradient_field),
-        diffrax.Tsit5() if solver is None else solver,
-        t0=ts[0],
-        t1=ts[-1],
+        problem.terms,
+        problem.solver,
+        t0=problem.t0,
+        t1=problem.t1,
         dt0=None,
-        y0=model0,
-        args=(chain.pi, chain.P),
-        saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-        max_steps=max_steps,
+        y0=problem.y0,
+        args=problem.args,
+        saveat=problem.saveat,
+        stepsize_controller=problem.stepsize_controller,
+        max_steps=problem.max_steps,
         throw=throw,
         adjoint=adjoint if adjoint is not None else diffrax.RecursiveCheckpointAdjoint(),
     )
-    status = mark_nonfinite(Status.promote(sol.result), sol.ys)
-    return FlowSolution(
-        ts=sol.ts,
-        models=sol.ys,
-        status=status,
-        num_steps=sol.stats["num_steps"],
-    )
+    return flow_solution(sol)

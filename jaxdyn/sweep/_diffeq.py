@@ -764,6 +764,14 @@ _ROUTE: contextvars.ContextVar[_Route | None] = contextvars.ContextVar(
 )
 
 
+def solve_is_routed() -> bool:
+    """Whether a :meth:`DiffeqProblem.solve` called now is the one the engine continues in
+    segments (``run_sweep`` is tracing a plain member). A simulator that would otherwise solve
+    inside a jitted function of its own calls ``solve()`` directly then (a jitted function's
+    body is not traced again on a cache hit, so the engine would not see the solve)."""
+    return _ROUTE.get() is not None
+
+
 def _traced(fn, params, key, route: _Route):
     token = _ROUTE.set(route)
     try:
