@@ -64,3 +64,28 @@ def test_to_xarray_of_a_zip_grid_and_back_from_flat_arrays():
     np.testing.assert_array_equal(back.status, result.status)
     flat = SweepResult.from_arrays("s", result.arrays())  # without the grid: one member axis
     assert flat.to_xarray()["x"].dims == ("member",)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_select_picks_a_sub_grid_that_equals_the_sub_grid_swept_alone(seed):
+    """A product grid over (drift, n) x seeds, flat member order drift-major: selecting drift i's
+    members with the sub-grid's shape gives the arrays of Grid.product over n x seeds alone."""
+    rng = np.random.default_rng(seed)
+    drifts, ns = rng.uniform(size=3), np.array([4.0, 8.0])
+    grid = Grid.product({"drift": drifts, "n": ns}, seeds=2)
+    result = _result(grid, rng)
+    size = len(ns) * 2
+    for i in range(len(drifts)):
+        part = result.select(slice(i * size, (i + 1) * size), grid.shape[1:], grid.axes[1:])
+        assert part.grid_shape == (2, 2) and part.axes == grid.axes[1:]
+        np.testing.assert_array_equal(part.params["drift"], np.full(size, drifts[i]))
+        np.testing.assert_array_equal(part.reshaped("n")[:, 0], ns)
+        np.testing.assert_array_equal(
+            part.outputs["traj"], result.outputs["traj"][i * size :][:size]
+        )
+        assert part.to_xarray()["x"].dims == ("n", "seed")
+    mask = result.ok()
+    ok = result.select(mask)
+    assert ok.grid_shape == (int(mask.sum()),) and ok.n_failed() == 0
+    with pytest.raises(ValueError, match="does not hold"):
+        result.select(mask, (len(grid) + 1,))

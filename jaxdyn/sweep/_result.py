@@ -82,6 +82,34 @@ class SweepResult:
         arr[~self.ok(accept)] = fill
         return arr
 
+    def select(
+        self,
+        members,
+        grid_shape: tuple[int, ...] | None = None,
+        axes: tuple[str, ...] = ("member",),
+    ) -> SweepResult:
+        """The members picked by ``members`` (a boolean mask, indices or a slice), as a result
+        with grid ``grid_shape`` (default: one axis of the picked members) and ``axes``.
+
+        For a sweep that ran several sub-grids as one (one compiled program), to analyse each
+        sub-grid on its own.
+        """
+        index = np.arange(self.status.shape[0])[members]
+        shape = (index.size,) if grid_shape is None else tuple(grid_shape)
+        if int(np.prod(shape)) != index.size:
+            raise ValueError(f"grid_shape {shape} does not hold the {index.size} selected members")
+        if len(axes) != len(shape):
+            raise ValueError(f"axes {tuple(axes)} do not name the {len(shape)} axes of {shape}")
+        return dataclasses.replace(
+            self,
+            params={k: v[index] for k, v in self.params.items()},
+            seeds=self.seeds[index],
+            outputs={k: v[index] for k, v in self.outputs.items()},
+            status=self.status[index],
+            grid_shape=shape,
+            axes=tuple(axes),
+        )
+
     def arrays(self) -> dict[str, np.ndarray]:
         """Flat ``{"<name>.<key>": array}`` for ``results.npz``."""
         out = {f"{self.name}.{k}": v for k, v in self.outputs.items()}

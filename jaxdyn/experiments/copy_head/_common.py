@@ -160,21 +160,6 @@ def snug_width(n_members: int, width: int) -> int:
     return math.ceil(n_members / math.ceil(n_members / width))
 
 
-def select_members(result, mask, shape=None, axes=("member",)):
-    """The members of a sweep result where ``mask`` (booleans or indices) selects, as a result
-    of grid shape ``shape`` (default: one axis) with ``axes``."""
-    index = np.flatnonzero(mask) if np.asarray(mask).dtype == bool else np.asarray(mask)
-    return dataclasses.replace(
-        result,
-        params={k: v[index] for k, v in result.params.items()},
-        seeds=result.seeds[index],
-        outputs={k: v[index] for k, v in result.outputs.items()},
-        status=result.status[index],
-        grid_shape=(index.size,) if shape is None else tuple(shape),
-        axes=tuple(axes),
-    )
-
-
 def padded_statistics(key, L: int, V: int, P, P_max: int):
     """Statistics of the first P of P_max sampled sequences (P traced; fractional P weights
     the last sequence by its fraction, so the data term is continuous in P) and the data."""

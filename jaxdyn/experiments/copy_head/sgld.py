@@ -24,7 +24,6 @@ from ._common import (
     padded_statistics,
     require,
     require_positive,
-    select_members,
     snug_sweep,
 )
 from ._mass_checks import check_mass
@@ -188,8 +187,8 @@ def run_sgld(c: SGLDConfig, run: Run) -> None:
     }
     grid = Grid.zip(members, seeds=c.seeds, base_seed=c.seed)
     both = snug_sweep(run, "sgld", _chains(c, posterior, copy_G, P_max), grid)
-    result = select_members(both, both.params["precursor"] == 0)
-    precursors = select_members(both, both.params["precursor"] == 1)
+    result = both.select(both.params["precursor"] == 0)
+    precursors = both.select(both.params["precursor"] == 1)
     run.scalar("failed_members", result.n_failed() + precursors.n_failed())
     run.scalar("mala_acceptance", float(np.nanmean(result.outputs["mala_acceptance"])))
     checks.check_samplers(run, a, result)

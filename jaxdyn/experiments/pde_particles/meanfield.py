@@ -181,22 +181,11 @@ def _error_sweep(config, run, name, field, alpha0, cov0, n_values, systems, drif
         base_seed=config.seed,
     )
     result = run.sweep(name, member, grid)
-    return [_drift_part(result, i) for i in range(len(drifts))]
-
-
-def _drift_part(result, i):
-    """The members of drift ``i`` of an error sweep, as a result over ``n x systems``."""
     size = int(np.prod(result.grid_shape[1:]))
-    part = slice(i * size, (i + 1) * size)
-    return dataclasses.replace(
-        result,
-        params={k: v[part] for k, v in result.params.items()},
-        seeds=result.seeds[part],
-        outputs={k: v[part] for k, v in result.outputs.items()},
-        status=result.status[part],
-        grid_shape=result.grid_shape[1:],
-        axes=result.axes[1:],
-    )
+    return [
+        result.select(slice(i * size, (i + 1) * size), result.grid_shape[1:], result.axes[1:])
+        for i in range(len(drifts))
+    ]
 
 
 RATE_CLAIM = "the particles' dynamic error decays like n^-1/2 (mean-field limit)"
