@@ -111,8 +111,8 @@ def test_queue_is_longest_first_from_the_last_run_then_the_table(tmp_path):
         "copy-head-sgld",
         "pde-ranks",
         "plugin-x",  # the median of the other four estimates
-        "pde-sigmoid",
         "focus-dilution",
+        "pde-sigmoid",
     ]
     record_times(tmp_path, True, [("pde-sigmoid", 500.0), ("plugin-x", 1.0)])
     record_times(tmp_path, False, [("pde-ranks", 900.0)])
