@@ -27,7 +27,7 @@ from jax.flatten_util import ravel_pytree
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
 from .._status import Status, status_code, status_name
 from .._validation import require_in_interval, require_positive
-from ..sweep._diffeq import solve_is_routed
+from ..sweep import solve_is_routed
 from ._end_time import END_TIME_MARGIN, default_end_time, log_save_times
 from ._flow import flow_problem, flow_solution, population_flow
 from ._linearise import (

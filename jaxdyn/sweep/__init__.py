@@ -22,6 +22,7 @@ from ._diffeq import (
     DiffeqMember as DiffeqMember,
     DiffeqProblem as DiffeqProblem,
     DiffeqState as DiffeqState,
+    solve_is_routed as solve_is_routed,
 )
 from ._engine import clear_caches as clear_caches, run_sweep as run_sweep
 from ._grid import Grid as Grid
