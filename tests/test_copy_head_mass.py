@@ -197,3 +197,23 @@ def test_quick_size_records_the_mass_check_inconclusive():
         check_mass(run, analysis, None, None)
         assert sorted(recorded) == [f"posterior_mean_{k}_matches_laplace" for k in keys]
         assert all(e.inconclusive and "mass_check=False" in e.reason for e in recorded.values())
+
+
+@pytest.mark.slow  # one small SGLD experiment with the Laplace phases: ~40 CPU s
+def test_the_mass_check_runs_in_the_experiment_and_logs_each_p(tmp_path):
+    """``mass_check=true`` (the full-size path) at L = 8: both records get a decided or
+    inconclusive verdict with a finite measurement, and each P's Laplace phase is logged."""
+    import json
+
+    from jaxdyn.cli import main
+
+    out = tmp_path / "run"
+    argv = ["run", "copy-head-sgld-linear", "--quick", "--processes", "1", "--out", str(out)]
+    assert main([*argv, "--set", "mass_check=true", "--set", "L=8"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    checks = {c["name"]: c for c in summary["checks"]}
+    for key in ("c_1", "c_G"):
+        record = checks[f"posterior_mean_{key}_matches_laplace"]
+        assert record["verdict"] in ("holds", "refuted", "inconclusive")
+        assert np.all(np.isfinite(np.asarray(record["measured"], float)))
+    assert "Laplace phase at P =" in (out / "log.txt").read_text()

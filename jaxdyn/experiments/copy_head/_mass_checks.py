@@ -40,16 +40,19 @@ def laplace_mean_evidence(
     )
 
 
-def laplace_shifts(a: PosteriorAnalysis, posterior, Ps) -> dict[str, np.ndarray]:
+def laplace_shifts(a: PosteriorAnalysis, posterior, Ps, log=None) -> dict[str, np.ndarray]:
     """The Laplace shift (mean minus mode) of each order parameter at the global minimum of
     the reduced theory at each P, on the population posterior. For an odd head the samples
     are sign-aligned (:func:`jaxdyn.copyhead.measure` flips a sample with c_1 + c_G < 0),
     so the prediction is the Gaussian phase's mean of the aligned order parameters
     (:func:`aligned_mean`; below a pooling onset, at the symmetric mode 0, it is
-    sqrt(2 / pi) Cov(c, s) / sd(s), not 0)."""
+    sqrt(2 / pi) Cov(c, s) / sd(s), not 0). ``log(message)``: progress, one line per P
+    (a Laplace phase takes about 40 CPU s at L = 64)."""
     odd = isinstance(posterior.head, ch.AbstractOddCopyHead)
     out = {key: [] for key in order_keys(a.config)}
-    for p in Ps:
+    for i, p in enumerate(Ps):
+        if log is not None:
+            log(f"Laplace phase at P = {float(p):g} ({i + 1} of {len(Ps)})")
         x = ch.global_minimum(a.model, p).x
         phase = ch.population_phase(posterior, a.model, x, p)
         mode, mean = np.asarray(phase.mode), np.asarray(phase.mean)
@@ -111,7 +114,7 @@ def check_mass(run, a: PosteriorAnalysis, result, posterior) -> None:
     P, seeds = result.params["P"], result.seeds
     far = a.ladder_mask(P) & result.ok()
     Ps = np.unique(P[far])
-    predicted = laplace_shifts(a, posterior, Ps)
+    predicted = laplace_shifts(a, posterior, Ps, log=run.log)
     for key in order_keys(c):
         gap = chain_means(result, key) - result.outputs[f"mode_{key}"]
         table = np.array(
@@ -130,20 +133,23 @@ def check_mass(run, a: PosteriorAnalysis, result, posterior) -> None:
             note=f"P = {Ps.tolist()}; Laplace shift {np.round(predicted[key], 5).tolist()}",
         )
     if a.info["transition_order"] is ch.TransitionOrder.first:
-        run.scalar("phase_boundaries", phase_boundaries(a, posterior))
+        run.scalar("phase_boundaries", phase_boundaries(a, posterior, log=run.log))
 
 
-def phase_boundaries(a: PosteriorAnalysis, posterior, points: int = 5) -> dict:
+def phase_boundaries(a: PosteriorAnalysis, posterior, points: int = 5, log=None) -> dict:
     """The mode's boundary (equal action: the saddle point's P*) and the mass's (equal free
     energy) between the uniform and copy branches, on ``points`` P across the coexistence
     window (2% in from each spinodal). ``mass`` is None when the free energies do not
     cross there: one phase carries more mass across the whole window (the sign of
-    ``free_energy_copy_minus_uniform`` says which) and the mass's boundary is a spinodal."""
+    ``free_energy_copy_minus_uniform`` says which) and the mass's boundary is a spinodal.
+    ``log(message)``: progress, one line per P."""
     lo, hi = a.info["coexistence"]
     Ps = np.geomspace(lo + 0.02 * (hi - lo), lo + 0.98 * (hi - lo), points)
     lP = np.log(a.diagram.P)
     S, F = [], []
-    for p in Ps:
+    for i, p in enumerate(Ps):
+        if log is not None:
+            log(f"free energies of both branches at P = {float(p):g} ({i + 1} of {points})")
         found = []
         for branch in (a.diagram.x_up, a.diagram.x_down):  # uniform, copy
             x0 = np.array([np.interp(np.log(p), lP, branch[:, i]) for i in range(branch.shape[1])])
