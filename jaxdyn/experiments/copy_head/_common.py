@@ -12,6 +12,7 @@ import numpy as np
 import jaxdyn
 
 from ... import copyhead as ch
+from ...evidence import Evidence, Verdict
 from ...runs import ConfigError, ExperimentConfig
 
 ATTENTIONS = ("linear", "softmax")
@@ -119,6 +120,9 @@ class NetworkConfig(CopyHeadConfig):
         exclusion_factor: theory comparisons skip P within this factor of the transition.
         window_margin: hysteresis asserted inside a theory coexistence window shrunk by this
             factor at each end, its absence outside the window widened by its square.
+        settings: further (L, V, datasets) at which the whole experiment runs again after
+            its own (L, V), its records indexed ``[L=..,V=..]`` (:func:`for_each_setting`);
+            datasets per setting from a power computation (copy_head.md, "Power").
     """
 
     attention: str = "softmax"
@@ -126,6 +130,7 @@ class NetworkConfig(CopyHeadConfig):
     seeds: int = 3
     exclusion_factor: float = 1.5
     window_margin: float = 1.1
+    settings: tuple[tuple[int, int, int], ...] = ()
 
     def validate(self) -> None:
         super().validate()
@@ -138,6 +143,11 @@ class NetworkConfig(CopyHeadConfig):
             f"P_values must be non-empty and > 0, got {self.P_values}",
         )
         require(self.seeds >= 3, f"seeds must be >= 3 (standard errors), got {self.seeds}")
+        for setting in self.settings:
+            require(
+                len(setting) == 3 and setting[0] >= 2 and setting[1] >= 1 and setting[2] >= 3,
+                f"settings are (L >= 2, V >= 1, datasets >= 3), got {setting}",
+            )
         require(
             self.exclusion_factor >= 1 and self.window_margin >= 1,
             f"exclusion_factor and window_margin must be >= 1, got "
@@ -272,3 +282,99 @@ def info_json(info: dict) -> dict:
     """A transition's ``info`` (:func:`jaxdyn.copyhead.classify_transition`) for summary.json:
     the order by name."""
     return {k: (v.name if isinstance(v, ch.TransitionOrder) else v) for k, v in info.items()}
+
+
+POWER_FRACTION = 0.2  # a comparison must resolve a fifth of the effect it is to detect
+
+
+def power_record(table, effect) -> dict:
+    """The power of a comparison over datasets (rows of ``table``; columns: the P compared):
+    per column the standard deviation over datasets and the standard error of the mean,
+    against ``POWER_FRACTION`` x ``effect`` (the jump or drop the comparison must detect).
+    ``sufficient``: every column's standard error is at most that. ``datasets_needed``: the
+    fewest datasets (at least 3) whose standard error at the measured standard deviation
+    would be, (sd / (effect / 5))^2 rounded up, the number a rerun should use."""
+    x = np.atleast_2d(np.asarray(table, float))
+    n = np.sum(np.isfinite(x), axis=0)
+    cols = [c[np.isfinite(c)] for c in x.T]
+    sd = np.array([np.std(c, ddof=1) if c.size >= 2 else np.nan for c in cols])
+    se = sd / np.sqrt(np.maximum(n, 1))
+    threshold = POWER_FRACTION * abs(float(effect))
+    finite = bool(np.all(np.isfinite(se))) and threshold > 0
+    needed = max(3, int(np.ceil(np.max((sd / threshold) ** 2) - 1e-12))) if finite else None
+    return {
+        "datasets": int(np.min(n)) if n.size else 0,
+        "dof": int(max(np.min(n) - 1, 0)) if n.size else 0,
+        "sd": sd.tolist(),
+        "se": se.tolist(),
+        "effect": abs(float(effect)),
+        "threshold": threshold,
+        "se_over_effect": (se / abs(float(effect))).tolist() if effect else None,
+        "sufficient": finite and bool(np.all(se <= threshold)),
+        "datasets_needed": needed,
+    }
+
+
+def powered(evidence: Evidence, record: dict) -> Evidence:
+    """``evidence`` unless it holds on a comparison without power (:func:`power_record` not
+    ``sufficient``): then ``inconclusive``, saying how many datasets would decide it. A
+    refutation stands (its interval already excludes the prediction)."""
+    if record["sufficient"] or evidence.verdict is not Verdict.holds:
+        return evidence
+    se = np.asarray(record["se"], float)
+    worst = float(np.nanmax(se)) if np.isfinite(se).any() else float("nan")
+    return dataclasses.replace(
+        evidence,
+        verdict=Verdict.inconclusive,
+        reason=f"too little power: SE {worst:.3g} over {record['datasets']} datasets "
+        f"(dof {record['dof']}) exceeds a fifth of the effect ({record['threshold']:.3g}); "
+        f"{record['datasets_needed']} datasets at the measured SD would resolve it",
+    )
+
+
+def setting_tag(L: int, V: int) -> str:
+    """The index an extra (L, V) setting's records carry: ``check[L=16,V=8]``."""
+    return f"L={L},V={V}"
+
+
+class SettingRun:
+    """A :class:`jaxdyn.runs.Run` seen through one extra (L, V) setting of a config's
+    ``settings``: every check, scalar, array, figure and sweep it records is named with the
+    setting (checks as ``name[L=16,V=8]``, which share the negative control of ``name``);
+    everything else is the run's."""
+
+    def __init__(self, run, L: int, V: int):
+        self._run, self.tag = run, setting_tag(L, V)
+        self._file = f"L{L}_V{V}"
+
+    def __getattr__(self, name):
+        return getattr(self._run, name)
+
+    def evidence(self, name, evidence, **kwargs):
+        return self._run.evidence(f"{name}[{self.tag}]", evidence, **kwargs)
+
+    def consistency(self, name, **kwargs):
+        return self._run.consistency(f"{name}[{self.tag}]", **kwargs)
+
+    def scalar(self, name, value):
+        return self._run.scalar(f"{name}[{self.tag}]", value)
+
+    def save_arrays(self, **arrays):
+        return self._run.save_arrays(**{f"{self._file}.{k}": v for k, v in arrays.items()})
+
+    def save_figure(self, fig, name, **kwargs):
+        return self._run.save_figure(fig, f"{name}_{self._file}", **kwargs)
+
+    def sweep(self, name, *args, **kwargs):
+        return self._run.sweep(f"{name}_{self._file}", *args, **kwargs)
+
+
+def for_each_setting(c: NetworkConfig, run, experiment) -> None:
+    """``experiment(config, run)`` at the config's own (L, V), then at each extra setting
+    ``(L, V, datasets)`` of ``c.settings`` with a :class:`SettingRun` (the full size's power
+    at several (L, V): copy_head.md, "Power")."""
+    experiment(c, run)
+    for L, V, seeds in c.settings:
+        run.log(f"setting L = {L}, V = {V} with {seeds} datasets")
+        setting = dataclasses.replace(c, L=L, V=V, seeds=seeds, settings=())
+        experiment(setting, SettingRun(run, L, V))

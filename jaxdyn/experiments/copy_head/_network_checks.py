@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ._common import check_hysteresis
+from ._common import check_hysteresis, power_record, powered
 from ._networks import (
     NetworkAnalysis,
     compare_away,
@@ -88,17 +88,23 @@ def check_refinement(run, name: str, a: NetworkAnalysis, result, keep) -> None:
     if first:
         errors = table(a.refine_grid, "optimiser_error_test_loss")
         measured, expected, error = _largest_loss_drops(a, loss, errors)
+        power = power_record((measured - expected)[:, None], np.mean(expected))
+        run.scalar(f"{name}_test_loss_jump_power", power)
         run.evidence(
             f"{name}_test_loss_jump_matches_theory",
-            ch.theory_match_evidence(
-                "the test loss drops at P* by the theory's jump",
-                (measured - expected)[:, None],
-                np.zeros(1),
-                np.array([np.mean(expected)]),
-                bound=optimiser_allowance(error),
-                basis="per dataset: the largest drop between neighbouring P of the finest grid "
-                "minus the theory's drop between the same P; alternative: no drop; bound: "
-                "the optimiser's Newton estimate",
+            powered(
+                ch.theory_match_evidence(
+                    "the test loss drops at P* by the theory's jump",
+                    (measured - expected)[:, None],
+                    np.zeros(1),
+                    np.array([np.mean(expected)]),
+                    bound=optimiser_allowance(error),
+                    basis="per dataset: the largest drop between neighbouring P of the finest "
+                    "grid minus the theory's drop between the same P; alternative: no drop; "
+                    "bound: the optimiser's Newton estimate; inconclusive unless SE <= "
+                    "drop / 5",
+                ),
+                power,
             ),
             note=f"measured drops {np.round(measured, 5).tolist()}, theory "
             f"{np.round(expected, 5).tolist()}",

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ._common import info_json, standard_error, transition
+from ._common import info_json, power_record, powered, standard_error, transition
 
 # The allowance for optimisation error these checks used before the per-run Newton estimate
 # (a stated number, not derived); reported in the check notes for comparison.
@@ -289,18 +289,24 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
             "datasets": int(table.shape[0]),
         },
     )
+    power = power_record(table, effect)
+    run.scalar(f"{name}_{key}_power", power)
     run.evidence(
         f"{name}_{key}_matches_theory_away_from_transition",
-        ch.theory_match_evidence(
-            f"trained networks' {key} equals the MAP theory's away from the transition",
-            table,
-            theory,
-            np.full(theory.shape, effect),
-            bound=opt + solver,
-            basis="bootstrap-corrected (2 x - x_boot) per dataset; alternative: off by the "
-            "effect to detect (the transition's jump or change); bound: "
-            f"{NEWTON_SAFETY:g} x mean Newton estimate of the optimiser's error + the reduced "
-            "solver's error (Newton step and float64 resolution of its minimum)",
+        powered(
+            ch.theory_match_evidence(
+                f"trained networks' {key} equals the MAP theory's away from the transition",
+                table,
+                theory,
+                np.full(theory.shape, effect),
+                bound=opt + solver,
+                basis="bootstrap-corrected (2 x - x_boot) per dataset; alternative: off by the "
+                "effect to detect (the transition's jump or change); bound: "
+                f"{NEWTON_SAFETY:g} x mean Newton estimate of the optimiser's error + the "
+                "reduced solver's error (Newton step and float64 resolution of its minimum); "
+                "inconclusive unless SE <= effect / 5",
+            ),
+            power,
         ),
         note=f"P = {Ps.tolist()}; effect {effect:.4g}; SE/effect "
         f"{np.round(ses / effect, 3).tolist()}",

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
+from ._common import power_record, powered
 from ._networks import (
     NEWTON_SAFETY,
     optimiser_allowance,
@@ -56,17 +57,23 @@ def check_modes(run, a: PosteriorAnalysis, result) -> None:
         opt = np.array([optimiser_allowance(error[(P == p) & far]) for p in Ps])
         theory, solver = theory_at(c, a.model, key, Ps)
         effect = posterior_effect(a, key)
+        power = power_record(table, effect)
+        run.scalar(f"posterior_mode_{key}_power", power)
         run.evidence(
             f"posterior_mode_{key}_matches_theory",
-            ch.theory_match_evidence(
-                f"the posterior's modes have the saddle-point theory's {key}",
-                table,
-                theory,
-                np.full(theory.shape, effect),
-                bound=opt + solver,
-                basis="bootstrap-corrected modes (2 x mode - bootstrap mode) averaged per "
-                "dataset over both starts; alternative: off by the effect to detect; bound: "
-                f"{NEWTON_SAFETY:g} x mean Newton estimate + the reduced solver's error",
+            powered(
+                ch.theory_match_evidence(
+                    f"the posterior's modes have the saddle-point theory's {key}",
+                    table,
+                    theory,
+                    np.full(theory.shape, effect),
+                    bound=opt + solver,
+                    basis="bootstrap-corrected modes (2 x mode - bootstrap mode) averaged per "
+                    "dataset over both starts; alternative: off by the effect to detect; "
+                    f"bound: {NEWTON_SAFETY:g} x mean Newton estimate + the reduced solver's "
+                    "error; inconclusive unless SE <= effect / 5",
+                ),
+                power,
             ),
             note=f"P = {Ps.tolist()} (uncorrected {np.round(raw, 5).tolist()}); effect "
             f"{effect:.4g}",

@@ -22,7 +22,14 @@ from ... import copyhead as ch
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _figures
-from ._common import NetworkConfig, padded_statistics, require, require_positive, snug_sweep
+from ._common import (
+    NetworkConfig,
+    for_each_setting,
+    padded_statistics,
+    require,
+    require_positive,
+    snug_sweep,
+)
 from ._network_checks import check_networks
 from ._networks import BOOTSTRAP_KEYS, NetworkAnalysis, optimiser_error
 
@@ -38,9 +45,14 @@ class AdamConfig(NetworkConfig):
             P_f fall_width] around the steepest fall P_f of the theory's test loss (the
             crossover to copying, above the onset).
         steps, learning_rate, init_scale: Adam (cosine-decayed learning rate).
+        settings: the full size also runs at (L, V) = (16, 8) (L <= 16, V > L^{1/2}) and
+            (24, 4) (V < L^{1/2}), 4 datasets each: a power computation from the
+            per-dataset SD of quick runs there needs 3 for SE <= effect / 5
+            (copy_head.md, "Power").
     """
 
     seeds: int = 4
+    settings: tuple[tuple[int, int, int], ...] = ((16, 8, 4), (24, 4, 4))
     refine_levels: int = 4
     refine_width: float = 1.25
     fall_width: float = 1.5
@@ -60,11 +72,22 @@ class AdamConfig(NetworkConfig):
 
     @classmethod
     def quick(cls) -> dict:
-        return {"steps": 1500, "seeds": 3, "refine_levels": 3, "P_values": (6.0, 64.0)}
+        return {
+            "steps": 1500,
+            "seeds": 3,
+            "refine_levels": 3,
+            "P_values": (6.0, 64.0),
+            "settings": (),
+        }
 
 
 def run_adam(c: AdamConfig, run: Run) -> None:
-    """The experiment for either head (registered as copy-head-adam and copy-head-adam-linear)."""
+    """The experiment for either head (registered as copy-head-adam and copy-head-adam-linear)
+    at its (L, V) and at each of its further ``settings``."""
+    for_each_setting(c, run, _run_adam)
+
+
+def _run_adam(c: AdamConfig, run: Run) -> None:
     analysis = NetworkAnalysis.from_theory(c, c.reduced(c.attention, "map"), run)
     posterior = c.posterior(c.attention)
     copy_G = c.copy_scores(c.attention)

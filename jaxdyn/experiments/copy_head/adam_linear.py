@@ -22,7 +22,7 @@ class LinearAdamConfig(AdamConfig):
 
     @classmethod
     def quick(cls) -> dict:
-        return {"steps": 1500, "seeds": 3, "refine_levels": 3, "P_values": (6.0, 96.0)}
+        return {**AdamConfig.quick(), "P_values": (6.0, 96.0)}
 
 
 @register_experiment(

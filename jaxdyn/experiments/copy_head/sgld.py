@@ -21,6 +21,7 @@ from ...sweep import Grid
 from . import _posterior_checks as checks
 from ._common import (
     NetworkConfig,
+    for_each_setting,
     padded_statistics,
     require,
     require_positive,
@@ -173,7 +174,12 @@ def _chains(c: SGLDConfig, posterior, copy_G, P_max: int):
 
 
 def run_sgld(c: SGLDConfig, run: Run) -> None:
-    """The experiment for either head (copy-head-sgld and copy-head-sgld-linear)."""
+    """The experiment for either head (copy-head-sgld and copy-head-sgld-linear) at its
+    (L, V) and at each of its further ``settings``."""
+    for_each_setting(c, run, _run_sgld)
+
+
+def _run_sgld(c: SGLDConfig, run: Run) -> None:
     a = checks.PosteriorAnalysis.from_theory(c, c.reduced(c.attention, "marginal"), run)
     posterior = c.posterior(c.attention)
     copy_G = c.copy_scores(c.attention)
