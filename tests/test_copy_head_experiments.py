@@ -40,7 +40,6 @@ def test_experiment_is_registered_with_valid_defaults_and_quick(name):
         (adam.AdamConfig(learning_rate=0.0), "learning_rate"),
         (adam.AdamConfig(seeds=2), "seeds"),
         (adam.AdamConfig(settings=((16, 8, 2),)), "settings"),
-        (adam.AdamConfig(settings=((16, 8),)), "settings"),
         (sgld.SGLDConfig(burn_in=0), "burn_in"),
         (sgld.SGLDConfig(precision="half"), "precision"),
         (sgld.SGLDConfig(sigma_w2=0.0), "sigma_w2"),
