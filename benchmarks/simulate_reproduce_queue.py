@@ -3,10 +3,11 @@
 Each worker takes the next experiment of the queue when it is free (as ``jaxdyn reproduce``'s
 pool does). Compares the registry's order, longest first (``jaxdyn._cli._schedule``) and random
 orders against the lower bound max(sum / workers, longest), with the times of
-``QUICK_WALL_S`` (docs/benchmarks.md's cold column) and with each time multiplied by a random
-log-normal factor while the order still comes from the table. Prints one JSON object.
+``QUICK_WALL_S`` (docs/benchmarks.md's cold column; ``FULL_WALL_S``, its full-size table, with
+``--full``) and with each time multiplied by a random log-normal factor while the order still
+comes from the table. Prints one JSON object.
 
-    python benchmarks/simulate_reproduce_queue.py [--workers 2] [--draws 2000]
+    python benchmarks/simulate_reproduce_queue.py [--workers 2] [--draws 2000] [--full]
 """
 
 import argparse
@@ -15,7 +16,7 @@ import json
 import random
 import statistics
 
-from jaxdyn._cli._schedule import QUICK_WALL_S, longest_first
+from jaxdyn._cli._schedule import FULL_WALL_S, QUICK_WALL_S, longest_first
 from jaxdyn.runs import list_experiments
 
 
@@ -34,13 +35,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--draws", type=int, default=2000)
+    parser.add_argument("--full", action="store_true", help="the full-size table")
     args = parser.parse_args()
     rng = random.Random(0)
     registry = [e.name for e in list_experiments() if e.paper]
-    lpt = longest_first(registry, True, None)
-    times = {n: QUICK_WALL_S[n] for n in registry}
+    lpt = longest_first(registry, not args.full, None)
+    times = {n: (FULL_WALL_S if args.full else QUICK_WALL_S)[n] for n in registry}
     result = {
         "benchmark": "reproduce_queue",
+        "size": "full" if args.full else "quick",
         "workers": args.workers,
         "lower_bound_s": round(bound(times, args.workers), 1),
         "registry_order_s": round(makespan(registry, times, args.workers), 1),

@@ -115,7 +115,7 @@ def test_queue_is_longest_first_from_the_last_run_then_the_table(tmp_path):
         "pde-sigmoid",
     ]
     record_times(tmp_path, True, [("pde-sigmoid", 500.0), ("plugin-x", 1.0)])
-    record_times(tmp_path, False, [("pde-ranks", 900.0)])
+    record_times(tmp_path, False, [("pde-ranks", 5000.0)])
     assert longest_first(names, True, tmp_path) == [
         "pde-sigmoid",
         "copy-head-sgld",
@@ -150,3 +150,25 @@ def test_the_default_times_are_the_benchmark_table_of_every_paper_experiment():
     }
     assert QUICK_WALL_S == table
     assert set(QUICK_WALL_S) == {e.name for e in list_experiments() if e.paper}
+
+
+def test_the_full_size_times_are_the_full_size_table_of_every_paper_experiment():
+    """FULL_WALL_S is docs/benchmarks.md's full-size wall column, for every paper experiment, and
+    a full-size queue without history starts with the longest of them."""
+    import re
+    from pathlib import Path
+
+    from jaxdyn._cli._schedule import FULL_WALL_S, longest_first
+    from jaxdyn.runs import list_experiments
+
+    docs = (Path(__file__).parents[1] / "docs" / "benchmarks.md").read_text()
+    table = {
+        m[1]: float(m[2])
+        for m in re.finditer(
+            r"^\| ([a-z-]+) \| ([\d.]+) \| [\d.]+ \| \d+ \| [\d /]+ \|$", docs, re.M
+        )
+    }
+    assert FULL_WALL_S == table
+    assert set(FULL_WALL_S) == {e.name for e in list_experiments() if e.paper}
+    names = sorted(FULL_WALL_S)
+    assert longest_first(names, False, None)[0] == max(FULL_WALL_S, key=FULL_WALL_S.get)

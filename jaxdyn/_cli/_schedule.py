@@ -7,9 +7,9 @@ is estimated from, in turn:
 
 1. its wall time in the last ``reproduce`` of the same size on this machine, kept next to the
    compilation cache (``reproduce-times.json`` in ``$JAXDYN_CACHE_DIR``);
-2. :data:`QUICK_WALL_S`, single-core seconds at quick size measured on a 2-core machine with a
-   cold compilation cache (the table in ``docs/benchmarks.md``; a full-size run without
-   history uses it as a relative guess);
+2. :data:`QUICK_WALL_S` (quick size) or :data:`FULL_WALL_S` (full size): each experiment's
+   wall seconds measured on a 2-core machine with a cold compilation cache (the tables in
+   ``docs/benchmarks.md``);
 3. the median of the other estimates (an experiment registered by a plugin).
 """
 
@@ -51,6 +51,36 @@ QUICK_WALL_S: dict[str, float] = {
 }
 
 
+# Wall time (s) of each paper experiment at full size, one experiment at a time in one process
+# (`jaxdyn run NAME --processes 1`) on a 2-core AMD EPYC VM, one compilation cache that starts
+# empty and is shared in the order measured (docs/benchmarks.md's full-size table).
+FULL_WALL_S: dict[str, float] = {
+    "copy-head-adam": 213.8,
+    "copy-head-adam-linear": 107.4,
+    "copy-head-scaling": 52.6,
+    "copy-head-sgld": 1241.6,
+    "copy-head-sgld-linear": 103.4,
+    "copy-head-theory": 57.4,
+    "focus-dilution": 24.5,
+    "focus-dilution-ablation": 16.8,
+    "focus-dilution-delta": 66.7,
+    "focus-dilution-finite": 60.5,
+    "focus-dilution-lyapunov": 19.1,
+    "focus-dilution-text": 164.5,
+    "focus-dilution-tinystories": 40.5,
+    "pde-blowup": 58.2,
+    "pde-causal": 78.6,
+    "pde-cone": 44.7,
+    "pde-energy": 49.5,
+    "pde-meanfield": 3088.0,
+    "pde-particles": 51.8,
+    "pde-ranks": 612.4,
+    "pde-sigmoid": 8.8,
+    "pde-stability": 30.5,
+    "pde-twisted": 13.0,
+}
+
+
 def _size(quick: bool) -> str:
     return "quick" if quick else "full"
 
@@ -69,10 +99,11 @@ def recorded_times(cache: Path | None, quick: bool) -> dict[str, float]:
 
 
 def estimated_times(names: Sequence[str], quick: bool, cache: Path | None) -> dict[str, float]:
-    """Each experiment's estimated wall time (s): the last run's, else :data:`QUICK_WALL_S`,
-    else the median of the others."""
+    """Each experiment's estimated wall time (s): the last run's, else :data:`QUICK_WALL_S` or
+    :data:`FULL_WALL_S` (by size), else the median of the others."""
     recorded = recorded_times(cache, quick)
-    known = {n: recorded.get(n, QUICK_WALL_S.get(n)) for n in names}
+    table = QUICK_WALL_S if quick else FULL_WALL_S
+    known = {n: recorded.get(n, table.get(n)) for n in names}
     values = [v for v in known.values() if v is not None]
     fallback = statistics.median(values) if values else 1.0
     return {n: fallback if v is None else v for n, v in known.items()}
