@@ -65,6 +65,9 @@ class _Recorder:
     def save_arrays(self, **arrays):
         self.calls.extend(("array", k) for k in arrays)
 
+    def report(self, name, **kw):
+        self.calls.append(("report", name))
+
     def log(self, message):
         self.calls.append(("log", message))
 
@@ -74,11 +77,13 @@ def test_setting_run_indexes_every_record_and_shares_the_control():
     run = SettingRun(base, 16, 8)
     run.evidence("adam_c_G_matches_theory_away_from_transition", None)
     run.scalar("adam_c_G_power", {})
+    run.report("onset", measured=1.0)
     run.save_arrays(x=np.zeros(1))
     run.log("through")
     assert base.calls == [
         ("evidence", "adam_c_G_matches_theory_away_from_transition[L=16,V=8]"),
         ("scalar", "adam_c_G_power[L=16,V=8]"),
+        ("report", "onset[L=16,V=8]"),
         ("array", "L16_V8.x"),
         ("log", "through"),
     ]

@@ -359,6 +359,9 @@ class SettingRun:
     def scalar(self, name, value):
         return self._run.scalar(f"{name}[{self.tag}]", value)
 
+    def report(self, name, **kwargs):
+        return self._run.report(f"{name}[{self.tag}]", **kwargs)
+
     def save_arrays(self, **arrays):
         return self._run.save_arrays(**{f"{self._file}.{k}": v for k, v in arrays.items()})
 
