@@ -52,7 +52,7 @@ QUICK_WALL_S: dict[str, float] = {
 
 
 # Wall time (s) of each paper experiment at full size, one experiment at a time in one process
-# (`jaxdyn run NAME --processes 1`) on a 2-core AMD EPYC VM, one compilation cache that starts
+# (`jaxdyn run NAME --processes 1`) on a 2-core Intel Xeon VM, one compilation cache that starts
 # empty and is shared in the order measured (docs/benchmarks.md's full-size table).
 FULL_WALL_S: dict[str, float] = {
     "copy-head-adam": 213.8,
