@@ -96,6 +96,7 @@ def test_set_parses_lists_floats_bools_and_toml_layers(tmp_path):
         resolve_config(cls, experiment="toy-blowup", overrides=["rates=0.5"])
 
 
+@pytest.mark.slow
 def test_run_writes_the_run_directory_contract(tmp_path):
     out = tmp_path / "run"
     assert main(["run", "toy-blowup", "--quick", "--out", str(out)]) == 0
@@ -161,6 +162,7 @@ def uninterrupted_run(tmp_path_factory):
 @pytest.mark.parametrize(
     "sig", [signal.SIGKILL, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
 )
+@pytest.mark.slow
 def test_killed_run_resumes_to_identical_results(tmp_path, sig, uninterrupted_run):
     args = _RESUME_ARGS
     full = uninterrupted_run
@@ -376,6 +378,7 @@ def test_readme_lists_every_registered_paper_experiment():
     assert not missing, f"README's experiment table lacks {missing}"
 
 
+@pytest.mark.slow
 def test_load_gives_the_sweeps_of_a_real_run_as_labelled_arrays(tmp_path):
     """jaxdyn.runs.load on a run of the toy experiment: the sweep as an xarray Dataset with the
     grid's dimensions, equal to the flat results.npz arrays, status as a variable."""

@@ -65,6 +65,8 @@ HEADS = {  # the head passed to ch.action, and its formula written independently
 
 @pytest.mark.parametrize("name", sorted(HEADS))
 @pytest.mark.parametrize("cyclic", [True, False])
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_action_equals_direct_gaussian_integral(name, cyclic):
     head, formula = HEADS[name]
     X, Y = _data(cyclic=cyclic)
@@ -85,6 +87,8 @@ def test_action_equals_direct_gaussian_integral(name, cyclic):
     sg2=st.floats(0.05, 20.0),
     name=st.sampled_from(sorted(HEADS)),
 )
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_action_equals_direct_integral_on_random_problems(seed, L, V, P, T, sw2, sg2, name):
     """Random sizes (including L < 16, V = 1), hyperparameters, heads and scores; the direct
     PL x PL Gaussian integral in numpy."""
@@ -120,6 +124,8 @@ def test_action_gradient_matches_finite_differences(attention):
 
 
 @pytest.mark.parametrize("attention", ["linear", "softmax"])
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_batched_action_equals_loop_and_statistics(attention):
     X, Y = _data(P=7)
     Gs = jax.random.normal(jax.random.key(5), (2, 3, 6, 6))

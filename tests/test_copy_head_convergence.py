@@ -39,6 +39,8 @@ def _problem(seed):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_newton_estimate_predicts_what_an_early_stopped_adam_has_left(seed):
     """Adam (constant learning rate 0.02) on the joint energy stopped after n = 100, 200, 300,
     400 steps; x* the minimum it approaches (Newton's iteration with the dense Hessian, to

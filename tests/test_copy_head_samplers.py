@@ -64,6 +64,8 @@ def _newton_iterates(posterior, params, stats, steps=6):
     return jax.vmap(unravel)(iterates), jnp.linalg.eigvalsh(jax.hessian(energy)(last))[0]
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_adam_reaches_the_map_theory_minimum():
     """Adam (vmapped over P) on the expected statistics of P sequences, for which the reduced
     MAP theory is exact, ends in the basin of the theory's minimum: Newton's iteration from
@@ -98,6 +100,8 @@ def test_adam_reaches_the_map_theory_minimum():
         )
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_mala_samples_the_exact_posterior_of_G():
     """Tiny problem: MALA's posterior mean of (c_1, c_G) equals self-normalised importance
     sampling from the prior with weights exp(-(S(G) - ||G||^2 / 2)), within 4 combined
@@ -268,6 +272,8 @@ class ScaledLinear(ch.AbstractOddCopyHead):
         return G / jnp.sqrt(G.shape[-1])
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_user_head_trains_to_a_stationary_point_and_samples_like_mala():
     """Adam reaches a stationary point of the joint energy with a user's head; SGLD's
     G-marginal and MALA agree on the posterior mean of the exact action S(G) within 4
@@ -320,6 +326,8 @@ def test_sgld_step_size_is_scale_over_the_largest_curvature_in_W():
     assert abs(h * float(lam) - 1) < 1e-10
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_single_precision_samplers_and_adam_stay_single_and_track_double():
     """float32 statistics and posterior (cast_floating) keep SGLD, MALA's action and Adam in
     float32; MALA (same proposals: its state stays in the default dtype) and Adam from a

@@ -83,6 +83,8 @@ def test_temperature_only_rescales_P():
     assert abs(float(a - b)) < 1e-9
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_softmax_transition_is_first_order_at_the_reconstructions_P_star():
     """copy_head.md: L = 32, V = 8, T = 1: P* = 19.5, coexistence 17.8-25.7."""
     model = ch.SoftmaxReduced(L=32, V=8)
@@ -159,6 +161,8 @@ def test_linear_onset_closed_form_matches_bisection_and_eigenvalue_scan(alpha, o
     assert abs(_onset_by_eigenvalue_scan(model) / P_c - 1) < 1e-4
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_linear_transition_is_second_order_with_square_root_rise():
     model = ch.LinearReduced(L=32, V=8, grid_points=81)
     diagram = ch.phase_diagram(model, np.geomspace(5.0, 200.0, 16))
@@ -190,6 +194,8 @@ def test_reduced_model_validation():
     ch.LinearReduced(L=16, V=4, alpha=-0.5)  # any real alpha is a valid model
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_minimum_error_covers_the_distance_to_the_minimum_and_is_never_zero():
     """minimum_error bounds |o(x) - o(x*)| from a displaced point (the Newton step) and keeps
     the float64 resolution of the minimum where x* = 0 exactly (linear attention below its

@@ -32,6 +32,8 @@ def test_refinement_names_a_jump_a_square_root_onset_and_a_smooth_change(seed):
         assert result.order is order, (order, result.fit.slope)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_order_from_refinement_agrees_with_the_landscape_on_softmax_L32():
     """The finest grid's largest step is the jump of a_G at P* seen through one grid cell of
     spacing h (ln P) that straddles P*: with both branches rising in P it lies between
@@ -103,6 +105,8 @@ def test_compare_scaling_forms_recovers_the_law_that_made_the_data(seed):
     assert ch.compare_scaling_forms(L, V, power)[0].name.startswith("power law")
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_laplace_covariance_equals_the_dense_inverse_hessian():
     L, V = 4, 3
     X, Y = ch.copy_task(jax.random.key(0), 6, L, V)

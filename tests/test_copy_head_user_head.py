@@ -46,6 +46,8 @@ def test_user_head_reduced_model_finds_a_copy_minimum_and_flags_the_kink():
     assert ch.minimum_status(model, x + 0.3, P) == ch.MinimumStatus.stalled
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_global_minimum_leaves_the_kink_at_the_origin():
     """On a coarse grid the best point is G = 0 exactly, the ReLU kink (autodiff gradient and
     Hessian 0, so a Newton step does not move): the minimiser probes around it, restarts from

@@ -6,12 +6,15 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import differentiate_in_a_sweep as example  # noqa: E402
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_member_gradient_matches_the_closed_form_and_finite_differences():
     # closed form: d/dr x0 exp(-r t1) = -t1 x0 exp(-r t1); solver tolerance 1e-10
     assert example.main() < 1e-8

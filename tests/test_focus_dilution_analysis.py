@@ -43,6 +43,8 @@ def analyse(P, num_saves=200):
 @pytest.mark.parametrize(
     "d", [3] + [pytest.param(d, marks=pytest.mark.slow) for d in (4, 5, 6, 7, 8)]
 )
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_random_chains_signed_rates_and_stages_in_order(d):
     rng = np.random.default_rng(100 + d)
     family = [paper_family_chain(rng, d) for _ in range(2)]
@@ -103,6 +105,8 @@ def _score_direction_and_dilution_rate(a):
     assert abs(dr["rate"] - 2 * abs(c)) <= ev.error_model.value, dr
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_chain_with_negative_c_reports_attention_moving_off_the_frequent_token():
     P = np.array([[0.4, 0.3, 0.2, 0.1], [0.9, 0.1, 0, 0], [0.9, 0, 0.1, 0], [0.9, 0, 0, 0.1]])
     a = analyse(P)

@@ -50,6 +50,8 @@ def test_saddle_has_one_unstable_mode_of_rate_c_and_a_perturbed_point_does_not(d
 
 
 @pytest.mark.parametrize("d, seed", CHAINS)
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_linear_condensation_aligns_w0_with_pi_and_w1_with_centred_pi(d, seed):
     """theta(t) = e^{J t} theta(0) at the origin (the linearised flow, exact matrix exponential):
     the alignment evidence holds on every chain, and fails for the same matrices measured
@@ -139,6 +141,41 @@ def test_equivalence_needs_enough_draws_and_moving_curves_to_hold():
     assert gf.equivalence_evidence("same", a, b + 0.05, 0.01).refuted
 
 
+def test_equivalence_states_how_many_draws_would_decide():
+    """The projection in the inconclusive reason: with per-draw spread s at every record and a
+    measured difference 0, k draws each decide when q(k) s sqrt(2 / k) < effect (q the
+    Bonferroni quantile of Welch's t at 2k - 2 dof); k - 1 draws do not."""
+    from scipy.stats import t as student_t
+
+    from jaxdyn.gradflow._evidence import _draws_to_decide
+
+    records, s, effect = 5, 0.05, 0.02
+    k = _draws_to_decide(
+        np.zeros(records), np.full(records, s**2), np.full(records, s**2), effect, 0.99
+    )
+
+    def half(k):
+        return student_t.ppf(1 - 0.01 / (2 * records), 2 * k - 2) * s * np.sqrt(2 / k)
+
+    assert half(k) < effect <= half(k - 1)
+    # a difference at the margin: no number of draws decides
+    assert (
+        _draws_to_decide(
+            np.full(records, effect), np.full(records, s**2), np.full(records, s**2), effect, 0.99
+        )
+        is None
+    )
+    rng = np.random.default_rng(1)
+    course = np.linspace(0.5, 0.3, records)
+    e = gf.equivalence_evidence(
+        "same",
+        course + s * rng.normal(size=(4, records)),
+        course + s * rng.normal(size=(4, records)),
+        effect,
+    )
+    assert e.inconclusive and "draws of each would decide" in e.reason
+
+
 def test_local_order_and_finite_size_exponents():
     x = np.geomspace(1e-3, 1e-2, 5)
     assert gf.local_order_evidence("order 1", x, 0.1 * x * (1 + x**2), 1.0, 2.0).holds
@@ -167,6 +204,8 @@ def test_order_bound_holds_above_the_order_and_is_refuted_below():
 
 
 @pytest.mark.parametrize("d, seed", CHAINS[:1] + [pytest.param(5, 1, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_origin_deviation_is_third_order_and_attention_moves_fifth_order(d, seed):
     """grad L is odd (no quadratic term) and dL/dPhi = O(eps^2) at the origin, on any chain:
     the deviation from the linearisation is O(eps^3), the attention's change O(eps^5), within

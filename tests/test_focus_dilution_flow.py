@@ -116,6 +116,8 @@ def test_saddles_rates_and_stall_of_the_headline(headline):
     np.testing.assert_allclose(r.transverse, stall.transverse[0])
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_diffrax_flow_agrees_with_a_small_step_euler_integration():
     P = gf.paper_transition(PI, 0.5)
     model0 = gf.init_transformer(jax.random.key(1), 4, 3, 2, 0.05)

@@ -16,6 +16,8 @@ WIKI = corpus_path("wikitext-2")  # the full split when available, else the pack
 TINY = corpus_path("tinystories")
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_gd_step_is_the_plain_gradient_update_with_a_traced_learning_rate():
     P = gf.paper_transition(PI, 0.5)
     x = gf.sample_sequences(jax.random.key(0), P, 64, 9)
@@ -32,6 +34,8 @@ def test_gd_step_is_the_plain_gradient_update_with_a_traced_learning_rate():
     assert step._cache_size() == 1
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_finite_gradient_descent_approaches_the_population_flow_as_n_and_s_grow():
     P = gf.paper_transition(PI, 0.5)
     key, k_init = jax.random.split(jax.random.key(3))
@@ -244,6 +248,8 @@ def test_experiment_configs_reject_bad_inputs_before_running():
         ).validate()
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_gradient_descent_on_the_population_loss_converges_to_the_flow_at_first_order():
     P = gf.paper_transition(PI, 0.5)
     model0 = gf.init_transformer(jax.random.key(4), 4, 3, 2, 0.05)

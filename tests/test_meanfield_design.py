@@ -27,6 +27,8 @@ def _A(Q, K):
     return K.T @ Q / jnp.sqrt(D)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_blowup_time_gradient_through_the_solver_matches_the_closed_form():
     att = Softmax(Q=Q0, K=K0, V=np.eye(D))
     t_closed = float(blowup_time(COV0, _A(Q0, K0)))

@@ -79,6 +79,8 @@ def test_builtin_capabilities_are_types():
         AbstractVelocityField()  # abstract: velocity is not implemented
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_user_field_runs_through_simulators_masked_and_the_sweep_engine():
     n, d = 6, 2
     x0 = jax.random.normal(jax.random.key(0), (n, d))
@@ -172,6 +174,8 @@ def test_gaussian_closed_user_field_matches_the_matrix_exponential():
     np.testing.assert_allclose(sol.final_mean, exact_mean, rtol=1e-8)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_gaussian_time_switch_equals_two_staged_solves():
     rng = np.random.default_rng(5)
     first = Softmax(*(0.4 * rng.standard_normal((3, 3)) for _ in range(2)), jnp.eye(3))

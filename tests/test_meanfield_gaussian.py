@@ -146,6 +146,8 @@ def test_non_gaussian_closed_variants_refuse_gaussian_rhs():
         )
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_softmax_identity_solution_matches_closed_form_to_1e8():
     Q, K, _, mean, cov = _problem(seed=4)
     att = Softmax(Q=Q, K=K, V=jnp.eye(D))
@@ -404,6 +406,8 @@ def test_two_lines_closed_form_solves_the_softmax_ode():
         np.testing.assert_allclose(two_lines_covariance(cov0, 0.0), cov0, atol=1e-15)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_vmapped_members_without_event_reach_t1_when_another_member_blows_up():
     # regression: the event bisection once assumed an upward crossing, and members without an
     # event stopped one step short of t1 whenever another member of the batch blew up
@@ -487,6 +491,8 @@ def test_two_lines_and_either_cases_follow_the_derived_flows():
     assert np.linalg.norm(dcov) < 1e-6
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_user_event_time_and_its_gradient_match_the_closed_form():
     """A user event tr Sigma = 4 tr Sigma_0 (softmax, V = I, A + A^T > 0): its time is the root
     of the closed form's trace, and d t_event / dQ (through the solver, implicit function
@@ -533,6 +539,8 @@ def test_user_event_time_and_its_gradient_match_the_closed_form():
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_the_first_of_several_events_stops_the_solve():
     Q = np.random.default_rng(33).standard_normal((1, D))
     _, _, _, _, cov = _problem(seed=34)

@@ -29,6 +29,8 @@ def _exact(x0, M0, t):
     return x0 @ (U * w**-0.5) @ U.T
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_particles_follow_the_exact_linear_attention_solution():
     att, x0, M0 = _setup()
     t_star = 1 / (2 * np.linalg.eigvalsh(M0)[-1])

@@ -150,6 +150,8 @@ def _assert_agree(accurate, independent, tols_low):
         assert np.max(np.abs(ours - eig)) <= budget, (m, ours, eig, budget, per_step)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_accurate_ranks_equal_an_independent_solve_on_one_run_of_every_panel():
     """Run 1 of every panel paired with Sigma_0 attempt 1 (any pairing of the published draws
     is a valid input; the full published pairing is the slow test's)."""

@@ -75,6 +75,8 @@ def test_fixed_step_particles_matches_a_numpy_rk4_of_softmax_attention():
     assert bool(sol.status == Status.successful)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_on_grid_saves_take_the_same_steps_as_diffeqsolve_values_and_gradients():
     """The default solver with saves on the step grid runs RK4's ``step`` in a lax loop; an
     explicit ``solver=RK4()`` goes through ``diffrax.diffeqsolve``: same states, same

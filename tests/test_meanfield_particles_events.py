@@ -52,6 +52,8 @@ def test_user_event_time_matches_the_exact_crossing():
     np.testing.assert_allclose(float(sol.t_final), exact, rtol=1e-8)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_the_first_of_several_events_stops_the_solve_and_is_named():
     att, x0, M0 = _linear_problem()
     t_star = 1.0 / (2.0 * np.linalg.eigvalsh(M0)[-1])
@@ -78,6 +80,8 @@ def test_the_first_of_several_events_stops_the_solve_and_is_named():
     assert bool(sol.status == Status.successful) and np.isinf(float(sol.t_event))
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_clustering_time_derivative_matches_finite_differences():
     """dT/dbeta through the solver (implicit function theorem at the event) vs central finite
     differences. FD error model: truncation ~ |fd(h) - fd(2h)| (h^2 terms) plus solver noise

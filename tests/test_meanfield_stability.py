@@ -51,6 +51,8 @@ def _ball(key, n, d, radius):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_measured_softmax_lipschitz_constants_respect_the_bounds(seed):
     rng = np.random.default_rng(seed)
     d = 2 + seed % 2

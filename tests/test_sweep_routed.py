@@ -153,6 +153,7 @@ def _decay_problem(params):
     )
 
 
+@pytest.mark.slow
 def test_a_plain_member_solving_a_diffeq_problem_is_segmented_identically():
     grid = Grid.zip({"rate": np.geomspace(0.1, 300.0, 12), "t1": np.linspace(1.0, 20.0, 12)})
 
@@ -173,6 +174,7 @@ def test_a_plain_member_solving_a_diffeq_problem_is_segmented_identically():
     _assert_same(routed, whole)
 
 
+@pytest.mark.slow
 def test_a_repeated_routed_sweep_traces_and_compiles_nothing_until_the_caches_are_cleared():
     traces = []
 
@@ -197,6 +199,7 @@ def test_a_repeated_routed_sweep_traces_and_compiles_nothing_until_the_caches_ar
     _assert_same(cleared, first)
 
 
+@pytest.mark.slow
 def test_simulate_particles_member_is_segmented_with_the_uninterrupted_results():
     """A member calling ``simulate_particles`` gets segments too; at one group width the
     results are bitwise those of the uninterrupted solve (run as written, ``segment_steps=0``)."""

@@ -96,6 +96,8 @@ def _raw_solve(params, key):
     return _outputs(params, p, sol)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_segmented_solves_are_bitwise_the_uninterrupted_solves():
     member = DiffeqMember(_problem, _outputs)
     grid = _random_grid()

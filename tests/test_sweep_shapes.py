@@ -8,6 +8,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 DOCS = Path(__file__).parents[1] / "docs" / "api" / "sweeps.md"
 
@@ -35,6 +36,8 @@ def _unpadded(A, d):
     return np.asarray(sol.ys[0]), int(sol.stats["num_steps"])
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_padded_members_equal_the_unpadded_solve_of_each_dimension():
     ns = _recipe()
     result, grid, D = ns["result"], ns["grid"], ns["D"]

@@ -68,6 +68,7 @@ def test_shared_sizes():
         pytest.param("softmax", 5, marks=pytest.mark.slow),
     ],
 )
+@pytest.mark.slow
 def test_the_shared_form_is_the_problem_to_the_solvers_tolerance(kind, d):
     p = _params(d, 3, seed=d)
     direct, (shared, padded_cov) = _solves(kind, p)
