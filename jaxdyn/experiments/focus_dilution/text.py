@@ -95,7 +95,7 @@ class TextConfig(ExperimentConfig):
     n_windows: int = 4096
     s: int = 32
     lr: float = 0.25
-    n_draws: int = 8
+    n_draws: int = 64
     record_every: int = 20
     proxy_effect_loss: float = 0.02
     proxy_effect_attention: float = 0.02
