@@ -111,6 +111,8 @@ def test_action_equals_direct_integral_on_random_problems(seed, L, V, P, T, sw2,
 
 
 @pytest.mark.parametrize("attention", ["linear", "softmax", HalfTemperatureSoftmax()])
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_action_gradient_matches_finite_differences(attention):
     X, Y = _data()
     G = jax.random.normal(jax.random.key(4), (6, 6))

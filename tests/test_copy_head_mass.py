@@ -78,6 +78,8 @@ def test_double_well_weights_and_means_against_quadrature():
     assert hi["mode_weight"] > 0.2 and hi["mode_weight"] > 50 * hi["weight"]
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_mass_boundary_parts_from_mode_boundary():
     """Tilt t x: equal actions at t = 0 (the mode's boundary), equal mass at t = -1 / (2 n)
     (the stiffer right well needs a lower action by 1/2 ln(e^1 / e^-1) = 1 nat)."""

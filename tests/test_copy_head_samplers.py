@@ -187,6 +187,8 @@ def test_unknown_attention_name_is_rejected():
         ch.copy_head("cosine")
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_minimise_action_reaches_a_stationary_point_of_the_exact_action():
     L, V = 6, 3
     stats = _stats(10, L, V, seed=11)

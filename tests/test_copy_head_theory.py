@@ -102,6 +102,8 @@ def test_softmax_transition_is_first_order_at_the_reconstructions_P_star():
     assert 0.6 * np.log(32) < diagram.x_down[i, 0] < 0.85 * np.log(32)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_softmax_at_L8_is_continuous():
     model = ch.SoftmaxReduced(L=8, V=8)
     diagram = ch.phase_diagram(model, np.geomspace(2.0, 200.0, 41))

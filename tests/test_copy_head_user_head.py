@@ -30,6 +30,8 @@ def _model(L, V, **kw):
     )
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_user_head_reduced_model_finds_a_copy_minimum_and_flags_the_kink():
     L, V, P = 6, 3, 60.0
     model = _model(L, V)

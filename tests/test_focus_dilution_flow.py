@@ -169,6 +169,8 @@ def test_symmetric_low_frequency_tokens_stall_and_asymmetric_ones_escape():
     assert float(r[1, -1]) > 0.3  # delta > 0: a new direction grows
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_derivative_of_loss_at_time_wrt_lam_matches_finite_differences():
     model0 = gf.init_transformer(jax.random.key(2), 4, 3, 2, 0.05)
 

@@ -4,6 +4,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.flatten_util import ravel_pytree
 
 import jaxdyn.gradflow as gf
@@ -70,6 +71,8 @@ def test_jacobian_matches_finite_differences_of_the_gradient():
     np.testing.assert_allclose(J @ v, fd, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy
 def test_root_finding_from_a_perturbed_saddle_returns_to_the_saddle_loss():
     P = gf.paper_transition(PI, 0.5)
     s = gf.unigram_saddle(PI, 3, 2)
