@@ -39,12 +39,13 @@ def analyse(P, num_saves=200):
     return jax.tree_util.tree_map(np.asarray, a)
 
 
-# d = 3 in the fast suite, every d in the slow one
+# d = 3 in the heavy tests (CI), every d in the slow ones; d = 6 fails there (its dilution
+# rate reads NaN on a chain with c = 0.27, so the check is not decided), not yet understood
 @pytest.mark.parametrize(
-    "d", [3] + [pytest.param(d, marks=pytest.mark.slow) for d in (4, 5, 6, 7, 8)]
+    "d",
+    [pytest.param(3, marks=[pytest.mark.slow, pytest.mark.heavy])]
+    + [pytest.param(d, marks=pytest.mark.slow) for d in (4, 5, 6, 7, 8)],
 )
-@pytest.mark.slow
-@pytest.mark.heavy
 def test_random_chains_signed_rates_and_stages_in_order(d):
     rng = np.random.default_rng(100 + d)
     family = [paper_family_chain(rng, d) for _ in range(2)]
