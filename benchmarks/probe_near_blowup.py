@@ -23,6 +23,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from jaxdyn.experiments.pde_particles.meanfield import near_blowup_problem  # noqa: E402
 from jaxdyn.meanfield import (  # noqa: E402
     Softmax,
     antithetic_gaussian_sample,
@@ -35,14 +36,6 @@ from jaxdyn.meanfield import (  # noqa: E402
 FRACTIONS = np.array([0.25, 0.5, 0.75, 0.9, 0.95])
 
 
-def problem(d: int = 2, seed: int = 0):
-    """The near-blow-up problem of pde-meanfield (``_near_blowup``)."""
-    rng = np.random.default_rng(seed + 31)
-    P = rng.standard_normal((d, d))
-    A = 0.5 * (P @ P.T) / d + 0.2 * np.eye(d)
-    return A, 0.5 * np.eye(d)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1024)
@@ -51,7 +44,7 @@ def main() -> None:
     parser.add_argument("--fine-steps", type=int, default=1600)
     args = parser.parse_args()
     d = 2
-    A, cov0 = problem(d)
+    A, cov0 = near_blowup_problem(d, seed=0)
     t_star = float(blowup_time(cov0, A))
     ts = np.concatenate([[0.0], FRACTIONS * t_star])
     field = Softmax(Q=np.sqrt(d) * A, K=np.eye(d), V=np.eye(d))
@@ -77,6 +70,7 @@ def main() -> None:
     print(f"t* = {t_star:.4f}; n = {args.n}, {args.systems} systems; t/t* = {FRACTIONS.tolist()}")
     out = {}
     for steps in (args.steps, args.fine_steps):
+        print(f"solving with {steps} RK4 steps ...", flush=True)
         out[steps] = jax.tree_util.tree_map(
             np.asarray, jax.jit(jax.vmap(lambda k, s=steps: solve(k, s)))(keys)
         )

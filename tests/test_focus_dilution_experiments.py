@@ -172,7 +172,7 @@ def test_text_on_a_corpus_nobody_shipped_completes_with_sound_verdicts(tmp_path,
         f"proxy={str(proxy).lower()}",
     ]
     if proxy:
-        # 9 draws each: 18 descents, a full chunk of 16 and a padded one
+        # 9 draws each: 18 members of the proxy_descents sweep
         overrides += ["n_windows=128", "n_draws=9", "t1=20", "t_early=10"]
     summary, checks = _run("focus-dilution-text", tmp_path, overrides)
     _sound(summary)

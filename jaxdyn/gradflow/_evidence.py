@@ -368,8 +368,8 @@ def equivalence_evidence(claim: str, a, b, effect: float, *, confidence: float =
     more = (
         f"about {k} draws of each would decide at the measured differences and spreads"
         if k is not None
-        else "no number of draws decides at the measured differences (one lies within "
-        "rounding of the margin)"
+        else "no number of draws up to 10^6 decides at the measured differences (one lies "
+        "at the margin)"
     )
     return verdict(
         Verdict.inconclusive,

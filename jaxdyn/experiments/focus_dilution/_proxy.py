@@ -4,6 +4,8 @@ chain, compared record by record within the spread of the window draws."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,14 +13,24 @@ import numpy as np
 from ... import data as jdata, gradflow as gf
 from ...evidence import ErrorModel, Evidence, Verdict
 from ...runs import Run, negative_control
-from ._common import to_host
-
-DESCENT_CHUNK = 16  # trainings per call of the vmapped descent: memory grows with it, not n_draws
+from ...sweep import Grid
 
 
-def descents(config, corpus, pi, P, model0):
+class Descents(NamedTuple):
+    """The recorded training curves of one data source's draws (leading axis: draws that
+    finished; records next)."""
+
+    steps: np.ndarray
+    population_loss: np.ndarray
+    attention: np.ndarray
+
+
+def descents(run: Run, config, corpus, pi, P, model0) -> tuple[Descents, Descents]:
     """Gradient descent on real windows and on bigram-chain windows, ``n_draws`` draws each
-    (as many bigram-chain windows as real ones).
+    (as many bigram-chain windows as real ones), as one sweep ``proxy_descents`` of the run:
+    one compiled program, chunks sized by the sweep options' memory budget, progress in the
+    log, finished chunks checkpointed for ``--resume``. A draw whose training failed
+    numerically (its member status) is left out of its source's draws and logged.
 
     In float32: the test compares two trainings with each other at an effect of order 1e-2
     nats, far above float32's rounding (about 1e-7 relative per step, 1e-4 after the longest
@@ -40,9 +52,9 @@ def descents(config, corpus, pi, P, model0):
     proxy = jax.vmap(lambda k: gf.sample_sequences(k, P, n, length, pi))(keys)
     steps = round(config.t1 / config.lr)
 
-    def train(windows):
-        batch = gf.prepare_batch(windows, d, f32)
-        return gf.descend(
+    def member(params, key):
+        batch = gf.prepare_batch(params["windows"], d, f32)
+        tr = gf.descend(
             model0,
             lambda mm: gf.batch_loss(mm, batch),
             chain,
@@ -50,21 +62,26 @@ def descents(config, corpus, pi, P, model0):
             num_steps=steps,
             record_every=config.record_every,
         )
+        return {
+            "steps": tr.steps,
+            "population_loss": tr.population_loss,
+            "attention": tr.attention,
+            "status": tr.status,
+        }
 
-    # both sources through one vmapped program (one compilation), DESCENT_CHUNK trainings at a
-    # time so that memory stays bounded however many draws are asked for
-    windows = jnp.concatenate([jnp.asarray(real), proxy])
-    total = windows.shape[0]
-    chunk = min(DESCENT_CHUNK, total)
-    padded = jnp.concatenate([windows, windows[: (-total) % chunk]])
-    trained = jax.jit(jax.vmap(train))
-    parts = [to_host(trained(padded[i : i + chunk])) for i in range(0, padded.shape[0], chunk)]
-    both = jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:total], *parts)
     k = config.n_draws
-    return (
-        jax.tree_util.tree_map(lambda x: x[:k], both),
-        jax.tree_util.tree_map(lambda x: x[k:], both),
-    )
+    windows = np.concatenate([real, np.asarray(proxy)]).astype(np.int32)
+    source = np.repeat([0, 1], k)  # 0: real windows, 1: bigram-chain windows
+    result = run.sweep("proxy_descents", member, Grid.zip({"windows": windows, "source": source}))
+    ok = result.ok()
+    out = []
+    for s, what in enumerate(("real-text", "bigram-chain")):
+        keep = ok & (source == s)
+        lost = int((source == s).sum() - keep.sum())
+        if lost:
+            run.log(f"proxy: {lost} {what} draw(s) failed numerically: left out")
+        out.append(Descents(*(np.asarray(result.outputs[f])[keep] for f in Descents._fields)))
+    return out[0], out[1]
 
 
 PROXY_CHECKS = ("bigram_proxy_loss", "bigram_proxy_attention")

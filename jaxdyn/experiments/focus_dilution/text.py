@@ -303,7 +303,7 @@ def run_text(config: TextConfig, run: Run) -> None:
         return
     # the flow's initial point (saved at t = 0) is the descents' initialisation too
     model0 = jax.tree_util.tree_map(lambda x: x[0], a.trajectory)
-    real, proxy = descents(config, corpus, jnp.asarray(pi), jnp.asarray(P), model0)
+    real, proxy = descents(run, config, corpus, jnp.asarray(pi), jnp.asarray(P), model0)
     t = np.asarray(real.steps[0]) * config.lr
     proxy_checks(run, config, t, real, proxy, pi, names)
     flow_loss = np.interp(t, a.ts, a.metrics["loss"])

@@ -562,6 +562,14 @@ def _near_blowup_error_of_a_shifted_blowup_time():
     return rate_evidence(RATE_CLAIM, n, err)
 
 
+def near_blowup_problem(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(A, Sigma_0)`` of the near-blow-up part: ``A`` symmetric positive definite (so
+    ``A + A^T`` is, and softmax with ``V = I`` blows up at ``t*``), ``Sigma_0 = I / 2``."""
+    rng = np.random.default_rng(seed + 31)
+    P = rng.standard_normal((d, d))
+    return 0.5 * (P @ P.T) / d + 0.2 * np.eye(d), 0.5 * np.eye(d)
+
+
 def _near_blowup(config, run):
     """Softmax, ``V = I``, ``A + A^T`` positive definite: particles from ``N(0, Sigma_0)``
     against the closed form ``Sigma(t) = (Sigma_0^{-1} - t (A + A^T))^{-1}`` at fractions of the
@@ -569,10 +577,7 @@ def _near_blowup(config, run):
     covariance, against the closed form from ``Sigma_0`` (total) and from the sample's own
     covariance (dynamic, whose own ``t*`` differs by the sampling error)."""
     d = config.d
-    rng = np.random.default_rng(config.seed + 31)
-    P = rng.standard_normal((d, d))
-    A = 0.5 * (P @ P.T) / d + 0.2 * np.eye(d)
-    cov0 = 0.5 * np.eye(d)
+    A, cov0 = near_blowup_problem(d, config.seed)
     t_star = float(blowup_time(cov0, A))
     fractions = np.asarray(config.near_fractions)
     ts = np.concatenate([[0.0], fractions * t_star])
