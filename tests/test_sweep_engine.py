@@ -108,6 +108,24 @@ def test_sweep_results_independent_of_chunk_size(chunk_size):
         np.testing.assert_array_equal(reference.outputs[key], other.outputs[key])
 
 
+def test_a_sweep_of_several_chunks_logs_each_finished_chunk_without_a_progress_bar():
+    grid = Grid.product({"rate": np.linspace(0.1, 3.0, 12)}, seeds=1)
+    logged = []
+    options = SweepOptions(chunk_size=4, vmap_width=4, progress=False)
+    run_sweep(_noisy_decay, grid, name="decay", options=options, log=logged.append)
+    chunks = [line for line in logged if "chunk" in line and "done" in line]
+    assert [line.split(": ")[1].split(" (")[0] for line in chunks] == [
+        "chunk 1/3 done",
+        "chunk 2/3 done",
+        "chunk 3/3 done",
+    ]
+    logged.clear()  # one chunk: the plan and the end say it all
+    run_sweep(
+        _noisy_decay, grid, name="decay", options=SweepOptions(progress=False), log=logged.append
+    )
+    assert not any("chunk 1/1" in line for line in logged)
+
+
 def test_a_members_status_alone_decides_and_its_nan_outputs_are_kept():
     def member(params, key):
         r = params["rate"]

@@ -146,11 +146,32 @@ def _progress_bar(progress, plan: ChunkPlan, name):
     )
 
 
-def run_plain_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name):
+class _ChunkLog:
+    """One log line per finished chunk where no progress bar shows (a run directory's log, a
+    job's output): a sweep of several chunks says how far it is."""
+
+    def __init__(self, log, plan: ChunkPlan, bar, name):
+        self.n_chunks, self.done = len(plan.outputs), plan.n_resumed
+        self.on = log is not None and bar.disable and len(plan.todo) > 1
+        self.log, self.name, self.start = log, name, time.perf_counter()
+
+    def update(self):
+        self.done += 1
+        if self.on and process_layout()[1] == 0:
+            self.log(
+                f"sweep '{self.name}': chunk {self.done}/{self.n_chunks} done "
+                f"({time.perf_counter() - self.start:.0f} s)"
+            )
+
+
+def run_plain_chunks(
+    get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name, log=None
+):
     """Dispatch this process's unfinished chunks (one ahead of the fetch), checkpointing
     each; ``get_program()`` compiles the chunk program when first needed."""
     pending = plan.todo
     bar = _progress_bar(progress, plan, name)
+    chunk_log = _ChunkLog(log, plan, bar, name)
 
     def dispatch(i):
         members = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
@@ -175,16 +196,18 @@ def run_plain_chunks(get_program, plan: ChunkPlan, grid, chunk, checkpoints, pro
             plan.outputs[i], plan.status[i] = fetch(current)
             checkpoints.save(i, plan.outputs[i], plan.status[i])
             bar.update(1)
+            chunk_log.update()
     finally:
         bar.close()
 
 
 def run_segmented_chunks(
-    get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name
+    get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name, log=None
 ) -> tuple[int, int]:
     """Run this process's unfinished chunks of a segmented sweep, checkpointing each; returns
     the most segments a chunk needed and the lanes x steps the device ran (all chunks)."""
     bar = _progress_bar(progress, plan, name)
+    chunk_log = _ChunkLog(log, plan, bar, name)
     n_segments = lane_steps = 0
     try:
         for i in plan.todo:
@@ -195,6 +218,7 @@ def run_segmented_chunks(
             lane_steps += get_program().lane_steps
             checkpoints.save(i, plan.outputs[i], plan.status[i])
             bar.update(1)
+            chunk_log.update()
     finally:
         bar.close()
     return n_segments, lane_steps

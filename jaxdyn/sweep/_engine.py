@@ -186,7 +186,7 @@ def run_sweep(
         plan = ChunkPlan(checkpoints, n_chunks)
         run_chunks = run_segmented_chunks if segmented else run_plain_chunks
         segments = run_chunks(
-            programs.get, plan, ordered, chunk, checkpoints, options.progress, name
+            programs.get, plan, ordered, chunk, checkpoints, options.progress, name, log
         )
         if segmented:
             n_segments, lane_steps = segments

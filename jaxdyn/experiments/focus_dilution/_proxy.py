@@ -4,13 +4,14 @@ chain, compared record by record within the spread of the window draws."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import data as jdata, gradflow as gf
+from ... import gradflow as gf
 from ...evidence import ErrorModel, Evidence, Verdict
 from ...runs import Run, negative_control
 from ...sweep import Grid
@@ -18,19 +19,31 @@ from ...sweep import Grid
 
 class Descents(NamedTuple):
     """The recorded training curves of one data source's draws (leading axis: draws that
-    finished; records next)."""
+    finished; records next).
+
+    Attributes:
+        steps: the recorded steps.
+        population_loss: the trained model's population loss on the bigram chain.
+        frequent_attention: the attention the most frequent token receives,
+            ``sum_q pi_q w_{q,top}``.
+        query_attention: the attention rows of the story queries (records, queries, keys).
+    """
 
     steps: np.ndarray
     population_loss: np.ndarray
-    attention: np.ndarray
+    frequent_attention: np.ndarray
+    query_attention: np.ndarray
 
 
-def descents(run: Run, config, corpus, pi, P, model0) -> tuple[Descents, Descents]:
+def descents(run: Run, config, corpus, pi, P, model0, queries) -> tuple[Descents, Descents]:
     """Gradient descent on real windows and on bigram-chain windows, ``n_draws`` draws each
-    (as many bigram-chain windows as real ones), as one sweep ``proxy_descents`` of the run:
-    one compiled program, chunks sized by the sweep options' memory budget, progress in the
+    (as many bigram-chain windows as real ones), as one sweep ``proxy_descents`` of the run
+    whose members are (source, draw) and draw their windows from their keys: one compiled
+    program, chunks sized by the sweep options' memory budget, progress in the
     log, finished chunks checkpointed for ``--resume``. A draw whose training failed
-    numerically (its member status) is left out of its source's draws and logged.
+    numerically (its member status) is left out of its source's draws and logged. Each member
+    returns its loss curve, the attention on the most frequent token and the attention rows of
+    the token indices ``queries``, not its whole attention matrices (d^2 per record).
 
     In float32: the test compares two trainings with each other at an effect of order 1e-2
     nats, far above float32's rounding (about 1e-7 relative per step, 1e-4 after the longest
@@ -40,20 +53,34 @@ def descents(run: Run, config, corpus, pi, P, model0) -> tuple[Descents, Descent
     model0 = jax.tree_util.tree_map(lambda x: jnp.asarray(x, f32), model0)
     pi, P = jnp.asarray(pi, f32), jnp.asarray(P, f32)
     chain = gf.MarkovChain(P, pi)
-    rng = np.random.default_rng(config.seed)
-    real = np.stack(
-        [
-            jdata.stream_windows(corpus.tokens, length, config.n_windows, rng)
-            for _ in range(config.n_draws)
-        ]
-    )
-    n = real.shape[1]  # fewer than n_windows when the stream is short: the proxy draws as many
-    keys = jax.random.split(jax.random.key(config.seed + 1), config.n_draws)
-    proxy = jax.vmap(lambda k: gf.sample_sequences(k, P, n, length, pi))(keys)
+    tokens = np.asarray(corpus.tokens, np.int32)
+    available = len(tokens) - length + 1
+    if available < 1:
+        raise ValueError(
+            f"the corpus has {len(tokens)} tokens, fewer than the window length {length}"
+        )
+    # As jaxdyn.data.stream_windows: n distinct windows at random offsets, or every window
+    # when the stream has at most n (then every real-text draw is the same windows).
+    n = min(config.n_windows, available)
+    offsets = jnp.arange(length)
+    top = int(np.argmax(np.asarray(pi)))
+    query_rows = jnp.asarray(queries, jnp.int32)
     steps = round(config.t1 / config.lr)
 
+    def draw_windows(source, key):
+        """One draw of ``n`` windows: of the real stream (source 0) or sampled from its bigram
+        chain (source 1), drawn inside the member so the sweep carries a key, not the windows."""
+        k_real, k_chain = jax.random.split(key)
+        if n == available:
+            starts = jnp.arange(available)
+        else:
+            starts = jax.random.choice(k_real, available, (n,), replace=False)
+        real = jnp.asarray(tokens)[starts[:, None] + offsets]
+        sampled = gf.sample_sequences(k_chain, P, n, length, pi).astype(jnp.int32)
+        return jnp.where(source == 0, real, sampled)
+
     def member(params, key):
-        batch = gf.prepare_batch(params["windows"], d, f32)
+        batch = gf.prepare_batch(draw_windows(params["source"], key), d, f32)
         tr = gf.descend(
             model0,
             lambda mm: gf.batch_loss(mm, batch),
@@ -65,14 +92,19 @@ def descents(run: Run, config, corpus, pi, P, model0) -> tuple[Descents, Descent
         return {
             "steps": tr.steps,
             "population_loss": tr.population_loss,
-            "attention": tr.attention,
+            "frequent_attention": tr.attention[..., top] @ pi,
+            "query_attention": tr.attention[:, query_rows, :],
             "status": tr.status,
         }
 
-    k = config.n_draws
-    windows = np.concatenate([real, np.asarray(proxy)]).astype(np.int32)
-    source = np.repeat([0, 1], k)  # 0: real windows, 1: bigram-chain windows
-    result = run.sweep("proxy_descents", member, Grid.zip({"windows": windows, "source": source}))
+    # Members (source, draw): 0 real windows, 1 bigram-chain windows; one seed per draw.
+    grid = Grid.zip({"source": [0, 1]}, seeds=config.n_draws, base_seed=config.seed)
+    width = config.descent_width
+    options = dataclasses.replace(
+        run.options, vmap_width=width, chunk_size=run.options.chunk_size or 2 * width
+    )
+    result = run.sweep("proxy_descents", member, grid, options=options)
+    source = np.asarray(result.params["source"])
     ok = result.ok()
     out = []
     for s, what in enumerate(("real-text", "bigram-chain")):
@@ -149,11 +181,6 @@ for _name in ("focus-dilution-text", "focus-dilution-tinystories"):
     negative_control(_name, "bigram_proxy_attention")(_too_few_draws_to_tell)
 
 
-def frequent(tr, pi):
-    """The attention the most frequent token receives, ``sum_q pi_q w_{q,top}``, per record."""
-    return np.einsum("q,krq->kr", pi, tr.attention[..., int(np.argmax(pi))])
-
-
 def proxy_checks(run: Run, config, t, real, proxy, pi, names) -> None:
     """Early training on the corpus vs on its bigram chain: loss and attention, per record."""
     early = t <= config.t_early
@@ -168,8 +195,8 @@ def proxy_checks(run: Run, config, t, real, proxy, pi, names) -> None:
         (
             "bigram_proxy_attention",
             f"attention on the most frequent token {top!r}",
-            frequent(real, pi),
-            frequent(proxy, pi),
+            real.frequent_attention,
+            proxy.frequent_attention,
         ),
     ):
         effect = (

@@ -25,7 +25,7 @@ from ... import data, gradflow as gf
 from ...plotting import band, new_figure, time_series
 from ...runs import ConfigError, ExperimentConfig, Run, register_experiment
 from ._common import record_analysis, to_host
-from ._proxy import descents, frequent, proxy_checks, proxy_not_run
+from ._proxy import descents, proxy_checks, proxy_not_run
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -62,6 +62,10 @@ class TextConfig(ExperimentConfig):
         s: window length (inputs; the target is one more token).
         lr: gradient-descent step.
         n_draws: window draws per data source (the spread of the proxy test).
+        descent_width: proxy descents vectorised together (the sweep's ``vmap_width`` for
+            them; each holds its ``n_windows`` one-hot windows, about 33 MB at full size), and
+            twice it per chunk unless the run sets ``chunk_size``: progress and a checkpoint
+            every chunk.
         record_every: steps between records.
         proxy_effect_loss: the loss difference (nats) between real-text and bigram-chain
             training that the proxy test must exclude (equivalence margin).
@@ -96,6 +100,7 @@ class TextConfig(ExperimentConfig):
     s: int = 32
     lr: float = 0.25
     n_draws: int = 64
+    descent_width: int = 16
     record_every: int = 20
     proxy_effect_loss: float = 0.02
     proxy_effect_attention: float = 0.02
@@ -124,6 +129,8 @@ class TextConfig(ExperimentConfig):
             raise ConfigError(f"solver must be one of {gf.SOLVERS}, got {self.solver!r}")
         if self.vocab_size < 3 or self.s < 2 or self.n_windows < 2 or self.n_draws < 2:
             raise ConfigError("need vocab_size >= 3, s >= 2, n_windows >= 2 and n_draws >= 2")
+        if self.descent_width < 1:
+            raise ConfigError(f"descent_width must be >= 1, got {self.descent_width}")
         if not (self.smoothing > 0 and 0 < self.eps < 0.1 and self.lr > 0):
             raise ConfigError("need smoothing > 0, eps in (0, 0.1) and lr > 0")
         if not 0 < self.t_early <= self.t1:
@@ -179,7 +186,8 @@ def _query_stories(run: Run, queries, a, real, pi, names, counts) -> None:
         i = names.index(q)
         stories[q] = {"flow": gf.attention_story(a.metrics["attention"][:, i, :], pi, names)}
         if real is not None:
-            stories[q]["trained"] = gf.attention_story(real.attention[0][:, i, :], pi, names)
+            j = queries.index(q)
+            stories[q]["trained"] = gf.attention_story(real.query_attention[0][:, j, :], pi, names)
         run.log(
             f"query {q!r} ({counts[i]} occurrences): "
             + "; ".join(f"{k} {' -> '.join(v)}" for k, v in stories[q].items())
@@ -194,8 +202,8 @@ def _text_figure(run: Run, config: TextConfig, queries, a, t, real, proxy, pi, n
         ("population loss", real.population_loss, proxy.population_loss, a.metrics["loss"]),
         (
             f"attention on {names[top]!r}",
-            frequent(real, pi),
-            frequent(proxy, pi),
+            real.frequent_attention,
+            proxy.frequent_attention,
             a.metrics["frequent_weight"],
         ),
     )
@@ -209,11 +217,10 @@ def _text_figure(run: Run, config: TextConfig, queries, a, t, real, proxy, pi, n
         ax.legend(fontsize=7)
     keys = list(dict.fromkeys([top] + list(np.argsort(-pi)[:3])))
     for j, q in enumerate(queries):
-        i = names.index(q)
         time_series(
             axes[0, 2 + j],
             t,
-            real.attention[0][:, i, keys] / pi[keys],
+            real.query_attention[0][:, j, keys] / pi[keys],
             labels=[f"key {names[k]!r}" for k in keys],
             title=f"trained: query {q!r}",
             xlabel="t = step * lr",
@@ -303,7 +310,8 @@ def run_text(config: TextConfig, run: Run) -> None:
         return
     # the flow's initial point (saved at t = 0) is the descents' initialisation too
     model0 = jax.tree_util.tree_map(lambda x: x[0], a.trajectory)
-    real, proxy = descents(run, config, corpus, jnp.asarray(pi), jnp.asarray(P), model0)
+    rows = [names.index(q) for q in queries]
+    real, proxy = descents(run, config, corpus, jnp.asarray(pi), jnp.asarray(P), model0, rows)
     t = np.asarray(real.steps[0]) * config.lr
     proxy_checks(run, config, t, real, proxy, pi, names)
     flow_loss = np.interp(t, a.ts, a.metrics["loss"])
@@ -324,7 +332,7 @@ def run_text(config: TextConfig, run: Run) -> None:
         train_t=t,
         real_loss=real.population_loss,
         proxy_loss=proxy.population_loss,
-        real_attention=real.attention[0],
+        real_query_attention=real.query_attention[0],
     )
     _text_figure(run, config, queries, a, t, real, proxy, pi, names)
 
