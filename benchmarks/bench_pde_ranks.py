@@ -9,7 +9,9 @@ them, with the published steps, tolerances and stopping rule.
   (``jaxdyn.experiments.pde_gaussian.published_rank_attempts``), run in full:
   it decides the pairing, and the time of each of its attempts is measured. The baseline time
   is the sum over the 1,200 converged runs (``baseline_s``); the whole loop, attempts it set
-  aside included, is reported as ``published_loop_s``.
+  aside included, is reported as ``published_loop_s``. The same attempts stepped as stacks
+  (``stacked_rank_attempts``) are timed too (``stacked_published_loop_s``) and compared with
+  the loop attempt by attempt (``stacked_attempts_identical_to_the_loop``).
 - jaxdyn, written as a user writes it (``natural_*``): a member function calling
   ``simulate_gaussian(Softmax(Q, K, V) or L2(Q, K, V), zeros(d), Sigma0, t1,
   steady_tol=tol_low, blowup_trace=tol_high, ...)``, one ``run_sweep`` per panel, default
@@ -78,16 +80,35 @@ def main() -> None:
 
     jax.config.update("jax_enable_x64", True)
     from jaxdyn import Status
-    from jaxdyn.experiments.pde_gaussian import (
-        rank_member,
+    from jaxdyn.experiments.pde_gaussian import rank_member, rank_panels
+    from jaxdyn.experiments.pde_gaussian._published_euler import stacked_rank_attempts
+    from jaxdyn.experiments.pde_gaussian.ranks import (
+        RanksConfig,
+        panel_inputs,
+        published_attempts,
+        rank_members,
     )
-    from jaxdyn.experiments.pde_gaussian.ranks import RanksConfig, published_attempts, rank_members
     from jaxdyn.sweep import Grid, SweepOptions, clear_caches, run_sweep
 
     config = RanksConfig(runs=args.quick_runs if args.quick else args.runs)
     t0, c0 = time.perf_counter(), time.process_time()
     panels = published_attempts(config)  # the published loop, every attempt timed
     loop_s, loop_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    # The same attempts stepped as stacks (stacked_rank_attempts; the same bits)
+    keys, inputs = rank_panels(config.dims), panel_inputs(config)
+    t0, c0 = time.perf_counter(), time.process_time()
+    by_panel = {}
+    for attention, d in dict.fromkeys((a, d) for a, _, d in keys):
+        members = [p for p, (a, _, dim) in enumerate(keys) if (a, dim) == (attention, d)]
+        group = stacked_rank_attempts([inputs[p] for p in members], attention, runs=config.runs)
+        by_panel.update(zip(members, group, strict=True))
+    stacked = [(*inputs[p], by_panel[p]) for p in range(len(keys))]
+    stacked_s, stacked_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    stacked_same = all(
+        np.array_equal(getattr(a, k), getattr(b, k))
+        for (_, _, a), (_, _, b) in zip(panels, stacked, strict=True)
+        for k in ("run", "attempt", "status", "rank", "steps", "projected")
+    )
     converged = np.concatenate([att.converged for _, _, att in panels])
     baseline_s = float(np.sum(np.concatenate([att.seconds for _, _, att in panels])[converged]))
     steps = np.concatenate([att.steps for _, _, att in panels])[converged]
@@ -132,6 +153,9 @@ def main() -> None:
         "baseline_euler_steps": int(steps.sum()),
         "published_loop_s": round(loop_s, 2),
         "published_loop_attempts": int(converged.size),
+        "stacked_published_loop_s": round(stacked_s, 2),
+        "stacked_published_loop_cpu_s": round(stacked_cpu_s, 2),
+        "stacked_attempts_identical_to_the_loop": bool(stacked_same),
         "natural": "a member calling simulate_gaussian, one run_sweep per panel, default "
         "SweepOptions (Tsit5, rtol=1e-8, atol=1e-10)",
         "natural_cold_s": round(natural_cold_s, 2),

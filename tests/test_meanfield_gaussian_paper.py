@@ -1,6 +1,8 @@
 """The paper's rank-histogram construction: published draws bit for bit, the published
 projected-Euler loop and its attempt rule (transformer_pde.md, rank histograms)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,11 @@ from jaxdyn.experiments.pde_gaussian import (
     published_rank_settings,
     rank_histogram,
 )
-from jaxdyn.experiments.pde_gaussian._published_euler import paper_l2_rhs, paper_softmax_rhs
+from jaxdyn.experiments.pde_gaussian._published_euler import (
+    paper_l2_rhs,
+    paper_softmax_rhs,
+    stacked_rank_attempts,
+)
 from jaxdyn.meanfield import (
     softmax_identity_covariance,
 )
@@ -213,3 +219,89 @@ def test_attempt_loop_rhs_has_the_bits_of_the_published_expression(attention):
     ]
     assert runs[0].steps == runs[1].steps and runs[0].status == runs[1].status
     assert np.array_equal(runs[0].Sigma, runs[1].Sigma)
+
+
+_ATTEMPT_FIELDS = ("run", "attempt", "status", "rank", "steps", "projected")
+
+
+def _random_panel(attention, value, d, rng, runs, attempts, max_steps):
+    """A panel of random draws (not the paper's): Q, K = -Q and V as the panel's construction
+    has them, dimension d, a loose convergence tolerance and a short step limit, so that
+    attempts converge, diverge and are set aside at the step limit."""
+    inputs = paper_rank_inputs(attention, value, d, attempts, runs=runs, construction="per_run")
+    S = rng.standard_normal((attempts, d, d))
+    inputs = dataclasses.replace(inputs, Sigma0=S @ np.swapaxes(S, 1, 2))
+    settings = dataclasses.replace(
+        published_rank_settings(attention, value, 4),
+        tol_low=1e-2,
+        max_steps=max_steps,
+        attempts=attempts,
+    )
+    return inputs, settings
+
+
+@pytest.mark.parametrize("attention", ["softmax", "l2"])
+@pytest.mark.parametrize("lanes", [1, 3, 64])
+def test_stacked_attempts_are_the_published_loops_bit_for_bit(attention, lanes):
+    """The stacked attempt loop against the published one, attempt by attempt: the same
+    pairing, statuses, steps, limiting ranks and projections, on random panels of dimensions
+    2 and 6 where attempts are set aside both by divergence (within a few steps) and by the
+    step limit (after the attempts started beside them have run on the guess that it
+    converges: those are discarded and started again), with one lane and with several."""
+    rng = np.random.default_rng(7)
+    for d in (2, 6):
+        panels = [
+            _random_panel(attention, value, d, rng, runs=4, attempts=12, max_steps=400)
+            for value in ("identity", "random")
+        ]
+        stacked = stacked_rank_attempts(panels, attention, lanes=lanes)
+        for (inputs, settings), got in zip(panels, stacked, strict=True):
+            loop = published_rank_attempts(inputs, settings, attention)
+            for field in _ATTEMPT_FIELDS:
+                np.testing.assert_array_equal(getattr(got, field), getattr(loop, field), field)
+            assert np.isnan(got.seconds).all() and got.seconds.shape == loop.seconds.shape
+
+
+def test_stacked_attempts_cover_both_kinds_of_set_aside_attempts():
+    """The panels of the bit-for-bit test exercise what they claim: attempts set aside by
+    divergence and by the step limit, and converged ones after them."""
+    rng = np.random.default_rng(7)
+    statuses = set()
+    for d in (2, 6):
+        for value in ("identity", "random"):
+            inputs, settings = _random_panel("softmax", value, d, rng, 4, 12, 400)
+            statuses |= set(published_rank_attempts(inputs, settings, "softmax").status.tolist())
+    assert {status_code(s) for s in (Status.blowup, Status.max_steps_reached)} <= statuses
+    assert status_code(Status.steady_state) in statuses
+
+
+def test_stacked_attempts_equal_the_loop_on_the_published_panels():
+    """The published draws and settings (three runs per panel, d = 3), both attentions."""
+    for attention in ("softmax", "l2"):
+        panels = [
+            (
+                paper_rank_inputs(attention, value, 3, runs=3),
+                published_rank_settings(attention, value, 3),
+            )
+            for value in ("identity", "random")
+        ]
+        for (inputs, settings), got in zip(
+            panels, stacked_rank_attempts(panels, attention, runs=3), strict=True
+        ):
+            loop = published_rank_attempts(inputs, settings, attention, runs=3)
+            for field in _ATTEMPT_FIELDS:
+                np.testing.assert_array_equal(getattr(got, field), getattr(loop, field), field)
+
+
+def test_stacked_attempts_reject_panels_of_several_dimensions():
+    panels = [
+        (
+            paper_rank_inputs("softmax", "identity", d, runs=1),
+            published_rank_settings("softmax", "identity", d),
+        )
+        for d in (3, 4)
+    ]
+    with pytest.raises(ValueError, match="one dimension"):
+        stacked_rank_attempts(panels, "softmax")
+    with pytest.raises(ValueError, match="lanes"):
+        stacked_rank_attempts(panels[:1], "softmax", lanes=0)

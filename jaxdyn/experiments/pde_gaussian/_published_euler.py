@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -233,6 +233,168 @@ def published_rank_attempts(
         r += int(res.converged)
     cols = np.array(rows, dtype=np.int64).reshape(-1, 6).T
     return RankAttempts(*(c.astype(np.int32) for c in cols), seconds=np.array(seconds))
+
+
+def _run_constants(inputs: PaperRankInputs, attention: str) -> tuple[np.ndarray, ...]:
+    """Per run index, the constants :func:`_softmax_rhs_of` / :func:`_l2_rhs_of` hoist out of
+    the step, by the same expressions (so with the same bits), stacked over runs."""
+    d = inputs.Q.shape[-1]
+    rows = []
+    for Q, K, V in zip(inputs.Q, inputs.K, inputs.V, strict=True):
+        A = K.T @ Q / np.sqrt(d)
+        rows.append((V, A) if attention == "softmax" else (2.0 * V, A, 2.0 * K.T @ K))
+    return tuple(np.stack(c) for c in zip(*rows, strict=True))
+
+
+def _stacked_rhs(attention: str, constants: tuple[np.ndarray, ...], Sigma: np.ndarray):
+    """The published right-hand side of a stack of states, each with its run's constants:
+    ``np.matmul`` and ``np.linalg.inv`` apply the 2-D routines to every matrix of a stack, so
+    each state's ``F`` has the bits of the loop's."""
+    if attention == "softmax":
+        V, A = constants
+        M = V @ Sigma @ A @ Sigma
+    else:
+        two_v, A, two_ktk = constants
+        eye = np.eye(Sigma.shape[-1])
+        M = two_v @ Sigma @ np.linalg.inv(eye + two_ktk @ Sigma) @ A @ Sigma
+    return M + np.swapaxes(M, -1, -2)
+
+
+def stacked_rank_attempts(
+    panels: Sequence[tuple[PaperRankInputs, RankPanelSettings]],
+    attention: str,
+    *,
+    runs: int | None = None,
+    lanes: int = 256,
+) -> list[RankAttempts]:
+    """The attempts of :func:`published_rank_attempts` for panels of one attention and
+    dimension, with the same bits, stepped as stacks.
+
+    Up to ``lanes`` attempts, of any of the panels, advance together, each step of all of them
+    one NumPy call per operation of :func:`projected_euler` (the published loop makes those
+    calls once per step of each attempt). Every matrix of a stack goes through the same
+    routine as in the loop (``np.matmul``, ``eigh`` and ``inv`` apply the 2-D routines matrix
+    by matrix), so every attempt's status, steps, limiting rank and projections equal the
+    loop's (tested against it). A finished attempt's lane takes the next attempt.
+
+    Which run index an attempt pairs with depends on whether the attempts before it converged.
+    An attempt starts on the guess that every earlier attempt of its panel still running
+    converges; when one does not, the attempts of that panel started after it are discarded
+    and started again with the right run index. The attempts the published loop sets aside
+    diverge within a few steps, so little is discarded.
+
+    Args:
+        panels: ``(inputs, settings)`` of each panel, all of one dimension.
+        attention: ``"softmax"`` or ``"l2"``.
+        runs: run indices to fill per panel (default: all of each panel's ``inputs``).
+        lanes: attempts stepped together.
+
+    Returns:
+        One :class:`RankAttempts` per panel, in order, whose ``seconds`` are NaN (the attempts
+        are not timed one by one; :func:`published_rank_attempts` is the timed loop).
+    """
+    if lanes < 1:
+        raise ValueError(f"lanes must be >= 1, got {lanes}")
+    dims = {inputs.Sigma0.shape[-1] for inputs, _ in panels}
+    if len(dims) != 1:
+        raise ValueError(f"the panels must share one dimension, got {sorted(dims)}")
+    (d,) = dims
+    n_panels = len(panels)
+    settings = [s for _, s in panels]
+    wanted = [inputs.Q.shape[0] if runs is None else runs for inputs, _ in panels]
+    cap = [min(s.attempts, inputs.Sigma0.shape[0]) for inputs, s in panels]
+    # Every panel's per-run constants in one stack: panel p's run r is row offset[p] + r.
+    per_panel = [_run_constants(inputs, attention) for inputs, _ in panels]
+    constants = tuple(np.concatenate(c) for c in zip(*per_panel, strict=True))
+    offset = np.cumsum([0] + [inputs.Q.shape[0] for inputs, _ in panels])
+    step_size = np.array([s.dt for s in settings])
+    tol_low = np.array([s.tol_low for s in settings])
+    tol_high = np.array([s.tol_high for s in settings])
+    max_steps = np.array([s.max_steps for s in settings])
+    floor = np.array([s.floor for s in settings])
+    done: list[dict[int, tuple[int, int, int, int, int, int]]] = [{} for _ in panels]
+    next_run, next_attempt = [0] * n_panels, [0] * n_panels
+    # Active lanes: panel, run and attempt indices, state, steps taken, projections.
+    lane = {
+        "panel": np.zeros(0, np.int64),
+        "run": np.zeros(0, np.int64),
+        "attempt": np.zeros(0, np.int64),
+        "Sigma": np.zeros((0, d, d)),
+        "steps": np.zeros(0, np.int64),
+        "projected": np.zeros(0, np.int64),
+    }
+    eigh = np.linalg.eigh
+    changed = True  # the lanes changed: gather their constants and settings again
+    while True:
+        # Fill free lanes with the next attempts, one panel after another (the loop's
+        # `if r == runs: break` is the guard).
+        new: list[tuple[int, int, int]] = []
+        free = lanes - lane["run"].size
+        while free > 0:
+            ready = [
+                p for p in range(n_panels) if next_run[p] < wanted[p] and next_attempt[p] < cap[p]
+            ]
+            if not ready:
+                break
+            for p in ready[:free]:
+                new.append((p, next_run[p], next_attempt[p]))
+                next_run[p], next_attempt[p] = next_run[p] + 1, next_attempt[p] + 1
+            free -= len(ready[:free])
+        if new:
+            p_new, r_new, a_new = (np.array(c, np.int64) for c in zip(*new, strict=True))
+            sigma0 = np.stack([panels[p][0].Sigma0[a] for p, _, a in new]).astype(float)
+            zeros = np.zeros(len(new), np.int64)
+            for key, value in zip(lane, (p_new, r_new, a_new, sigma0, zeros, zeros), strict=True):
+                lane[key] = np.concatenate([lane[key], value])
+        if lane["run"].size == 0:
+            break
+        if new or changed:
+            p_of = lane["panel"]
+            lane_constants = tuple(c[offset[p_of] + lane["run"]] for c in constants)
+            lane_dt, lane_floor = step_size[p_of][:, None, None], floor[p_of][:, None]
+            lane_low, lane_high, lane_max = tol_low[p_of], tol_high[p_of], max_steps[p_of]
+        # One step of every lane: the operations of projected_euler, stacked.
+        Sigma = lane["Sigma"]
+        F = _stacked_rhs(attention, lane_constants, Sigma)
+        f = F.reshape(F.shape[0], 1, d * d)
+        norm = np.sqrt(f @ np.swapaxes(f, -1, -2))[:, 0, 0]
+        w, U = eigh(Sigma + lane_dt * F)
+        lane["projected"] = lane["projected"] + (w[:, 0] < 0)
+        w = np.where(w < 0, lane_floor, w)
+        lane["Sigma"] = (U * w[:, None, :]) @ np.swapaxes(U, -1, -2)
+        lane["steps"] = steps = lane["steps"] + 1
+        converged = norm < lane_low
+        diverged = ~converged & (np.trace(lane["Sigma"], axis1=1, axis2=2) > lane_high)
+        finished = converged | diverged | (steps >= lane_max)
+        changed = bool(finished.any())
+        if not changed:
+            continue
+        first_rejected: dict[int, int] = {}
+        for i in np.flatnonzero(finished):
+            p, r, a = (int(lane[k][i]) for k in ("panel", "run", "attempt"))
+            if converged[i]:
+                status, rank = CONVERGED, limiting_rank_numpy(Sigma[i], settings[p].threshold)
+            else:
+                status, rank = (DIVERGED if diverged[i] else NOT_FINISHED), -1
+                first_rejected[p] = min(first_rejected.get(p, a), a)
+            done[p][a] = (r, a, status, rank, int(steps[i]), int(lane["projected"][i]))
+        keep = ~finished
+        for p, a_rejected in first_rejected.items():
+            # The panel's attempts started after a rejected one were paired with one run
+            # index too many: discard them (running or finished), restart after it.
+            keep &= (lane["panel"] != p) | (lane["attempt"] < a_rejected)
+            for a in [a for a in done[p] if a > a_rejected]:
+                del done[p][a]
+            next_run[p], next_attempt[p] = done[p][a_rejected][0], a_rejected + 1
+        lane = {k: v[keep] for k, v in lane.items()}
+    out = []
+    for p in range(n_panels):
+        rows = [done[p][a] for a in range(next_attempt[p])]
+        cols = np.array(rows, dtype=np.int64).reshape(-1, 6).T
+        out.append(
+            RankAttempts(*(c.astype(np.int32) for c in cols), seconds=np.full(len(rows), np.nan))
+        )
+    return out
 
 
 def rank_histogram(ranks: np.ndarray, d: int) -> np.ndarray:

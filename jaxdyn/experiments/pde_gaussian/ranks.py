@@ -28,13 +28,13 @@ from ._paper import (
     RANK_ATTENTIONS,
     RANK_CONSTRUCTIONS,
     RANK_SIGMA0_NORMS,
+    PaperRankInputs,
+    RankPanelSettings,
     paper_rank_inputs,
     published_rank_settings,
     rank_panels,
 )
-from ._published_euler import (
-    published_rank_attempts,
-)
+from ._published_euler import published_rank_attempts
 from ._rank_member import pad_rank_member, rank_member
 from ._ranks_report import rank_checks, rank_figures, rank_summary
 
@@ -99,19 +99,31 @@ class RanksConfig(ExperimentConfig):
         return {"runs": 6}
 
 
+def panel_inputs(config: RanksConfig) -> list[tuple[PaperRankInputs, RankPanelSettings]]:
+    """The draws and the published integrator settings of every panel, in
+    :func:`jaxdyn.experiments.pde_gaussian.rank_panels` order."""
+    return [
+        (
+            paper_rank_inputs(
+                attention,
+                value,
+                d,
+                runs=config.runs,
+                construction=config.construction,
+                sigma0_norm=config.sigma0_norm,
+            ),
+            published_rank_settings(attention, value, d),
+        )
+        for attention, value, d in rank_panels(config.dims)
+    ]
+
+
 def published_attempts(config: RanksConfig, log=lambda msg: None):
     """The published attempt loop of every panel: ``(panel inputs, settings, attempts)``."""
     out = []
-    for attention, value, d in rank_panels(config.dims):
-        inputs = paper_rank_inputs(
-            attention,
-            value,
-            d,
-            runs=config.runs,
-            construction=config.construction,
-            sigma0_norm=config.sigma0_norm,
-        )
-        settings = published_rank_settings(attention, value, d)
+    for (attention, value, d), (inputs, settings) in zip(
+        rank_panels(config.dims), panel_inputs(config), strict=True
+    ):
         t0 = time.perf_counter()
         attempts = published_rank_attempts(inputs, settings, attention, runs=config.runs)
         log(
