@@ -106,12 +106,12 @@ def test_queue_is_longest_first_from_the_last_run_then_the_table(tmp_path):
     from jaxdyn._cli._commands import read_queue, write_queue
     from jaxdyn._cli._schedule import QUICK_WALL_S, longest_first, record_times
 
-    names = ["pde-sigmoid", "focus-dilution", "plugin-x", "copy-head-sgld", "pde-ranks"]
+    names = ["pde-sigmoid", "copy-head-adam", "plugin-x", "copy-head-sgld", "pde-ranks"]
     assert longest_first(names, True, None) == [
         "copy-head-sgld",
         "pde-ranks",
         "plugin-x",  # the median of the other four estimates
-        "focus-dilution",
+        "copy-head-adam",
         "pde-sigmoid",
     ]
     record_times(tmp_path, True, [("pde-sigmoid", 500.0), ("plugin-x", 1.0)])
@@ -120,7 +120,7 @@ def test_queue_is_longest_first_from_the_last_run_then_the_table(tmp_path):
         "pde-sigmoid",
         "copy-head-sgld",
         "pde-ranks",
-        "focus-dilution",
+        "copy-head-adam",
         "plugin-x",
     ]
     assert longest_first(names, False, tmp_path)[0] == "pde-ranks"
