@@ -96,6 +96,27 @@ def test_set_parses_lists_floats_bools_and_toml_layers(tmp_path):
         resolve_config(cls, experiment="toy-blowup", overrides=["rates=0.5"])
 
 
+def test_quick_runs_use_narrow_groups_only_after_the_wide_ones_lost_narrow_after(tmp_path):
+    """A quick run's sweeps take ``narrow_after = QUICK_NARROW_AFTER`` (short one-off sweeps
+    do not earn back a narrower width's compilation); a full-size run the library default
+    (``0``: straggler-free); ``--sweep`` and an experiment's own value win over both."""
+    from jaxdyn.runs._execute import QUICK_NARROW_AFTER, prepare_run
+    from jaxdyn.sweep import SweepOptions
+
+    assert SweepOptions().narrow_after == 0 and QUICK_NARROW_AFTER > 0
+    quick = prepare_run("toy-blowup", out=tmp_path / "q", quick=True)
+    full = prepare_run("toy-blowup", out=tmp_path / "f")
+    chosen = prepare_run("toy-blowup", out=tmp_path / "c", quick=True, sweep=["narrow_after=7"])
+    assert quick.options.narrow_after == QUICK_NARROW_AFTER
+    assert full.options.narrow_after == 0 and chosen.options.narrow_after == 7
+    assert not any(tmp_path.iterdir())  # prepare_run creates nothing
+    own = get_experiment("toy-blowup")
+    own = dataclasses.replace(own, sweep_defaults=SweepOptions(narrow_after=5))
+    from jaxdyn.runs._execute import _quick_sweep_defaults
+
+    assert _quick_sweep_defaults(own.sweep_defaults).narrow_after == 5
+
+
 @pytest.mark.slow
 def test_run_writes_the_run_directory_contract(tmp_path):
     out = tmp_path / "run"

@@ -64,8 +64,8 @@ def _add_sweep_option(parser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a sweep option (vmap_width, chunk_size, memory_budget_gb, devices, progress, "
-        "segment_steps, segment_width, segment_widths), e.g. --sweep vmap_width=64; also "
-        "the [sweep] table of --config",
+        "segment_steps, segment_width, segment_widths, narrow_after), e.g. --sweep "
+        "vmap_width=64; also the [sweep] table of --config",
     )
 
 

@@ -137,9 +137,29 @@ def prepare_run(
         )
         base_options = None
     options = resolve_sweep_options(
-        experiment.sweep_defaults, toml_path=toml_path, overrides=sweep, base=base_options
+        _quick_sweep_defaults(experiment.sweep_defaults) if quick else experiment.sweep_defaults,
+        toml_path=toml_path,
+        overrides=sweep,
+        base=base_options,
     )
     return PreparedRun(experiment, config, options, out, quick)
+
+
+# A quick run's sweeps are short and run once in a fresh process: a narrower group width's
+# segment program (seconds of compilation) is not earned back by the lane-steps it saves, so
+# quick runs use narrow groups only once the wide ones have lost about one compilation's worth
+# (``SweepOptions.narrow_after``; on ``jaxdyn reproduce --quick``'s five experiments with
+# segmented sweeps, 0 against 2^19 cost 18 s more single-core time cold and saved 7 s warm,
+# docs/benchmarks.md).
+QUICK_NARROW_AFTER = 2**19
+
+
+def _quick_sweep_defaults(defaults: SweepOptions) -> SweepOptions:
+    """An experiment's sweep defaults for a quick run: ``narrow_after`` as
+    :data:`QUICK_NARROW_AFTER` unless the experiment sets its own."""
+    if defaults.narrow_after != SweepOptions().narrow_after:
+        return defaults
+    return dataclasses.replace(defaults, narrow_after=QUICK_NARROW_AFTER)
 
 
 def _environment() -> dict[str, Any]:

@@ -55,12 +55,14 @@ class SweepOptions:
         narrow_after: lane-steps (group width x steps) that a chunk's groups of
             ``vmap_width`` alone must have spent beyond the cheapest cover by all the
             ``segment_widths`` before the narrower widths are used (and compiled, when first
-            used). A narrower width costs one compilation, which pays off only on chunks whose
-            unfinished members leave wide groups mostly empty for long; the default (2^19) is
-            about what one compilation of the rank member's segment program costs in its own
-            lane-steps on one CPU core (about 7 s against 15 us per lane-step,
-            ``bench_pde_ranks.py``), so a chunk pays at most about twice the better of the two
-            choices. ``0``: from the first segment.
+            used). The default ``0`` uses them from the first segment: a sweep is then
+            straggler-free by default, and a narrower width's program, compiled once, is
+            shared by every later chunk and sweep of the same solve structure. On the 1,200
+            rank runs of ``bench_pde_ranks.py`` (one CPU core) ``0`` against ``2^19``: the
+            member a user writes (one ``run_sweep`` per panel) 4.4 s against 10.5 s warm,
+            47.7 against 39.7 s cold; ``pde-ranks``' member in one sweep 5.2 against 15.1 s
+            warm, 26.5 against 25.1 s cold (docs/benchmarks.md). A larger value saves that
+            compilation on short one-off sweeps (``jaxdyn run --quick`` uses ``2^19``).
             Decided from the chunk's own members' progress, so the grouping, and hence every
             result, is the same in every run.
     """
@@ -73,7 +75,7 @@ class SweepOptions:
     segment_steps: int = 128
     segment_width: int = 0
     segment_widths: int = 2
-    narrow_after: int = 2**19
+    narrow_after: int = 0
 
     def __post_init__(self) -> None:
         for name in (
