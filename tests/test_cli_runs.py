@@ -96,25 +96,37 @@ def test_set_parses_lists_floats_bools_and_toml_layers(tmp_path):
         resolve_config(cls, experiment="toy-blowup", overrides=["rates=0.5"])
 
 
-def test_quick_runs_use_narrow_groups_only_after_the_wide_ones_lost_narrow_after(tmp_path):
-    """A quick run's sweeps take ``narrow_after = QUICK_NARROW_AFTER`` (short one-off sweeps
-    do not earn back a narrower width's compilation); a full-size run the library default
-    (``0``: straggler-free); ``--sweep`` and an experiment's own value win over both."""
-    from jaxdyn.runs._execute import QUICK_NARROW_AFTER, prepare_run
+def test_quick_runs_use_narrow_groups_only_after_the_wide_ones_lost_narrow_after(
+    tmp_path, monkeypatch
+):
+    """A quick run's sweeps take ``QUICK_SWEEP_OPTIONS`` (``narrow_after = 2^19``: short
+    one-off sweeps do not earn back a narrower width's compilation); a full-size run the
+    library default (``0``: straggler-free); ``--sweep`` wins over both, and so does an
+    experiment's own value, even when it equals the library default."""
+    from jaxdyn.runs import _registry
+    from jaxdyn.runs._execute import QUICK_SWEEP_OPTIONS, prepare_run
     from jaxdyn.sweep import SweepOptions
 
-    assert SweepOptions().narrow_after == 0 and QUICK_NARROW_AFTER > 0
+    quick_value = QUICK_SWEEP_OPTIONS["narrow_after"]
+    assert SweepOptions().narrow_after == 0 and quick_value > 0
     quick = prepare_run("toy-blowup", out=tmp_path / "q", quick=True)
     full = prepare_run("toy-blowup", out=tmp_path / "f")
     chosen = prepare_run("toy-blowup", out=tmp_path / "c", quick=True, sweep=["narrow_after=7"])
-    assert quick.options.narrow_after == QUICK_NARROW_AFTER
+    assert quick.options.narrow_after == quick_value
     assert full.options.narrow_after == 0 and chosen.options.narrow_after == 7
     assert not any(tmp_path.iterdir())  # prepare_run creates nothing
-    own = get_experiment("toy-blowup")
-    own = dataclasses.replace(own, sweep_defaults=SweepOptions(narrow_after=5))
-    from jaxdyn.runs._execute import _quick_sweep_defaults
 
-    assert _quick_sweep_defaults(own.sweep_defaults).narrow_after == 5
+    monkeypatch.setattr(_registry, "_REGISTRY", dict(_registry._REGISTRY))
+    toy = get_experiment("toy-blowup")
+    for name, sweep in (
+        ("toy-own-zero", {"narrow_after": 0, "vmap_width": 4}),
+        ("toy-own-options", SweepOptions(vmap_width=4)),
+        ("toy-other-option", {"vmap_width": 4}),
+    ):
+        register_experiment(name, toy.config_cls, "test", paper=False, sweep=sweep)(toy.fn)
+        options = prepare_run(name, out=tmp_path / name, quick=True).options
+        expected = quick_value if name == "toy-other-option" else 0
+        assert (options.narrow_after, options.vmap_width) == (expected, 4), name
 
 
 @pytest.mark.slow

@@ -137,7 +137,7 @@ def prepare_run(
         )
         base_options = None
     options = resolve_sweep_options(
-        _quick_sweep_defaults(experiment.sweep_defaults) if quick else experiment.sweep_defaults,
+        _quick_sweep_defaults(experiment) if quick else experiment.sweep_defaults,
         toml_path=toml_path,
         overrides=sweep,
         base=base_options,
@@ -145,21 +145,20 @@ def prepare_run(
     return PreparedRun(experiment, config, options, out, quick)
 
 
-# A quick run's sweeps are short and run once in a fresh process: a narrower group width's
-# segment program (seconds of compilation) is not earned back by the lane-steps it saves, so
-# quick runs use narrow groups only once the wide ones have lost about one compilation's worth
-# (``SweepOptions.narrow_after``; on ``jaxdyn reproduce --quick``'s five experiments with
-# segmented sweeps, 0 against 2^19 cost 18 s more single-core time cold and saved 7 s warm,
-# docs/benchmarks.md).
-QUICK_NARROW_AFTER = 2**19
+# Sweep options of a quick run, where the experiment sets none of its own. Its sweeps are
+# short and run once in a fresh process: a narrower group width's segment program (seconds of
+# compilation) is not earned back by the lane-steps it saves, so narrow groups wait until the
+# wide ones have lost about one compilation's worth (on ``jaxdyn reproduce --quick``'s five
+# experiments with segmented sweeps, ``narrow_after`` 0 against 2^19 cost 18 s more
+# single-core time cold and saved 7 s warm, docs/benchmarks.md).
+QUICK_SWEEP_OPTIONS = {"narrow_after": 2**19}
 
 
-def _quick_sweep_defaults(defaults: SweepOptions) -> SweepOptions:
-    """An experiment's sweep defaults for a quick run: ``narrow_after`` as
-    :data:`QUICK_NARROW_AFTER` unless the experiment sets its own."""
-    if defaults.narrow_after != SweepOptions().narrow_after:
-        return defaults
-    return dataclasses.replace(defaults, narrow_after=QUICK_NARROW_AFTER)
+def _quick_sweep_defaults(experiment: Experiment) -> SweepOptions:
+    """``experiment``'s sweep defaults for a quick run: :data:`QUICK_SWEEP_OPTIONS` for the
+    options the experiment did not set itself."""
+    presets = {k: v for k, v in QUICK_SWEEP_OPTIONS.items() if k not in experiment.sweep_set}
+    return experiment.sweep_defaults.updated(presets, source="--quick")
 
 
 def _environment() -> dict[str, Any]:

@@ -48,6 +48,8 @@ class Experiment:
         sweep_defaults: the experiment's default :class:`jaxdyn.sweep.SweepOptions` (the
             ``[sweep]`` table and ``--sweep`` override them).
         module: where it was registered from (shown by ``jaxdyn list --verbose``).
+        sweep_set: the sweep options the experiment set itself (every field when it gave a
+            :class:`~jaxdyn.sweep.SweepOptions`); ``--quick``'s sweep presets leave them alone.
     """
 
     name: str
@@ -57,6 +59,7 @@ class Experiment:
     paper: bool = True
     sweep_defaults: SweepOptions = dataclasses.field(default_factory=SweepOptions)
     module: str = ""
+    sweep_set: frozenset[str] = frozenset()
 
 
 _REGISTRY: dict[str, Experiment] = {}
@@ -83,11 +86,12 @@ def register_experiment(
     if not dataclasses.is_dataclass(config_cls):
         raise TypeError(f"experiment '{name}': config must be a dataclass")
     if sweep is None:
-        defaults = SweepOptions()
+        defaults, explicit = SweepOptions(), frozenset()
     elif isinstance(sweep, SweepOptions):
-        defaults = sweep
+        defaults, explicit = sweep, frozenset(SweepOptions.field_names())
     else:
         defaults = SweepOptions().updated(sweep, source=f"experiment '{name}'")
+        explicit = frozenset(sweep)
 
     def decorator(fn: Callable) -> Callable:
         existing = _REGISTRY.get(name)
@@ -99,7 +103,9 @@ def register_experiment(
             raise ValueError(
                 f"experiment '{name}' is registered twice ({existing.module} and {module})"
             )
-        _REGISTRY[name] = Experiment(name, config_cls, fn, description, paper, defaults, module)
+        _REGISTRY[name] = Experiment(
+            name, config_cls, fn, description, paper, defaults, module, explicit
+        )
         return fn
 
     return decorator
