@@ -260,9 +260,10 @@ def natural_members(config) -> dict:
     return {"softmax": member_of(Softmax), "l2": member_of(L2)}
 
 
-def natural_pass(panels, config, members, *, cold: bool):
+def natural_pass(panels, config, members, *, cold: bool, options=None):
     """The rank runs as a user writes them: ``(seconds, ranks in run order, compile and trace
-    seconds per program)``; one ``run_sweep`` per panel with default options."""
+    seconds per program)``; one ``run_sweep`` per panel with default options (``options``:
+    other ``SweepOptions``, for ``probe_narrow_after.py``)."""
     import jax
 
     from jaxdyn.experiments.pde_gaussian import rank_panels
@@ -300,7 +301,7 @@ def natural_pass(panels, config, members, *, cold: bool):
             "tol_low": np.full(n, settings.tol_low),
             "tol_high": np.full(n, settings.tol_high),
         }
-        result = run_sweep(members[attention], Grid.zip(params), name="ranks")
+        result = run_sweep(members[attention], Grid.zip(params), name="ranks", options=options)
         ranks.append(result.outputs["rank"])
     seconds = time.perf_counter() - t0
     if cold:

@@ -1,10 +1,12 @@
 """Probe: ``SweepOptions.narrow_after`` on the rank figure (docs/benchmarks.md).
 
 Times, cold and warm on one core, the member a user writes (``bench_pde_ranks.natural_pass``,
-one ``run_sweep`` per panel) or ``pde-ranks``' ``rank_member`` (one sweep) with the given
-``narrow_after`` as the default of every ``SweepOptions``. The published loop runs first to
-pair the draws (``--runs`` converged runs per panel; 100 is the paper's workload, about 5-8
-minutes); ``--panels FILE`` caches its attempts (pickle) for further settings.
+one ``run_sweep`` per panel) or ``pde-ranks``' ``rank_member`` (one sweep) with
+``SweepOptions(narrow_after=N)``. The published loop runs first to pair the draws (``--runs``
+converged runs per panel; 100 is the paper's workload, 5-8 minutes on one core, logged per
+panel); ``--panels FILE`` keeps its attempts (a pickle, written atomically) for further
+settings. Importing ``bench_pde_ranks`` pins this process to one core with single-threaded
+kernels and the persistent compilation cache off.
 
     python benchmarks/probe_narrow_after.py --member natural --narrow-after 0 --panels /tmp/p.pkl
 """
@@ -12,7 +14,6 @@ minutes); ``--panels FILE`` caches its attempts (pickle) for further settings.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import pickle
@@ -36,6 +37,7 @@ def main() -> None:
     import numpy as np
 
     jax.config.update("jax_enable_x64", True)
+    from jaxdyn._atomic import atomic_write_bytes
     from jaxdyn.experiments.pde_gaussian import rank_member
     from jaxdyn.experiments.pde_gaussian.ranks import (
         RanksConfig,
@@ -48,21 +50,18 @@ def main() -> None:
     if args.panels is not None and args.panels.exists():
         panels = pickle.loads(args.panels.read_bytes())
     else:
-        panels = published_attempts(config)
+        panels = published_attempts(config, log=lambda msg: print(msg, file=sys.stderr))
         if args.panels is not None:
-            args.panels.write_bytes(pickle.dumps(panels))
-    default = dataclasses.replace(SweepOptions(), narrow_after=args.narrow_after)
-    fields = {f.name: getattr(default, f.name) for f in dataclasses.fields(SweepOptions)}
-    init = SweepOptions.__init__
-
-    def with_default(self, **kwargs):  # the probed value as every SweepOptions' default
-        init(self, **{**fields, **kwargs})
-
-    SweepOptions.__init__ = with_default
+            atomic_write_bytes(args.panels, pickle.dumps(panels))
+    options = SweepOptions(narrow_after=args.narrow_after)
     if args.member == "natural":
         members = bench_pde_ranks.natural_members(config)
-        cold, ranks, programs = bench_pde_ranks.natural_pass(panels, config, members, cold=True)
-        warm, _, _ = bench_pde_ranks.natural_pass(panels, config, members, cold=False)
+        cold, ranks, programs = bench_pde_ranks.natural_pass(
+            panels, config, members, cold=True, options=options
+        )
+        warm, _, _ = bench_pde_ranks.natural_pass(
+            panels, config, members, cold=False, options=options
+        )
         extra = {"compilations": len(programs)}
     else:
         converged = np.concatenate([att.converged for _, _, att in panels])
@@ -70,10 +69,10 @@ def main() -> None:
         member = rank_member(rtol=config.rtol, atol=config.atol, max_steps=config.max_steps)
         clear_caches()
         t0 = time.perf_counter()
-        run_sweep(member, Grid.zip(runs), name="ranks")
+        run_sweep(member, Grid.zip(runs), name="ranks", options=options)
         cold = time.perf_counter() - t0
         t0 = time.perf_counter()
-        result = run_sweep(member, Grid.zip(runs), name="ranks")
+        result = run_sweep(member, Grid.zip(runs), name="ranks", options=options)
         warm = time.perf_counter() - t0
         ranks = result.outputs["rank"]
         extra = {"solver_steps": int(np.sum(result.outputs["num_steps"]))}
