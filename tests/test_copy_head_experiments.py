@@ -145,3 +145,34 @@ def test_snug_width_fills_the_groups_a_width_needs(n, width, snug):
     assert got == snug
     groups = -(-n // width)
     assert -(-n // got) == groups and groups * got - n < groups
+
+
+@pytest.mark.parametrize(
+    "L, V, precision, group_mb, width",
+    [
+        (64, 8, "single", 8.0, 4),  # 2 MB of statistics per member
+        (32, 8, "single", 8.0, 16),  # 0.5 MB
+        (64, 8, "double", 8.0, 2),  # 4 MB
+        (64, 8, "single", 1.0, 1),  # a member larger than the budget still runs, alone
+        (64, 8, "single", 0.0, 2**31 - 1),  # no limit
+    ],
+)
+def test_cache_width_keeps_a_groups_statistics_within_the_budget(L, V, precision, group_mb, width):
+    from jaxdyn.experiments.copy_head._common import cache_width, statistics_bytes
+    from jaxdyn.experiments.copy_head.sgld import SGLDConfig
+
+    config = SGLDConfig(L=L, V=V, precision=precision, cpu_group_mb=group_mb)
+    # N and NY: L^2 V^2 numbers each, counted independently of the helper
+    member = 2 * (L * L * V * V) * (4 if precision == "single" else 8)
+    assert statistics_bytes(config) == member
+    assert cache_width(config) == width
+    if group_mb and width > 1:
+        assert width * member <= group_mb * 2**20 < (width + 1) * member
+
+
+def test_cpu_group_mb_must_be_finite_and_non_negative():
+    from jaxdyn.experiments.copy_head.sgld import SGLDConfig
+
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="cpu_group_mb"):
+            SGLDConfig(cpu_group_mb=bad).validate()

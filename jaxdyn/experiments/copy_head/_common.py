@@ -49,6 +49,15 @@ class CopyHeadConfig(ExperimentConfig):
             statistics, and the Newton estimate of its distance to the exact minimum (the
             checks' optimisation bound) is float64 too, so the rounding is inside the error
             model; chain means are compared with standard errors over datasets.
+        cpu_group_mb: on a CPU, the most megabytes of copy statistics (``N`` and ``NY``,
+            ``2 L^2 V^2`` numbers per member) in one vmapped group of a sweep's members; 0 for
+            no limit. The chains, MALA and Adam read every member's statistics at each step,
+            so a group whose statistics fit in the last-level cache reads them from cache
+            rather than from memory: at L = 64, V = 8 (2 MB per member in single
+            precision) groups of 4 run copy-head-sgld's sweep about twice as fast as groups
+            of 18 on a 32 MB-cache CPU, and a second experiment beside it slows it less
+            (docs/benchmarks.md). Results are the same science for any value; the bits
+            depend on the group width.
     """
 
     L: int = 32
@@ -58,9 +67,14 @@ class CopyHeadConfig(ExperimentConfig):
     sigma_g2: float = 1.0
     alpha: float = 1.0
     precision: str = "single"
+    cpu_group_mb: float = 8.0
 
     def validate(self) -> None:
         require(self.L >= 2, f"L must be >= 2, got {self.L}")
+        require(
+            np.isfinite(self.cpu_group_mb) and self.cpu_group_mb >= 0,
+            f"cpu_group_mb must be finite and >= 0, got {self.cpu_group_mb}",
+        )
         require(
             self.precision in ("single", "double"),
             f"precision must be 'single' or 'double', got {self.precision!r}",
@@ -155,13 +169,32 @@ class NetworkConfig(CopyHeadConfig):
         )
 
 
-def snug_sweep(run, name: str, member, grid):
+def snug_sweep(run, name: str, member, grid, config: CopyHeadConfig):
     """``run.sweep`` with the vmap width narrowed so that the members fill whole groups: the
     fewest groups of at most the run's ``vmap_width``, of equal width (a 66-member sweep runs
-    as 3 x 22, not as 3 x 32 with 30 padding members computed and discarded). The width
-    depends only on the grid, so results stay bitwise the same for any process count."""
-    snug = snug_width(len(grid), run.options.vmap_width)
+    as 3 x 22, not as 3 x 32 with 30 padding members computed and discarded). On a CPU the
+    width is at most :func:`cache_width` (``config.cpu_group_mb``), so that one group's
+    statistics stay in cache through its chains. The width depends only on the grid, the
+    config and the platform, so results stay bitwise the same for any process count."""
+    width = run.options.vmap_width
+    if jax.default_backend() == "cpu":
+        width = min(width, cache_width(config))
+    snug = snug_width(len(grid), width)
     return run.sweep(name, member, grid, options=dataclasses.replace(run.options, vmap_width=snug))
+
+
+def statistics_bytes(config: CopyHeadConfig) -> int:
+    """Bytes of one member's copy statistics ``N`` and ``NY`` (``L^2 V^2`` entries each) in
+    the loops' dtype: what every step of its chains and descents reads."""
+    return 2 * config.L**2 * config.V**2 * jnp.dtype(config.loop_dtype).itemsize
+
+
+def cache_width(config: CopyHeadConfig) -> int:
+    """The most members whose statistics fit in ``config.cpu_group_mb`` MB (at least one; no
+    limit when it is 0)."""
+    if config.cpu_group_mb == 0:
+        return 2**31 - 1
+    return max(1, int(config.cpu_group_mb * 2**20) // statistics_bytes(config))
 
 
 def snug_width(n_members: int, width: int) -> int:

@@ -51,7 +51,7 @@ def exact_action_hysteresis(c, run: Run, attention: str, res: dict) -> dict:
         seeds=c.hysteresis_seeds,
         base_seed=c.seed,
     )
-    result = snug_sweep(run, f"exact_hysteresis_{attention}", member, grid)
+    result = snug_sweep(run, f"exact_hysteresis_{attention}", member, grid, c)
     key = "c_G" if attention == "softmax" else "c_1"
     values = result.outputs[key]
     info, diagram = res["info"], res["diagram"]

@@ -141,7 +141,7 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
         seeds=c.seeds,
         base_seed=c.seed,
     )
-    result = snug_sweep(run, "adam", member, grid)
+    result = snug_sweep(run, "adam", member, grid, c)
     run.scalar("failed_members", result.n_failed())
     check_networks(run, "adam", analysis, result)
     keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")

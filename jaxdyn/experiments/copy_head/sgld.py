@@ -192,7 +192,7 @@ def _run_sgld(c: SGLDConfig, run: Run) -> None:
         "precursor": np.concatenate([0.0 * ladder_P, 1.0 + 0.0 * a.precursor_P]),
     }
     grid = Grid.zip(members, seeds=c.seeds, base_seed=c.seed)
-    both = snug_sweep(run, "sgld", _chains(c, posterior, copy_G, P_max), grid)
+    both = snug_sweep(run, "sgld", _chains(c, posterior, copy_G, P_max), grid, c)
     result = both.select(both.params["precursor"] == 0)
     precursors = both.select(both.params["precursor"] == 1)
     run.scalar("failed_members", result.n_failed() + precursors.n_failed())
