@@ -154,7 +154,6 @@ def test_snug_width_fills_the_groups_a_width_needs(n, width, snug):
         (32, 8, "single", 8.0, 16),  # 0.5 MB
         (64, 8, "double", 8.0, 2),  # 4 MB
         (64, 8, "single", 1.0, 1),  # a member larger than the budget still runs, alone
-        (64, 8, "single", 0.0, 2**31 - 1),  # no limit
     ],
 )
 def test_cache_width_keeps_a_groups_statistics_within_the_budget(L, V, precision, group_mb, width):
@@ -166,8 +165,46 @@ def test_cache_width_keeps_a_groups_statistics_within_the_budget(L, V, precision
     member = 2 * (L * L * V * V) * (4 if precision == "single" else 8)
     assert statistics_bytes(config) == member
     assert cache_width(config) == width
-    if group_mb and width > 1:
+    if width > 1:
         assert width * member <= group_mb * 2**20 < (width + 1) * member
+
+
+class _StubRun:
+    """What snug_sweep uses of a Run: its options, log and sweep (returning the options)."""
+
+    def __init__(self):
+        from jaxdyn.sweep import SweepOptions
+
+        self.options, self.messages = SweepOptions(vmap_width=32), []
+
+    def log(self, message):
+        self.messages.append(message)
+
+    def sweep(self, name, member, grid, options):
+        return options
+
+
+@pytest.mark.parametrize(
+    "backend, group_mb, width, logged",
+    [
+        ("cpu", 8.0, 4, True),  # 36 members of 2 MB: 9 groups of 4
+        ("cpu", 0.0, 18, False),  # no limit: 2 groups of 18 (the run's width 32, snug)
+        ("cpu", 1000.0, 18, False),  # a limit above the run's width changes nothing
+        ("gpu", 8.0, 18, False),  # the run's width on accelerators
+    ],
+)
+def test_snug_sweep_caps_the_width_on_cpus_only(monkeypatch, backend, group_mb, width, logged):
+    from jaxdyn.experiments.copy_head import _common
+    from jaxdyn.experiments.copy_head.sgld import SGLDConfig
+
+    monkeypatch.setattr(_common.jax, "default_backend", lambda: backend)
+    run = _StubRun()
+    config = SGLDConfig(L=64, V=8, cpu_group_mb=group_mb)
+    options = _common.snug_sweep(run, "sgld", None, range(36), config)
+    assert options.vmap_width == width
+    assert bool(run.messages) == logged
+    if logged:
+        assert "groups of at most 4" in run.messages[0]
 
 
 def test_cpu_group_mb_must_be_finite_and_non_negative():

@@ -173,12 +173,17 @@ def snug_sweep(run, name: str, member, grid, config: CopyHeadConfig):
     """``run.sweep`` with the vmap width narrowed so that the members fill whole groups: the
     fewest groups of at most the run's ``vmap_width``, of equal width (a 66-member sweep runs
     as 3 x 22, not as 3 x 32 with 30 padding members computed and discarded). On a CPU the
-    width is at most :func:`cache_width` (``config.cpu_group_mb``), so that one group's
-    statistics stay in cache through its chains. The width depends only on the grid, the
-    config and the platform, so results stay bitwise the same for any process count."""
+    width is at most :func:`cache_width` (unless ``config.cpu_group_mb`` is 0), so that one
+    group's statistics stay in cache through its chains; the run's log says so when that
+    narrows it. The width depends only on the grid, the config and the platform, so results
+    stay bitwise the same for any process count."""
     width = run.options.vmap_width
-    if jax.default_backend() == "cpu":
-        width = min(width, cache_width(config))
+    if jax.default_backend() == "cpu" and config.cpu_group_mb > 0 and cache_width(config) < width:
+        width = cache_width(config)
+        run.log(
+            f"sweep '{name}': groups of at most {width} (cpu_group_mb = {config.cpu_group_mb:g}: "
+            f"{statistics_bytes(config) / 2**20:g} MB of statistics per member)"
+        )
     snug = snug_width(len(grid), width)
     return run.sweep(name, member, grid, options=dataclasses.replace(run.options, vmap_width=snug))
 
@@ -190,10 +195,7 @@ def statistics_bytes(config: CopyHeadConfig) -> int:
 
 
 def cache_width(config: CopyHeadConfig) -> int:
-    """The most members whose statistics fit in ``config.cpu_group_mb`` MB (at least one; no
-    limit when it is 0)."""
-    if config.cpu_group_mb == 0:
-        return 2**31 - 1
+    """The most members whose statistics fit in ``config.cpu_group_mb`` MB (at least one)."""
     return max(1, int(config.cpu_group_mb * 2**20) // statistics_bytes(config))
 
 
