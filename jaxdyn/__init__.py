@@ -9,7 +9,9 @@ Top-level names are the small shared vocabulary of every theory package:
   :func:`fit_exponential` returning a :class:`LinearFit` with standard error and
   confidence interval;
 - input validation (``require_*``) that raises one-line errors for concrete inputs and
-  ``eqx.error_if`` for traced ones.
+  ``eqx.error_if`` for traced ones;
+- :class:`UnrolledERK`, a diffrax explicit Runge-Kutta solver with its stages unrolled (the
+  default of the Gaussian simulators).
 
 Subpackages: :mod:`jaxdyn.attention`, :mod:`jaxdyn.sweep`, :mod:`jaxdyn.runs`,
 :mod:`jaxdyn.evidence` (the check contract), :mod:`jaxdyn.plotting`, :mod:`jaxdyn.data` and
@@ -26,6 +28,7 @@ from ._numerics import (
     fit_line as fit_line,
     fit_power_law as fit_power_law,
 )
+from ._solvers import UnrolledERK as UnrolledERK
 from ._status import (
     Status as Status,
     count_outcomes as count_outcomes,

@@ -2,8 +2,9 @@
 
 For a Gaussian-closed field the measure ``N(alpha, Sigma)`` stays Gaussian, with
 ``d alpha/dt = B alpha + c`` and ``d Sigma/dt = B Sigma + Sigma B^T`` (``Gamma(x) = B x + c``).
-:func:`simulate_gaussian` solves it with diffrax (adaptive Tsit5 by default; any diffrax solver
-and step-size controller object on request; ``throw=False``) and stops at the first event,
+:func:`simulate_gaussian` solves it with diffrax (adaptive Tsit5 by default, its stages
+unrolled: :class:`jaxdyn.UnrolledERK`; any diffrax solver and step-size controller object on
+request; ``throw=False``) and stops at the first event,
 each a real-valued condition of the state that is negative before the event and crosses zero
 at it:
 
@@ -52,6 +53,7 @@ import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from jaxdyn import Status, mark_nonfinite
+from jaxdyn._solvers import default_solver
 from jaxdyn.sweep import DiffeqProblem
 
 from ._solve_common import (
@@ -400,7 +402,8 @@ def gaussian_ode(
         cov0: initial covariance ``Sigma_0`` (symmetric PSD).
         t1: final time.
         ts: save times (default: only ``t1``).
-        solver: a diffrax solver (default ``diffrax.Tsit5()``).
+        solver: a diffrax solver (default ``jaxdyn.UnrolledERK(diffrax.Tsit5())``: Tsit5 with
+            its stages unrolled, the same method at a fraction of the cost per step).
         stepsize_controller: a diffrax step-size controller (default
             ``diffrax.PIDController(rtol=rtol, atol=atol)``; ``diffrax.ConstantStepSize()``
             needs ``dt0``).
@@ -445,7 +448,7 @@ def gaussian_ode(
         blowup_trace=optional(blowup_trace),
         steady_tol=optional(steady_tol),
         psd_tol=optional(psd_tol),
-        solver=diffrax.Tsit5() if solver is None else solver,
+        solver=default_solver() if solver is None else solver,
         controller=controller,
         saveat=requested_and_final_saveat(ts, None, dtype),
         max_steps=int(max_steps),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import diffrax
 import jax.numpy as jnp
 import numpy as np
 
@@ -95,6 +96,9 @@ def _member(config: ConeConfig, ts: np.ndarray):
             max_steps=config.max_steps,
             # L2 grows at most exponentially: only an overflow-level trace counts for it.
             blowup_trace=jnp.where(p["variant"] == 1, 1e200, config.blowup_trace),
+            # diffrax's Tsit5, whose stage loop traces the four-way SelectField once: unrolled
+            # stages (the default) compile it once per stage, for runs of a few hundred steps.
+            solver=diffrax.Tsit5(),
         )
         _, dcov = field.gaussian_rhs(sol.final_mean, sol.final_cov, t=sol.t_final)
         outcome = cone_outcome(
