@@ -11,7 +11,7 @@ Top-level names are the small shared vocabulary of every theory package:
 - input validation (``require_*``) that raises one-line errors for concrete inputs and
   ``eqx.error_if`` for traced ones;
 - :class:`UnrolledERK`, a diffrax explicit Runge-Kutta solver with its stages unrolled (the
-  default of the Gaussian simulators).
+  default of ``jaxdyn.meanfield.simulate_gaussian``).
 
 Subpackages: :mod:`jaxdyn.attention`, :mod:`jaxdyn.sweep`, :mod:`jaxdyn.runs`,
 :mod:`jaxdyn.evidence` (the check contract), :mod:`jaxdyn.plotting`, :mod:`jaxdyn.data` and

@@ -60,13 +60,14 @@ class UnrolledERK(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver)
     (the wrapped solver's interpolation of the same stage increments), for ODE terms.
 
     Use it like the wrapped solver, e.g. ``diffrax.diffeqsolve(term, UnrolledERK(
-    diffrax.Tsit5()), ...)``; jaxdyn's Gaussian simulators use ``UnrolledERK(Tsit5())`` by
-    default. The solution agrees with the wrapped solver's to rounding (the stage sums are
-    taken over the non-zero tableau entries, in another order); the step sizes are the same
-    unless rounding flips an accept/reject decision. The price is compilation: the vector
-    field is traced once per stage instead of once, which for small fields (covariance ODEs)
-    compiles about as fast, and for large ones (attention over many tokens) makes the program
-    larger while saving little, since there the vector field dominates a step.
+    diffrax.Tsit5()), ...)``; :func:`jaxdyn.meanfield.simulate_gaussian` and the solves built
+    on it use ``UnrolledERK(Tsit5())`` by default. The solution agrees with the wrapped
+    solver's to rounding (the stage sums are taken over the non-zero tableau entries, in
+    another order); the step sizes are the same unless rounding flips an accept/reject
+    decision. The price is compilation: the vector field is traced once per stage instead of
+    once, which for small fields (covariance ODEs) compiles about as fast, and for large ones
+    (attention over many tokens, a field selecting among several) makes the program larger
+    while saving little, since there the vector field dominates a step.
 
     The first-same-as-last stage is kept across steps as diffrax keeps it; after a jump of the
     step-size controller (``made_jump``) it is evaluated again, in a branch taken only when a
@@ -149,5 +150,6 @@ class UnrolledERK(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver)
 
 
 def default_solver() -> UnrolledERK:
-    """The solver of jaxdyn's Gaussian simulators when none is given: Tsit5, unrolled."""
+    """The solver of :func:`jaxdyn.meanfield.simulate_gaussian` when none is given: Tsit5,
+    unrolled."""
     return UnrolledERK(diffrax.Tsit5())

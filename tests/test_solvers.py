@@ -175,3 +175,22 @@ def test_simulate_gaussian_defaults_to_unrolled_tsit5():
     )
     np.testing.assert_allclose(default.final_cov, looped.final_cov, rtol=1e-8, atol=1e-12)
     assert isinstance(jaxdyn.UnrolledERK(diffrax.Tsit5()).solver, diffrax.Tsit5)
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_gradients_under_vmap_match_diffrax():
+    """vmap of grad and grad of vmap, through the any-member branch: diffrax's values."""
+    a = jnp.array([0.7, 0.2, -0.3])
+    grads = []
+    for solver in (diffrax.Tsit5(), UnrolledERK(diffrax.Tsit5())):
+
+        def f(x, solver=solver):
+            return _jump_solve(x, solver)[0]
+
+        def total(x, f=f):
+            return jnp.sum(jax.vmap(f)(x))
+
+        grads.append((jax.vmap(jax.grad(f))(a), jax.grad(total)(a)))
+    for looped, unrolled in zip(grads[0], grads[1], strict=True):
+        np.testing.assert_allclose(unrolled, looped, rtol=1e-10)

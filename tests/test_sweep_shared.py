@@ -83,13 +83,16 @@ def test_the_shared_form_is_the_problem_to_the_solvers_tolerance(kind, d):
         np.testing.assert_array_equal(shared.t_final, direct.t_final)
     # Same steps up to round-off (the norm counts the real components only): the states
     # differ by round-off amplified along the solve, far below the solver's local tolerance
-    # times the steps taken (rtol 1e-8 x a few hundred steps).
+    # times the steps taken (rtol 1e-8 x a few hundred steps). Round-off in the error
+    # estimate flips an accept/reject decision only where the error ratio is within ~1e-12 of
+    # 1, a step or two each time; a different step count of more than 1% would be another
+    # problem, not round-off.
     steps = np.asarray(direct.num_steps)
     scale = 1.0 + np.max(np.abs(direct.final_cov), axis=(1, 2))
     bound = RTOL * steps
     assert np.all(np.max(np.abs(shared.final_cov - direct.final_cov), axis=(1, 2)) / scale < bound)
     assert np.all(np.abs(shared.t_final - direct.t_final) < bound * direct.t_final)
-    assert np.all(np.abs(np.asarray(shared.num_steps) - steps) <= 2)
+    assert np.all(np.abs(np.asarray(shared.num_steps) - steps) <= 2 + 0.01 * steps)
 
 
 def test_a_problem_without_a_shared_form_says_so():
