@@ -26,9 +26,10 @@ them, with the published steps, tolerances and stopping rule.
   solve); it is timed again, compiled (``uninterrupted_solve_s_warm``), for what segmenting
   saves on this workload.
 
-Everything runs on one core (``sched_setaffinity``, single-threaded BLAS and XLA). Prints one
-JSON object and writes it to ``benchmarks/results/pde_ranks.json`` (``--runs N``, fewer than
-the published 100 converged runs per panel: the first N of every panel, to
+Everything runs on one core (``sched_setaffinity``, single-threaded BLAS and XLA), with a
+line of progress per phase on stderr. Prints one JSON object and writes it to
+``benchmarks/results/pde_ranks.json`` (``--runs N``, fewer than the published 100 converged
+runs per panel: the first N of every panel, to
 ``pde_ranks_subset.json``, for a loaded machine where the published loop takes too long; the
 ratios then hold compilation against a smaller baseline). ``--quick``: the first
 ``--quick-runs`` runs of every panel, nothing written. The JSON states the load average at the
@@ -75,6 +76,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     load_start = os.getloadavg()
+    start = time.perf_counter()
+
+    def progress(message: str) -> None:
+        """One line to stderr per phase (stdout is the JSON): the whole run takes minutes."""
+        print(f"[{time.perf_counter() - start:6.0f} s] {message}", file=sys.stderr, flush=True)
 
     import jax
 
@@ -92,8 +98,9 @@ def main() -> None:
 
     config = RanksConfig(runs=args.quick_runs if args.quick else args.runs)
     t0, c0 = time.perf_counter(), time.process_time()
-    panels = published_attempts(config)  # the published loop, every attempt timed
+    panels = published_attempts(config, progress)  # the published loop, every attempt timed
     loop_s, loop_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    progress(f"published loop: {loop_s:.1f} s; the same attempts as stacks next")
     # The same attempts stepped as stacks (stacked_rank_attempts; the same bits)
     keys, inputs = rank_panels(config.dims), panel_inputs(config)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -104,6 +111,7 @@ def main() -> None:
         by_panel.update(zip(members, group, strict=True))
     stacked = [(*inputs[p], by_panel[p]) for p in range(len(keys))]
     stacked_s, stacked_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    progress(f"stacked loop: {stacked_s:.1f} s; the natural member next (cold, then warm)")
     stacked_same = all(
         np.array_equal(getattr(a, k), getattr(b, k))
         for (_, _, a), (_, _, b) in zip(panels, stacked, strict=True)
@@ -119,6 +127,7 @@ def main() -> None:
     c1 = time.process_time()
     natural_warm_s, natural_warm_ranks, _ = natural_pass(panels, config, members, cold=False)
     natural_cpu_s = (c1 - c0, time.process_time() - c1)
+    progress(f"natural member: {natural_cold_s:.1f} s cold, {natural_warm_s:.2f} s warm")
     # CPU seconds: the baseline's share of the published loop's CPU time (its converged runs)
     baseline_cpu_s = loop_cpu_s * baseline_s / loop_s
 
@@ -132,6 +141,7 @@ def main() -> None:
     t0 = time.perf_counter()
     warm = run_sweep(member, Grid.zip(runs), name="ranks")
     warm_s = time.perf_counter() - t0
+    progress(f"rank_member: {cold_s:.1f} s cold, {warm_s:.2f} s warm; uninterrupted next")
     same = bool(np.array_equal(cold.outputs["rank"], warm.outputs["rank"]))
     # The uninterrupted solve (every group of vmap_width runs until its slowest member is
     # done): the segmented sweep must give the same limiting ranks.
@@ -157,7 +167,7 @@ def main() -> None:
         "stacked_published_loop_cpu_s": round(stacked_cpu_s, 2),
         "stacked_attempts_identical_to_the_loop": bool(stacked_same),
         "natural": "a member calling simulate_gaussian, one run_sweep per panel, default "
-        "SweepOptions (Tsit5, rtol=1e-8, atol=1e-10)",
+        "SweepOptions and solver (UnrolledERK(Tsit5()), rtol=1e-8, atol=1e-10)",
         "natural_cold_s": round(natural_cold_s, 2),
         "natural_warm_s": round(natural_warm_s, 2),
         "natural_ratio_warm": round(baseline_s / natural_warm_s, 1),

@@ -32,32 +32,25 @@ def _any_member_rule(axis_size, in_batched, flag):
     return (jnp.any(flag) if batched else flag), False
 
 
-def _combine(y0, coefficients, ks):
-    """``y0 + sum_j a_j k_j`` over the non-zero ``a_j``, in the solve's dtype."""
-    out = y0
-    for a, k in zip(coefficients, ks, strict=False):
-        if a != 0:
-            out = jtu.tree_map(lambda o, kj, a=a: o + jnp.asarray(a, kj.dtype) * kj, out, k)
-    return out
-
-
-def _weighted(coefficients, ks):
-    """``sum_j b_j k_j`` over the non-zero ``b_j``."""
-    terms = [
-        jtu.tree_map(lambda kj, b=b: jnp.asarray(b, kj.dtype) * kj, k)
-        for b, k in zip(coefficients, ks, strict=True)
-        if b != 0
-    ]
-    out = terms[0]
-    for term in terms[1:]:
-        out = jtu.tree_map(jnp.add, out, term)
-    return out
+def _combination(coefficients, ks, base=None):
+    """``base + sum_j c_j k_j`` over the non-zero ``c_j`` (``base`` ``None``: the sum alone;
+    zeros when every ``c_j`` is zero, as the error row of a fixed-step tableau), in the
+    stages' dtype."""
+    out = base
+    for c, k in zip(coefficients, ks, strict=False):
+        if c == 0:
+            continue
+        term = jtu.tree_map(lambda kj, c=c: jnp.asarray(c, kj.dtype) * kj, k)
+        out = term if out is None else jtu.tree_map(jnp.add, out, term)
+    return jtu.tree_map(jnp.zeros_like, ks[0]) if out is None else out
 
 
 class UnrolledERK(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
     """An explicit Runge-Kutta solver of diffrax (``Tsit5``, ``Dopri5``, ``Dopri8``, ``Bosh3``,
     ...) with its stages unrolled: the same Butcher tableau, error estimate and dense output
-    (the wrapped solver's interpolation of the same stage increments), for ODE terms.
+    (the wrapped solver's interpolation of the same stage increments), for ODE terms. A
+    fixed-step tableau (a zero error row, as :class:`jaxdyn.meanfield.RK4`) works with
+    ``diffrax.ConstantStepSize``.
 
     Use it like the wrapped solver, e.g. ``diffrax.diffeqsolve(term, UnrolledERK(
     diffrax.Tsit5()), ...)``; :func:`jaxdyn.meanfield.simulate_gaussian` and the solves built
@@ -137,13 +130,13 @@ class UnrolledERK(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver)
         ks = [terms.prod(f0, control)]
         yi, fi = y0, f0
         for c_i, a_i in zip(tableau.c, tableau.a_lower, strict=True):
-            yi = _combine(y0, a_i, ks)
+            yi = _combination(a_i, ks, base=y0)
             # diffrax's stage times: exactly t1 where c = 1.
             ti = t1 if c_i == 1 else t0 + jnp.asarray(c_i, jnp.result_type(dt)) * dt
             fi = terms.vf(ti, yi, args)
             ks.append(terms.prod(fi, control))
-        y1 = yi if tableau.ssal else _combine(y0, tableau.b_sol, ks)
-        y_error = _weighted(tableau.b_error, ks)
+        y1 = yi if tableau.ssal else _combination(tableau.b_sol, ks, base=y0)
+        y_error = _combination(tableau.b_error, ks)
         dense_info = dict(y0=y0, y1=y1, k=jtu.tree_map(lambda *k: jnp.stack(k), *ks))
         new_state = fi if tableau.fsal else None
         return y1, y_error, dense_info, new_state, diffrax.RESULTS.successful

@@ -11,6 +11,7 @@ import scipy.linalg
 
 import jaxdyn
 from jaxdyn import UnrolledERK
+from jaxdyn.meanfield import RK4
 
 jax.config.update("jax_enable_x64", True)
 
@@ -24,6 +25,7 @@ TABLEAUS = [
     (diffrax.Dopri5, 5),
     (diffrax.Tsit5, 5),
     (diffrax.Dopri8, 8),
+    (RK4, 4),  # jaxdyn's classical RK4: no error estimate (a zero error row)
 ]
 
 
@@ -159,9 +161,9 @@ def test_only_explicit_tableaus_are_accepted(solver):
 
 
 def test_simulate_gaussian_defaults_to_unrolled_tsit5():
-    """The Gaussian simulator's default and diffrax's Tsit5 solve the same problem to the
-    tolerance: the same limiting covariance within the solve's rtol."""
-    from jaxdyn.meanfield import Softmax, simulate_gaussian
+    """The Gaussian simulator's problem, with no solver given, is solved by Tsit5 unrolled; it
+    and diffrax's Tsit5 reach the same final covariance within the solve's tolerance."""
+    from jaxdyn.meanfield import Softmax, gaussian_ode, simulate_gaussian
 
     rng = np.random.default_rng(3)
     d = 3
@@ -174,7 +176,8 @@ def test_simulate_gaussian_defaults_to_unrolled_tsit5():
         field, np.zeros(d), cov0, 5.0, rtol=1e-10, atol=1e-12, solver=diffrax.Tsit5()
     )
     np.testing.assert_allclose(default.final_cov, looped.final_cov, rtol=1e-8, atol=1e-12)
-    assert isinstance(jaxdyn.UnrolledERK(diffrax.Tsit5()).solver, diffrax.Tsit5)
+    solver = gaussian_ode(field, np.zeros(d), cov0, 5.0).diffeq_problem().solver
+    assert isinstance(solver, jaxdyn.UnrolledERK) and type(solver.solver) is diffrax.Tsit5
 
 
 @pytest.mark.slow
