@@ -140,3 +140,38 @@ def test_undecided_and_unsupported_inputs():
     with pytest.raises(ValueError):
         gaussian_regime(_field(A, np.eye(3)), np.zeros(3), -np.eye(3))
     jax.block_until_ready(jnp.zeros(()))
+
+
+def test_singular_start_keeps_its_rank_but_the_rank_one_set_repels():
+    """V = diag(1, 3), A = J (skew: S = 0), Sigma_0 = u u^T, u = (1, 1)/sqrt(2): every rank-one
+    Sigma is stationary (u^T A u = 0), so ``low_rank`` with rank 1 is exact. [derived] A
+    perturbation c n n^T (n orthogonal to u) obeys c' = -2 (u^T V n) c = 2c to first order, so
+    the smallest eigenvalue of the solve grows like eps e^{2t}: a solver at a fixed horizon
+    cannot arbitrate singular starts. Counterfactual: V = I makes u^T V n = 0 and the
+    perturbation stays."""
+    J = np.array([[0.0, 1.0], [-1.0, 0.0]])
+    u, n = np.array([1.0, 1.0]) / np.sqrt(2), np.array([1.0, -1.0]) / np.sqrt(2)
+    cov0 = np.outer(u, u)
+    ts = jnp.array([1.0, 2.0, 3.0])
+    for V, rate in ((np.diag([1.0, 3.0]), 2.0), (np.eye(2), 0.0)):
+        assert -2.0 * u @ V @ n == pytest.approx(rate)
+        field = _field(J, V)
+        r = gaussian_regime(field, np.zeros(2), cov0)
+        assert _same(r.regime, Regime.low_rank) and r.rank_bound == 1
+        _, dcov = field.gaussian_rhs(jnp.zeros(2), jnp.asarray(cov0))
+        assert float(jnp.max(jnp.abs(dcov))) < 1e-15  # the exact start is stationary
+        for eps in (1e-8, 1e-6):
+            sol = simulate_gaussian(
+                field,
+                np.zeros(2),
+                cov0 + eps * np.outer(n, n),
+                3.0,
+                ts=ts,
+                rtol=1e-12,
+                atol=1e-18,
+                max_steps=100_000,
+            )
+            smallest = np.linalg.eigvalsh(np.asarray(sol.covs))[:, 0]
+            # Second-order terms are O(eps e^{4t}) <= 4e-4 of the first; the solve's error is
+            # rtol = 1e-12 of O(1) entries, 1e-4 of eps = 1e-8: 1% holds both.
+            np.testing.assert_allclose(smallest / eps, np.exp(rate * np.asarray(ts)), rtol=1e-2)

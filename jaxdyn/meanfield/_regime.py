@@ -76,6 +76,9 @@ class GaussianRegime(eqx.Module):
         trace_bound: for the bounded regimes, a bound on ``tr Sigma(t)`` for all ``t``
             (``inf`` where none is derived).
         rank_bound: an upper bound on the rank of the limit points (``d`` where unknown).
+            From a rank-deficient ``Sigma_0`` it is the exact flow's: the rank is kept, but the
+            rank-deficient set can repel, so a numerical solve's round-off may grow to a
+            larger rank before the flow returns (docs/transformer_pde.md, "Findings").
     """
 
     regime: Regime
