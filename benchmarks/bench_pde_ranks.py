@@ -86,13 +86,12 @@ def main() -> None:
 
     jax.config.update("jax_enable_x64", True)
     from jaxdyn import Status
-    from jaxdyn.experiments.pde_gaussian import rank_member, rank_panels
-    from jaxdyn.experiments.pde_gaussian._published_euler import stacked_rank_attempts
+    from jaxdyn.experiments.pde_gaussian import rank_member
     from jaxdyn.experiments.pde_gaussian.ranks import (
         RanksConfig,
-        panel_inputs,
         published_attempts,
         rank_members,
+        stacked_published_attempts,
     )
     from jaxdyn.sweep import Grid, SweepOptions, clear_caches, run_sweep
 
@@ -102,14 +101,8 @@ def main() -> None:
     loop_s, loop_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     progress(f"published loop: {loop_s:.1f} s; the same attempts as stacks next")
     # The same attempts stepped as stacks (stacked_rank_attempts; the same bits)
-    keys, inputs = rank_panels(config.dims), panel_inputs(config)
     t0, c0 = time.perf_counter(), time.process_time()
-    by_panel = {}
-    for attention, d in dict.fromkeys((a, d) for a, _, d in keys):
-        members = [p for p, (a, _, dim) in enumerate(keys) if (a, dim) == (attention, d)]
-        group = stacked_rank_attempts([inputs[p] for p in members], attention, runs=config.runs)
-        by_panel.update(zip(members, group, strict=True))
-    stacked = [(*inputs[p], by_panel[p]) for p in range(len(keys))]
+    stacked = stacked_published_attempts(config, progress)
     stacked_s, stacked_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     progress(f"stacked loop: {stacked_s:.1f} s; the natural member next (cold, then warm)")
     stacked_same = all(

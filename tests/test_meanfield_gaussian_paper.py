@@ -242,19 +242,28 @@ def _random_panel(attention, value, d, rng, runs, attempts, max_steps):
 
 @pytest.mark.parametrize("attention", ["softmax", "l2"])
 @pytest.mark.parametrize("lanes", [1, 3, 64])
-def test_stacked_attempts_are_the_published_loops_bit_for_bit(attention, lanes):
+@pytest.mark.parametrize(
+    "guesses",
+    [
+        {},  # the defaults: no attempt here runs long enough to be guessed not to converge
+        {"stagger": 1, "suspect_after": 1},  # every guess as early as possible
+        {"stagger": 4, "suspect_after": 50},
+    ],
+)
+def test_stacked_attempts_are_the_published_loops_bit_for_bit(attention, lanes, guesses):
     """The stacked attempt loop against the published one, attempt by attempt: the same
     pairing, statuses, steps, limiting ranks and projections, on random panels of dimensions
     2 and 6 where attempts are set aside both by divergence (within a few steps) and by the
     step limit (after the attempts started beside them have run on the guess that it
-    converges: those are discarded and started again), with one lane and with several."""
+    converges: those are dropped and started again), with one lane and with several, and
+    with guesses made early (many of them wrong) or late."""
     rng = np.random.default_rng(7)
     for d in (2, 6):
         panels = [
             _random_panel(attention, value, d, rng, runs=4, attempts=12, max_steps=400)
             for value in ("identity", "random")
         ]
-        stacked = stacked_rank_attempts(panels, attention, lanes=lanes)
+        stacked = stacked_rank_attempts(panels, attention, lanes=lanes, **guesses)
         for (inputs, settings), got in zip(panels, stacked, strict=True):
             loop = published_rank_attempts(inputs, settings, attention)
             for field in _ATTEMPT_FIELDS:
@@ -305,3 +314,5 @@ def test_stacked_attempts_reject_panels_of_several_dimensions():
         stacked_rank_attempts(panels, "softmax")
     with pytest.raises(ValueError, match="lanes"):
         stacked_rank_attempts(panels[:1], "softmax", lanes=0)
+    with pytest.raises(ValueError, match="stagger"):
+        stacked_rank_attempts(panels[:1], "softmax", stagger=10, suspect_after=5)

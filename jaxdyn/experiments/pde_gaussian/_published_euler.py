@@ -266,6 +266,8 @@ def stacked_rank_attempts(
     *,
     runs: int | None = None,
     lanes: int = 256,
+    stagger: int = 32,
+    suspect_after: int = 2048,
 ) -> list[RankAttempts]:
     """The attempts of :func:`published_rank_attempts` for panels of one attention and
     dimension, with the same bits, stepped as stacks.
@@ -275,19 +277,31 @@ def stacked_rank_attempts(
     calls once per step of each attempt). Every matrix of a stack goes through the same
     routine as in the loop (``np.matmul``, ``eigh`` and ``inv`` apply the 2-D routines matrix
     by matrix), so every attempt's status, steps, limiting rank and projections equal the
-    loop's (tested against it). A finished attempt's lane takes the next attempt.
+    loop's (tested against it).
 
-    Which run index an attempt pairs with depends on whether the attempts before it converged.
-    An attempt starts on the guess that every earlier attempt of its panel still running
-    converges; when one does not, the attempts of that panel started after it are discarded
-    and started again with the right run index. The attempts the published loop sets aside
-    diverge within a few steps, so little is discarded.
+    Which run index an attempt pairs with depends on whether the attempts before it
+    converged, and an attempt's outcome depends only on its run index and its ``Sigma_0``
+    entry. So ``(attempt, run index)`` pairs are stepped speculatively, and the published
+    pairing is read off the finished ones. A panel's next attempt starts, on the guess that
+    the one before it converges, once that one has run ``stagger`` steps: the attempts the
+    published loop sets aside by divergence diverge within a few steps (at most 19 on the
+    published panels, against hundreds to tens of thousands for a converging one), so the
+    guess is then rarely wrong. The other attempts it sets aside run to the step limit (37
+    of 247 in the softmax, V = G^T G, d = 5 panel), and on that guess alone each of them
+    would hold up its panel for the whole limit. So once the earliest attempt whose outcome
+    is not known has run ``suspect_after`` steps, the attempts after it are also started on
+    the guess that it does not converge (two run indices each), and those long attempts
+    overlap. Pairs that finished outcomes rule out are dropped.
 
     Args:
         panels: ``(inputs, settings)`` of each panel, all of one dimension.
         attention: ``"softmax"`` or ``"l2"``.
         runs: run indices to fill per panel (default: all of each panel's ``inputs``).
         lanes: attempts stepped together.
+        stagger: steps an attempt runs before the next one starts on the guess that it
+            converges.
+        suspect_after: steps the earliest unfinished attempt runs before the next one also
+            starts on the guess that it does not converge.
 
     Returns:
         One :class:`RankAttempts` per panel, in order, whose ``seconds`` are NaN (the attempts
@@ -295,6 +309,11 @@ def stacked_rank_attempts(
     """
     if lanes < 1:
         raise ValueError(f"lanes must be >= 1, got {lanes}")
+    if not 1 <= stagger <= suspect_after:
+        raise ValueError(
+            f"need 1 <= stagger <= suspect_after, got stagger={stagger}, "
+            f"suspect_after={suspect_after}"
+        )
     dims = {inputs.Sigma0.shape[-1] for inputs, _ in panels}
     if len(dims) != 1:
         raise ValueError(f"the panels must share one dimension, got {sorted(dims)}")
@@ -312,9 +331,11 @@ def stacked_rank_attempts(
     tol_high = np.array([s.tol_high for s in settings])
     max_steps = np.array([s.max_steps for s in settings])
     floor = np.array([s.floor for s in settings])
-    done: list[dict[int, tuple[int, int, int, int, int, int]]] = [{} for _ in panels]
-    next_run, next_attempt = [0] * n_panels, [0] * n_panels
-    # Active lanes: panel, run and attempt indices, state, steps taken, projections.
+    # Finished pairs: outcome[p][(attempt, run)] = (status, rank, steps, projected).
+    outcome: list[dict[tuple[int, int], tuple[int, int, int, int]]] = [{} for _ in panels]
+    # The first attempt of each panel whose published run index is known but not its outcome.
+    resolved = [(0, 0)] * n_panels
+    eigh = np.linalg.eigh
     lane = {
         "panel": np.zeros(0, np.int64),
         "run": np.zeros(0, np.int64),
@@ -323,36 +344,81 @@ def stacked_rank_attempts(
         "steps": np.zeros(0, np.int64),
         "projected": np.zeros(0, np.int64),
     }
-    eigh = np.linalg.eigh
-    changed = True  # the lanes changed: gather their constants and settings again
+
+    def resolve(p: int) -> None:
+        a, r = resolved[p]
+        while r < wanted[p] and a < cap[p] and (a, r) in outcome[p]:
+            r, a = r + int(outcome[p][(a, r)][0] == CONVERGED), a + 1
+        resolved[p] = (a, r)
+
+    def plan(p: int, running: dict[tuple[int, int], int]) -> list[tuple[int, int]]:
+        """The panel's pairs worth stepping, in order of priority: from the resolved attempt
+        on, every run index still possible for each attempt under the guesses."""
+        a, r = resolved[p]
+        first = a
+        order: list[tuple[int, int]] = []
+        candidates = {r}
+        while candidates and a < cap[p]:
+            following: set[int] = set()
+            for run in sorted(candidates, reverse=True):
+                if run >= wanted[p]:
+                    continue  # on this branch the panel is full
+                if (a, run) in outcome[p]:
+                    following.add(run + int(outcome[p][(a, run)][0] == CONVERGED))
+                    continue
+                order.append((a, run))
+                if running.get((a, run), 0) >= stagger:
+                    following.add(run + 1)
+                    if a == first and running[(a, run)] >= suspect_after:
+                        following.add(run)
+            candidates = following
+            a += 1
+        return order
+
+    replan = True
     while True:
-        # Fill free lanes with the next attempts, one panel after another (the loop's
-        # `if r == runs: break` is the guard).
-        new: list[tuple[int, int, int]] = []
-        free = lanes - lane["run"].size
-        while free > 0:
-            ready = [
-                p for p in range(n_panels) if next_run[p] < wanted[p] and next_attempt[p] < cap[p]
+        if replan:
+            running = {
+                (int(p), int(a), int(r)): int(s)
+                for p, a, r, s in zip(
+                    lane["panel"], lane["attempt"], lane["run"], lane["steps"], strict=True
+                )
+            }
+            orders = [
+                plan(p, {(a, r): s for (q, a, r), s in running.items() if q == p})
+                for p in range(n_panels)
             ]
-            if not ready:
+            wanted_pairs = {(p, a, r) for p in range(n_panels) for a, r in orders[p]}
+            keep = np.array([key in wanted_pairs for key in running], dtype=bool)
+            lane = {k: v[keep] for k, v in lane.items()} if not keep.all() else lane
+            free = lanes - lane["run"].size
+            new: list[tuple[int, int, int]] = []
+            # Round-robin over the panels, each panel's pairs in order of priority.
+            queues = [
+                [(p, a, r) for a, r in orders[p] if (p, a, r) not in running]
+                for p in range(n_panels)
+            ]
+            for rank_in_queue in range(max((len(q) for q in queues), default=0)):
+                if len(new) >= free:
+                    break
+                for q in queues:
+                    if rank_in_queue < len(q) and len(new) < free:
+                        new.append(q[rank_in_queue])
+            if new:
+                p_new, a_new, r_new = (np.array(c, np.int64) for c in zip(*new, strict=True))
+                sigma0 = np.stack([panels[p][0].Sigma0[a] for p, a, _ in new]).astype(float)
+                zeros = np.zeros(len(new), np.int64)
+                for key, value in zip(
+                    lane, (p_new, r_new, a_new, sigma0, zeros, zeros), strict=True
+                ):
+                    lane[key] = np.concatenate([lane[key], value])
+            if lane["run"].size == 0:
                 break
-            for p in ready[:free]:
-                new.append((p, next_run[p], next_attempt[p]))
-                next_run[p], next_attempt[p] = next_run[p] + 1, next_attempt[p] + 1
-            free -= len(ready[:free])
-        if new:
-            p_new, r_new, a_new = (np.array(c, np.int64) for c in zip(*new, strict=True))
-            sigma0 = np.stack([panels[p][0].Sigma0[a] for p, _, a in new]).astype(float)
-            zeros = np.zeros(len(new), np.int64)
-            for key, value in zip(lane, (p_new, r_new, a_new, sigma0, zeros, zeros), strict=True):
-                lane[key] = np.concatenate([lane[key], value])
-        if lane["run"].size == 0:
-            break
-        if new or changed:
             p_of = lane["panel"]
             lane_constants = tuple(c[offset[p_of] + lane["run"]] for c in constants)
             lane_dt, lane_floor = step_size[p_of][:, None, None], floor[p_of][:, None]
             lane_low, lane_high, lane_max = tol_low[p_of], tol_high[p_of], max_steps[p_of]
+            replan = False
         # One step of every lane: the operations of projected_euler, stacked.
         Sigma = lane["Sigma"]
         F = _stacked_rhs(attention, lane_constants, Sigma)
@@ -366,30 +432,28 @@ def stacked_rank_attempts(
         converged = norm < lane_low
         diverged = ~converged & (np.trace(lane["Sigma"], axis1=1, axis2=2) > lane_high)
         finished = converged | diverged | (steps >= lane_max)
-        changed = bool(finished.any())
-        if not changed:
-            continue
-        first_rejected: dict[int, int] = {}
-        for i in np.flatnonzero(finished):
-            p, r, a = (int(lane[k][i]) for k in ("panel", "run", "attempt"))
-            if converged[i]:
-                status, rank = CONVERGED, limiting_rank_numpy(Sigma[i], settings[p].threshold)
-            else:
-                status, rank = (DIVERGED if diverged[i] else NOT_FINISHED), -1
-                first_rejected[p] = min(first_rejected.get(p, a), a)
-            done[p][a] = (r, a, status, rank, int(steps[i]), int(lane["projected"][i]))
-        keep = ~finished
-        for p, a_rejected in first_rejected.items():
-            # The panel's attempts started after a rejected one were paired with one run
-            # index too many: discard them (running or finished), restart after it.
-            keep &= (lane["panel"] != p) | (lane["attempt"] < a_rejected)
-            for a in [a for a in done[p] if a > a_rejected]:
-                del done[p][a]
-            next_run[p], next_attempt[p] = done[p][a_rejected][0], a_rejected + 1
-        lane = {k: v[keep] for k, v in lane.items()}
+        if finished.any():
+            for i in np.flatnonzero(finished):
+                p, r, a = (int(lane[k][i]) for k in ("panel", "run", "attempt"))
+                if converged[i]:
+                    status = CONVERGED
+                    rank = limiting_rank_numpy(Sigma[i], settings[p].threshold)
+                else:
+                    status, rank = (DIVERGED if diverged[i] else NOT_FINISHED), -1
+                outcome[p][(a, r)] = (status, rank, int(steps[i]), int(lane["projected"][i]))
+            lane = {k: v[~finished] for k, v in lane.items()}
+            for p in range(n_panels):
+                resolve(p)
+            replan = True
+        elif ((steps == stagger) | (steps == suspect_after)).any():
+            replan = True  # a guess can now be made past an attempt
     out = []
     for p in range(n_panels):
-        rows = [done[p][a] for a in range(next_attempt[p])]
+        rows, a, r = [], 0, 0
+        while (a, r) in outcome[p] and a < resolved[p][0]:
+            status, rank, steps_taken, projected = outcome[p][(a, r)]
+            rows.append((r, a, status, rank, steps_taken, projected))
+            r, a = r + int(status == CONVERGED), a + 1
         cols = np.array(rows, dtype=np.int64).reshape(-1, 6).T
         out.append(
             RankAttempts(*(c.astype(np.int32) for c in cols), seconds=np.full(len(rows), np.nan))
