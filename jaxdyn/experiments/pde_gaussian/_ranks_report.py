@@ -38,16 +38,15 @@ def rank_summary(
     ``rank_disagreements``: published runs (converged in the published loop) whose accurate rank
     differs or that do not converge accurately; ``set_aside_converging``: attempts the published
     loop set aside (diverged or unfinished) that converge when solved accurately;
-    ``confirmed``: disagreements where the third method gives the accurate solve's outcome and
-    rank; ``projected_disagreeing`` / ``projected_agreeing``: published runs whose Euler steps
-    produced a negative eigenvalue (replaced by 1e-14), among the runs that disagree / agree.
+    ``confirmed``: disagreements (attempts ``chosen``) where the third method's ``confirm =
+    (status, rank)`` is the accurate solve's outcome and rank; ``projected_disagreeing`` /
+    ``projected_agreeing``: published runs whose Euler steps produced a negative eigenvalue
+    (replaced by 1e-14), among the runs that disagree / agree.
     """
     acc_status, acc_rank = accurate.status, accurate.outputs["rank"]
     confirmed = np.zeros(len(acc_rank), bool)
-    if confirm is not None:
-        confirmed[chosen] = (confirm.status == acc_status[chosen]) & (
-            confirm.outputs["rank"] == acc_rank[chosen]
-        )
+    confirm_status, confirm_rank = confirm
+    confirmed[chosen] = (confirm_status == acc_status[chosen]) & (confirm_rank == acc_rank[chosen])
     panels = {}
     for p, (attention, value, d) in enumerate(rank_panels(config.dims)):
         mine = params["panel"] == p
@@ -113,8 +112,8 @@ def rank_checks(config, run, params, accurate, summary) -> None:
         "disagreements_confirmed_by_third_method",
         expected=total,
         measured=sum(s["confirmed"] for s in summary.values()),
-        note="published-Euler disagreements where Dopri8 at confirm_rtol gives the accurate "
-        "solve's outcome and rank (two solvers of one ODE)",
+        note="published-Euler disagreements where SciPy's DOP853 on the published right-hand "
+        "side at confirm_rtol gives the accurate solve's outcome and rank",
     )
     run.consistency(
         "accurate_solves_without_failure",
@@ -128,7 +127,7 @@ def rank_checks(config, run, params, accurate, summary) -> None:
         "published_histograms_are_the_ode_ranks",
         published_histogram_evidence(runs, runs - disagreeing),
         note="published runs (converged in the published loop) whose accurate solve converges "
-        "to the same rank; every disagreement confirmed by Dopri8",
+        "to the same rank; every disagreement confirmed by SciPy's DOP853",
     )
     _closed_form_checks(config, run, params, accurate)
 

@@ -8,8 +8,9 @@ docs/transformer_pde_ranks.md).
 2. Every attempt it made is solved again accurately (adaptive Tsit5, the same stopping rule
    located on the interpolant), all panels in one sweep.
 3. Where the two disagree (a converged run's rank, or an attempt the published loop set aside
-   that converges when solved accurately), a third method decides: a second diffrax solver
-   (Dopri8) at a tight tolerance.
+   that converges when solved accurately), a third method decides: SciPy's DOP853 on the
+   published right-hand side at a tight tolerance, sharing nothing with the accurate solve
+   but the stopping rule.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import diffrax
 import numpy as np
 
 from jaxdyn import Status, require_positive, status_code
@@ -38,6 +38,7 @@ from ._paper import (
 from ._published_euler import published_rank_attempts, stacked_rank_attempts
 from ._rank_member import pad_rank_member, rank_member
 from ._ranks_report import rank_checks, rank_figures, rank_summary
+from ._third_method import dop853_rank_outcome
 
 # Segmented sweeps in groups of one width, 8 (two float64 SIMD registers on CPUs): one
 # compiled segment program (each width is one more, seconds of compilation) and groups narrow
@@ -60,7 +61,7 @@ class RanksConfig(ExperimentConfig):
         sigma0_norm: ``"none"`` (``S S^T``, published) or ``"dim"`` (``S S^T / d``).
         rtol: relative tolerance of the accurate solve.
         atol: absolute tolerance of the accurate solve.
-        confirm_rtol: relative tolerance of the third method (Dopri8).
+        confirm_rtol: relative tolerance of the third method (SciPy's DOP853).
         confirm_atol: absolute tolerance of the third method.
         max_steps: solver steps per run.
         threshold: the rank counts eigenvalues above it (published: 0.1).
@@ -200,25 +201,9 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
     euler_status = np.concatenate([att.status for _, _, att in panels])
     euler_rank = np.concatenate([att.rank for _, _, att in panels])
     disagree = _disagreements(accurate, euler_status, euler_rank)
-    # The third method on every disagreement (a second solver at a tight tolerance).
+    # The third method on every disagreement.
     chosen = np.flatnonzero(disagree)
-    confirm = None
-    if chosen.size:
-        confirm = run.sweep(
-            "confirm",
-            rank_member(
-                rtol=config.confirm_rtol,
-                atol=config.confirm_atol,
-                max_steps=config.max_steps,
-                solver=diffrax.Dopri8(),
-                threshold=config.threshold,
-            ),
-            Grid.zip({k: v[chosen] for k, v in params.items()}),
-            accept=RANK_ACCEPT,
-            # The few disagreements in one unsegmented program (segmenting compiles an init,
-            # a finish and a segment program per width for members of similar length).
-            options=dataclasses.replace(run.options, segment_steps=0),
-        )
+    confirm = third_method(config, panels, chosen, run.log)
     run.save_arrays(
         ranks_panel=params["panel"],
         ranks_run=np.concatenate([att.run for _, _, att in panels]),
@@ -228,6 +213,9 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
         ranks_euler_steps=np.concatenate([att.steps for _, _, att in panels]),
         ranks_euler_projected=np.concatenate([att.projected for _, _, att in panels]),
         ranks_disagree=disagree,
+        ranks_confirm_index=chosen,
+        ranks_confirm_status=confirm[0],
+        ranks_confirm_rank=confirm[1],
     )
     projected = np.concatenate([att.projected for _, _, att in panels])
     summary = rank_summary(
@@ -235,6 +223,40 @@ def run_pde_ranks(config: RanksConfig, run: Run) -> None:
     )
     rank_figures(config, run, summary)
     rank_checks(config, run, params, accurate, summary)
+
+
+def third_method(config: RanksConfig, panels, chosen, log=lambda msg: None):
+    """``(status, rank)`` arrays of :func:`dop853_rank_outcome` for the attempts ``chosen``
+    (indices into the attempts of every panel, in order), from the unpadded draws."""
+    where = [
+        (p, int(r), int(a))
+        for p, (_, _, attempts) in enumerate(panels)
+        for r, a in zip(attempts.run, attempts.attempt, strict=True)
+    ]
+    keys = rank_panels(config.dims)
+    t0 = time.perf_counter()
+    outcomes = []
+    for m in chosen:
+        p, r, a = where[m]
+        inputs, settings, _ = panels[p]
+        outcomes.append(
+            dop853_rank_outcome(
+                keys[p][0],
+                inputs.Q[r],
+                inputs.K[r],
+                inputs.V[r],
+                inputs.Sigma0[a],
+                tol_low=settings.tol_low,
+                tol_high=settings.tol_high,
+                t1=settings.max_steps * settings.dt,
+                rtol=config.confirm_rtol,
+                atol=config.confirm_atol,
+                threshold=config.threshold,
+            )  # fmt: skip
+        )
+    log(f"third method (DOP853): {len(chosen)} disagreements, {time.perf_counter() - t0:.1f} s")
+    outcomes = np.array(outcomes, np.int32).reshape(-1, 2)
+    return outcomes[:, 0], outcomes[:, 1]
 
 
 def _disagreements(accurate, euler_status, euler_rank) -> np.ndarray:
