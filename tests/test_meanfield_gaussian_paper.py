@@ -331,83 +331,45 @@ def test_third_method_stops_where_the_closed_form_does():
     diverged; with a horizon before either, ``successful``."""
     from jaxdyn.experiments.pde_gaussian._third_method import dop853_rank_outcome
 
-    d, l0 = 3, np.array([4.0, 1.0, 0.02])
-    Sigma0 = np.diag(l0)
-    options = {"rtol": 1e-11, "atol": 1e-13, "threshold": 0.1}
-    tol_low = 0.05
+    d, l0, tol_low = 3, np.array([4.0, 1.0, 0.02]), 0.05
+
+    def solve(sign, **changes):
+        options = {"tol_low": tol_low, "tol_high": 1e3, "t1": 50.0, "rtol": 1e-11}
+        options |= {"atol": 1e-13, "threshold": 0.1} | changes
+        return dop853_rank_outcome("softmax", *_isotropic_softmax(d, sign), np.diag(l0), **options)
+
     # closed form: the stop time solves 2 sqrt(sum l(t)^4) = tol_low
     ts = np.linspace(0.0, 50.0, 500_001)
     lam = 1.0 / (1.0 / l0[None, :] + 2.0 * ts[:, None])
     stop = np.argmax(2.0 * np.sqrt(np.sum(lam**4, axis=1)) <= tol_low)
     expected_rank = int(np.sum(lam[stop] > 0.1))
     assert expected_rank == 2  # the case tests a rank between 0 and d
-    status, rank = dop853_rank_outcome(
-        "softmax", *_isotropic_softmax(d, -1.0), Sigma0, tol_low=tol_low, tol_high=1e3,
-        t1=50.0, **options,
-    )  # fmt: skip
-    assert (status, rank) == (status_code(Status.steady_state), expected_rank)
+    assert solve(-1.0) == (status_code(Status.steady_state), expected_rank)
     # the counterfactual: a threshold above the surviving eigenvalue changes the rank
-    _, rank_high = dop853_rank_outcome(
-        "softmax", *_isotropic_softmax(d, -1.0), Sigma0, tol_low=tol_low, tol_high=1e3,
-        t1=50.0, rtol=1e-11, atol=1e-13, threshold=lam[stop][1] * 1.01,
-    )  # fmt: skip
-    assert rank_high == 1
-    status, _ = dop853_rank_outcome(
-        "softmax", *_isotropic_softmax(d, 1.0), Sigma0, tol_low=tol_low, tol_high=1e3,
-        t1=50.0, **options,
-    )  # fmt: skip
-    assert status == status_code(Status.blowup)  # at t = 1 / (2 * 4) = 0.125
-    status, _ = dop853_rank_outcome(
-        "softmax", *_isotropic_softmax(d, -1.0), Sigma0, tol_low=tol_low, tol_high=1e3,
-        t1=0.01, **options,
-    )  # fmt: skip
-    assert status == status_code(Status.successful)
+    assert solve(-1.0, threshold=lam[stop][1] * 1.01)[1] == 1
+    assert solve(1.0)[0] == status_code(Status.blowup)  # at t = 1 / (2 * 4) = 0.125
+    assert solve(-1.0, t1=0.01)[0] == status_code(Status.successful)
 
 
 def test_third_method_agrees_with_the_accurate_solve_on_published_draws():
-    """The first attempts of the published d = 3 panels, both attentions: DOP853 on the
-    published right-hand side and the accurate solve (diffrax Tsit5 on jaxdyn's field, one
-    sweep) give the same outcome and rank."""
+    """Every attempt of the published d = 3 panels, both attentions (two runs per panel):
+    ``pde-ranks``' third method (DOP853 on the published right-hand side, from the unpadded
+    draws) and its accurate solve (diffrax Tsit5 on jaxdyn's field, padded members, one sweep)
+    give the same outcome and rank, attempt by attempt."""
     from jaxdyn.experiments.pde_gaussian import rank_member
-    from jaxdyn.experiments.pde_gaussian._rank_member import pad_rank_member
-    from jaxdyn.experiments.pde_gaussian._third_method import dop853_rank_outcome
+    from jaxdyn.experiments.pde_gaussian.ranks import (
+        RanksConfig,
+        rank_members,
+        stacked_published_attempts,
+        third_method,
+    )
     from jaxdyn.sweep import Grid, run_sweep
 
-    d, runs = 3, 4
-    third, rows = (
-        [],
-        {k: [] for k in ("Q", "K", "V", "Sigma0", "attention", "tol_low", "tol_high", "t1")},
-    )
-    for attention in ("softmax", "l2"):
-        for value in ("identity", "random"):
-            inputs = paper_rank_inputs(attention, value, d, runs=runs)
-            settings = published_rank_settings(attention, value, d)
-            t1 = settings.max_steps * settings.dt
-            for r in range(runs):
-                third.append(
-                    dop853_rank_outcome(
-                        attention,
-                        inputs.Q[r],
-                        inputs.K[r],
-                        inputs.V[r],
-                        inputs.Sigma0[r],
-                        tol_low=settings.tol_low,
-                        tol_high=settings.tol_high,
-                        t1=t1,
-                        rtol=1e-11,
-                        atol=1e-13,
-                    )  # fmt: skip
-                )
-                padded = pad_rank_member(inputs.Q[r], inputs.K[r], inputs.V[r], inputs.Sigma0[r], d)
-                for key, v in zip(("Q", "K", "V", "Sigma0"), padded, strict=True):
-                    rows[key].append(v)
-                rows["attention"].append(["softmax", "l2"].index(attention))
-                rows["tol_low"].append(settings.tol_low)
-                rows["tol_high"].append(settings.tol_high)
-                rows["t1"].append(t1)
-    params = {
-        k: np.stack(v) if k in ("Q", "K", "V", "Sigma0") else np.array(v) for k, v in rows.items()
-    }
-    result = run_sweep(rank_member(), Grid.zip(params), name="third")
-    assert [s for s, _ in third] == np.asarray(result.status).tolist()
-    assert [r for _, r in third] == np.asarray(result.outputs["rank"]).tolist()
+    config = RanksConfig(dims=(3,), runs=2)
+    panels = stacked_published_attempts(config)
+    params = rank_members(config, panels)
+    accurate = run_sweep(rank_member(), Grid.zip(params), name="third")
+    status, rank = third_method(config, panels, np.arange(len(params["panel"])))
+    np.testing.assert_array_equal(status, accurate.status)
+    np.testing.assert_array_equal(rank, accurate.outputs["rank"])
+    assert set(np.unique(params["panel"])) == set(range(4))

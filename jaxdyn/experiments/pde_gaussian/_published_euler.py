@@ -268,6 +268,7 @@ def stacked_rank_attempts(
     lanes: int = 256,
     stagger: int = 32,
     suspect_after: int = 2048,
+    log: Callable[[str], None] | None = None,
 ) -> list[RankAttempts]:
     """The attempts of :func:`published_rank_attempts` for panels of one attention and
     dimension, with the same bits, stepped as stacks.
@@ -284,14 +285,14 @@ def stacked_rank_attempts(
     entry. So ``(attempt, run index)`` pairs are stepped speculatively, and the published
     pairing is read off the finished ones. A panel's next attempt starts, on the guess that
     the one before it converges, once that one has run ``stagger`` steps: the attempts the
-    published loop sets aside by divergence diverge within a few steps (at most 19 on the
-    published panels, against hundreds to tens of thousands for a converging one), so the
-    guess is then rarely wrong. The other attempts it sets aside run to the step limit (37
-    of 247 in the softmax, V = G^T G, d = 5 panel), and on that guess alone each of them
-    would hold up its panel for the whole limit. So once the earliest attempt whose outcome
-    is not known has run ``suspect_after`` steps, the attempts after it are also started on
-    the guess that it does not converge (two run indices each), and those long attempts
-    overlap. Pairs that finished outcomes rule out are dropped.
+    published loop sets aside by divergence diverge within a few steps (at most 35 in the
+    full published figures, 609 of them, against at least 46 and mostly thousands for a
+    converging one), so the guess is then rarely wrong. The other attempts it sets aside
+    run to the step limit (37 of 247 in the softmax, V = G^T G, d = 5 panel), and on that
+    guess alone each of them would hold up its panel for the whole limit. So once the
+    earliest attempt whose outcome is not known has run ``suspect_after`` steps, the attempts
+    after it are also started on the guess that it does not converge (two run indices each),
+    and those long attempts overlap. Pairs that finished outcomes rule out are dropped.
 
     Args:
         panels: ``(inputs, settings)`` of each panel, all of one dimension.
@@ -302,6 +303,7 @@ def stacked_rank_attempts(
             converges.
         suspect_after: steps the earliest unfinished attempt runs before the next one also
             starts on the guess that it does not converge.
+        log: called with a line of progress (runs filled, lanes) about every 10 s.
 
     Returns:
         One :class:`RankAttempts` per panel, in order, whose ``seconds`` are NaN (the attempts
@@ -375,8 +377,16 @@ def stacked_rank_attempts(
             a += 1
         return order
 
-    replan = True
+    replan, started = True, time.perf_counter()
+    last_log = started
     while True:
+        if log is not None and time.perf_counter() - last_log > 10.0:
+            last_log = time.perf_counter()
+            filled = sum(r for _, r in resolved)
+            log(
+                f"stacked attempts: {filled}/{sum(wanted)} runs filled, "
+                f"{lane['run'].size} lanes, {last_log - started:.0f} s"
+            )
         if replan:
             running = {
                 (int(p), int(a), int(r)): int(s)

@@ -145,7 +145,9 @@ def stacked_published_attempts(config: RanksConfig, log=lambda msg: None):
     for attention, d in dict.fromkeys((a, d) for a, _, d in keys):
         t0 = time.perf_counter()
         members = [p for p, (a, _, dim) in enumerate(keys) if (a, dim) == (attention, d)]
-        group = stacked_rank_attempts([inputs[p] for p in members], attention, runs=config.runs)
+        group = stacked_rank_attempts(
+            [inputs[p] for p in members], attention, runs=config.runs, log=log
+        )
         attempts.update(zip(members, group, strict=True))
         log(
             f"published Euler {attention}/d={d}, stacked: "
@@ -234,9 +236,12 @@ def third_method(config: RanksConfig, panels, chosen, log=lambda msg: None):
         for r, a in zip(attempts.run, attempts.attempt, strict=True)
     ]
     keys = rank_panels(config.dims)
-    t0 = time.perf_counter()
+    t0 = last = time.perf_counter()
     outcomes = []
-    for m in chosen:
+    for i, m in enumerate(chosen):
+        if time.perf_counter() - last > 10.0:  # a line of progress every 10 s
+            last = time.perf_counter()
+            log(f"third method (DOP853): {i}/{len(chosen)} disagreements, {last - t0:.0f} s")
         p, r, a = where[m]
         inputs, settings, _ = panels[p]
         outcomes.append(
@@ -252,7 +257,7 @@ def third_method(config: RanksConfig, panels, chosen, log=lambda msg: None):
                 rtol=config.confirm_rtol,
                 atol=config.confirm_atol,
                 threshold=config.threshold,
-            )  # fmt: skip
+            )
         )
     log(f"third method (DOP853): {len(chosen)} disagreements, {time.perf_counter() - t0:.1f} s")
     outcomes = np.array(outcomes, np.int32).reshape(-1, 2)
