@@ -26,7 +26,8 @@ them, with the published steps, tolerances and stopping rule.
   solve); it is timed again, compiled (``uninterrupted_solve_s_warm``), for what segmenting
   saves on this workload.
 
-Everything runs on one core (``sched_setaffinity``, single-threaded BLAS and XLA), with a
+Everything runs on one core (``sched_setaffinity``, single-threaded BLAS, jaxdyn's XLA:CPU
+options: :func:`jaxdyn.sweep.xla_cpu_setup`, recorded as ``xla_flags``), with a
 line of progress per phase on stderr. Prints one JSON object and writes it to
 ``benchmarks/results/pde_ranks.json`` (``--runs N``, fewer than the published 100 converged
 runs per panel: the first N of every panel, to
@@ -50,14 +51,17 @@ from pathlib import Path
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
-os.environ.setdefault(
-    "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-)
 os.environ.setdefault("JAXDYN_CACHE_DIR", "off")
 if hasattr(os, "sched_setaffinity"):
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
 
 import numpy as np  # noqa: E402
+
+from jaxdyn.sweep import xla_cpu_setup  # noqa: E402
+
+# jaxdyn's XLA:CPU options (single-threaded matrix kernels, elemental emitters), as the jaxdyn
+# command line sets them and as docs/scaling.md tells a script of the user's to set them
+xla_cpu_setup()
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pde_ranks.json"
 TARGET_WARM, TARGET_COLD = 100.0, 25.0
@@ -208,6 +212,7 @@ def main() -> None:
             and np.array_equal(natural_ranks, warm.outputs["rank"])
         ),
         "cores": 1,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "runs_per_panel": config.runs,
         "subset": config.runs != 100,
         "load_average_1_5_15min_at_start": [round(x, 1) for x in load_start],

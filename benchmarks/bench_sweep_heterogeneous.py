@@ -20,7 +20,7 @@ configuration compiled first and then timed warm (median of 3 runs; cold = compi
   XLA's default CPU threading, the engine before segmented members. The XLA setting is fixed
   when JAX starts, so it runs in a child process of this run, on the same cores;
 - **unsegmented, single-threaded kernels** (this process): the same with the setting
-  ``jaxdyn`` now uses (:func:`jaxdyn.sweep.single_threaded_kernels`), so that
+  ``jaxdyn`` now uses (:func:`jaxdyn.sweep.xla_cpu_setup`), so that
   "segmented vs unsegmented" isolates what segmenting gives;
 - **segmented** (default options, the headline: groups of 4 and 32) and with
   ``segment_widths`` 3 and 4 (reported), single-threaded kernels: the engine as
@@ -63,7 +63,7 @@ from jaxdyn.sweep import (
     Grid,
     SweepOptions,
     run_sweep,
-    single_threaded_kernels,
+    xla_cpu_setup,
 )
 
 # Calibration of the workload (not a threshold): num_steps ~ 205 w for w > 0.3 at these
@@ -272,7 +272,7 @@ def main():
         mix, n, seed, npz = args.today
         print(json.dumps(today_engine(mix, int(n), int(seed), npz)))
         return
-    if not single_threaded_kernels():  # the jaxdyn command line's setting
+    if not xla_cpu_setup()["xla_cpu_multi_thread_eigen"]:  # the jaxdyn command line's setting
         raise RuntimeError("JAX started before main(): XLA's CPU threading cannot be set")
     jax.config.update("jax_enable_x64", True)
     n = args.members or (64 if args.quick else 256)

@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     if argv is None:  # the process's own command line (a call from Python keeps its mode)
         use_error_mode()  # eqx.error_if: EQX_ON_ERROR, else nan (jaxdyn/_cli/_error_mode.py)
-    from jaxdyn.sweep import single_threaded_kernels
+    from jaxdyn.sweep import xla_cpu_setup
 
-    single_threaded_kernels()  # before JAX starts; in every worker too (same entry point)
+    xla_cpu_setup()  # before JAX starts; in every worker too (same entry point)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if getattr(args, "profile", False):

@@ -14,8 +14,9 @@ Each xdist worker is one process, so the jaxdyn runs that tests start use one pr
 two); the default of every core through worker processes is tested explicitly
 (``tests/test_sweep_processes.py``).
 
-XLA's CPU matrix kernels run single-threaded (``jaxdyn.sweep.single_threaded_kernels``), as in
-the ``jaxdyn`` command line: tests and the CLI runs they start use the same setting.
+jaxdyn's XLA:CPU options are set (``jaxdyn.sweep.xla_cpu_setup``: single-threaded matrix kernels,
+elemental emitters), as in the ``jaxdyn`` command line: tests and the CLI runs they start use the
+same settings.
 
 Every module of jaxdyn is imported through the hook (``TYPECHECKED``), so each call of one of
 its annotated functions checks argument and return types and array shapes/dtypes.
@@ -39,9 +40,9 @@ jax.config.update("jax_enable_x64", True)
 TYPECHECKED = ("jaxdyn",)
 install_import_hook(TYPECHECKED, "beartype.beartype").__enter__()
 
-from jaxdyn.sweep import single_threaded_kernels  # noqa: E402
+from jaxdyn.sweep import xla_cpu_setup  # noqa: E402
 
-single_threaded_kernels()  # as the CLI does (inherited by the CLI subprocesses of tests)
+xla_cpu_setup()  # as the CLI does (inherited by the CLI subprocesses of tests)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

@@ -389,6 +389,8 @@ def test_a_cluster_job_step_runs_one_sweep_bitwise_one_process(tmp_path, cluster
             p.kill()
     config = json.loads((tmp_path / "job" / "config.json").read_text())
     assert config["process_count"] == n
-    # each task set XLA's threading itself (its environment had no XLA_FLAGS)
-    assert config["xla_flags"] == "--xla_cpu_multi_thread_eigen=false"
+    # each task set jaxdyn's XLA:CPU options itself (its environment had no XLA_FLAGS)
+    assert config["xla_flags"] == (
+        "--xla_cpu_multi_thread_eigen=false --xla_cpu_use_fusion_emitters=false"
+    )
     _same_results(tmp_path / "one", tmp_path / "job")

@@ -1,18 +1,22 @@
-"""``single_threaded_kernels``: XLA's CPU matrix kernels off Eigen's thread pool, set before JAX
-starts, by the command line and its workers, never over the user's own ``XLA_FLAGS``."""
+"""``xla_cpu_setup``: jaxdyn's XLA:CPU options (matrix kernels off Eigen's thread pool, elemental
+emitters), set before JAX starts, by the command line and its workers, never over the user's own
+``XLA_FLAGS``."""
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-FLAG = "--xla_cpu_multi_thread_eigen=false"
+EIGEN = "--xla_cpu_multi_thread_eigen=false"
+EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+BOTH = f"{EIGEN} {EMITTERS}"
 
 _PROBE = """
-import os, sys
+import json, os, sys
 import jax
-from jaxdyn.sweep import single_threaded_kernels
+from jaxdyn.sweep import xla_cpu_setup
 if sys.argv[1] == "started":
     jax.numpy.zeros(1).block_until_ready()
 elif sys.argv[1] == "cli":
@@ -20,7 +24,9 @@ elif sys.argv[1] == "cli":
     assert main(["list"]) == 0
     print(os.environ.get("XLA_FLAGS", ""))
     sys.exit(0)
-print(single_threaded_kernels(), os.environ.get("XLA_FLAGS", ""), sep="|")
+in_effect = xla_cpu_setup()
+print(json.dumps([in_effect["xla_cpu_multi_thread_eigen"], in_effect["xla_cpu_use_fusion_emitters"],
+                  os.environ.get("XLA_FLAGS", "")]))
 """
 
 
@@ -38,37 +44,54 @@ def _probe(mode: str, xla_flags: str | None) -> str:
 @pytest.mark.parametrize(
     "mode, xla_flags, expected",
     [
-        ("fresh", None, f"True|{FLAG}"),
-        # other flags are kept; the option is appended
+        ("fresh", None, [True, True, BOTH]),
+        # other flags are kept; the options are appended
         (
             "fresh",
             "--xla_force_host_platform_device_count=2",
-            f"True|--xla_force_host_platform_device_count=2 {FLAG}",
+            [True, True, f"--xla_force_host_platform_device_count=2 {BOTH}"],
         ),
-        # the user's own setting wins
-        ("fresh", "--xla_cpu_multi_thread_eigen=true", "False|--xla_cpu_multi_thread_eigen=true"),
-        ("fresh", FLAG, f"True|{FLAG}"),
-        ("fresh", "--xla_cpu_multi_thread_eigen=0", "True|--xla_cpu_multi_thread_eigen=0"),
+        # the user's own setting wins, option by option
+        (
+            "fresh",
+            "--xla_cpu_multi_thread_eigen=true",
+            [False, True, f"--xla_cpu_multi_thread_eigen=true {EMITTERS}"],
+        ),
+        (
+            "fresh",
+            "--xla_cpu_use_fusion_emitters=true",
+            [True, False, f"--xla_cpu_use_fusion_emitters=true {EIGEN}"],
+        ),
+        ("fresh", BOTH, [True, True, BOTH]),
+        (
+            "fresh",
+            "--xla_cpu_multi_thread_eigen=0",
+            [True, True, f"--xla_cpu_multi_thread_eigen=0 {EMITTERS}"],
+        ),
         # a bare flag means true
-        ("fresh", "--xla_cpu_multi_thread_eigen", "False|--xla_cpu_multi_thread_eigen"),
+        (
+            "fresh",
+            "--xla_cpu_use_fusion_emitters",
+            [True, False, f"--xla_cpu_use_fusion_emitters {EIGEN}"],
+        ),
         # the last of two settings is the one XLA applies
         (
             "fresh",
-            f"{FLAG} --xla_cpu_multi_thread_eigen=true",
-            f"False|{FLAG} --xla_cpu_multi_thread_eigen=true",
+            f"{EIGEN} --xla_cpu_multi_thread_eigen=true",
+            [False, True, f"{EIGEN} --xla_cpu_multi_thread_eigen=true {EMITTERS}"],
         ),
         # too late once JAX has started: nothing changes, and it says so
-        ("started", None, "False|"),
+        ("started", None, [False, False, ""]),
     ],
 )
-def test_single_threaded_kernels(mode, xla_flags, expected):
-    assert _probe(mode, xla_flags) == expected
+def test_xla_cpu_setup(mode, xla_flags, expected):
+    assert json.loads(_probe(mode, xla_flags)) == expected
 
 
-def test_the_command_line_sets_it_unless_the_user_did():
+def test_the_command_line_sets_them_unless_the_user_did():
     """The setting a real run used is checked in config.json by the cluster tests
     (tests/test_sweep_processes.py)."""
-    assert _probe("cli", None) == FLAG
+    assert _probe("cli", None) == BOTH
     assert _probe("cli", "--xla_cpu_multi_thread_eigen=true") == (
-        "--xla_cpu_multi_thread_eigen=true"
+        f"--xla_cpu_multi_thread_eigen=true {EMITTERS}"
     )

@@ -321,9 +321,9 @@ def run_experiment(
     worker processes cannot import; register it in a module to use every core. Bad
     arguments raise :class:`ConfigError` before any process starts; a failed worker raises
     ``RuntimeError`` (the finished chunks stay on disk for ``resume=True``). Worker processes
-    run XLA's matrix kernels single-threaded like the command line; a run in this process uses
-    this process's setting (:func:`jaxdyn.sweep.single_threaded_kernels` before JAX starts
-    gives the same; the other setting can differ at round-off level).
+    use jaxdyn's XLA:CPU options like the command line; a run in this process uses this
+    process's settings (:func:`jaxdyn.sweep.xla_cpu_setup` before JAX starts gives the same;
+    other settings can differ at round-off level).
     """
     prepared = prepare_run(
         name,

@@ -15,8 +15,8 @@ segments explicitly.
 """
 
 from ._devices import (
-    single_threaded_kernels as single_threaded_kernels,
     use_cpu_devices as use_cpu_devices,
+    xla_cpu_setup as xla_cpu_setup,
 )
 from ._diffeq import (
     DiffeqMember as DiffeqMember,

@@ -16,10 +16,13 @@ import jax
 
 from .._compat import backends_are_initialized
 
-__all__ = ["use_cpu_devices", "resolve_cpu_devices", "single_threaded_kernels"]
+__all__ = ["use_cpu_devices", "resolve_cpu_devices", "xla_cpu_setup"]
 
-_EIGEN_OPTION = "--xla_cpu_multi_thread_eigen"
-SINGLE_THREADED_EIGEN = f"{_EIGEN_OPTION}=false"
+# jaxdyn's XLA:CPU options (xla_cpu_setup): each is false in jaxdyn and true in XLA by default
+_CPU_OPTIONS = {
+    "--xla_cpu_multi_thread_eigen": "false",
+    "--xla_cpu_use_fusion_emitters": "false",
+}
 
 
 def resolve_cpu_devices(n: int | str | None) -> int | None:
@@ -66,31 +69,47 @@ def use_cpu_devices(n: int | str = "auto") -> int:
     return count
 
 
-def single_threaded_kernels() -> bool:
-    """Run XLA's CPU matrix kernels on the thread that runs the program (before JAX starts).
+def xla_cpu_setup() -> dict[str, bool]:
+    """Set jaxdyn's two XLA:CPU options in ``XLA_FLAGS`` (before JAX starts its backends).
 
-    XLA:CPU hands every dot and convolution to Eigen, which splits it over XLA's intra-op
-    thread pool and waits for the pieces. For the small batched products of sweep members
-    (4 x 4 covariances, 64-token attention, SGLD on small networks) the split and the wait
-    cost more than the product: one step of ``benchmarks/bench_sweep_heterogeneous.py``'s
-    member (a 4 x 4 covariance ODE, Tsit5) vectorised over 32 members took 157 us with the pool
-    and 51 us without it on a 2-core machine, pinned to one core or not (docs/benchmarks.md).
-    jaxdyn uses the cores with one process per core, which leaves the pool no idle core
-    anyway. What it costs: a single process multiplying large matrices (thousands of rows)
-    loses Eigen's multi-core speed-up.
+    - ``--xla_cpu_multi_thread_eigen=false``: run XLA's CPU matrix kernels on the thread that
+      runs the program. XLA:CPU hands every dot and convolution to Eigen, which splits it over
+      XLA's intra-op thread pool and waits for the pieces. For the small batched products of
+      sweep members (4 x 4 covariances, 64-token attention, SGLD on small networks) the split
+      and the wait cost more than the product: one step of
+      ``benchmarks/bench_sweep_heterogeneous.py``'s member (a 4 x 4 covariance ODE, Tsit5)
+      vectorised over 32 members took 157 us with the pool and 51 us without it on a 2-core
+      machine, pinned to one core or not (docs/benchmarks.md). jaxdyn uses the cores with one
+      process per core, which leaves the pool no idle core anyway. What it costs: a single
+      process multiplying large matrices (thousands of rows) loses Eigen's multi-core
+      speed-up.
+    - ``--xla_cpu_use_fusion_emitters=false``: generate the CPU code of fused elementwise
+      operations with XLA's elemental emitters instead of its MLIR fusion emitters, which
+      compile more slowly. Measured on the main job (``jaxdyn reproduce --quick``, 2 cores,
+      cold cache): 169 instead of 263 seconds of XLA compilation over the 23 experiments,
+      wall time 197 s instead of 249 s, every verdict the same and results equal to
+      round-off (docs/benchmarks.md). Compiled programs then run about as fast.
 
-    Adds ``--xla_cpu_multi_thread_eigen=false`` to ``XLA_FLAGS``. The ``jaxdyn`` command line and
-    its worker processes call it first thing; call it at the top of a script that runs
-    sweeps with :func:`jaxdyn.sweep.run_sweep`. Returns whether the kernels run single-threaded:
-    ``False`` when JAX has already started its backends (nothing changes then) or when
-    ``XLA_FLAGS`` already sets the option to something else (your choice wins:
-    ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=true`` keeps the pool).
+    The ``jaxdyn`` command line and its worker processes call it first thing; call it at the top
+    of a script that runs sweeps with :func:`jaxdyn.sweep.run_sweep`. An option ``XLA_FLAGS``
+    already sets is left as it is (your choice wins, e.g.
+    ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=true`` keeps the pool). Nothing changes once JAX
+    has started its backends. Returns ``{option: whether jaxdyn's value is in effect}``. The
+    options exist in the jaxlib versions ``pyproject.toml`` allows (XLA stops a process at an
+    unknown flag).
     """
     flags = os.environ.get("XLA_FLAGS", "")
-    chosen = [f.partition("=") for f in flags.split() if f.partition("=")[0] == _EIGEN_OPTION]
-    if chosen:  # the last setting is the one XLA applies (a bare flag means true)
-        return chosen[-1][2].lower() in ("false", "0")
-    if backends_are_initialized():
-        return False
-    os.environ["XLA_FLAGS"] = f"{flags} {SINGLE_THREADED_EIGEN}".strip()
-    return True
+    started = backends_are_initialized()
+    in_effect = {}
+    for option, value in _CPU_OPTIONS.items():
+        chosen = [f.partition("=") for f in flags.split() if f.partition("=")[0] == option]
+        if chosen:  # the last setting is the one XLA applies (a bare flag means true)
+            in_effect[option.removeprefix("--")] = chosen[-1][2].lower() in ("false", "0")
+        elif started:
+            in_effect[option.removeprefix("--")] = False
+        else:
+            flags = f"{flags} {option}={value}".strip()
+            in_effect[option.removeprefix("--")] = True
+    if not started:
+        os.environ["XLA_FLAGS"] = flags
+    return in_effect

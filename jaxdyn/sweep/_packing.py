@@ -5,7 +5,7 @@ A group of ``w`` members costs one compiled program's step, modelled as ``w + fi
 launch per operation), taken as ``narrow`` lanes. On 2-core CPUs the member of
 ``benchmarks/probe_segment_widths.py`` measures 4.5-5 lanes with ``narrow = 4`` (a straight
 line through its step costs at widths 4 and 32) under XLA's default threading, and about 20
-lanes with single-threaded matrix kernels (``single_threaded_kernels``, jaxdyn's setting).
+lanes with single-threaded matrix kernels (``xla_cpu_setup``, jaxdyn's setting).
 The model is not re-tuned to the latter: what the widths cost in practice is measured by
 ``benchmarks/bench_sweep_heterogeneous.py`` (docs/benchmarks.md). The cheapest cover of
 ``n`` members by groups of the allowed widths is found by dynamic programming over ``n``; it
