@@ -30,9 +30,7 @@ Prints one JSON object and writes it to benchmarks/results/copy_head_sgld.json.
 
 import os
 
-os.environ.setdefault(
-    "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-)
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 import argparse  # noqa: E402

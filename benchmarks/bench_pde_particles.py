@@ -36,7 +36,7 @@ def _pin(cores: int) -> list[int]:
     os.sched_setaffinity(0, allowed)
     flags = os.environ.get("XLA_FLAGS", "")
     if cores == 1:
-        flags += " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        flags += " --xla_cpu_multi_thread_eigen=false"
     os.environ["XLA_FLAGS"] = flags.strip()
     return allowed
 
