@@ -23,31 +23,32 @@ from pathlib import Path
 TIMES_FILE = "reproduce-times.json"
 
 # Single-core wall time (s) of each paper experiment at quick size, cold compilation cache, two
-# experiments side by side on an unloaded 2-core AMD EPYC VM (docs/benchmarks.md's table).
+# experiments side by side on an unloaded 2-core AMD EPYC VM (docs/benchmarks.md's table, its
+# fresh-clone CI column).
 QUICK_WALL_S: dict[str, float] = {
-    "copy-head-adam": 24.0,
-    "copy-head-adam-linear": 42.8,
-    "copy-head-scaling": 26.9,
-    "copy-head-sgld": 56.5,
-    "copy-head-sgld-linear": 25.7,
-    "copy-head-theory": 31.1,
-    "focus-dilution": 3.6,
-    "focus-dilution-ablation": 21.0,
-    "focus-dilution-delta": 25.8,
-    "focus-dilution-finite": 19.7,
-    "focus-dilution-lyapunov": 6.4,
-    "focus-dilution-text": 21.2,
-    "focus-dilution-tinystories": 17.0,
-    "pde-blowup": 22.4,
-    "pde-causal": 9.9,
-    "pde-cone": 21.4,
-    "pde-energy": 22.6,
-    "pde-meanfield": 27.7,
-    "pde-particles": 12.3,
-    "pde-ranks": 40.0,
-    "pde-sigmoid": 4.8,
-    "pde-stability": 8.5,
-    "pde-twisted": 3.6,
+    "copy-head-adam": 21.9,
+    "copy-head-adam-linear": 34.6,
+    "copy-head-scaling": 21.4,
+    "copy-head-sgld": 50.5,
+    "copy-head-sgld-linear": 20.5,
+    "copy-head-theory": 26.0,
+    "focus-dilution": 3.3,
+    "focus-dilution-ablation": 15.1,
+    "focus-dilution-delta": 20.1,
+    "focus-dilution-finite": 15.1,
+    "focus-dilution-lyapunov": 3.1,
+    "focus-dilution-text": 14.1,
+    "focus-dilution-tinystories": 11.8,
+    "pde-blowup": 15.3,
+    "pde-causal": 8.2,
+    "pde-cone": 13.3,
+    "pde-energy": 13.7,
+    "pde-meanfield": 22.7,
+    "pde-particles": 8.0,
+    "pde-ranks": 23.6,
+    "pde-sigmoid": 5.1,
+    "pde-stability": 7.0,
+    "pde-twisted": 2.3,
 }
 
 
