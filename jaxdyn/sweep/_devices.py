@@ -86,9 +86,10 @@ def xla_cpu_setup() -> dict[str, bool]:
     - ``--xla_cpu_use_fusion_emitters=false``: generate the CPU code of fused elementwise
       operations with XLA's elemental emitters instead of its MLIR fusion emitters, which
       compile more slowly. Measured on the main job (``jaxdyn reproduce --quick``, 2 cores,
-      cold cache): 169 instead of 263 seconds of XLA compilation over the 23 experiments,
-      wall time 197 s instead of 249 s, every verdict the same and results equal to
-      round-off (docs/benchmarks.md). Compiled programs then run about as fast.
+      cold cache, two pairs of runs back to back): 169 instead of 263 and 214 instead of 272
+      seconds of XLA compilation over the 23 experiments, wall time 197 s instead of 249 s
+      and 251 s instead of 260 s, every verdict the same and results equal to round-off
+      (docs/benchmarks.md). Compiled programs then run about as fast.
 
     The ``jaxdyn`` command line and its worker processes call it first thing; call it at the top
     of a script that runs sweeps with :func:`jaxdyn.sweep.run_sweep`. An option ``XLA_FLAGS``
