@@ -273,7 +273,10 @@ def main():
         print(json.dumps(today_engine(mix, int(n), int(seed), npz)))
         return
     if not xla_cpu_setup()["xla_cpu_multi_thread_eigen"]:  # the jaxdyn command line's setting
-        raise RuntimeError("JAX started before main(): XLA's CPU threading cannot be set")
+        raise RuntimeError(
+            "XLA's matrix kernels are not single-threaded here (XLA_FLAGS sets "
+            "--xla_cpu_multi_thread_eigen, or JAX started before main())"
+        )
     jax.config.update("jax_enable_x64", True)
     n = args.members or (64 if args.quick else 256)
     mixes = {

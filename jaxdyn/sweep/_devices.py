@@ -97,7 +97,7 @@ def xla_cpu_setup() -> dict[str, bool]:
     ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=true`` keeps the pool). Nothing changes once JAX
     has started its backends. Returns ``{option: whether jaxdyn's value is in effect}``. The
     options exist in the jaxlib versions ``pyproject.toml`` allows (XLA stops a process at an
-    unknown flag).
+    unknown flag): both names are in the XLA of jaxlib 0.7.0, its lower bound, and of 0.10.2.
     """
     flags = os.environ.get("XLA_FLAGS", "")
     started = backends_are_initialized()
