@@ -27,7 +27,8 @@ them, with the published steps, tolerances and stopping rule.
   saves on this workload.
 
 Everything runs on one core (``sched_setaffinity``, single-threaded BLAS, jaxdyn's XLA:CPU
-options: :func:`jaxdyn.sweep.xla_cpu_setup`, recorded as ``xla_flags``), with a
+options with the elemental emitters: :func:`jaxdyn.sweep.xla_cpu_setup`, recorded as
+``xla_flags``), with a
 line of progress per phase on stderr. Prints one JSON object and writes it to
 ``benchmarks/results/pde_ranks.json`` (``--runs N``, fewer than the published 100 converged
 runs per panel: the first N of every panel, to
@@ -60,8 +61,9 @@ import numpy as np  # noqa: E402
 from jaxdyn.sweep import xla_cpu_setup  # noqa: E402
 
 # jaxdyn's XLA:CPU options (single-threaded matrix kernels, elemental emitters), as the jaxdyn
-# command line sets them and as docs/scaling.md tells a script of the user's to set them
-xla_cpu_setup()
+# command line sets them for --quick runs and as docs/scaling.md tells a script of small-state
+# solves (compile-bound; they run as fast) to set them
+xla_cpu_setup(elemental_emitters=True)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pde_ranks.json"
 TARGET_WARM, TARGET_COLD = 100.0, 25.0

@@ -43,9 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         use_error_mode()  # eqx.error_if: EQX_ON_ERROR, else nan (jaxdyn/_cli/_error_mode.py)
     from jaxdyn.sweep import xla_cpu_setup
 
-    xla_cpu_setup()  # before JAX starts; in every worker too (same entry point)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    # Before JAX starts; in every worker too (same entry point and arguments). Quick runs are
+    # mostly compilation: XLA's elemental emitters compile faster and run slower.
+    xla_cpu_setup(elemental_emitters=bool(getattr(args, "quick", False)))
     if getattr(args, "profile", False):
         os.environ["JAXDYN_PROFILE"] = "1"  # this process and its workers
     from jaxdyn.runs import ConfigError

@@ -15,8 +15,8 @@ two); the default of every core through worker processes is tested explicitly
 (``tests/test_sweep_processes.py``).
 
 jaxdyn's XLA:CPU options are set (``jaxdyn.sweep.xla_cpu_setup``: single-threaded matrix kernels,
-elemental emitters), as in the ``jaxdyn`` command line: tests and the CLI runs they start use the
-same settings.
+and XLA's elemental emitters, which compile faster), as the ``jaxdyn`` command line sets them for
+``--quick`` runs: tests are quick-sized, and the CLI runs they start inherit the same settings.
 
 Every module of jaxdyn is imported through the hook (``TYPECHECKED``), so each call of one of
 its annotated functions checks argument and return types and array shapes/dtypes.
@@ -42,7 +42,7 @@ install_import_hook(TYPECHECKED, "beartype.beartype").__enter__()
 
 from jaxdyn.sweep import xla_cpu_setup  # noqa: E402
 
-xla_cpu_setup()  # as the CLI does (inherited by the CLI subprocesses of tests)
+xla_cpu_setup(elemental_emitters=True)  # as the CLI's --quick runs (inherited by its subprocesses)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

@@ -1,6 +1,6 @@
-"""``xla_cpu_setup``: jaxdyn's XLA:CPU options (matrix kernels off Eigen's thread pool, elemental
-emitters), set before JAX starts, by the command line and its workers, never over the user's own
-``XLA_FLAGS``."""
+"""``xla_cpu_setup``: jaxdyn's XLA:CPU options (matrix kernels off Eigen's thread pool; XLA's
+elemental emitters when asked for, as the command line does for ``--quick`` runs), set before JAX
+starts, by the command line and its workers, never over the user's own ``XLA_FLAGS``."""
 
 import json
 import os
@@ -17,15 +17,19 @@ _PROBE = """
 import json, os, sys
 import jax
 from jaxdyn.sweep import xla_cpu_setup
-if sys.argv[1] == "started":
+mode = sys.argv[1]
+if mode == "started":
     jax.numpy.zeros(1).block_until_ready()
-elif sys.argv[1] == "cli":
+elif mode.startswith("cli"):
     from jaxdyn.cli import main
-    assert main(["list"]) == 0
+    # parsed, set up, then refused (exit 2) before anything runs
+    quick = ["--quick"] if mode == "cli-quick" else []
+    assert main(["run", "no-such-experiment", *quick]) == 2
     print(os.environ.get("XLA_FLAGS", ""))
     sys.exit(0)
-in_effect = xla_cpu_setup()
-print(json.dumps([in_effect["xla_cpu_multi_thread_eigen"], in_effect["xla_cpu_use_fusion_emitters"],
+in_effect = xla_cpu_setup(elemental_emitters=mode != "default")
+print(json.dumps([in_effect.get("xla_cpu_multi_thread_eigen"),
+                  in_effect.get("xla_cpu_use_fusion_emitters"),
                   os.environ.get("XLA_FLAGS", "")]))
 """
 
@@ -44,6 +48,9 @@ def _probe(mode: str, xla_flags: str | None) -> str:
 @pytest.mark.parametrize(
     "mode, xla_flags, expected",
     [
+        # by default only the matrix kernels' option; XLA's fusion emitters stay
+        ("default", None, [True, None, EIGEN]),
+        ("default", EMITTERS, [True, None, f"{EMITTERS} {EIGEN}"]),
         ("fresh", None, [True, True, BOTH]),
         # other flags are kept; the options are appended
         (
@@ -89,9 +96,11 @@ def test_xla_cpu_setup(mode, xla_flags, expected):
 
 
 def test_the_command_line_sets_them_unless_the_user_did():
-    """The setting a real run used is checked in config.json by the cluster tests
-    (tests/test_sweep_processes.py)."""
-    assert _probe("cli", None) == BOTH
-    assert _probe("cli", "--xla_cpu_multi_thread_eigen=true") == (
+    """``--quick`` runs get the elemental emitters too; the setting a real run used is checked
+    in config.json by the cluster tests (tests/test_sweep_processes.py)."""
+    assert _probe("cli", None) == EIGEN
+    assert _probe("cli-quick", None) == BOTH
+    assert _probe("cli-quick", "--xla_cpu_multi_thread_eigen=true") == (
         f"--xla_cpu_multi_thread_eigen=true {EMITTERS}"
     )
+    assert _probe("cli", "--xla_cpu_use_fusion_emitters=false") == f"{EMITTERS} {EIGEN}"
