@@ -102,6 +102,10 @@ def xla_cpu_setup(*, elemental_emitters: bool = False) -> dict[str, bool]:
     the options asked for. The options exist in the jaxlib versions ``pyproject.toml`` allows
     (XLA stops a process at an unknown flag): both names are in the XLA of jaxlib 0.7.0, its
     lower bound, and of 0.10.2.
+
+    Args:
+        elemental_emitters: also set ``--xla_cpu_use_fusion_emitters=false`` (for runs that
+            are mostly compilation, or sweeps of small states; not for particle systems).
     """
     options = {_EIGEN: "false"}
     if elemental_emitters:
