@@ -30,8 +30,11 @@ Prints one JSON object and writes it to benchmarks/results/copy_head_sgld.json.
 
 import os
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 os.environ.setdefault("TQDM_DISABLE", "1")
+
+from jaxdyn.sweep import xla_cpu_setup  # noqa: E402
+
+xla_cpu_setup()  # single-threaded matrix kernels, before JAX starts (XLA's default emitters)
 
 import argparse  # noqa: E402
 import importlib.metadata  # noqa: E402

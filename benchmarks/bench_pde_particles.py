@@ -34,10 +34,10 @@ def _pin(cores: int) -> list[int]:
     """Restrict this process (and the thread pools created later) to ``cores`` CPUs."""
     allowed = sorted(os.sched_getaffinity(0))[:cores]
     os.sched_setaffinity(0, allowed)
-    flags = os.environ.get("XLA_FLAGS", "")
-    if cores == 1:
-        flags += " --xla_cpu_multi_thread_eigen=false"
-    os.environ["XLA_FLAGS"] = flags.strip()
+    if cores == 1:  # single-threaded matrix kernels, before JAX starts (XLA's default emitters)
+        from jaxdyn.sweep import xla_cpu_setup
+
+        xla_cpu_setup()
     return allowed
 
 
@@ -82,23 +82,16 @@ def _torch_sweep(x0, betas, steps, h, radius):
     return x.numpy(), np.array(counts).reshape(len(betas), systems)
 
 
-def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    from jaxdyn.attention import softmax_weights
+def sphere_member(n, d, t1, steps, radius):
+    """The beta sweep's member: ``n`` tokens uniform on the sphere in ``d`` (seeded by the
+    member's key), ``steps`` RK4 steps to ``t1`` of ``sphere_softmax(beta)``, the clusters of
+    the final tokens at ``radius``."""
     from jaxdyn.meanfield import (
         detect_clusters,
         fixed_step_particles,
         sphere_softmax,
         uniform_on_sphere,
     )
-    from jaxdyn.sweep import Grid, SweepOptions, run_sweep
-
-    betas = np.geomspace(0.5, 8.0, n_betas).astype(np.float32)
-    h = t1 / steps
-    radius = 0.05
 
     def member(params, key):
         x0 = uniform_on_sphere(key, n, d)
@@ -109,6 +102,24 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
             "status": sol.status,
         }
 
+    return member
+
+
+def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxdyn.attention import softmax_weights
+    from jaxdyn.meanfield import (
+        uniform_on_sphere,
+    )
+    from jaxdyn.sweep import Grid, SweepOptions, run_sweep
+
+    betas = np.geomspace(0.5, 8.0, n_betas).astype(np.float32)
+    h = t1 / steps
+    radius = 0.05
+    member = sphere_member(n, d, t1, steps, radius)
     grid = Grid.product({"beta": betas}, seeds=systems)
     options = SweepOptions(progress=False, vmap_width=8)
     t_jaxdyn = _median_time(

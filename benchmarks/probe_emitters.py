@@ -12,7 +12,9 @@ core, warm (compiled beforehand), median of repetitions:
 - ``gaussian_sweep``: ``run_sweep`` of 256 ``simulate_gaussian`` solves of softmax attention at
   d = 5 (float64, Tsit5 with unrolled stages, a small-state solve like the rank figure's).
 
-Prints one JSON object per process and the ratios (elemental / fusion) of the medians.
+Prints a line of progress per process on stderr, one JSON object per process and the ratios
+(elemental / fusion) of the medians, with whether the two settings computed the same cluster
+counts and how far apart their Gaussian solves' final traces are.
 
     python benchmarks/probe_emitters.py [--pairs 2]
 """
@@ -30,40 +32,34 @@ from pathlib import Path
 _CASES = ("particle_step_n256", "particle_step_n2048", "particle_sweep", "gaussian_sweep")
 
 
-def measure() -> dict:
-    """The timings in this process (its XLA_FLAGS already set)."""
+def measure(elemental: bool, core: int) -> dict:
+    """The timings in this process, pinned to ``core``, with jaxdyn's XLA:CPU options (and the
+    elemental emitters if asked), and the results they computed (to compare across settings)."""
+    os.sched_setaffinity(0, {core})
+    from jaxdyn.sweep import xla_cpu_setup
+
+    xla_cpu_setup(elemental_emitters=elemental)  # before JAX starts
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_pde_particles as particles
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxdyn.meanfield import (
-        Softmax,
-        detect_clusters,
-        fixed_step_particles,
-        simulate_gaussian,
-        sphere_softmax,
-        uniform_on_sphere,
-    )
+    from jaxdyn.meanfield import Softmax, simulate_gaussian
     from jaxdyn.sweep import Grid, SweepOptions, run_sweep
 
     out = {"xla_flags": os.environ.get("XLA_FLAGS", "")}
     for n in (256, 2048):
         out[f"particle_step_n{n}"] = particles.particle_steps(n, 64, 1, 7)[0]
 
-    betas = np.geomspace(0.5, 8.0, 16).astype(np.float32)
-
-    def particle_member(params, key):
-        x0 = uniform_on_sphere(key, 64, 8, dtype=jnp.float32)
-        sol = fixed_step_particles(sphere_softmax(params["beta"], 8, bounded=True), x0, 10.0, 100)
-        return {"clusters": detect_clusters(sol.final_x, 0.05)[1], "status": sol.status}
-
-    grid = Grid.product({"beta": betas}, seeds=64)
+    # the beta sweep of bench_pde_particles (float32), jaxdyn's part
+    member = particles.sphere_member(64, 8, 10.0, 100, 0.05)
+    grid = Grid.product({"beta": np.geomspace(0.5, 8.0, 16).astype(np.float32)}, seeds=64)
     options = SweepOptions(progress=False, vmap_width=8)
     out["particle_sweep"] = particles._median_time(
-        lambda: run_sweep(particle_member, grid, options=options).outputs["clusters"], 5
+        lambda: run_sweep(member, grid, options=options).outputs["clusters"], 5
     )
+    out["clusters"] = np.asarray(run_sweep(member, grid, options=options).outputs["clusters"])
 
     jax.config.update("jax_enable_x64", True)  # the Gaussian solve in float64, as jaxdyn's runs
     rng = np.random.default_rng(0)
@@ -77,46 +73,65 @@ def measure() -> dict:
         return {"trace": jnp.trace(sol.final_cov), "status": sol.status}
 
     gaussian_grid = Grid.zip(weights)
+    options = SweepOptions(progress=False)
     out["gaussian_sweep"] = particles._median_time(
-        lambda: run_sweep(
-            gaussian_member, gaussian_grid, options=SweepOptions(progress=False)
-        ).outputs["trace"],
-        5,
+        lambda: run_sweep(gaussian_member, gaussian_grid, options=options).outputs["trace"], 5
     )
-    return out
+    out["traces"] = np.asarray(
+        run_sweep(gaussian_member, gaussian_grid, options=options).outputs["trace"]
+    )
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in out.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=2)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("fusion", "elemental"), help=argparse.SUPPRESS)
+    parser.add_argument("--core", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure()))
+        print(json.dumps(measure(args.child == "elemental", args.core)))
         return
-    runs: dict[bool, list[dict]] = {False: [], True: []}
-    for _ in range(args.pairs):
-        for elemental in (False, True):
-            env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-            env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false" + (
-                " --xla_cpu_use_fusion_emitters=false" if elemental else ""
+    core = sorted(os.sched_getaffinity(0))[0]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # the settings measured
+    runs: dict[str, list[dict]] = {"fusion": [], "elemental": []}
+    for pair in range(args.pairs):
+        for mode in runs:
+            print(
+                f"[pair {pair + 1}/{args.pairs}] {mode} emitters ...", file=sys.stderr, flush=True
             )
-            core = sorted(os.sched_getaffinity(0))[0]
             proc = subprocess.run(
-                ["taskset", "-c", str(core), sys.executable, __file__, "--child"],
+                [sys.executable, __file__, "--child", mode, "--core", str(core)],
                 env=env,
                 capture_output=True,
                 text=True,
-                check=True,
             )
-            runs[elemental].append(json.loads(proc.stdout.strip().splitlines()[-1]))
-            print(proc.stdout.strip().splitlines()[-1], flush=True)
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+                sys.exit(f"probe_emitters: the {mode} process failed ({proc.returncode}): {last}")
+            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            runs[mode].append(result)
+            print(json.dumps({k: v for k, v in result.items() if k not in ("clusters", "traces")}))
     ratios = {
-        case: statistics.median(r[case] for r in runs[True])
-        / statistics.median(r[case] for r in runs[False])
+        case: statistics.median(r[case] for r in runs["elemental"])
+        / statistics.median(r[case] for r in runs["fusion"])
         for case in _CASES
     }
-    print(json.dumps({"elemental_over_fusion": {k: round(v, 2) for k, v in ratios.items()}}))
+    # the timings compare like with like only if both settings computed the same results
+    fusion, elemental = runs["fusion"][0], runs["elemental"][0]
+    trace_gap = max(
+        abs(a - b) / max(abs(a), 1e-300)
+        for a, b in zip(fusion["traces"], elemental["traces"], strict=True)
+    )
+    print(
+        json.dumps(
+            {
+                "elemental_over_fusion": {k: round(v, 2) for k, v in ratios.items()},
+                "same_cluster_counts": fusion["clusters"] == elemental["clusters"],
+                "gaussian_final_trace_max_relative_difference": trace_gap,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
