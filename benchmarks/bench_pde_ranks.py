@@ -18,7 +18,10 @@ them, with the published steps, tolerances and stopping rule.
   ``SweepOptions`` (the engine segments the simulator's solve by itself). ``cold``: first pass,
   compilation included (persistent compilation cache off, jax's caches cleared); ``warm``: a
   second pass with the compiled programs in jit's cache. ``compile_s_per_program``: each
-  compiled program's XLA compile time in the cold pass (jax.monitoring events).
+  compiled program's XLA compile time in the cold pass (jax.monitoring events);
+  ``natural_cold_phases_s``: the cold pass's tracing, lowering, XLA compile and compiled
+  solve, and ``natural_ratio_cold_bound_without_xla_compile`` the ratio the cold pass would
+  reach if XLA compiled in no time (a first pass in a new process always traces and lowers).
 - jaxdyn, ``pde-ranks``' own member (``rank_member``, a ``DiffeqMember`` on runs padded to
   d = 5, all panels in one sweep): cold and warm as above.
 - The same runs solved uninterrupted (``segment_steps=0``, ``rank_member``) must give the same
@@ -122,7 +125,10 @@ def main() -> None:
 
     members = natural_members(config)
     c0 = time.process_time()
-    natural_cold_s, natural_ranks, per_program = natural_pass(panels, config, members, cold=True)
+    phases: dict[str, float] = {}
+    natural_cold_s, natural_ranks, per_program = natural_pass(
+        panels, config, members, cold=True, phases=phases
+    )
     c1 = time.process_time()
     natural_warm_s, natural_warm_ranks, _ = natural_pass(panels, config, members, cold=False)
     natural_cpu_s = (c1 - c0, time.process_time() - c1)
@@ -183,6 +189,12 @@ def main() -> None:
         "natural_compile_s": round(sum(p["seconds"] for p in per_program), 2),
         "natural_trace_s": round(sum(p.get("trace_s", 0.0) for p in per_program), 2),
         "compile_s_per_program": per_program,
+        # what a first pass pays besides the solve: tracing and lowering are never cached across
+        # processes, so they and the solve bound the cold ratio whatever XLA's compile costs
+        "natural_cold_phases_s": {k: round(v, 2) for k, v in phases.items()},
+        "natural_ratio_cold_bound_without_xla_compile": round(
+            baseline_s / (phases["tracing"] + phases["lowering"] + phases["compiled_solve"]), 1
+        ),
         "natural_ranks_identical_to_rank_member": bool(
             np.array_equal(natural_ranks, warm.outputs["rank"])
         ),
@@ -270,10 +282,21 @@ def natural_members(config) -> dict:
     return {"softmax": member_of(Softmax), "l2": member_of(L2)}
 
 
-def natural_pass(panels, config, members, *, cold: bool, options=None):
+# The phases of a cold pass (jax.monitoring events): what a first pass must pay besides the solve
+_PHASE_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "tracing",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowering",
+    "/jax/core/compile/backend_compile_duration": "xla_compile",
+    "/jaxdyn/sweep/device_duration": "compiled_solve",
+}
+
+
+def natural_pass(panels, config, members, *, cold: bool, options=None, phases=None):
     """The rank runs as a user writes them: ``(seconds, ranks in run order, compile and trace
     seconds per program)``; one ``run_sweep`` per panel with default options (``options``:
-    other ``SweepOptions``, for ``probe_narrow_after.py``)."""
+    other ``SweepOptions``, for ``probe_narrow_after.py``). A cold pass fills ``phases`` (a
+    dict) with the seconds of every program's tracing, lowering and XLA compilation and of the
+    compiled solve (waiting for it included), summed over the pass."""
     import jax
 
     from jaxdyn.experiments.pde_gaussian import rank_panels
@@ -281,8 +304,12 @@ def natural_pass(panels, config, members, *, cold: bool, options=None):
 
     compile_s: dict[str, list[float]] = {}
     trace_s: dict[str, list[float]] = {}
+    if phases is not None:
+        phases.update(dict.fromkeys(_PHASE_EVENTS.values(), 0.0))
 
     def on_duration(event, duration, **kwargs):
+        if phases is not None and event in _PHASE_EVENTS:
+            phases[_PHASE_EVENTS[event]] += duration
         name = str(kwargs.get("fun_name"))
         if event == "/jax/core/compile/backend_compile_duration":
             compile_s.setdefault(name.removeprefix("jit(").removesuffix(")"), []).append(
