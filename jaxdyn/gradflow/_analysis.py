@@ -22,6 +22,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
@@ -35,11 +36,11 @@ from ._linearise import (
     Spectrum,
     UnigramSaddle,
     condensation_rate,
-    find_critical_point,
-    focus_rate,
-    jacobian_spectrum,
-    loss_gradient,
-    signed_focus_eigenvalue,
+    _find_critical_point,
+    _focus_rate,
+    _jacobian_spectrum,
+    _loss_gradient,
+    _signed_focus_eigenvalue,
     unigram_saddle,
 )
 from ._lyapunov import (
@@ -48,8 +49,10 @@ from ._lyapunov import (
     rank_one_critical_point,
     rank_one_part,
 )
+from . import _measure as _m
 from ._markov import MarkovChain
-from ._metrics import embedding_profile, trajectory_metrics
+from ._measure import dilution_mode_growth, plateau_loss, score_angle
+from ._metrics import _trajectory_metrics, embedding_pca, embedding_profile
 from ._model import OneLayerTransformer, init_transformer
 from ._stages import Stages, detect_stages
 
@@ -65,7 +68,7 @@ class Rates(eqx.Module):
         condensation_jacobian: the top eigenvalue of ``J`` at ``theta = 0``.
         focus: ``c = Var_pi(gamma) Cov_pi(gamma, P beta)`` at the closed-form saddle.
         focus_jacobian: the signed top attention eigenvalue of ``J`` there
-            (:func:`signed_focus_eigenvalue`).
+            (the signed top attention eigenvalue of ``J``).
         focus_visited: the signed top attention eigenvalue at the saddle the flow visits.
         focus_visited_formula: ``Var_pi(gamma_v) Cov_pi(gamma_v, P beta_v)`` with the visited
             saddle's own profiles ``gamma_v = W0 alpha``, ``beta_v = W1^T alpha``.
@@ -85,7 +88,7 @@ class FlowAnalysis(eqx.Module):
     """Everything :func:`analyse_flow` measured on one chain.
 
     Attributes:
-        pi, P: the chain.
+        chain: the :class:`MarkovChain`.
         eps: the initialisation scale.
         ts: save times (``0`` then log-spaced to ``end_time``).
         trajectory: the models at ``ts`` (leading time axis on every leaf).
@@ -108,8 +111,7 @@ class FlowAnalysis(eqx.Module):
         stages: :class:`Stages`.
     """
 
-    pi: Float[Array, " d"]
-    P: Float[Array, "d d"]
+    chain: MarkovChain
     eps: Scalar
     ts: Float[Array, " T"]
     trajectory: OneLayerTransformer
@@ -130,6 +132,96 @@ class FlowAnalysis(eqx.Module):
         """``sign(c)``: ``+1`` attention first moves onto the frequent token, ``-1`` off it."""
         return jnp.sign(self.rates.focus).astype(jnp.int32)
 
+    # -- measurements the claims read (host-side NumPy on the saved arrays) -----------------
+
+    def _departure_or_end(self) -> float:
+        t = float(self.stages.departure.time)
+        return t if np.isfinite(t) else float(self.end_time)
+
+    def plateau(self) -> tuple[float, float, float]:
+        """``(time, loss, bound)`` at the save nearest a critical point between the
+        condensation and the departure (:func:`jaxdyn.gradflow.plateau_loss`, with the
+        spectrum at the visited saddle)."""
+        return plateau_loss(
+            self.ts,
+            self.metrics["loss"],
+            self.metrics["grad_norm"],
+            float(self.stages.condensation.time),
+            self._departure_or_end(),
+            self.spectrum_saddle.eigenvalues,
+        )
+
+    def linear_window(self) -> int:
+        """Index of the last save before the condensation where the linearisation at 0 holds
+        (rate error at most 1% of ``mu1``), ``-1`` if none."""
+        return _m.linear_window(
+            self.ts,
+            self.metrics["condensation_nonlinearity"],
+            float(self.rates.condensation),
+            float(self.stages.condensation.time),
+        )
+
+    def condensation_fit(self):
+        """``(fit or None, bound)``: the growth rate of the projection on the unstable
+        eigenspace at 0, fitted in the linear window, and the window's largest rate error."""
+        return _m.condensation_fit(
+            self.ts,
+            self.metrics["condensation_amplitude"],
+            self.metrics["condensation_nonlinearity"],
+            float(self.rates.condensation),
+            float(self.stages.condensation.time),
+        )
+
+    def score_angle(self, t_from: float | None = None, t_to: float | None = None) -> dict:
+        """:func:`jaxdyn.gradflow.score_angle` of the trajectory against ``sign(c)`` of the
+        visited saddle, from the save nearest the saddle (default) to the departure (default;
+        the end when attention never departed)."""
+        return score_angle(
+            self.ts,
+            self.trajectory.W0,
+            self.trajectory.WQ,
+            self.trajectory.WK,
+            self.chain.pi,
+            float(self.rates.focus_visited),
+            self.visited_saddle.model.W0,
+            self.plateau()[0] if t_from is None else t_from,
+            self._departure_or_end() if t_to is None else t_to,
+            t_noise=float(self.stages.condensation.time),
+        )
+
+    def dilution_mode_growth(self) -> dict:
+        """:func:`jaxdyn.gradflow.dilution_mode_growth` from the save nearest the saddle to
+        the departure."""
+        return dilution_mode_growth(
+            self.ts,
+            self.metrics["gamma"],
+            self.chain.pi,
+            self.visited_saddle.model.W0,
+            self.metrics["focus_rate_path"],
+            float(self.rates.focus_visited),
+            self.plateau()[0],
+            self._departure_or_end(),
+        )
+
+    def embedding_pca(self, n_components: int = 2) -> np.ndarray:
+        """PCA trajectories of the embedding rows ``W0[i, :](t)`` on the top principal axes of
+        all rows at all times (one shared basis): ``(T, d, n_components)``."""
+        return embedding_pca(self.trajectory.W0, n_components)
+
+    def pca_stage_changes(self) -> dict:
+        """The PCA picture of the embedding rows between the stages (PC1 change of the
+        frequent and low-frequency rows from departure to new direction, PC2 spread at
+        dilution and at the end)."""
+        st = self.stages
+        return _m.pca_stage_changes(
+            self.ts,
+            self.trajectory.W0,
+            self.chain.pi,
+            float(st.departure.time),
+            float(st.new_direction.time),
+            float(st.dilution.time),
+        )
+
 
 def _condensation_projection(trajectory, spectrum, pi, P):
     """Projection on the unstable eigenspace at 0, the linearisation's rate error there, and
@@ -139,7 +231,7 @@ def _condensation_projection(trajectory, spectrum, pi, P):
     top = vals[0]
     coords = flat @ vecs
     amplitude = jnp.linalg.norm(coords * (vals >= top * (1 - 1e-8))[None, :], axis=1)
-    grads = jax.vmap(lambda m: ravel_pytree(loss_gradient(m, pi, P))[0])(trajectory)
+    grads = jax.vmap(lambda m: ravel_pytree(_loss_gradient(m, pi, P))[0])(trajectory)
     # J theta from J's eigen-decomposition at 0 (J = V diag(lambda) V^T, exact to eigh's
     # rounding): no second Hessian of the same point
     linear = (coords * vals[None, :]) @ vecs.T
@@ -151,7 +243,7 @@ def _condensation_projection(trajectory, spectrum, pi, P):
 def _closed_forms(pi, P, eps, m, m_attn):
     mu1 = condensation_rate(pi)
     saddle = unigram_saddle(pi, m, m_attn)
-    c = focus_rate(pi, P, saddle.gamma, saddle.beta)
+    c = _focus_rate(pi, P, saddle.gamma, saddle.beta)
     rate = 1.0 / mu1 + 1.0 / jnp.maximum(jnp.abs(c), 1e-12)
     t_stall = 2 * END_TIME_MARGIN * jnp.log(1.0 / eps) * rate
     return mu1, saddle, c, t_stall, STALL_HORIZON * t_stall
@@ -192,7 +284,7 @@ def _embed(visited: CriticalPoint, m: int, m_attn: int) -> CriticalPoint:
 
 @eqx.filter_jit
 def _measure(models, ts, spec0, pi, P, thresholds):
-    metrics = trajectory_metrics(models, pi, P)
+    metrics = _trajectory_metrics(models, pi, P)
     amplitude, nonlinearity, grad_norm = _condensation_projection(models, spec0, pi, P)
     metrics = dict(
         metrics,
@@ -214,9 +306,9 @@ def _rates(pi, P, mu1, c, lam_t, saddle, visited, spec0, spec_s, spec_v) -> Rate
         condensation=mu1,
         condensation_jacobian=spec0.eigenvalues[0],
         focus=c,
-        focus_jacobian=signed_focus_eigenvalue(saddle.model, spec_s, pi),
-        focus_visited=signed_focus_eigenvalue(visited.model, spec_v, pi),
-        focus_visited_formula=focus_rate(pi, P, gamma_v, visited.model.W1.T @ alpha),
+        focus_jacobian=_signed_focus_eigenvalue(saddle.model, spec_s, pi),
+        focus_visited=_signed_focus_eigenvalue(visited.model, spec_v, pi),
+        focus_visited_formula=_focus_rate(pi, P, gamma_v, visited.model.W1.T @ alpha),
         transverse=lam_t,
     )
 
@@ -258,7 +350,7 @@ def _analyse(
     mu1, saddle, c, t_stall, t_stall_max = _closed_forms(pi, P, eps, m, m_attn)
     model0, frozen0, model1, zero = _initial_models(key, eps, d, m, m_attn, dtype)
     stall = (
-        rank_one_critical_point(model1, pi, P, t_stall_max, max_steps=max_steps, root_tol=ROOT_TOL)
+        rank_one_critical_point(model1, chain, t_stall_max, max_steps=max_steps, root_tol=ROOT_TOL)
         if find_stall
         else None
     )
@@ -268,15 +360,14 @@ def _analyse(
     # twice the default's time to reach the stall, its rank-one part polished by root-finding
     frozen = population_flow(frozen0, chain, ts_frozen, **flow)
     start = _rank_one_start(frozen.models)
-    visited = _embed(find_critical_point(start, pi, P, rtol=ROOT_TOL, atol=ROOT_TOL), m, m_attn)
-    spec0 = jacobian_spectrum(zero, pi, P)
-    spec_s = jacobian_spectrum(saddle.model, pi, P)
-    spec_v = jacobian_spectrum(visited.model, pi, P)
+    visited = _embed(_find_critical_point(start, pi, P, rtol=ROOT_TOL, atol=ROOT_TOL), m, m_attn)
+    spec0 = _jacobian_spectrum(zero, pi, P)
+    spec_s = _jacobian_spectrum(saddle.model, pi, P)
+    spec_v = _jacobian_spectrum(visited.model, pi, P)
     metrics, stages = _measure(sol.models, ts, spec0, pi, P, thresholds)
     rates = _rates(pi, P, mu1, c, lam_t, saddle, visited, spec0, spec_s, spec_v)
     return FlowAnalysis(
-        pi=pi,
-        P=P,
+        chain=chain,
         eps=jnp.asarray(eps, dtype),
         ts=ts,
         trajectory=sol.models,
@@ -295,9 +386,8 @@ def _analyse(
 
 
 def analyse_flow(
-    P: MarkovChain | Float[ArrayLike, "..."],
+    chain: MarkovChain,
     *,
-    pi: Float[ArrayLike, "..."] | None = None,
     key: Key | None = None,
     m: int = 6,
     m_attn: int = 6,
@@ -312,12 +402,11 @@ def analyse_flow(
     new_direction_ratio: float | Float[ArrayLike, ""] = 0.1,
     find_stall: bool = True,
 ) -> FlowAnalysis:
-    """Analyse the population gradient flow of the one-layer transformer on the chain ``P``.
+    """Analyse the population gradient flow of the one-layer transformer on ``chain``.
 
     Args:
-        P: a :class:`MarkovChain`, or a row-stochastic transition matrix (then validated with
-            ``pi`` as :class:`MarkovChain` does).
-        pi: with a matrix ``P``, its stationary law (computed from ``P`` when ``None``).
+        chain: a :class:`MarkovChain` (any row-stochastic ``P``; ``MarkovChain(P)`` computes
+            and validates its stationary law).
         key: PRNG key of the initialisation (default ``jax.random.key(0)``).
         m: embedding width.
         m_attn: attention width ``m'``.
@@ -327,7 +416,7 @@ def analyse_flow(
             phase shorter than the spacing near its time (e.g. a short dilution) is missed.
         rtol: relative tolerance of the adaptive solver.
         atol: absolute tolerance of the adaptive solver.
-        solver: a diffrax solver (default ``diffrax.Tsit5()``; :func:`make_solver` names the
+        solver: a diffrax solver (default ``diffrax.Tsit5()``; :func:`stiff_solver` is the
             implicit one set up for stiff flows).
         max_steps: solver step budget (a flow that runs out gets that :class:`jaxdyn.Status`).
         departure: stage threshold of :func:`detect_stages`.
@@ -343,12 +432,11 @@ def analyse_flow(
         :func:`jaxdyn.sweep.run_sweep`, a member calling it with a given ``t1`` has its flow
         continued in segments (straggler-free; focus_dilution.md, "analyse_flow in a sweep").
     """
-    if isinstance(P, MarkovChain):
-        if pi is not None:
-            raise ValueError("pass pi inside the MarkovChain, not beside it")
-        chain = P
-    else:
-        chain = MarkovChain(P, pi)
+    if not isinstance(chain, MarkovChain):
+        raise TypeError(
+            f"chain must be a MarkovChain (MarkovChain(P) for a transition matrix), got "
+            f"{type(chain).__name__}"
+        )
     pi = chain.pi
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise TypeError(f"solver must be a diffrax solver, got {solver!r}")
@@ -381,7 +469,7 @@ def analyse_flow(
 
 
 def analyse_flow_to_new_direction(
-    P: MarkovChain | Float[ArrayLike, "..."],
+    chain: MarkovChain,
     *,
     budget: float = 4.0,
     growth: float = 2.0,
@@ -401,8 +489,6 @@ def analyse_flow_to_new_direction(
         raise ValueError(f"need budget >= 1 and growth > 1, got {budget}, {growth}")
     kwargs = dict(kwargs)
     max_steps = int(kwargs.pop("max_steps", 100_000))
-    pi = kwargs.pop("pi", None)
-    chain = P if isinstance(P, MarkovChain) and pi is None else MarkovChain(P, pi)
     a = analyse_flow(chain, max_steps=max_steps, **kwargs)
     limit = budget * float(a.end_time)
     kwargs.pop("t1", None)

@@ -10,7 +10,6 @@ import numpy as np
 
 from ... import entropy, gradflow as gf
 from ..._status import Status, status_code, status_name
-from ...gradflow import STAGE_NAMES
 from ...runs import ConfigError, Run, negative_control
 
 HEADLINE_PI = (0.75, 0.19, 0.05, 0.01)
@@ -71,13 +70,7 @@ def _rates(run: Run, a, tag: str) -> None:
         basis="eigh backward error",
         note="top eigenvalue of J = -Hess L at theta = 0 vs ||pi|| ||pi - 1/d 1||",
     )
-    fit, bound = gf.condensation_fit(
-        a.ts,
-        a.metrics["condensation_amplitude"],
-        a.metrics["condensation_nonlinearity"],
-        mu1,
-        float(a.stages.condensation.time),
-    )
+    fit, bound = a.condensation_fit()
     if fit is None:  # no save in the linear regime (e.g. t1 ends before condensation)
         run.report(
             f"condensation_rate_fit{tag}",
@@ -121,36 +114,25 @@ def _rates(run: Run, a, tag: str) -> None:
 
 def _saddle_evidence(run: Run, a, tag: str) -> None:
     """The plateau, the condensation's alignments and the saddle's unstable mode."""
-    H, d = float(a.stages.uniform_entropy), len(a.pi)
-    t_p, loss_p, bound_p = gf.plateau(
-        a.ts,
-        a.metrics["loss"],
-        a.metrics["grad_norm"],
-        float(a.stages.condensation.time),
-        float(a.stages.departure.time)
-        if np.isfinite(float(a.stages.departure.time))
-        else float(a.end_time),
-        a.spectrum_saddle.eigenvalues,
-    )
-    plateau = gf.plateau_evidence(loss_p, bound_p, H, float(np.log(d)))
+    H, d = float(a.stages.uniform_entropy), len(a.chain.pi)
+    t_p, loss_p, bound_p = a.plateau()
+    plateau = gf.claims.unigram_plateau(loss_p, bound_p, H, float(np.log(d)))
     run.evidence(
         f"unigram_plateau{tag}",
         plateau,
         note=f"loss at the save nearest a critical point (t = {t_p:.4g})",
     )
     mu1 = float(a.rates.condensation)
-    i = gf.linear_window(
-        a.ts, a.metrics["condensation_nonlinearity"], mu1, float(a.stages.condensation.time)
-    )
+    i = a.linear_window()
     noise = float(np.linalg.norm(jax.flatten_util.ravel_pytree(_at(a.trajectory, 0))[0]))
     model = _at(a.trajectory, max(i, 0))
     err = a.metrics["condensation_nonlinearity"]
     run.evidence(
         f"condensation_alignment{tag}",
-        gf.alignment_evidence(
+        gf.claims.condensation_alignment(
             model.W0,
             model.W1,
-            a.pi,
+            a.chain.pi,
             noise=noise,
             amplitude=float(a.metrics["condensation_amplitude"][i]) if i >= 0 else 0.0,
             nonlinearity=float(np.max(err[1 : i + 1])) if i >= 1 else 0.0,
@@ -162,7 +144,7 @@ def _saddle_evidence(run: Run, a, tag: str) -> None:
     c_v = float(a.rates.focus_visited)
     run.evidence(
         f"unstable_attention_mode{tag}",
-        gf.unstable_mode_evidence(
+        gf.claims.unstable_attention_mode(
             a.spectrum_saddle.eigenvalues,
             a.spectrum_saddle.attention_weight,
             c_v,
@@ -171,22 +153,10 @@ def _saddle_evidence(run: Run, a, tag: str) -> None:
         ),
         note="spectrum of J at the saddle the flow visits",
     )
-    t_dep = float(a.stages.departure.time)
-    sd = gf.score_direction(
-        a.ts,
-        a.trajectory.W0,
-        a.trajectory.WQ,
-        a.trajectory.WK,
-        a.pi,
-        c_v,
-        a.visited_saddle.model.W0,
-        t_p,
-        t_dep if np.isfinite(t_dep) else float(a.end_time),
-        t_noise=float(a.stages.condensation.time),
-    )
+    sd = a.score_angle()
     run.evidence(
         f"score_direction{tag}",
-        gf.score_direction_evidence(sd["angle"], sd["bound"], at_saddle=plateau.holds),
+        gf.claims.score_direction(sd["angle"], sd["bound"], at_saddle=plateau.holds),
         note=f"angle between Phi and sign(c) pi pi^T at t = {sd['time']:.4g} (from the save "
         f"nearest the saddle to the departure, the one with the smallest bound): e = "
         f"{sd['embedding_offset']:.2g}, nu = {sd['attention_ratio']:.2g}, sin(gamma_v, pi) = "
@@ -205,20 +175,17 @@ def _stage_evidence(
     the embedding PCA (``c > 0``)."""
     st = a.stages
     sig = st.signature_times()
-    names = list(sig)
-    times = np.asarray(list(sig.values()))
     horizon = f" ({horizon or f'horizon t1 = {float(a.end_time):.4g}'}, {int(a.num_steps)} steps)"
     run.evidence(
         f"stages_in_order{tag}",
-        gf.stage_order_evidence(
-            times, gf.stage_resolution(a.ts, times), names, horizon_note=horizon
-        ),
+        gf.claims.stages_in_order(a.ts, sig, horizon_note=horizon),
         note="first crossing of each stage's own signature, searched from t = 0",
     )
-    drops = gf.query_drop_times(a.ts, a.metrics["entropy_query"], float(st.uniform_entropy))
     run.evidence(
         f"focus_fastest_for_frequent_queries{tag}",
-        gf.frequent_first_evidence(a.pi, drops, gf.stage_resolution(a.ts, drops)),
+        gf.claims.focus_fastest_for_frequent_queries(
+            a.ts, a.metrics["entropy_query"], a.chain.pi, float(st.uniform_entropy)
+        ),
         note="first save where each query's attention entropy is 1% below H(pi)",
     )
     dip, peak, H = float(st.entropy_dip), float(st.entropy_peak), float(st.uniform_entropy)
@@ -229,7 +196,7 @@ def _stage_evidence(
     solver_error = int(a.num_steps) * (rtol * scale + atol)
     run.evidence(
         f"entropy_down_up_down{tag}",
-        gf.entropy_course_evidence(
+        gf.claims.entropy_down_up_down(
             dip,
             peak,
             after,
@@ -240,14 +207,7 @@ def _stage_evidence(
         note="low-query entropy: minimum before dilution, maximum after it, minimum after that",
     )
     _dilution_rate_evidence(run, a, tag)
-    pca = gf.pca_stage_changes(
-        a.ts,
-        a.trajectory.W0,
-        a.pi,
-        float(st.departure.time),
-        float(st.new_direction.time),
-        float(st.dilution.time),
-    )
+    pca = a.pca_stage_changes()
     run.report(
         f"pca_stage_changes{tag}",
         measured=pca,
@@ -261,29 +221,12 @@ def _dilution_rate_evidence(run: Run, a, tag: str) -> None:
     """The dilution mode's growth rate out of the saddle (from the save nearest the saddle to
     the departure) against ``c`` (the paper) and ``2 c`` (forced by ``Phi``)."""
     c_v = float(a.rates.focus_visited)
-    t_dep = float(a.stages.departure.time)
-    t_saddle, loss_p, bound_p = gf.plateau(
-        a.ts,
-        a.metrics["loss"],
-        a.metrics["grad_norm"],
-        float(a.stages.condensation.time),
-        t_dep if np.isfinite(t_dep) else float(a.end_time),
-        a.spectrum_saddle.eigenvalues,
-    )
-    dr = gf.dilution_rate(
-        a.ts,
-        a.metrics["gamma"],
-        a.pi,
-        a.visited_saddle.model.W0,
-        a.metrics["focus_rate_path"],
-        c_v,
-        t_saddle,
-        t_dep if np.isfinite(t_dep) else float(a.end_time),
-    )
-    at_saddle = gf.plateau_evidence(
-        loss_p, bound_p, float(a.stages.uniform_entropy), float(np.log(len(a.pi)))
+    t_saddle, loss_p, bound_p = a.plateau()
+    dr = a.dilution_mode_growth()
+    at_saddle = gf.claims.unigram_plateau(
+        loss_p, bound_p, float(a.stages.uniform_entropy), float(np.log(len(a.chain.pi)))
     ).holds
-    ev = gf.dilution_rate_evidence(
+    ev = gf.claims.dilution_mode_rate(
         dr["rate"], dr["half_rates"], dr["rate_error"], c_v, at_saddle=at_saddle
     )
     run.evidence(
@@ -327,7 +270,7 @@ def record_analysis(
     _rates(run, a, tag)
     _saddle_evidence(run, a, tag)
     st = a.stages
-    run.evidence(f"first_attention_phase{tag}", gf.first_phase_evidence(c, int(st.departure_sign)))
+    run.evidence(f"first_attention_phase{tag}", gf.claims.first_attention_phase(c, int(st.departure_sign)))
     run.scalar(f"stages{tag}", st.times())
     run.scalar(f"stage_status{tag}", st.status())
     run.scalar(f"stage_signatures{tag}", st.signature_times())
@@ -354,7 +297,7 @@ def _register_controls(experiment: str) -> None:
     @negative_control(experiment, "unigram_plateau")
     def _plateau_off_the_saddle():
         # a flow that never reaches the saddle: the nearest save is far from critical
-        return gf.plateau_evidence(1.2, 0.8, float(np.log(4) * 0.52), float(np.log(4)))
+        return gf.claims.unigram_plateau(1.2, 0.8, float(np.log(4) * 0.52), float(np.log(4)))
 
     @negative_control(experiment, "condensation_alignment")
     def _rank_one_growth_along_another_direction():
@@ -364,7 +307,7 @@ def _register_controls(experiment: str) -> None:
         a = rng.normal(size=3)
         W0 = np.outer(other, a) + 1e-4 * rng.normal(size=(4, 3))
         W1 = np.outer(a, other - 0.25) + 1e-4 * rng.normal(size=(3, 4))
-        return gf.alignment_evidence(
+        return gf.claims.condensation_alignment(
             W0,
             W1,
             pi,
@@ -376,53 +319,46 @@ def _register_controls(experiment: str) -> None:
 
     @negative_control(experiment, "first_attention_phase")
     def _chain_of_the_opposite_sign():
-        return gf.first_phase_evidence(0.08, -1)
+        return gf.claims.first_attention_phase(0.08, -1)
 
     @negative_control(experiment, "unstable_attention_mode")
     def _perturbed_saddle_with_an_unstable_embedding_mode():
         ev = np.array([0.08, 0.08, 0.03, 0.0, -0.5])
         att = np.array([1.0, 1.0, 0.0, 0.5, 0.0])
-        return gf.unstable_mode_evidence(ev, att, 0.08, 2, tolerance=1e-10)
+        return gf.claims.unstable_attention_mode(ev, att, 0.08, 2, tolerance=1e-10)
 
     @negative_control(experiment, "stages_in_order")
     def _focus_signature_before_condensation():
-        times = np.array([15.0, 5.0, 100.0, 300.0])
-        return gf.stage_order_evidence(times, np.full(4, 0.1), list(STAGE_NAMES))
+        ts = np.linspace(0.0, 400.0, 4001)
+        times = dict(zip(("condensation", "focus", "dilution", "new_direction"), [15.0, 5.0, 100.0, 300.0], strict=True))
+        return gf.claims.stages_in_order(ts, times)
 
     @negative_control(experiment, "focus_fastest_for_frequent_queries")
     def _rare_queries_first():
+        # each query's entropy drops at a time that decreases with pi_q
         pi = np.array([0.75, 0.19, 0.05, 0.01])
-        return gf.frequent_first_evidence(pi, [90.0, 80.0, 70.0, 60.0], np.full(4, 0.5))
+        ts = np.linspace(0.0, 120.0, 241)
+        H = 0.72714
+        drop = np.array([90.0, 80.0, 70.0, 60.0])
+        entropy_query = np.where(ts[:, None] >= drop[None, :], 0.5 * H, H)
+        return gf.claims.focus_fastest_for_frequent_queries(ts, entropy_query, pi, H)
 
     @negative_control(experiment, "score_direction")
     def _attention_growing_with_the_other_sign():
-        # the linearised saddle (W0 = gamma alpha^T + noise, the unstable attention mode
-        # growing like e^{|c| t} over a fixed part) with WK = -WQ: Phi along -pi pi^T while
-        # c > 0 predicts +pi pi^T
-        rng = np.random.default_rng(0)
-        pi = np.array([0.75, 0.19, 0.05, 0.01])
-        ts = np.linspace(0.0, 80.0, 81)
-        gamma = 2.0 * pi / np.linalg.norm(pi)
-        alpha, q = np.eye(3)[0], np.array([0.6, 0.8])
-        saddle = np.outer(gamma, alpha)
-        W0 = np.stack([np.outer(gamma, alpha) + 1e-4 * rng.normal(size=(4, 3)) for _ in ts])
-        amp = 1e-3 * np.exp(0.08 * ts)
-        rest = 1e-3 * rng.normal(size=(2, 3, 2))
-        WQ = np.stack([a * np.outer(alpha, q) + rest[0] for a in amp])
-        WK = np.stack([-a * np.outer(alpha, q) + rest[1] for a in amp])
-        sd = gf.score_direction(ts, W0, WQ, WK, pi, 0.08, saddle, 0.0, 80.0)
-        return gf.score_direction_evidence(sd["angle"], sd["bound"])
+        # Phi along -sign(c) pi pi^T (angle pi - 0.05) while the linearisation's bound at the
+        # saddle is 0.2 (tests/test_focus_dilution_claims.py builds the arrays of such a flow)
+        return gf.claims.score_direction(np.pi - 0.05, 0.2)
 
     @negative_control(experiment, "dilution_mode_rate")
     def _dilution_mode_that_does_not_grow():
         # attention held frozen: the mode stays at its saddle value (rate 0)
-        return gf.dilution_rate_evidence(0.0, [0.0, 0.0], 0.004, 0.0798)
+        return gf.claims.dilution_mode_rate(0.0, [0.0, 0.0], 0.004, 0.0798)
 
     @negative_control(experiment, "entropy_down_up_down")
     def _attention_held_frozen():
         # attention frozen at uniform: the entropy stays at H(pi) through the whole horizon
         H = 0.72714
-        return gf.entropy_course_evidence(H, H, H, H, 1e-6, complete=True)
+        return gf.claims.entropy_down_up_down(H, H, H, H, 1e-6, complete=True)
 
 
 for _name in ANALYSIS_EXPERIMENTS:

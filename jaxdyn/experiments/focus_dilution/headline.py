@@ -153,48 +153,23 @@ def _origin_evidence(run: Run, config: FocusDilutionConfig, mc: gf.MarkovChain, 
     window = f"at t = {float(o.ts[-1]):.4g} (max eps e^(mu1 t) = {config.origin_amplitude:g})"
     run.evidence(
         "linearisation_bound",
-        gf.order_bound_evidence(
-            "Lemma 3.1: ||theta(t) - e^{Jt} theta(0)|| <= C eps^2 e^{2 mu1 t} (order in eps of "
-            "the sup over t of the deviation / e^{2 mu1 t} at least 2)",
-            eps,
-            lemma,
-            2.0,
-        ),
+        gf.claims.linearisation_bound(eps, lemma),
         note=f"C estimates max_t dev / (eps^2 e^(2 mu1 t)) = {np.round(lemma / eps**2, 6).tolist()}"
         f" for eps = {eps.tolist()}, t in [0, {float(o.ts[-1]):.4g}]",
     )
     run.evidence(
         "linearisation_error_order",
-        gf.local_order_evidence(
-            "the deviation from the linearisation at 0 is of order 3 in eps (grad L is odd: no "
-            "quadratic term)",
-            eps,
-            dev,
-            3.0,
-            2.0,
-        ),
+        gf.claims.linearisation_error_order(eps, dev),
         note=window,
     )
     run.evidence(
         "attention_frozen_at_origin",
-        gf.order_bound_evidence(
-            "attention frozen to O(eps^3) at the origin (order in eps of the change of (WQ, WK) "
-            "at least 3)",
-            eps,
-            att,
-            3.0,
-        ),
+        gf.claims.attention_frozen_at_origin(eps, att),
         note=window + f"; changes {np.asarray(att).tolist()}",
     )
     run.evidence(
         "attention_change_order",
-        gf.local_order_evidence(
-            "the attention parameters move by O(eps^5) near the origin (dL/dPhi = O(eps^2))",
-            eps,
-            att,
-            5.0,
-            3.0,
-        ),
+        gf.claims.attention_change_order(eps, att),
         note=window,
     )
     run.save_arrays(
@@ -216,26 +191,26 @@ def _embedding_not_small():
 @negative_control("focus-dilution", "linearisation_bound")
 def _lemma_with_an_embedding_not_small():
     eps, _, lemma, _, _ = _embedding_not_small()
-    return gf.order_bound_evidence("order >= 2", eps, lemma, 2.0)
+    return gf.claims.linearisation_bound(eps, lemma)
 
 
 @negative_control("focus-dilution", "attention_frozen_at_origin")
 def _attention_with_an_embedding_not_small():
     eps, _, _, att, _ = _embedding_not_small()
-    return gf.order_bound_evidence("order >= 3", eps, att, 3.0)
+    return gf.claims.attention_frozen_at_origin(eps, att)
 
 
 @negative_control("focus-dilution", "linearisation_error_order")
 def _a_quadratic_deviation():
     # a field with a quadratic term: the deviation is O(eps^2)
     x = np.array([0.0025, 0.005, 0.01, 0.02])
-    return gf.local_order_evidence("order 3", x, 0.7 * x**2 * (1 + x), 3.0, 2.0)
+    return gf.claims.linearisation_error_order(x, 0.7 * x**2 * (1 + x))
 
 
 @negative_control("focus-dilution", "attention_change_order")
 def _a_cubic_attention_change():
     x = np.array([0.0025, 0.005, 0.01, 0.02])
-    return gf.local_order_evidence("order 5", x, 0.7 * x**3 * (1 + x**2), 5.0, 3.0)
+    return gf.claims.attention_change_order(x, 0.7 * x**3 * (1 + x**2))
 
 
 @register_experiment(
@@ -264,7 +239,7 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     run.save_arrays(
         ts=a.ts,
         W0=a.trajectory.W0,
-        embedding_pca=gf.embedding_pca(a.trajectory.W0),
+        embedding_pca=a.embedding_pca(),
         spectrum_origin=a.spectrum_origin.eigenvalues,
         spectrum_saddle=a.spectrum_saddle.eigenvalues,
         stall_tangential=a.stall.tangential,

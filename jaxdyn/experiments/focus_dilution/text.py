@@ -56,7 +56,8 @@ class TextConfig(ExperimentConfig):
         num_saves: log-spaced save times of the flow.
         rtol: relative tolerance of the adaptive solver.
         atol: absolute tolerance of the adaptive solver.
-        solver: "tsit5" or "kvaerno5" (stiff flows).
+        stiff: solve the flow with :func:`jaxdyn.gradflow.stiff_solver` (implicit Kvaerno5 with
+            Newton-GMRES, for stiff late stages) instead of ``diffrax.Tsit5()``.
         max_steps: solver step budget.
         n_windows: training windows per draw (distinct windows of the stream).
         s: window length (inputs; the target is one more token).
@@ -94,7 +95,7 @@ class TextConfig(ExperimentConfig):
     num_saves: int = 150
     rtol: float = 1e-6
     atol: float = 1e-9
-    solver: str = "tsit5"
+    stiff: bool = False
     max_steps: int = 50_000
     n_windows: int = 4096
     s: int = 32
@@ -125,8 +126,6 @@ class TextConfig(ExperimentConfig):
             raise ConfigError(f"oov must be 'drop' or 'keep', got {self.oov!r}")
         if self.level not in ("word", "char"):
             raise ConfigError(f"level must be 'word' or 'char', got {self.level!r}")
-        if self.solver not in gf.SOLVERS:
-            raise ConfigError(f"solver must be one of {gf.SOLVERS}, got {self.solver!r}")
         if self.vocab_size < 3 or self.s < 2 or self.n_windows < 2 or self.n_draws < 2:
             raise ConfigError("need vocab_size >= 3, s >= 2, n_windows >= 2 and n_draws >= 2")
         if self.descent_width < 1:
@@ -284,8 +283,7 @@ def run_text(config: TextConfig, run: Run) -> None:
     key = jax.random.key(config.seed)
     a = to_host(
         gf.analyse_flow(
-            P,
-            pi=pi,
+            gf.MarkovChain(P, pi),
             key=key,
             m=config.m,
             m_attn=config.m_attn,
@@ -294,7 +292,7 @@ def run_text(config: TextConfig, run: Run) -> None:
             num_saves=config.num_saves,
             rtol=config.rtol,
             atol=config.atol,
-            solver=gf.make_solver(config.solver),
+            solver=gf.stiff_solver() if config.stiff else None,
             max_steps=config.max_steps,
             find_stall=config.find_stall,
         )
