@@ -31,6 +31,7 @@ from ._fetch import (
 from ._tokenise import (
     OOV as OOV,
     Corpus as Corpus,
+    LineBreaks as LineBreaks,
     bigram_chain as bigram_chain,
     detect_format as detect_format,
     load_corpus as load_corpus,
@@ -39,3 +40,26 @@ from ._tokenise import (
     tokenize as tokenize,
     unigram_frequencies as unigram_frequencies,
 )
+
+__all__ = [
+    "CORPORA",
+    "Corpus",
+    "CorpusSpec",
+    "FetchError",
+    "LineBreaks",
+    "OOV",
+    "bigram_chain",
+    "cache_dir",
+    "corpus_path",
+    "corpus_spec",
+    "detect_format",
+    "excerpt_path",
+    "fetch_corpus",
+    "load_corpus",
+    "load_text",
+    "locate_corpus",
+    "medium_frequency_tokens",
+    "stream_windows",
+    "tokenize",
+    "unigram_frequencies",
+]

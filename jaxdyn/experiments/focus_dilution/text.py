@@ -38,6 +38,9 @@ class TextConfig(ExperimentConfig):
             text file (WikiText raw, TinyStories or plain text).
         corpus_format: "auto" (detected), "wikitext", "tinystories" or "plain".
         level: "word" (top-k words + queries + <oov>) or "char".
+        line_breaks: what line breaks become (:class:`jaxdyn.data.LineBreaks`): "keep" (each
+            one the token <nl>), "spaces" (no token: a hard-wrapped text reads as running
+            text) or "paragraph" (one <par> token per blank-line paragraph break).
         vocab_size: the k most frequent tokens kept (including <oov>).
         oov: "drop" (default): out-of-vocabulary tokens are removed from the stream, so every
             attention target is a real token (bigrams skip over the removed words); "keep":
@@ -82,6 +85,7 @@ class TextConfig(ExperimentConfig):
     corpus_path: str = "wikitext-2"
     corpus_format: str = "auto"
     level: str = "word"
+    line_breaks: str = "keep"
     vocab_size: int = 64
     oov: str = "drop"
     queries: tuple[str, ...] = ("continue",)
@@ -124,6 +128,11 @@ class TextConfig(ExperimentConfig):
             )
         if self.oov not in ("drop", "keep"):
             raise ConfigError(f"oov must be 'drop' or 'keep', got {self.oov!r}")
+        if self.line_breaks not in [lb.value for lb in data.LineBreaks]:
+            raise ConfigError(
+                "line_breaks must be one of "
+                f"{[lb.value for lb in data.LineBreaks]}, got {self.line_breaks!r}"
+            )
         if self.level not in ("word", "char"):
             raise ConfigError(f"level must be 'word' or 'char', got {self.level!r}")
         if self.vocab_size < 3 or self.s < 2 or self.n_windows < 2 or self.n_draws < 2:
@@ -163,6 +172,7 @@ def _corpus_and_queries(config: TextConfig, run: Run):
         vocab_size=config.vocab_size,
         max_chars=config.max_chars or None,
         drop_oov=config.oov == "drop",
+        line_breaks=data.LineBreaks(config.line_breaks),
     )
     corpus = data.load_corpus(config.corpus(), include=config.queries, missing="skip", **kwargs)
     queries = [q.lower() for q in config.queries if q.lower() not in corpus.missing]
@@ -274,6 +284,7 @@ def run_text(config: TextConfig, run: Run) -> None:
             "vocab_head": names[:10],
             "oov_share_of_text": corpus.oov_share,
             "oov": config.oov,
+            "line_breaks": config.line_breaks,
             "most_frequent_token": names[int(np.argmax(pi))],
             "pi_top": float(np.max(pi)),
             "queries": list(queries),
