@@ -11,7 +11,7 @@ from ._analysis import (
     FlowAnalysis as FlowAnalysis,
     Rates as Rates,
     analyse_flow as analyse_flow,
-    analyse_flow_to_new_direction as analyse_flow_to_new_direction,
+    analyse_flow_until as analyse_flow_until,
 )
 from ._flow import (
     FlowSolution as FlowSolution,
@@ -70,7 +70,7 @@ __all__ = [
     "TrainingRun",
     "UnigramSaddle",
     "analyse_flow",
-    "analyse_flow_to_new_direction",
+    "analyse_flow_until",
     "attention_story",
     "claims",
     "condensation_rate",

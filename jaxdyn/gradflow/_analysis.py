@@ -18,6 +18,8 @@ at ``50 margin log(1/eps) (1/mu1 + 1/|c|)``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import diffrax
 import equinox as eqx
 import jax
@@ -202,6 +204,32 @@ class FlowAnalysis(eqx.Module):
             self.plateau()[0],
             self._departure_or_end(),
         )
+
+    def first_attention_target(self, departure: float = 0.05) -> dict:
+        """Which key the attention first moves onto: for every key ``k`` the attention it
+        receives, ``f_k = sum_q pi_q w_qk`` (``pi_k`` under uniform attention), and the first
+        save at which one of them has risen by the fraction ``departure`` of its room, ``f_k
+        >= pi_k + departure (1 - pi_k)`` (for the most frequent key this is the focus stage's
+        criterion). Returns ``time`` (``nan`` if none rose by the end), ``key`` (its index,
+        ``-1`` if none), ``rank`` (0 = the most frequent key) and ``received`` (``f_k`` then).
+        """
+        pi = np.asarray(self.chain.pi, float)
+        w = np.asarray(self.metrics["attention"], float)
+        received = np.einsum("q,tqk->tk", pi, w)
+        rose = received >= pi + departure * (1.0 - pi)
+        hit = np.nonzero(rose.any(axis=1) & (np.asarray(self.ts) > 0))[0]
+        if hit.size == 0:
+            return {"time": float("nan"), "key": -1, "rank": -1, "received": float("nan")}
+        i = int(hit[0])
+        gain = np.where(rose[i], (received[i] - pi) / (1.0 - pi), -np.inf)
+        k = int(np.argmax(gain))
+        rank = int(np.nonzero(np.argsort(-pi, kind="stable") == k)[0][0])
+        return {
+            "time": float(self.ts[i]),
+            "key": k,
+            "rank": rank,
+            "received": float(received[i, k]),
+        }
 
     def embedding_pca(self, n_components: int = 2) -> np.ndarray:
         """PCA trajectories of the embedding rows ``W0[i, :](t)`` on the top principal axes of
@@ -468,22 +496,30 @@ def analyse_flow(
     )
 
 
-def analyse_flow_to_new_direction(
+def _new_direction_signature(stages: Stages):
+    return stages.new_direction_signature.time
+
+
+def analyse_flow_until(
     chain: MarkovChain,
+    reached: Callable[[Stages], Scalar] = _new_direction_signature,
     *,
     budget: float = 4.0,
     growth: float = 2.0,
     **kwargs,
 ) -> tuple[FlowAnalysis, str]:
-    """:func:`analyse_flow` with a horizon that grows until the new direction's signature
-    (``stages.new_direction_signature``) appears or the budget is spent.
+    """:func:`analyse_flow` with a horizon that grows until a stage is reached or the budget
+    is spent.
 
-    Starts at ``t1`` (default: :func:`default_end_time`); while the signature is missing and the
-    flow succeeded, the end time and the solver's step budget (``max_steps``) grow by
-    ``growth``, up to ``budget`` times the first end time. Returns the last analysis and a
-    sentence saying why the horizon stopped (signature seen, budget spent, or the flow's
-    status), for the record of an inconclusive verdict. Host-side (a Python loop): inside
-    ``jax.vmap`` or a sweep, call :func:`analyse_flow` with a fixed ``t1``.
+    ``reached(stages)`` is the time of the stage to reach (``nan`` while it is not): by default
+    the new direction's signature; ``lambda st: st.departure.time`` runs until the attention
+    has left the unigram saddle. Starts at ``t1`` (default: the end time derived from the
+    rates); while that time is ``nan`` and the flow succeeded, the end time and the solver's
+    step budget (``max_steps``) grow by ``growth``, up to ``budget`` times the first end time.
+    Returns the last analysis and a sentence saying why the horizon stopped (stage reached,
+    budget spent, or the flow's status), for the record of an inconclusive verdict. Host-side
+    (a Python loop): inside ``jax.vmap`` or a sweep, call :func:`analyse_flow` with a fixed
+    ``t1``.
     """
     if not budget >= 1 or not growth > 1:
         raise ValueError(f"need budget >= 1 and growth > 1, got {budget}, {growth}")
@@ -494,12 +530,13 @@ def analyse_flow_to_new_direction(
     kwargs.pop("t1", None)
     while True:
         end = float(a.end_time)
-        if bool(jnp.isfinite(a.stages.new_direction_signature.time)):
-            return a, f"the new direction's signature appeared by t1 = {end:.4g}"
+        t = float(reached(a.stages))
+        if np.isfinite(t):
+            return a, f"the stage was reached at t = {t:.4g} (horizon t1 = {end:.4g})"
         if status_code(a.status) != status_code(Status.successful):
             return a, f"the flow stopped before t1 = {end:.4g} ({status_name(a.status)})"
         if end >= limit * (1 - 1e-12):
-            return a, f"no new direction by the horizon budget t1 = {end:.4g} ({budget:g}x)"
+            return a, f"the stage was not reached by the horizon budget t1 = {end:.4g} ({budget:g}x)"
         t1 = min(growth * end, limit)
         max_steps = int(max_steps * t1 / end) + 1
         a = analyse_flow(chain, t1=t1, max_steps=max_steps, **kwargs)

@@ -160,6 +160,22 @@ def pca_stage_changes(ts, W0, pi, t_departure: float, t_new: float, t_dilution: 
     }
 
 
+def _attention_modes(alpha, WQ, WK, WQ_prev, WK_prev) -> tuple[float, float]:
+    """``(growing, other)``: the amplitudes ``||alpha^T (WQ +- WK)|| / 2`` of the two attention
+    modes at the saddle, the growing one first (the larger log-growth since the previous save;
+    the larger amplitude when there is no previous save)."""
+    now = np.array([np.linalg.norm(alpha @ (WQ + WK)), np.linalg.norm(alpha @ (WQ - WK))]) / 2
+    before = np.array(
+        [np.linalg.norm(alpha @ (WQ_prev + WK_prev)), np.linalg.norm(alpha @ (WQ_prev - WK_prev))]
+    ) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        growth = np.log(now) - np.log(before)
+    k = int(np.argmax(now)) if not np.all(np.isfinite(growth)) or np.allclose(growth, 0) else (
+        int(np.argmax(growth))
+    )
+    return float(now[k]), float(now[1 - k])
+
+
 def score_angle(
     ts, W0, WQ, WK, pi, c: float, saddle_W0, t_from: float, t_to: float, *, t_noise=None
 ):
@@ -169,11 +185,13 @@ def score_angle(
     Near the saddle ``W0 = gamma_v alpha^T + E`` (``gamma_v`` the profile of ``saddle_W0``, the
     embedding of the saddle the flow visits, ``alpha`` the top right singular vector of
     ``W0``) and ``(WQ, WK)`` is the unstable attention mode (``WQ = alpha q^T``,
-    ``WK = +-alpha q^T``, ``|q| = ||alpha^T (WQ +- WK)|| / 2``, the larger of the two signs)
-    plus a part that does not grow there, of norm at most ``N = ||(WQ, WK)||`` at ``t_from``. Then
+    ``WK = +-alpha q^T``, ``|q| = ||alpha^T (WQ +- WK)|| / 2``, the sign whose amplitude grows at that save)
+    plus a part that does not grow there: the rest of ``(WQ, WK)``, of norm at most ``N =
+    ||(WQ, WK)||`` at ``t_noise``, and the other (stable, rate ``-|c|``) attention mode, whose
+    amplitude ``q_s`` is read at each save (condensation can leave it large). Then
     ``Phi = a gamma_v gamma_v^T + R`` with ``sign(a)`` the growing mode's sign (``sign(c)`` by
     the theory) and ``||R|| / (|a| ||gamma_v||^2) <= r = (2 e + e^2) (1 + nu)^2 /
-    (1 - 2 nu - nu^2)``, ``e = ||E|| / ||gamma_v||``, ``nu = N / |q|``; so the angle between
+    (1 - 2 nu - nu^2)``, ``e = ||E|| / ||gamma_v||``, ``nu = (N + q_s) / |q|``; so the angle between
     ``Phi`` and ``sign(c) pi pi^T`` is at most ``arcsin r + arcsin(sqrt 2 sin(gamma_v, pi))``.
 
     Among the saves in ``[t_from, t_to]`` (from the save nearest the saddle to the departure)
@@ -199,11 +217,14 @@ def score_angle(
     for i in sel:
         alpha, _ = _profile(W0[i], pi)
         e = float(np.linalg.norm(W0[i] - np.outer(g_v, alpha))) / gv
-        # the growing mode's amplitude, whichever its sign (a sign other than c's is what the
-        # angle then shows)
-        q = max(np.linalg.norm(alpha @ (WQ[i] + WK[i])), np.linalg.norm(alpha @ (WQ[i] - WK[i])))
-        q = float(q) / 2.0
-        nu = N / q if q > 0 else np.inf
+        # the two attention modes at the saddle (WK = +WQ: Phi along +gamma gamma^T, WK = -WQ:
+        # along -gamma gamma^T; eigenvalues +c and -c): the one growing at this save (its
+        # log-amplitude rising faster since the previous save) is the unstable mode, whichever
+        # its sign (a sign other than c's is what the angle then shows); the other one, a
+        # stable-direction part of Phi that condensation may have left large, counts with the
+        # part that does not grow
+        q, q_other = _attention_modes(alpha, WQ[i], WK[i], WQ[max(i - 1, 0)], WK[max(i - 1, 0)])
+        nu = (N + q_other) / q if q > 0 else np.inf
         denom = 1.0 - 2.0 * nu - nu * nu
         r = (2 * e + e * e) * (1 + nu) ** 2 / denom if denom > 0 else np.inf
         bound = (

@@ -550,8 +550,10 @@ def score_direction(angle: float, bound: float, *, at_saddle: bool = True) -> Ev
         )
     elif not (np.isfinite(bound) and bound < 0.5):
         why = (
-            "the unstable attention mode never outgrew the rest of (WQ, WK) near the saddle "
-            "(a smaller eps or a longer plateau would decide)"
+            "the growing attention mode never outgrew the rest of (WQ, WK) near the saddle, the "
+            "stable mode left by condensation included: the linearisation at the saddle does "
+            "not describe this stretch of the flow (a smaller eps, a longer plateau, or the "
+            "saves after the stable part has decayed would decide)"
         )
     else:
         why = ""
@@ -562,7 +564,8 @@ def score_direction(angle: float, bound: float, *, at_saddle: bool = True) -> Ev
     model = ErrorModel.bound(
         bound,
         basis="arcsin r + arcsin(sqrt 2 sin(gamma_v, pi)), r = (2e + e^2)(1 + nu)^2 / "
-        "(1 - 2 nu - nu^2) at the save with the smallest bound",
+        "(1 - 2 nu - nu^2), nu = (noise + stable attention mode) / growing mode, at the save "
+        "with the smallest bound",
     )
     return within(claim, prediction=0.0, measured=angle, error_model=model, alternative=np.pi)
 

@@ -251,7 +251,7 @@ def record_analysis(
     phase (evidence); the stage order and the entropy's down-up-down when the theory predicts
     them (``c > 0``, a successful flow). ``tolerances``: the ``(rtol, atol)`` the flow was
     solved with (they size the entropy's solver error); ``horizon``: why the horizon stopped
-    (:func:`gradflow.analyse_flow_to_new_direction`), said by an inconclusive stage verdict."""
+    (:func:`gradflow.analyse_flow_until`), said by an inconclusive stage verdict."""
     tag = f"[{label}]" if label else ""
     c, lam_t, mu1 = float(a.rates.focus), float(a.rates.transverse), float(a.rates.condensation)
     flow_ok = status_code(a.status) == status_code(Status.successful)

@@ -89,10 +89,10 @@ class FocusDilutionConfig(ExperimentConfig):
 
 
 def analyse(config: FocusDilutionConfig, mc: gf.MarkovChain):
-    """:func:`gradflow.analyse_flow_to_new_direction` with the config's settings: the horizon
+    """:func:`gradflow.analyse_flow_until` with the config's settings: the horizon
     grows from ``t1`` (or the default) until stage IV's signature appears or ``horizon_budget``
     times the first horizon is spent. Returns ``(analysis, why the horizon stopped)``."""
-    return gf.analyse_flow_to_new_direction(
+    return gf.analyse_flow_until(
         mc,
         budget=config.horizon_budget,
         key=jax.random.key(config.seed),
@@ -124,7 +124,7 @@ def origin_orders(mc: gf.MarkovChain, direction, eps, amplitude: float, **kwargs
     return eps, o.deviation[:, -1], lemma, o.attention_change[:, -1], o
 
 
-def _origin_evidence(run: Run, config: FocusDilutionConfig, mc: gf.MarkovChain, a) -> None:
+def origin_evidence(run: Run, config, mc: gf.MarkovChain, a) -> None:
     """Lemma 3.1 at the origin and the frozen attention, as orders in ``eps`` at equal times:
     the paper's bounds and the orders derived here (``gradflow.origin_scaling``, float64), from
     the analysis's own initial direction."""
@@ -180,6 +180,20 @@ def _origin_evidence(run: Run, config: FocusDilutionConfig, mc: gf.MarkovChain, 
     )
 
 
+def _for_origin_experiments(check: str):
+    """Register a counterfactual for every experiment that records the origin's orders."""
+
+    def register(fn):
+        for experiment in ORIGIN_EXPERIMENTS:
+            negative_control(experiment, check)(fn)
+        return fn
+
+    return register
+
+
+ORIGIN_EXPERIMENTS = ("focus-dilution", "focus-dilution-text", "focus-dilution-tinystories")
+
+
 def _embedding_not_small():
     # counterfactual: W0 initialised at scale 1 (the other blocks at eps): the linearisation at
     # 0 and the frozen attention both fail
@@ -188,26 +202,26 @@ def _embedding_not_small():
     return origin_orders(mc, direction, (0.02, 0.01, 0.005, 0.0025), 0.1, embedding_scale=1.0)
 
 
-@negative_control("focus-dilution", "linearisation_bound")
+@_for_origin_experiments("linearisation_bound")
 def _lemma_with_an_embedding_not_small():
     eps, _, lemma, _, _ = _embedding_not_small()
     return gf.claims.linearisation_bound(eps, lemma)
 
 
-@negative_control("focus-dilution", "attention_frozen_at_origin")
+@_for_origin_experiments("attention_frozen_at_origin")
 def _attention_with_an_embedding_not_small():
     eps, _, _, att, _ = _embedding_not_small()
     return gf.claims.attention_frozen_at_origin(eps, att)
 
 
-@negative_control("focus-dilution", "linearisation_error_order")
+@_for_origin_experiments("linearisation_error_order")
 def _a_quadratic_deviation():
     # a field with a quadratic term: the deviation is O(eps^2)
     x = np.array([0.0025, 0.005, 0.01, 0.02])
     return gf.claims.linearisation_error_order(x, 0.7 * x**2 * (1 + x))
 
 
-@negative_control("focus-dilution", "attention_change_order")
+@_for_origin_experiments("attention_change_order")
 def _a_cubic_attention_change():
     x = np.array([0.0025, 0.005, 0.01, 0.02])
     return gf.claims.attention_change_order(x, 0.7 * x**3 * (1 + x**2))
@@ -248,4 +262,4 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     )
     dynamics_figure(run, a)
     spectra_figure(run, a)
-    _origin_evidence(run, config, mc, a)
+    origin_evidence(run, config, mc, a)

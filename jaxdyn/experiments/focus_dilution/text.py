@@ -25,6 +25,7 @@ from ... import data, gradflow as gf
 from ...plotting import band, new_figure, time_series
 from ...runs import ConfigError, ExperimentConfig, Run, register_experiment
 from ._common import record_analysis, to_host
+from .headline import origin_evidence
 from ._proxy import descents, proxy_checks, proxy_not_run
 
 
@@ -54,7 +55,10 @@ class TextConfig(ExperimentConfig):
         m: embedding width.
         m_attn: attention width m'.
         eps: initialisation scale.
-        t1: end of the flow and of the training (t = steps * lr).
+        t1: end of the training (t = steps * lr) and the flow's first horizon.
+        horizon_budget: the flow's horizon grows (doubling, with its step budget) from ``t1``
+            until the attention has left the unigram saddle (the departure), up to this many
+            times ``t1``.
         t_early: end of the early training where the bigram proxy is tested.
         num_saves: log-spaced save times of the flow.
         rtol: relative tolerance of the adaptive solver.
@@ -74,6 +78,10 @@ class TextConfig(ExperimentConfig):
         proxy_effect_loss: the loss difference (nats) between real-text and bigram-chain
             training that the proxy test must exclude (equivalence margin).
         proxy_effect_attention: the same for the attention the frequent token receives.
+        origin_eps: initialisation scales of the flows near the origin (the frozen attention
+            and Lemma 3.1 on the text chain, as in ``focus-dilution``).
+        origin_amplitude: the window near the origin ends where the largest ``eps`` has grown
+            to this amplitude.
         find_stall: search the rank-one stall for ``lambda_T`` (reported only: ``t1`` is
             fixed, so the horizon does not need it; --quick leaves it out).
         proxy: run the bigram-proxy test (the descents on real and bigram-chain windows,
@@ -95,6 +103,7 @@ class TextConfig(ExperimentConfig):
     m_attn: int = 8
     eps: float = 1e-3
     t1: float = 600.0
+    horizon_budget: float = 16.0
     t_early: float = 200.0
     num_saves: int = 150
     rtol: float = 1e-6
@@ -109,6 +118,8 @@ class TextConfig(ExperimentConfig):
     record_every: int = 20
     proxy_effect_loss: float = 0.02
     proxy_effect_attention: float = 0.02
+    origin_eps: tuple[float, ...] = (0.02, 0.01, 0.005, 0.0025)
+    origin_amplitude: float = 0.1
     find_stall: bool = True
     proxy: bool = True
 
@@ -137,6 +148,14 @@ class TextConfig(ExperimentConfig):
             raise ConfigError(f"level must be 'word' or 'char', got {self.level!r}")
         if self.vocab_size < 3 or self.s < 2 or self.n_windows < 2 or self.n_draws < 2:
             raise ConfigError("need vocab_size >= 3, s >= 2, n_windows >= 2 and n_draws >= 2")
+        if len(set(self.origin_eps)) < 3 or not all(0 < e < 0.1 for e in self.origin_eps):
+            raise ConfigError(
+                f"need at least 3 distinct origin_eps in (0, 0.1), got {self.origin_eps}"
+            )
+        if not 0 < self.origin_amplitude < 1:
+            raise ConfigError(f"origin_amplitude must be in (0, 1), got {self.origin_amplitude}")
+        if not self.horizon_budget >= 1:
+            raise ConfigError(f"horizon_budget must be >= 1, got {self.horizon_budget}")
         if self.descent_width < 1:
             raise ConfigError(f"descent_width must be >= 1, got {self.descent_width}")
         if not (self.smoothing > 0 and 0 < self.eps < 0.1 and self.lr > 0):
@@ -155,7 +174,7 @@ class TextConfig(ExperimentConfig):
             "max_chars": 300_000,
             "n_windows": 2048,
             "n_draws": 6,
-            "num_saves": 100,
+            "num_saves": 80,
             "t1": 200.0,
             "find_stall": False,
             "proxy": False,
@@ -187,6 +206,43 @@ def _corpus_and_queries(config: TextConfig, run: Run):
     if not queries:
         raise ConfigError("no query word occurs in the corpus and none could be chosen")
     return corpus, tuple(queries)
+
+
+def _labels(names) -> dict:
+    """The vocabulary that labels the flow's arrays (``flow_attention``: time x query x key;
+    ``pi``: key; ``P``: query x key), saved beside them until the run writer takes dims and
+    coords."""
+    return {
+        "vocab": np.asarray(names, dtype=str),
+        "flow_attention_dims": np.asarray(["time", "query", "key"]),
+    }
+
+
+def _departure(run: Run, a, names) -> None:
+    """Which token the attention first moves onto, against ``sign(c)``'s prediction (onto the
+    most frequent token for ``c > 0``, off it for ``c < 0``)."""
+    first = a.first_attention_target()
+    c = float(a.rates.focus)
+    top = names[int(np.argmax(a.chain.pi))]
+    target = names[first["key"]] if first["key"] >= 0 else None
+    run.scalar(
+        "first_attention_target",
+        {
+            "time": first["time"],
+            "token": target,
+            "frequency_rank": first["rank"],
+            "received": first["received"],
+            "most_frequent_token": top,
+            "c": c,
+            "departure_sign": int(a.stages.departure_sign),
+            "t_departure": float(a.stages.departure.time),
+        },
+    )
+    run.log(
+        f"the attention first moves onto {target!r} (frequency rank {first['rank']}) at t = "
+        f"{first['time']:.4g}; c = {c:.3g} predicts a first move "
+        f"{'onto' if c > 0 else 'off'} {top!r}"
+    )
 
 
 def _query_stories(run: Run, queries, a, real, pi, names, counts) -> None:
@@ -292,28 +348,38 @@ def run_text(config: TextConfig, run: Run) -> None:
         },
     )
     key = jax.random.key(config.seed)
-    a = to_host(
-        gf.analyse_flow(
-            gf.MarkovChain(P, pi),
-            key=key,
-            m=config.m,
-            m_attn=config.m_attn,
-            eps=config.eps,
-            t1=config.t1,
-            num_saves=config.num_saves,
-            rtol=config.rtol,
-            atol=config.atol,
-            solver=gf.stiff_solver() if config.stiff else None,
-            max_steps=config.max_steps,
-            find_stall=config.find_stall,
-        )
+    chain = gf.MarkovChain(P, pi)
+    a, horizon = gf.analyse_flow_until(
+        chain,
+        lambda st: st.departure.time,
+        budget=config.horizon_budget,
+        key=key,
+        m=config.m,
+        m_attn=config.m_attn,
+        eps=config.eps,
+        t1=config.t1,
+        num_saves=config.num_saves,
+        rtol=config.rtol,
+        atol=config.atol,
+        solver=gf.stiff_solver() if config.stiff else None,
+        max_steps=config.max_steps,
+        find_stall=config.find_stall,
     )
-    record_analysis(run, a, tolerances=(config.rtol, config.atol))
+    a = to_host(a)
+    run.log(f"horizon: {horizon}")
+    record_analysis(run, a, tolerances=(config.rtol, config.atol), horizon=horizon)
+    _departure(run, a, names)
+    origin_evidence(run, config, chain, a)
     if not config.proxy:
         proxy_not_run(run, config)
         _query_stories(run, queries, a, None, pi, names, counts)
         run.save_arrays(
-            ts=a.ts, flow_loss=a.metrics["loss"], flow_attention=a.metrics["attention"], pi=pi, P=P
+            ts=a.ts,
+            flow_loss=a.metrics["loss"],
+            flow_attention=a.metrics["attention"],
+            pi=pi,
+            P=P,
+            **_labels(names),
         )
         _flow_figure(run, queries, a, pi, names)
         return
@@ -342,6 +408,7 @@ def run_text(config: TextConfig, run: Run) -> None:
         real_loss=real.population_loss,
         proxy_loss=proxy.population_loss,
         real_query_attention=real.query_attention[0],
+        **_labels(names),
     )
     _text_figure(run, config, queries, a, t, real, proxy, pi, names)
 
