@@ -113,6 +113,11 @@ def test_entropy_course_is_refuted_only_when_the_horizon_covered_it():
     assert flat.refuted
     cut = gf.claims.entropy_down_up_down(0.5, 0.9, 0.9, H, 1e-4, complete=False)
     assert cut.inconclusive and "horizon" in cut.reason
+    # the down-again leg is a minimum over the rest of the horizon: a longer horizon can only
+    # lower it, so a flow still moving at the end leaves it open; a settled flow decides it
+    moving = gf.claims.entropy_down_up_down(0.5, 0.9, 0.9, H, 1e-4, complete=True)
+    assert moving.inconclusive and "steady state" in moving.reason
+    assert gf.claims.entropy_down_up_down(0.5, 0.9, 0.9, H, 1e-4, complete=True, settled=True).refuted
 
 
 def test_escape_time_slope_in_log_inverse_eps_with_one_offset_per_group():

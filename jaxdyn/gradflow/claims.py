@@ -181,13 +181,18 @@ def entropy_down_up_down(
     solver_error: float,
     *,
     complete: bool,
+    settled: bool = False,
 ) -> Evidence:
     """The attention entropy of the non-frequent queries goes down (focus), up above its
     uniform value ``H(pi)`` (dilution) and down again (new direction): the three legs
     ``H - dip``, ``peak - H`` and ``peak - after_peak`` all exceed the solver's error.
 
-    A leg within the error is ``refuted`` when the horizon covered the whole course
-    (``complete``: the new direction's signature was seen), ``inconclusive`` otherwise."""
+    The first two legs are fixed once the new direction's signature has been seen
+    (``complete``: the dip is a minimum before the dilution, the peak a maximum between the
+    dilution and the new direction); within the error they are ``refuted`` then. The third is
+    a minimum over the rest of the horizon, which a longer horizon can only lower: within the
+    error it is ``refuted`` only when the flow has ``settled`` (a steady state at the end of
+    the horizon), ``inconclusive`` otherwise, with the horizon that would decide."""
     legs = np.asarray([uniform - dip, peak - uniform, peak - after_peak], float)
     claim = "the non-frequent queries' attention entropy goes down, up past H(pi), down again"
     model = ErrorModel.solver_tolerance(
@@ -197,10 +202,19 @@ def entropy_down_up_down(
     if bool(np.all(np.isfinite(legs)) and np.all(legs > solver_error)):
         return Evidence(claim, [1, 1, 1], legs, model, Verdict.holds, None, "")
     bad = [n for n, leg in zip(names, legs, strict=True) if not (leg > solver_error)]
-    verdict = Verdict.refuted if complete and np.all(np.isfinite(legs)) else Verdict.inconclusive
     reason = f"legs not beyond the solver error: {', '.join(bad)}"
-    if verdict is Verdict.inconclusive:
+    finite = bool(np.all(np.isfinite(legs)))
+    if not (complete and finite):
+        verdict = Verdict.inconclusive
         reason += " (the horizon ended before the new direction's signature)"
+    elif bad == ["down again"] and not settled:
+        verdict = Verdict.inconclusive
+        reason += (
+            " (the flow still moves at the end of the horizon: the entropy can fall later; a "
+            "horizon to the flow's steady state would decide)"
+        )
+    else:
+        verdict = Verdict.refuted
     return Evidence(claim, [1, 1, 1], np.nan_to_num(legs, nan=0.0), model, verdict, None, reason)
 
 

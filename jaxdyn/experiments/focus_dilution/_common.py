@@ -19,6 +19,10 @@ HEADLINE_PI = (0.75, 0.19, 0.05, 0.01)
 # by O(1), so agreement to 1e-8 relative separates the two with room on both sides.
 EIGEN_RTOL = 1e-8
 
+# a flow whose ||grad L|| at the end of its horizon is below this is at a steady state there
+# (the rank-one stall's steady-state stop uses 1e-9): its entropy course is complete
+STEADY_GRAD = 1e-8
+
 
 def check_lam(lam: float) -> None:
     """``P = lam I + (1 - lam) 1 pi^T`` is stochastic for ``lam`` in ``[0, 1)``."""
@@ -203,6 +207,7 @@ def _stage_evidence(
             H,
             solver_error,
             complete=bool(np.isfinite(sig["new_direction"])),
+            settled=bool(float(a.metrics["grad_norm"][-1]) <= STEADY_GRAD),
         ),
         note="low-query entropy: minimum before dilution, maximum after it, minimum after that",
     )

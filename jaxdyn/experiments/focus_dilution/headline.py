@@ -101,8 +101,8 @@ def analyse(config: FocusDilutionConfig, mc: gf.MarkovChain):
         eps=config.eps,
         t1=config.t1 or None,
         num_saves=config.num_saves,
-        rtol=config.rtol,
-        atol=config.atol,
+        rtol=(tolerances or (config.rtol, config.atol))[0],
+        atol=(tolerances or (config.rtol, config.atol))[1],
         max_steps=config.max_steps,
         departure=config.departure,
         new_direction_ratio=config.new_direction_ratio,
@@ -124,7 +124,7 @@ def origin_orders(mc: gf.MarkovChain, direction, eps, amplitude: float, **kwargs
     return eps, o.deviation[:, -1], lemma, o.attention_change[:, -1], o
 
 
-def origin_evidence(run: Run, config, mc: gf.MarkovChain, a) -> None:
+def origin_evidence(run: Run, config, mc: gf.MarkovChain, a, *, tolerances=None) -> None:
     """Lemma 3.1 at the origin and the frozen attention, as orders in ``eps`` at equal times:
     the paper's bounds and the orders derived here (``gradflow.origin_scaling``, float64), from
     the analysis's own initial direction."""
@@ -139,8 +139,8 @@ def origin_evidence(run: Run, config, mc: gf.MarkovChain, a) -> None:
         config.origin_amplitude,
         # the analysis's flow settings: its compiled flow is reused
         num_saves=config.num_saves,
-        rtol=config.rtol,
-        atol=config.atol,
+        rtol=(tolerances or (config.rtol, config.atol))[0],
+        atol=(tolerances or (config.rtol, config.atol))[1],
         max_steps=config.max_steps,
     )
     run.consistency(
