@@ -142,7 +142,7 @@ class FlowAnalysis(eqx.Module):
 
     def plateau(self) -> tuple[float, float, float]:
         """``(time, loss, bound)`` at the save nearest a critical point between the
-        condensation and the departure (:func:`jaxdyn.gradflow.plateau_loss`, with the
+        condensation and the departure (the plateau measurement, with the
         spectrum at the visited saddle)."""
         return plateau_loss(
             self.ts,
@@ -175,7 +175,8 @@ class FlowAnalysis(eqx.Module):
         )
 
     def score_angle(self, t_from: float | None = None, t_to: float | None = None) -> dict:
-        """:func:`jaxdyn.gradflow.score_angle` of the trajectory against ``sign(c)`` of the
+        """The angle of ``Phi`` to ``sign(c) pi pi^T`` and the linearisation's bound on it
+        (``_measure.score_angle``) on the trajectory against ``sign(c)`` of the
         visited saddle, from the save nearest the saddle (default) to the departure (default;
         the end when attention never departed)."""
         return score_angle(
@@ -192,7 +193,8 @@ class FlowAnalysis(eqx.Module):
         )
 
     def dilution_mode_growth(self) -> dict:
-        """:func:`jaxdyn.gradflow.dilution_mode_growth` from the save nearest the saddle to
+        """The growth rate of the dilution mode out of the saddle (``_measure.dilution_mode_growth``)
+        from the save nearest the saddle to
         the departure."""
         return dilution_mode_growth(
             self.ts,

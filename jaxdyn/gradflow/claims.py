@@ -1,9 +1,8 @@
 """The focus-and-dilution paper's claims, each decided by evidence (focus_dilution.md, "Claims").
 
-Each function is named after the claim it decides, takes measurements (numbers, arrays, the
-measurements of :mod:`jaxdyn.gradflow`: :func:`~jaxdyn.gradflow.plateau_loss`,
-:func:`~jaxdyn.gradflow.score_angle`, :func:`~jaxdyn.gradflow.dilution_mode_growth`, a
-:class:`~jaxdyn.gradflow.FlowAnalysis`'s saved arrays) and returns a
+Each function is named after the claim it decides, takes measurements (numbers, arrays: a
+:class:`~jaxdyn.gradflow.FlowAnalysis`'s saved arrays and what its methods measure,
+``plateau()``, ``score_angle()``, ``dilution_mode_growth()``, ...) and returns a
 :class:`jaxdyn.evidence.Evidence` whose verdict can go either way; every claim has a
 counterfactual on which it does not hold (``tests/test_focus_dilution_claims.py``).
 
@@ -70,7 +69,7 @@ __all__ = [
 def unigram_plateau(loss: float, bound: float, entropy: float, log_d: float) -> Evidence:
     """The loss sits at ``H(pi)`` (the unigram plateau) before attention moves.
 
-    ``within`` the quadratic-model bound of :func:`jaxdyn.gradflow.plateau_loss`, against the alternative ``log d``
+    ``within`` the quadratic-model bound of ``FlowAnalysis.plateau()``, against the alternative ``log d``
     (no plateau below the start): a bound that contains both is ``inconclusive``."""
     model = ErrorModel.bound(
         bound if np.isfinite(bound) else 0.0,
@@ -551,7 +550,7 @@ def _order_at_least(claim: str, x, y, order: float) -> Evidence:
 
 def score_direction(angle: float, bound: float, *, at_saddle: bool = True) -> Evidence:
     """During focus ``Phi / ||Phi|| -> sign(c) pi pi^T / ||pi||^2``: the angle between them
-    (:func:`jaxdyn.gradflow.score_angle`) is within the linearisation's bound at the saddle. ``Phi``
+    (``FlowAnalysis.score_angle()``) is within the linearisation's bound at the saddle. ``Phi``
     along ``-sign(c) pi pi^T`` (angle ``pi``) or along another chain's ``pi' pi'^T`` is
     ``refuted``; no bound (the unstable attention has not outgrown the rest before the
     departure, or ``W0`` is not rank one) is ``inconclusive``, and so is a flow that has not
@@ -588,7 +587,7 @@ def dilution_mode_rate(
     rate: float, half_rates, rate_error: float, c: float, *, at_saddle: bool = True
 ) -> Evidence:
     """The dilution mode grows like ``e^{c t}`` out of the saddle (the paper's stage III):
-    the measured rate (:func:`jaxdyn.gradflow.dilution_mode_growth`) equals ``c`` within ``2 max |k - c|`` (a mode
+    the measured rate (``FlowAnalysis.dilution_mode_growth()``) equals ``c`` within ``2 max |k - c|`` (a mode
     driven at the attention's instantaneous rate ``k``, once or twice) plus the change of the
     rate between the window's halves, against the alternative ``2c`` (a mode forced by
     ``Phi``, quadratic in the attention amplitude). ``inconclusive`` for a flow that has not
@@ -733,6 +732,7 @@ def bigram_proxy_agrees(what: str, text, proxy, effect: float, *, confidence: fl
 # -- escape times (deterministic numbers: judged by their next-order term) ---------------------
 
 
+# generic: move to jaxdyn.evidence (a deterministic fit judged by its next-order term)
 def _deterministic_unit_slope(claim, log_inv_eps, scaled, groups, eps, resolution) -> Evidence:
     """Slope 1 of ``scaled`` (a time times its rate) in ``log(1/eps)``, one offset per group.
 
