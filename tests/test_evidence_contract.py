@@ -102,6 +102,7 @@ def test_summary_separates_kinds_and_lists_findings_first(tmp_path):
         "holds": 1,
         "refuted": 1,
         "inconclusive": 0,
+        "not_run": 0,
         "findings": 1,
         "without_negative_control": 2,
         "consistency": 1,

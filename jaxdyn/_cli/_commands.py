@@ -72,7 +72,7 @@ def describe_counts(summary: dict) -> str:
     c = summary.get("counts", {})
     parts = [
         f"evidence {c.get('evidence', 0)} ({c.get('holds', 0)} holds, {c.get('refuted', 0)} "
-        f"refuted, {c.get('inconclusive', 0)} inconclusive)",
+        f"refuted, {c.get('inconclusive', 0)} inconclusive, {c.get('not_run', 0)} not run)",
         f"consistency {c.get('consistency', 0) - c.get('consistency_failed', 0)}/"
         f"{c.get('consistency', 0)} passed",
         f"report {c.get('report', 0)}",

@@ -43,6 +43,7 @@ class Verdict(_Named):
     holds = "holds"
     refuted = "refuted"
     inconclusive = "inconclusive"
+    not_run = "not_run"  # not run at this size or config: the record says why and how to run it
 
 
 class CheckKind(_Named):

@@ -39,7 +39,8 @@ from ._controls import has_negative_control
 
 
 def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
-    """Counts of a run's checks: evidence by verdict, findings (refuted evidence),
+    """Counts of a run's checks: evidence by verdict (``not_run`` apart from ``inconclusive``),
+    findings (refuted evidence),
     consistency (and how many failed), report, and not yet classified."""
     evidence = [c for c in checks if c["kind"] == CheckKind.evidence.value]
     consistency = [c for c in checks if c["kind"] == CheckKind.consistency.value]
@@ -48,6 +49,7 @@ def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
         "holds": sum(c["verdict"] == Verdict.holds.value for c in evidence),
         "refuted": sum(c["verdict"] == Verdict.refuted.value for c in evidence),
         "inconclusive": sum(c["verdict"] == Verdict.inconclusive.value for c in evidence),
+        "not_run": sum(c["verdict"] == Verdict.not_run.value for c in evidence),
         "findings": sum(c["verdict"] == Verdict.refuted.value for c in evidence),
         "without_negative_control": sum(not c["negative_control"] for c in evidence),
         "consistency": len(consistency),
@@ -114,6 +116,21 @@ class Run:
             f"resuming: session {self._sessions}; the previous one ended"
             f" {earlier.get('status')} after {self._earlier_wall_time_s:.1f} s of wall time"
         )
+
+    @property
+    def quick(self) -> bool:
+        """Whether this run was started with ``--quick`` (from its ``config.json``)."""
+        try:
+            return bool(json.loads((self.path / "config.json").read_text()).get("quick", False))
+        except (OSError, ValueError):
+            return False
+
+    def _config_values(self) -> dict[str, Any]:
+        import dataclasses
+
+        if dataclasses.is_dataclass(self.config):
+            return {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
+        return dict(self.config or {}) if isinstance(self.config, dict) else {}
 
     # -- logging -------------------------------------------------------------------------
     def log(self, message: str) -> None:
@@ -250,6 +267,48 @@ class Run:
             line += f" ({evidence.reason})"
         self._record(entry, line)
         return evidence.verdict
+
+    def not_run(self, name: str, claim: str, *, needs: dict[str, Any] | None = None, why: str = "") -> Verdict:
+        """Record evidence check ``name`` (paper claim ``claim``) as ``not_run`` at this config.
+
+        ``needs`` is the config that runs it (``{"proxy": True}``; ``None``: the full size, i.e.
+        without ``--quick``). The record's ``why`` is generated from the run's own config (each
+        needed key with the value it has here, e.g. ``"needs proxy=True; this run has
+        proxy=False (--quick)"``), ``why`` adds a clause of the experiment's own (what the
+        check costs), and ``command`` is the ``jaxdyn run`` line that runs it into this
+        directory's sibling. Counted apart from ``inconclusive``.
+        """
+        needs = dict(needs or {})
+        config = self._config_values()
+        have = ", ".join(f"{k}={config.get(k, '<unset>')!r}" for k in needs)
+        reason = (
+            f"needs {', '.join(f'{k}={v!r}' for k, v in needs.items())}; this run has {have}"
+            if needs
+            else "needs the full size; this run is --quick" if self.quick else "not run at this config"
+        )
+        if self.quick and needs:
+            reason += " (--quick)"
+        if why:
+            reason += f": {why}"
+        command = f"jaxdyn run {self.experiment}"
+        if self.quick and needs:
+            command += " --quick"
+        for k, v in needs.items():
+            value = json.dumps(v) if not isinstance(v, str) else v
+            command += f" --set {k}={value.replace(' ', '')}"
+        command += f" --out {self.path.parent / (self.path.name + '-' + name.replace('_', '-'))}"
+        entry = {
+            "name": name,
+            "kind": CheckKind.evidence.value,
+            "claim": claim,
+            "verdict": Verdict.not_run.value,
+            "reason": reason,
+            "why": reason,
+            "command": command,
+            "negative_control": has_negative_control(self.experiment, name),
+        }
+        self._record(entry, f"not_run ({reason}; run it: {command})")
+        return Verdict.not_run
 
     def consistency(
         self,
