@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxdyn import Status, status_code
+from jaxdyn import Status
 from jaxdyn.cli import main
 from jaxdyn.runs import (
     ConfigError,
@@ -150,7 +150,7 @@ def test_run_writes_the_run_directory_contract(tmp_path):
     with np.load(out / "results.npz") as data:
         status = data["toy.status"]
         rate, y0 = data["toy.param.rate"], data["toy.y0"]
-    np.testing.assert_array_equal(status == status_code(Status.blowup), rate * y0 > 1.0)
+    np.testing.assert_array_equal(status == Status.code(Status.blowup), rate * y0 > 1.0)
     # blow-up is the toy's accepted outcome: no member failed
     assert summary["sweeps"]["toy"]["accepted"] == ["blowup"]
     assert summary["failed_members"] == 0 == summary["sweeps"]["toy"]["failed"]

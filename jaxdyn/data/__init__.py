@@ -39,3 +39,11 @@ from ._tokenise import (
     tokenize as tokenize,
     unigram_frequencies as unigram_frequencies,
 )
+
+__all__ = [
+    "CORPORA",
+    "Corpus",
+    "bigram_chain",
+    "fetch_corpus",
+    "load_corpus",
+]

@@ -25,7 +25,9 @@ import subprocess
 import sys
 import time
 
-__all__ = ["barrier", "initialize", "is_worker", "launch_local", "resolve_processes"]
+# A user calls initialize() in a script of their own on a cluster; the rest is the launcher the
+# run layer uses (`jaxdyn run --processes N`, `python -m jaxdyn.distributed ...`).
+__all__ = ["initialize"]
 
 ENV_COORDINATOR = "JAXDYN_COORDINATOR"
 ENV_NUM_PROCESSES = "JAXDYN_NUM_PROCESSES"

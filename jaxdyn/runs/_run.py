@@ -30,7 +30,8 @@ import numpy as np
 from .._atomic import atomic_savefig, atomic_savez, atomic_write_text
 from .._json import jsonable
 from .._status import status_code, status_message, status_name
-from ..evidence import CheckKind, Evidence, Verdict
+from ..evidence import Evidence, Verdict
+from ..evidence._contract import CheckKind
 from ..sweep._grid import Grid
 from ..sweep._options import SweepOptions
 from ..sweep._result import SweepResult
