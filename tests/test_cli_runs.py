@@ -247,6 +247,25 @@ def test_resume_refuses_a_changed_config(tmp_path):
     assert main(["run", "toy-blowup", "--resume", "--out", str(out), "--set", "t1=3.0"]) == 2
 
 
+def test_an_experiment_carries_its_report_title_and_docs_link():
+    register_experiment(
+        "test-titled",
+        _PrecisionConfig,
+        "test-only: a titled experiment. More words.",
+        title="A titled experiment",
+        docs="extending.md#your-own-experiment",
+        paper=False,
+    )(_record_precision)
+    titled = get_experiment("test-titled")
+    assert (titled.title, titled.docs) == ("A titled experiment", "extending.md#your-own-experiment")
+    # the default title is the description's first sentence
+    assert get_experiment("test-precision").title == "test-only: records its dtype"
+    assert get_experiment("toy-blowup").docs == ""
+    for bad in ("extending", "/abs.md", "page.md#", "a page.md"):
+        with pytest.raises(ValueError, match="docs must be a docs page"):
+            register_experiment("test-bad-docs", _PrecisionConfig, "x", docs=bad)
+
+
 def test_list_shows_registered_experiments(capsys):
     assert main(["list"]) == 0
     assert "toy-blowup" in capsys.readouterr().out
