@@ -19,15 +19,19 @@ the theories :mod:`jaxdyn.gradflow`,
 
 __version__ = "0.2.0"
 
-from ._numerics import (
-    LinearFit as LinearFit,
-    entropy as entropy,
-    fit_exponential as fit_exponential,
-    fit_line as fit_line,
-    fit_power_law as fit_power_law,
-)
-from ._solvers import UnrolledERK as UnrolledERK
-from ._status import Status as Status
+import importlib as _importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names, for type checkers and readers; loaded on first use below
+    from ._numerics import (
+        LinearFit as LinearFit,
+        entropy as entropy,
+        fit_exponential as fit_exponential,
+        fit_line as fit_line,
+        fit_power_law as fit_power_law,
+    )
+    from ._solvers import UnrolledERK as UnrolledERK
+    from ._status import Status as Status
 
 __all__ = [
     "LinearFit",
@@ -38,3 +42,29 @@ __all__ = [
     "fit_line",
     "fit_power_law",
 ]
+
+# ``import jaxdyn`` (and so ``python -m jaxdyn``) does not import JAX, equinox or diffrax: the
+# command line sets what equinox reads from the environment at import (``EQX_ON_ERROR``)
+# before anything imports it, and commands that need no JAX (``--help``, ``list``) start fast.
+_HOMES = {
+    "LinearFit": "._numerics",
+    "entropy": "._numerics",
+    "fit_exponential": "._numerics",
+    "fit_line": "._numerics",
+    "fit_power_law": "._numerics",
+    "UnrolledERK": "._solvers",
+    "Status": "._status",
+}
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'jaxdyn' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -12,11 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ._cli._commands import COMMANDS
 from ._cli._error_mode import use_error_mode
 from ._cli._exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from ._cli._parallel import apply_cpu_devices, launch_workers
-from ._cli._parser import build_parser
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "main"]
 
@@ -40,8 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``jaxdyn ARGS`` (``argv``; default ``sys.argv[1:]``) and return its exit code."""
     os.environ.setdefault("MPLBACKEND", "Agg")
     if argv is None:  # the process's own command line (a call from Python keeps its mode)
-        use_error_mode()  # eqx.error_if: EQX_ON_ERROR, else nan (jaxdyn/_cli/_error_mode.py)
+        # before anything imports equinox: eqx.error_if as EQX_ON_ERROR, else nan
+        use_error_mode()
     from jaxdyn.sweep import xla_cpu_setup
+
+    from ._cli._commands import COMMANDS
+    from ._cli._parallel import apply_cpu_devices, launch_workers
+    from ._cli._parser import build_parser
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)

@@ -247,36 +247,59 @@ def test_resume_refuses_a_changed_config(tmp_path):
     assert main(["run", "toy-blowup", "--resume", "--out", str(out), "--set", "t1=3.0"]) == 2
 
 
+def test_an_experiment_carries_its_report_title_and_docs_link():
+    register_experiment(
+        "test-titled",
+        _PrecisionConfig,
+        "test-only: a titled experiment. More words.",
+        title="A titled experiment",
+        docs="extending.md#your-own-experiment",
+        paper=False,
+    )(_record_precision)
+    titled = get_experiment("test-titled")
+    assert (titled.title, titled.docs) == ("A titled experiment", "extending.md#your-own-experiment")
+    # the default title is the description's first sentence
+    assert get_experiment("test-precision").title == "test-only: records its dtype"
+    assert get_experiment("toy-blowup").docs == ""
+    for bad in ("extending", "/abs.md", "page.md#", "a page.md"):
+        with pytest.raises(ValueError, match="docs must be a docs page"):
+            register_experiment("test-bad-docs", _PrecisionConfig, "x", docs=bad)
+
+
 def test_list_shows_registered_experiments(capsys):
     assert main(["list"]) == 0
     assert "toy-blowup" in capsys.readouterr().out
 
 
+_ERROR_MODE_PROBE = """
+import sys
+from jaxdyn.cli import main
+assert "equinox" not in sys.modules  # the command line comes first
+sys.argv = ["jaxdyn", "list"]
+assert main() == 0
+import jax, equinox as eqx
+program = jax.jit(lambda x: eqx.error_if(x, x < 0, "negative")).lower(1.0)
+print("callback" in program.as_text())
+"""
+
+
 def test_the_command_line_decides_what_a_failed_error_if_does(monkeypatch, capsys):
     """Every ``jaxdyn`` command runs ``eqx.error_if`` as ``nan`` (no host callback in the
-    program, so the persistent cache keeps it) unless ``EQX_ON_ERROR`` is set; a call of
-    ``main`` from Python leaves its process's mode alone."""
-    import equinox as eqx
-    import jax
-
-    from jaxdyn._compat import set_error_if_default
-
-    def has_callback():  # a new function: traced now, under the current mode
-        program = jax.jit(lambda x: eqx.error_if(x, x < 0, "negative")).lower(1.0)
-        return "callback" in program.as_text()
-
-    monkeypatch.setenv("EQX_ON_ERROR", "raise")
-    monkeypatch.delenv("EQX_ON_ERROR")  # restored after the test as it was
-    monkeypatch.setattr(sys, "argv", ["jaxdyn", "list"])
-    previous = set_error_if_default("raise")
-    try:
-        assert main(["list"]) == 0 and has_callback() and "EQX_ON_ERROR" not in os.environ
-        assert main() == 0 and not has_callback() and os.environ["EQX_ON_ERROR"] == "nan"
-        monkeypatch.setenv("EQX_ON_ERROR", "raise")  # the user's choice wins
-        assert main() == 0 and has_callback()
-    finally:
-        set_error_if_default(previous)
+    program, so the persistent cache keeps it) unless ``EQX_ON_ERROR`` is set, through the
+    environment equinox reads at import (never equinox's module state); a call of ``main``
+    from Python leaves its process's mode and environment alone."""
+    monkeypatch.delenv("EQX_ON_ERROR", raising=False)
+    assert main(["list"]) == 0 and "EQX_ON_ERROR" not in os.environ
     capsys.readouterr()
+    env = _cli_env()
+    env.pop("EQX_ON_ERROR", None)
+    probe = [sys.executable, "-c", _ERROR_MODE_PROBE]
+    nan = subprocess.run(probe, capture_output=True, text=True, env=env, timeout=300)
+    assert nan.returncode == 0 and nan.stdout.strip().endswith("False"), nan.stderr
+    raised = subprocess.run(
+        probe, capture_output=True, text=True, env=dict(env, EQX_ON_ERROR="raise"), timeout=300
+    )
+    assert raised.returncode == 0 and raised.stdout.strip().endswith("True"), raised.stderr
 
 
 @pytest.mark.slow

@@ -104,7 +104,7 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
     from jaxdyn.runs._profile import process_age_s
 
     from ._commands import ENV_REPRODUCE_CLAIMS, finish_reproduce, write_queue
-    from ._error_mode import ENV_ERROR_MODE, error_mode
+    from ._error_mode import use_error_mode
     from ._exit_codes import EXIT_INTERRUPTED
 
     startup_s = process_age_s()  # imports, the experiments' registry, arguments
@@ -114,7 +114,7 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
     write_queue(claims, names, quick)
     env = dict(os.environ, PYTHONPATH=worker_python_path())
     env.update({ENV_REPRODUCE_CLAIMS: str(claims), ENV_LAUNCHER: str(os.getpid())})
-    env[ENV_ERROR_MODE] = error_mode()  # set before the worker imports equinox
+    use_error_mode(env)  # the worker's equinox reads it at import
     # later options win in argparse: one process per worker, every worker in one folder
     worker_argv = [*argv, "--processes", "1", "--out", str(out_root)]
     procs, forwarders = [], []
