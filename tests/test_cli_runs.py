@@ -23,6 +23,7 @@ from jaxdyn.runs import (
 )
 
 TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -354,16 +355,55 @@ def test_cpu_devices_option_rejects_bad_values_in_one_line(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_bad_cache_threshold_exits_2_before_the_run(tmp_path, monkeypatch, capsys):
+def test_a_bad_launch_configuration_exits_2_before_the_run(tmp_path, monkeypatch, capsys):
+    """The environment is read once, into one typed launch configuration: a bad one is a
+    one-line error naming JAXDYN_LAUNCH, before anything runs."""
     cache = tmp_path / "xla"
     monkeypatch.setenv("JAXDYN_CACHE_DIR", str(cache))
-    for bad in ("soon", "-1", "nan"):
-        monkeypatch.setenv("JAXDYN_CACHE_MIN_COMPILE_SECS", bad)
-        out = tmp_path / f"run-{bad}"
+    for bad in (
+        '{"cache_min_compile_secs": "soon"}',
+        '{"cache_min_compile_secs": -1}',
+        '{"cache_min_compile_secs": NaN}',
+        '{"processes": 1, "procesess": 2}',
+        "processes=1",
+    ):
+        monkeypatch.setenv("JAXDYN_LAUNCH", bad)
+        out = tmp_path / "run"
         assert main(["run", "toy-blowup", "--quick", "--out", str(out)]) == 2
         err = capsys.readouterr().err
-        assert "JAXDYN_CACHE_MIN_COMPILE_SECS" in err and err.count("\n") == 1, err
+        assert "JAXDYN_LAUNCH" in err and err.count("\n") == 1, err
         assert not out.exists()
+
+
+def test_the_launch_configuration_round_trips_through_the_environment():
+    from jaxdyn.distributed._launch import LaunchConfig
+
+    launch = LaunchConfig(
+        imports=("a", "b.py"),
+        data_dir="/data",
+        cache_dir=None,
+        processes=2,
+        profile=True,
+        coordinator="127.0.0.1:1234",
+        num_processes=2,
+        process_id=1,
+        launcher_pid=99,
+    )
+    env = launch.to_environ()
+    assert set(env) == {"JAXDYN_IMPORT", "JAXDYN_DATA", "JAXDYN_CACHE_DIR", "JAXDYN_LAUNCH"}
+    assert env["JAXDYN_CACHE_DIR"] == "off" and LaunchConfig.from_environ(env) == launch
+    assert LaunchConfig.from_environ({}) == LaunchConfig() and LaunchConfig().to_environ() == {}
+    assert launch.replace(imports=["c", "a"]).imports == ("a", "b.py", "c")
+    assert LaunchConfig.from_environ({}).is_worker is False and launch.is_worker
+
+
+def test_the_package_names_at_most_four_environment_variables():
+    import re
+
+    names = set()
+    for path in (REPO / "jaxdyn").rglob("*.py"):
+        names |= set(re.findall(r"JAXDYN_[A-Z_]+", path.read_text()))
+    assert names <= {"JAXDYN_IMPORT", "JAXDYN_DATA", "JAXDYN_CACHE_DIR", "JAXDYN_LAUNCH"}, names
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""The run profile (``JAXDYN_PROFILE``): where a run's time goes, from jax's monitoring events
+"""The run profile (``--profile``): where a run's time goes, from jax's monitoring events
 and the sweep engine's own."""
 
 import json

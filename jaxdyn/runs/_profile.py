@@ -1,5 +1,5 @@
-"""Where a run's time goes: ``profile.json`` in the run directory (``JAXDYN_PROFILE=1`` or
-``jaxdyn run --profile``).
+"""Where a run's time goes: ``profile.json`` in the run directory (``jaxdyn run --profile``,
+or the launch configuration's ``profile``).
 
 The breakdown comes from public event hooks, so profiling changes nothing about the run:
 
@@ -37,7 +37,6 @@ import jax
 
 from .._atomic import atomic_write_text
 
-PROFILE_ENV = "JAXDYN_PROFILE"
 
 _DURATIONS = {
     "/jax/core/compile/jaxpr_trace_duration": "trace_s",
@@ -57,7 +56,11 @@ _EVENTS = {
 
 
 def profiling_enabled() -> bool:
-    return os.environ.get(PROFILE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    """Whether runs write ``profile.json`` (the launch configuration's ``profile``:
+    ``--profile``)."""
+    from ..distributed._launch import LaunchConfig
+
+    return LaunchConfig.from_environ().profile
 
 
 def process_age_s() -> float | None:
