@@ -53,16 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     # Before JAX starts; in every worker too (same entry point and arguments). Quick runs are
     # mostly compilation: XLA's elemental emitters compile faster and run slower.
     xla_cpu_setup(elemental_emitters=bool(getattr(args, "quick", False)))
-    # --import and --profile hold for this process's runs and for the processes it starts
-    profile = launch.profile or bool(getattr(args, "profile", False))
-    launch = launch.replace(imports=args.imports, profile=profile)
+    # --profile and (once they import) --import hold for this process's runs and for the
+    # processes it starts: they join the launch configuration in the environment
+    launch = launch.replace(profile=launch.profile or bool(getattr(args, "profile", False)))
     launch.to_environ(os.environ)
     from jaxdyn.runs import ConfigError
     from jaxdyn.runs._registry import import_experiments
 
     try:
         apply_cpu_devices(args)
-        import_experiments(launch.imports)
+        import_experiments([*launch.imports, *args.imports])
+        launch.replace(imports=args.imports).to_environ(os.environ)
         launched = launch_workers(args, argv)
         if launched == EXIT_INTERRUPTED:
             raise KeyboardInterrupt
