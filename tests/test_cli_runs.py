@@ -150,8 +150,16 @@ def test_run_writes_the_run_directory_contract(tmp_path):
     # r * y0 > 1 blows up before t1 = 1: those members are counted and excluded.
     with np.load(out / "results.npz") as data:
         status = data["toy.status"]
-        rate, y0 = data["toy.param.rate"], data["toy.y0"]
+        rate, y0, y = data["toy.param.rate"], data["toy.y0"], data["toy.y"]
     np.testing.assert_array_equal(status == Status.code(Status.blowup), rate * y0 > 1.0)
+    # the stored trajectories against the closed form y0 / (1 - r y0 t), t = 0, 0.1, ..., 1:
+    # a local error of rtol = 1e-8 per unit time, amplified by the variational factor
+    # (y / y0)^2 of dy/dt = r y^2, with a factor 100 for the error constant
+    ok = status == Status.code(Status.successful)
+    t = np.linspace(0.0, 1.0, 11)
+    exact = y0[ok, None] / (1.0 - rate[ok, None] * y0[ok, None] * t)
+    bound = 100 * 1e-8 * np.abs(exact) * (exact / y0[ok, None]) ** 2
+    assert ok.sum() >= 4 and np.all(np.abs(y[ok] - exact) <= bound)
     # blow-up is the toy's accepted outcome: no member failed
     assert summary["sweeps"]["toy"]["accepted"] == ["blowup"]
     assert summary["failed_members"] == 0 == summary["sweeps"]["toy"]["failed"]

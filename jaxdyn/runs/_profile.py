@@ -16,7 +16,8 @@ The breakdown comes from public event hooks, so profiling changes nothing about 
   their results (device compute and transfers; on CPUs a call runs the program), and
   ``host_syncs`` how many times the host waited for device results (one per chunk, and one
   per group and segment round of a segmented sweep);
-- ``plotting_s``: ``matplotlib`` ``Figure.savefig`` calls (where Agg draws the figure);
+- ``plotting_s``: the figures the run writes (:meth:`jaxdyn.runs.Run.save_figure`, where Agg
+  draws them);
 - ``other_s``: the rest of the experiment (Python loops, eager JAX operations, NumPy analysis,
   writing results): ``experiment_s`` minus tracing, lowering, compilation, sweep device time
   and plotting (nested traces are counted in each enclosing one, so the parts can overlap
@@ -44,6 +45,7 @@ _DURATIONS = {
     "/jax/core/compile/backend_compile_duration": "compile_s",
     "/jaxdyn/sweep/duration": "sweep_s",
     "/jaxdyn/sweep/device_duration": "device_s",
+    "/jaxdyn/plotting/duration": "plotting_s",
 }
 _COUNTS = {
     "/jax/core/compile/backend_compile_duration": "compilations",
@@ -93,29 +95,6 @@ class _Collector:
             self.counts[_EVENTS[event]] += 1
 
 
-@contextlib.contextmanager
-def _timed_savefig(collector: _Collector):
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        yield
-        return
-    original = Figure.savefig
-
-    def savefig(self, *args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            collector.seconds["plotting_s"] += time.perf_counter() - start
-
-    Figure.savefig = savefig
-    try:
-        yield
-    finally:
-        Figure.savefig = original
-
-
 _previous_end: float | None = None  # when this process's last profiled experiment ended
 
 
@@ -129,8 +108,7 @@ def profiled(out: Path, writer: bool = True):
     jax.monitoring.register_event_listener(collector.on_event)
     start = time.perf_counter()
     try:
-        with _timed_savefig(collector):
-            yield collector
+        yield collector
     finally:
         total = time.perf_counter() - start
         _previous_end = time.monotonic()
