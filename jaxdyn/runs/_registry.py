@@ -10,7 +10,8 @@ Experiments join the registry in one of two ways, and jaxdyn's own experiments u
       my-experiments = "my_package.experiments"
 
 - **imports**: ``--import MODULE`` on any ``jaxdyn`` command (or ``JAXDYN_IMPORT``, a
-  comma-separated list) imports a module by name or a plain ``.py`` file by path.
+  comma-separated list, read into the launch configuration) imports a module by name or a
+  plain ``.py`` file by path.
 
 The registry never imports experiment modules by name itself.
 """
@@ -32,7 +33,6 @@ from ..sweep._options import SweepOptions
 from ._config import ConfigError, ExperimentConfig
 
 ENTRY_POINT_GROUP = "jaxdyn.experiments"
-IMPORT_ENV = "JAXDYN_IMPORT"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,9 +222,12 @@ def _load_entry_points() -> None:
 
 
 def load_experiments() -> None:
-    """Load every experiment: entry points, then the modules named in ``JAXDYN_IMPORT``."""
+    """Load every experiment: entry points, then the launch configuration's imports
+    (``--import``, ``JAXDYN_IMPORT``)."""
+    from ..distributed._launch import LaunchConfig
+
     _load_entry_points()
-    import_experiments(os.environ.get(IMPORT_ENV, "").split(","))
+    import_experiments(LaunchConfig.from_environ().imports)
 
 
 def list_experiments() -> list[Experiment]:
