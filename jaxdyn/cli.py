@@ -37,7 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     from ._cli._commands import COMMANDS
     from ._cli._parallel import apply_cpu_devices, launch_workers
     from ._cli._parser import build_parser
-
     from .distributed._launch import LaunchConfig
 
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -9,9 +9,9 @@ it at the end; the xdist workers and the CLI subprocesses the tests start
 (every program is stored, jaxdyn's default). No test sees a cache from outside its session.
 
 Each xdist worker is one process, so the jaxdyn runs that tests start use one process each
-(``JAXDYN_LAUNCH='{"processes": 1}'`` unless set: ``JAXDYN_LAUNCH='{"processes": 2}' python -m
-pytest`` runs them all on two); the default of every core through worker processes is tested explicitly
-(``tests/test_sweep_processes.py``).
+(``JAXDYN_LAUNCH='{"processes": 1}'`` unless set: ``JAXDYN_LAUNCH='{"processes": 2}'
+python -m pytest`` runs them all on two); the default of every core through worker processes
+is tested explicitly (``tests/test_sweep_processes.py``).
 
 jaxdyn's XLA:CPU options are set (``jaxdyn.sweep.xla_cpu_setup``: single-threaded matrix kernels,
 and XLA's elemental emitters, which compile faster), as the ``jaxdyn`` command line sets them for

@@ -266,7 +266,10 @@ def test_an_experiment_carries_its_report_title_and_docs_link():
         paper=False,
     )(_record_precision)
     titled = get_experiment("test-titled")
-    assert (titled.title, titled.docs) == ("A titled experiment", "extending.md#your-own-experiment")
+    assert (titled.title, titled.docs) == (
+        "A titled experiment",
+        "extending.md#your-own-experiment",
+    )
     # the default title is the description's first sentence
     assert get_experiment("test-precision").title == "test-only: records its dtype"
     assert get_experiment("toy-blowup").docs == ""

@@ -8,7 +8,6 @@ import pytest
 import scipy.stats
 from hypothesis import given, settings, strategies as st
 
-import jaxdyn
 from jaxdyn import entropy, fit_exponential, fit_line, fit_power_law
 from jaxdyn._validation import (
     is_traced,

@@ -132,5 +132,6 @@ def test_the_command_line_passes_jaxdyn_data_as_the_data_dir(clean_env, monkeypa
     (mine / "valid.txt").write_text("mine")
     monkeypatch.setenv("JAXDYN_DATA", str(clean_env / "data"))
     assert main(["data", "list"]) == 0
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("wikitext-2"))
+    out = capsys.readouterr().out.splitlines()
+    line = next(row for row in out if row.startswith("wikitext-2"))
     assert "data_dir" in line and str(mine / "valid.txt") in line

@@ -151,8 +151,12 @@ def test_censored_entries_are_lower_bounds_in_every_one_sided_and_equality_decis
     two = ordered("s", measured=[1.0, 10.0, 10.0], error_model=model, censored=[0, 1, 1])
     assert two.inconclusive and "longer horizon" in two.reason
     # decreasing: a censored first entry above the second is in order
-    assert ordered("d", measured=[10.0, 3.0], error_model=model, increasing=False, censored=[1, 0]).holds
-    assert ordered("d", measured=[3.0, 10.0], error_model=model, increasing=False, censored=[0, 1]).refuted
+    assert ordered(
+        "d", measured=[10.0, 3.0], error_model=model, increasing=False, censored=[1, 0]
+    ).holds
+    assert ordered(
+        "d", measured=[3.0, 10.0], error_model=model, increasing=False, censored=[0, 1]
+    ).refuted
     # at_most / at_least: a lower bound refutes "at most" above the limit, confirms "at least"
     assert at_most("t", measured=8.0, limit=5.0, error_model=model, censored=True).refuted
     assert at_most("t", measured=2.0, limit=5.0, error_model=model, censored=True).inconclusive

@@ -66,7 +66,16 @@ def test_each_contract_fails_when_broken(tmp_path, module, source, broken):
 import ast  # noqa: E402
 import re  # noqa: E402
 
-LIBRARY = ["attention", "sweep", "evidence", "data", "plotting", "gradflow", "copyhead", "meanfield"]
+LIBRARY = [
+    "attention",
+    "sweep",
+    "evidence",
+    "data",
+    "plotting",
+    "gradflow",
+    "copyhead",
+    "meanfield",
+]
 # The sweep branch moves XLA's flags out of jaxdyn/sweep/_devices.py (xla_cpu_setup, to the
 # command line) and drops the equinox shim of jaxdyn/_compat.py; these sets empty when it lands.
 _ENV_PENDING = {"jaxdyn/sweep/_devices.py"}
@@ -103,8 +112,11 @@ def _foreign_attribute_assignments(text: str) -> list[str]:
     found = []
     for node in ast.walk(tree):
         targets = (
-            node.targets if isinstance(node, ast.Assign) else
-            [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AugAssign | ast.AnnAssign)
+            else []
         )
         for target in targets:
             root = target

@@ -87,7 +87,10 @@ def test_status_items_print_their_public_name_and_message():
     from jaxdyn import Status
 
     assert type(Status) is type(__import__("diffrax").RESULTS)  # equinox's own metaclass
-    assert repr(Status.blowup) == "jaxdyn.Status<the state blew up (a norm or trace threshold was crossed)>"
+    assert (
+        repr(Status.blowup)
+        == "jaxdyn.Status<the state blew up (a norm or trace threshold was crossed)>"
+    )
     assert Status.message(Status.blowup).startswith("the state blew up")
     assert Status.message(Status.successful) == "finished successfully"
     assert Status.name(Status.code(Status.steady_state)) == "steady_state"

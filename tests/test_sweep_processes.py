@@ -299,7 +299,8 @@ def test_run_experiment_from_python_uses_every_core_by_default(tmp_path, monkeyp
 
 def test_resolve_processes_one_rule_for_the_cli_and_python(monkeypatch):
     """``jaxdyn.distributed.resolve_processes``: explicit value, else the launch
-    configuration's ``processes`` (``JAXDYN_LAUNCH``), else one process when the CPU is split into in-process devices, else one per core."""
+    configuration's ``processes`` (``JAXDYN_LAUNCH``), else one process when the CPU is split
+    into in-process devices, else one per core."""
     import os
 
     from jaxdyn.distributed import resolve_processes

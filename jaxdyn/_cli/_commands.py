@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ._exit_codes import EXIT_FAILED, EXIT_OK
 
+
 def launch_config():
     """This process's launch configuration (the command line wrote its options into it)."""
     from jaxdyn.distributed._launch import LaunchConfig

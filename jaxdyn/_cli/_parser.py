@@ -49,7 +49,7 @@ def _common_options() -> argparse.ArgumentParser:
         "--profile",
         action="store_true",
         help="write where each run's time goes to <run dir>/profile.json "
-        '(also JAXDYN_LAUNCH=\'{"profile": true}\')',
+        "(also JAXDYN_LAUNCH='{\"profile\": true}')",
     )
     return common
 

@@ -28,9 +28,17 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from jaxtyping import ArrayLike, Shaped
 
-from ..evidence import ErrorModel, Evidence, Verdict, at_least, at_most, classified, within
-from ..evidence import extrapolated_exponent as extrapolated_exponent_evidence
-from ..evidence import local_exponents as local_exponent
+from ..evidence import (  # extrapolated_exponent, local_exponents: moved there (issue 44)
+    ErrorModel,
+    Evidence,
+    Verdict,
+    at_least,
+    at_most,
+    classified,
+    extrapolated_exponent as extrapolated_exponent_evidence,  # noqa: F401
+    local_exponents as local_exponent,  # noqa: F401
+    within,
+)
 from ._transition import RefinementOrder, TransitionOrder
 
 Numbers = Shaped[ArrayLike, "..."] | Sequence[float | int]

@@ -108,9 +108,7 @@ def _search_dirs(name: str, data_dir: str | os.PathLike | None) -> list[tuple[st
     return dirs
 
 
-def locate_corpus(
-    name: str, *, data_dir: str | os.PathLike | None = None
-) -> tuple[Path, str]:
+def locate_corpus(name: str, *, data_dir: str | os.PathLike | None = None) -> tuple[Path, str]:
     """``(path, source)`` of corpus ``name``: ``source`` is ``"data_dir"``, ``"cache"`` or
     ``"excerpt"`` (see the module docstring for the search order)."""
     spec = corpus_spec(name)

@@ -12,10 +12,10 @@
 - **Report**: a measured number without a verdict.
 
 The decision functions (:func:`within`, :func:`estimate`, :func:`at_most`, :func:`at_least`,
-:func:`ordered`, :func:`classified`, and those of ``_decisions``) are pure functions of numbers, so that a test can feed the same
-function a counterfactual input (a series with slope 0, a perturbed model) and assert that the
-verdict is not ``holds``: every evidence check of an experiment has such a negative control
-(:func:`jaxdyn.runs.negative_control`).
+:func:`ordered`, :func:`classified`, and those of ``_decisions``) are pure functions of
+numbers, so that a test can feed the same function a counterfactual input (a series with
+slope 0, a perturbed model) and assert that the verdict is not ``holds``: every evidence
+check of an experiment has such a negative control (:func:`jaxdyn.runs.negative_control`).
 """
 
 from __future__ import annotations
@@ -261,7 +261,9 @@ def within(
         m_, p_, b_ = (np.broadcast_to(v, shape) for v in (m, p, bound))
         wrong = np.where(lower, m_ - b_ > p_, np.abs(m_ - p_) > b_)
         if bool(np.any(wrong)):
-            reason = "an entry (a lower bound where censored) excludes the prediction beyond the error"
+            reason = (
+                "an entry (a lower bound where censored) excludes the prediction beyond the error"
+            )
             return Evidence(
                 claim, prediction, measured, error_model, Verdict.refuted, alternative, reason
             )
@@ -486,7 +488,10 @@ def ordered(
     if bool(np.all(can_be_right & (diffs > pair))):
         return Evidence(*args, Verdict.holds, None, "")
     if bool(np.any(~can_be_right & (diffs > -pair))):
-        reason = "a censored entry (a lower bound) leaves a pair undecided: a longer horizon would decide"
+        reason = (
+            "a censored entry (a lower bound) leaves a pair undecided: a longer horizon would"
+            " decide"
+        )
     else:
         reason = "some consecutive entries differ by less than their error"
     return Evidence(*args, Verdict.inconclusive, None, reason)

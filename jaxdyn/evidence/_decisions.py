@@ -120,7 +120,13 @@ def trend(
     )
     if not np.isfinite(fit.slope_stderr):
         return Evidence(
-            claim, alternative, fit.slope, model, Verdict.inconclusive, alternative, "too few points"
+            claim,
+            alternative,
+            fit.slope,
+            model,
+            Verdict.inconclusive,
+            alternative,
+            "too few points",
         )
     decide = at_least if increasing else at_most
     return decide(

@@ -152,7 +152,7 @@ def prepare_run(
 
 def _with_data_dir(config: ExperimentConfig, data_dir: str | Path | None) -> ExperimentConfig:
     names = {f.name for f in dataclasses.fields(config)}
-    if not data_dir or "data_dir" not in names or getattr(config, "data_dir"):
+    if not data_dir or "data_dir" not in names or config.data_dir:
         return config
     config = dataclasses.replace(config, data_dir=str(data_dir))
     config.validate()

@@ -38,7 +38,6 @@ import jax
 
 from .._atomic import atomic_write_text
 
-
 _DURATIONS = {
     "/jax/core/compile/jaxpr_trace_duration": "trace_s",
     "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",

@@ -9,9 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._validation import require_positive as _require_positive
-
 from ... import copyhead as ch
+from ..._validation import require_positive as _require_positive
 from ...evidence import Evidence, Verdict
 from ...runs import ConfigError, ExperimentConfig
 

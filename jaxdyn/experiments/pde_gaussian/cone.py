@@ -10,9 +10,8 @@ import diffrax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn._status import Status, count_outcomes, status_code
+from jaxdyn._status import Status, count_outcomes, item_code, status_code
 from jaxdyn._validation import require_positive
-from jaxdyn._status import item_code
 from jaxdyn.meanfield import (
     L2,
     ConeOutcome,
