@@ -221,7 +221,7 @@ def _run_chains(problem, w0, arrays, keys, step_sizes, nbeta, gamma, num_burnin,
         def step(w, key):
             kb, ks = jax.random.split(key)
             loss, grad = value_and_logdensity_grad(w, kb)
-            new = sgld.step(ks, w, grad, eps)
+            new = sgld.step(ks, w, grad, eps).astype(w.dtype)  # eps may be wider than w
             return new, (loss, jnp.sum((w - w0) ** 2))
 
         kburn, kdraw = jax.random.split(key)
@@ -265,7 +265,7 @@ def _summarise(losses, dist, init_loss, *, n, beta, step_size, gamma, d) -> LLCE
 def estimate_llc(
     loss_fn: Callable[[Any, tuple], Float[Array, ""]],
     w_star: Any,
-    data: tuple,
+    data: Any,
     *,
     key: Key[Array, ""] | Array,
     n: float | None = None,

@@ -1,0 +1,91 @@
+"""jaxdyn.llc.claims: each calibration verdict with its negative control (docs/llc.md)."""
+
+import jax
+import pytest
+
+from jaxdyn.experiments.llc import _problems
+from jaxdyn.llc import claims, estimate_llc
+
+
+def _judge(problem, est, prediction, alternatives, bias):
+    return claims.learning_coefficient(
+        "lambda", prediction=prediction, alternatives=alternatives, value=float(est.llc),
+        stderr=float(est.stderr), num_chains=est.num_chains, bias=bias,
+    )
+
+
+@pytest.fixture(scope="module")
+def regression():
+    pr = _problems.linear_regression(jax.random.key(0), 4, 300)
+    est = estimate_llc(pr.loss_fn, pr.w_star, pr.data, key=jax.random.key(1), num_chains=16,
+                       num_draws=1000, num_burnin=200, step_size=1e-3, localization=1.0)
+    bias = _problems.sampler_bias(pr, n=est.n, beta=est.beta, step_size=1e-3, localization=1.0)
+    return pr, est, bias
+
+
+def test_regular_model_d_over_2_and_wrong_d_refuted(regression):
+    pr, est, bias = regression
+    assert bias < 0.1  # the quadratic expansion's bias at these settings is small
+    assert _judge(pr, est, 2.0, [1.5, 2.5], bias).holds
+    # negative controls: a model with one parameter more or fewer
+    assert _judge(pr, est, 2.5, [2.0], bias).refuted
+    assert _judge(pr, est, 1.5, [2.0], bias).refuted
+
+
+def test_stationarity_and_its_negative_control(regression):
+    _, est, _ = regression
+    assert not claims.stationary(est).refuted  # holds or, with this few draws, inconclusive
+    # chains with no burn-in and a tiny step start at the minimum and are still climbing
+    pr = _problems.linear_regression(jax.random.key(0), 4, 300)
+    cold = estimate_llc(pr.loss_fn, pr.w_star, pr.data, key=jax.random.key(2), num_chains=16,
+                        num_draws=400, num_burnin=0, step_size=2e-5, localization=1.0)
+    assert claims.stationary(cold).refuted
+
+
+def test_softmax_copy_head_gauge_and_ignoring_it_refuted():
+    """Softmax's row-shift gauge removes L directions: (d - L) / 2, not d / 2."""
+    L, V = 3, 2
+    pr = _problems.copy_head_network(jax.random.key(3), "softmax", L, V, 20)
+    assert _problems.flat_directions(pr.hessian) == L
+    n, eps, gamma = 1e4, 4e-5, 1.0
+    est = estimate_llc(pr.loss_fn, pr.w_star, pr.data, key=jax.random.key(4), n=n,
+                       num_chains=16, num_draws=1500, num_burnin=500, step_size=eps,
+                       localization=gamma)
+    bias = _problems.sampler_bias(pr, n=n, beta=est.beta, step_size=eps, localization=gamma)
+    d = L * L + V * V
+    assert _judge(pr, est, (d - L) / 2, [d / 2], bias).holds
+    assert _judge(pr, est, d / 2, [(d - L) / 2], bias).refuted  # the gauge ignored
+
+
+def test_learning_coefficient_decision_rules():
+    kw = dict(stderr=0.1, num_chains=9, bias=0.05)
+    assert claims.learning_coefficient("x", prediction=1.0, alternatives=[2.0], value=1.05,
+                                       **kw).holds
+    assert claims.learning_coefficient("x", prediction=1.0, alternatives=[1.1], value=1.05,
+                                       **kw).inconclusive
+    assert claims.learning_coefficient("x", prediction=1.0, alternatives=[2.0], value=1.6,
+                                       **kw).refuted
+    assert claims.learning_coefficient("x", prediction=1.0, alternatives=[2.0],
+                                       value=float("nan"), **kw).inconclusive
+    with pytest.raises(ValueError, match="alternative"):
+        claims.learning_coefficient("x", prediction=1.0, alternatives=[], value=1.0, **kw)
+
+
+def test_free_energy_transition_decision():
+    ok = claims.free_energy_transition("P*", predicted=10.5, exact=10.0, error=1.0, basis="b")
+    assert ok.holds
+    bad = claims.free_energy_transition("P*", predicted=13.0, exact=10.0, error=1.0, basis="b")
+    assert bad.refuted
+
+
+@pytest.mark.slow
+def test_reduced_rank_regression_aoyagi_and_regular_count_refuted():
+    from jaxdyn.llc import step_size_effect
+
+    pr = _problems.reduced_rank(jax.random.key(5), 3, 3, 3, 1, 64)
+    eff = step_size_effect(pr.loss_fn, pr.w_star, pr.data, key=jax.random.key(6), n=1e4,
+                           num_chains=8, num_draws=5000, num_burnin=6000, step_size=2e-5,
+                           localization=10.0)
+    bias = abs(float(eff.bias)) + 2 * float(eff.bias_stderr)
+    assert _judge(pr, eff.coarse, 4.0, [9.0], bias).holds
+    assert _judge(pr, eff.coarse, 9.0, [4.0], bias).refuted
