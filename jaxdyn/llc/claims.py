@@ -71,7 +71,7 @@ def learning_coefficient(
                     f"the prediction is inside +-{_fmt(half)}, the alternatives {alts} outside")
 
 
-def stationary(est, *, relative: float = 0.1) -> Evidence:
+def stationary(est, *, relative: float = 0.25) -> Evidence:
     """The chains are stationary: the second half of the draws gives the same estimate as the
     first (drift 0), against the alternative of a drift of ``relative`` x |estimate|."""
     alt = relative * abs(float(est.llc))
