@@ -54,13 +54,13 @@ CHAINS = 64
 def _teacher():
     kt, kg, kw = jax.random.split(jax.random.key(3), 3)
     X, _ = ch.copy_task(kt, P, L, V, dtype=jnp.float32)
-    G0 = ch.shift_matrix(L) + 0.5 * jax.random.normal(kg, (L, L))
+    G0 = jnp.roll(jnp.eye(L), -1, axis=1) + 0.5 * jax.random.normal(kg, (L, L))
     W0 = jnp.eye(V) + 0.5 * jax.random.normal(kw, (V, V))
     return X, G0.astype(jnp.float32), W0.astype(jnp.float32)
 
 
 def run_jax(X, G0, W0):
-    head = ch.SoftmaxCopyHead()
+    head = ch.copy_head("softmax")
     Y = head(G0, X, W0)
 
     def loss(w, batch):
