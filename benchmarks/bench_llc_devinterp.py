@@ -69,9 +69,18 @@ def run_jax(X, G0, W0):
 
     def once(seed):
         t = time.perf_counter()
-        est = estimate_llc(loss, (G0, W0), (X, Y), key=jax.random.key(seed), n=N_SAMPLE,
-                           num_chains=CHAINS, num_draws=STEPS, num_burnin=0, step_size=EPS,
-                           localization=GAMMA)
+        est = estimate_llc(
+            loss,
+            (G0, W0),
+            (X, Y),
+            key=jax.random.key(seed),
+            n=N_SAMPLE,
+            num_chains=CHAINS,
+            num_draws=STEPS,
+            num_burnin=0,
+            step_size=EPS,
+            localization=GAMMA,
+        )
         est.llc.block_until_ready()
         return est, time.perf_counter() - t
 
@@ -108,9 +117,21 @@ def run_devinterp(X, G0, W0):
     data = Dataset.from_dict({"input_ids": ids.tolist()}).with_format("torch")
     nbeta = L * N_SAMPLE / math.log(N_SAMPLE)
     t = time.perf_counter()
-    out = llc(Head(), data, {}, lr=2 * EPS, n_beta=nbeta, loss_fn=token_loss,
-              num_chains=CHAINS, num_draws=STEPS, batch_size=P, num_burnin_steps=0,
-              localization=GAMMA, num_init_loss_batches=1, shuffle=False)
+    out = llc(
+        Head(),
+        data,
+        {},
+        lr=2 * EPS,
+        n_beta=nbeta,
+        loss_fn=token_loss,
+        num_chains=CHAINS,
+        num_draws=STEPS,
+        batch_size=P,
+        num_burnin_steps=0,
+        localization=GAMMA,
+        num_init_loss_batches=1,
+        shuffle=False,
+    )
     return out, time.perf_counter() - t
 
 
@@ -129,19 +150,45 @@ def main():
     diff, diff_se = jm - dev_mean, math.hypot(jse, dev_se)
     result = {
         "benchmark": "llc_devinterp",
-        "network": {"head": "softmax", "L": L, "V": V, "P": P, "d": L * L + V * V,
-                    "exact_llc_symmetry_count": (L * L + V * V - L) / 2},
-        "settings": {"n": N_SAMPLE, "beta": 1 / math.log(N_SAMPLE), "chains": CHAINS,
-                     "steps_per_chain": STEPS, "burnin": 0, "localization": GAMMA,
-                     "blackjax_step_size": EPS, "devinterp_lr": 2 * EPS,
-                     "devinterp_n_beta": L * N_SAMPLE / math.log(N_SAMPLE),
-                     "dtype": "float32", "batch": "full"},
-        "jaxdyn": {"llc": jm, "stderr": jse, "seconds_first_call": cold,
-                   "seconds_second_call": warm},
-        "devinterp": {"llc": dev_mean, "stderr": dev_se, "seconds": dev_s,
-                      "llc_mean_reported": float(out["llc_mean"])},
-        "difference": {"value": diff, "stderr": diff_se, "z": diff / diff_se,
-                       "agree_at_3_se": abs(diff) <= 3 * diff_se},
+        "network": {
+            "head": "softmax",
+            "L": L,
+            "V": V,
+            "P": P,
+            "d": L * L + V * V,
+            "exact_llc_symmetry_count": (L * L + V * V - L) / 2,
+        },
+        "settings": {
+            "n": N_SAMPLE,
+            "beta": 1 / math.log(N_SAMPLE),
+            "chains": CHAINS,
+            "steps_per_chain": STEPS,
+            "burnin": 0,
+            "localization": GAMMA,
+            "blackjax_step_size": EPS,
+            "devinterp_lr": 2 * EPS,
+            "devinterp_n_beta": L * N_SAMPLE / math.log(N_SAMPLE),
+            "dtype": "float32",
+            "batch": "full",
+        },
+        "jaxdyn": {
+            "llc": jm,
+            "stderr": jse,
+            "seconds_first_call": cold,
+            "seconds_second_call": warm,
+        },
+        "devinterp": {
+            "llc": dev_mean,
+            "stderr": dev_se,
+            "seconds": dev_s,
+            "llc_mean_reported": float(out["llc_mean"]),
+        },
+        "difference": {
+            "value": diff,
+            "stderr": diff_se,
+            "z": diff / diff_se,
+            "agree_at_3_se": abs(diff) <= 3 * diff_se,
+        },
         "speed_ratio_first_call": dev_s / cold,
         "speed_ratio_second_call": dev_s / warm,
         "versions": {**versions, "jax": jax.__version__},

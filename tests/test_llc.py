@@ -88,8 +88,17 @@ def test_estimate_matches_quadratic_closed_form():
     for the discrete chain, localisation included."""
     loss, w, data, H = _regression()
     eps, gamma = 1e-3, 5.0
-    est = estimate_llc(loss, w, data, key=jax.random.key(1), num_chains=16, num_draws=1000,
-                       num_burnin=200, step_size=eps, localization=gamma)
+    est = estimate_llc(
+        loss,
+        w,
+        data,
+        key=jax.random.key(1),
+        num_chains=16,
+        num_draws=1000,
+        num_burnin=200,
+        step_size=eps,
+        localization=gamma,
+    )
     exact = quadratic_llc(H, n=est.n, beta=est.beta, step_size=eps, localization=gamma)
     assert est.n == 200 and est.beta == pytest.approx(1 / math.log(200))
     assert abs(float(est.llc) - exact) < 4 * float(est.stderr)
@@ -102,8 +111,17 @@ def test_estimate_matches_quadratic_closed_form():
 
 def test_to_xarray_has_arviz_dims():
     loss, w, data, _ = _regression(d=2, samples=50)
-    est = estimate_llc(loss, w, data, key=jax.random.key(0), num_chains=3, num_draws=20,
-                       num_burnin=5, step_size=1e-3, localization=1.0)
+    est = estimate_llc(
+        loss,
+        w,
+        data,
+        key=jax.random.key(0),
+        num_chains=3,
+        num_draws=20,
+        num_burnin=5,
+        step_size=1e-3,
+        localization=1.0,
+    )
     ds = est.to_xarray()
     assert ds["loss"].dims == ("chain", "draw") and ds["llc"].dims == ("chain",)
     assert ds.sizes == {"chain": 3, "draw": 20}
@@ -124,16 +142,34 @@ def test_equinox_module_minibatch_and_float32():
     loss, w, (x, y), _ = _regression(d=2, samples=64)
     model = Lin(w.astype(jnp.float32))
     f = lambda m, b: 0.5 * jnp.mean((b[1] - m(b[0])) ** 2)
-    est = estimate_llc(f, model, (x.astype(jnp.float32), y.astype(jnp.float32)),
-                       key=jax.random.key(0), num_chains=2, num_draws=50, num_burnin=10,
-                       step_size=1e-3, localization=1.0, batch_size=16)
+    est = estimate_llc(
+        f,
+        model,
+        (x.astype(jnp.float32), y.astype(jnp.float32)),
+        key=jax.random.key(0),
+        num_chains=2,
+        num_draws=50,
+        num_burnin=10,
+        step_size=1e-3,
+        localization=1.0,
+        batch_size=16,
+    )
     assert est.loss_trace.dtype == jnp.float32 and np.isfinite(float(est.llc))
 
 
 def test_step_size_effect_shapes_and_sign():
     loss, w, data, H = _regression(d=2, samples=100)
-    eff = step_size_effect(loss, w, data, key=jax.random.key(2), num_chains=8, num_draws=500,
-                           num_burnin=100, step_size=4e-3, localization=1.0)
+    eff = step_size_effect(
+        loss,
+        w,
+        data,
+        key=jax.random.key(2),
+        num_chains=8,
+        num_draws=500,
+        num_burnin=100,
+        step_size=4e-3,
+        localization=1.0,
+    )
     assert eff.coarse.step_size == 4e-3 and eff.fine.step_size == 2e-3
     assert eff.fine.num_draws == 2 * eff.coarse.num_draws == 1000
     exact0 = quadratic_llc(H, n=100.0, beta=1 / math.log(100), localization=1.0)
@@ -170,5 +206,6 @@ def test_loss_shape_and_w_star_checked():
     with pytest.raises(ValueError, match="no floating-point"):
         estimate_llc(lambda w, b: 0.0, {"k": 3}, data, key=jax.random.key(0))
     with pytest.raises(ValueError, match="n > 1"):
-        estimate_llc(lambda w, b: jnp.sum(w), jnp.zeros(2), (jnp.ones((1, 2)),),
-                     key=jax.random.key(0))
+        estimate_llc(
+            lambda w, b: jnp.sum(w), jnp.zeros(2), (jnp.ones((1, 2)),), key=jax.random.key(0)
+        )

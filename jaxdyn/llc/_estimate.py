@@ -200,8 +200,9 @@ def _prepare(loss_fn, w_star, data, n, beta, batch_size):
 
 
 @eqx.filter_jit
-def _run_chains(problem, w0, arrays, keys, step_sizes, nbeta, gamma, num_burnin, num_draws,
-                batch_size):
+def _run_chains(
+    problem, w0, arrays, keys, step_sizes, nbeta, gamma, num_burnin, num_draws, batch_size
+):
     """One program: every chain (one key and one step size each) from w0."""
     size = arrays[0].shape[0]
     # BlackJAX's SGLD takes a gradient estimator; the value and the gradient are computed once

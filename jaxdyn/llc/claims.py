@@ -50,25 +50,58 @@ def learning_coefficient(
     value, stderr = float(value), float(stderr)
     q = float(stats.t.ppf(0.5 + confidence / 2, num_chains - 1))
     if not (np.isfinite(value) and np.isfinite(stderr)):
-        model = ErrorModel("standard_error_plus_bias", 0.0, dof=num_chains - 1,
-                           confidence=confidence, basis=basis)
-        return Evidence(claim, prediction, value, model, Verdict.inconclusive, alts,
-                        "the estimate or its standard error is not finite")
+        model = ErrorModel(
+            "standard_error_plus_bias", 0.0, dof=num_chains - 1, confidence=confidence, basis=basis
+        )
+        return Evidence(
+            claim,
+            prediction,
+            value,
+            model,
+            Verdict.inconclusive,
+            alts,
+            "the estimate or its standard error is not finite",
+        )
     half = q * stderr + float(bias)
-    model = ErrorModel("standard_error_plus_bias", half, dof=num_chains - 1,
-                       confidence=confidence,
-                       basis=f"t x SE ({_fmt(q)} x {_fmt(stderr)}) + bias {_fmt(bias)}; {basis}")
+    model = ErrorModel(
+        "standard_error_plus_bias",
+        half,
+        dof=num_chains - 1,
+        confidence=confidence,
+        basis=f"t x SE ({_fmt(q)} x {_fmt(stderr)}) + bias {_fmt(bias)}; {basis}",
+    )
     gap = abs(value - float(prediction))
     if gap > half:
-        return Evidence(claim, prediction, value, model, Verdict.refuted, alts,
-                        f"|estimate - prediction| = {_fmt(gap)} exceeds {_fmt(half)}")
+        return Evidence(
+            claim,
+            prediction,
+            value,
+            model,
+            Verdict.refuted,
+            alts,
+            f"|estimate - prediction| = {_fmt(gap)} exceeds {_fmt(half)}",
+        )
     close = [a for a in alts if abs(value - a) <= half]
     if close:
-        return Evidence(claim, prediction, value, model, Verdict.inconclusive, alts,
-                        f"the interval (half-width {_fmt(half)}) also contains {close}: "
-                        "more chains or a smaller bias would decide")
-    return Evidence(claim, prediction, value, model, Verdict.holds, alts,
-                    f"the prediction is inside +-{_fmt(half)}, the alternatives {alts} outside")
+        return Evidence(
+            claim,
+            prediction,
+            value,
+            model,
+            Verdict.inconclusive,
+            alts,
+            f"the interval (half-width {_fmt(half)}) also contains {close}: "
+            "more chains or a smaller bias would decide",
+        )
+    return Evidence(
+        claim,
+        prediction,
+        value,
+        model,
+        Verdict.holds,
+        alts,
+        f"the prediction is inside +-{_fmt(half)}, the alternatives {alts} outside",
+    )
 
 
 def stationary(est, *, relative: float = 0.25) -> Evidence:
@@ -100,8 +133,22 @@ def free_energy_transition(
     model = ErrorModel.bound(float(error), basis=basis)
     gap = abs(float(predicted) - float(exact))
     if not np.isfinite(predicted):
-        return Evidence(claim, exact, predicted, model, Verdict.inconclusive, None,
-                        "the free energies never cross on the grid")
+        return Evidence(
+            claim,
+            exact,
+            predicted,
+            model,
+            Verdict.inconclusive,
+            None,
+            "the free energies never cross on the grid",
+        )
     verdict = Verdict.holds if gap <= error else Verdict.refuted
-    return Evidence(claim, exact, predicted, model, verdict, None,
-                    f"|predicted - exact| = {_fmt(gap)} vs bound {_fmt(error)}")
+    return Evidence(
+        claim,
+        exact,
+        predicted,
+        model,
+        verdict,
+        None,
+        f"|predicted - exact| = {_fmt(gap)} vs bound {_fmt(error)}",
+    )

@@ -105,9 +105,15 @@ def _judge(run: Run, name: str, problem, est, *, bias: float, basis: str) -> Non
 
 def _estimate(config: LLCConfig, problem, key):
     return estimate_llc(
-        problem.loss_fn, problem.w_star, problem.data, key=key, n=config.n,
-        num_chains=config.num_chains, num_draws=config.num_draws,
-        num_burnin=config.num_burnin, step_size=config.step_size,
+        problem.loss_fn,
+        problem.w_star,
+        problem.data,
+        key=key,
+        n=config.n,
+        num_chains=config.num_chains,
+        num_draws=config.num_draws,
+        num_burnin=config.num_burnin,
+        step_size=config.step_size,
         localization=config.localization,
     )
 
@@ -116,8 +122,12 @@ def _register(fn):
     desc = "LLC estimator vs exact learning coefficients (regression, RRR, copy-head symmetries)"
     try:  # title/docs arrive with the core issue's register_experiment
         deco = register_experiment(
-            "copy-head-llc", LLCConfig, desc, paper=False,
-            title="Learning coefficients against exact answers", docs="llc.md#calibration",
+            "copy-head-llc",
+            LLCConfig,
+            desc,
+            paper=False,
+            title="Learning coefficients against exact answers",
+            docs="llc.md#calibration",
         )
     except TypeError:
         deco = register_experiment("copy-head-llc", LLCConfig, desc, paper=False)
@@ -134,9 +144,15 @@ def run_llc(config: LLCConfig, run: Run) -> None:
     # (a) a regular model: least squares with d parameters, lambda = d / 2.
     lr = _problems.linear_regression(keys[0], config.regression_d, config.regression_samples)
     est = estimate_llc(
-        lr.loss_fn, lr.w_star, lr.data, key=keys[1], num_chains=config.num_chains,
-        num_draws=config.num_draws, num_burnin=config.num_burnin,
-        step_size=config.step_size * 10, localization=config.localization,
+        lr.loss_fn,
+        lr.w_star,
+        lr.data,
+        key=keys[1],
+        num_chains=config.num_chains,
+        num_draws=config.num_draws,
+        num_burnin=config.num_burnin,
+        step_size=config.step_size * 10,
+        localization=config.localization,
     )
     bias = _problems.sampler_bias(
         lr, n=est.n, beta=est.beta, step_size=est.step_size, localization=est.localization
@@ -156,7 +172,10 @@ def run_llc(config: LLCConfig, run: Run) -> None:
         )
         est = _estimate(config, pr, keys[4 + i])
         bias = _problems.sampler_bias(
-            pr, n=config.n, beta=beta, step_size=config.step_size,
+            pr,
+            n=config.n,
+            beta=beta,
+            step_size=config.step_size,
             localization=config.localization,
         )
         _judge(run, f"copy_head_symmetries[{head}]", pr, est, bias=bias, basis=quad)
@@ -170,9 +189,15 @@ def run_llc(config: LLCConfig, run: Run) -> None:
                 jax.random.fold_in(keys[6], j), M, N, H, r, 64, singular=singular
             )
             eff = step_size_effect(
-                pr.loss_fn, pr.w_star, pr.data, key=jax.random.fold_in(keys[7], 2 * j + singular),
-                n=config.n, num_chains=config.num_chains, num_draws=config.num_draws,
-                num_burnin=2 * config.num_burnin, step_size=config.step_size / 2,
+                pr.loss_fn,
+                pr.w_star,
+                pr.data,
+                key=jax.random.fold_in(keys[7], 2 * j + singular),
+                n=config.n,
+                num_chains=config.num_chains,
+                num_draws=config.num_draws,
+                num_burnin=2 * config.num_burnin,
+                step_size=config.step_size / 2,
                 localization=config.localization,
             )
             bias = abs(float(eff.bias)) + 2 * float(eff.bias_stderr)

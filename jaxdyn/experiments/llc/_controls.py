@@ -16,8 +16,13 @@ EXPERIMENT = "copy-head-llc"
 def _regression_one_parameter_more():
     # an estimate from a model with d + 1 parameters, judged against d / 2 (d = 4)
     return claims.learning_coefficient(
-        "regression_d_over_2", prediction=2.0, alternatives=[1.5, 2.5], value=2.5,
-        stderr=0.03, num_chains=16, bias=0.01,
+        "regression_d_over_2",
+        prediction=2.0,
+        alternatives=[1.5, 2.5],
+        value=2.5,
+        stderr=0.03,
+        num_chains=16,
+        bias=0.01,
     )
 
 
@@ -31,8 +36,13 @@ def _drifting_chains():
 def _gauge_ignored():
     # softmax, L = V = 3: an estimate at d / 2 = 9 judged against (d - L) / 2 = 7.5
     return claims.learning_coefficient(
-        "copy_head_symmetries", prediction=7.5, alternatives=[9.0], value=9.0,
-        stderr=0.15, num_chains=16, bias=0.05,
+        "copy_head_symmetries",
+        prediction=7.5,
+        alternatives=[9.0],
+        value=9.0,
+        stderr=0.15,
+        num_chains=16,
+        bias=0.05,
     )
 
 
@@ -40,8 +50,13 @@ def _gauge_ignored():
 def _regular_count():
     # (M, N, H, r) = (3, 3, 3, 1): an estimate at the regular count 9 against Aoyagi's 4
     return claims.learning_coefficient(
-        "rrr_aoyagi", prediction=4.0, alternatives=[9.0], value=9.0, stderr=0.1,
-        num_chains=32, bias=0.2,
+        "rrr_aoyagi",
+        prediction=4.0,
+        alternatives=[9.0],
+        value=9.0,
+        stderr=0.1,
+        num_chains=32,
+        bias=0.2,
     )
 
 
@@ -50,6 +65,11 @@ def _aoyagi_at_a_generic_point():
     # (3, 3, 3, 1) at a generic true point: codimension 9, lambda 4.5; an estimate at Aoyagi's
     # global 4 judged against the local 4.5
     return claims.learning_coefficient(
-        "rrr_generic_point", prediction=4.5, alternatives=[4.0, 9.0], value=4.0, stderr=0.03,
-        num_chains=32, bias=0.1,
+        "rrr_generic_point",
+        prediction=4.5,
+        alternatives=[4.0, 9.0],
+        value=4.0,
+        stderr=0.03,
+        num_chains=32,
+        bias=0.1,
     )

@@ -62,8 +62,9 @@ def linear_regression(key, d: int, samples: int) -> Problem:
     return Problem(loss, w, (x, y), d / 2, ((d - 1) / 2, (d + 1) / 2), H, 0)
 
 
-def reduced_rank(key, M: int, N: int, H: int, r: int, samples: int, *, singular: bool = True
-                 ) -> Problem:
+def reduced_rank(
+    key, M: int, N: int, H: int, r: int, samples: int, *, singular: bool = True
+) -> Problem:
     """A noiseless rank-r teacher y = B0 A0 x; w* = (A0, B0).
 
     ``singular=True``: the redundant hidden units are zero in both layers (the most singular
