@@ -107,13 +107,6 @@ def test_learning_coefficient_decision_rules():
         claims.learning_coefficient("x", prediction=1.0, alternatives=[], value=1.0, **kw)
 
 
-def test_free_energy_transition_decision():
-    ok = claims.free_energy_transition("P*", predicted=10.5, exact=10.0, error=1.0, basis="b")
-    assert ok.holds
-    bad = claims.free_energy_transition("P*", predicted=13.0, exact=10.0, error=1.0, basis="b")
-    assert bad.refuted
-
-
 @pytest.mark.slow
 def test_reduced_rank_regression_aoyagi_and_regular_count_refuted():
     from jaxdyn.llc import step_size_effect

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..evidence import ErrorModel, Evidence, Verdict, estimate
 
-__all__ = ["free_energy_transition", "learning_coefficient", "stationary"]
+__all__ = ["learning_coefficient", "stationary"]
 
 
 def _fmt(x) -> str:
@@ -116,39 +116,4 @@ def stationary(est, *, relative: float = 0.25) -> Evidence:
         dof=est.num_chains - 1,
         alternative=alt,
         basis="standard error of the per-chain half drift over chains",
-    )
-
-
-def free_energy_transition(
-    claim: str,
-    *,
-    predicted: float,
-    exact: float,
-    error: float,
-    basis: str,
-) -> Evidence:
-    """The free-energy prediction of a transition point (where n L_n + lambda ln n of two
-    phases cross) against the exact one, within ``error`` (a derived bound: the expansion's
-    next-order term, O(1) in the free energy, converted to the transition point)."""
-    model = ErrorModel.bound(float(error), basis=basis)
-    gap = abs(float(predicted) - float(exact))
-    if not np.isfinite(predicted):
-        return Evidence(
-            claim,
-            exact,
-            predicted,
-            model,
-            Verdict.inconclusive,
-            None,
-            "the free energies never cross on the grid",
-        )
-    verdict = Verdict.holds if gap <= error else Verdict.refuted
-    return Evidence(
-        claim,
-        exact,
-        predicted,
-        model,
-        verdict,
-        None,
-        f"|predicted - exact| = {_fmt(gap)} vs bound {_fmt(error)}",
     )
