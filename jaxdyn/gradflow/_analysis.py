@@ -28,7 +28,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
-from .._status import Status, status_code, status_name
+from .._status import Status
 from .._validation import require_in_interval, require_positive
 from ..sweep import solve_is_routed
 from ._end_time import END_TIME_MARGIN, default_end_time, log_save_times
@@ -535,8 +535,8 @@ def analyse_flow_until(
         t = float(reached(a.stages))
         if np.isfinite(t):
             return a, f"the stage was reached at t = {t:.4g} (horizon t1 = {end:.4g})"
-        if status_code(a.status) != status_code(Status.successful):
-            return a, f"the flow stopped before t1 = {end:.4g} ({status_name(a.status)})"
+        if Status.code(a.status) != Status.code(Status.successful):
+            return a, f"the flow stopped before t1 = {end:.4g} ({Status.name(a.status)})"
         if end >= limit * (1 - 1e-12):
             return a, f"the stage was not reached by the horizon budget t1 = {end:.4g} ({budget:g}x)"
         t1 = min(growth * end, limit)

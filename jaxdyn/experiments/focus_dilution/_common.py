@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import entropy, gradflow as gf
-from ..._status import Status, status_code, status_name
+from ..._status import Status
 from ...runs import ConfigError, Run, negative_control
 
 HEADLINE_PI = (0.75, 0.19, 0.05, 0.01)
@@ -259,11 +259,11 @@ def record_analysis(
     (:func:`gradflow.analyse_flow_until`), said by an inconclusive stage verdict."""
     tag = f"[{label}]" if label else ""
     c, lam_t, mu1 = float(a.rates.focus), float(a.rates.transverse), float(a.rates.condensation)
-    flow_ok = status_code(a.status) == status_code(Status.successful)
-    stall_status = "not searched" if a.stall is None else status_name(a.stall.point.status)
+    flow_ok = Status.code(a.status) == Status.code(Status.successful)
+    stall_status = "not searched" if a.stall is None else Status.name(a.stall.point.status)
     run.scalar(
         f"flow{tag}",
-        {"status": status_name(a.status), "steps": int(a.num_steps), "t1": float(a.end_time)},
+        {"status": Status.name(a.status), "steps": int(a.num_steps), "t1": float(a.end_time)},
     )
     run.report(
         f"transverse_rate{tag}",
@@ -291,7 +291,7 @@ def record_analysis(
     if flow_ok and c > 0:
         _stage_evidence(run, a, tag, tolerances, horizon)
     else:
-        why = "c <= 0" if flow_ok else f"the flow failed ({status_name(a.status)})"
+        why = "c <= 0" if flow_ok else f"the flow failed ({Status.name(a.status)})"
         run.log(f"{label or 'flow'}: stage order and dilution not predicted ({why}); reported")
     return {"c": c, "mu1": mu1, "lambda_T": lam_t}
 

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from ... import gradflow as gf
-from ..._status import Status, status_code
+from ..._status import Status
 from ...runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from ._common import HEADLINE_PI, chain, record_analysis, to_host
 from ._figures import dynamics_figure, spectra_figure
@@ -146,7 +146,7 @@ def origin_evidence(run: Run, config, mc: gf.MarkovChain, a, *, tolerances=None)
     run.consistency(
         "origin_flows_converged",
         expected=len(eps),
-        measured=int(np.sum(status_code(o.status) == status_code(Status.successful))),
+        measured=int(np.sum(Status.code(o.status) == Status.code(Status.successful))),
         basis="solver status per eps",
         note=f"steps {np.asarray(o.num_steps).tolist()}",
     )

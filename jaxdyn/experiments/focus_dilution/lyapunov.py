@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import fit_power_law, gradflow as gf
-from ..._status import Status, status_code
+from ..._status import Status
 from ...plotting import new_figure
 from ...runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from ._common import EIGEN_RTOL, check_lam
@@ -192,7 +192,7 @@ def _figure(run: Run, deltas, b, steps, zero, degenerate) -> None:
 def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
     """Rank-one critical points tracked over delta, their tangential and transverse spectra."""
     deltas, b = _branch(config)
-    ok = status_code(b.point.status) == status_code(Status.successful)
+    ok = Status.code(b.point.status) == Status.code(Status.successful)
     run.consistency(
         "branch_converged",
         expected=len(deltas),

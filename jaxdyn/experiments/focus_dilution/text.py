@@ -35,8 +35,10 @@ class TextConfig(ExperimentConfig):
 
     Attributes:
         corpus_path: a known corpus ("wikitext-2", "tinystories": the full file when
-            ``JAXDYN_DATA`` or ``jaxdyn data fetch`` provides it, else the packaged excerpt) or a
+            ``data_dir`` or ``jaxdyn data fetch`` provides it, else the packaged excerpt) or a
             text file (WikiText raw, TinyStories or plain text).
+        data_dir: a folder of full corpora, ``<data_dir>/<name>/<file>`` ("": none; the
+            command line gives ``JAXDYN_DATA``).
         corpus_format: "auto" (detected), "wikitext", "tinystories" or "plain".
         level: "word" (top-k words + queries + <oov>) or "char".
         line_breaks: what line breaks become (:class:`jaxdyn.data.LineBreaks`): "keep" (each
@@ -91,6 +93,7 @@ class TextConfig(ExperimentConfig):
     """
 
     corpus_path: str = "wikitext-2"
+    data_dir: str = ""
     corpus_format: str = "auto"
     level: str = "word"
     line_breaks: str = "keep"
@@ -125,7 +128,7 @@ class TextConfig(ExperimentConfig):
 
     def corpus(self) -> Path:
         """The corpus file (:func:`jaxdyn.data.corpus_path`)."""
-        return data.corpus_path(self.corpus_path)
+        return data.corpus_path(self.corpus_path, data_dir=self.data_dir or None)
 
     def validate(self) -> None:
         try:
