@@ -153,6 +153,26 @@ class FlowAnalysis(eqx.Module):
             self.spectrum_saddle.eigenvalues,
         )
 
+    def checks(
+        self,
+        label: str = "",
+        tolerances: tuple[float, float] = (1e-7, 1e-10),
+        horizon: str = "",
+    ) -> tuple[list, dict[str, float]]:
+        """The checks this analysis supports, named ``name[label]``, as ``(method, args,
+        kwargs)`` calls of a run (``run.evidence``, ``run.consistency``, ``run.report``,
+        ``run.scalar``, ``run.log``), and the rates ``{"c", "mu1", "lambda_T"}``: the rates
+        against the Jacobian (consistency); the plateau, the condensation's alignments, the
+        saddle's unstable mode, the score direction and the first attention phase (evidence);
+        the stage order, the entropy's down-up-down and the dilution mode's rate when the
+        theory predicts them (``c > 0``, a successful flow). ``tolerances``: the ``(rtol,
+        atol)`` the flow was solved with (they size the entropy's solver error); ``horizon``:
+        why the horizon stopped (:func:`analyse_flow_until`), said by an inconclusive stage
+        verdict."""
+        from ._checks import analysis_checks
+
+        return analysis_checks(self, label, tolerances, horizon)
+
     def linear_window(self) -> int:
         """Index of the last save before the condensation where the linearisation at 0 holds
         (rate error at most 1% of ``mu1``), ``-1`` if none."""

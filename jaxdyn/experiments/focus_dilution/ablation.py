@@ -71,6 +71,8 @@ class AblationConfig(ExperimentConfig):
     "focus-dilution-ablation",
     AblationConfig,
     "focus and dilution for other transition matrices with the same pi (the paper's ablation)",
+    title="Ablation: other transition matrices with the same pi",
+    docs="focus_dilution.md#ablation",
 )
 def run_ablation(config: AblationConfig, run: Run) -> None:
     """The population flow's rates and stages for several transition matrices sharing ``pi``."""

@@ -264,6 +264,8 @@ def _stall_of_an_asymmetric_chain():
     "focus-dilution-delta",
     DeltaConfig,
     "symmetry breaking: escape from the rank-one stall vs delta (including 0) and eps",
+    title="Escape from the rank-one stall against delta and eps",
+    docs="focus_dilution.md#delta-and-eps",
 )
 def run_delta(config: DeltaConfig, run: Run) -> None:
     """The escape from the rank-one stall over a (delta, eps) grid, with its power-law fits."""

@@ -180,6 +180,8 @@ def _references(
     "focus-dilution-finite",
     FiniteConfig,
     "finite-(N, s) gradient descent and Adam approach the population flow along the trajectory",
+    title="Finite samples against the population flow",
+    docs="focus_dilution.md#finite-sizes",
 )
 def run_finite(config: FiniteConfig, run: Run) -> None:
     """Finite-(N, s) gradient descent and Adam against the population flow along the trajectory."""

@@ -231,6 +231,8 @@ def _a_cubic_attention_change():
     "focus-dilution",
     FocusDilutionConfig,
     "population gradient flow on any Markov chain: condensation, focus, dilution, new direction",
+    title="Focus and dilution on one Markov chain",
+    docs="focus_dilution.md#headline",
 )
 def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     """One chain's :class:`gradflow.FlowAnalysis`: its checks, arrays and figures."""

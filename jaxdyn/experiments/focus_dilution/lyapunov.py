@@ -188,6 +188,8 @@ def _figure(run: Run, deltas, b, steps, zero, degenerate) -> None:
     "focus-dilution-lyapunov",
     LyapunovConfig,
     "rank-one critical points vs delta: transverse eigenvalue Theta(delta), tangential O(delta^2)",
+    title="Rank-one critical points against delta",
+    docs="focus_dilution.md#lyapunov",
 )
 def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
     """Rank-one critical points tracked over delta, their tangential and transverse spectra."""

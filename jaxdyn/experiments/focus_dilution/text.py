@@ -326,6 +326,8 @@ def _flow_figure(run: Run, queries, a, pi, names) -> None:
     "focus-dilution-text",
     TextConfig,
     "real text (WikiText / TinyStories): bigram population flow, proxy test, attention stories",
+    title="Real text: the bigram flow past the departure",
+    docs="focus_dilution.md#real-text",
 )
 def run_text(config: TextConfig, run: Run) -> None:
     """Real text: its bigram chain's population flow, the proxy test and the attention stories."""
@@ -435,6 +437,8 @@ class TinyStoriesConfig(TextConfig):
     "focus-dilution-tinystories",
     TinyStoriesConfig,
     "TinyStories: bigram population flow, proxy test, attention stories of the paper's queries",
+    title="TinyStories: the paper's queries",
+    docs="focus_dilution.md#real-text",
 )
 def run_tinystories(config: TinyStoriesConfig, run: Run) -> None:
     """:func:`run_text` on TinyStories."""
