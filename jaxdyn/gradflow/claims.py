@@ -251,7 +251,8 @@ def unstable_attention_mode(
     )
 
 
-# generic: move to jaxdyn.evidence
+# generic (a local order with its one-refinement error): a jaxdyn.evidence candidate once
+# the core's public budget has room
 def _local_order(claim: str, x, y, prediction: float, alternative: float) -> Evidence:
     """The order of ``y(x)`` as ``x -> 0``: the local exponent ``log(y_1/y_0) / log(x_1/x_0)``
     at the two smallest ``x``, with the a-posteriori error ``|e_0 - e_1|`` (the change over one
@@ -271,7 +272,8 @@ def _local_order(claim: str, x, y, prediction: float, alternative: float) -> Evi
     )
 
 
-# generic: move to jaxdyn.evidence
+# a two one-sided test over a trajectory's records, with the 'curves must move' clause that
+# makes agreement informative: kept here (not small, and the clause is about trajectories)
 def _equivalent(claim: str, a, b, effect: float, *, confidence: float = 0.99) -> Evidence:
     """Two sets of draws ``a``, ``b`` (draws on axis 0, records on axis 1) agree within
     ``effect`` at every record: a two one-sided test with Welch's standard error, Bonferroni over
@@ -400,7 +402,8 @@ def adam_escapes_unigram_plateau(final_losses, entropy: float, *, rtol: float = 
     )
 
 
-# generic: move to jaxdyn.evidence
+# generic (fit_power_law + estimate): a jaxdyn.evidence candidate once the core's public
+# budget has room
 def _power_law_exponent(
     claim: str, scale, error, *, prediction: float = 1.0, confidence: float = 0.99
 ) -> Evidence:
@@ -531,7 +534,8 @@ def escape_time_exponent(
     )
 
 
-# generic: move to jaxdyn.evidence
+# generic (the one-sided form of _local_order): a jaxdyn.evidence candidate once the core's
+# public budget has room
 def _order_at_least(claim: str, x, y, order: float) -> Evidence:
     """A bound ``y = O(x^order)`` as ``x -> 0`` (the true order may be higher): the local
     exponent ``log(y_1/y_0) / log(x_1/x_0)`` at the two smallest ``x`` is at least ``order``,
@@ -732,7 +736,8 @@ def bigram_proxy_agrees(what: str, text, proxy, effect: float, *, confidence: fl
 # -- escape times (deterministic numbers: judged by their next-order term) ---------------------
 
 
-# generic: move to jaxdyn.evidence (a deterministic fit judged by its next-order term)
+# a deterministic fit judged by its next-order term: kept here (the nuisance regressor is the
+# theory's O(eps) term in a log(1/eps) law)
 def _deterministic_unit_slope(claim, log_inv_eps, scaled, groups, eps, resolution) -> Evidence:
     """Slope 1 of ``scaled`` (a time times its rate) in ``log(1/eps)``, one offset per group.
 

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import fit_power_law, gradflow as gf
+from ... import evidence, fit_power_law, gradflow as gf
 from ..._status import Status
 from ...plotting import new_figure
 from ...runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
@@ -76,8 +76,8 @@ class LyapunovConfig(ExperimentConfig):
 
 
 def local_exponents(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``log(y_{i+1} / y_i) / log(x_{i+1} / x_i)`` for consecutive points."""
-    return np.diff(np.log(np.abs(y))) / np.diff(np.log(x))
+    """The local exponents of ``|y|`` in ``x`` between consecutive points."""
+    return evidence.local_exponents(x, np.abs(y))[0]
 
 
 def _order_check(run: Run, name: str, claim, x, y):

@@ -214,14 +214,31 @@ def _corpus_and_queries(config: TextConfig, run: Run):
 ORIGIN_TOLERANCES = (1e-10, 1e-14)
 
 
-def _labels(names) -> dict:
-    """The vocabulary that labels the flow's arrays (``flow_attention``: time x query x key;
-    ``pi``: key; ``P``: query x key), saved beside them until the run writer takes dims and
-    coords."""
-    return {
-        "vocab": np.asarray(names, dtype=str),
-        "flow_attention_dims": np.asarray(["time", "query", "key"]),
+def _save_arrays(run: Run, a, pi, P, names, queries, t=None, real=None, proxy=None) -> None:
+    """The flow's arrays labelled with the vocabulary (``flow_attention``: time x query x key),
+    and the descents' curves when they ran (``train_time``: ``step * lr``)."""
+    vocab = np.asarray(names, dtype=str)
+    arrays = dict(flow_loss=a.metrics["loss"], flow_attention=a.metrics["attention"], pi=pi, P=P)
+    dims = {
+        "flow_loss": ("time",),
+        "flow_attention": ("time", "query", "key"),
+        "pi": ("key",),
+        "P": ("query", "key"),
     }
+    coords = {"time": np.asarray(a.ts), "query": vocab, "key": vocab}
+    if real is not None:
+        arrays.update(
+            real_loss=real.population_loss,
+            proxy_loss=proxy.population_loss,
+            real_query_attention=real.query_attention[0],
+        )
+        dims.update(
+            real_loss=("real_draw", "train_time"),
+            proxy_loss=("proxy_draw", "train_time"),
+            real_query_attention=("train_time", "story_query", "key"),
+        )
+        coords.update(train_time=np.asarray(t), story_query=np.asarray(queries, dtype=str))
+    run.save_arrays(dims=dims, coords=coords, **arrays)
 
 
 def _departure(run: Run, a, names) -> None:
@@ -384,14 +401,7 @@ def run_text(config: TextConfig, run: Run) -> None:
     if not config.proxy:
         proxy_not_run(run, config)
         _query_stories(run, queries, a, None, pi, names, counts)
-        run.save_arrays(
-            ts=a.ts,
-            flow_loss=a.metrics["loss"],
-            flow_attention=a.metrics["attention"],
-            pi=pi,
-            P=P,
-            **_labels(names),
-        )
+        _save_arrays(run, a, pi, P, names, queries)
         _flow_figure(run, queries, a, pi, names)
         return
     # the flow's initial point (saved at t = 0) is the descents' initialisation too
@@ -409,18 +419,7 @@ def run_text(config: TextConfig, run: Run) -> None:
         },
     )
     _query_stories(run, queries, a, real, pi, names, counts)
-    run.save_arrays(
-        ts=a.ts,
-        flow_loss=a.metrics["loss"],
-        flow_attention=a.metrics["attention"],
-        pi=pi,
-        P=P,
-        train_t=t,
-        real_loss=real.population_loss,
-        proxy_loss=proxy.population_loss,
-        real_query_attention=real.query_attention[0],
-        **_labels(names),
-    )
+    _save_arrays(run, a, pi, P, names, queries, t, real, proxy)
     _text_figure(run, config, queries, a, t, real, proxy, pi, names)
 
 
