@@ -192,7 +192,7 @@ def llc_trend_changes(
     if not boundaries or min(np.diff(edges)) < 2 or not np.all(np.isfinite(llc)):
         model = ErrorModel.standard_error(0.0, dof=None, confidence=confidence)
         return Evidence(
-            claim, "nonzero", np.nan, model, Verdict.inconclusive, 0.0,
+            claim, len(boundaries), np.nan, model, Verdict.inconclusive, 0.0,
             "fewer than two checkpoints in a segment, or an estimate is not finite",
         )
     changes, errors, dof = broken_line_slopes(np.log1p(steps), llc, llc_se, boundaries)
@@ -203,4 +203,4 @@ def llc_trend_changes(
     significant = np.abs(changes) > model.half_width()
     verdict = Verdict.holds if bool(np.all(significant)) else Verdict.inconclusive
     reason = "" if verdict is Verdict.holds else "a slope change is within its interval of 0"
-    return Evidence(claim, "nonzero", changes, model, verdict, 0.0, reason)
+    return Evidence(claim, len(boundaries), changes, model, verdict, 0.0, reason)
