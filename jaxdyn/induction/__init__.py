@@ -6,12 +6,14 @@ Bayes in-context predictors (``task.unigram``, ``task.bigram``, their expected l
 the :class:`AttentionOnlyTransformer`; :func:`train` (any optax optimiser) with its
 :class:`Trajectory` of held-out loss and attention order parameters
 (:func:`previous_token_score`, :func:`induction_score`) at checkpoints; :func:`next_token_loss`
-(the loss a learning-coefficient estimate localises); and :mod:`~jaxdyn.induction.claims`.
+(the loss a learning-coefficient estimate localises); :func:`stage_boundaries` of a
+loss curve; and :mod:`~jaxdyn.induction.claims`.
 """
 
 from . import claims as claims
 from ._model import AttentionOnlyTransformer as AttentionOnlyTransformer
 from ._scores import induction_score as induction_score, previous_token_score as previous_token_score
+from ._stages import stage_boundaries as stage_boundaries
 from ._task import InContextMarkov as InContextMarkov
 from ._train import (
     Trajectory as Trajectory,
@@ -29,5 +31,6 @@ __all__ = [
     "induction_score",
     "next_token_loss",
     "previous_token_score",
+    "stage_boundaries",
     "train",
 ]

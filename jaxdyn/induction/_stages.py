@@ -83,3 +83,37 @@ def broken_line_slopes(x, y, y_se, breaks):
         cov = cov * max(chi2, 1.0)
     se = np.sqrt(np.diag(cov))
     return coef[2:], se[2:], dof
+
+
+def stage_boundaries(
+    steps,
+    loss,
+    loss_se,
+    *,
+    unigram: float,
+    unigram_se: float,
+    confidence: float = 0.99,
+    min_checkpoints: int = 3,
+) -> tuple[int | None, int | None]:
+    """The two stage boundaries of one held-out loss curve, as checkpoint indices: where the
+    loss leaves its plateau at the unigram predictor's loss (the plateau window's last
+    checkpoint, :func:`plateau_window` with the band of :func:`band`), and where it settles
+    (the first later checkpoint from which every loss is within the band
+    ``z sqrt(se_t^2 + se_last^2)`` of the last loss). ``None`` where a stage is not seen.
+    """
+    steps = np.asarray(steps, float)
+    loss = np.asarray(loss, float)
+    loss_se = np.asarray(loss_se, float)
+    window = plateau_window(
+        steps, loss, band(loss_se, unigram_se, confidence), unigram, min_checkpoints
+    )
+    if window is None:
+        return None, None
+    leave = window[1]
+    near = np.abs(loss - loss[-1]) <= band(loss_se, loss_se[-1], confidence)
+    settle = None
+    for i in range(leave + 1, loss.size):
+        if np.all(near[i:]):
+            settle = i
+            break
+    return leave, settle

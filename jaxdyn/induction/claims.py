@@ -50,12 +50,13 @@ def loss_plateau(
 
     A plateau is a window of at least ``min_checkpoints`` consecutive checkpoints where the
     loss is within the Monte-Carlo band of ``level`` (``z sqrt(se_loss^2 + se_level^2)`` at
-    ``confidence``) and flat within that band (:func:`~jaxdyn.induction._stages.plateau_window`).
+    ``confidence``; when loss and level are measured on the same sequences, pass the standard
+    error of their paired difference as ``loss_se`` and ``level_se = 0``) and flat within that band (:func:`~jaxdyn.induction._stages.plateau_window`).
     Per seed: ``holds`` with such a window; ``refuted`` when the loss crosses the band from
     above to below without one (it passes the level without pausing) or settles, flat, outside
     it; ``inconclusive`` otherwise (the level is not reached within training). The check is
-    ``inconclusive`` for all seeds when the band cannot tell ``level`` from an ``alternatives``
-    level (e.g. the other predictor's loss, or ``ln k``).
+    ``inconclusive`` for all seeds when the band (its median over checkpoints) cannot tell
+    ``level`` from an ``alternatives`` level (e.g. the other predictor's loss, or ``ln k``).
     """
     steps = np.asarray(steps, float)
     loss, loss_se = _seeds(loss), _seeds(loss_se)
@@ -68,10 +69,11 @@ def loss_plateau(
     )
     claim = f"the loss passes a plateau at {name}'s loss"
     alts = [float(a) for a in np.atleast_1d(alternatives)] if len(np.atleast_1d(alternatives)) else []
-    close = [a for a in alts if abs(a - level) <= 2 * float(np.max(half))]
+    power = float(np.median(half))
+    close = [a for a in alts if abs(a - level) <= 2 * power]
     measured = np.full(loss.shape[0], np.nan)
     if close:
-        reason = f"the band {float(np.max(half)):.3g} cannot separate {level:.4g} from {close}"
+        reason = f"the band {power:.3g} cannot separate {level:.4g} from {close}"
         return Evidence(claim, level, measured, model, Verdict.inconclusive, alts or None, reason)
     verdicts, notes = [], []
     for s in range(loss.shape[0]):
