@@ -99,9 +99,22 @@ def test_llc_trend_changes_holds_for_a_broken_line_and_not_for_a_straight_one(se
     b1, b2 = 10, 18
     kinked = 2 + 0.1 * x + 1.5 * np.maximum(x - x[b1], 0) - 2.0 * np.maximum(x - x[b2], 0)
     se = np.full(x.size, 0.05)
-    ev = C.llc_trend_changes(steps, kinked + 0.05 * rng.normal(size=x.size), se, [b1, b2])
+    ev = C.llc_trend_changes(steps, kinked + 0.05 * rng.normal(size=x.size), se, steps[[b1, b2]])
     assert ev.verdict is Verdict.holds, ev.reason
     # negative control: a steady trend with the same noise has no significant kink
     straight = 2 + 0.4 * x + 0.05 * rng.normal(size=x.size)
-    ev = C.llc_trend_changes(steps, straight, se, [b1, b2])
+    ev = C.llc_trend_changes(steps, straight, se, steps[[b1, b2]])
     assert ev.verdict is not Verdict.holds
+
+
+def test_stage_boundaries_of_a_staged_curve():
+    loss, se = _seeds(_staged(x_bi=5.0), n=1, noise=0.0)
+    leave, settle = ind.stage_boundaries(STEPS, loss[0], se[0], unigram=UNI, unigram_se=0.0)
+    z = 2.5758293035489004
+    # the first checkpoint below UNI - z * se, and the first from which it stays near the end
+    expected = int(np.flatnonzero(loss[0] < UNI - z * se[0])[0])
+    assert leave == expected and 4.5 < X[leave] < 5.5
+    near = np.abs(loss[0] - loss[0, -1]) <= z * np.sqrt(2) * se[0]
+    assert settle > leave and np.all(near[settle:]) and not near[settle - 1]
+    assert ind.stage_boundaries(STEPS[:6], loss[0, :6], se[0, :6], unigram=UNI,
+                                unigram_se=0.0) == (None, None)

@@ -63,16 +63,15 @@ def first_crossing(values, threshold, *, below: bool = False):
     return int(idx[0]) if idx.size else None
 
 
-def broken_line_slopes(x, y, y_se, breaks):
+def broken_line_slopes(x, y, y_se, knots):
     """Weighted least squares of ``y`` on a continuous broken line in ``x`` with kinks at
-    ``x[breaks]``: the slope changes at each kink and their standard errors (scaled by the
+    ``knots``: the slope changes at each kink and their standard errors (scaled by the
     residual when it exceeds the stated errors). Returns ``(changes, errors, dof)``.
     """
     # generic: move to jaxdyn.evidence
     x = np.asarray(x, float)
     y = np.asarray(y, float)
     w = 1.0 / np.maximum(np.asarray(y_se, float), 1e-300)
-    knots = [x[b] for b in breaks]
     X = np.column_stack([np.ones_like(x), x] + [np.maximum(x - k, 0.0) for k in knots])
     dof = x.size - X.shape[1]
     Xw = X * w[:, None]
@@ -93,23 +92,21 @@ def stage_boundaries(
     unigram: float,
     unigram_se: float,
     confidence: float = 0.99,
-    min_checkpoints: int = 3,
 ) -> tuple[int | None, int | None]:
     """The two stage boundaries of one held-out loss curve, as checkpoint indices: where the
-    loss leaves its plateau at the unigram predictor's loss (the plateau window's last
-    checkpoint, :func:`plateau_window` with the band of :func:`band`), and where it settles
-    (the first later checkpoint from which every loss is within the band
-    ``z sqrt(se_t^2 + se_last^2)`` of the last loss). ``None`` where a stage is not seen.
+    loss leaves the unigram stage (the first checkpoint below the unigram predictor's loss by
+    more than the band of :func:`band`: from there on the model beats every in-context unigram
+    predictor, so it uses transitions) and where it settles (the first later checkpoint from
+    which every loss is within the band ``z sqrt(se_t^2 + se_last^2)`` of the last loss).
+    ``None`` where a boundary is not seen.
     """
-    steps = np.asarray(steps, float)
     loss = np.asarray(loss, float)
     loss_se = np.asarray(loss_se, float)
-    window = plateau_window(
-        steps, loss, band(loss_se, unigram_se, confidence), unigram, min_checkpoints
-    )
-    if window is None:
+    below = loss < unigram - band(loss_se, unigram_se, confidence)
+    idx = np.flatnonzero(below)
+    if idx.size == 0:
         return None, None
-    leave = window[1]
+    leave = int(idx[0])
     near = np.abs(loss - loss[-1]) <= band(loss_se, loss_se[-1], confidence)
     settle = None
     for i in range(leave + 1, loss.size):

@@ -179,25 +179,29 @@ def llc_trend_changes(
 ) -> Evidence:
     """The learning coefficient's trend in ``ln(1 + step)`` changes at the stage boundaries.
 
-    A continuous broken line with kinks at ``boundaries`` (checkpoint indices into ``steps``,
-    from the loss and attention) is fitted to the estimates weighted by their standard errors;
-    ``holds`` when every kink's slope change differs from 0 beyond its interval (Student-t with
-    the fit's residual degrees of freedom), ``inconclusive`` when some does not (no change is
-    not shown: the alternative "the trend changes at a boundary by less than the error" cannot
-    be rejected), ``inconclusive`` with fewer than two points per segment.
+    ``steps``: where the LLC was estimated; ``boundaries``: the steps where the loss and the
+    attention change stage (:func:`~jaxdyn.induction.stage_boundaries`). A continuous broken
+    line with kinks at the boundaries is fitted to the estimates weighted by their standard
+    errors; ``holds`` when every kink's slope change differs from 0 beyond its Student-t
+    interval (the fit's residual degrees of freedom; errors scaled up by the residual when it
+    exceeds them), ``inconclusive`` when some does not (the alternative, a change smaller than
+    the error, cannot be rejected), or with fewer than two estimates in a segment. The
+    prediction is the number of boundaries with a change; the measurement the slope changes.
     """
     steps = np.asarray(steps, float)
     llc = np.asarray(llc, float)
-    boundaries = sorted(int(b) for b in boundaries)
+    knots = sorted(float(np.log1p(b)) for b in boundaries)
+    x = np.log1p(steps)
     claim = "the LLC's trend changes at the stage boundaries"
-    edges = [0, *boundaries, steps.size - 1]
-    if not boundaries or min(np.diff(edges)) < 2 or not np.all(np.isfinite(llc)):
+    edges = [-np.inf, *knots, np.inf]
+    counts = [int(np.sum((x > lo) & (x <= hi))) for lo, hi in zip(edges[:-1], edges[1:])]
+    if not knots or min(counts) < 2 or not np.all(np.isfinite(llc)):
         model = ErrorModel.standard_error(0.0, dof=None, confidence=confidence)
         return Evidence(
-            claim, len(boundaries), np.nan, model, Verdict.inconclusive, 0.0,
-            "fewer than two checkpoints in a segment, or an estimate is not finite",
+            claim, len(knots), np.nan, model, Verdict.inconclusive, 0.0,
+            f"estimates per segment {counts} (need >= 2 each), or an estimate is not finite",
         )
-    changes, errors, dof = broken_line_slopes(np.log1p(steps), llc, llc_se, boundaries)
+    changes, errors, dof = broken_line_slopes(x, llc, llc_se, knots)
     model = ErrorModel.standard_error(
         errors, dof=max(dof, 1), confidence=confidence,
         basis="weighted least squares of a broken line, errors scaled by the residual",
@@ -205,4 +209,4 @@ def llc_trend_changes(
     significant = np.abs(changes) > model.half_width()
     verdict = Verdict.holds if bool(np.all(significant)) else Verdict.inconclusive
     reason = "" if verdict is Verdict.holds else "a slope change is within its interval of 0"
-    return Evidence(claim, len(boundaries), changes, model, verdict, 0.0, reason)
+    return Evidence(claim, len(knots), changes, model, verdict, 0.0, reason)

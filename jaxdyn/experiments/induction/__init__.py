@@ -231,9 +231,9 @@ def run_induction(c: InductionConfig, run: Run) -> None:
             "not run: llc_checkpoints = 0",
         )
     else:
-        # boundaries as indices into the LLC's checkpoints: the first estimate after each
-        positions = [int(np.searchsorted(llc_idx, b, side="right")) for b in boundaries]
-        ev = ind.claims.llc_trend_changes(steps[llc_idx], llc, llc_se, positions, **kw)
+        ev = ind.claims.llc_trend_changes(
+            steps[llc_idx], llc, llc_se, [steps[b] for b in boundaries], **kw
+        )
     run.evidence("llc_trend_changes", ev)
     run.save_arrays(
         steps=steps, loss=loss, loss_se=loss_se, previous_token=prev, induction=induction,
@@ -243,7 +243,11 @@ def run_induction(c: InductionConfig, run: Run) -> None:
     )
     _figures.figures(
         run, steps, loss, loss_se, prev, induction, baseline,
-        levels={"ln k": lnk, "unigram": (uni, uni_se), "bigram": (bi, bi_se)},
+        levels={
+            "ln k": lnk,
+            "unigram": (float(uni_seq.mean()), float(np.median(paired_se(uni_seq)))),
+            "bigram": (float(bi_seq.mean()), float(np.median(paired_se(bi_seq)))),
+        },
         boundaries=[steps[b] for b in boundaries],
         llc=None if llc is None else (steps[llc_idx], llc, llc_se), confidence=c.confidence,
     )
@@ -323,4 +327,4 @@ def _steady_llc():
     rng = np.random.default_rng(0)
     steps = ind.checkpoint_steps(1000, 24)[1:].astype(float)
     llc = 3 + 0.5 * np.log1p(steps) + 0.05 * rng.normal(size=steps.size)
-    return ind.claims.llc_trend_changes(steps, llc, np.full(steps.size, 0.05), [8, 15])
+    return ind.claims.llc_trend_changes(steps, llc, np.full(steps.size, 0.05), steps[[8, 15]])

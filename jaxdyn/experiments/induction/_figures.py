@@ -24,10 +24,10 @@ def figures(run, steps, loss, loss_se, prev, induction, baseline, *, levels, bou
         ax.plot(x, loss[s], lw=1, alpha=0.8, label="held-out loss" if s == 0 else None)
     ax.axhline(levels["ln k"], color="k", ls="--", lw=0.8, label="ln k (uniform)")
     for name, color in (("unigram", "tab:orange"), ("bigram", "tab:green")):
-        level, se = levels[name]
-        half = z * np.hypot(np.median(loss_se), se)
+        level, se = levels[name]  # on the held-out sequences, with the paired SE
+        half = z * se
         ax.axhspan(level - half, level + half, color=color, alpha=0.25,
-                   label=f"{name} predictor (band)")
+                   label=f"{name} predictor, held-out (band)")
     ax.set(xscale="log", xlabel="Adam step", ylabel="cross-entropy (nats)",
            ylim=(levels["bigram"][0] - 0.05, levels["ln k"] + 0.08),
            title="loss and the Bayes predictors")
