@@ -19,7 +19,9 @@ def _sig(x):
 
 def _staged(x_uni=2.0, x_bi=5.0, width=0.15, final=BI):
     """ln k, then a dwell at the unigram loss, then a fall to ``final`` at ln(step) = x_bi."""
-    return final + (UNI - final) * _sig((x_bi - X) / width) + (LNK - UNI) * _sig((x_uni - X) / width)
+    return (
+        final + (UNI - final) * _sig((x_bi - X) / width) + (LNK - UNI) * _sig((x_uni - X) / width)
+    )
 
 
 def _seeds(curve, n=3, noise=0.002, seed=0):
@@ -116,5 +118,7 @@ def test_stage_boundaries_of_a_staged_curve():
     assert leave == expected and 4.5 < X[leave] < 5.5
     near = np.abs(loss[0] - loss[0, -1]) <= z * np.sqrt(2) * se[0]
     assert settle > leave and np.all(near[settle:]) and not near[settle - 1]
-    assert ind.stage_boundaries(STEPS[:6], loss[0, :6], se[0, :6], unigram=UNI,
-                                unigram_se=0.0) == (None, None)
+    assert ind.stage_boundaries(STEPS[:6], loss[0, :6], se[0, :6], unigram=UNI, unigram_se=0.0) == (
+        None,
+        None,
+    )

@@ -45,3 +45,30 @@ def test_quick_run_decides_the_stage_claims(tmp_path):
     assert (out / "figures" / "induction_head.png").exists()
     arrays = np.load(out / "results.npz")
     assert np.all(np.isfinite(arrays["llc"]))
+
+
+@pytest.mark.slow
+def test_one_layer_model_is_not_an_induction_head():
+    """Negative control on a trained network: one layer cannot compose a previous-token head
+    with a match, so its induction score must not be called an induction head."""
+    import jax
+    import optax
+
+    import jaxdyn.induction as ind
+
+    task = ind.InContextMarkov(states=3, length=32)
+    held = task.sample(jax.random.key(1), 256)
+    cps = ind.checkpoint_steps(800, 8)
+
+    def one(key):
+        km, kt = jax.random.split(key)
+        model = ind.AttentionOnlyTransformer(key=km, states=3, length=32, width=16, layers=1)
+        return ind.train(
+            model, task, optax.adam(0.03), key=kt, checkpoints=cps, batch_size=64, held_out=held
+        )[1]
+
+    traj = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(0), 3))
+    ev = ind.claims.induction_head(
+        np.asarray(traj.induction[:, -1, 0]), float(traj.induction_baseline[0])
+    )
+    assert ev.verdict is not Verdict.holds, ev

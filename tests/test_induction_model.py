@@ -71,9 +71,7 @@ def test_training_records_checkpoints_and_lowers_the_loss():
     # checkpoint 0 is the untrained model; the last is the returned one
     np.testing.assert_allclose(traj.loss[0], ind.next_token_loss(model, held), rtol=1e-12)
     np.testing.assert_allclose(traj.loss[-1], ind.next_token_loss(final, held), rtol=1e-12)
-    np.testing.assert_allclose(
-        traj.model_at(-1).embedding, final.embedding, rtol=0, atol=0
-    )
+    np.testing.assert_allclose(traj.model_at(-1).embedding, final.embedding, rtol=0, atol=0)
     assert float(traj.loss[-1]) < float(traj.loss[0]) - 5 * float(traj.loss_se[0])
 
 
@@ -81,8 +79,22 @@ def test_train_rejects_bad_checkpoints_before_compiling():
     task = ind.InContextMarkov(states=3, length=12)
     held = jnp.zeros((4, 12), int)
     with pytest.raises(ValueError, match="increasing"):
-        ind.train(_model(), task, optax.adam(0.1), key=jax.random.key(0),
-                  checkpoints=np.array([0, 5, 5]), batch_size=4, held_out=held)
+        ind.train(
+            _model(),
+            task,
+            optax.adam(0.1),
+            key=jax.random.key(0),
+            checkpoints=np.array([0, 5, 5]),
+            batch_size=4,
+            held_out=held,
+        )
     with pytest.raises(ValueError, match="held_out"):
-        ind.train(_model(), task, optax.adam(0.1), key=jax.random.key(0),
-                  checkpoints=np.array([0, 5]), batch_size=4, held_out=held[:, :5])
+        ind.train(
+            _model(),
+            task,
+            optax.adam(0.1),
+            key=jax.random.key(0),
+            checkpoints=np.array([0, 5]),
+            batch_size=4,
+            held_out=held[:, :5],
+        )

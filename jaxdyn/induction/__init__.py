@@ -12,7 +12,10 @@ loss curve; and :mod:`~jaxdyn.induction.claims`.
 
 from . import claims as claims
 from ._model import AttentionOnlyTransformer as AttentionOnlyTransformer
-from ._scores import induction_score as induction_score, previous_token_score as previous_token_score
+from ._scores import (
+    induction_score as induction_score,
+    previous_token_score as previous_token_score,
+)
 from ._stages import stage_boundaries as stage_boundaries
 from ._task import InContextMarkov as InContextMarkov
 from ._train import (

@@ -51,7 +51,9 @@ def loss_plateau(
     A plateau is a window of at least ``min_checkpoints`` consecutive checkpoints where the
     loss is within the Monte-Carlo band of ``level`` (``z sqrt(se_loss^2 + se_level^2)`` at
     ``confidence``; when loss and level are measured on the same sequences, pass the standard
-    error of their paired difference as ``loss_se`` and ``level_se = 0``) and flat within that band (:func:`~jaxdyn.induction._stages.plateau_window`).
+    error of their paired difference as ``loss_se`` and ``level_se = 0``) and flat within
+    that band (its least-squares slope in ``ln(1 + step)`` times the window's span at most the
+    band).
     Per seed: ``holds`` with such a window; ``refuted`` when the loss crosses the band from
     above to below without one (it passes the level without pausing) or settles, flat, outside
     it; ``inconclusive`` otherwise (the level is not reached within training). The check is
@@ -68,7 +70,9 @@ def loss_plateau(
         basis="held-out sequences and Monte-Carlo sequences of the predictor, independent means",
     )
     claim = f"the loss passes a plateau at {name}'s loss"
-    alts = [float(a) for a in np.atleast_1d(alternatives)] if len(np.atleast_1d(alternatives)) else []
+    alts = (
+        [float(a) for a in np.atleast_1d(alternatives)] if len(np.atleast_1d(alternatives)) else []
+    )
     power = float(np.median(half))
     close = [a for a in alts if abs(a - level) <= 2 * power]
     measured = np.full(loss.shape[0], np.nan)
@@ -174,9 +178,7 @@ def induction_head(
     return at_least(claim, measured=float(x.mean()), limit=limit, error_model=model)
 
 
-def llc_trend_changes(
-    steps, llc, llc_se, boundaries, *, confidence: float = 0.99
-) -> Evidence:
+def llc_trend_changes(steps, llc, llc_se, boundaries, *, confidence: float = 0.99) -> Evidence:
     """The learning coefficient's trend in ``ln(1 + step)`` changes at the stage boundaries.
 
     ``steps``: where the LLC was estimated; ``boundaries``: the steps where the loss and the
@@ -194,16 +196,25 @@ def llc_trend_changes(
     x = np.log1p(steps)
     claim = "the LLC's trend changes at the stage boundaries"
     edges = [-np.inf, *knots, np.inf]
-    counts = [int(np.sum((x > lo) & (x <= hi))) for lo, hi in zip(edges[:-1], edges[1:])]
+    counts = [
+        int(np.sum((x > lo) & (x <= hi))) for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+    ]
     if not knots or min(counts) < 2 or not np.all(np.isfinite(llc)):
         model = ErrorModel.standard_error(0.0, dof=None, confidence=confidence)
         return Evidence(
-            claim, len(knots), np.nan, model, Verdict.inconclusive, 0.0,
+            claim,
+            len(knots),
+            np.nan,
+            model,
+            Verdict.inconclusive,
+            0.0,
             f"estimates per segment {counts} (need >= 2 each), or an estimate is not finite",
         )
     changes, errors, dof = broken_line_slopes(x, llc, llc_se, knots)
     model = ErrorModel.standard_error(
-        errors, dof=max(dof, 1), confidence=confidence,
+        errors,
+        dof=max(dof, 1),
+        confidence=confidence,
         basis="weighted least squares of a broken line, errors scaled by the residual",
     )
     significant = np.abs(changes) > model.half_width()

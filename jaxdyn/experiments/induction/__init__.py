@@ -79,7 +79,9 @@ class InductionConfig(ExperimentConfig):
         need(self.length >= 4, f"length must be >= 4, got {self.length}")
         need(self.concentration > 0, f"concentration must be > 0, got {self.concentration}")
         need(self.width >= 1 and self.layers >= 1, "width and layers must be >= 1")
-        need(self.seeds >= 2, f"seeds must be >= 2 (standard errors across seeds), got {self.seeds}")
+        need(
+            self.seeds >= 2, f"seeds must be >= 2 (standard errors across seeds), got {self.seeds}"
+        )
         need(self.checkpoints >= 6, f"checkpoints must be >= 6, got {self.checkpoints}")
         need(self.steps >= self.checkpoints, "steps must be >= checkpoints")
         need(self.held_out >= 2 and self.predictor_sequences >= 2, "need >= 2 sequences")
@@ -122,8 +124,12 @@ def _register(fn):
     desc = "two-layer attention-only transformer on in-context Markov chains: stages, heads, LLC"
     try:  # title/docs arrive with the core issue's register_experiment
         deco = register_experiment(
-            NAME, InductionConfig, desc, paper=False,
-            title="Induction heads on in-context Markov chains", docs="induction.md#experiment",
+            NAME,
+            InductionConfig,
+            desc,
+            paper=False,
+            title="Induction heads on in-context Markov chains",
+            docs="induction.md#experiment",
         )
     except TypeError:
         deco = register_experiment(NAME, InductionConfig, desc, paper=False)
@@ -137,14 +143,21 @@ def run_induction(c: InductionConfig, run: Run) -> None:
     k_held, k_uni, k_bi, k_llc = jax.random.split(jax.random.key(c.seed + 10_000), 4)
     held = task.sample(k_held, c.held_out)
     steps = ind.checkpoint_steps(c.steps, c.checkpoints)
-    _, unravel = jax.flatten_util.ravel_pytree(eqx.filter(c.model(jax.random.key(0)), eqx.is_inexact_array))
+    _, unravel = jax.flatten_util.ravel_pytree(
+        eqx.filter(c.model(jax.random.key(0)), eqx.is_inexact_array)
+    )
 
     def member(params, key):
         k_model, k_train = jax.random.split(key)
         optimiser = optax.adam(params["learning_rate"])
         _, traj = ind.train(
-            c.model(k_model), task, optimiser, key=k_train, checkpoints=steps,
-            batch_size=c.batch_size, held_out=held,
+            c.model(k_model),
+            task,
+            optimiser,
+            key=k_train,
+            checkpoints=steps,
+            batch_size=c.batch_size,
+            held_out=held,
         )
         flat = jax.vmap(
             lambda m: jax.flatten_util.ravel_pytree(eqx.filter(m, eqx.is_inexact_array))[0]
@@ -161,7 +174,9 @@ def run_induction(c: InductionConfig, run: Run) -> None:
     result = run.sweep("train", member, grid)
     ok = result.ok()
     run.consistency(
-        "all_seeds_trained", expected=c.seeds, measured=int(ok.sum()),
+        "all_seeds_trained",
+        expected=c.seeds,
+        measured=int(ok.sum()),
         basis="every member of the training sweep finished with finite outputs",
     )
     seq_loss = result.outputs["sequence_loss"][ok]
@@ -172,8 +187,12 @@ def run_induction(c: InductionConfig, run: Run) -> None:
     baseline = float(result.outputs["induction_baseline"][0])
 
     # the Bayes predictors, independently of the network, on fresh sequences
-    uni, uni_se = (float(v) for v in task.expected_loss(k_uni, task.unigram, sequences=c.predictor_sequences))
-    bi, bi_se = (float(v) for v in task.expected_loss(k_bi, task.bigram, sequences=c.predictor_sequences))
+    uni, uni_se = (
+        float(v) for v in task.expected_loss(k_uni, task.unigram, sequences=c.predictor_sequences)
+    )
+    bi, bi_se = (
+        float(v) for v in task.expected_loss(k_bi, task.bigram, sequences=c.predictor_sequences)
+    )
     lnk = float(np.log(c.states))
     run.scalar("unigram_loss", uni)
     run.scalar("bigram_loss", bi)
@@ -190,7 +209,9 @@ def run_induction(c: InductionConfig, run: Run) -> None:
     uni_seq, bi_seq = held_out_losses(task.unigram), held_out_losses(task.bigram)
     for name, seq, mc, mc_se in (("unigram", uni_seq, uni, uni_se), ("bigram", bi_seq, bi, bi_se)):
         run.report(
-            f"{name}_loss_on_held_out", measured=float(seq.mean()), prediction=mc,
+            f"{name}_loss_on_held_out",
+            measured=float(seq.mean()),
+            prediction=mc,
             note=f"the Bayes {name} predictor on the held-out sequences (prediction: its expected"
             f" loss on fresh sequences, SE {mc_se:.2g}; held-out SE"
             f" {seq.std(ddof=1) / np.sqrt(seq.size):.2g})",
@@ -200,34 +221,74 @@ def run_induction(c: InductionConfig, run: Run) -> None:
         return (seq_loss - seq).std(-1, ddof=1) / np.sqrt(seq.size)
 
     kw = dict(confidence=c.confidence)
-    run.evidence("unigram_plateau", ind.claims.loss_plateau(
-        steps, loss, paired_se(uni_seq), level=float(uni_seq.mean()), level_se=0.0,
-        alternatives=(lnk, float(bi_seq.mean())), name="the in-context unigram predictor", **kw))
-    run.evidence("bigram_plateau", ind.claims.loss_plateau(
-        steps, loss, paired_se(bi_seq), level=float(bi_seq.mean()), level_se=0.0,
-        alternatives=(float(uni_seq.mean()),), name="the in-context bigram predictor", **kw))
-    run.evidence("previous_token_head_first", ind.claims.previous_token_head_first(
-        steps, prev[:, :, 0], loss, start_level=uni))
+    run.evidence(
+        "unigram_plateau",
+        ind.claims.loss_plateau(
+            steps,
+            loss,
+            paired_se(uni_seq),
+            level=float(uni_seq.mean()),
+            level_se=0.0,
+            alternatives=(lnk, float(bi_seq.mean())),
+            name="the in-context unigram predictor",
+            **kw,
+        ),
+    )
+    run.evidence(
+        "bigram_plateau",
+        ind.claims.loss_plateau(
+            steps,
+            loss,
+            paired_se(bi_seq),
+            level=float(bi_seq.mean()),
+            level_se=0.0,
+            alternatives=(float(uni_seq.mean()),),
+            name="the in-context bigram predictor",
+            **kw,
+        ),
+    )
+    run.evidence(
+        "previous_token_head_first",
+        ind.claims.previous_token_head_first(steps, prev[:, :, 0], loss, start_level=uni),
+    )
     if c.layers >= 2:
-        run.evidence("induction_head", ind.claims.induction_head(
-            induction[:, -1, 1], baseline, **kw))
+        run.evidence(
+            "induction_head", ind.claims.induction_head(induction[:, -1, 1], baseline, **kw)
+        )
     run.report("previous_token_final", measured=prev[:, -1, 0])
-    run.report("induction_final", measured=induction[:, -1, -1], prediction=baseline,
-               note="prediction: the score of uniform causal attention")
+    run.report(
+        "induction_final",
+        measured=induction[:, -1, -1],
+        prediction=baseline,
+        note="prediction: the score of uniform causal attention",
+    )
 
     # stage boundaries and the LLC along training (seed 0)
     leave, settle = ind.stage_boundaries(
-        steps, loss[0], paired_se(uni_seq)[0], unigram=float(uni_seq.mean()), unigram_se=0.0,
+        steps,
+        loss[0],
+        paired_se(uni_seq)[0],
+        unigram=float(uni_seq.mean()),
+        unigram_se=0.0,
         confidence=c.confidence,
     )
-    run.report("stage_boundaries", measured=[np.nan if b is None else int(steps[b]) for b in (leave, settle)],
-               note="steps where seed 0's loss leaves the unigram plateau and where it settles")
-    llc_idx, llc, llc_se = _llc_along_training(c, run, result.outputs["weights"][np.flatnonzero(ok)[0]], unravel, k_llc)
+    run.report(
+        "stage_boundaries",
+        measured=[np.nan if b is None else int(steps[b]) for b in (leave, settle)],
+        note="steps where seed 0's loss leaves the unigram plateau and where it settles",
+    )
+    llc_idx, llc, llc_se = _llc_along_training(
+        c, run, result.outputs["weights"][np.flatnonzero(ok)[0]], unravel, k_llc
+    )
     boundaries = [b for b in (leave, settle) if b is not None]
     if llc is None:
         ev = Evidence(
-            "the LLC's trend changes at the stage boundaries", 2, np.nan,
-            ErrorModel.standard_error(0.0, dof=None), Verdict.inconclusive, 0.0,
+            "the LLC's trend changes at the stage boundaries",
+            2,
+            np.nan,
+            ErrorModel.standard_error(0.0, dof=None),
+            Verdict.inconclusive,
+            0.0,
             "not run: llc_checkpoints = 0",
         )
     else:
@@ -236,20 +297,31 @@ def run_induction(c: InductionConfig, run: Run) -> None:
         )
     run.evidence("llc_trend_changes", ev)
     run.save_arrays(
-        steps=steps, loss=loss, loss_se=loss_se, previous_token=prev, induction=induction,
+        steps=steps,
+        loss=loss,
+        loss_se=loss_se,
+        previous_token=prev,
+        induction=induction,
         llc_steps=steps[llc_idx] if llc is not None else np.zeros(0),
         llc=llc if llc is not None else np.zeros(0),
         llc_se=llc_se if llc is not None else np.zeros(0),
     )
     _figures.figures(
-        run, steps, loss, loss_se, prev, induction, baseline,
+        run,
+        steps,
+        loss,
+        loss_se,
+        prev,
+        induction,
+        baseline,
         levels={
             "ln k": lnk,
             "unigram": (float(uni_seq.mean()), float(np.median(paired_se(uni_seq)))),
             "bigram": (float(bi_seq.mean()), float(np.median(paired_se(bi_seq)))),
         },
         boundaries=[steps[b] for b in boundaries],
-        llc=None if llc is None else (steps[llc_idx], llc, llc_se), confidence=c.confidence,
+        llc=None if llc is None else (steps[llc_idx], llc, llc_se),
+        confidence=c.confidence,
     )
 
 
@@ -270,16 +342,28 @@ def _llc_along_training(c, run, weights, unravel, key):
     loss_fn = lambda m, batch: ind.next_token_loss(m, batch[0])
     est_llc, est_se = [], []
     for j, i in enumerate(idx):
-        model = eqx.combine(unravel(jnp.asarray(weights[i])), eqx.filter(template, eqx.is_inexact_array, inverse=True))
+        model = eqx.combine(
+            unravel(jnp.asarray(weights[i])),
+            eqx.filter(template, eqx.is_inexact_array, inverse=True),
+        )
         est = llc.estimate_llc(
-            loss_fn, model, data, key=jax.random.fold_in(k_chain, j), num_chains=c.llc_chains,
-            num_draws=c.llc_draws, num_burnin=c.llc_burnin, step_size=c.llc_step_size,
-            localization=c.llc_localization, batch_size=c.llc_batch_size,
+            loss_fn,
+            model,
+            data,
+            key=jax.random.fold_in(k_chain, j),
+            num_chains=c.llc_chains,
+            num_draws=c.llc_draws,
+            num_burnin=c.llc_burnin,
+            step_size=c.llc_step_size,
+            localization=c.llc_localization,
+            batch_size=c.llc_batch_size,
         )
         est_llc.append(float(est.llc))
         est_se.append(float(est.stderr))
-    run.log(f"LLC at steps {ind.checkpoint_steps(c.steps, c.checkpoints)[idx].tolist()}: "
-            + ", ".join(f"{v:.3g}" for v in est_llc))
+    run.log(
+        f"LLC at steps {ind.checkpoint_steps(c.steps, c.checkpoints)[idx].tolist()}: "
+        + ", ".join(f"{v:.3g}" for v in est_llc)
+    )
     return idx, np.array(est_llc), np.array(est_se)
 
 
@@ -290,8 +374,14 @@ def _no_unigram_stage():
     x = np.log1p(steps)
     curve = 0.95 + (np.log(3) - 0.95) / (1 + np.exp(-(4.0 - x) / 0.3))
     loss = np.stack([curve, curve])
-    return ind.claims.loss_plateau(steps, loss, np.full_like(loss, 0.004), level=1.04,
-                                   level_se=0.002, alternatives=(np.log(3), 0.95))
+    return ind.claims.loss_plateau(
+        steps,
+        loss,
+        np.full_like(loss, 0.004),
+        level=1.04,
+        level_se=0.002,
+        alternatives=(np.log(3), 0.95),
+    )
 
 
 @negative_control(NAME, "bigram_plateau")
@@ -301,8 +391,9 @@ def _settles_above():
     x = np.log1p(steps)
     curve = 0.99 + (1.04 - 0.99) / (1 + np.exp(-(5.0 - x) / 0.15))
     loss = np.stack([curve, curve])
-    return ind.claims.loss_plateau(steps, loss, np.full_like(loss, 0.004), level=0.95,
-                                   level_se=0.002, alternatives=(1.04,))
+    return ind.claims.loss_plateau(
+        steps, loss, np.full_like(loss, 0.004), level=0.95, level_se=0.002, alternatives=(1.04,)
+    )
 
 
 @negative_control(NAME, "previous_token_head_first")
