@@ -56,6 +56,7 @@ class InContextMarkov(eqx.Module):
         P = jax.random.dirichlet(key, alpha, shape=(n, k))
         return jnp.broadcast_to(P, (batch, k, k))
 
+    @eqx.filter_jit
     def sample(self, key: PRNGKeyArray, batch: int) -> Int[Array, "batch T"]:
         """``batch`` sequences, each from its own transition matrix (``x_0`` uniform)."""
         k_P, k0, k_u = jax.random.split(key, 3)
@@ -103,11 +104,14 @@ class InContextMarkov(eqx.Module):
 
         ``predictor(tokens) -> probabilities`` over the next token, e.g. ``task.bigram``.
         """
-        tokens = self.sample(key, sequences)
-        per_sequence = sequence_losses(jnp.log(predictor(tokens)), tokens)
-        mean = per_sequence.mean()
-        se = per_sequence.std(ddof=1) / jnp.sqrt(sequences)
-        return mean, se
+        return _expected_loss(self, key, predictor, sequences)
+
+
+@eqx.filter_jit
+def _expected_loss(task, key, predictor, sequences):
+    tokens = task.sample(key, sequences)
+    per_sequence = sequence_losses(jnp.log(predictor(tokens)), tokens)
+    return per_sequence.mean(), per_sequence.std(ddof=1) / jnp.sqrt(sequences)
 
 
 def sequence_losses(

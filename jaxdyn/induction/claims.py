@@ -67,7 +67,7 @@ def loss_plateau(
         np.sqrt(np.median(loss_se) ** 2 + level_se**2),
         dof=None,
         confidence=confidence,
-        basis="held-out sequences and Monte-Carlo sequences of the predictor, independent means",
+        basis="standard errors of the loss and of the level (paired: of their difference)",
     )
     claim = f"the loss passes a plateau at {name}'s loss"
     alts = (
