@@ -61,7 +61,7 @@ class InductionConfig(ExperimentConfig):
     held_out: int = 1024
     predictor_sequences: int = 16384
     confidence: float = 0.99
-    llc_checkpoints: int = 10
+    llc_checkpoints: int = 16
     llc_sequences: int = 1024
     llc_chains: int = 4
     llc_draws: int = 200
@@ -93,17 +93,17 @@ class InductionConfig(ExperimentConfig):
     def quick(cls) -> dict:
         return {
             "width": 16,
-            "steps": 1000,
+            "steps": 800,
             "learning_rate": 0.03,
-            "checkpoints": 24,
+            "checkpoints": 22,
             "seeds": 4,
             "x64": False,
             "held_out": 512,
             "predictor_sequences": 8192,
-            "llc_checkpoints": 8,
+            "llc_checkpoints": 10,
             "llc_sequences": 256,
-            "llc_chains": 2,
-            "llc_draws": 100,
+            "llc_chains": 3,
+            "llc_draws": 80,
             "llc_burnin": 30,
             "llc_batch_size": 32,
         }
@@ -278,7 +278,7 @@ def run_induction(c: InductionConfig, run: Run) -> None:
         note="steps where seed 0's loss leaves the unigram plateau and where it settles",
     )
     llc_idx, llc, llc_se = _llc_along_training(
-        c, run, result.outputs["weights"][np.flatnonzero(ok)[0]], unravel, k_llc
+        c, run, result.outputs["weights"][np.flatnonzero(ok)[0]], unravel, k_llc, (leave, settle)
     )
     boundaries = [b for b in (leave, settle) if b is not None]
     if llc is None:
@@ -325,17 +325,22 @@ def run_induction(c: InductionConfig, run: Run) -> None:
     )
 
 
-def _llc_along_training(c, run, weights, unravel, key):
+def _llc_along_training(c, run, weights, unravel, key, boundaries):
     """LLC estimates at ``llc_checkpoints`` checkpoints of one seed, evenly spaced in the
     checkpoint index (log-spaced in steps) from the first checkpoint at 1% of training on:
-    earlier weights are far from any critical point of the loss."""
+    earlier weights are far from any critical point of the loss. Every checkpoint between the
+    two stage boundaries is added, so that the middle stage has estimates of its own."""
     if c.llc_checkpoints == 0:
         return None, None, None
     from ... import llc
 
     n_cp = weights.shape[0]
     first = int(np.searchsorted(ind.checkpoint_steps(c.steps, c.checkpoints), c.steps / 100))
-    idx = np.unique(np.round(np.linspace(first, n_cp - 1, c.llc_checkpoints)).astype(int))
+    idx = np.round(np.linspace(first, n_cp - 1, c.llc_checkpoints)).astype(int)
+    leave, settle = boundaries
+    if leave is not None:
+        idx = np.concatenate([idx, np.arange(leave, n_cp if settle is None else settle + 1)])
+    idx = np.unique(idx)
     k_data, k_chain = jax.random.split(key)
     data = (c.task.sample(k_data, c.llc_sequences),)
     template = c.model(jax.random.key(0))
