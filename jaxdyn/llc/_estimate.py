@@ -200,8 +200,9 @@ def _prepare(loss_fn, w_star, data, n, beta, batch_size):
 
 
 @eqx.filter_jit
-def _run_chains(problem, w0, arrays, keys, step_sizes, nbeta, gamma, num_burnin, num_draws,
-                batch_size):
+def _run_chains(
+    problem, w0, arrays, keys, step_sizes, nbeta, gamma, num_burnin, num_draws, batch_size
+):
     """One program: every chain (one key and one step size each) from w0."""
     size = arrays[0].shape[0]
     # BlackJAX's SGLD takes a gradient estimator; the value and the gradient are computed once
@@ -221,7 +222,7 @@ def _run_chains(problem, w0, arrays, keys, step_sizes, nbeta, gamma, num_burnin,
         def step(w, key):
             kb, ks = jax.random.split(key)
             loss, grad = value_and_logdensity_grad(w, kb)
-            new = sgld.step(ks, w, grad, eps)
+            new = sgld.step(ks, w, grad, eps).astype(w.dtype)  # eps may be wider than w
             return new, (loss, jnp.sum((w - w0) ** 2))
 
         kburn, kdraw = jax.random.split(key)
@@ -265,7 +266,7 @@ def _summarise(losses, dist, init_loss, *, n, beta, step_size, gamma, d) -> LLCE
 def estimate_llc(
     loss_fn: Callable[[Any, tuple], Float[Array, ""]],
     w_star: Any,
-    data: tuple,
+    data: Any,
     *,
     key: Key[Array, ""] | Array,
     n: float | None = None,

@@ -73,8 +73,16 @@ def step_size_effect(
     keys = jax.random.split(key, 2 * C)
     steps = jnp.concatenate([jnp.full((C,), eps, dtype), jnp.full((C,), eps / 2, dtype)])
     losses, dist, init_loss = _run_chains(
-        problem, w0, arrays, keys, steps, jnp.asarray(n * beta, dtype), jnp.asarray(gamma, dtype),
-        2 * num_burnin, 2 * num_draws, batch_size,
+        problem,
+        w0,
+        arrays,
+        keys,
+        steps,
+        jnp.asarray(n * beta, dtype),
+        jnp.asarray(gamma, dtype),
+        2 * num_burnin,
+        2 * num_draws,
+        batch_size,
     )
     d = int(w0.size)
     # coarse chains record every second step of the same length of run (time = steps x eps)

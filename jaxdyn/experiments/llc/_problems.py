@@ -62,10 +62,22 @@ def linear_regression(key, d: int, samples: int) -> Problem:
     return Problem(loss, w, (x, y), d / 2, ((d - 1) / 2, (d + 1) / 2), H, 0)
 
 
-def reduced_rank(key, M: int, N: int, H: int, r: int, samples: int) -> Problem:
+def reduced_rank(
+    key, M: int, N: int, H: int, r: int, samples: int, *, singular: bool = True
+) -> Problem:
+    """A noiseless rank-r teacher y = B0 A0 x; w* = (A0, B0).
+
+    ``singular=True``: the redundant hidden units are zero in both layers (the most singular
+    point of the true set), where the local learning coefficient is Aoyagi's global lambda
+    (alternative: the regular count H (M + N) / 2). ``singular=False``: A0 random (full rank
+    when H <= M), only B0's redundant columns zero: a point where the true set is a smooth
+    manifold, so lambda is its codimension / 2 = rank(Hessian) / 2 (alternatives: Aoyagi's lambda
+    when it differs, and the regular count)."""
     kx, ka, kb = jax.random.split(key, 3)
     x = jax.random.normal(kx, (samples, M))
     A0 = jax.random.normal(ka, (H, M))
+    if singular:
+        A0 = A0.at[r:, :].set(0.0)
     B0 = jax.random.normal(kb, (N, H)).at[:, r:].set(0.0)
     y = x @ (B0 @ A0).T
 
@@ -76,24 +88,32 @@ def reduced_rank(key, M: int, N: int, H: int, r: int, samples: int) -> Problem:
     lam, _ = reduced_rank_rlct(M, N, H, r)
     Hs = _hessian(loss, (A0, B0), (x, y))
     regular = H * (M + N) / 2
-    return Problem(loss, (A0, B0), (x, y), float(lam), (regular,), Hs, 0)
+    if singular:
+        return Problem(loss, (A0, B0), (x, y), float(lam), (regular,), Hs, 0)
+    flat = flat_directions(Hs)
+    local = (H * (M + N) - flat) / 2
+    alts = tuple(a for a in (float(lam), regular) if a != local)
+    return Problem(loss, (A0, B0), (x, y), local, alts, Hs, flat)
 
 
 def copy_head_network(key, head, L: int, V: int, P: int, *, gap: float = 1.0) -> Problem:
     """A teacher copy head at finite weights: G0 = gap S + N(0, 1/4) noise, W0 = I + N(0, 1/4)
     noise; targets Y = A(G0) X W0 on P sequences of the copy task's tokens."""
-    head = ch.copy_head(head)
+    if head not in ("linear", "softmax"):
+        raise ValueError(f"head must be 'linear' or 'softmax', got {head!r}")
+    net = ch.copy_head(head)
     kt, kg, kw = jax.random.split(key, 3)
     X, _ = ch.copy_task(kt, P, L, V)
-    G0 = gap * ch.shift_matrix(L) + 0.5 * jax.random.normal(kg, (L, L))
+    S = jnp.roll(jnp.eye(L), -1, axis=1)  # ones at (l, l - 1), cyclic
+    G0 = gap * S + 0.5 * jax.random.normal(kg, (L, L))
     W0 = jnp.eye(V) + 0.5 * jax.random.normal(kw, (V, V))
-    Y = head(G0, X, W0)
+    Y = net(G0, X, W0)
 
     def loss(w, batch):
         G, W = w
-        return _mse(head(G, batch[0], W), batch[1])
+        return _mse(net(G, batch[0], W), batch[1])
 
-    removed = L if isinstance(head, ch.SoftmaxCopyHead) else 1
+    removed = L if head == "softmax" else 1
     d = L * L + V * V
     Hs = _hessian(loss, (G0, W0), (X, Y))
     return Problem(loss, (G0, W0), (X, Y), (d - removed) / 2, (d / 2,), Hs, removed)
