@@ -121,19 +121,14 @@ class InductionConfig(ExperimentConfig):
 
 
 def _register(fn):
-    desc = "two-layer attention-only transformer on in-context Markov chains: stages, heads, LLC"
-    try:  # title/docs arrive with the core issue's register_experiment
-        deco = register_experiment(
-            NAME,
-            InductionConfig,
-            desc,
-            paper=False,
-            title="Induction heads on in-context Markov chains",
-            docs="induction.md#experiment",
-        )
-    except TypeError:
-        deco = register_experiment(NAME, InductionConfig, desc, paper=False)
-    return deco(fn)
+    return register_experiment(
+        NAME,
+        InductionConfig,
+        "two-layer attention-only transformer on in-context Markov chains: stages, heads, LLC",
+        title="Induction heads on in-context Markov chains",
+        docs="induction.md#experiment",
+        paper=False,
+    )(fn)
 
 
 @_register
@@ -171,7 +166,19 @@ def run_induction(c: InductionConfig, run: Run) -> None:
         }
 
     grid = Grid.product({"learning_rate": [c.learning_rate]}, seeds=c.seeds, base_seed=c.seed)
-    result = run.sweep("train", member, grid)
+    layer_names = np.array([f"layer {i + 1}" for i in range(c.layers)])
+    result = run.sweep(
+        "train",
+        member,
+        grid,
+        dims={
+            "sequence_loss": ("step", "sequence"),
+            "previous_token": ("step", "layer"),
+            "induction": ("step", "layer"),
+            "weights": ("step", "weight"),
+        },
+        coords={"step": steps, "layer": layer_names},
+    )
     ok = result.ok()
     run.consistency(
         "all_seeds_trained",
@@ -296,15 +303,19 @@ def run_induction(c: InductionConfig, run: Run) -> None:
             steps[llc_idx], llc, llc_se, [steps[b] for b in boundaries], **kw
         )
     run.evidence("llc_trend_changes", ev)
+    llc_steps = steps[llc_idx] if llc is not None else np.zeros(0, int)
     run.save_arrays(
-        steps=steps,
         loss=loss,
         loss_se=loss_se,
-        previous_token=prev,
-        induction=induction,
-        llc_steps=steps[llc_idx] if llc is not None else np.zeros(0),
         llc=llc if llc is not None else np.zeros(0),
         llc_se=llc_se if llc is not None else np.zeros(0),
+        dims={
+            "loss": ("seed", "step"),
+            "loss_se": ("seed", "step"),
+            "llc": ("llc_step",),
+            "llc_se": ("llc_step",),
+        },
+        coords={"seed": result.seeds[ok], "step": steps, "llc_step": llc_steps},
     )
     _figures.figures(
         run,
