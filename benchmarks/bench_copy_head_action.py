@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 import jaxdyn.copyhead as ch  # noqa: E402
+from jaxdyn.copyhead import _posterior
 
 
 def main():
@@ -31,8 +32,8 @@ def main():
     P, L, V = 32, args.L, args.V
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
     Gs = jax.random.normal(jax.random.key(1), (n, L, L))
-    single = jax.jit(lambda g: ch.action(g, X, Y, attention="softmax"))
-    batched = jax.jit(lambda g: ch.action(g, X, Y, attention="softmax"))
+    single = jax.jit(lambda g: _posterior.action_from_data(g, X, Y, attention=ch.SoftmaxCopyHead()))
+    batched = jax.jit(lambda g: _posterior.action_from_data(g, X, Y, attention=ch.SoftmaxCopyHead()))
     G_list = [jax.device_put(g) for g in np.asarray(Gs)]  # slicing outside the timed loop
     single(G_list[0]).block_until_ready()
     batched(Gs).block_until_ready()

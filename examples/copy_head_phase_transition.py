@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxdyn.copyhead as ch  # noqa: E402
+from jaxdyn.copyhead import _measure, _posterior, _task
 
 L, V = 32, 8
 
@@ -34,10 +35,10 @@ class HalfTemperatureSoftmax(ch.AbstractCopyHead):
 
 
 # 1. The exact action with a user's head: uniform pooling vs the copy pattern.
-copy_G = 6.0 * (ch.shift_matrix(L) - 1.0 / L)
+copy_G = 6.0 * (_task.shift_matrix(L) - 1.0 / L)
 for P in (5, 100):
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
-    S = ch.action(jnp.stack([jnp.zeros((L, L)), copy_G]), X, Y, attention=HalfTemperatureSoftmax())
+    S = _posterior.action_from_data(jnp.stack([jnp.zeros((L, L)), copy_G]), X, Y, attention=HalfTemperatureSoftmax())
     print(
         f"P = {P:4d}: S(uniform) - S(copy) = {float(S[0] - S[1]):+.2f}"
         "  (> 0: the copy pattern is more probable)"
@@ -49,7 +50,7 @@ for name, model in (
     ("softmax", ch.SoftmaxReduced(L=L, V=V)),
     ("linear", ch.LinearReduced(L=L, V=V, alpha=1.0)),
 ):
-    refined, window = ch.order_from_refinement(model, 1.0, 3000.0)
+    refined, window = ch.transition_order(model, 1.0, 3000.0)
     print(
         f"{name}: {refined.order} (largest step ~ h^{refined.fit.slope:.2f}) in "
         f"P = {window[0]:.1f}..{window[1]:.1f}"
@@ -60,18 +61,18 @@ ax[0].set_ylabel("largest step of the order parameter")
 ax[0].legend(fontsize=7)
 
 # 3. Adam to the joint MAP from two starts, vmapped over P.
-posterior = ch.CopyHeadPosterior("softmax")
-theory = ch.SoftmaxReduced(L=L, V=V, objective="map")
+posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
+theory = ch.SoftmaxReduced(L=L, V=V, objective=ch.Objective.map)
 X, Y = ch.copy_task(jax.random.key(1), 64, L, V)
 
 
 def train(P, start):
     stats = ch.copy_statistics(X, Y, (jnp.arange(64) < P).astype(X.dtype))
-    G0 = start * 2.0 * jnp.log(L) * ch.shift_matrix(L)
+    G0 = start * 2.0 * jnp.log(L) * _task.shift_matrix(L)
     params, _ = ch.train_map(
         jax.random.key(2), posterior, stats, steps=1500, learning_rate=0.03, G0=G0
     )
-    return ch.measure(posterior, params["G"], params["W"], stats)["c_G"]
+    return _measure.measure(posterior, params["G"], params["W"], stats)["c_G"]
 
 
 P_train = jnp.array([8.0, 14.0, 17.0, 20.0, 23.0, 32.0, 64.0])

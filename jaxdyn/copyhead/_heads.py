@@ -17,9 +17,6 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ..attention import causal_mask, linear_weights, softmax_weights
 
-HEAD_NAMES = ("linear", "softmax")
-
-
 def _causal(L: int):
     pos = jnp.arange(L)
     return causal_mask(pos, pos)
@@ -89,16 +86,14 @@ class SoftmaxCopyHead(AbstractCopyHead):
         return softmax_weights(G, mask=mask)
 
 
-def copy_head(head: str | AbstractCopyHead) -> AbstractCopyHead:
-    """The head itself, or the built-in head for a name: ``"linear"`` (A = G / L) or
-    ``"softmax"``. Other settings (``alpha``, ``causal``) are fields of the head classes."""
+def check_head(head) -> AbstractCopyHead:
+    """The head itself; a one-line TypeError for anything else (a name is not a head)."""
     if isinstance(head, AbstractCopyHead):
         return head
-    if head == "linear":
-        return LinearCopyHead()
-    if head == "softmax":
-        return SoftmaxCopyHead()
-    raise ValueError(f"attention must be an AbstractCopyHead or one of {HEAD_NAMES}, got {head!r}")
+    raise TypeError(
+        "head must be an AbstractCopyHead (e.g. jaxdyn.copyhead.SoftmaxCopyHead()), "
+        f"got {head!r}"
+    )
 
 
 def factored_scores(

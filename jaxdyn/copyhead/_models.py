@@ -24,7 +24,8 @@ from ._heads import AbstractCopyHead, LinearCopyHead, SoftmaxCopyHead
 from ._order import order_parameters
 from ._reduced import (
     linear_invariants,
-    objective_name,
+    Objective,
+    objective_of,
     objective_weight,
     population_action,
     reduced_action_linear,
@@ -163,10 +164,10 @@ class AbstractReducedModel(eqx.Module):
     Attributes:
         L, V: sequence length and vocabulary (arrays: one compilation serves every value).
         temperature, sigma_w2, sigma_g2: as in :class:`jaxdyn.copyhead.CopyHeadPosterior`.
-        objective: ``"marginal"`` (W integrated out: the posterior of G) or ``"map"`` (the
-            profile of the joint energy: what Adam to the joint MAP minimises), stored as the
-            weight of the ln det term (1.0 or 0.0: both objectives share one compiled
-            program); ``objective_name`` gives the name back.
+        objective: a :class:`jaxdyn.copyhead.Objective` (``marginal``: W integrated out, the
+            posterior of G; ``map``: the profile of the joint energy, what Adam to the joint
+            MAP minimises), stored as the weight of the ln det term (1.0 or 0.0: both
+            objectives share one compiled program); ``objective_kind`` gives it back.
     """
 
     L: eqx.AbstractVar[Float[Array, ""]]
@@ -201,10 +202,18 @@ class AbstractReducedModel(eqx.Module):
     def canonical(self, x: Float[Array, " n"]) -> Float[Array, " n"]:
         """Representative of x modulo the model's exact symmetries."""
 
+    def status(self, x: Float[ArrayLike, " n"], P: Float[ArrayLike, ""]) -> MinimumStatus:
+        """Whether ``x`` is a minimum of the action at P (any point: a minimiser's end point,
+        a phase diagram's branch): the gradient norm against GRADIENT_TOLERANCE (1 + |S|)
+        (else ``stalled``), then the action at x +- KINK_PROBE (1 + |x|) along the axes and
+        diagonals: a lower one (by more than 1e-9 (1 + |S|)) is a descent direction the
+        derivatives missed (``non_smooth``)."""
+        return minimum_status(self, x, P)
+
     @property
-    def objective_name(self) -> str:
-        """``"marginal"`` or ``"map"``."""
-        return objective_name(self.objective)
+    def objective_kind(self) -> Objective:
+        """The :class:`jaxdyn.copyhead.Objective` this model minimises."""
+        return objective_of(self.objective)
 
     def __check_init__(self):
         _check_sizes(self.L, self.V)
@@ -222,7 +231,7 @@ class SoftmaxReduced(AbstractReducedModel):
     temperature: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    objective: Float[Array, ""] = eqx.field(converter=objective_weight, default="marginal")
+    objective: Float[Array, ""] = eqx.field(converter=objective_weight, default=1.0)  # Objective.marginal
     grid_points: int = eqx.field(static=True, default=2001)
     symmetric_state: ClassVar[bool] = False
 
@@ -265,7 +274,7 @@ class LinearReduced(AbstractReducedModel):
     sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     alpha: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    objective: Float[Array, ""] = eqx.field(converter=objective_weight, default="marginal")
+    objective: Float[Array, ""] = eqx.field(converter=objective_weight, default=1.0)  # Objective.marginal
     grid_points: int = eqx.field(static=True, default=161)
     symmetric_state: ClassVar[bool] = True
 
@@ -385,7 +394,8 @@ class HeadReduced(AbstractReducedModel):
     """The population action of any head restricted to scores G(x) = sum_i x_i D_i spanned by
     a few L x L ``directions`` D_i (copy_head.md, "Population reduction", exact for i.i.d.
     tokens): a reduced model of a head of your own in one line,
-    ``HeadReduced(head, jnp.stack([uniform_matrix(L), shift_matrix(L)]), V=V)``.
+    ``HeadReduced.copy_span(head, L, V=V)`` (directions U and S), or
+    ``HeadReduced(head, directions, V=V)`` for directions of your own.
 
     The order parameters are (c_1, c_G) of A(G(x)) (:func:`jaxdyn.copyhead.order_parameters`)
     and ``amplitude`` = c_G. The global minimum is searched on the box ``[lo, hi]^n`` with
@@ -423,7 +433,7 @@ class HeadReduced(AbstractReducedModel):
         temperature: float | int | ArrayLike = 1.0,
         sigma_w2: float | int | ArrayLike = 1.0,
         sigma_g2: float | int | ArrayLike = 1.0,
-        objective: str | Float[ArrayLike, ""] = "marginal",
+        objective: Objective | Float[ArrayLike, ""] = Objective.marginal,
         lo: float | int = -1.0,
         hi: float | int = 8.0,
         grid_points: int = 161,
@@ -437,6 +447,12 @@ class HeadReduced(AbstractReducedModel):
         self.sigma_g2 = _as_float(sigma_g2)
         self.objective = objective_weight(objective)
         self.lo, self.hi, self.grid_points = float(lo), float(hi), int(grid_points)
+
+    @classmethod
+    def copy_span(cls, attention_head: AbstractCopyHead, L: int, **kwargs) -> HeadReduced:
+        """The head's population action on G = c_1 U + c_G S (uniform pooling and the copy
+        pattern, copy_head.md "Order parameters"); ``kwargs`` as the constructor's."""
+        return cls(attention_head, jnp.stack([uniform_matrix(L), shift_matrix(L)]), **kwargs)
 
     def __check_init__(self):
         if self.directions.ndim != 3 or self.directions.shape[1] != self.directions.shape[2]:

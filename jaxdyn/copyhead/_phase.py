@@ -13,7 +13,7 @@ Classification from the landscape [derived]:
   amplitude rises like sqrt(P - P_c).
 - "crossover": neither (e.g. softmax at L = 8).
 The same question answered without these constructions, from how the largest step of the
-global minimum shrinks as the P grid is refined: :func:`jaxdyn.copyhead.order_from_refinement`.
+global minimum shrinks as the P grid is refined: :func:`jaxdyn.copyhead.transition_order`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from jaxtyping import ArrayLike, Float
 
 from .._numerics import LinearFit, fit_power_law
 from .._status import item_code
+from ._reduced import Objective
 from ._models import (
     AbstractReducedModel,
     LinearReduced,
@@ -250,7 +251,7 @@ def linear_onset(model: LinearReduced) -> float:
     u = np.array([1.0, L])
     H0 = L ** (2 * alpha) * F / sg2
     H1 = kappa / T * ((V - 1) * F + L * np.ones((2, 2)))
-    if model.objective_name == "map":
+    if model.objective_kind == Objective.map:
         H1 = np.zeros((2, 2))
     H2 = kappa / (T * T * V * V) * ((V - 1) * np.outer(u, u) + L * L * np.ones((2, 2)))
     # det(H0 + P H1 - P^2 H2) as a polynomial in P (coefficients of each entry: [P^2, P, 1]).

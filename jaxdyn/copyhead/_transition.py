@@ -3,7 +3,7 @@
 copy_head.md, "What the theory predicts". Two detectors that assume nothing about the order
 (the third, :func:`bimodality`, looks for two modes in samples):
 
-- :func:`order_from_refinement`: the largest step of the order parameter between neighbouring
+- :func:`transition_order`: the largest step of the order parameter between neighbouring
   P values, as the P grid is refined (spacing h in ln P). A first-order jump stays finite
   (step ~ h^0), a continuous onset with amplitude ~ sqrt(P - P_c) shrinks like h^{1/2}, and a
   smooth crossover like h^1 (bounded slope). The exponent is fitted with its confidence
@@ -159,7 +159,7 @@ def _least_smooth_cell(model, P_min: float, P_max: float, n: int, key: str) -> i
     return int(near[np.argmax(change[near])])
 
 
-def order_from_refinement(
+def transition_order(
     model: AbstractReducedModel,
     P_min: float | int,
     P_max: float | int,

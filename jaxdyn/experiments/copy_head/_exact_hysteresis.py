@@ -8,6 +8,7 @@ import jax
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _hysteresis, _measure, _train
 from ...runs import Run
 from ...sweep import Grid
 from ._common import check_hysteresis, padded_statistics, snug_sweep
@@ -37,14 +38,14 @@ def exact_action_hysteresis(c, run: Run, attention: str, res: dict) -> dict:
         # Small noise lifts the uniform start off G = 0, a stationary point by symmetry.
         G0 = params["start"] * copy_G + 1e-2 * jax.random.normal(k_init, (c.L, c.L))
         # Adam in c.loop_dtype; the minimum it reaches is measured in float64.
-        G = ch.minimise_action(
+        G = _train.minimise_action(
             posterior_low,
             c.lowered(stats),
             c.lowered(G0),
             steps=c.hysteresis_steps,
             learning_rate=params["learning_rate"],
         )
-        return ch.measure(posterior, G.astype(stats.N.dtype), None, stats)
+        return _measure.measure(posterior, G.astype(stats.N.dtype), None, stats)
 
     grid = Grid.product(
         {"P": Ps, "start": [0.0, 1.0], "learning_rate": [c.hysteresis_learning_rate]},
@@ -70,7 +71,7 @@ def switch_evidence(ln_switch, ln_P_star: float, ln_spinodal: float, spacing: fl
     reduced ln P*: Student-t over datasets plus half the grid spacing (each middle lies
     within it of its switch); the alternative is the uniform spinodal ln P_hi (the switch at
     the end of the coexistence window instead of at equal action)."""
-    return ch.theory_match_evidence(
+    return ch.claims.matches_theory(
         "the exact action's global switch between the two minima lies at the reduced P*",
         np.asarray(ln_switch, float)[:, None],
         np.array([ln_P_star]),
@@ -91,7 +92,7 @@ def _check_switch(run, attention, result, info) -> None:
         per_start = [
             np.array([S[(P == p) & (seeds == s) & (start == b)][0] for p in Ps]) for b in (0.0, 1.0)
         ]
-        bracket = ch.switch_bracket(Ps, *per_start)
+        bracket = _hysteresis.switch_bracket(Ps, *per_start)
         middles.append(np.nan if bracket is None else float(np.sqrt(bracket[0] * bracket[1])))
     middles = np.asarray(middles)
     spacing = float(np.log(Ps[1] / Ps[0]))

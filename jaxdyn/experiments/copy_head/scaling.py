@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 
 from ... import copyhead as ch, fit_power_law
+from ...copyhead import _phase, _scaling, _transition
 from ...plotting import new_figure
 from ...runs import Run, register_experiment
 from ._common import CopyHeadConfig, require, transition
@@ -108,10 +109,10 @@ def _softmax_grid(c: ScalingConfig, run: Run) -> dict:
             model = cfg.reduced("softmax")
             lo, hi = 0.05 * c.temperature, 1e4 * c.temperature
             _, _, info = transition(model, lo, hi, c.n_P)
-            refined, _ = ch.order_from_refinement(
+            refined, _ = ch.transition_order(
                 model, lo, hi, levels=(16, 32, 64, 128), offsets=4, fit_levels=3
             )
-            coexist, window, barrier = ch.softmax_coexists(
+            coexist, window, barrier = _scaling.softmax_coexists(
                 L, V, temperature=c.temperature, sigma_w2=c.sigma_w2, sigma_g2=c.sigma_g2
             )
             first = ch.TransitionOrder.first
@@ -150,13 +151,13 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
     brackets = []
     for L in c.boundary_L:
         V_lo, V_hi = 2.0, float(L)
-        while ch.softmax_coexists(L, V_hi, **kw)[0] and V_hi < 1e4:
+        while _scaling.softmax_coexists(L, V_hi, **kw)[0] and V_hi < 1e4:
             V_lo, V_hi = V_hi, 2.0 * V_hi
-        if not ch.softmax_coexists(L, V_lo, **kw)[0]:
+        if not _scaling.softmax_coexists(L, V_lo, **kw)[0]:
             brackets.append((float("nan"), V_lo))
             continue
         brackets.append(
-            ch.first_order_boundary(L, V_lo, V_hi, iterations=c.boundary_iterations, **kw)
+            _scaling.first_order_boundary(L, V_lo, V_hi, iterations=c.boundary_iterations, **kw)
         )
     brackets = np.asarray(brackets)
     V_c = np.sqrt(brackets[:, 0] * brackets[:, 1])
@@ -172,7 +173,7 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
     L16 = np.asarray(c.boundary_L) >= 16
     run.evidence(
         "first_order_line_extends_beyond_V_equals_L",
-        ch.boundary_evidence(BOUNDARY_CLAIM, np.asarray(c.boundary_L)[L16], brackets[L16]),
+        ch.claims.first_order_line_above_L(BOUNDARY_CLAIM, np.asarray(c.boundary_L)[L16], brackets[L16]),
         note=f"V_c brackets {brackets.round(2).tolist()}",
     )
 
@@ -181,11 +182,11 @@ def _softmax_laws(c: ScalingConfig, run: Run, sm: dict) -> None:
     LL, VV = np.meshgrid(
         np.asarray(c.L_values, float), np.asarray(c.V_values, float), indexing="ij"
     )
-    fits = ch.compare_scaling_forms(LL, VV, sm["P_star"] / c.temperature)
+    fits = _scaling.compare_scaling_forms(LL, VV, sm["P_star"] / c.temperature)
     run.scalar("softmax_P_star_forms", [dataclasses.asdict(f) for f in fits])
     run.scalar("softmax_P_star_best_form", fits[0].name if fits else None)
     tokens = sm["P_star"] * np.asarray(c.L_values, float)[:, None]
-    exps = ch.per_axis_exponents(c.L_values, tokens, axis=0)
+    exps = _scaling.per_axis_exponents(c.L_values, tokens, axis=0)
     paper = {
         f"V{V}": None
         if f is None
@@ -207,13 +208,13 @@ def _linear_grid(c: ScalingConfig, run: Run) -> dict:
     for i, L in enumerate(Ls):
         for j, V in enumerate(Vs):
             model = dataclasses.replace(c, L=L, V=V).reduced("linear")
-            P_c[i, j] = ch.linear_onset(model)
-            bis = ch.instability_point(model, 1e-3 * P_c[i, j], 1e3 * P_c[i, j])
+            P_c[i, j] = _phase.linear_onset(model)
+            bis = _phase.instability_point(model, 1e-3 * P_c[i, j], 1e3 * P_c[i, j])
             worst = max(worst, abs((bis or np.nan) / P_c[i, j] - 1))
             d = ch.phase_diagram(model, np.geomspace(0.5 * P_c[i, j], 1e3 * P_c[i, j], c.n_P))
             o = d.order_global
-            cross[i, j] = ch.crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c[i, j])
-            cross_n[i, j] = ch.crossover_point(d.P, o["c_1"], o["c_G"], np.sqrt(L), P_c[i, j])
+            cross[i, j] = _transition.crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c[i, j])
+            cross_n[i, j] = _transition.crossover_point(d.P, o["c_1"], o["c_G"], np.sqrt(L), P_c[i, j])
     run.consistency(
         "linear_onset_closed_form_matches_bisection",
         expected=0.0,
@@ -234,7 +235,7 @@ def _linear_grid(c: ScalingConfig, run: Run) -> dict:
         axis_values = c.V_values if axis == 1 else c.L_values
         out = {}
         for lab, f in zip(
-            labels, ch.per_axis_exponents(axis_values, table, axis=axis), strict=True
+            labels, _scaling.per_axis_exponents(axis_values, table, axis=axis), strict=True
         ):
             out[f"{tag}{lab}"] = (
                 None
@@ -285,7 +286,7 @@ def softmax_P_star_evidence(L, P_star_seq, relative_error=P_STAR_ERROR):
     reached; the alternative is L ln L (one power of the logarithm less). In ln ln L the
     local exponent of P*_seq is 2 for the law and 1 for the alternative."""
     L = np.asarray(L, float)
-    return ch.local_form_evidence(
+    return ch.claims.scaling_law(
         SOFTMAX_LAW_CLAIM,
         L,
         np.asarray(P_star_seq, float) * L,
@@ -301,7 +302,7 @@ def softmax_P_star_asymptotic_evidence(L, P_star_seq):
     extrapolated to L -> infinity linearly in 1 / ln L."""
     L = np.asarray(L, float)
     m, mid = _lnln_exponents(L, np.asarray(P_star_seq, float))
-    return ch.extrapolated_exponent_evidence(
+    return ch.claims.asymptotic_law(
         "softmax P* ~ L ln^2 L asymptotically (L -> infinity)", mid, m, 2.0, 1.0
     )
 
@@ -315,7 +316,7 @@ def _lnln_exponents(L, P):
 
 def onset_law_evidence(V, P_c, relative_error=ONSET_ERROR):
     """The linear onset P_c against V^2 at the top of the V range; alternative V^(3/2)."""
-    return ch.local_form_evidence(
+    return ch.claims.scaling_law(
         ONSET_LAW_CLAIM,
         V,
         P_c,
@@ -328,7 +329,7 @@ def onset_law_evidence(V, P_c, relative_error=ONSET_ERROR):
 
 def crossover_evidence(claim, x, P, law: float, alternative: float, relative_error):
     """A crossover P against x^law at the top of the x range; alternative x^alternative."""
-    return ch.local_form_evidence(
+    return ch.claims.scaling_law(
         claim,
         x,
         P,
@@ -355,7 +356,7 @@ def _softmax_law(c: ScalingConfig, run: Run) -> dict:
                 P[i], jump[i] = info["P_star"], info["jump"]
         run.save_arrays(**{"law_L": Ls, f"law_P_star_V{V}": P})
         m, mid = _lnln_exponents(Ls, P)
-        value, error = ch.extrapolated_exponent(mid, m)
+        value, error = ch.claims._extrapolated_exponent(mid, m)
         run.scalar(
             f"softmax_P_star_law_V{V}",
             {
@@ -364,8 +365,8 @@ def _softmax_law(c: ScalingConfig, run: Run) -> dict:
                 "a_G_jump": jump.tolist(),
                 "lnlnL_local_exponent": m.tolist(),
                 "at_L": mid.tolist(),
-                "tokens_local_exponent": ch.local_exponent(Ls, P * Ls)[0].tolist(),
-                "paper_tokens_local_exponent": ch.local_exponent(Ls, Ls * np.log(Ls) ** 2)[
+                "tokens_local_exponent": ch.claims._local_exponents(Ls, P * Ls)[0].tolist(),
+                "paper_tokens_local_exponent": ch.claims._local_exponents(Ls, Ls * np.log(Ls) ** 2)[
                     0
                 ].tolist(),
                 "extrapolated_lnlnL_exponent": [value, error],
@@ -387,7 +388,7 @@ def _onset_law(c: ScalingConfig, run: Run) -> dict:
     for alpha in sorted({float(c.alpha), 0.0}, reverse=True):
         P_c = np.array(
             [
-                ch.linear_onset(
+                _phase.linear_onset(
                     dataclasses.replace(c, L=c.onset_L, V=V, alpha=alpha).reduced("linear")
                 )
                 for V in c.onset_V
@@ -403,7 +404,7 @@ def _onset_law(c: ScalingConfig, run: Run) -> dict:
                 "L": c.onset_L,
                 "V": c.onset_V,
                 "P_c_sequences": P_c.tolist(),
-                "local_exponents": ch.local_exponent(Vs, P_c)[0].tolist(),
+                "local_exponents": ch.claims._local_exponents(Vs, P_c)[0].tolist(),
             },
         )
     return {"V": Vs, "P_c": out}
@@ -415,11 +416,11 @@ def _crossovers(c: ScalingConfig, n_P: int) -> tuple[np.ndarray, np.ndarray]:
     for i, L in enumerate(Ls):
         for j, V in enumerate(Vs):
             model = dataclasses.replace(c, L=L, V=V).reduced("linear")
-            P_c = ch.linear_onset(model)
+            P_c = _phase.linear_onset(model)
             d = ch.phase_diagram(model, np.geomspace(0.5 * P_c, 1e4 * P_c, n_P))
             o = d.order_global
-            raw[i, j] = ch.crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c)
-            normalised[i, j] = ch.crossover_point(d.P, o["c_1"], o["c_G"], np.sqrt(L), P_c)
+            raw[i, j] = _transition.crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c)
+            normalised[i, j] = _transition.crossover_point(d.P, o["c_1"], o["c_G"], np.sqrt(L), P_c)
     return raw, normalised
 
 

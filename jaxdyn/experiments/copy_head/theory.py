@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _phase, _transition
 from ...runs import Run, register_experiment
 from . import _figures
 from ._common import (
@@ -89,7 +90,7 @@ def run_theory(config: TheoryConfig, run: Run) -> None:
 def _analyse(c: TheoryConfig, run: Run, attention: str) -> dict:
     model = c.reduced(attention, c.objective)
     diagram, fine, info = transition(model, c.P_min, c.P_max, c.n_P)
-    refined, window = ch.order_from_refinement(model, c.P_min, c.P_max)
+    refined, window = ch.transition_order(model, c.P_min, c.P_max)
     run.log(
         f"{attention}: landscape {info_json(info)}; refinement {refined.order.name} "
         f"(exponent {refined.fit.slope:.3f}) in {window}"
@@ -143,7 +144,7 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
         )
     sm = results["softmax"]
     deltas = np.linspace(-1.0, 3.0 * np.log(c.L) + 3.0, 6000)
-    coexist, window, barrier = ch.brute_force_coexistence(sm["model"], c.P_min, c.P_max, deltas)
+    coexist, window, barrier = _transition.brute_force_coexistence(sm["model"], c.P_min, c.P_max, deltas)
     run.scalar(
         "softmax_brute_force", {"coexistence": coexist, "window": window, "barrier": barrier}
     )
@@ -157,13 +158,13 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
     if c.L >= 16 and c.V <= c.L:
         run.evidence(
             "softmax_first_order_where_page_predicts",
-            ch.order_evidence(FIRST_ORDER_CLAIM, ch.TransitionOrder.first, sm["refined"]),
+            ch.claims.transition_order(FIRST_ORDER_CLAIM, ch.TransitionOrder.first, sm["refined"]),
         )
         lo, hi = window if window is not None else (c.P_min, c.P_max)
-        counts, _ = ch.landscape_minima(sm["model"], np.geomspace(lo / 1.5, hi * 1.5, 200), deltas)
+        counts, _ = _transition.landscape_minima(sm["model"], np.geomspace(lo / 1.5, hi * 1.5, 200), deltas)
         run.evidence(
             "softmax_no_pooling_phase",
-            ch.count_at_most_evidence(
+            ch.claims.minima_at_most(
                 NO_POOLING_CLAIM,
                 counts,
                 2,
@@ -181,7 +182,7 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
         )
     run.evidence(
         "linear_transition_continuous",
-        ch.order_evidence(
+        ch.claims.transition_order(
             CONTINUOUS_CLAIM, ch.TransitionOrder.second, results["linear"]["refined"]
         ),
     )
@@ -192,8 +193,8 @@ ONSET_CLAIM = "linear onset: amplitude ~ (P - P_c)^(1/2)"
 
 def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
     model, diagram = lin["model"], lin["diagram"]
-    P_c = ch.linear_onset(model)
-    bisected = ch.instability_point(model, c.P_min, c.P_max)
+    P_c = _phase.linear_onset(model)
+    bisected = _phase.instability_point(model, c.P_min, c.P_max)
     run.consistency(
         "linear_onset_bisection_matches_closed_form",
         expected=P_c,
@@ -206,9 +207,9 @@ def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
     if not np.isfinite(P_c) or not c.P_min < P_c < c.P_max:
         run.report("linear_onset_P_c", measured=P_c, note=f"no onset in [{c.P_min}, {c.P_max}]")
         return
-    eps, amp = ch.onset_amplitudes(model, P_c)
-    run.evidence("linear_onset_exponent", ch.onset_exponent_evidence(ONSET_CLAIM, eps, amp))
-    _, plain = ch.onset_exponent(model, P_c)
+    eps, amp = _phase.onset_amplitudes(model, P_c)
+    run.evidence("linear_onset_exponent", ch.claims.square_root_onset(ONSET_CLAIM, eps, amp))
+    _, plain = _phase.onset_exponent(model, P_c)
     run.scalar(
         "linear_onset_exponent_plain_fit",
         {"slope": plain.slope, "ci": [plain.ci_low, plain.ci_high]},
@@ -216,13 +217,13 @@ def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
     x = np.asarray(ch.global_minimum(model, P_c * (1 + 1e-3)).x)
     run.evidence(
         "linear_pools_first",
-        ch.pooling_first_evidence(POOLING_FIRST_CLAIM, float(x[0]), float(x[1]), c.L),
+        ch.claims.pooling_first(POOLING_FIRST_CLAIM, float(x[0]), float(x[1]), c.L),
         note=f"global minimum at 1.001 P_c: c_1 = {x[0]:.4g}, c_G = {x[1]:.4g}",
     )
     o = diagram.order_global
     for w, name in ((1.0, "raw"), (np.sqrt(c.L), "normalised")):
         run.scalar(
-            f"linear_crossover_P_{name}", ch.crossover_point(diagram.P, o["c_1"], o["c_G"], w, P_c)
+            f"linear_crossover_P_{name}", _transition.crossover_point(diagram.P, o["c_1"], o["c_G"], w, P_c)
         )
     run.scalar("linear_onset_P_c", P_c)
     run.scalar("linear_onset_over_T_V_three_halves", P_c / (c.temperature * c.V**1.5))

@@ -6,19 +6,19 @@ Each function takes measured numbers (never a run) and returns a
 counterfactual input (a P*(L) following another law, a smooth curve where a jump is claimed,
 samples from a model without the transition) and must then not say ``holds``.
 
-- :func:`order_evidence`: a transition's order read by grid refinement against a predicted
+- :func:`transition_order`: a transition's order read by grid refinement against a predicted
   :class:`TransitionOrder` (inconclusive when the exponent's interval admits two orders).
-- :func:`theory_match_evidence`: per-dataset measurements against a theory curve, Student-t
+- :func:`matches_theory`: per-dataset measurements against a theory curve, Student-t
   interval over datasets plus a derived bound (an optimiser's Newton estimate, a grid
   spacing), tested against the alternative "off by the effect to detect" (the jump, the drop).
-- :func:`hysteresis_evidence`, :func:`bimodality_evidence`: discrete outcomes per P.
-- :func:`coverage_evidence`: the share of the attention pattern in span{U, S} above a level,
+- :func:`hysteresis`, :func:`bimodal_where_hysteretic`: discrete outcomes per P.
+- :func:`copy_span_coverage`: the share of the attention pattern in span{U, S} above a level,
   with the standard error over datasets.
-- :func:`onset_exponent_evidence`: amplitude ~ (P - P_c)^beta with beta = 1/2.
-- :func:`local_form_evidence`, :func:`extrapolated_exponent_evidence`: a scaling law's local
+- :func:`square_root_onset`: amplitude ~ (P - P_c)^beta with beta = 1/2.
+- :func:`scaling_law`, :func:`asymptotic_law`: a scaling law's local
   exponent at the top of the range reached (and extrapolated beyond it) against the law's
   own and an alternative law's.
-- :func:`boundary_evidence`: the end of the softmax first-order line above V = L.
+- :func:`first_order_line_above_L`: the end of the softmax first-order line above V = L.
 """
 
 from __future__ import annotations
@@ -29,14 +29,32 @@ import numpy as np
 from jaxtyping import ArrayLike, Shaped
 
 from ..evidence import ErrorModel, Evidence, Verdict, at_least, at_most, classified, within
+from ._order import pooling_share
 from ._transition import RefinementOrder, TransitionOrder
+
+__all__ = [
+    "asymptotic_law",
+    "bimodal_where_hysteretic",
+    "copy_span_coverage",
+    "first_order_line_above_L",
+    "hysteresis",
+    "hysteresis_window",
+    "loss_jump",
+    "matches_theory",
+    "minima_at_most",
+    "pooling_first",
+    "scaling_form",
+    "scaling_law",
+    "square_root_onset",
+    "transition_order",
+]
 
 Numbers = Shaped[ArrayLike, "..."] | Sequence[float | int]
 """An array of numbers, or a list of them."""
 
 
-def order_evidence(claim: str, predicted: TransitionOrder, refined: RefinementOrder) -> Evidence:
-    """The order found by grid refinement (:func:`jaxdyn.copyhead.classify_refinement`)
+def transition_order(claim: str, predicted: TransitionOrder, refined: RefinementOrder) -> Evidence:
+    """The order found by grid refinement (:func:`jaxdyn.copyhead.transition_order`)
     against ``predicted``. Decided when the refinement exponent is finite and its confidence
     interval contains the exponent of one order at most (else ``inconclusive``)."""
     fit = refined.fit
@@ -54,7 +72,7 @@ def order_evidence(claim: str, predicted: TransitionOrder, refined: RefinementOr
     )
 
 
-def theory_match_evidence(
+def matches_theory(
     claim: str,
     per_dataset: Numbers,
     theory: Numbers,
@@ -120,7 +138,7 @@ def theory_match_evidence(
     )
 
 
-def hysteresis_evidence(claim: str, disagree_fraction: Numbers, *, expected: bool) -> Evidence:
+def hysteresis(claim: str, disagree_fraction: Numbers, *, expected: bool) -> Evidence:
     """Per P, the fraction of datasets whose two starts end in different minima. ``expected``
     True (coexisting minima): every dataset disagrees at every P; False: none at any P. An
     empty P range (no fraction) is ``inconclusive``."""
@@ -138,10 +156,10 @@ def hysteresis_evidence(claim: str, disagree_fraction: Numbers, *, expected: boo
     )
 
 
-def bimodality_evidence(claim: str, hysteresis: Numbers, bimodal: Numbers) -> Evidence:
+def bimodal_where_hysteretic(claim: str, apart: Numbers, bimodal: Numbers) -> Evidence:
     """Per P where the datasets settled (all or none disagree): the pooled samples are
     bimodal (1) exactly where the chains from the two starts stay apart (1)."""
-    h = np.asarray(hysteresis, bool)
+    h = np.asarray(apart, bool)
     b = np.asarray(bimodal, bool)
     return classified(
         claim,
@@ -152,7 +170,7 @@ def bimodality_evidence(claim: str, hysteresis: Numbers, bimodal: Numbers) -> Ev
     )
 
 
-def coverage_evidence(
+def copy_span_coverage(
     claim: str,
     per_dataset: Numbers,
     *,
@@ -176,7 +194,7 @@ def coverage_evidence(
     return at_least(claim, measured=float(np.mean(c)), limit=level, error_model=model)
 
 
-def onset_exponent_evidence(
+def square_root_onset(
     claim: str,
     eps: Numbers,
     amplitude: Numbers,
@@ -200,7 +218,8 @@ def onset_exponent_evidence(
     return within(claim, prediction=0.5, measured=beta, error_model=model, alternative=1.0)
 
 
-def local_exponent(x: Numbers, y: Numbers) -> tuple[np.ndarray, np.ndarray]:
+# generic: move to jaxdyn.evidence (local_exponents)
+def _local_exponents(x: Numbers, y: Numbers) -> tuple[np.ndarray, np.ndarray]:
     """Local exponents d ln y / d ln x between consecutive points (sorted by x), and the
     geometric midpoints where they apply."""
     x, y = np.asarray(x, float), np.asarray(y, float)
@@ -209,7 +228,7 @@ def local_exponent(x: Numbers, y: Numbers) -> tuple[np.ndarray, np.ndarray]:
     return np.diff(np.log(y)) / np.diff(np.log(x)), np.sqrt(x[1:] * x[:-1])
 
 
-def boundary_evidence(claim: str, L: Numbers, brackets: Numbers) -> Evidence:
+def first_order_line_above_L(claim: str, L: Numbers, brackets: Numbers) -> Evidence:
     """The end V_c(L) of the softmax first-order line lies above V = L at every L: the
     bracket [V_a, V_b] of each V_c (bisection in ln V) against L, with the bracket's half-width
     in ln V as the bound (``holds`` when every bracket lies above L, ``refuted`` when one lies
@@ -222,7 +241,7 @@ def boundary_evidence(claim: str, L: Numbers, brackets: Numbers) -> Evidence:
     return at_least(claim, measured=mid, limit=np.log(L), error_model=model)
 
 
-def count_at_most_evidence(claim: str, counts: Numbers, limit: int, *, basis: str) -> Evidence:
+def minima_at_most(claim: str, counts: Numbers, limit: int, *, basis: str) -> Evidence:
     """A discrete count (e.g. local minima of a 1-D reduced action at each P) at most
     ``limit`` at every P."""
     c = np.asarray(counts, float)
@@ -234,18 +253,11 @@ def count_at_most_evidence(claim: str, counts: Numbers, limit: int, *, basis: st
     )
 
 
-def pooling_share(c_1: float, c_G: float, L: int | float) -> float:
-    """Share of the uniform pattern in ||A||_F^2 for A = c_1 U + c_G S: <A, U>^2 / ||A||^2
-    (||U|| = 1, <U, S> = 1, ||S||^2 = L)."""
-    frob2 = c_1**2 + 2 * c_1 * c_G + L * c_G**2
-    return float((c_1 + c_G) ** 2 / frob2) if frob2 > 0 else float("nan")
-
-
-def pooling_first_evidence(
+def pooling_first(
     claim: str, c_1: float, c_G: float, L: int | float, *, tolerance: float = 1e-6
 ) -> Evidence:
     """The onset direction of a linear head is pooling: the share of U in ||A||^2
-    (:func:`pooling_share`) of the minimum just above the onset is at least 1/2; the bound
+    (:func:`jaxdyn.copyhead._order.pooling_share`) of the minimum just above the onset is at least 1/2; the bound
     is the minimiser's tolerance on the share."""
     return at_least(
         claim,
@@ -255,11 +267,11 @@ def pooling_first_evidence(
     )
 
 
-def jump_evidence(claim: str, predicted: bool, refined: RefinementOrder) -> Evidence:
+def loss_jump(claim: str, predicted: bool, refined: RefinementOrder) -> Evidence:
     """Whether a curve (a test loss against P) has a jump, read by grid refinement
     (:class:`RefinementOrder` ``first``), against ``predicted``; undecided as in
-    :func:`order_evidence`."""
-    order = order_evidence(claim, TransitionOrder.first, refined)
+    :func:`transition_order`."""
+    order = transition_order(claim, TransitionOrder.first, refined)
     measured = refined.order is TransitionOrder.first
     return classified(
         claim,
@@ -270,7 +282,7 @@ def jump_evidence(claim: str, predicted: bool, refined: RefinementOrder) -> Evid
     )
 
 
-def hysteresis_window_evidence(claim: str, disagree_fraction: Numbers) -> Evidence:
+def hysteresis_window(claim: str, disagree_fraction: Numbers) -> Evidence:
     """On a P scan across a first-order transition: a contiguous range of P where the two
     starts disagree, with every dataset disagreeing at one P at least (escapes over the
     barrier at the ends of the range may make it partial there), and none elsewhere."""
@@ -286,7 +298,7 @@ def hysteresis_window_evidence(claim: str, disagree_fraction: Numbers) -> Eviden
     )
 
 
-def scaling_form_evidence(
+def scaling_form(
     claim: str,
     measured: float,
     law: float,
@@ -330,7 +342,7 @@ def scaling_form_evidence(
     )
 
 
-def local_form_evidence(
+def scaling_law(
     claim: str,
     x: Numbers,
     y: Numbers,
@@ -342,7 +354,7 @@ def local_form_evidence(
 ) -> Evidence:
     """A scaling law y ~ law(x) at the top of the range reached: the local exponent
     d ln y / d ln x between the two largest finite x, against the law's and the
-    alternative's local exponents over the same pair (:func:`scaling_form_evidence`); the
+    alternative's local exponents over the same pair (:func:`scaling_form`); the
     measured exponent's error is (eps_1 + eps_2) / ln(x_2 / x_1) from the relative errors of
     y."""
     x, y = np.asarray(x, float), np.asarray(y, float)
@@ -358,7 +370,7 @@ def local_form_evidence(
     (x1, x2), (y1, y2), (e1, e2) = x[top], y[top], eps[top]
     span = float(np.log(x2 / x1))
     exponent = lambda f: float(np.log(f(np.array([x2]))[0] / f(np.array([x1]))[0]) / span)
-    ev = scaling_form_evidence(
+    ev = scaling_form(
         claim,
         float(np.log(y2 / y1) / span),
         exponent(law),
@@ -369,7 +381,8 @@ def local_form_evidence(
     return ev
 
 
-def extrapolated_exponent(x: Numbers, m: Numbers) -> tuple[float, float]:
+# generic: move to jaxdyn.evidence (extrapolated_exponent)
+def _extrapolated_exponent(x: Numbers, m: Numbers) -> tuple[float, float]:
     """Local exponents m(x) extrapolated to x -> infinity in u = 1 / ln x: the parabola
     through the last three points, and as its error the difference from the line through the
     last two (an embedded pair, as a Runge-Kutta step with local extrapolation estimates its
@@ -384,15 +397,15 @@ def extrapolated_exponent(x: Numbers, m: Numbers) -> tuple[float, float]:
     return float(parabola), float(abs(line - parabola))
 
 
-def extrapolated_exponent_evidence(
+def asymptotic_law(
     claim: str, x: Numbers, m: Numbers, law: float, alternative: float
 ) -> Evidence:
     """An asymptotic exponent: the local exponents ``m`` at ``x`` extrapolated to
-    x -> infinity (:func:`extrapolated_exponent`, with its embedded error estimate), classified
-    between the law's exponent and an alternative's (:func:`scaling_form_evidence`: within a
+    x -> infinity (:func:`_extrapolated_exponent`, with its embedded error estimate), classified
+    between the law's exponent and an alternative's (:func:`scaling_form`: within a
     quarter of their gap of one of them, or in between)."""
-    value, error = extrapolated_exponent(x, m)
-    return scaling_form_evidence(
+    value, error = _extrapolated_exponent(x, m)
+    return scaling_form(
         claim,
         value,
         law,
