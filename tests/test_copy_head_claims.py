@@ -81,3 +81,41 @@ def test_hysteresis_coverage_boundary_and_onset_evidence_hold_where_true():
     assert ch.claims.square_root_onset("o", eps, 0.3 * np.sqrt(eps) * (1 + 0.5 * eps)).holds
     assert ch.claims.pooling_first("p", 1.0, 0.01, 32).holds
     assert ch.claims.pooling_share(0.0, 1.0, 32) == pytest.approx(1 / 32)
+
+
+def _series(exponents, x0=4.0, ratio=2.0):
+    """y with the given local exponents between successive x = x0 ratio^k."""
+    x = x0 * ratio ** np.arange(len(exponents) + 1)
+    y = np.exp(np.concatenate([[0.0], np.cumsum(np.asarray(exponents) * np.log(ratio))]))
+    return x, y
+
+
+def test_a_law_is_not_decided_from_a_drifting_exponent():
+    """The crossover's V exponents at L = 512 (issue 47): -0.19 .. 0.67 through 1/2. The last
+    pair alone (0.55, within a quarter gap of 1/2) would say holds; two successive pairs do not."""
+    x, y = _series([-0.19, 0.06, 0.24, 0.41, 0.55, 0.67])
+    power = lambda k: (lambda v: v**k)
+    ev = ch.claims.scaling_law("V^1/2", x, y, power(0.5), power(1.0), relative_error=1e-6, basis="")
+    assert ev.inconclusive and "drift" in ev.reason, ev
+    x, y = _series([-0.19, 0.06, 0.24, 0.41, 0.55])
+    last_only = ch.claims.scaling_form("V^1/2", 0.55, 0.5, 1.0, error=1e-6, basis="")
+    assert last_only.holds  # the rule of the last pair
+    ev = ch.claims.scaling_law("V^1/2", x, y, power(0.5), power(1.0), relative_error=1e-6, basis="")
+    assert ev.inconclusive and "crosses the law's band" in ev.reason, ev
+
+
+@pytest.mark.parametrize(
+    "exponents, verdict",
+    [
+        ([0.2, 0.4, 0.49, 0.51], Verdict.holds),  # settled into the law's band
+        ([0.7, 0.9, 0.98, 1.01], Verdict.refuted),  # settled at the alternative
+        ([0.2, 0.1, 0.05, 0.02], Verdict.refuted),  # settled beyond the law, away from both
+        ([0.2, 0.4, 0.49, 0.7], Verdict.inconclusive),  # left the band again
+    ],
+)
+def test_scaling_law_needs_two_successive_pairs(exponents, verdict):
+    x, y = _series(exponents)
+    ev = ch.claims.scaling_law(
+        "x^1/2", x, y, lambda v: v**0.5, lambda v: v**1.0, relative_error=1e-6, basis=""
+    )
+    assert ev.verdict is verdict, ev

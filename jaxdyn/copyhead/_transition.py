@@ -276,3 +276,41 @@ def crossover_point(
     i = idx[0]
     t = d[i] / (d[i] - d[i + 1])
     return float(np.exp(np.log(P[i]) + t * (np.log(P[i + 1]) - np.log(P[i]))))
+
+
+@eqx.filter_jit
+def _copy_excess(model: AbstractReducedModel, P, weight):
+    o = model.order(global_minimum(model, P).x)
+    return weight * o["c_G"] - o["c_1"]
+
+
+def crossover(
+    model: AbstractReducedModel,
+    P_c: float | int,
+    *,
+    weight: float | int = 1.0,
+    P_max_factor: float = 1e6,
+    n_P: int = 60,
+    iterations: int = 50,
+) -> float:
+    """The crossover of a linear head: the first P above the onset P_c where the global
+    minimum's copy weight overtakes pooling, weight * c_G = c_1 (copy_head.md: "pool first,
+    then cross over"; ``weight`` = 1 or sqrt(L) for the two conventions), P in sequences.
+
+    Bracketed on ``n_P`` log-spaced points over (1.01 P_c, P_max_factor P_c], then bisected
+    ``iterations`` times in ln P (a root find: its resolution is the bracket over 2^iterations,
+    not a grid spacing). NaN when the copy weight never overtakes pooling in the range."""
+    Ps = np.geomspace(1.01 * P_c, P_max_factor * P_c, n_P)
+    w = jnp.asarray(weight, dtype=jnp.result_type(float))
+    d = np.array([float(_copy_excess(model, jnp.asarray(P), w)) for P in Ps])
+    idx = np.flatnonzero((d[:-1] < 0) & (d[1:] >= 0))
+    if idx.size == 0:
+        return float("nan")
+    lo, hi = np.log(Ps[idx[0]]), np.log(Ps[idx[0] + 1])
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        if float(_copy_excess(model, jnp.asarray(np.exp(mid)), w)) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return float(np.exp(0.5 * (lo + hi)))

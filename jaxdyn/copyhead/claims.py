@@ -15,9 +15,9 @@ samples from a model without the transition) and must then not say ``holds``.
 - :func:`copy_span_coverage`: the share of the attention pattern in span{U, S} above a level,
   with the standard error over datasets.
 - :func:`square_root_onset`: amplitude ~ (P - P_c)^beta with beta = 1/2.
-- :func:`scaling_law`, :func:`asymptotic_law`: a scaling law's local
-  exponent at the top of the range reached (and extrapolated beyond it) against the law's
-  own and an alternative law's.
+- :func:`scaling_law`, :func:`asymptotic_law`: a scaling law decided where its local exponent
+  has settled (two successive pairs in the law's band), or from the exponent extrapolated to
+  the limit with its error; otherwise ``inconclusive`` with the range that would decide.
 - :func:`first_order_line_above_L`: the end of the softmax first-order line above V = L.
 """
 
@@ -351,34 +351,107 @@ def scaling_law(
     *,
     relative_error: Numbers | float,
     basis: str,
+    settled_pairs: int = 2,
 ) -> Evidence:
-    """A scaling law y ~ law(x) at the top of the range reached: the local exponent
-    d ln y / d ln x between the two largest finite x, against the law's and the
-    alternative's local exponents over the same pair (:func:`scaling_form`); the
-    measured exponent's error is (eps_1 + eps_2) / ln(x_2 / x_1) from the relative errors of
-    y."""
+    """A scaling law y ~ law(x), decided only where the local exponent has settled.
+
+    The local exponent d ln y / d ln x between successive x (error (eps_1 + eps_2) /
+    ln(x_2 / x_1) from the relative errors of y) is compared with the law's and the
+    alternative's local exponents over the same pair, with the resolution of
+    :func:`scaling_form` (a quarter of the gap between the two forms). ``holds`` needs the
+    last ``settled_pairs`` successive pairs each within the law's band; ``refuted`` needs them
+    each within the alternative's band, or each outside the law's band on the same side with
+    the exponent moving by less than the band between them (settled elsewhere). Otherwise the
+    exponent is still drifting over the range reached: ``inconclusive``, with the local
+    exponents and the x to which the range would have to extend for the drift (extrapolated
+    linearly in ln x from the last two pairs) to reach the law's band, or the statement that
+    it moves away from it. An asymptotic law is decided by :func:`asymptotic_law`
+    (the exponent extrapolated to x -> infinity with its error) instead.
+    """
     x, y = np.asarray(x, float), np.asarray(y, float)
     eps = np.broadcast_to(np.asarray(relative_error, float), x.shape)
     keep = np.isfinite(y) & (y > 0) & np.isfinite(x) & (x > 0) & np.isfinite(eps)
     x, y, eps = x[keep], y[keep], eps[keep]
-    if x.size < 2:
+    order = np.argsort(x)
+    x, y, eps = x[order], y[order], eps[order]
+    if x.size < settled_pairs + 1:
         model = ErrorModel.bound(np.inf, basis=basis)
         return Evidence(
-            claim, float("nan"), float("nan"), model, Verdict.inconclusive, None, "< 2 points"
+            claim,
+            float("nan"),
+            float("nan"),
+            model,
+            Verdict.inconclusive,
+            None,
+            f"{x.size} points: {settled_pairs} successive pairs need {settled_pairs + 1}",
         )
-    top = np.argsort(x)[-2:]
-    (x1, x2), (y1, y2), (e1, e2) = x[top], y[top], eps[top]
-    span = float(np.log(x2 / x1))
-    exponent = lambda f: float(np.log(f(np.array([x2]))[0] / f(np.array([x1]))[0]) / span)
-    ev = scaling_form(
-        claim,
-        float(np.log(y2 / y1) / span),
-        exponent(law),
-        exponent(alternative),
-        error=float((e1 + e2) / span),
-        basis=f"x = {x1:.4g}..{x2:.4g}; {basis}",
+    span = np.diff(np.log(x))
+    measured = np.diff(np.log(y)) / span
+    error = (eps[1:] + eps[:-1]) / span
+    own = np.diff(np.log(law(x))) / span
+    other = np.diff(np.log(alternative(x))) / span
+    band = 0.25 * np.abs(own - other)
+    k = slice(-settled_pairs, None)
+    m, p, a, d, b = measured[k], own[k], other[k], error[k], band[k]
+    model = ErrorModel.bound(
+        b[-1],
+        basis=f"a quarter of the gap between the forms' local exponents; the last "
+        f"{settled_pairs} pairs of x = {x[-settled_pairs - 1]:.4g}..{x[-1]:.4g}; {basis}",
     )
-    return ev
+    pairs = ", ".join(
+        f"{v:.4f} (x {lo:.4g}..{hi:.4g})" for v, lo, hi in zip(measured, x[:-1], x[1:], strict=True)
+    )
+    args = (claim, float(p[-1]), float(m[-1]), model)
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(d))) or np.any(b == 0):
+        return Evidence(*args, Verdict.inconclusive, float(a[-1]), "not finite, or the forms coincide")
+    # r: where the exponent sits between the law (0) and the alternative (1), in their gap.
+    gap = a - p
+    r, dr = (m - p) / gap, d / np.abs(gap)
+    in_law = np.abs(r) + dr <= 0.25
+    in_alt = np.abs(r - 1.0) + dr <= 0.25
+    far_side = (r + dr < -0.25) | (r - dr > 1.25)  # another law, beyond the pair of forms
+    settled = bool(np.all(np.abs(np.diff(r)) + dr[1:] + dr[:-1] <= 0.25))
+    if np.all(in_law) and settled:
+        return Evidence(
+            *args,
+            Verdict.holds,
+            float(a[-1]),
+            f"local exponents {pairs}: the last {settled_pairs} within {b[-1]:.3g} of the law's",
+        )
+    if np.all(in_alt) or (np.all(far_side) and settled):
+        return Evidence(
+            *args,
+            Verdict.refuted,
+            float(a[-1]),
+            f"local exponents {pairs}: settled off the law's band {p[-1]:.4f} +- {b[-1]:.3g} "
+            f"(alternative {a[-1]:.4f})",
+        )
+    # the drift of the exponent per unit ln x over the last two pairs, extrapolated linearly
+    slope = (measured[-1] - measured[-2]) / (0.5 * (span[-1] + span[-2]))
+    gap_now = p[-1] - m[-1]
+    ratio = x[-1] / x[-2]
+    if abs(gap_now) <= b[-1]:
+        leave = float(x[-1] * np.exp((b[-1] - np.sign(slope) * (m[-1] - p[-1])) / abs(slope)))
+        where = (
+            f"it crosses the law's band (drift {slope:.3g} per e-fold of x) and leaves it near "
+            f"x = {leave:.3g} if the drift continues: only pairs that stay in the band decide"
+        )
+    elif slope != 0.0 and np.sign(slope) == np.sign(gap_now):
+        reach = float(x[-1] * np.exp((abs(gap_now) - b[-1]) / abs(slope)))
+        where = (
+            f"at its last rate the exponent reaches the law's band near x = {reach:.3g}; "
+            f"{settled_pairs} successive pairs inside it (x up to ~"
+            f"{reach * ratio**settled_pairs:.3g}) would decide"
+        )
+    else:
+        where = "it moves away from the law's band: a wider range decides only if the drift turns"
+    return Evidence(
+        *args,
+        Verdict.inconclusive,
+        float(a[-1]),
+        f"local exponents {pairs} still drift (law {p[-1]:.4f} +- {b[-1]:.3g}, alternative "
+        f"{a[-1]:.4f}): {where}",
+    )
 
 
 # generic: move to jaxdyn.evidence (extrapolated_exponent)

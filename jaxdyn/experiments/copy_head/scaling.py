@@ -38,8 +38,10 @@ class ScalingConfig(CopyHeadConfig):
     law_V: tuple[int, ...] = (4, 16)
     onset_L: int = 256
     onset_V: tuple[int, ...] = (4, 8, 16, 32, 64)
-    crossover_L: tuple[int, ...] = (32, 64, 128, 256, 512)
-    crossover_V: tuple[int, ...] = (4, 8, 16, 32, 64)
+    crossover_L: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+    crossover_V: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128, 256)
+    crossover_L_at_V: int = 4
+    crossover_V_at_L: int = 512
 
     def validate(self) -> None:
         super().validate()
@@ -63,7 +65,11 @@ class ScalingConfig(CopyHeadConfig):
                 len(values) >= 3 and min(values) >= 1 and list(values) == sorted(set(values)),
                 f"{name} needs >= 3 increasing values >= 1, got {values}",
             )
-        require(min(self.law_L) >= 2 and min(self.crossover_L) >= 2, "L values must be >= 2")
+        require(
+            min(self.law_L) >= 2 and min(self.crossover_L) >= 2 and self.crossover_V_at_L >= 2,
+            "L values must be >= 2",
+        )
+        require(self.crossover_L_at_V >= 1, "crossover_L_at_V must be >= 1")
 
     @classmethod
     def quick(cls) -> dict:
@@ -75,8 +81,8 @@ class ScalingConfig(CopyHeadConfig):
             "boundary_iterations": 4,
             "law_L": tuple(2**k for k in range(8, 25, 4)),
             "law_V": (16,),
-            "crossover_L": (64, 128, 256),
-            "crossover_V": (4, 8, 16),
+            "crossover_L": (256, 1024, 4096, 8192),
+            "crossover_V": (8, 32, 128, 256),
         }
 
 
@@ -410,59 +416,66 @@ def _onset_law(c: ScalingConfig, run: Run) -> dict:
     return {"V": Vs, "P_c": out}
 
 
-def _crossovers(c: ScalingConfig, n_P: int) -> tuple[np.ndarray, np.ndarray]:
-    Ls, Vs = c.crossover_L, c.crossover_V
-    raw, normalised = (np.full((len(Ls), len(Vs)), np.nan) for _ in range(2))
-    for i, L in enumerate(Ls):
-        for j, V in enumerate(Vs):
-            model = dataclasses.replace(c, L=L, V=V).reduced("linear")
-            P_c = _phase.linear_onset(model)
-            d = ch.phase_diagram(model, np.geomspace(0.5 * P_c, 1e4 * P_c, n_P))
-            o = d.order_global
-            raw[i, j] = _transition.crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c)
-            normalised[i, j] = _transition.crossover_point(d.P, o["c_1"], o["c_G"], np.sqrt(L), P_c)
-    return raw, normalised
+CROSSOVER_ERROR = 1e-9
+"""Relative error bound of a crossover P: 40 bisections in ln P (2^-40 of a bracket of width
+< 0.4 in ln P) of c_G - c_1 between global minima converged to ~1e-10."""
+
+
+def _crossovers(c: ScalingConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The crossover P (sequences; root find, :func:`jaxdyn.copyhead._transition.crossover`)
+    along L at the smallest V and along V at the largest L, raw (c_G = c_1) and normalised
+    (sqrt(L) c_G = c_1)."""
+
+    def at(L, V, weight):
+        model = dataclasses.replace(c, L=L, V=V).reduced("linear")
+        return _transition.crossover(model, _phase.linear_onset(model), weight=weight, iterations=40)
+
+    V0, L1 = c.crossover_L_at_V, c.crossover_V_at_L
+    raw_L = np.array([at(L, V0, 1.0) for L in c.crossover_L])
+    norm_L = np.array([at(L, V0, np.sqrt(L)) for L in c.crossover_L])
+    raw_V = np.array([at(L1, V, 1.0) for V in c.crossover_V])
+    norm_V = np.array([at(L1, V, np.sqrt(L1)) for V in c.crossover_V])
+    return np.stack([raw_L, norm_L]), np.stack([raw_V, norm_V])
 
 
 def _crossover_law(c: ScalingConfig, run: Run) -> dict:
-    """The linear crossover (c_G = c_1 of the global minimum, and sqrt(L) c_G = c_1) over
-    crossover_L x crossover_V, on two P grids (60 and 120 points over 0.5 P_c..1e4 P_c): the
-    change between them is the crossover's error. The L exponent at the smallest V and the
-    V exponent at the largest L, at the top of each range."""
-    raw, norm = _crossovers(c, 60)
-    raw2, norm2 = _crossovers(c, 120)
-    err = np.abs(np.log(raw2 / raw))
+    """The linear crossover (c_G = c_1 of the global minimum, and sqrt(L) c_G = c_1), a root
+    find per point, along crossover_L at the smallest V and along crossover_V at the largest
+    L; each law decided where its local exponent has settled (:func:`claims.scaling_law`)."""
+    along_L, along_V = _crossovers(c)
     Ls, Vs = np.asarray(c.crossover_L, float), np.asarray(c.crossover_V, float)
-    run.save_arrays(crossover_L=Ls, crossover_V=Vs, crossover_raw=raw2, crossover_normalised=norm2)
-    table = lambda t, axis: (
-        np.diff(np.log(t), axis=axis)
-        / np.diff(np.log(Ls if axis == 0 else Vs)).reshape((-1, 1) if axis == 0 else (1, -1))
-    ).tolist()
+    run.save_arrays(
+        crossover_L=Ls,
+        crossover_V=Vs,
+        crossover_along_L=along_L,
+        crossover_along_V=along_V,
+    )
     run.scalar(
         "linear_crossover_law",
         {
             "L": c.crossover_L,
+            "at_V": c.crossover_L_at_V,
             "V": c.crossover_V,
-            "raw": raw2.tolist(),
-            "normalised": norm2.tolist(),
-            "raw_L_exponents": table(raw2, 0),
-            "raw_V_exponents": table(raw2, 1),
-            "normalised_L_exponents": table(norm2, 0),
-            "normalised_V_exponents": table(norm2, 1),
-            "grid_error_ln": err.tolist(),
+            "at_L": c.crossover_V_at_L,
+            "P_sequences_along_L": along_L[0].tolist(),
+            "P_sequences_along_V": along_V[0].tolist(),
+            "L_local_exponents": ch.claims._local_exponents(Ls, along_L[0])[0].tolist(),
+            "V_local_exponents": ch.claims._local_exponents(Vs, along_V[0])[0].tolist(),
+            "normalised_L_local_exponents": ch.claims._local_exponents(Ls, along_L[1])[0].tolist(),
+            "normalised_V_local_exponents": ch.claims._local_exponents(Vs, along_V[1])[0].tolist(),
         },
     )
     run.evidence(
         "linear_crossover_L_three_halves",
-        crossover_evidence(CROSSOVER_L_CLAIM, Ls, raw2[:, 0], 1.5, 1.0, err[:, 0]),
-        note=f"V = {c.crossover_V[0]}; c_G = c_1 (raw convention)",
+        crossover_evidence(CROSSOVER_L_CLAIM, Ls, along_L[0], 1.5, 1.0, CROSSOVER_ERROR),
+        note=f"V = {c.crossover_L_at_V}; c_G = c_1 (raw convention)",
     )
     run.evidence(
         "linear_crossover_V_half",
-        crossover_evidence(CROSSOVER_V_CLAIM, Vs, raw2[-1], 0.5, 1.0, err[-1]),
-        note=f"L = {c.crossover_L[-1]}; c_G = c_1 (raw convention)",
+        crossover_evidence(CROSSOVER_V_CLAIM, Vs, along_V[0], 0.5, 1.0, CROSSOVER_ERROR),
+        note=f"L = {c.crossover_V_at_L}; c_G = c_1 (raw convention)",
     )
-    return {"L": Ls, "V": Vs, "raw": raw2, "normalised": norm2}
+    return {"L": Ls, "V": Vs, "along_L": along_L[0], "along_V": along_V[0]}
 
 
 def _law_figures(c: ScalingConfig, run: Run, law: dict, onset: dict, cross: dict) -> None:
@@ -492,10 +505,10 @@ def _law_figures(c: ScalingConfig, run: Run, law: dict, onset: dict, cross: dict
     with_forms(ax[0, 1], onset["V"], P_c, lambda v: v**2, "V^2")
     ax[0, 1].set_title(f"linear onset P_c, L={c.onset_L}, alpha={c.alpha:g}", fontsize=8)
     ax[0, 1].set_xlabel("V")
-    with_forms(ax[0, 2], cross["L"], cross["raw"][:, 0], lambda x: x**1.5, "L^3/2")
-    ax[0, 2].set_title(f"linear crossover, V={c.crossover_V[0]}", fontsize=8)
+    with_forms(ax[0, 2], cross["L"], cross["along_L"], lambda x: x**1.5, "L^3/2")
+    ax[0, 2].set_title(f"linear crossover, V={c.crossover_L_at_V}", fontsize=8)
     ax[0, 2].set_xlabel("L")
-    with_forms(ax[0, 3], cross["V"], cross["raw"][-1], lambda v: v**0.5, "V^1/2")
-    ax[0, 3].set_title(f"linear crossover, L={c.crossover_L[-1]}", fontsize=8)
+    with_forms(ax[0, 3], cross["V"], cross["along_V"], lambda v: v**0.5, "V^1/2")
+    ax[0, 3].set_title(f"linear crossover, L={c.crossover_V_at_L}", fontsize=8)
     ax[0, 3].set_xlabel("V")
     run.save_figure(fig, "scaling_laws")
