@@ -15,6 +15,7 @@ from . import claims as claims
 from ._convergence import newton_estimate as newton_estimate
 from ._heads import (
     AbstractCopyHead as AbstractCopyHead,
+    AbstractRowHead as AbstractRowHead,
     LinearCopyHead as LinearCopyHead,
     SoftmaxCopyHead as SoftmaxCopyHead,
 )
@@ -25,6 +26,7 @@ from ._models import (
     LinearReduced as LinearReduced,
     MinimumStatus as MinimumStatus,
     ReducedMinimum as ReducedMinimum,
+    RowHeadReduced as RowHeadReduced,
     SoftmaxReduced as SoftmaxReduced,
     global_minimum as global_minimum,
     local_minimum as local_minimum,
@@ -61,6 +63,7 @@ from ._transition import (
 __all__ = [
     "AbstractCopyHead",
     "AbstractReducedModel",
+    "AbstractRowHead",
     "CopyHeadPosterior",
     "CopyStatistics",
     "HeadReduced",
@@ -72,6 +75,7 @@ __all__ = [
     "PhaseDiagram",
     "ReducedMinimum",
     "RefinementOrder",
+    "RowHeadReduced",
     "SoftmaxCopyHead",
     "SoftmaxReduced",
     "TransitionOrder",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
@@ -84,6 +85,34 @@ class SoftmaxCopyHead(AbstractCopyHead):
     def weights(self, G: Float[Array, "L L"]) -> Float[Array, "L L"]:
         mask = _causal(G.shape[-1]) if self.causal else None
         return softmax_weights(G, mask=mask)
+
+
+class AbstractRowHead(AbstractCopyHead):
+    """A head whose weights act on each row of logits alone, through a few row statistics
+    (softmax-like heads, mixtures such as 0.8 softmax(G) + 0.2 / L, temperatures,
+    sparsemax-like thresholds): implement :meth:`row_weights` once, on a row given as its
+    distinct values and their multiplicities. The dense head (:meth:`weights`, every entry
+    with multiplicity 1) and the closed-form reduced model
+    (:class:`jaxdyn.copyhead.RowHeadReduced`, a row with one copy entry and L - 1 others,
+    at any L up to 2^40 and beyond) then come from that one method.
+
+    The reduced model needs the weights to be equivariant under permutations of a row (an
+    entry's weight depends on its own value and on symmetric statistics of the row, such as
+    sum_j c_j exp(v_j) or the row length sum_j c_j); the dense and the reduced forms agree
+    exactly for such heads (``tests/test_copy_head_user_head.py``).
+    """
+
+    @abc.abstractmethod
+    def row_weights(
+        self, values: Float[Array, " k"], counts: Float[Array, " k"]
+    ) -> Float[Array, " k"]:
+        """The weight of each entry of value ``values[i]`` in a row made of ``counts[i]``
+        entries of that value (the row length is sum(counts), a float: it may be 2^40).
+        Use the counts in every row statistic (e.g. ``logsumexp(values, b=counts)``)."""
+
+    def weights(self, G: Float[Array, "L L"]) -> Float[Array, "L L"]:
+        ones = jnp.ones(G.shape[-1], G.dtype)
+        return jax.vmap(lambda row: self.row_weights(row, ones))(G)
 
 
 def check_head(head) -> AbstractCopyHead:

@@ -20,14 +20,15 @@ import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float
 
 from .._validation import is_traced, require_positive
-from ._heads import AbstractCopyHead, LinearCopyHead, SoftmaxCopyHead
+from ._heads import AbstractCopyHead, AbstractRowHead, LinearCopyHead, SoftmaxCopyHead
 from ._order import order_parameters
 from ._reduced import (
-    linear_invariants,
     Objective,
+    linear_invariants,
     objective_of,
     objective_weight,
     population_action,
+    population_data_term,
     reduced_action_linear,
     reduced_action_softmax,
     softmax_order_parameters,
@@ -260,6 +261,107 @@ class SoftmaxReduced(AbstractReducedModel):
 
     def head(self):
         return SoftmaxCopyHead()
+
+    def canonical(self, x):
+        return x
+
+
+class RowHeadReduced(AbstractReducedModel):
+    """The closed-form reduced model of any :class:`jaxdyn.copyhead.AbstractRowHead`, on the
+    logit gap Delta (x = (Delta,)) with row-centred scores G = Delta (S - 1 1^T / L), as
+    :class:`SoftmaxReduced` is for softmax.
+
+    Every row of G holds one entry Delta (1 - 1/L) (the copy position) and L - 1 entries
+    -Delta / L, so the head's weights are p = A_{l,l-1} and q on the others, from
+    ``head.row_weights`` on those two values with multiplicities (1, L - 1). Then
+    A = L q U + (p - q) S, and the population action (copy_head.md, "Population reduction")
+    has ||A||_F^2 = L (p^2 + (L - 1) q^2), ||A 1||^2 = L r^2 with r = p + (L - 1) q,
+    tau = L p, 1^T A 1 = L r, prior (L - 1) Delta^2 / (2 sigma_g^2): O(1) per evaluation at
+    any L (L = 2^40 in float64). For a head that is not invariant under adding a constant to
+    a row this is the restriction of the population action to row-centred scores (what the
+    dense :class:`HeadReduced` with the one direction S - 1 1^T / L computes, at O(L^2)).
+
+    Attributes:
+        attention_head: the head (an :class:`jaxdyn.copyhead.AbstractRowHead`).
+        L, V, temperature, sigma_w2, sigma_g2, objective: as :class:`SoftmaxReduced`.
+        grid_points: points of the global search over Delta in [-1, 2 ln L + 8].
+    """
+
+    attention_head: AbstractRowHead
+    L: Float[Array, ""]
+    V: Float[Array, ""]
+    temperature: Float[Array, ""]
+    sigma_w2: Float[Array, ""]
+    sigma_g2: Float[Array, ""]
+    objective: Float[Array, ""]
+    grid_points: int = eqx.field(static=True)
+    symmetric_state: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        attention_head: AbstractRowHead,
+        *,
+        L: float | int | ArrayLike,
+        V: float | int | ArrayLike,
+        temperature: float | int | ArrayLike = 1.0,
+        sigma_w2: float | int | ArrayLike = 1.0,
+        sigma_g2: float | int | ArrayLike = 1.0,
+        objective: Objective | Float[ArrayLike, ""] = Objective.marginal,
+        grid_points: int = 2001,
+    ):
+        self.attention_head = attention_head
+        self.L, self.V = _as_float(L), _as_float(V)
+        self.temperature = _as_float(temperature)
+        self.sigma_w2, self.sigma_g2 = _as_float(sigma_w2), _as_float(sigma_g2)
+        self.objective = objective_weight(objective)
+        self.grid_points = int(grid_points)
+
+    def __check_init__(self):
+        if not isinstance(self.attention_head, AbstractRowHead):
+            raise TypeError(
+                f"attention_head must be an AbstractRowHead, got {type(self.attention_head).__name__}"
+            )
+        super().__check_init__()
+
+    def copy_weights(self, delta: Float[ArrayLike, ""]) -> tuple[Float[Array, ""], Float[Array, ""]]:
+        """(p, q): the head's weight on the copy position and on each other position of a row
+        with logit gap ``delta``."""
+        delta = jnp.asarray(delta, self.L.dtype)
+        values = jnp.stack([delta * (1.0 - 1.0 / self.L), -delta / self.L])
+        counts = jnp.stack([jnp.ones_like(self.L), self.L - 1.0])
+        w = self.attention_head.row_weights(values, counts)
+        return w[0], w[1]
+
+    def action(self, x, P):
+        L = self.L
+        p, q = self.copy_weights(x[0])
+        r = p + (L - 1.0) * q
+        data = population_data_term(
+            L * (p**2 + (L - 1.0) * q**2),
+            L * r**2,
+            L * p,
+            L * r,
+            P,
+            V=self.V,
+            temperature=self.temperature,
+            sigma_w2=self.sigma_w2,
+            objective=self.objective,
+        )
+        return (L - 1.0) * x[0] ** 2 / (2.0 * self.sigma_g2) + data
+
+    def grid(self):
+        top = 2.0 * jnp.log(self.L) + 8.0
+        return (-1.0 + (top + 1.0) * jnp.linspace(0.0, 1.0, self.grid_points))[:, None]
+
+    def order(self, x):
+        p, q = self.copy_weights(x[0])
+        return {"delta": x[0], "a_1": self.L * q, "a_G": p - q, "amplitude": p - q}
+
+    def scores(self, x, L):
+        return x[0] * (shift_matrix(L) - 1.0 / L)
+
+    def head(self):
+        return self.attention_head
 
     def canonical(self, x):
         return x

@@ -31,6 +31,7 @@ class TheoryConfig(CopyHeadConfig):
         objective: "marginal" (posterior of G) or "map" (Adam's joint MAP).
         hysteresis_points, hysteresis_seeds: P values and datasets of the exact-action runs.
         hysteresis_steps, hysteresis_learning_rate: Adam on S(G) from each start.
+        switch_bisections: bisections in ln P of each dataset's switch between the minima.
         window_margin: hysteresis is asserted inside the reduced coexistence window shrunk
             by this factor at each end, its absence outside the window widened by its square.
     """
@@ -42,6 +43,7 @@ class TheoryConfig(CopyHeadConfig):
     hysteresis_points: int = 12
     hysteresis_seeds: int = 4
     hysteresis_steps: int = 1500
+    switch_bisections: int = 8
     hysteresis_learning_rate: float = 0.02
     window_margin: float = 1.1
 
@@ -65,6 +67,7 @@ class TheoryConfig(CopyHeadConfig):
             f"{self.hysteresis_seeds}",
         )
         require(self.window_margin >= 1, f"window_margin must be >= 1, got {self.window_margin}")
+        require(self.switch_bisections >= 1, f"switch_bisections must be >= 1, got {self.switch_bisections}")
 
     @classmethod
     def quick(cls) -> dict:
