@@ -4,7 +4,7 @@ Posterior: a softmax copy head, L = 16, V = 4, P = 40 sequences, T = sigma_w^2 =
 SGLD over (W, G) with G = 4 g (G's step 16 times W's, as in copy-head-sgld) and the full-batch
 gradient, 400 steps per chain from the same start, float32.
 
-- jaxdyn: ``jaxdyn.copyhead.sgld_kernel`` (blackjax SGLD, gradient written out from the
+- jaxdyn: ``jaxdyn.copyhead._samplers.sgld_kernel`` (what ``sample_sgld`` runs) (blackjax SGLD, gradient written out from the
   sufficient statistics), the 64 chains as one ``jit(vmap(lax.scan))`` on one CPU device.
 - baseline ``devinterp_sgld``: devinterp's SGLD (``SGMCMC.sgld``, the PyTorch library
   researchers use for SGLD on networks) on a PyTorch module with the same energy, the chains

@@ -22,7 +22,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxdyn.copyhead as ch  # noqa: E402
-from jaxdyn.copyhead import _measure, _posterior, _task
 
 L, V = 32, 8
 
@@ -35,10 +34,13 @@ class HalfTemperatureSoftmax(ch.AbstractCopyHead):
 
 
 # 1. The exact action with a user's head: uniform pooling vs the copy pattern.
-copy_G = 6.0 * (_task.shift_matrix(L) - 1.0 / L)
+shift = jnp.roll(jnp.eye(L), -1, axis=1)  # S: ones at (l, l - 1), cyclic
+copy_G = 6.0 * (shift - 1.0 / L)
+posterior_half = ch.CopyHeadPosterior(HalfTemperatureSoftmax())
 for P in (5, 100):
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
-    S = _posterior.action_from_data(jnp.stack([jnp.zeros((L, L)), copy_G]), X, Y, attention=HalfTemperatureSoftmax())
+    stats = ch.copy_statistics(X, Y)
+    S = posterior_half.action(jnp.stack([jnp.zeros((L, L)), copy_G]), stats)  # a batch of two G
     print(
         f"P = {P:4d}: S(uniform) - S(copy) = {float(S[0] - S[1]):+.2f}"
         "  (> 0: the copy pattern is more probable)"
@@ -68,11 +70,11 @@ X, Y = ch.copy_task(jax.random.key(1), 64, L, V)
 
 def train(P, start):
     stats = ch.copy_statistics(X, Y, (jnp.arange(64) < P).astype(X.dtype))
-    G0 = start * 2.0 * jnp.log(L) * _task.shift_matrix(L)
+    G0 = start * 2.0 * jnp.log(L) * shift
     params, _ = ch.train_map(
         jax.random.key(2), posterior, stats, steps=1500, learning_rate=0.03, G0=G0
     )
-    return _measure.measure(posterior, params["G"], params["W"], stats)["c_G"]
+    return ch.order_parameters(posterior.attention(params["G"]))[1]  # a_G
 
 
 P_train = jnp.array([8.0, 14.0, 17.0, 20.0, 23.0, 32.0, 64.0])
