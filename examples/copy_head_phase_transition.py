@@ -52,7 +52,8 @@ for name, model in (
     ("softmax", ch.SoftmaxReduced(L=L, V=V)),
     ("linear", ch.LinearReduced(L=L, V=V, alpha=1.0)),
 ):
-    refined, window = ch.transition_order(model, 1.0, 3000.0)
+    refined = ch.transition_order(model, 1.0, 3000.0)
+    window = refined.window
     print(
         f"{name}: {refined.order} (largest step ~ h^{refined.fit.slope:.2f}) in "
         f"P = {window[0]:.1f}..{window[1]:.1f}"

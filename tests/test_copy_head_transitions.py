@@ -41,9 +41,8 @@ def test_order_from_refinement_agrees_with_the_landscape_on_softmax_L32():
     a_copy(P*) - a_uniform(P* e^-h) and a_copy(P* e^h) - a_uniform(P*), each branch value a
     local minimum of the reduced action (the landscape, independent of the refinement)."""
     model = ch.SoftmaxReduced(L=32, V=8)
-    refined, (lo, hi) = ch.transition_order(
-        model, 1.0, 3000.0, levels=(16, 32, 64), offsets=4, fit_levels=3
-    )
+    refined = ch.transition_order(model, 1.0, 3000.0, levels=(16, 32, 64), offsets=4, fit_levels=3)
+    lo, hi = refined.window
     assert refined.order is ch.TransitionOrder.first
     assert lo < 19.55 < hi  # the window holds the reconstruction's P* (copy_head.md)
     diagram = ch.phase_diagram(model, np.geomspace(15.0, 30.0, 41))

@@ -60,12 +60,14 @@ class RefinementOrder:
             exponent (0: jump, 1/2: square-root onset, 1: smooth).
         order: the :class:`TransitionOrder` whose exponent is nearest to the fitted one
             (boundaries at 1/4 and 3/4).
+        window: the P window (sequences) the grids were refined in (None for measured data).
     """
 
     spacing: np.ndarray
     largest_step: np.ndarray
     fit: LinearFit
     order: TransitionOrder
+    window: tuple[float, float] | None = None
 
     def as_dict(self) -> dict:
         """JSON-ready summary (exponent, its interval, order, steps)."""
@@ -75,6 +77,7 @@ class RefinementOrder:
             "exponent_ci": [self.fit.ci_low, self.fit.ci_high],
             "spacing": self.spacing.tolist(),
             "largest_step": self.largest_step.tolist(),
+            "window": None if self.window is None else list(self.window),
         }
 
 
@@ -169,15 +172,17 @@ def transition_order(
     coarse_points: int = 40,
     fit_levels: int = 4,
     key: str = "amplitude",
-) -> tuple[RefinementOrder, tuple[float, float]]:
-    """Order of the reduced model's transition from grid refinement of its global minimum.
+) -> RefinementOrder:
+    """The order of the reduced model's transition (the one classifier): grid refinement of
+    its global minimum, P in sequences.
 
     The window is the coarse cell (``coarse_points`` log-spaced on [P_min, P_max]) where the
     step of the global minimum's ``key`` shrinks least under splitting (the least smooth
     place), widened by one cell on either side. Within it, grids of ``levels`` intervals, each
     shifted ``offsets`` times (:func:`refinement_grids`), give the largest step per
     spacing; the finest ``fit_levels`` are fitted (the asymptotic regime) and classified by
-    :func:`classify_refinement`. Returns the result (all levels in its arrays) and the window.
+    :func:`classify_refinement`. Returns the result (all levels in its arrays, the window in
+    ``window``), whose ``order`` is a :class:`TransitionOrder`.
     """
     coarse = np.geomspace(P_min, P_max, coarse_points)
     i = _least_smooth_cell(model, P_min, P_max, coarse_points, key)
@@ -194,8 +199,9 @@ def transition_order(
         steps.append(best)
     spacing = np.array([np.log(hi / lo) / n for n in levels])
     fitted = classify_refinement(spacing[-fit_levels:], np.asarray(steps)[-fit_levels:])
-    result = RefinementOrder(spacing, np.asarray(steps), fitted.fit, fitted.order)
-    return result, (float(lo), float(hi))
+    return RefinementOrder(
+        spacing, np.asarray(steps), fitted.fit, fitted.order, (float(lo), float(hi))
+    )
 
 
 def _action_grid(model: AbstractReducedModel, Ps, coordinates) -> np.ndarray:

@@ -76,7 +76,8 @@ class NetworkAnalysis:
     def from_theory(cls, c, model, run) -> NetworkAnalysis:
         lo, hi = 0.5 * min(c.P_values), 2.0 * max(c.P_values)
         diagram, _, info = transition(model, lo, hi)
-        refined, window = ch.transition_order(model, lo, hi)
+        refined = ch.transition_order(model, lo, hi)
+        window = refined.window
         P_t = info["P_star"] or float(np.sqrt(window[0] * window[1]))
         refine_grid = np.geomspace(
             P_t / c.refine_width, P_t * c.refine_width, 2**c.refine_levels + 1

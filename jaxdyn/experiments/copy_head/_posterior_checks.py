@@ -37,7 +37,7 @@ class PosteriorAnalysis:
         diagram, _, info = transition(model, lo, hi)
         P_t = info["P_star"]
         if P_t is None:
-            P_t = float(np.sqrt(np.prod(ch.transition_order(model, lo, hi)[1])))
+            P_t = float(np.sqrt(np.prod(ch.transition_order(model, lo, hi).window)))
         window = np.array([])
         if info["transition_order"] is ch.TransitionOrder.first and c.window_points > 0:
             # The posterior's metastability window lies above the saddle point's: the uniform

@@ -115,7 +115,7 @@ def _softmax_grid(c: ScalingConfig, run: Run) -> dict:
             model = cfg.reduced("softmax")
             lo, hi = 0.05 * c.temperature, 1e4 * c.temperature
             _, _, info = transition(model, lo, hi, c.n_P)
-            refined, _ = ch.transition_order(
+            refined = ch.transition_order(
                 model, lo, hi, levels=(16, 32, 64, 128), offsets=4, fit_levels=3
             )
             coexist, window, barrier = _scaling.softmax_coexists(

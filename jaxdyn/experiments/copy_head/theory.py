@@ -93,7 +93,8 @@ def run_theory(config: TheoryConfig, run: Run) -> None:
 def _analyse(c: TheoryConfig, run: Run, attention: str) -> dict:
     model = c.reduced(attention, c.objective)
     diagram, fine, info = transition(model, c.P_min, c.P_max, c.n_P)
-    refined, window = ch.transition_order(model, c.P_min, c.P_max)
+    refined = ch.transition_order(model, c.P_min, c.P_max)
+    window = refined.window
     run.log(
         f"{attention}: landscape {info_json(info)}; refinement {refined.order.name} "
         f"(exponent {refined.fit.slope:.3f}) in {window}"
