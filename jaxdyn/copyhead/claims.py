@@ -28,7 +28,17 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from jaxtyping import ArrayLike, Shaped
 
-from ..evidence import ErrorModel, Evidence, Verdict, at_least, at_most, classified, within
+from ..evidence import (
+    ErrorModel,
+    Evidence,
+    Verdict,
+    at_least,
+    at_most,
+    classified,
+    extrapolated_exponent,
+    local_exponents,
+    within,
+)
 from ._order import pooling_share
 from ._transition import RefinementOrder, TransitionOrder
 
@@ -216,16 +226,6 @@ def square_root_onset(
         tolerance, basis="minima converged to ~1e-10 at (P - P_c) / P_c >= 1e-4"
     )
     return within(claim, prediction=0.5, measured=beta, error_model=model, alternative=1.0)
-
-
-# generic: move to jaxdyn.evidence (local_exponents)
-def _local_exponents(x: Numbers, y: Numbers) -> tuple[np.ndarray, np.ndarray]:
-    """Local exponents d ln y / d ln x between consecutive points (sorted by x), and the
-    geometric midpoints where they apply."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    order = np.argsort(x)
-    x, y = x[order], y[order]
-    return np.diff(np.log(y)) / np.diff(np.log(x)), np.sqrt(x[1:] * x[:-1])
 
 
 def first_order_line_above_L(claim: str, L: Numbers, brackets: Numbers) -> Evidence:
@@ -454,36 +454,11 @@ def scaling_law(
     )
 
 
-# generic: move to jaxdyn.evidence (extrapolated_exponent)
-def _extrapolated_exponent(x: Numbers, m: Numbers) -> tuple[float, float]:
-    """Local exponents m(x) extrapolated to x -> infinity in u = 1 / ln x: the parabola
-    through the last three points, and as its error the difference from the line through the
-    last two (an embedded pair, as a Runge-Kutta step with local extrapolation estimates its
-    error by the lower-order solution)."""
-    x, m = np.asarray(x, float), np.asarray(m, float)
-    keep = np.isfinite(m)
-    u, m = 1.0 / np.log(x[keep]), m[keep]
-    if m.size < 3:
-        return float("nan"), float("nan")
-    line = np.polyval(np.polyfit(u[-2:], m[-2:], 1), 0.0)
-    parabola = np.polyval(np.polyfit(u[-3:], m[-3:], 2), 0.0)
-    return float(parabola), float(abs(line - parabola))
-
-
 def asymptotic_law(
     claim: str, x: Numbers, m: Numbers, law: float, alternative: float
 ) -> Evidence:
     """An asymptotic exponent: the local exponents ``m`` at ``x`` extrapolated to
-    x -> infinity (:func:`_extrapolated_exponent`, with its embedded error estimate), classified
-    between the law's exponent and an alternative's (:func:`scaling_form`: within a
-    quarter of their gap of one of them, or in between)."""
-    value, error = _extrapolated_exponent(x, m)
-    return scaling_form(
-        claim,
-        value,
-        law,
-        alternative,
-        error=error,
-        basis="extrapolated in 1 / ln x (parabola through the three largest x; error: its "
-        "difference from the line through the two largest)",
-    )
+    x -> infinity (:func:`jaxdyn.evidence.extrapolated_exponent`, with its embedded error
+    estimate), classified between the law's exponent and an alternative's (within a quarter
+    of their gap of one of them, or in between)."""
+    return extrapolated_exponent(claim, x, m, law, alternative)
