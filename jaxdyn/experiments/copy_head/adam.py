@@ -162,6 +162,8 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
     "copy-head-adam",
     AdamConfig,
     "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, theory",
+    title="Softmax networks trained by Adam to the MAP",
+    docs="copy_head.md#what-the-experiments-find",
 )
 def run_adam_softmax(config: AdamConfig, run: Run) -> None:
     """copy-head-adam: Adam to the MAP of a softmax copy head."""

@@ -13,6 +13,8 @@ import numpy as np
 
 from ... import copyhead as ch, fit_power_law
 from ...copyhead import _phase, _scaling, _transition
+from ...evidence import local_exponents
+from ...evidence._decisions import _extrapolate  # the value and error behind extrapolated_exponent
 from ...plotting import new_figure
 from ...runs import Run, register_experiment
 from ._common import CopyHeadConfig, require, transition
@@ -90,6 +92,8 @@ class ScalingConfig(CopyHeadConfig):
     "copy-head-scaling",
     ScalingConfig,
     "softmax first-order boundary V_c(L); P* laws compared (AIC); linear onset/crossover fits",
+    title="The three scaling laws",
+    docs="copy_head.md#the-three-scaling-laws",
 )
 def run_scaling(c: ScalingConfig, run: Run) -> None:
     """copy-head-scaling: order, first-order boundary V_c(L) and P* laws over (L, V)."""
@@ -139,7 +143,11 @@ def _softmax_grid(c: ScalingConfig, run: Run) -> dict:
                 P_star[i, j] = info["P_star"]
             run.log(f"softmax L={L} V={V}: {found}, coexistence window {window}")
     run.scalar("softmax_classification", orders)
-    run.save_arrays(L=np.asarray(Ls), V=np.asarray(Vs), softmax_P_star=P_star)
+    run.save_arrays(
+        softmax_P_star=P_star,
+        dims={"softmax_P_star": ("L", "V")},
+        coords={"L": np.asarray(Ls), "V": np.asarray(Vs)},
+    )
     run.consistency(
         "softmax_three_classifications_agree",
         expected=0.0,
@@ -167,7 +175,11 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
         )
     brackets = np.asarray(brackets)
     V_c = np.sqrt(brackets[:, 0] * brackets[:, 1])
-    run.save_arrays(boundary_L=np.asarray(c.boundary_L), boundary_V_bracket=brackets)
+    run.save_arrays(
+        boundary_V_bracket=brackets,
+        dims={"boundary_V_bracket": ("boundary_L", "bracket_end")},
+        coords={"boundary_L": np.asarray(c.boundary_L), "bracket_end": ["lower", "upper"]},
+    )
     fit = fit_power_law(np.asarray(c.boundary_L, float), V_c)
     run.scalar(
         "first_order_boundary",
@@ -229,7 +241,13 @@ def _linear_grid(c: ScalingConfig, run: Run) -> dict:
         basis="one determinant root found twice: bisection (60 halvings) on the autodiff "
         "Hessian vs the quartic's roots; max relative difference over (L, V)",
     )
-    run.save_arrays(linear_P_c=P_c, linear_crossover_raw=cross, linear_crossover_normalised=cross_n)
+    run.save_arrays(
+        linear_P_c=P_c,
+        linear_crossover_raw=cross,
+        linear_crossover_normalised=cross_n,
+        dims={k: ("L", "V") for k in ("linear_P_c", "linear_crossover_raw", "linear_crossover_normalised")},
+        coords={"L": np.asarray(Ls), "V": np.asarray(Vs)},
+    )
     fits = {
         "onset_in_V": (c.L_values, P_c, 1, "L", (1.5, 2.0)),
         "crossover_raw_in_L": (c.V_values, cross, 0, "V", (1.5,)),
@@ -360,9 +378,13 @@ def _softmax_law(c: ScalingConfig, run: Run) -> dict:
             _, _, info = ch.locate_transition(model, 0.05 * c.temperature, 1e6 * c.temperature, 30)
             if info["coexistence"] is not None and info["P_star"] is not None:
                 P[i], jump[i] = info["P_star"], info["jump"]
-        run.save_arrays(**{"law_L": Ls, f"law_P_star_V{V}": P})
+        run.save_arrays(
+            **{f"law_P_star_V{V}": P},
+            dims={f"law_P_star_V{V}": ("law_L",)},
+            coords={"law_L": Ls},
+        )
         m, mid = _lnln_exponents(Ls, P)
-        value, error = ch.claims._extrapolated_exponent(mid, m)
+        value, error = _extrapolate(mid, m)
         run.scalar(
             f"softmax_P_star_law_V{V}",
             {
@@ -371,8 +393,8 @@ def _softmax_law(c: ScalingConfig, run: Run) -> dict:
                 "a_G_jump": jump.tolist(),
                 "lnlnL_local_exponent": m.tolist(),
                 "at_L": mid.tolist(),
-                "tokens_local_exponent": ch.claims._local_exponents(Ls, P * Ls)[0].tolist(),
-                "paper_tokens_local_exponent": ch.claims._local_exponents(Ls, Ls * np.log(Ls) ** 2)[
+                "tokens_local_exponent": local_exponents(Ls, P * Ls)[0].tolist(),
+                "paper_tokens_local_exponent": local_exponents(Ls, Ls * np.log(Ls) ** 2)[
                     0
                 ].tolist(),
                 "extrapolated_lnlnL_exponent": [value, error],
@@ -410,7 +432,7 @@ def _onset_law(c: ScalingConfig, run: Run) -> dict:
                 "L": c.onset_L,
                 "V": c.onset_V,
                 "P_c_sequences": P_c.tolist(),
-                "local_exponents": ch.claims._local_exponents(Vs, P_c)[0].tolist(),
+                "local_exponents": local_exponents(Vs, P_c)[0].tolist(),
             },
         )
     return {"V": Vs, "P_c": out}
@@ -445,10 +467,13 @@ def _crossover_law(c: ScalingConfig, run: Run) -> dict:
     along_L, along_V = _crossovers(c)
     Ls, Vs = np.asarray(c.crossover_L, float), np.asarray(c.crossover_V, float)
     run.save_arrays(
-        crossover_L=Ls,
-        crossover_V=Vs,
         crossover_along_L=along_L,
         crossover_along_V=along_V,
+        dims={
+            "crossover_along_L": ("crossover", "crossover_L"),
+            "crossover_along_V": ("crossover", "crossover_V"),
+        },
+        coords={"crossover_L": Ls, "crossover_V": Vs, "crossover": ["raw", "normalised"]},
     )
     run.scalar(
         "linear_crossover_law",
@@ -459,10 +484,10 @@ def _crossover_law(c: ScalingConfig, run: Run) -> dict:
             "at_L": c.crossover_V_at_L,
             "P_sequences_along_L": along_L[0].tolist(),
             "P_sequences_along_V": along_V[0].tolist(),
-            "L_local_exponents": ch.claims._local_exponents(Ls, along_L[0])[0].tolist(),
-            "V_local_exponents": ch.claims._local_exponents(Vs, along_V[0])[0].tolist(),
-            "normalised_L_local_exponents": ch.claims._local_exponents(Ls, along_L[1])[0].tolist(),
-            "normalised_V_local_exponents": ch.claims._local_exponents(Vs, along_V[1])[0].tolist(),
+            "L_local_exponents": local_exponents(Ls, along_L[0])[0].tolist(),
+            "V_local_exponents": local_exponents(Vs, along_V[0])[0].tolist(),
+            "normalised_L_local_exponents": local_exponents(Ls, along_L[1])[0].tolist(),
+            "normalised_V_local_exponents": local_exponents(Vs, along_V[1])[0].tolist(),
         },
     )
     run.evidence(

@@ -211,6 +211,8 @@ def _run_sgld(c: SGLDConfig, run: Run) -> None:
     "copy-head-sgld",
     SGLDConfig,
     "softmax posterior by SGLD and MALA: modes vs theory, hysteresis, bimodality, no precursor",
+    title="The softmax posterior by SGLD and MALA",
+    docs="copy_head.md#mean-versus-mode",
 )
 def run_sgld_softmax(config: SGLDConfig, run: Run) -> None:
     """copy-head-sgld: SGLD and MALA on the posterior of a softmax copy head."""

@@ -79,6 +79,8 @@ class TheoryConfig(CopyHeadConfig):
     TheoryConfig,
     "reduced-action phase diagrams; order by grid refinement, landscape and brute force; "
     "hysteresis on the exact action",
+    title="The reduced theory: order, phase diagrams, exact hysteresis",
+    docs="copy_head.md#what-the-experiments-find",
 )
 def run_theory(config: TheoryConfig, run: Run) -> None:
     """copy-head-theory: the reduced theory's transitions for softmax and linear heads, and
