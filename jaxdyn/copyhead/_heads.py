@@ -18,6 +18,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ..attention import causal_mask, linear_weights, softmax_weights
 
+
 def _causal(L: int):
     pos = jnp.arange(L)
     return causal_mask(pos, pos)

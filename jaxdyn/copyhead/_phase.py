@@ -28,7 +28,6 @@ from jaxtyping import ArrayLike, Float
 
 from .._numerics import LinearFit, fit_power_law
 from .._status import item_code
-from ._reduced import Objective
 from ._models import (
     AbstractReducedModel,
     LinearReduced,
@@ -37,6 +36,7 @@ from ._models import (
     global_minimum,
     local_minimum,
 )
+from ._reduced import Objective
 from ._transition import TransitionOrder
 
 

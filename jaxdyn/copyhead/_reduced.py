@@ -29,6 +29,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._task import shift_matrix, supervised_positions
 
+
 class Objective(eqx.Enumeration):
     """What a reduced action minimises (copy_head.md, "Exact action").
 

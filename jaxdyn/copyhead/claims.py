@@ -36,7 +36,6 @@ from ..evidence import (
     at_most,
     classified,
     extrapolated_exponent,
-    local_exponents,
     within,
 )
 from ._order import pooling_share
@@ -403,7 +402,9 @@ def scaling_law(
     )
     args = (claim, float(p[-1]), float(m[-1]), model)
     if not (np.all(np.isfinite(m)) and np.all(np.isfinite(d))) or np.any(b == 0):
-        return Evidence(*args, Verdict.inconclusive, float(a[-1]), "not finite, or the forms coincide")
+        return Evidence(
+            *args, Verdict.inconclusive, float(a[-1]), "not finite, or the forms coincide"
+        )
     # r: where the exponent sits between the law (0) and the alternative (1), in their gap.
     gap = a - p
     r, dr = (m - p) / gap, d / np.abs(gap)
@@ -454,9 +455,7 @@ def scaling_law(
     )
 
 
-def asymptotic_law(
-    claim: str, x: Numbers, m: Numbers, law: float, alternative: float
-) -> Evidence:
+def asymptotic_law(claim: str, x: Numbers, m: Numbers, law: float, alternative: float) -> Evidence:
     """An asymptotic exponent: the local exponents ``m`` at ``x`` extrapolated to
     x -> infinity (:func:`jaxdyn.evidence.extrapolated_exponent`, with its embedded error
     estimate), classified between the law's exponent and an alternative's (within a quarter

@@ -191,7 +191,9 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
     L16 = np.asarray(c.boundary_L) >= 16
     run.evidence(
         "first_order_line_extends_beyond_V_equals_L",
-        ch.claims.first_order_line_above_L(BOUNDARY_CLAIM, np.asarray(c.boundary_L)[L16], brackets[L16]),
+        ch.claims.first_order_line_above_L(
+            BOUNDARY_CLAIM, np.asarray(c.boundary_L)[L16], brackets[L16]
+        ),
         note=f"V_c brackets {brackets.round(2).tolist()}",
     )
 
@@ -232,7 +234,9 @@ def _linear_grid(c: ScalingConfig, run: Run) -> dict:
             d = ch.phase_diagram(model, np.geomspace(0.5 * P_c[i, j], 1e3 * P_c[i, j], c.n_P))
             o = d.order_global
             cross[i, j] = _transition.crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c[i, j])
-            cross_n[i, j] = _transition.crossover_point(d.P, o["c_1"], o["c_G"], np.sqrt(L), P_c[i, j])
+            cross_n[i, j] = _transition.crossover_point(
+                d.P, o["c_1"], o["c_G"], np.sqrt(L), P_c[i, j]
+            )
     run.consistency(
         "linear_onset_closed_form_matches_bisection",
         expected=0.0,
@@ -245,7 +249,10 @@ def _linear_grid(c: ScalingConfig, run: Run) -> dict:
         linear_P_c=P_c,
         linear_crossover_raw=cross,
         linear_crossover_normalised=cross_n,
-        dims={k: ("L", "V") for k in ("linear_P_c", "linear_crossover_raw", "linear_crossover_normalised")},
+        dims={
+            k: ("L", "V")
+            for k in ("linear_P_c", "linear_crossover_raw", "linear_crossover_normalised")
+        },
         coords={"L": np.asarray(Ls), "V": np.asarray(Vs)},
     )
     fits = {
@@ -450,7 +457,9 @@ def _crossovers(c: ScalingConfig) -> tuple[np.ndarray, np.ndarray]:
 
     def at(L, V, weight):
         model = dataclasses.replace(c, L=L, V=V).reduced("linear")
-        return _transition.crossover(model, _phase.linear_onset(model), weight=weight, iterations=40)
+        return _transition.crossover(
+            model, _phase.linear_onset(model), weight=weight, iterations=40
+        )
 
     V0, L1 = c.crossover_L_at_V, c.crossover_V_at_L
     raw_L = np.array([at(L, V0, 1.0) for L in c.crossover_L])

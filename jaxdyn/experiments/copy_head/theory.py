@@ -67,7 +67,10 @@ class TheoryConfig(CopyHeadConfig):
             f"{self.hysteresis_seeds}",
         )
         require(self.window_margin >= 1, f"window_margin must be >= 1, got {self.window_margin}")
-        require(self.switch_bisections >= 1, f"switch_bisections must be >= 1, got {self.switch_bisections}")
+        require(
+            self.switch_bisections >= 1,
+            f"switch_bisections must be >= 1, got {self.switch_bisections}",
+        )
 
     @classmethod
     def quick(cls) -> dict:
@@ -113,7 +116,18 @@ def _analyse(c: TheoryConfig, run: Run, attention: str) -> dict:
             f"{attention}.S_global": diagram.S_global,
             f"{attention}.refinement_spacing": refined.spacing,
             f"{attention}.refinement_largest_step": refined.largest_step,
-        }
+        },
+        dims={
+            **{
+                f"{attention}.{k}": (f"{attention}_P", "state")
+                for k in ("x_global", "x_up", "x_down")
+            },
+            f"{attention}.P": (f"{attention}_P",),
+            f"{attention}.S_global": (f"{attention}_P",),
+            f"{attention}.refinement_spacing": (f"{attention}_spacing",),
+            f"{attention}.refinement_largest_step": (f"{attention}_spacing",),
+        },
+        coords={f"{attention}_P": diagram.P, f"{attention}_spacing": refined.spacing},
     )
     return {
         "model": model,
@@ -150,7 +164,9 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
         )
     sm = results["softmax"]
     deltas = np.linspace(-1.0, 3.0 * np.log(c.L) + 3.0, 6000)
-    coexist, window, barrier = _transition.brute_force_coexistence(sm["model"], c.P_min, c.P_max, deltas)
+    coexist, window, barrier = _transition.brute_force_coexistence(
+        sm["model"], c.P_min, c.P_max, deltas
+    )
     run.scalar(
         "softmax_brute_force", {"coexistence": coexist, "window": window, "barrier": barrier}
     )
@@ -167,7 +183,9 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
             ch.claims.transition_order(FIRST_ORDER_CLAIM, ch.TransitionOrder.first, sm["refined"]),
         )
         lo, hi = window if window is not None else (c.P_min, c.P_max)
-        counts, _ = _transition.landscape_minima(sm["model"], np.geomspace(lo / 1.5, hi * 1.5, 200), deltas)
+        counts, _ = _transition.landscape_minima(
+            sm["model"], np.geomspace(lo / 1.5, hi * 1.5, 200), deltas
+        )
         run.evidence(
             "softmax_no_pooling_phase",
             ch.claims.minima_at_most(
@@ -229,7 +247,8 @@ def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
     o = diagram.order_global
     for w, name in ((1.0, "raw"), (np.sqrt(c.L), "normalised")):
         run.scalar(
-            f"linear_crossover_P_{name}", _transition.crossover_point(diagram.P, o["c_1"], o["c_G"], w, P_c)
+            f"linear_crossover_P_{name}",
+            _transition.crossover_point(diagram.P, o["c_1"], o["c_G"], w, P_c),
         )
     run.scalar("linear_onset_P_c", P_c)
     run.scalar("linear_onset_over_T_V_three_halves", P_c / (c.temperature * c.V**1.5))
