@@ -125,3 +125,18 @@ def test_sgld_draws_read_by_arviz(tmp_path):
     summary = az.summary(ds[["c_G"]].isel(P=0), kind="stats", round_to="none")
     assert summary.shape[0] == 1 and np.isfinite(summary["mean"].iloc[0])
     np.testing.assert_allclose(summary["mean"].iloc[0], float(ds["c_G"].mean()), rtol=1e-6)
+
+
+def test_a_time_grid_names_the_time_axis(tmp_path):
+    """`ts` saved with time series is the `time` coordinate and names their first axis of its
+    length, and only that axis (a square matrix per time keeps its other axes unnamed)."""
+    run = Run(tmp_path / "r", experiment="toy", echo=False)
+    ts = np.linspace(0.0, 2.0, 3)
+    run.save_arrays(ts=ts, loss=np.ones(3), attention=np.zeros((3, 3, 3)), origin_ts=np.arange(4.0))
+    run.save_arrays(other=np.ones(3))  # another call: no time grid there
+    run.finish()
+    data = load(tmp_path / "r")
+    assert data.arrays["loss"].dims == ("time",)
+    np.testing.assert_array_equal(data.arrays["loss"]["time"].values, ts)
+    assert data.arrays["attention"].dims == ("time", "attention_1", "attention_2")
+    assert data.arrays["other"].dims == ("other_0",)

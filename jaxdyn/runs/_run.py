@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
 import shutil
 import sys
 import time
@@ -164,7 +165,9 @@ class Run:
         (``coords={"time": ts, "key": vocabulary}``; strings for categorical values), or
         ``(dims, values)``. An ``xarray.DataArray`` value brings its own dims and coords. An
         axis left unnamed is named after the one coordinate of this call with its length, if
-        exactly one has it. :func:`jaxdyn.runs.load` reads the arrays back as labelled
+        exactly one has it; a 1-D time grid saved in the same call (``ts``, ``<prefix>_ts``)
+        is the coordinate ``time`` (``<prefix>_time``), and names the *first* axis of the
+        call's other arrays when that axis has its length. :func:`jaxdyn.runs.load` reads the arrays back as labelled
         ``xarray.DataArray`` objects; an axis that is still unnamed reads as ``<array>_<i>``.
 
         Raises ``ValueError`` (one line) when a name list does not match an array's number of
@@ -183,7 +186,10 @@ class Run:
         unknown = set(dims) - set(values)
         if unknown:
             raise ValueError(f"save_arrays: dims given for arrays not saved: {sorted(unknown)}")
-        labels = {key: _label_axes(key, arr, dims.get(key), declared) for key, arr in values.items()}
+        grids = _time_grids(values, declared, dims)
+        labels = {
+            key: _label_axes(key, arr, dims.get(key), declared, time=_time_of(key, grids)) for key, arr in values.items()
+        }
         _check_coords(declared, values, labels)
         for key, arr in values.items():
             self._arrays[key] = arr
@@ -569,8 +575,38 @@ def _coords(coords: dict[str, Any]) -> dict[str, tuple[tuple[str, ...], np.ndarr
     return out
 
 
-def _label_axes(key: str, arr: np.ndarray, names, declared, skip: int = 0) -> list:
-    """Each axis' dimension name (``None``: unnamed); ``names`` covers the axes after ``skip``."""
+_TIME_GRID = re.compile(r"(?:(.+)_)?(ts|times)")
+
+
+def _time_grids(values: dict[str, np.ndarray], declared: dict, dims: dict) -> dict[str, tuple[str, int]]:
+    """A call's time grids: each 1-D array named ``ts``/``times`` or ``<prefix>_ts``, declared
+    as the coordinate ``time`` / ``<prefix>_time``: ``{prefix: (name, length)}``."""
+    out = {}
+    for key, ts in values.items():
+        match = _TIME_GRID.fullmatch(key)
+        if ts.ndim != 1 or not match or key in dims:
+            continue
+        prefix = match.group(1) or ""
+        name = f"{prefix}_time" if prefix else "time"
+        if name in declared or prefix in out:
+            continue
+        declared[name] = ((name,), ts)
+        dims[key] = (name,)
+        out[prefix] = (name, ts.shape[0])
+    return out
+
+
+def _time_of(key: str, grids: dict[str, tuple[str, int]]) -> tuple[str, int] | None:
+    """The time grid of array ``key``: the one of its prefix, else the unprefixed one."""
+    for prefix, grid in grids.items():
+        if prefix and key.startswith(f"{prefix}_"):
+            return grid
+    return grids.get("")
+
+
+def _label_axes(key: str, arr: np.ndarray, names, declared, skip: int = 0, time=None) -> list:
+    """Each axis' dimension name (``None``: unnamed); ``names`` covers the axes after ``skip``.
+    ``time`` (a call's time grid: name, length) names a first axis of its length."""
     n = arr.ndim - skip
     if names is not None:
         names = tuple(names)
@@ -584,8 +620,10 @@ def _label_axes(key: str, arr: np.ndarray, names, declared, skip: int = 0) -> li
         if coord_dims == (name,):
             sizes.setdefault(values.shape[0], []).append(name)
     out = []
-    for size in arr.shape[skip:]:
+    for axis, size in enumerate(arr.shape[skip:]):
         match = sizes.get(size, [])
+        if axis == 0 and time is not None and size == time[1]:
+            match = [time[0]]
         out.append(match[0] if len(match) == 1 and match[0] not in out else None)
     return out
 
@@ -612,8 +650,11 @@ def _sweep_labels(result: SweepResult, dims: dict[str, Any], coords: dict[str, A
             f"sweep {result.name!r}: dims for {sorted(unknown)}, which are neither outputs"
             f" {sorted(result.outputs)} nor grid axes {list(result.axes)}"
         )
+    named = {k: v for k, v in dims.items() if not isinstance(v, str)}
+    per_member = {k: v[0] for k, v in result.outputs.items() if v.ndim == 2 and np.all(v == v[:1])}
+    grids = _time_grids(per_member, declared, named)  # a time grid output shared by every member
     outputs = {
-        key: _label_axes(key, arr, None if isinstance(dims.get(key), str) else dims.get(key), declared, skip=1)
+        key: _label_axes(key, arr, named.get(key), declared, skip=1, time=_time_of(key, grids))
         for key, arr in result.outputs.items()
     }
     return grid_dims, outputs, declared
