@@ -24,11 +24,24 @@ END = "<!-- benchmarks-table: end -->"
 
 # (ratio key, target keys, jaxdyn-time keys, baseline-time keys): one row per pair present.
 _PAIRS = (
-    ("ratio", ("target", "target_ratio"),
-     ("jaxdyn_s", "vmapped_seconds_median", "diffrax_seconds_median", "sweep_seconds_including_compile",
-      "batched_s"),
-     ("baseline_s", "baseline_seconds", "baseline_devinterp_sgld_s", "baseline_seconds_including_compiles",
-      "baseline_loop_s")),
+    (
+        "ratio",
+        ("target", "target_ratio"),
+        (
+            "jaxdyn_s",
+            "vmapped_seconds_median",
+            "diffrax_seconds_median",
+            "sweep_seconds_including_compile",
+            "batched_s",
+        ),
+        (
+            "baseline_s",
+            "baseline_seconds",
+            "baseline_devinterp_sgld_s",
+            "baseline_seconds_including_compiles",
+            "baseline_loop_s",
+        ),
+    ),
     ("speedup", ("target_speedup", "target"), (), ()),
     ("natural_ratio_warm", ("target_warm",), ("natural_warm_s",), ("baseline_s",)),
     ("natural_ratio_cold", ("target_cold",), ("natural_cold_s",), ("baseline_s",)),
@@ -48,7 +61,11 @@ def _first(record: dict, keys) -> tuple[str | None, object]:
 
 def _prefixed(record: dict, prefix: str) -> tuple[str | None, object]:
     for key, value in record.items():
-        if key.startswith(prefix) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if (
+            key.startswith(prefix)
+            and isinstance(value, (int, float))
+            and not isinstance(value, bool)
+        ):
             return key, value
     return None, None
 
@@ -64,7 +81,11 @@ def _number(value) -> str:
 
 
 def _passed(ratio, target, record_passed):
-    if isinstance(ratio, (int, float)) and isinstance(target, (int, float)) and not isinstance(target, bool):
+    if (
+        isinstance(ratio, (int, float))
+        and isinstance(target, (int, float))
+        and not isinstance(target, bool)
+    ):
         return ratio >= target
     return record_passed
 
@@ -78,9 +99,18 @@ def rows(name: str, record: dict) -> list[tuple[str, ...]]:
         if ratio_key not in record:
             continue
         ratio, target = record[ratio_key], _first(record, target_keys)[1]
-        out.append((bench, _number(_first(record, time_keys)[1]), _number(_first(record, baseline_keys)[1]),
-                    f"{_number(ratio)} (`{ratio_key}`)", _number(target),
-                    _number(_passed(ratio, target, record.get("passed"))), where, f"`{name}`"))
+        out.append(
+            (
+                bench,
+                _number(_first(record, time_keys)[1]),
+                _number(_first(record, baseline_keys)[1]),
+                f"{_number(ratio)} (`{ratio_key}`)",
+                _number(target),
+                _number(_passed(ratio, target, record.get("passed"))),
+                where,
+                f"`{name}`",
+            )
+        )
     for key, sub in record.items():
         if not isinstance(sub, dict):
             continue
@@ -90,9 +120,18 @@ def rows(name: str, record: dict) -> list[tuple[str, ...]]:
         sub_target_key, sub_target = _prefixed(sub, "target")
         if sub_ratio_key is None or sub_target_key is None:
             continue
-        out.append((f"{bench} / {key}", _number(_first(sub, _NESTED_TIME)[1]),
-                    _number(_first(sub, _NESTED_BASELINE)[1]), f"{_number(sub_ratio)} (`{sub_ratio_key}`)",
-                    _number(sub_target), _number(_passed(sub_ratio, sub_target, None)), where, f"`{name}`"))
+        out.append(
+            (
+                f"{bench} / {key}",
+                _number(_first(sub, _NESTED_TIME)[1]),
+                _number(_first(sub, _NESTED_BASELINE)[1]),
+                f"{_number(sub_ratio)} (`{sub_ratio_key}`)",
+                _number(sub_target),
+                _number(_passed(sub_ratio, sub_target, None)),
+                where,
+                f"`{name}`",
+            )
+        )
     if not out:
         out.append((bench, "", "", "", "", _number(record.get("passed")), where, f"`{name}`"))
     return out
@@ -100,7 +139,16 @@ def rows(name: str, record: dict) -> list[tuple[str, ...]]:
 
 def table(results: Path = RESULTS) -> str:
     """The Markdown table of every `results/*.json`, in file-name order."""
-    header = ("benchmark", "jaxdyn (s)", "baseline (s)", "ratio", "target", "passed", "device", "file")
+    header = (
+        "benchmark",
+        "jaxdyn (s)",
+        "baseline (s)",
+        "ratio",
+        "target",
+        "passed",
+        "device",
+        "file",
+    )
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for file in sorted(results.glob("*.json")):
         for row in rows(file.name, json.loads(file.read_text())):
@@ -117,13 +165,18 @@ def render(page: str, results: Path = RESULTS) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when the page's table is stale")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when the page's table is stale"
+    )
     args = parser.parse_args(argv)
     page = PAGE.read_text()
     new = render(page)
     if args.check:
         if new != page:
-            print(f"{PAGE} disagrees with {RESULTS}/*.json: run python benchmarks/make_table.py", file=sys.stderr)
+            print(
+                f"{PAGE} disagrees with {RESULTS}/*.json: run python benchmarks/make_table.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     PAGE.write_text(new)

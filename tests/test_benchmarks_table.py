@@ -9,7 +9,9 @@ ROOT = Path(__file__).parents[1]
 
 
 def _make_table():
-    spec = importlib.util.spec_from_file_location("make_table", ROOT / "benchmarks" / "make_table.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_table", ROOT / "benchmarks" / "make_table.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -24,7 +26,11 @@ def test_every_row_reads_its_json():
     """Read the page's table back (not through the generator) and look each ratio up in its file."""
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     body = page.split("benchmarks-table: start", 1)[1].split("benchmarks-table: end", 1)[0]
-    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in body.splitlines() if line.startswith("|")][2:]
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in body.splitlines()
+        if line.startswith("|")
+    ][2:]
     files = {row[-1].strip("`") for row in rows}
     assert files == {f.name for f in (ROOT / "benchmarks" / "results").glob("*.json")}
     checked = 0
@@ -38,7 +44,12 @@ def test_every_row_reads_its_json():
         value = record[match.group(2)]
         assert float(match.group(1)) == float(f"{value:.3g}"), (bench, ratio, value)
         if target and re.fullmatch(r"[0-9.e+-]+", target):
-            assert passed == ("yes" if value >= float(target) else "no"), (bench, ratio, target, passed)
+            assert passed == ("yes" if value >= float(target) else "no"), (
+                bench,
+                ratio,
+                target,
+                passed,
+            )
         checked += 1
     assert checked >= len(files)
 

@@ -30,7 +30,10 @@ def test_a_killed_worker_says_how_to_resume_and_resuming_is_bitwise(tmp_path):
     one = tmp_path / "one"
     ref = subprocess.run(
         [sys.executable, "-m", "jaxdyn", *_TOY, "--processes", "1", "--out", str(one)],
-        capture_output=True, text=True, env=_cli_env(), timeout=600,
+        capture_output=True,
+        text=True,
+        env=_cli_env(),
+        timeout=600,
     )
     assert ref.returncode == 0, ref.stderr[-3000:]
 
@@ -38,7 +41,9 @@ def test_a_killed_worker_says_how_to_resume_and_resuming_is_bitwise(tmp_path):
     launcher = subprocess.Popen(
         [sys.executable, "-m", "jaxdyn", *_TOY, "--processes", "2", "--out", str(out)],
         env=_cli_env(JAXDYN_IMPORT="toy_experiment,slow_chunks", JAXDYN_TEST_CHUNK_DELAY="1.5"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     chunks = out / "checkpoints" / "toy"
     deadline = time.time() + 400
@@ -57,12 +62,19 @@ def test_a_killed_worker_says_how_to_resume_and_resuming_is_bitwise(tmp_path):
     finished = sorted(chunks.glob("chunk_*.npz"))
     last = int(finished[-1].stem.split("_")[-1])
     assert re.search(rf"worker 1 of 2 \(pid {workers[1]}\) was killed by SIGKILL", line), line
-    assert f"last checkpointed chunk: sweep 'toy', chunk {last} ({len(finished)} of 5 finished)" in line, line
+    assert (
+        f"last checkpointed chunk: sweep 'toy', chunk {last} ({len(finished)} of 5 finished)"
+        in line
+    ), line
     command = shlex.split(line.split("continue with: ", 1)[1])
     assert command[0] == "jaxdyn" and command[-1] == "--resume" and str(out) in command
 
     resumed = subprocess.run(
-        [sys.executable, "-m", *command], capture_output=True, text=True, env=_cli_env(), timeout=600
+        [sys.executable, "-m", *command],
+        capture_output=True,
+        text=True,
+        env=_cli_env(),
+        timeout=600,
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert json.loads((out / "summary.json").read_text())["status"] == "complete"

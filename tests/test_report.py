@@ -151,9 +151,15 @@ def test_not_run_is_counted_apart_with_its_why_and_command(tmp_path):
     path.mkdir()
     (path / "config.json").write_text(json.dumps({"quick": True}))
     run = Run(path, experiment="focus-dilution-text", echo=False, config=Config(seeds=3))
-    run.evidence("decay_rate", _slope_evidence(np.geomspace(10, 1e4, 12), np.geomspace(10, 1e4, 12) ** -0.5))
-    run.not_run("bigram_proxy", "the bigram proxy predicts the flow", needs={"proxy": True, "seeds": 16},
-                why="its descents are the run's most costly part")
+    run.evidence(
+        "decay_rate", _slope_evidence(np.geomspace(10, 1e4, 12), np.geomspace(10, 1e4, 12) ** -0.5)
+    )
+    run.not_run(
+        "bigram_proxy",
+        "the bigram proxy predicts the flow",
+        needs={"proxy": True, "seeds": 16},
+        why="its descents are the run's most costly part",
+    )
     run.finish()
     summary = json.loads((path / "summary.json").read_text())
     counts = summary["counts"]
@@ -161,7 +167,9 @@ def test_not_run_is_counted_apart_with_its_why_and_command(tmp_path):
     check = next(c for c in summary["checks"] if c["name"] == "bigram_proxy")
     assert check["verdict"] == "not_run"
     assert "proxy=False" in check["why"] and "seeds=3" in check["why"] and "--quick" in check["why"]
-    assert check["command"].startswith("jaxdyn run focus-dilution-text --quick --set proxy=true --set seeds=16")
+    assert check["command"].startswith(
+        "jaxdyn run focus-dilution-text --quick --set proxy=true --set seeds=16"
+    )
     assert "1 not run" in describe_counts(summary)
     report = write_report([path], tmp_path / "report")
     md = (report / "report.md").read_text()

@@ -80,7 +80,10 @@ def _last_chunk(out) -> str:
     except (OSError, ValueError, KeyError, ZeroDivisionError):
         total = ""
     last = int(chunks[-1].stem.split("_")[-1])
-    return f"last checkpointed chunk: sweep '{folder.name}', chunk {last} ({len(done)}{total} finished)"
+    return (
+        f"last checkpointed chunk: sweep '{folder.name}', chunk {last}"
+        f" ({len(done)}{total} finished)"
+    )
 
 
 def _failure_line(argv: list[str], out):
@@ -95,7 +98,9 @@ def _failure_line(argv: list[str], out):
 
     def report(index: int, n: int, pid: int, rc: int) -> int:
         try:
-            how = f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}"
+            how = (
+                f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}"
+            )
         except ValueError:
             how = f"ended by signal {-rc}"
         try:
@@ -103,8 +108,11 @@ def _failure_line(argv: list[str], out):
         except (OSError, ValueError):
             status = None
         if status == "complete":
-            print(f"jaxdyn: worker {index} of {n} (pid {pid}) {how} after the run completed: {out} is complete",
-                  file=sys.stderr)
+            print(
+                f"jaxdyn: worker {index} of {n} (pid {pid}) {how} after the run completed:"
+                f" {out} is complete",
+                file=sys.stderr,
+            )
             return 0
         resume = [a for a in argv if a not in ("--resume", "--overwrite")] + ["--resume"]
         print(

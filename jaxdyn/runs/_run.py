@@ -167,7 +167,8 @@ class Run:
         axis left unnamed is named after the one coordinate of this call with its length, if
         exactly one has it; a 1-D time grid saved in the same call (``ts``, ``<prefix>_ts``)
         is the coordinate ``time`` (``<prefix>_time``), and names the *first* axis of the
-        call's other arrays when that axis has its length. :func:`jaxdyn.runs.load` reads the arrays back as labelled
+        call's other arrays when that axis has its length. :func:`jaxdyn.runs.load` reads the
+        arrays back as labelled
         ``xarray.DataArray`` objects; an axis that is still unnamed reads as ``<array>_<i>``.
 
         Raises ``ValueError`` (one line) when a name list does not match an array's number of
@@ -180,15 +181,24 @@ class Run:
             if _is_dataarray(value):
                 dims.setdefault(key, tuple(str(d) for d in value.dims))
                 for name, coord in value.coords.items():
-                    declared.setdefault(str(name), (tuple(str(d) for d in coord.dims), np.asarray(coord.values)))
+                    declared.setdefault(
+                        str(name), (tuple(str(d) for d in coord.dims), np.asarray(coord.values))
+                    )
                 value = value.values
             values[key] = np.asarray(value)
         unknown = set(dims) - set(values)
         if unknown:
             raise ValueError(f"save_arrays: dims given for arrays not saved: {sorted(unknown)}")
+        swept = {f"{n}.{k}" for n, info in self._sweeps.items() for k in info.get("outputs", {})}
+        if not getattr(self, "_recording_sweep", False) and set(values) & swept:
+            raise ValueError(
+                f"save_arrays: {sorted(set(values) & swept)} would overwrite a sweep's output"
+                " of the same name"
+            )
         grids = _time_grids(values, declared, dims)
         labels = {
-            key: _label_axes(key, arr, dims.get(key), declared, time=_time_of(key, grids)) for key, arr in values.items()
+            key: _label_axes(key, arr, dims.get(key), declared, time=_time_of(key, grids))
+            for key, arr in values.items()
         }
         _check_coords(declared, values, labels)
         for key, arr in values.items():
@@ -285,10 +295,16 @@ class Run:
         counts = result.status_counts()
         n_accepted = sum(counts.get(a, 0) for a in accepted if a != "successful")
         pairs = expected.items() if isinstance(expected, dict) else (expected or ())
-        expected = {k if isinstance(k, str) else status_name(status_code(k)): str(v) for k, v in pairs}
+        expected = {
+            k if isinstance(k, str) else status_name(status_code(k)): str(v) for k, v in pairs
+        }
         code_of = {status_name(int(c)): int(c) for c in np.unique(result.status)}
-        failures = {k: n for k, n in counts.items() if k != "successful" and k not in accepted and n}
-        expected_failures = {k: {"members": n, "why": expected[k]} for k, n in failures.items() if k in expected}
+        failures = {
+            k: n for k, n in counts.items() if k != "successful" and k not in accepted and n
+        }
+        expected_failures = {
+            k: {"members": n, "why": expected[k]} for k, n in failures.items() if k in expected
+        }
         unexpected = {k: n for k, n in failures.items() if k not in expected}
         line = f"sweep '{result.name}': {failed}/{members} member(s) failed"
         if accepted and n_accepted:
@@ -299,7 +315,8 @@ class Run:
             )
         if unexpected:
             line += "; NOT expected: " + "; ".join(
-                f"{n} {k} ({status_message(code_of[k])}: {_what_to_do(k)})" for k, n in unexpected.items()
+                f"{n} {k} ({status_message(code_of[k])}: {_what_to_do(k)})"
+                for k, n in unexpected.items()
             )
         self.log(line)
         grid_dims, output_dims, declared = _sweep_labels(result, dims or {}, coords or {})
@@ -322,7 +339,11 @@ class Run:
         for name, (coord_dims, coord_values) in declared.items():
             self._arrays[f"coord.{name}"] = coord_values
             self._labels["coords"][name] = list(coord_dims)
-        self.save_arrays(**result.arrays())
+        self._recording_sweep = True
+        try:
+            self.save_arrays(**result.arrays())
+        finally:
+            self._recording_sweep = False
         for key in result.arrays():
             self._labels["arrays"].pop(key, None)  # a sweep's arrays are labelled by the sweep
         self._write_summary("running")
@@ -363,33 +384,45 @@ class Run:
         self._record(entry, line)
         return evidence.verdict
 
-    def not_run(self, name: str, claim: str, *, needs: dict[str, Any] | None = None, why: str = "") -> Verdict:
+    def not_run(
+        self,
+        name: str,
+        claim: str,
+        *,
+        needs: dict[str, Any] | None = None,
+        full_size: bool = False,
+        why: str = "",
+    ) -> Verdict:
         """Record evidence check ``name`` (paper claim ``claim``) as ``not_run`` at this config.
 
-        ``needs`` is the config that runs it (``{"proxy": True}``; ``None``: the full size, i.e.
-        without ``--quick``). The record's ``why`` is generated from the run's own config (each
-        needed key with the value it has here, e.g. ``"needs proxy=True; this run has
-        proxy=False (--quick)"``), ``why`` adds a clause of the experiment's own (what the
-        check costs), and ``command`` is the ``jaxdyn run`` line that runs it into this
-        directory's sibling. Counted apart from ``inconclusive``.
+        ``needs`` is the config that runs it (``{"proxy": True}``); ``full_size``: it needs
+        the full size too (the command drops ``--quick``). The record's ``why`` is generated
+        from the run's own config (each needed key with the value it has here, e.g. ``"needs
+        proxy=True; this run has proxy=False (--quick)"``), ``why`` adds the experiment's own
+        clause (what the check costs, why the quick size cannot decide it), and ``command`` is
+        the ``jaxdyn run`` line that runs it, into a sibling of this run's directory. Counted
+        apart from ``inconclusive``.
         """
         needs = dict(needs or {})
         config = self._config_values()
         have = ", ".join(f"{k}={config.get(k, '<unset>')!r}" for k in needs)
-        reason = (
-            f"needs {', '.join(f'{k}={v!r}' for k, v in needs.items())}; this run has {have}"
-            if needs
-            else "needs the full size; this run is --quick" if self.quick else "not run at this config"
-        )
-        if self.quick and needs:
-            reason += " (--quick)"
+        parts = []
+        if needs:
+            parts.append(
+                f"needs {', '.join(f'{k}={v!r}' for k, v in needs.items())}; this run has {have}"
+            )
+        if full_size or not needs:
+            parts.append("needs the full size" + ("; this run is --quick" if self.quick else ""))
+        elif self.quick:
+            parts[-1] += " (--quick)"
+        reason = "; ".join(parts)
         if why:
             reason += f": {why}"
         command = f"jaxdyn run {self.experiment}"
-        if self.quick and needs:
+        if self.quick and not full_size and needs:
             command += " --quick"
         for k, v in needs.items():
-            value = json.dumps(v) if not isinstance(v, str) else v
+            value = json.dumps(jsonable(v)) if not isinstance(v, str) else v
             command += f" --set {k}={value.replace(' ', '')}"
         command += f" --out {self.path.parent / (self.path.name + '-' + name.replace('_', '-'))}"
         entry = {
@@ -542,20 +575,28 @@ class Run:
 
 # -- labels -----------------------------------------------------------------------------------
 _WHAT_TO_DO = {
-    "max_steps_reached": "raise the solver's max_steps or shorten t1, or pass expected= with the reason",
+    "max_steps_reached": (
+        "raise the solver's max_steps or shorten t1, or pass expected= with the reason"
+    ),
     "nonfinite": "rerun with EQX_ON_ERROR=raise to stop at the check that failed",
-    "dt_min_reached": "the step size collapsed: loosen the tolerances or check the field for a blow-up",
+    "dt_min_reached": (
+        "the step size collapsed: loosen the tolerances or check the field for a blow-up"
+    ),
 }
 
 
 def _what_to_do(status: str) -> str:
     return _WHAT_TO_DO.get(
-        status, "check the member's inputs; if this outcome is part of the design, pass expected= with the reason"
+        status,
+        "check the member's inputs; if this outcome is part of the design, pass expected= with"
+        " the reason",
     )
 
 
 def _is_dataarray(value: Any) -> bool:
-    return type(value).__name__ == "DataArray" and hasattr(value, "dims") and hasattr(value, "coords")
+    return (
+        type(value).__name__ == "DataArray" and hasattr(value, "dims") and hasattr(value, "coords")
+    )
 
 
 def _coords(coords: dict[str, Any]) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
@@ -578,7 +619,9 @@ def _coords(coords: dict[str, Any]) -> dict[str, tuple[tuple[str, ...], np.ndarr
 _TIME_GRID = re.compile(r"(?:(.+)_)?(ts|times)")
 
 
-def _time_grids(values: dict[str, np.ndarray], declared: dict, dims: dict) -> dict[str, tuple[str, int]]:
+def _time_grids(
+    values: dict[str, np.ndarray], declared: dict, dims: dict
+) -> dict[str, tuple[str, int]]:
     """A call's time grids: each 1-D array named ``ts``/``times`` or ``<prefix>_ts``, declared
     as the coordinate ``time`` / ``<prefix>_time``: ``{prefix: (name, length)}``."""
     out = {}
@@ -611,7 +654,9 @@ def _label_axes(key: str, arr: np.ndarray, names, declared, skip: int = 0, time=
     if names is not None:
         names = tuple(names)
         if len(names) != n:
-            raise ValueError(f"{key!r} has {n} axes {arr.shape[skip:]} but dims names {len(names)}: {names}")
+            raise ValueError(
+                f"{key!r} has {n} axes {arr.shape[skip:]} but dims names {len(names)}: {names}"
+            )
         return list(names)
     if n == 1 and key in declared and declared[key][0] == (key,):
         return [key]
@@ -632,9 +677,13 @@ def _check_coords(declared, values, labels) -> None:
     for name, (coord_dims, coord_values) in declared.items():
         for key, arr in values.items():
             for axis, dim in enumerate(labels[key]):
-                if dim in coord_dims and arr.shape[axis] != coord_values.shape[coord_dims.index(dim)]:
+                if (
+                    dim in coord_dims
+                    and arr.shape[axis] != coord_values.shape[coord_dims.index(dim)]
+                ):
                     raise ValueError(
-                        f"coordinate {name!r} has {coord_values.shape[coord_dims.index(dim)]} values along"
+                        f"coordinate {name!r} has {coord_values.shape[coord_dims.index(dim)]}"
+                        f" values along"
                         f" {dim!r}, array {key!r} {arr.shape[axis]}"
                     )
 
@@ -643,8 +692,14 @@ def _sweep_labels(result: SweepResult, dims: dict[str, Any], coords: dict[str, A
     """A sweep's dimension names: its grid axes (renamed where ``dims`` maps an axis to a
     string), each output's trailing axes, and its declared coordinates."""
     declared = _coords(coords)
-    grid_dims = [dims.get(axis, axis) if isinstance(dims.get(axis), str) else axis for axis in result.axes]
-    unknown = {k for k, v in dims.items() if k not in result.outputs and not (isinstance(v, str) and k in result.axes)}
+    grid_dims = [
+        dims.get(axis, axis) if isinstance(dims.get(axis), str) else axis for axis in result.axes
+    ]
+    unknown = {
+        k
+        for k, v in dims.items()
+        if k not in result.outputs and not (isinstance(v, str) and k in result.axes)
+    }
     if unknown:
         raise ValueError(
             f"sweep {result.name!r}: dims for {sorted(unknown)}, which are neither outputs"

@@ -288,9 +288,11 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
             "sv_W1": ("time", "singular_value"),
             "sv_Phi": ("time", "singular_value"),
         },
-        coords={"token": np.arange(np.shape(a.trajectory.W0)[1]),
-                "query": np.arange(np.shape(a.trajectory.W0)[1]),
-                "key": np.arange(np.shape(a.trajectory.W0)[1])},
+        coords={
+            "token": np.arange(np.shape(a.trajectory.W0)[1]),
+            "query": np.arange(np.shape(a.trajectory.W0)[1]),
+            "key": np.arange(np.shape(a.trajectory.W0)[1]),
+        },
     )
     dynamics_figure(run, a)
     spectra_figure(run, a)

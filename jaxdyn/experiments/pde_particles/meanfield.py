@@ -180,7 +180,7 @@ def _error_sweep(config, run, name, field, alpha0, cov0, n_values, systems, drif
         seeds=systems,
         base_seed=config.seed,
     )
-    result = run.sweep(name, member, grid)
+    result = run.sweep(name, member, grid, dims={"mean_gap": ("component",)})
     size = int(np.prod(result.grid_shape[1:]))
     return [
         result.select(slice(i * size, (i + 1) * size), result.grid_shape[1:], result.axes[1:])
@@ -269,7 +269,11 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
         rms = {k: _rms_by_n(result, k) for k in ("initial", "total", "dynamic")}
         for k, values in rms.items():
             run.scalar(f"{variant}_{k}_error_at_n_max", float(values[-1]))
-        run.save_arrays(**{f"meanfield_{variant}.{k}": v for k, v in rms.items()})
+        run.save_arrays(  # RMS over systems per n (the sweep's own outputs keep their names)
+            **{f"meanfield_{variant}_rms_{k}": v for k, v in rms.items()},
+            coords={f"meanfield_{variant}_n": np.asarray(sizes)},
+            dims={f"meanfield_{variant}_rms_{k}": (f"meanfield_{variant}_n",) for k in rms},
+        )
         axes[0, 0].loglog(sizes, rms["dynamic"], "o-", label=f"{variant} ({slope:.2f})")
         axes[0, 0].loglog(sizes, rms["total"], ":", color="0.6")
         note_excluded(axes[0, 0], result.n_failed(), len(result.status))
@@ -719,7 +723,11 @@ def _stability_ratio(config, run, Q, K, V, alpha0, cov0, ax):
     bw_t = float(bures_wasserstein(m0, c0, m1, c1))
     bw_0 = float(bures_wasserstein(alpha0, cov0, alpha0 + shift, stretch**2 * cov0))
     se = float(np.std(ratios, ddof=1) / np.sqrt(ratios.size))
-    run.save_arrays(stability_particle_ratios=ratios, stability_ts=ts)
+    run.save_arrays(
+        stability_particle_ratios=ratios,
+        stability_ts=ts,
+        dims={"stability_particle_ratios": ("system",)},
+    )
     run.scalar("stability_ratio_at_t1", float(ratios.mean()))
     # The former definition (25% relative tolerance), kept as a reported number.
     run.scalar("stability_ratio_relative_gap", abs(float(ratios.mean()) / (bw_t / bw_0) - 1.0))
