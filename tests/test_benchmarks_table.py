@@ -32,7 +32,11 @@ def test_every_row_reads_its_json():
         if line.startswith("|")
     ][2:]
     files = {row[-1].strip("`") for row in rows}
-    assert files == {f.name for f in (ROOT / "benchmarks" / "results").glob("*.json")}
+    assert files == {
+        f.name
+        for f in (ROOT / "benchmarks" / "results").glob("*.json")
+        if f.name != "experiment_wall_times.json"  # its own table, below
+    }
     checked = 0
     for bench, _, _, ratio, target, passed, _, file in rows:
         match = re.fullmatch(r"(\S+) \(`(\w+)`\)", ratio)
@@ -66,3 +70,18 @@ def test_a_stale_table_is_caught(tmp_path):
     record["ratio"] = record["ratio"] / 2
     (results / "copy_head_sgld.json").write_text(json.dumps(record))
     assert make_table.render(rendered, results) != rendered
+
+
+def test_the_experiment_table_reads_its_json():
+    """The per-experiment table, read back from the page, equals the JSON row by row."""
+    record = json.loads(
+        (ROOT / "benchmarks" / "results" / "experiment_wall_times.json").read_text()
+    )
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    body = page.split("experiments-table: start", 1)[1].split("experiments-table: end", 1)[0]
+    rows = [line.strip("|").split("|") for line in body.splitlines() if line.startswith("| ")][1:]
+    assert {r[0].strip() for r in rows} == set(record["quick"]) | set(record["full"])
+    for name, cold, warm, wall, *_ in ([c.strip() for c in r] for r in rows):
+        assert float(cold) == record["quick"][name]["cold_s"], name
+        assert float(warm) == record["quick"][name]["warm_s"], name
+        assert float(wall) == record["full"][name]["wall_s"], name
