@@ -182,3 +182,27 @@ def test_not_run_is_counted_apart_with_its_why_and_command(tmp_path):
     run = Run(other, experiment="x", echo=False, config=Config())
     run.not_run("big", "a claim", why="decided at full size only")
     assert "--quick" not in json.loads((other / "summary.json").read_text())["checks"][0]["command"]
+
+
+def test_the_report_says_which_failures_were_expected_and_why(tmp_path):
+    import jax.numpy as jnp
+
+    from jaxdyn import Status
+    from jaxdyn.sweep import Grid
+
+    def member(params, key):
+        return {
+            "y": jnp.asarray(1.0),
+            "status": Status.where(params["b"] > 1, Status.max_steps_reached, Status.successful),
+        }
+
+    run = Run(tmp_path / "r", experiment="pde-x", echo=False)
+    run.sweep(
+        "s",
+        member,
+        Grid.product({"b": np.array([0.0, 2.0])}, seeds=1),
+        expected=[(Status.max_steps_reached, "b > 1 stalls by design")],
+    )
+    run.finish()
+    md = (write_report([tmp_path / "r"], tmp_path / "rep") / "report.md").read_text()
+    assert "1 max_steps_reached: expected, b > 1 stalls by design." in md

@@ -19,6 +19,7 @@ import datetime
 import json
 import math
 import re
+import shlex
 import shutil
 import sys
 import time
@@ -423,8 +424,10 @@ class Run:
             command += " --quick"
         for k, v in needs.items():
             value = json.dumps(jsonable(v)) if not isinstance(v, str) else v
-            command += f" --set {k}={value.replace(' ', '')}"
-        command += f" --out {self.path.parent / (self.path.name + '-' + name.replace('_', '-'))}"
+            assignment = f"{k}={value}".replace(" ", "")
+            command += f" --set {shlex.quote(assignment)}"
+        folder = re.sub(r"[^A-Za-z0-9.]+", "-", f"{self.path.name}-{name}").strip("-")
+        command += f" --out {shlex.quote(str(self.path.parent / folder))}"
         entry = {
             "name": name,
             "kind": CheckKind.evidence.value,
