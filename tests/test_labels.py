@@ -162,3 +162,17 @@ def test_a_time_grid_names_the_time_axis(tmp_path):
     np.testing.assert_array_equal(data.arrays["loss"]["time"].values, ts)
     assert data.arrays["attention"].dims == ("time", "attention_1", "attention_2")
     assert data.arrays["other"].dims == ("other_0",)
+
+
+def test_a_coordinate_name_holds_one_set_of_values(tmp_path):
+    run = Run(tmp_path / "r", experiment="toy", echo=False)
+    run.save_arrays(a=np.zeros(3), dims={"a": ("P",)}, coords={"P": np.arange(3.0)})
+    run.save_arrays(b=np.zeros(3), dims={"b": ("P",)}, coords={"P": np.arange(3.0)})  # the same
+    with pytest.raises(ValueError, match="coordinate 'P' is already saved with other values"):
+        run.save_arrays(c=np.zeros(2), dims={"c": ("P",)}, coords={"P": np.arange(2.0)})
+    # a second time grid under the name "time" is not used to label (its axes stay unnamed)
+    run.save_arrays(ts=np.linspace(0, 1, 3), x=np.zeros(3))
+    run.save_arrays(ts=np.linspace(0, 2, 3), y=np.zeros(3))
+    run.finish()
+    data = load(tmp_path / "r")
+    assert data.arrays["x"].dims == ("time",) and data.arrays["y"].dims == ("y_0",)

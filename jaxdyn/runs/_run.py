@@ -196,7 +196,8 @@ class Run:
                 f"save_arrays: {sorted(set(values) & swept)} would overwrite a sweep's output"
                 " of the same name"
             )
-        grids = _time_grids(values, declared, dims)
+        self._check_run_coords(declared)
+        grids = _time_grids(values, declared, dims, self._existing_coords())
         labels = {
             key: _label_axes(key, arr, dims.get(key), declared, time=_time_of(key, grids))
             for key, arr in values.items()
@@ -211,6 +212,23 @@ class Run:
         if self.writer:
             atomic_savez(self.path / "results.npz", **self._arrays)
             self._write_summary(self._status)
+
+    def _existing_coords(self) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+        return {
+            name: (tuple(dims), self._arrays[f"coord.{name}"])
+            for name, dims in self._labels["coords"].items()
+            if f"coord.{name}" in self._arrays
+        }
+
+    def _check_run_coords(self, declared) -> None:
+        """Coordinates are run-wide: one name, one set of values."""
+        existing = self._existing_coords()
+        for name, (coord_dims, values) in declared.items():
+            if name in existing and not _same_coord(existing[name], (coord_dims, values)):
+                raise ValueError(
+                    f"coordinate {name!r} is already saved with other values: give this one"
+                    " another name"
+                )
 
     def sweep(
         self,
@@ -321,6 +339,7 @@ class Run:
             )
         self.log(line)
         grid_dims, output_dims, declared = _sweep_labels(result, dims or {}, coords or {})
+        self._check_run_coords(declared)
         self._sweeps[result.name] = {
             "members": members,
             "failed": failed,
@@ -622,12 +641,18 @@ def _coords(coords: dict[str, Any]) -> dict[str, tuple[tuple[str, ...], np.ndarr
 _TIME_GRID = re.compile(r"(?:(.+)_)?(ts|times)")
 
 
+def _same_coord(a, b) -> bool:
+    return a[0] == b[0] and a[1].shape == b[1].shape and np.array_equal(a[1], b[1])
+
+
 def _time_grids(
-    values: dict[str, np.ndarray], declared: dict, dims: dict
+    values: dict[str, np.ndarray], declared: dict, dims: dict, existing: dict | None = None
 ) -> dict[str, tuple[str, int]]:
     """A call's time grids: each 1-D array named ``ts``/``times`` or ``<prefix>_ts``, declared
-    as the coordinate ``time`` / ``<prefix>_time``: ``{prefix: (name, length)}``."""
+    as the coordinate ``time`` / ``<prefix>_time``: ``{prefix: (name, length)}``. A name the run
+    already holds with other values is left alone (the axes stay unnamed, and say so)."""
     out = {}
+    existing = existing or {}
     for key, ts in values.items():
         match = _TIME_GRID.fullmatch(key)
         if ts.ndim != 1 or not match or key in dims:
@@ -635,6 +660,8 @@ def _time_grids(
         prefix = match.group(1) or ""
         name = f"{prefix}_time" if prefix else "time"
         if name in declared or prefix in out:
+            continue
+        if name in existing and not _same_coord(existing[name], ((name,), ts)):
             continue
         declared[name] = ((name,), ts)
         dims[key] = (name,)
