@@ -128,7 +128,9 @@ def test_text_word_level_quick_run_on_the_excerpt(tmp_path):
     assert checks["first_attention_phase"]["verdict"] in ("holds", "inconclusive")
     for name in ("bigram_proxy_loss", "bigram_proxy_attention"):
         assert checks[name]["verdict"] == "not_run"
-        assert "proxy=False" in checks[name]["why"] and "--set proxy=true" in checks[name]["command"]
+        assert (
+            "proxy=False" in checks[name]["why"] and "--set proxy=true" in checks[name]["command"]
+        )
         assert "full size" in checks[name]["reason"]
 
 
