@@ -49,9 +49,9 @@ class SweepOptions:
             compilation). The default ``2`` (narrow and wide, the narrow groups only after
             ``narrow_after``) compiles the fewest; ``3`` (4, 8
             and 32 for float64 members on CPUs) finishes the last dozen slow members of a long
-            sweep in groups that fit them: 1.2x and 2.4x faster warm in two runs of
-            ``benchmarks/bench_sweep_heterogeneous.py``, but on the 1,200 rank runs of
-            ``bench_pde_ranks.py`` 15% faster warm and 28% slower cold (docs/benchmarks.md).
+            sweep in groups that fit them: faster warm, but one more compilation cold
+            (``benchmarks/bench_sweep_heterogeneous.py`` and ``bench_pde_ranks.py`` measure
+            both).
         narrow_after: lane-steps (group width x steps) that a chunk's groups of
             ``vmap_width`` alone must have spent beyond the cheapest cover by all the
             ``segment_widths`` before the narrower widths are used (and compiled, when first
