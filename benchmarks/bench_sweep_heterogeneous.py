@@ -63,8 +63,8 @@ from jaxdyn.sweep import (
     Grid,
     SweepOptions,
     run_sweep,
-    xla_cpu_setup,
 )
+from jaxdyn.sweep._devices import xla_cpu_setup
 
 # Calibration of the workload (not a threshold): num_steps ~ 205 w for w > 0.3 at these
 # tolerances; the step counts actually taken are reported.

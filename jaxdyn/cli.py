@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     if argv is None:  # the process's own command line (a call from Python keeps its mode)
         use_error_mode()  # eqx.error_if: EQX_ON_ERROR, else nan (jaxdyn/_cli/_error_mode.py)
-    from jaxdyn.sweep import xla_cpu_setup
+    from jaxdyn.sweep._devices import xla_cpu_setup
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
