@@ -51,6 +51,7 @@ earlier times keep the earlier segments' values (tests/test_sweep_segmented.py).
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -64,7 +65,7 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 from jaxtyping import Array, ArrayLike, Bool, Int, PyTree, Real
 
-from .._compat import clip_floor, clip_to_end, direction_terms
+from .._compat import clip_floor, clip_to_end, direction_terms, own_final_save
 from .._status import item_code, item_with_code
 from ._segmented import AbstractSegmentedMember
 
@@ -175,6 +176,8 @@ class DiffeqProblem(eqx.Module):
                 return solution
         if isinstance(self.adjoint, diffrax.BacksolveAdjoint):
             return backsolve_saves(self)
+        if self.event is not None and any(sub.t1 for sub in subsaves(self.saveat)):
+            return event_saves(self)
         return self._diffeqsolve(max_steps=self.max_steps, saveat=self.saveat)
 
     def _diffeqsolve(self, *, max_steps, saveat, controller=None, **continuation):
@@ -194,6 +197,36 @@ class DiffeqProblem(eqx.Module):
             throw=False,
             **continuation,
         )
+
+
+def event_saves(problem: DiffeqProblem) -> diffrax.Solution:
+    """``diffeqsolve`` of a problem with an event, its ``t1`` saves corrected for a vmapped
+    batch (``jaxdyn._compat.own_final_save``): the controller is :func:`tracked`, which takes
+    the same steps and records the state the loop holds, and a solve that ends without an
+    event saves that state at ``t1``."""
+    subs = subsaves(problem.saveat)
+    sol = problem._diffeqsolve(
+        max_steps=problem.max_steps,
+        saveat=diffrax.SaveAt(subs=problem.saveat.subs, controller_state=True),
+        controller=tracked(problem.stepsize_controller, problem.t1, None),
+    )
+    track: TrackedState = sol.controller_state
+    t_end = track.tprev * direction_of(problem)
+    fired = jnp.any(jnp.stack([jnp.asarray(m) for m in jtu.tree_leaves(sol.event_mask)]))
+    single = isinstance(problem.saveat.subs, diffrax.SubSaveAt)
+    all_ts = [sol.ts] if single else jtu.tree_leaves(sol.ts, is_leaf=lambda x: x is None)
+    all_ys = [sol.ys] if single else list(sol.ys)
+    saves = []
+    for sub, ts, ys in zip(subs, all_ts, all_ys, strict=True):
+        if sub.t1:
+            ts, ys = own_final_save(sub, ts, ys, fired, t_end, track.y, problem.args)
+        saves.append((ts, ys))
+    structure = jtu.tree_structure(
+        problem.saveat.subs, is_leaf=lambda s: isinstance(s, diffrax.SubSaveAt)
+    )
+    ts = saves[0][0] if single else jtu.tree_unflatten(structure, [t for t, _ in saves])
+    ys = saves[0][1] if single else jtu.tree_unflatten(structure, [y for _, y in saves])
+    return dataclasses.replace(sol, ts=ts, ys=ys, controller_state=None)
 
 
 def backsolve_saves(problem: DiffeqProblem) -> diffrax.Solution:
@@ -542,13 +575,7 @@ def _merge_saved(subs, previous, sol, state_t, final, problem, direction, fresh)
         if previous is not None:
             ts, ys = _continued_slots(sub, previous[i], ts, ys, state_t, direction, fresh)
         if sub.t1:
-            # Without an event the final save is the loop's own state at the time reached
-            # (diffrax interpolates it when another member of the vmapped batch had an event).
-            own = jax.tree.map(lambda y: y[None], sub.fn(t_end, y_end, problem.args))
-            ts = ts.at[-1].set(jnp.where(event_fired, ts[-1], t_end))
-            ys = jax.tree.map(
-                lambda s, o: s.at[-1:].set(jnp.where(event_fired, s[-1:], o)), ys, own
-            )
+            ts, ys = own_final_save(sub, ts, ys, event_fired, t_end, y_end, problem.args)
         merged.append((ts, ys))
     return merged
 

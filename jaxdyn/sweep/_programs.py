@@ -13,7 +13,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from .._compat import patch_equinox_closure_convert
 from .._status import Status, as_status, item_code, mark_nonfinite
 
 SWEEP_AXIS = "sweep"
@@ -52,9 +51,9 @@ class CompileCounter:
 # Lowering a member under shard_map fails where the single-device program works in two known
 # cases on this stack, both met by diffrax's event root finding (optimistix -> lineax):
 # lineax's ``ravel_vector`` compares the sharding of a vector with its structure (lineax issue
-# #185), and equinox's closure conversion compares shardings (diffrax issue #765; patched by
-# ``jaxdyn._compat.patch_equinox_closure_convert`` for equinox <= 0.13.8). Any other error is
-# the member's own and is raised.
+# #185), and equinox's closure conversion compares shardings (diffrax issue #765;
+# equinox PR #1261 fixes it; jaxdyn does not patch equinox, so such a member is dispatched per
+# device until equinox releases the fix). Any other error is the member's own and is raised.
 _SHARD_MAP_FAILURES = (
     "pytree does not match out_structure",
     "Closure-converted function called with different dynamic arguments",
@@ -172,7 +171,6 @@ def _sweep_chunk(fn, width, mesh, params, seeds):
     batched = batched_member_program(fn, width)
     if mesh is None:
         return batched(params, seeds)
-    patch_equinox_closure_convert()
     # check_vma=False: diffrax/optimistix internals are not annotated for varying axes.
     return jax.shard_map(
         batched,
@@ -284,8 +282,10 @@ def compile_program(fn, mesh, width, params, seeds, log=lambda msg: None):
 def compiled_bytes(compiled) -> float:
     try:
         stats = compiled.memory_analysis()
-        return float(
-            stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
-        )
-    except Exception:  # some backends do not report memory statistics
+    except NotImplementedError:  # a backend that reports no memory statistics
         return 0.0
+    if stats is None:
+        return 0.0
+    return float(
+        stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
+    )
