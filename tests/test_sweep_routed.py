@@ -13,8 +13,8 @@ from jaxdyn.sweep import (
     DiffeqMember,
     DiffeqProblem,
     Grid,
-    SweepOptions,
     SweepCache,
+    SweepOptions,
     run_sweep,
 )
 

@@ -92,3 +92,22 @@ def test_a_member_without_a_problem_solve_is_a_plain_member():
     np.testing.assert_array_equal(result.outputs["y"], [2.0, 4.0])
     assert not any("segment" in line for line in logged), logged
     assert len(cache.plans) == 1 and "calls no" in next(iter(cache.plans.values())).reason
+
+
+def test_one_status_line_per_sweep_agrees_with_the_accepted_outcomes():
+    from jaxdyn import Status
+
+    def member(params, key):
+        blew_up = params["x"] > 1.5
+        return {"y": params["x"], "status": Status.where(blew_up, Status.blowup, Status.successful)}
+
+    grid = Grid.product({"x": [1.0, 2.0, 3.0]})
+    for accept, expected in (
+        ([Status.blowup], "0 failed; 1 successful, 2 blowup (accepted)"),
+        ([], "2 failed (2 blowup); 1 successful"),
+    ):
+        logged = []
+        result = run_sweep(member, grid, log=logged.append, accept=accept)
+        status_lines = [line for line in logged if " members in " in line]
+        assert len(status_lines) == 1 and status_lines[0].endswith(expected), logged
+        assert result.n_failed(accept) == int(expected[0])

@@ -15,11 +15,10 @@ from jaxdyn.sweep import (
     Grid,
     SweepOptions,
     run_sweep,
-
 )
 from jaxdyn.sweep._diffeq import step_to
-from jaxdyn.sweep._segmented import unsegmented
 from jaxdyn.sweep._scheduler import SegmentedPrograms
+from jaxdyn.sweep._segmented import unsegmented
 
 THRESHOLD = 9.0  # the event: |y|^2 crosses it
 

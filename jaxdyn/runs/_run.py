@@ -168,6 +168,7 @@ class Run:
             options=self.options if options is None else options,
             checkpoint_dir=self.path / "checkpoints",
             log=self.log,
+            accept=accept,
         )
         self._record_sweep(result, accept=accept)
         return result
@@ -196,10 +197,6 @@ class Run:
         accepted = [status_name(status_code(s)) for s in accept]
         counts = result.status_counts()
         n_accepted = sum(counts.get(a, 0) for a in accepted if a != "successful")
-        self.log(
-            f"sweep '{result.name}': {failed}/{members} member(s) failed"
-            + (f", {n_accepted} accepted ({', '.join(accepted)})" if accepted else "")
-        )
         self._sweeps[result.name] = {
             "members": members,
             "failed": failed,

@@ -139,9 +139,7 @@ class DiffeqProblem(eqx.Module):
                 f"DiffeqProblem: max_steps must be a positive int or None, got {self.max_steps!r}"
             )
         if not isinstance(self.adjoint, diffrax.AbstractAdjoint):
-            raise TypeError(
-                f"adjoint must be a diffrax adjoint, got {type(self.adjoint).__name__}"
-            )
+            raise TypeError(f"adjoint must be a diffrax adjoint, got {type(self.adjoint).__name__}")
         if isinstance(self.adjoint, diffrax.BacksolveAdjoint):
             if self.event is not None:
                 raise ValueError(

@@ -39,12 +39,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import jax
 import numpy as np
 
+from ._cache import SweepCache
+from .._status import status_code, status_name
 from ._checkpoints import SweepCheckpoints
 from ._chunks import (
     ChunkPlan,
@@ -55,7 +57,6 @@ from ._chunks import (
     slice_members,
     spread_order,
 )
-from ._cache import SweepCache
 from ._diffeq import SolveMember
 from ._grid import Grid
 from ._options import SweepOptions
@@ -132,6 +133,7 @@ def run_sweep(
     checkpoint_dir: str | Path | None = None,
     log: Callable[[str], None] | None = None,
     cache: SweepCache | None = None,
+    accept: Iterable = (),
 ) -> SweepResult:
     """Evaluate ``fn(params, key)`` for every member of ``grid`` as one compiled program.
 
@@ -154,6 +156,9 @@ def run_sweep(
         checkpoint_dir: folder for finished chunks; a second call with the same folder and
             grid resumes from them. ``None`` keeps everything in memory.
         log: called with one-line progress messages (e.g. ``Run.log``).
+        accept: statuses besides ``Status.successful`` that are outcomes, not failures
+            (e.g. ``Status.blowup`` where blow-up is what is measured): the sweep's status
+            line counts them as accepted.
         cache: what the engine remembers between sweeps (:class:`SweepCache`; default
             ``SweepCache.default``).
 
@@ -211,7 +216,7 @@ def run_sweep(
             wall_time_s=time.perf_counter() - t_start,
         )
     jax.monitoring.record_event_duration_secs(SWEEP_EVENT, result.wall_time_s)
-    _log_outcome(result, log, name)
+    _log_outcome(result, log, name, accept)
     return result
 
 
@@ -281,15 +286,23 @@ def _out_shape(program, fn, segmented, width, options, example):
     return plain_out_shape(fn, width, *example)
 
 
-def _log_outcome(result: SweepResult, log, name: str) -> None:
-    failed = result.n_failed()
-    if failed:
-        log(
-            f"sweep '{name}': {failed}/{len(result.seeds)} member(s) not successful: "
-            f"{result.status_counts()}"
-        )
-    else:
-        log(f"sweep '{name}': done in {result.wall_time_s:.1f} s")
+def _log_outcome(result: SweepResult, log, name: str, accept) -> None:
+    """The sweep's one status line: its members by outcome, with those that count as failed
+    (any status but ``successful`` and the ``accept``-ed ones) said first."""
+    counts = result.status_counts()
+    accepted = {"successful"} | {status_name(status_code(s)) for s in accept}
+    failed = {k: v for k, v in counts.items() if k not in accepted}
+    kept = {k: v for k, v in counts.items() if k in accepted}
+    parts = ", ".join(
+        f"{v} {k}" + (" (accepted)" if k != "successful" else "") for k, v in kept.items()
+    )
+    n_failed = result.n_failed(accept)
+    log(
+        f"sweep '{name}': {len(result.seeds)} members in {result.wall_time_s:.1f} s: "
+        f"{n_failed} failed"
+        + (f" ({', '.join(f'{v} {k}' for k, v in failed.items())})" if failed else "")
+        + (f"; {parts}" if parts else "")
+    )
 
 
 def _assemble(name, grid, chunk_outputs, chunk_status, order, **stats) -> SweepResult:

@@ -126,6 +126,35 @@ def effective_vmap_width(vmap_width: int, n_members: int) -> int:
     return max(1, min(int(vmap_width), 1 << max(0, math.ceil(math.log2(max(n_members, 1))))))
 
 
+def xla_options(platform: str, *, small: bool = False) -> dict[str, bool]:
+    """The XLA options the engine compiles its programs with (``jax.jit``'s
+    ``compiler_options``: per program, no ``XLA_FLAGS``, nothing set process-wide).
+
+    On CPUs:
+
+    - ``xla_cpu_multi_thread_eigen=False``: XLA:CPU hands every dot to Eigen, which splits it
+      over its intra-op thread pool and waits for the pieces. For the small batched products
+      of sweep members (covariances of a few dimensions, short token sequences) the split and
+      the wait cost far more than the product (benchmarks/results/pde_ranks.json); the
+      engine uses the cores with devices and processes instead.
+    - ``xla_cpu_use_fusion_emitters=False`` for ``small`` programs (segmented members whose
+      state has at most ``SMALL_STATE`` numbers): XLA's elemental emitters compile faster and
+      run such members as fast; larger states (particle systems) keep the fusion emitters,
+      which run them faster.
+
+    Other platforms: XLA's defaults.
+    """
+    if platform != "cpu":
+        return {}
+    options = {"xla_cpu_multi_thread_eigen": False}
+    if small:
+        options["xla_cpu_use_fusion_emitters"] = False
+    return options
+
+
+SMALL_STATE = 4096  # numbers in one member's state: below, the elemental emitters pay
+
+
 def put_global(host_array: np.ndarray, sharding) -> jax.Array:
     """Place a host array sharded over the sweep axis; works unchanged across processes."""
     return jax.make_array_from_callback(host_array.shape, sharding, lambda index: host_array[index])
@@ -203,7 +232,8 @@ class ShardedProgram:
             np.shape(x), np.asarray(x).dtype, sharding=self.sharding
         )  # noqa: E731
         lowered = _sweep_chunk.lower(*self.static, jax.tree.map(put, params), put(seeds))
-        self.compiled = lowered.compile()
+        platform = mesh.devices.flat[0].platform
+        self.compiled = lowered.compile(compiler_options=xla_options(platform))
         self.bytes_per_device = compiled_bytes(self.compiled) / self.n_devices
         self.out_shape = _unsharded(lowered.out_info)
 
@@ -231,7 +261,7 @@ class PerDeviceProgram:
         for device, (p, s) in zip(self.devices, self._split(params, seeds), strict=True):
             p, s = jax.device_put((p, s), device)
             lowered = _sweep_chunk.lower(*self.static, p, s)
-            self.compiled.append(lowered.compile())
+            self.compiled.append(lowered.compile(compiler_options=xla_options(device.platform)))
         self.bytes_per_device = compiled_bytes(self.compiled[0])
         self.out_shape = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct((seeds.shape[0],) + x.shape[1:], x.dtype),

@@ -40,6 +40,7 @@ from ._diffeq import advance_shared, shared_structure, start_shared
 from ._packing import cover_lanes, group_widths, pack, segment_width
 from ._programs import (
     DEVICE_EVENT,
+    SMALL_STATE,
     CompileCounter,
     _ByIdentity,
     compiled_bytes,
@@ -47,6 +48,7 @@ from ._programs import (
     outputs_and_status,
     static_member,
     to_host,
+    xla_options,
 )
 from ._segmented import AbstractSegmentedMember
 
@@ -224,15 +226,19 @@ class SegmentedPrograms:
         self._spec = lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=on_device)  # noqa: E731
         example = jax.tree.map(self._spec, (params, seeds))
         self.packing = _state_packing(self.member, params, seeds)
+        size = sum(int(np.prod(shape)) for shape in self.packing.shapes)
+        self.xla = xla_options(device.platform, small=size <= SMALL_STATE)
         static = (self.member, width, self.packing)
         with CompileCounter() as counter:
             if shared_structure(self.member) is None:
-                self.init = _sweep_init.lower(*static, *example).compile()
+                self.init = _sweep_init.lower(*static, *example).compile(compiler_options=self.xla)
             else:
                 self.init = self._shared_start(example)
             packed_shape = _sweep_init.eval_shape(*static, *example)[0]
             self._packed = jax.tree.map(self._spec, packed_shape)
-            self.finish = _sweep_finish.lower(*static, *example, self._packed).compile()
+            self.finish = _sweep_finish.lower(*static, *example, self._packed).compile(
+                compiler_options=self.xla
+            )
         state_shape = self.packing.state_shape
         narrow = segment_width(requested_width, width, device.platform, state_shape)
         self.group_widths = group_widths(narrow, width, width_count)
@@ -266,12 +272,14 @@ class SegmentedPrograms:
                     self._packed,
                     idx,
                     n_real,
-                ).compile()
+                ).compile(compiler_options=self.xla)
             self.compilations += counter.count
         return self._advance[width]
 
     def _shared_start(self, example) -> _SharedStart:
-        problems = _sweep_problems.lower(self.member, self.width, *example).compile()
+        problems = _sweep_problems.lower(self.member, self.width, *example).compile(
+            compiler_options=self.xla
+        )
         arrays = jax.tree.map(
             self._spec, _sweep_problems.eval_shape(self.member, self.width, *example)
         )
@@ -291,7 +299,9 @@ class SegmentedPrograms:
             self.cache.remember(
                 shared,
                 key,
-                _sweep_start_shared.lower(structure, self.width, self.packing, arrays).compile(),
+                _sweep_start_shared.lower(structure, self.width, self.packing, arrays).compile(
+                    compiler_options=self.xla
+                ),
             )
         return _SharedStart(problems, shared[key])
 
@@ -306,7 +316,7 @@ class SegmentedPrograms:
             with CompileCounter() as counter:
                 compiled = _sweep_advance_shared.lower(
                     structure, self.segment_steps, self.packing, self._packed, idx, n_real
-                ).compile()
+                ).compile(compiler_options=self.xla)
             self.compilations += counter.count
             self.cache.remember(shared, key, _SharedAdvance(compiled))
         return shared[key]
