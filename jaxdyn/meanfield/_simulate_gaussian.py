@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from jaxdyn import Status, mark_nonfinite
+from jaxdyn._status import Status, mark_nonfinite
 from jaxdyn._solvers import default_solver
 from jaxdyn.sweep import DiffeqProblem
 

@@ -133,7 +133,7 @@ def run_sweep(
     checkpoint_dir: str | Path | None = None,
     log: Callable[[str], None] | None = None,
     cache: SweepCache | None = None,
-    accept: Iterable = (),
+    accept: Iterable | None = None,
 ) -> SweepResult:
     """Evaluate ``fn(params, key)`` for every member of ``grid`` as one compiled program.
 
@@ -157,8 +157,9 @@ def run_sweep(
             grid resumes from them. ``None`` keeps everything in memory.
         log: called with one-line progress messages (e.g. ``Run.log``).
         accept: statuses besides ``Status.successful`` that are outcomes, not failures
-            (e.g. ``Status.blowup`` where blow-up is what is measured): the sweep's status
-            line counts them as accepted.
+            (e.g. ``Status.blowup`` where blow-up is what is measured): the sweep's last log
+            line then says how many members failed, counting these as accepted. ``None``:
+            it states the counts by status only (no verdict).
         cache: what the engine remembers between sweeps (:class:`SweepCache`; default
             ``SweepCache.default``).
 
@@ -287,21 +288,26 @@ def _out_shape(program, fn, segmented, width, options, example):
 
 
 def _log_outcome(result: SweepResult, log, name: str, accept) -> None:
-    """The sweep's one status line: its members by outcome, with those that count as failed
-    (any status but ``successful`` and the ``accept``-ed ones) said first."""
+    """The sweep's one line of outcomes: its members counted by status. With ``accept`` (the
+    statuses besides ``successful`` that are outcomes, not failures) it is the sweep's status
+    line and says how many failed; without, it states the counts only and leaves the verdict
+    to the caller (:meth:`jaxdyn.runs.Run.sweep` logs it with what was expected)."""
     counts = result.status_counts()
+    line = f"sweep '{name}': {len(result.seeds)} members in {result.wall_time_s:.1f} s"
+    if accept is None:
+        log(f"{line} ({', '.join(f'{v} {k}' for k, v in counts.items())})")
+        return
     accepted = {"successful"} | {status_name(status_code(s)) for s in accept}
     failed = {k: v for k, v in counts.items() if k not in accepted}
-    kept = {k: v for k, v in counts.items() if k in accepted}
-    parts = ", ".join(
-        f"{v} {k}" + (" (accepted)" if k != "successful" else "") for k, v in kept.items()
+    kept = ", ".join(
+        f"{v} {k}" + (" (accepted)" if k != "successful" else "")
+        for k, v in counts.items()
+        if k in accepted
     )
-    n_failed = result.n_failed(accept)
     log(
-        f"sweep '{name}': {len(result.seeds)} members in {result.wall_time_s:.1f} s: "
-        f"{n_failed} failed"
+        f"{line}: {result.n_failed(accept)} failed"
         + (f" ({', '.join(f'{v} {k}' for k, v in failed.items())})" if failed else "")
-        + (f"; {parts}" if parts else "")
+        + (f"; {kept}" if kept else "")
     )
 
 

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, status_code
+from jaxdyn._status import Status, status_code
 from jaxdyn.evidence import Evidence, classified
 from jaxdyn.experiments._pde_gaussian_evidence import (
     error_bound_evidence,

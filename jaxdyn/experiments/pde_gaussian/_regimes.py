@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, status_code
+from jaxdyn._status import Status, status_code
 from jaxdyn._compat import enumeration_items
 from jaxdyn.evidence import Evidence
 from jaxdyn.experiments._pde_gaussian_evidence import (

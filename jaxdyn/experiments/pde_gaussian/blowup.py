@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, require_positive
+from jaxdyn._status import Status
+from jaxdyn._validation import require_positive
 from jaxdyn.evidence import ErrorModel, at_most
 from jaxdyn.experiments._pde_gaussian_evidence import (
     blowup_time_evidence,

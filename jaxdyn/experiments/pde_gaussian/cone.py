@@ -10,7 +10,8 @@ import diffrax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, count_outcomes, require_positive, status_code
+from jaxdyn._status import Status, count_outcomes, status_code
+from jaxdyn._validation import require_positive
 from jaxdyn._status import item_code
 from jaxdyn.meanfield import (
     L2,

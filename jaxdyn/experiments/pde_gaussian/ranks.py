@@ -20,7 +20,8 @@ import time
 
 import numpy as np
 
-from jaxdyn import Status, require_positive, status_code
+from jaxdyn._status import Status, status_code
+from jaxdyn._validation import require_positive
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 from jaxdyn.sweep import Grid
 

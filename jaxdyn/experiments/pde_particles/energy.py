@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, status_code, status_message
+from jaxdyn._status import Status, status_code, status_message
 from jaxdyn.experiments._pde_decisions import (
     ensemble_mean_evidence,
     monotone_evidence,

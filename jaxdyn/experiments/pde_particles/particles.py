@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, status_code, status_name
+from jaxdyn._status import Status, status_code, status_name
 from jaxdyn.experiments._pde_decisions import (
     single_cluster_evidence,
     trend_evidence,
