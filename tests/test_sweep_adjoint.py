@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn import Status, status_code
+from jaxdyn import Status
 from jaxdyn.meanfield import Softmax, simulate_gaussian
 
 D = 2
@@ -69,11 +69,11 @@ def test_a_vmapped_solve_with_an_event_in_its_batch_returns_each_members_own_fin
     quiet = jnp.full_like(scales, -1.0)  # no member of this batch has an event
     for max_steps in (40, 60):  # the contracting member runs out of steps, or reaches t1
         batch = jax.vmap(lambda s, m=max_steps: solve(s, m))(scales)
-        codes = status_code(batch.status)
-        assert codes[0] == status_code(Status.blowup), codes  # an event in the batch
-        no_event = (status_code(Status.max_steps_reached), status_code(Status.successful))
+        codes = Status.code(batch.status)
+        assert codes[0] == Status.code(Status.blowup), codes  # an event in the batch
+        no_event = (Status.code(Status.max_steps_reached), Status.code(Status.successful))
         assert codes[1] == no_event[max_steps > 40], codes
         alone = jax.vmap(lambda s, m=max_steps: solve(s, m))(quiet)
-        assert set(status_code(alone.status).tolist()) == {codes[1]}
+        assert set(Status.code(alone.status).tolist()) == {codes[1]}
         np.testing.assert_array_equal(batch.final_cov[1], alone.final_cov[1])
         np.testing.assert_array_equal(batch.t_final[1], alone.t_final[1])

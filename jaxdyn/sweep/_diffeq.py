@@ -7,15 +7,14 @@ re-batches the unfinished ones between segments (``_scheduler.py``). This module
 one diffrax solve cut into segments take bitwise the steps of the uninterrupted solve.
 
 **Describing a solve.** A :class:`DiffeqProblem` holds the arguments of
-``diffrax.diffeqsolve``; ``problem.solve()`` is ``diffeqsolve(..., throw=False)`` of them
-(its final save does not depend on what the solve is vmapped with: :meth:`DiffeqProblem.solve`).
-A library simulator that solves through ``DiffeqProblem.solve()`` (``meanfield.simulate_gaussian``
-does) is straggler-free inside :func:`~jaxdyn.sweep.run_sweep` without its caller knowing about
-segments: the engine traces the member function once, finds its one ``solve()`` call, and from
-then on runs the member as a segmented member whose solve it continues from segment to
-segment (:func:`routed_member`). Outside the engine nothing changes. A :class:`DiffeqMember`
-states the same split explicitly: ``problem(params, key)`` builds the problem and
-``outputs(params, problem, solution)`` the member's outputs.
+``diffrax.diffeqsolve``; ``problem.solve()`` is ``diffeqsolve(..., throw=False)`` of them with
+the problem's adjoint. It is the one seam between the library's simulators and the sweep
+engine (docs/sweep.md): inside :func:`~jaxdyn.sweep.run_sweep`, while the engine traces a
+plain member function in one of its two jitted functions (:func:`member_problem`,
+:func:`member_outputs`), the current :class:`MemberTrace` answers a top-level ``solve()``, and
+the engine runs the member as a :class:`SolveMember` whose solve it continues from segment to
+segment. A :class:`DiffeqMember` states the same split explicitly: ``problem(params, key)``
+builds the problem and ``outputs(params, problem, solution)`` the member's outputs.
 
 ```python
 def member(params, key):                       # the natural code is the fast code
