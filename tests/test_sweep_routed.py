@@ -10,13 +10,13 @@ import pytest
 
 from jaxdyn.meanfield import Softmax, gaussian_ode, simulate_gaussian
 from jaxdyn.sweep import (
-    DiffeqMember,
     DiffeqProblem,
     Grid,
     SweepCache,
     SweepOptions,
     run_sweep,
 )
+from jaxdyn.sweep._diffeq import DiffeqMember
 
 D = 3
 

@@ -10,13 +10,12 @@ import pytest
 from jaxdyn import Status
 from jaxdyn.sweep import (
     AbstractSegmentedMember,
-    DiffeqMember,
     DiffeqProblem,
     Grid,
     SweepOptions,
     run_sweep,
 )
-from jaxdyn.sweep._diffeq import step_to
+from jaxdyn.sweep._diffeq import DiffeqMember, step_to
 from jaxdyn.sweep._scheduler import SegmentedPrograms
 from jaxdyn.sweep._segmented import unsegmented
 

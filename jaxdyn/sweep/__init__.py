@@ -10,13 +10,13 @@ result = run_sweep(member, Grid.product({"lam": [0.3, 0.5]}, seeds=8),
 Members whose cost varies (adaptive ODE solves with events) run in segments, so that a sweep
 costs about the sum of its members' work (docs/sweep.md). The one seam is
 :meth:`DiffeqProblem.solve`: a member function calling one of the library's simulators (they
-solve through it) is segmented by the engine itself; a :class:`DiffeqMember` (or any
-:class:`AbstractSegmentedMember`) states the segments explicitly. What the engine remembers
+solve through it), or ``DiffeqProblem(...).solve()`` itself, is segmented by the engine; an
+:class:`AbstractSegmentedMember` states its segments explicitly. What the engine remembers
 between sweeps is a :class:`SweepCache`.
 """
 
 from ._cache import SweepCache as SweepCache
-from ._diffeq import DiffeqMember as DiffeqMember, DiffeqProblem as DiffeqProblem
+from ._diffeq import DiffeqProblem as DiffeqProblem
 from ._engine import run_sweep as run_sweep
 from ._grid import Grid as Grid
 from ._options import SweepOptions as SweepOptions
@@ -25,7 +25,6 @@ from ._segmented import AbstractSegmentedMember as AbstractSegmentedMember
 
 __all__ = [
     "AbstractSegmentedMember",
-    "DiffeqMember",
     "DiffeqProblem",
     "Grid",
     "SweepCache",

@@ -45,8 +45,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from ._cache import SweepCache
 from .._status import status_code, status_name
+from ._cache import SweepCache
 from ._checkpoints import SweepCheckpoints
 from ._chunks import (
     ChunkPlan,
