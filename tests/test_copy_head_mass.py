@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from jaxdyn import copyhead as ch
+from jaxdyn.copyhead import _mass
 
 
 def well(v):
@@ -56,7 +57,7 @@ def test_double_well_weights_and_means_against_quadrature():
     for n in (20.0, 80.0):
         right, left = _well_phases(n, 0.0)
         exact = _quadrature(n)
-        mix = ch.mass_mixture([right, left])
+        mix = _mass.mass_mixture([right, left])
         exact_w = 1.0 / (1.0 + np.exp(exact[1][0] - exact[-1][0]))
         errors[n] = {
             "weight": abs(float(mix.weights[0]) - exact_w),
@@ -90,14 +91,14 @@ def test_mass_boundary_parts_from_mode_boundary():
     S = np.array([[float(p.action) for p in pair] for pair in phases])
     F = np.array([[float(p.free_energy) for p in pair] for pair in phases])
     exact = np.array([[_quadrature(n, t)[s][0] for s in (1, -1)] for t in tilts])
-    t_mode = np.log(ch.phase_boundary(P, S[:, 0], S[:, 1]))
-    t_mass = np.log(ch.phase_boundary(P, F[:, 0], F[:, 1]))
-    t_exact = np.log(ch.phase_boundary(P, exact[:, 0], exact[:, 1]))
+    t_mode = np.log(_mass.phase_boundary(P, S[:, 0], S[:, 1]))
+    t_mass = np.log(_mass.phase_boundary(P, F[:, 0], F[:, 1]))
+    t_exact = np.log(_mass.phase_boundary(P, exact[:, 0], exact[:, 1]))
     assert t_mode == pytest.approx(0.0, abs=1e-3)
     assert t_mass == pytest.approx(-1.0 / (2 * n), abs=2e-3)
     # The mass boundary is the exact one to O(1/n^2); the mode's is off by 1/(2n).
     assert abs(t_mass - t_exact) < 0.1 * abs(t_mode - t_exact)
-    assert np.isnan(ch.phase_boundary(P, F[:, 0], F[:, 0] + 1.0))
+    assert np.isnan(_mass.phase_boundary(P, F[:, 0], F[:, 0] + 1.0))
 
 
 def test_not_a_mode_has_no_mass():
@@ -114,7 +115,7 @@ def test_copy_head_posterior_means_against_quadrature():
     L, V = 2, 2
     X, Y = ch.copy_task(jax.random.PRNGKey(0), 6, L, V)
     stats = ch.copy_statistics(X, Y)
-    posterior = ch.CopyHeadPosterior("softmax")
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
     S = lambda g: posterior.action(g.reshape(L, L), stats)
     newton = jax.jit(lambda g: g - jnp.linalg.solve(jax.hessian(S)(g), jax.grad(S)(g)))
     g = jnp.zeros(L * L)
@@ -124,7 +125,7 @@ def test_copy_head_posterior_means_against_quadrature():
     tempered = jax.jit(
         lambda n: ch.laplace_phase(lambda G: n * S(G.ravel()), g.reshape(L, L), observable)
     )
-    convenience = jax.jit(lambda g: ch.copy_head_phase(posterior, stats, g))
+    convenience = jax.jit(lambda g: _mass.copy_head_phase(posterior, stats, g))
     evals, evecs = np.linalg.eigh(np.asarray(jax.jit(jax.hessian(S))(g)))
     z = np.linspace(-7.0, 7.0, 15)
     grid = np.stack(np.meshgrid(*[z] * 4, indexing="ij"), -1).reshape(-1, 4)
@@ -180,9 +181,9 @@ def test_aligned_mean_is_the_sign_aligned_gaussian_mean():
     assert aligned_mean(np.zeros(2), cov)[0] > 0.01  # sqrt(2/pi) Cov / sd, far from 0
 
 
-def test_quick_size_records_the_mass_check_inconclusive():
-    """``mass_check=False`` (quick): one inconclusive record per order parameter, no
-    Hessian computed."""
+def test_quick_size_records_the_mass_check_not_run():
+    """``mass_check=False`` (quick): one not_run record per order parameter (needing
+    mass_check=True at full size), no Hessian computed."""
     import types
 
     from jaxdyn.experiments.copy_head import sgld
@@ -190,7 +191,10 @@ def test_quick_size_records_the_mass_check_inconclusive():
     from jaxdyn.experiments.copy_head._posterior_checks import PosteriorAnalysis
 
     recorded = {}
-    run = types.SimpleNamespace(evidence=lambda name, e, **kw: recorded.update({name: e}))
+    run = types.SimpleNamespace(
+        evidence=lambda name, e, **kw: recorded.update({name: e}),
+        not_run=lambda name, claim, **kw: recorded.update({name: kw}),
+    )
     for attention, keys in (("softmax", ["c_G"]), ("linear", ["c_1", "c_G"])):
         recorded.clear()
         config = sgld.SGLDConfig(**{**sgld.SGLDConfig.quick(), "attention": attention})
@@ -198,7 +202,9 @@ def test_quick_size_records_the_mass_check_inconclusive():
         analysis.config = config
         check_mass(run, analysis, None, None)
         assert sorted(recorded) == [f"posterior_mean_{k}_matches_laplace" for k in keys]
-        assert all(e.inconclusive and "mass_check=False" in e.reason for e in recorded.values())
+        assert all(
+            kw["needs"] == {"mass_check": True} and kw["full_size"] for kw in recorded.values()
+        )
 
 
 @pytest.mark.slow  # one small SGLD experiment with the Laplace phases: ~40 CPU s

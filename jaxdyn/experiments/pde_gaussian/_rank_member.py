@@ -33,7 +33,7 @@ from jaxdyn.meanfield import (
     gaussian_ode,
     limiting_rank,
 )
-from jaxdyn.sweep import DiffeqMember
+from jaxdyn.sweep._diffeq import DiffeqMember
 
 
 def pad_rank_member(
