@@ -117,4 +117,13 @@ def run_ablation(config: AblationConfig, run: Run) -> None:
     axes[0, 0].axhline(float(-np.sum(pi * np.log(pi))), color="0.3", ls=":", lw=0.8)
     axes[0, 0].legend(fontsize=7)
     run.save_figure(fig, "ablation")
-    run.save_arrays(transition_matrices=np.stack(list(chains.values())))
+    matrices = np.stack([np.asarray(mc.P) for mc in chains.values()])
+    run.save_arrays(
+        transition_matrices=matrices,
+        dims={"transition_matrices": ("chain", "query", "key")},
+        coords={
+            "chain": list(chains),
+            "query": np.arange(matrices.shape[1]),
+            "key": np.arange(matrices.shape[2]),
+        },
+    )

@@ -272,7 +272,13 @@ def run_delta(config: DeltaConfig, run: Run) -> None:
     grid = Grid.product(
         {"delta": list(config.deltas), "eps": list(config.eps_values)}, seeds=[config.seed]
     )
-    result = run.sweep("delta", _member(config), grid)
+    result = run.sweep(
+        "delta",
+        _member(config),
+        grid,
+        dims={"sigma_ratio": ("time",)},
+        coords={"time": _save_times(config)},
+    )
     run.consistency(
         "delta_sweep_compiles_once",
         expected=1,
@@ -283,7 +289,15 @@ def run_delta(config: DeltaConfig, run: Run) -> None:
     out = {k: np.asarray(v) for k, v in result.outputs.items()}
     delta, eps = np.asarray(result.params["delta"]), np.asarray(result.params["eps"])
     escape = out["t_new_direction"] - out["t_dilution"]
-    run.save_arrays(escape_time=escape, delta=delta, eps=eps)
+    run.save_arrays(
+        escape_time=escape.reshape(result.grid_shape),
+        dims={"escape_time": result.axes},
+        coords={
+            "delta": list(config.deltas),
+            "eps": list(config.eps_values),
+            "seed": [config.seed],
+        },
+    )
     zero = ok & (delta == 0)
     scale = float(np.nanmax(np.abs(out["mu1"]))) if out["mu1"].size else 1.0
     run.evidence(

@@ -201,7 +201,14 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
         },
         seeds=seeds,
     )
-    res = run.sweep("gd", _member(config, mc, "gd", config.num_steps), grid)
+    tokens = np.arange(pi.shape[0])
+    res = run.sweep(
+        "gd",
+        _member(config, mc, "gd", config.num_steps),
+        grid,
+        dims={"population_loss": ("time",), "attention": ("time", "query", "key")},
+        coords={"time": ts, "query": tokens, "key": tokens},
+    )
     references = ("descent", "flow") if config.flow_reference else ("descent",)
     rows = []
     fig, axes = new_figure(1, 3)
@@ -257,7 +264,15 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
     i = int(np.argmax(config.sizes_n))
     largest = {"n": [config.sizes_n[i]], "s": [config.sizes_s[i]], "size": [i]}
     grid = Grid.zip({**largest, "lr": [config.adam_lr]}, seeds=seeds)
-    res = run.sweep("adam", _member(config, mc, "adam", config.adam_steps), grid)
+    # Adam's clock is its step count (its step is not lr times the gradient)
+    steps = np.arange(config.adam_steps // config.record_every + 1) * config.record_every
+    res = run.sweep(
+        "adam",
+        _member(config, mc, "adam", config.adam_steps),
+        grid,
+        dims={"population_loss": ("step",), "attention": ("step", "query", "key")},
+        coords={"step": steps, "query": tokens, "key": tokens},
+    )
     final = np.asarray(res.outputs["population_loss"])[res.ok()][:, -1]
     run.evidence(
         "adam_escapes_unigram_plateau",
