@@ -19,9 +19,6 @@ from ._flow import (
     stiff_solver as stiff_solver,
 )
 from ._linearise import (
-    CriticalPoint as CriticalPoint,
-    Spectrum as Spectrum,
-    UnigramSaddle as UnigramSaddle,
     condensation_rate as condensation_rate,
     find_critical_point as find_critical_point,
     focus_rate as focus_rate,
@@ -29,7 +26,6 @@ from ._linearise import (
     unigram_saddle as unigram_saddle,
 )
 from ._lyapunov import (
-    RankOneCriticalPoint as RankOneCriticalPoint,
     rank_one_critical_point as rank_one_critical_point,
     track_rank_one_branch as track_rank_one_branch,
 )
@@ -45,30 +41,23 @@ from ._model import (
     init_transformer as init_transformer,
     population_loss as population_loss,
 )
-from ._origin import OriginScaling as OriginScaling, origin_scaling as origin_scaling
+from ._origin import origin_scaling as origin_scaling
 from ._outcomes import escape_time as escape_time
 from ._stages import Stages as Stages, detect_stages as detect_stages
 from ._text import attention_story as attention_story
 from ._train import (
-    TrainingRun as TrainingRun,
     descend as descend,
     train_finite as train_finite,
 )
 
 __all__ = [
     "Batch",
-    "CriticalPoint",
     "FlowAnalysis",
     "FlowSolution",
     "MarkovChain",
     "OneLayerTransformer",
-    "OriginScaling",
-    "RankOneCriticalPoint",
     "Rates",
-    "Spectrum",
     "Stages",
-    "TrainingRun",
-    "UnigramSaddle",
     "analyse_flow",
     "analyse_flow_until",
     "attention_story",
