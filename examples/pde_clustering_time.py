@@ -14,18 +14,16 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from jaxdyn.meanfield import (  # noqa: E402
-    simulate_particles,
-    single_cluster_condition,
-    sphere_softmax,
-    uniform_on_sphere,
-)
+
+from jaxdyn.meanfield.fields import SphereSoftmax
+from jaxdyn.meanfield import simulate_particles, uniform_on_sphere  # noqa: E402
+from jaxdyn.meanfield._clusters import single_cluster_condition  # noqa: E402
 
 
 def clustering_time(beta, x0, radius=0.1, t1=200.0, rtol=1e-10):
     """``T(beta)``: first time the tokens' RMS distance to their mean is ``radius``."""
     sol = simulate_particles(
-        sphere_softmax(beta, x0.shape[1]),
+        SphereSoftmax(beta, x0.shape[1], bounded=False),
         x0,
         t1,
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=rtol),

@@ -9,25 +9,25 @@
     python examples/pde_particles.py        (about half a minute on 2 CPU cores)
 """
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from jaxdyn.meanfield.fields import Softmax  # noqa: E402
+from jaxdyn.meanfield.fields import SphereSoftmax
 from jaxdyn.meanfield import (  # noqa: E402
-    Softmax,
     blowup_time,
-    bures_wasserstein,
     detect_clusters,
     empirical_mean_cov,
-    fixed_step_particles,
     simulate_gaussian,
-    solver_blowup_time,
-    sphere_softmax,
     uniform_on_sphere,
-    weight_gradients,
 )
+from jaxdyn.meanfield._analysis import bures_wasserstein  # noqa: E402
+from jaxdyn.meanfield import RK4, simulate_particles  # noqa: E402
+from jaxdyn.meanfield._design import solver_blowup_time, weight_gradients  # noqa: E402
 
 
 def main():
@@ -39,7 +39,15 @@ def main():
 
     # 1. particles vs the Gaussian ODE
     x0 = alpha0 + rng.standard_normal((400, d)) @ np.linalg.cholesky(cov0).T
-    particles = fixed_step_particles(att, x0, 1.0, 20)
+    particles = simulate_particles(
+        att,
+        x0,
+        1.0,
+        dt0=1.0 / 20,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    )
     gauss = simulate_gaussian(att, alpha0, cov0, 1.0)
     m, c = empirical_mean_cov(particles.final_x)
     m0, c0 = empirical_mean_cov(x0)
@@ -52,7 +60,15 @@ def main():
 
     # 2. clusters on the sphere at two temperatures (one compilation: beta is traced)
     flow = jax.jit(
-        lambda beta, x: fixed_step_particles(sphere_softmax(beta, 3), x, 15.0, 300).final_x
+        lambda beta, x: simulate_particles(
+            SphereSoftmax(beta, 3, bounded=False),
+            x,
+            15.0,
+            dt0=15.0 / 300,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
+        ).final_x
     )
     x_sphere = uniform_on_sphere(jax.random.key(0), 32, 3)
     for beta in (1.0, 9.0):

@@ -9,16 +9,14 @@ import pytest
 import scipy.linalg
 import scipy.optimize
 
-from jaxdyn.meanfield import (
+from jaxdyn.meanfield._analysis import (
     bures_wasserstein,
     bures_wasserstein_map,
-    detect_clusters,
-    empirical_mean_cov,
     optimal_assignment,
-    sliced_wasserstein,
     stability_ratio,
     wasserstein2_exact,
 )
+from jaxdyn.meanfield import detect_clusters, empirical_mean_cov, sliced_wasserstein
 
 
 def _random_spd(rng, d, scale=1.0):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxdyn.attention import sinkhorn_log_coupling
-from jaxdyn.meanfield import Linear, MultiHead, Sinkhorn, Softmax
+from jaxdyn.meanfield.fields import Linear, MultiHead, Sinkhorn, Softmax
 from jaxdyn.meanfield._energy import (
     _phi,
     bures_wasserstein_geodesic,

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.meanfield import Softmax, blowup_time, softmax_identity_covariance
+from jaxdyn.meanfield.fields import Softmax
+from jaxdyn.meanfield import blowup_time, softmax_identity_covariance
 from jaxdyn.meanfield._design import (
     delay_blowup,
     solver_blowup_time,

@@ -8,15 +8,17 @@ import pytest
 import scipy.linalg
 
 from jaxdyn import Status, status_code
-from jaxdyn.meanfield import (
-    L2,
+from jaxdyn.meanfield.fields import (
     AbstractGaussianClosed,
+    L2,
     Linear,
     Masked,
     MultiHead,
     Sigmoid,
     Sinkhorn,
     Softmax,
+)
+from jaxdyn.meanfield import (
     blowup_time,
     limiting_rank,
     low_rank_limit,
@@ -361,7 +363,7 @@ def test_rank_one_equilibria_stability_is_the_derived_sign():
     """At Sigma* = p e e^T with e^T A e = 0, the Jacobian of the softmax ODE restricted to
     the directions off the line has eigenvalues 2 p (e^T A f)(f^T V e) (twice): the criterion
     behind the "two lines" and "either" cases."""
-    from jaxdyn.meanfield import isotropic_line_stability
+    from jaxdyn.meanfield._cone import isotropic_line_stability
 
     rng = np.random.default_rng(21)
     A = np.diag([1.0, -1.0])
@@ -391,7 +393,7 @@ def test_rank_one_equilibria_stability_is_the_derived_sign():
 def test_two_lines_closed_form_solves_the_softmax_ode():
     """The exact "two lines" solution (c constant, Riccati a and b) against the ODE itself:
     its time derivative (central differences) equals the softmax right-hand side."""
-    from jaxdyn.meanfield import two_lines_covariance
+    from jaxdyn.meanfield._cone import two_lines_covariance
 
     att = _softmax_case("two_lines")
     for u, w in ((0.3, 0.5), (-0.6, -0.2), (0.4, 0.0)):
@@ -433,7 +435,7 @@ def test_two_lines_and_either_cases_follow_the_derived_flows():
     line of sign(c0); "either" blows up along the attracting eigenvector of V from one start
     and converges to the stable isotropic line from another."""
     from jaxdyn.experiments.pde_gaussian._paper import cone_cases
-    from jaxdyn.meanfield import (
+    from jaxdyn.meanfield._cone import (
         blowup_directions,
         isotropic_line_stability,
         two_lines_covariance,

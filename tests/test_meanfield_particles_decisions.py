@@ -17,13 +17,11 @@ from jaxdyn.experiments._pde_decisions import (
     stability_bound_evidence,
     trend_evidence,
 )
-from jaxdyn.meanfield import (
-    DriftedClosure,
-    Exponential,
-    Softmax,
-    antithetic_gaussian_sample,
-    interaction_energy,
-    meanfield_error,
+from jaxdyn.meanfield.fields._wrappers import DriftedClosure
+from jaxdyn.meanfield.fields import Exponential, Softmax
+from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample
+from jaxdyn.meanfield import interaction_energy, meanfield_error
+from jaxdyn.meanfield._gradient_flow import (
     softmax_normaliser,
     twisted_force_jacobian,
     weighted_twisted_speed_squared,

@@ -1,4 +1,5 @@
-"""Decisions of the Gaussian-side claims (transformer_pde.md, "Closed forms to test against",
+"""Measurements of the Gaussian-side claims; the decisions live in :mod:`jaxdyn.meanfield.claims`
+(re-imported here under the names the experiments use). Decisions of the Gaussian-side claims (transformer_pde.md, "Closed forms to test against",
 "The paper's numerical experiments"): pure functions of numbers that return
 :class:`jaxdyn.evidence.Evidence`, so an experiment records them and a test feeds them a
 counterfactual.
@@ -18,65 +19,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxdyn.evidence import ErrorModel, Evidence, classified, within
+from jaxdyn.meanfield.claims import covariance as covariance_evidence
+from jaxdyn.meanfield.claims import error_bound as error_bound_evidence
+from jaxdyn.meanfield.claims import outcome as outcome_evidence
+from jaxdyn.meanfield.claims import softmax_blowup_time as blowup_time_evidence
 
-
-def outcome_evidence(claim: str, *, predicted, measured, basis: str) -> Evidence:
-    """``holds`` iff every member's ``measured`` outcome equals ``predicted`` (broadcast).
-
-    Recorded as counts: the prediction is the number of members, the measurement the number
-    whose outcome is the predicted one."""
-    predicted, measured = np.broadcast_arrays(np.asarray(predicted), np.asarray(measured))
-    if predicted.size == 0:
-        return classified(claim, prediction=0, measured=0, basis=basis, decided=False)
-    agree = int(np.sum(predicted == measured))
-    return classified(claim, prediction=int(predicted.size), measured=agree, basis=basis)
-
-
-def blowup_time_evidence(closed_form, measured, *, tolerance: float) -> Evidence:
-    """Solver blow-up times ``measured`` against the closed-form ``t*`` (softmax, ``V = I``):
-    ``holds`` iff every relative error is at most ``tolerance``.
-
-    The pole extrapolation ``t + tr / (d tr/dt)`` at ``tr = blowup_trace`` is exact up to
-    ``O(blowup_trace^{-2})`` relative, so ``tolerance`` is the solver's global error."""
-    closed_form = np.asarray(closed_form, float)
-    measured = np.asarray(measured, float)
-    return within(
-        "softmax (V = I) blows up at t* = 1 / lambda_max(Sigma0^1/2 (A + A^T) Sigma0^1/2)",
-        prediction=closed_form,
-        measured=measured,
-        relative=True,
-        error_model=ErrorModel.solver_tolerance(
-            tolerance,
-            basis="relative global error of the tight solve; pole extrapolation "
-            "O(1 / blowup_trace^2)",
-        ),
-    )
-
-
-def covariance_evidence(claim: str, exact, measured, *, tolerance: float, basis: str) -> Evidence:
-    """Covariances ``measured`` against an exact solution: every entry within ``tolerance``."""
-    return within(
-        claim,
-        prediction=np.asarray(exact, float),
-        measured=np.asarray(measured, float),
-        error_model=ErrorModel.solver_tolerance(tolerance, basis=basis),
-    )
-
-
-def error_bound_evidence(claim: str, errors, bounds, *, basis: str) -> Evidence:
-    """Per-member ``errors >= 0`` against a derived bound on each: ``holds`` iff every error
-    is at most its bound (an empty set of members is ``inconclusive``)."""
-    errors = np.asarray(errors, float)
-    bounds = np.broadcast_to(np.asarray(bounds, float), errors.shape)
-    if errors.size == 0:
-        return classified(claim, prediction=0, measured=0, basis=basis, decided=False)
-    return within(
-        claim,
-        prediction=np.zeros_like(errors),
-        measured=errors,
-        error_model=ErrorModel.bound(bounds, basis=basis),
-    )
+__all__ = [
+    "blowup_time_evidence",
+    "covariance_evidence",
+    "error_bound_evidence",
+    "l2_growth_excess",
+    "outcome_evidence",
+    "rank_one_blowup_bound",
+]
 
 
 def rank_one_blowup_bound(cov0, A, t_star, trace) -> np.ndarray:

@@ -24,7 +24,8 @@ from jaxdyn._custom_types import Key
 from jaxdyn._status import Status, mark_nonfinite
 
 from ._analysis import bures_wasserstein, empirical_mean_cov
-from ._particles import fixed_step_particles
+from ._particles import RK4
+from ._simulate_particles import simulate_particles
 from .fields._base import AbstractGaussianClosed
 
 
@@ -100,7 +101,15 @@ def meanfield_error(
     if not isinstance(field, AbstractGaussianClosed):
         raise ValueError(f"meanfield_error: {type(field).__name__} is not Gaussian-closed")
     x0 = jnp.asarray(x0)
-    particles = fixed_step_particles(field, x0, t1, steps)
+    particles = simulate_particles(
+        field,
+        x0,
+        t1,
+        dt0=t1 / steps,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    )
     m0, c0 = empirical_mean_cov(x0)
     m_t, c_t = empirical_mean_cov(particles.final_x)
 

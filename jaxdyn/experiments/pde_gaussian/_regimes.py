@@ -21,14 +21,9 @@ from jaxdyn.experiments._pde_gaussian_evidence import (
     error_bound_evidence,
     outcome_evidence,
 )
-from jaxdyn.meanfield import (
-    Regime,
-    Softmax,
-    gaussian_regime,
-    observed_regime,
-    seed_criterion,
-    simulate_gaussian,
-)
+from jaxdyn.meanfield import gaussian_regime, Regime, simulate_gaussian
+from jaxdyn.meanfield.fields import Softmax
+from jaxdyn.meanfield._regime import observed_regime, seed_criterion
 from jaxdyn.runs import negative_control
 from jaxdyn.sweep import Grid
 

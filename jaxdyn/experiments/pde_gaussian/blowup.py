@@ -18,12 +18,9 @@ from jaxdyn.experiments._pde_gaussian_evidence import (
     outcome_evidence,
     rank_one_blowup_bound,
 )
-from jaxdyn.meanfield import (
-    QuadraticKeySoftmax,
-    blowup_time,
-    l2_growth_rate,
-    simulate_gaussian,
-)
+from jaxdyn.meanfield.fields import QuadraticKeySoftmax
+from jaxdyn.meanfield import blowup_time, simulate_gaussian
+from jaxdyn.meanfield._blowup import l2_growth_rate
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
 

@@ -12,17 +12,9 @@ import numpy as np
 
 from jaxdyn import Status, count_outcomes, require_positive, status_code
 from jaxdyn._status import item_code
-from jaxdyn.meanfield import (
-    L2,
-    ConeOutcome,
-    MultiHead,
-    SelectField,
-    Sinkhorn,
-    Softmax,
-    cone_outcome,
-    simulate_gaussian,
-    trace_one_covariances,
-)
+from jaxdyn.meanfield.fields import L2, MultiHead, SelectField, Sinkhorn, Softmax
+from jaxdyn.meanfield._cone import cone_outcome, ConeOutcome, trace_one_covariances
+from jaxdyn.meanfield import simulate_gaussian
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 from jaxdyn.sweep import Grid
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxdyn.meanfield import (
-    L2,
+from jaxdyn.meanfield.fields import (
     AbstractVelocityField,
+    L2,
     Linear,
     Masked,
     MultiHead,

@@ -12,20 +12,17 @@ from jaxdyn.evidence import ErrorModel, at_most, within
 from jaxdyn.experiments._pde_decisions import (
     monotone_evidence,
 )
-from jaxdyn.meanfield import (
-    Sinkhorn,
-    Softmax,
+from jaxdyn.meanfield.fields import Sinkhorn, Softmax
+from jaxdyn.meanfield._energy import (
     bures_wasserstein_geodesic,
     bures_wasserstein_gradient,
-    bures_wasserstein_map,
     bures_wasserstein_step,
     gaussian_interaction_energy,
     gaussian_sinkhorn_energy,
     geodesic_second_variation,
-    interaction_energy,
-    optimal_assignment,
-    simulate_gaussian,
 )
+from jaxdyn.meanfield._analysis import bures_wasserstein_map, optimal_assignment
+from jaxdyn.meanfield import interaction_energy, simulate_gaussian
 from jaxdyn.runs import Run, negative_control
 
 from ._vstatistics import second_variation_and_allowed_gap

@@ -5,6 +5,7 @@ with and without a sink."""
 
 from __future__ import annotations
 
+import diffrax
 import dataclasses
 
 import jax
@@ -15,13 +16,9 @@ from jaxdyn import fit_power_law
 from jaxdyn.experiments._pde_decisions import (
     rate_evidence,
 )
-from jaxdyn.meanfield import (
-    Masked,
-    Softmax,
-    causal_influence,
-    fixed_step_particles,
-    sink_positions,
-)
+from jaxdyn.meanfield.fields import Masked, Softmax
+from jaxdyn.meanfield._causal import causal_influence, sink_positions
+from jaxdyn.meanfield import RK4, simulate_particles
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
@@ -191,7 +188,15 @@ def _prefix_closed(config, run, base):
     whole, other = jax.jit(
         jax.vmap(
             lambda x: (
-                fixed_step_particles(Masked(base, positions), x, config.t1, config.steps).final_x
+                simulate_particles(
+                    Masked(base, positions),
+                    x,
+                    config.t1,
+                    dt0=config.t1 / config.steps,
+                    solver=RK4(),
+                    stepsize_controller=diffrax.ConstantStepSize(),
+                    blowup_norm=None,
+                ).final_x
             )
         )
     )(jnp.stack([x0, redrawn]))

@@ -4,6 +4,7 @@ gradient steps (docs/transformer_pde.md, "Gradient-flow structure")."""
 
 from __future__ import annotations
 
+import diffrax
 import dataclasses
 
 import jax
@@ -15,13 +16,10 @@ from jaxdyn.experiments._pde_decisions import (
     ensemble_mean_evidence,
     monotone_evidence,
 )
-from jaxdyn.meanfield import (
-    Softmax,
-    fixed_step_particles,
-    gaussian_interaction_energy,
-    interaction_energy,
-    simulate_gaussian,
-)
+from jaxdyn.meanfield.fields import Softmax
+from jaxdyn.meanfield import RK4, simulate_particles
+from jaxdyn.meanfield._energy import gaussian_interaction_energy
+from jaxdyn.meanfield import interaction_energy, simulate_gaussian
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 
@@ -99,8 +97,16 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
     def particle_energies(Q, V, key, steps):
         att = Softmax(Q=Q, K=jnp.eye(d), V=V)
         x0 = alpha0 + np.sqrt(0.5) * jax.random.normal(key, (config.n, d))
-        sol = fixed_step_particles(
-            att, x0, config.t1, steps, ts=ts, save_fn=lambda t, x: interaction_energy(att, x)
+        sol = simulate_particles(
+            att,
+            x0,
+            config.t1,
+            dt0=config.t1 / steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
+            ts=ts,
+            save_fn=lambda t, x: interaction_energy(att, x),
         )
         return sol.xs, sol.status
 

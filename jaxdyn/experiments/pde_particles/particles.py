@@ -4,6 +4,7 @@ beta (temperature) phase diagram of clustering on the sphere as one sweep (docs/
 
 from __future__ import annotations
 
+import diffrax
 import dataclasses
 
 import jax
@@ -15,14 +16,10 @@ from jaxdyn.experiments._pde_decisions import (
     single_cluster_evidence,
     trend_evidence,
 )
-from jaxdyn.meanfield import (
-    SelectVelocity,
-    detect_clusters,
-    empirical_mean_cov,
-    fixed_step_particles,
-    sphere_softmax,
-    uniform_on_sphere,
-)
+from jaxdyn.meanfield.fields import SelectField
+from jaxdyn.meanfield.fields import SphereSoftmax
+from jaxdyn.meanfield import detect_clusters, empirical_mean_cov, uniform_on_sphere
+from jaxdyn.meanfield import RK4, simulate_particles
 from jaxdyn.plotting import heatmap, new_figure, note_excluded, time_series
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
@@ -38,7 +35,7 @@ class ParticlesConfig(ExperimentConfig):
     axis and contracts along the others; L2 stays bounded). Clusters are counted by
     single linkage at ``cluster_radius`` on the cloud standardised by its RMS radius [open].
     Phase diagram: tokens uniform on the sphere ``S^{phase_d - 1}`` under the sphere-projected
-    softmax with ``A = beta I`` (``jaxdyn.meanfield.sphere_softmax``), clusters at chord
+    softmax with ``A = beta I`` (``jaxdyn.meanfield.fields.SphereSoftmax``), clusters at chord
     distance ``phase_radius``, ``betas`` log-spaced; one sweep over ``beta`` x systems.
     """
 
@@ -160,13 +157,17 @@ def run_pde_particles(config: ParticlesConfig, run: Run) -> None:
     @jax.jit
     def cloud(index):
         # One compiled program for every variant (the variant is a traced index).
-        return fixed_step_particles(
-            SelectVelocity(fields, index),
+        return simulate_particles(
+            SelectField(fields, index),
             x0,
             config.t1,
-            config.steps,
+            dt0=config.t1 / config.steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
             ts=depth,
-            save_fn=lambda t, y: (y, detect_clusters(_standardised(y), radius)[1]),
+            # float counts: the solver fills saves after a stop with inf, which no integer holds
+            save_fn=lambda t, y: (y, detect_clusters(_standardised(y), radius)[1].astype(y.dtype)),
         )
 
     for row, variant in enumerate(config.variants):
@@ -220,14 +221,17 @@ def _phase_diagram(config: ParticlesConfig, run: Run) -> None:
 
     def member(params, key):
         x0 = uniform_on_sphere(key, n, d)
-        sol = fixed_step_particles(
-            sphere_softmax(params["beta"], d, bounded=True),
+        sol = simulate_particles(
+            SphereSoftmax(params["beta"], d),
             x0,
             config.phase_t1,
-            config.phase_steps,
+            dt0=config.phase_t1 / config.phase_steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
             ts=ts,
             save_fn=lambda t, x: (
-                detect_clusters(x, radius)[1],
+                detect_clusters(x, radius)[1].astype(x.dtype),
                 jnp.max(jnp.abs(jnp.linalg.norm(x, axis=-1) - 1.0)),
             ),
         )

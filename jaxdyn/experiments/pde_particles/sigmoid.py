@@ -4,6 +4,7 @@ temperature."""
 
 from __future__ import annotations
 
+import diffrax
 import dataclasses
 
 import jax
@@ -16,15 +17,11 @@ from jaxdyn.experiments._pde_decisions import (
     monotone_evidence,
     single_cluster_evidence,
 )
-from jaxdyn.meanfield import (
-    Sigmoid,
-    SphereProjected,
-    detect_clusters,
-    fixed_step_particles,
-    sigmoid_energy,
-    sphere_softmax,
-    uniform_on_sphere,
-)
+from jaxdyn.meanfield.fields import Sigmoid, SphereProjected
+from jaxdyn.meanfield.fields import SphereSoftmax
+from jaxdyn.meanfield import detect_clusters, uniform_on_sphere
+from jaxdyn.meanfield import RK4, simulate_particles
+from jaxdyn.meanfield._gradient_flow import sigmoid_energy
 from jaxdyn.plotting import new_figure, note_excluded, time_series
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
@@ -72,7 +69,8 @@ def _member(config: SigmoidConfig, ts):
     d, n = config.d, config.n
 
     def clusters(x):
-        return detect_clusters(x, config.radius)[1]
+        # a float count: the solver fills saves after a stop with inf, which no integer holds
+        return detect_clusters(x, config.radius)[1].astype(x.dtype)
 
     def member(params, key):
         x0 = uniform_on_sphere(key, n, d)
@@ -86,14 +84,25 @@ def _member(config: SigmoidConfig, ts):
             identity = beta / n * jnp.sum(v**2)
             return sigmoid_energy(sigmoid, x), rate - identity, identity, clusters(x)
 
-        sig = fixed_step_particles(
-            sphere_sigmoid, x0, config.t1, config.steps, ts=ts, save_fn=stats
-        )
-        soft = fixed_step_particles(
-            sphere_softmax(beta, d),
+        sig = simulate_particles(
+            sphere_sigmoid,
             x0,
             config.t1,
-            config.steps,
+            dt0=config.t1 / config.steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
+            ts=ts,
+            save_fn=stats,
+        )
+        soft = simulate_particles(
+            SphereSoftmax(beta, d, bounded=False),
+            x0,
+            config.t1,
+            dt0=config.t1 / config.steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
             ts=ts,
             save_fn=lambda t, x: clusters(x),
         )

@@ -18,16 +18,15 @@ from jaxdyn.experiments._pde_decisions import (
     stability_bound_evidence,
     trend_evidence,
 )
-from jaxdyn.meanfield import (
-    Sinkhorn,
-    Softmax,
+from jaxdyn.meanfield.fields import Sinkhorn, Softmax
+from jaxdyn.meanfield._stability import (
     field_lipschitz_constants,
-    fixed_step_particles,
     flow_jacobian_norms,
     softmax_lipschitz_bounds,
     softmax_stability_constant,
-    wasserstein2_exact,
 )
+from jaxdyn.meanfield import RK4, simulate_particles
+from jaxdyn.meanfield._analysis import wasserstein2_exact
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 
@@ -176,15 +175,30 @@ def _stability_constants(config, run, ax):
 
     def flows(steps):
         return jax.jit(
-            jax.vmap(lambda x: fixed_step_particles(field, x, config.t1, steps, ts=ts).xs)
+            jax.vmap(lambda x: simulate_particles(
+                field,
+                x,
+                config.t1,
+                dt0=config.t1 / steps,
+                solver=RK4(),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                blowup_norm=None,
+                ts=ts,
+            ).xs)
         )
 
     coarse, fine = flows(config.steps), flows(2 * config.steps)
 
     def top_direction(x):
         def flow(y):
-            return fixed_step_particles(
-                field, y, config.t1, config.steps, adjoint=diffrax.ForwardMode()
+            return simulate_particles(
+                field,
+                y,
+                config.t1,
+                dt0=config.t1 / config.steps,
+                solver=RK4(),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                blowup_norm=None,
             ).final_x
 
         J = jax.jacfwd(flow)(x)

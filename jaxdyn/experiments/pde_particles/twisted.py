@@ -3,6 +3,7 @@ Wasserstein distance ``d_{A,V}`` (docs/transformer_pde.md, "Gradient-flow struct
 
 from __future__ import annotations
 
+import diffrax
 import dataclasses
 
 import equinox as eqx
@@ -14,11 +15,10 @@ from jaxdyn.experiments._pde_decisions import (
     dissipation_evidence,
     gradient_structure_evidence,
 )
-from jaxdyn.meanfield import (
-    Exponential,
-    Softmax,
-    fixed_step_particles,
-    interaction_energy,
+from jaxdyn.meanfield.fields import Exponential, Softmax
+from jaxdyn.meanfield import RK4, simulate_particles
+from jaxdyn.meanfield import interaction_energy
+from jaxdyn.meanfield._gradient_flow import (
     softmax_normaliser,
     twisted_force_jacobian,
     twisted_metric,
@@ -158,7 +158,15 @@ def _twisted_distance(config: TwistedConfig, run: Run) -> None:
         note="(1/n) sum |Gamma|^2 is not the dissipation (the negative control of the check above)",
     )
     speeds = {}
-    moved_by = jax.jit(lambda h: fixed_step_particles(field, x, h, 4).final_x)  # h traced
+    moved_by = jax.jit(lambda h: simulate_particles(
+        field,
+        x,
+        h,
+        dt0=h / 4,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    ).final_x)  # h traced
     for h in (2e-3, 1e-3):
         moved = moved_by(jnp.asarray(h))
         speeds[h] = twisted_wasserstein(moved, x, metric) / h
