@@ -12,7 +12,8 @@
    - a hand-written JAX RK4 in ``lax.fori_loop`` under ``jit(vmap(vmap(...)))`` (no jaxdyn).
    The final tokens of the three agree (reported). Target: jaxdyn >= 4x the PyTorch loop.
 2. Particle steps at n = 8192, d = 64 (float32): RK4 steps of (general) softmax attention
-   through ``simulate_particles`` at fixed RK4 steps, their matmul FLOP rate (4 n^2 d per velocity) against the
+   through ``simulate_particles`` at fixed RK4 steps, their matmul FLOP rate (4 n^2 d per
+   velocity) against the
    machine's float32 matmul rate measured in the same run. Target: >= 40%.
 
 By default everything runs on ONE core (the process is pinned to one CPU before JAX and
@@ -23,12 +24,13 @@ benchmarks/results/pde_particles.json.
     python benchmarks/bench_pde_particles.py [--quick] [--cores N]
 """
 
-import diffrax
 import argparse
 import json
 import os
 import pathlib
 import time
+
+import diffrax
 
 
 def _pin(cores: int) -> list[int]:
@@ -88,9 +90,8 @@ def sphere_member(n, d, t1, steps, radius):
     member's key), ``steps`` RK4 steps to ``t1`` of ``SphereSoftmax(beta, d)``, the clusters of
     the final tokens at ``radius``."""
 
-    from jaxdyn.meanfield import detect_clusters, uniform_on_sphere
+    from jaxdyn.meanfield import RK4, detect_clusters, simulate_particles, uniform_on_sphere
     from jaxdyn.meanfield.fields import SphereSoftmax
-    from jaxdyn.meanfield import RK4, simulate_particles
 
     def member(params, key):
         x0 = uniform_on_sphere(key, n, d)
@@ -193,23 +194,27 @@ def particle_steps(n, d, steps, reps):
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxdyn.meanfield.fields import Softmax
     from jaxdyn.meanfield import RK4, simulate_particles
+    from jaxdyn.meanfield.fields import Softmax
 
     key = jax.random.key(2)
     Q = jax.random.normal(key, (d, d), jnp.float32) / np.sqrt(d)
     K = jax.random.normal(jax.random.fold_in(key, 1), (d, d), jnp.float32) / np.sqrt(d)
     att = Softmax(Q=Q, K=K, V=jnp.eye(d, dtype=jnp.float32))
     x0 = jax.random.normal(jax.random.fold_in(key, 2), (n, d), jnp.float32)
-    run = jax.jit(lambda x: simulate_particles(
-        att,
-        x,
-        0.1,
-        dt0=0.1 / steps,
-        solver=RK4(),
-        stepsize_controller=diffrax.ConstantStepSize(),
-        blowup_norm=None,
-    ).final_x)
+    run = jax.jit(
+        lambda x: (
+            simulate_particles(
+                att,
+                x,
+                0.1,
+                dt0=0.1 / steps,
+                solver=RK4(),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                blowup_norm=None,
+            ).final_x
+        )
+    )
     t = _median_time(lambda: run(x0), reps)
     flops = steps * 4 * 4.0 * n * n * d  # RK4: 4 velocities of 2 n^2 d (scores) + 2 n^2 d
     return t, flops / t / 1e9

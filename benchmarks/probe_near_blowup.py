@@ -18,9 +18,9 @@ About 4 minutes on a 2-core Intel Xeon VM with the defaults (beside another run)
 
 from __future__ import annotations
 
-import diffrax
 import argparse
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,15 +28,16 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from jaxdyn.experiments.pde_particles.meanfield import near_blowup_problem  # noqa: E402
-from jaxdyn.meanfield.fields import Softmax  # noqa: E402
-from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample  # noqa: E402
-from jaxdyn.meanfield import (  # noqa: E402
+from jaxdyn.meanfield import (  # noqa: E402  # noqa: E402
+    RK4,
     blowup_time,
     empirical_mean_cov,
+    simulate_particles,
     softmax_identity_covariance,
 )
-from jaxdyn.meanfield import RK4, simulate_particles  # noqa: E402
 from jaxdyn.meanfield._blowup import near_blowup_lag  # noqa: E402
+from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample  # noqa: E402
+from jaxdyn.meanfield.fields import Softmax  # noqa: E402
 
 FRACTIONS = np.array([0.25, 0.5, 0.75, 0.9, 0.95])
 
@@ -94,8 +95,10 @@ def main() -> None:
 
     covs, total, dynamic, eff, (lag, bound) = out[args.steps]
     print(f"lag - 1 per system (rows) at t/t* = {FRACTIONS.tolist()}:\n{(lag - 1).round(3)}")
-    print(f"mean lag - 1: {np.nanmean(lag - 1, axis=0).round(3)}; systems below 1: "
-          f"{np.sum(lag < 1, axis=0).tolist()} of {lag.shape[0]}")
+    print(
+        f"mean lag - 1: {np.nanmean(lag - 1, axis=0).round(3)}; systems below 1: "
+        f"{np.sum(lag < 1, axis=0).tolist()} of {lag.shape[0]}"
+    )
     print(f"extreme-value bound on the lag: {np.nanmean(bound, axis=0).round(3)}")
     print(f"every lag within its bound: {bool(np.all((lag <= bound) | np.isnan(lag)))}")
     if args.fine_steps <= 0:

@@ -40,9 +40,9 @@ from jaxdyn.experiments.pde_gaussian._problems import (  # noqa: E402
     REGIME_FAMILIES,
     random_regime_problems,
 )
-from jaxdyn.meanfield import gaussian_regime, Regime, simulate_gaussian  # noqa: E402
-from jaxdyn.meanfield.fields import Softmax  # noqa: E402
+from jaxdyn.meanfield import Regime, gaussian_regime, simulate_gaussian  # noqa: E402
 from jaxdyn.meanfield._regime import observed_regime  # noqa: E402
+from jaxdyn.meanfield.fields import Softmax  # noqa: E402
 
 SINGULAR_FRACTION = 0.3
 

@@ -9,6 +9,7 @@ import pytest
 import scipy.linalg
 import scipy.optimize
 
+from jaxdyn.meanfield import detect_clusters, empirical_mean_cov, sliced_wasserstein
 from jaxdyn.meanfield._analysis import (
     bures_wasserstein,
     bures_wasserstein_map,
@@ -16,7 +17,6 @@ from jaxdyn.meanfield._analysis import (
     stability_ratio,
     wasserstein2_exact,
 )
-from jaxdyn.meanfield import detect_clusters, empirical_mean_cov, sliced_wasserstein
 
 
 def _random_spd(rng, d, scale=1.0):

@@ -70,10 +70,18 @@ def test_a_clearly_different_slope_is_refuted():
 
 def test_outcome_covariance_and_bound_claims_have_counterfactuals():
     assert claims.outcome("o", predicted=1, measured=[1, 1, 1], basis="b").verdict is Verdict.holds
-    assert claims.outcome("o", predicted=1, measured=[1, 0, 1], basis="b").verdict is not Verdict.holds
+    assert (
+        claims.outcome("o", predicted=1, measured=[1, 0, 1], basis="b").verdict is not Verdict.holds
+    )
     exact = np.eye(2)
-    assert claims.covariance("c", exact, exact + 1e-9, tolerance=1e-6, basis="b").verdict is Verdict.holds
-    assert claims.covariance("c", exact, exact + 1e-3, tolerance=1e-6, basis="b").verdict is not Verdict.holds
+    assert (
+        claims.covariance("c", exact, exact + 1e-9, tolerance=1e-6, basis="b").verdict
+        is Verdict.holds
+    )
+    assert (
+        claims.covariance("c", exact, exact + 1e-3, tolerance=1e-6, basis="b").verdict
+        is not Verdict.holds
+    )
     assert claims.error_bound("e", [0.1, 0.2], [0.2, 0.3], basis="b").verdict is Verdict.holds
     assert claims.error_bound("e", [0.1, 0.4], [0.2, 0.3], basis="b").verdict is not Verdict.holds
     t = np.array([1.0, 2.0])

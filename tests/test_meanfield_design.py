@@ -6,7 +6,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.meanfield import blowup_time, softmax_identity_covariance
 from jaxdyn.meanfield._design import (
     delay_blowup,
@@ -14,6 +13,7 @@ from jaxdyn.meanfield._design import (
     solver_final_covariance,
     weight_gradients,
 )
+from jaxdyn.meanfield.fields import Softmax
 
 D = 3
 RNG = np.random.default_rng(11)

@@ -10,10 +10,11 @@ import pytest
 import scipy.linalg
 
 from jaxdyn import Status
+from jaxdyn.meanfield import RK4, simulate_gaussian, simulate_particles
 from jaxdyn.meanfield.fields import (
+    L2,
     AbstractGaussianClosed,
     AbstractVelocityField,
-    L2,
     Linear,
     Masked,
     MultiHead,
@@ -25,8 +26,6 @@ from jaxdyn.meanfield.fields import (
     TimeSwitch,
 )
 from jaxdyn.meanfield.fields._base import AbstractCausalField
-from jaxdyn.meanfield import RK4, simulate_particles
-from jaxdyn.meanfield import simulate_gaussian, simulate_particles
 from jaxdyn.meanfield.fields._wrappers import prefix_causal_velocity
 from jaxdyn.sweep import Grid, SweepOptions, run_sweep
 

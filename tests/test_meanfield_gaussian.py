@@ -8,22 +8,22 @@ import pytest
 import scipy.linalg
 
 from jaxdyn import Status, status_code
-from jaxdyn.meanfield.fields import (
-    AbstractGaussianClosed,
-    L2,
-    Linear,
-    Masked,
-    MultiHead,
-    Sigmoid,
-    Sinkhorn,
-    Softmax,
-)
 from jaxdyn.meanfield import (
     blowup_time,
     limiting_rank,
     low_rank_limit,
     simulate_gaussian,
     softmax_identity_covariance,
+)
+from jaxdyn.meanfield.fields import (
+    L2,
+    AbstractGaussianClosed,
+    Linear,
+    Masked,
+    MultiHead,
+    Sigmoid,
+    Sinkhorn,
+    Softmax,
 )
 
 D = 3

@@ -7,9 +7,9 @@ import pytest
 
 from jaxdyn import Status, status_code
 from jaxdyn.meanfield._cone import (
+    ConeOutcome,
     blowup_directions,
     cone_outcome,
-    ConeOutcome,
     disk_coordinates,
     isotropic_line_stability,
     trace_one_covariances,
@@ -183,8 +183,8 @@ def test_line_transverse_growth_is_the_worst_first_order_growth_of_the_disk_dist
     dt is at most line_transverse_growth, and the largest equals it to first order."""
     import diffrax
 
-    from jaxdyn.meanfield.fields import Softmax
     from jaxdyn.meanfield._cone_limits import line_transverse_growth
+    from jaxdyn.meanfield.fields import Softmax
 
     def field(A, V):
         return Softmax(Q=jnp.eye(2), K=jnp.sqrt(2.0) * A.T, V=V)

@@ -12,8 +12,8 @@ import pytest
 import scipy.optimize
 
 from jaxdyn import Status
-from jaxdyn.meanfield.fields import Linear
 from jaxdyn.meanfield import simulate_particles
+from jaxdyn.meanfield.fields import Linear
 
 D, N = 2, 16
 

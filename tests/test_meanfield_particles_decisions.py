@@ -17,15 +17,15 @@ from jaxdyn.experiments._pde_decisions import (
     stability_bound_evidence,
     trend_evidence,
 )
-from jaxdyn.meanfield.fields._wrappers import DriftedClosure
-from jaxdyn.meanfield.fields import Exponential, Softmax
-from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample
 from jaxdyn.meanfield import interaction_energy, meanfield_error
 from jaxdyn.meanfield._gradient_flow import (
     softmax_normaliser,
     twisted_force_jacobian,
     weighted_twisted_speed_squared,
 )
+from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample
+from jaxdyn.meanfield.fields import Exponential, Softmax
+from jaxdyn.meanfield.fields._wrappers import DriftedClosure
 
 
 def _series(rate, floor=0.0, systems=16, sizes=(32, 128, 512, 2048), scatter=0.5, seed=0):

@@ -9,10 +9,9 @@ import pytest
 import scipy.optimize
 
 from jaxdyn import Status
-from jaxdyn.meanfield.fields import Linear
-from jaxdyn.meanfield.fields import SphereSoftmax
 from jaxdyn.meanfield import simulate_particles, uniform_on_sphere
 from jaxdyn.meanfield._clusters import single_cluster_condition
+from jaxdyn.meanfield.fields import Linear, SphereSoftmax
 
 N, D = 40, 2
 

@@ -9,6 +9,23 @@ import pytest
 import scipy.integrate
 import scipy.linalg
 
+from jaxdyn.meanfield import (
+    RK4,
+    interaction_energy,
+    meanfield_error,
+    simulate_particles,
+    uniform_on_sphere,
+)
+from jaxdyn.meanfield._analysis import wasserstein2_exact
+from jaxdyn.meanfield._causal import causal_influence, sink_positions
+from jaxdyn.meanfield._gradient_flow import sigmoid_energy, twisted_metric, twisted_speed_squared
+from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample
+from jaxdyn.meanfield._stability import (
+    field_lipschitz_constants,
+    flow_jacobian_norms,
+    softmax_lipschitz_bounds,
+    softmax_stability_constant,
+)
 from jaxdyn.meanfield.fields import (
     AbstractVelocityField,
     Exponential,
@@ -19,18 +36,6 @@ from jaxdyn.meanfield.fields import (
     SphereProjected,
 )
 from jaxdyn.meanfield.fields._wrappers import DriftedClosure
-from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample
-from jaxdyn.meanfield._causal import causal_influence, sink_positions
-from jaxdyn.meanfield._stability import (
-    field_lipschitz_constants,
-    flow_jacobian_norms,
-    softmax_lipschitz_bounds,
-    softmax_stability_constant,
-)
-from jaxdyn.meanfield import RK4, simulate_particles
-from jaxdyn.meanfield import interaction_energy, meanfield_error, uniform_on_sphere
-from jaxdyn.meanfield._gradient_flow import sigmoid_energy, twisted_metric, twisted_speed_squared
-from jaxdyn.meanfield._analysis import wasserstein2_exact
 
 
 class _LinearDrift(AbstractVelocityField):
@@ -99,16 +104,21 @@ def test_measured_stability_ratios_stay_below_the_trajectory_constant():
     ts = np.linspace(0.0, 1.0, 5)
     x0 = _ball(jax.random.key(5), 16, 2, 1.0)
     y0 = x0 + 0.05 * jax.random.normal(jax.random.key(6), x0.shape)
-    xs, ys = (np.asarray(simulate_particles(
-        field,
-        z,
-        1.0,
-        dt0=1.0 / 40,
-        solver=RK4(),
-        stepsize_controller=diffrax.ConstantStepSize(),
-        blowup_norm=None,
-        ts=ts,
-    ).xs) for z in (x0, y0))
+    xs, ys = (
+        np.asarray(
+            simulate_particles(
+                field,
+                z,
+                1.0,
+                dt0=1.0 / 40,
+                solver=RK4(),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                blowup_norm=None,
+                ts=ts,
+            ).xs
+        )
+        for z in (x0, y0)
+    )
     radii = np.maximum(np.linalg.norm(xs, axis=-1).max(-1), np.linalg.norm(ys, axis=-1).max(-1))
     C = softmax_stability_constant(field, ts, radii)
     ratio = np.array([wasserstein2_exact(a, b) for a, b in zip(xs, ys, strict=True)])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxdyn import status_code
-from jaxdyn.meanfield import steer_gaussian, SteerOutcome
+from jaxdyn.meanfield import SteerOutcome, steer_gaussian
 from jaxdyn.meanfield._steering import flow_layers
 
 

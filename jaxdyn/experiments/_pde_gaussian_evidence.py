@@ -1,5 +1,6 @@
-"""Measurements of the Gaussian-side claims; the decisions live in :mod:`jaxdyn.meanfield.claims`
-(re-imported here under the names the experiments use). Decisions of the Gaussian-side claims (transformer_pde.md, "Closed forms to test against",
+"""Measurements of the Gaussian-side claims; the decisions live in
+:mod:`jaxdyn.meanfield.claims` (re-imported here under the names the experiments use).
+Decisions of the Gaussian-side claims (transformer_pde.md, "Closed forms to test against",
 "The paper's numerical experiments"): pure functions of numbers that return
 :class:`jaxdyn.evidence.Evidence`, so an experiment records them and a test feeds them a
 counterfactual.
@@ -19,10 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxdyn.meanfield.claims import covariance as covariance_evidence
-from jaxdyn.meanfield.claims import error_bound as error_bound_evidence
-from jaxdyn.meanfield.claims import outcome as outcome_evidence
-from jaxdyn.meanfield.claims import softmax_blowup_time as blowup_time_evidence
+from jaxdyn.meanfield.claims import (
+    covariance as covariance_evidence,
+    error_bound as error_bound_evidence,
+    outcome as outcome_evidence,
+    softmax_blowup_time as blowup_time_evidence,
+)
 
 __all__ = [
     "blowup_time_evidence",

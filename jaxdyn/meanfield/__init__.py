@@ -1,6 +1,7 @@
-"""Mean-field Transformer PDE (transformer_pde.md): velocity fields (:mod:`jaxdyn.meanfield.fields`),
-the particle and Gaussian simulators, closed forms, the regime of a Gaussian, the two geometries,
-the mean-field error, steering, and the paper's claims (:mod:`jaxdyn.meanfield.claims`)."""
+"""Mean-field Transformer PDE (transformer_pde.md): velocity fields
+(:mod:`jaxdyn.meanfield.fields`), the particle and Gaussian simulators, closed forms, the regime
+of a Gaussian, the two geometries, the mean-field error, steering, and the paper's claims
+(:mod:`jaxdyn.meanfield.claims`)."""
 
 from . import claims as claims, fields as fields
 from ._analysis import (

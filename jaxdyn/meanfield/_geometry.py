@@ -18,15 +18,18 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._analysis import bures_wasserstein as _bw_distance
-from ._analysis import bures_wasserstein_map as _bw_map
-from ._energy import bures_wasserstein_geodesic as _bw_geodesic
-from ._energy import bures_wasserstein_gradient as _bw_gradient
-from ._energy import bures_wasserstein_step as _bw_step
-from ._gradient_flow import twisted_force_jacobian as _force_jacobian
-from ._gradient_flow import twisted_metric as _twisted_metric
-from ._gradient_flow import twisted_wasserstein as _twisted_distance
-from ._gradient_flow import weighted_twisted_speed_squared as _signed_speed_squared
+from ._analysis import bures_wasserstein as _bw_distance, bures_wasserstein_map as _bw_map
+from ._energy import (
+    bures_wasserstein_geodesic as _bw_geodesic,
+    bures_wasserstein_gradient as _bw_gradient,
+    bures_wasserstein_step as _bw_step,
+)
+from ._gradient_flow import (
+    twisted_force_jacobian as _force_jacobian,
+    twisted_metric as _twisted_metric,
+    twisted_wasserstein as _twisted_distance,
+    weighted_twisted_speed_squared as _signed_speed_squared,
+)
 from .fields._base import AbstractVelocityField
 
 CovarianceFunctional = Callable[[Float[Array, "d d"]], Float[Array, ""]]
@@ -66,7 +69,9 @@ class BuresWasserstein(eqx.Module):
         scale = jnp.sqrt(jnp.sum(jnp.asarray(mean2) ** 2) + jnp.trace(jnp.asarray(cov2)))
         return dist / scale
 
-    def map(self, cov0: Float[ArrayLike, "d d"], cov1: Float[ArrayLike, "d d"]) -> Float[Array, "d d"]:
+    def map(
+        self, cov0: Float[ArrayLike, "d d"], cov1: Float[ArrayLike, "d d"]
+    ) -> Float[Array, "d d"]:
         """Linear optimal map between centred Gaussians, ``T S_0 T = S_1``:
         ``T = S_0^{-1/2} (S_0^{1/2} S_1 S_0^{1/2})^{1/2} S_0^{-1/2}`` (``S_0`` definite)."""
         return _bw_map(cov0, cov1)
@@ -84,9 +89,12 @@ class BuresWasserstein(eqx.Module):
         ``T_s = (1 - s) I + s T``."""
         return _bw_geodesic(mean0, cov0, mean1, cov1, s)
 
-    def gradient(self, energy: CovarianceFunctional, cov: Float[ArrayLike, "d d"]) -> Float[Array, "d d"]:
+    def gradient(
+        self, energy: CovarianceFunctional, cov: Float[ArrayLike, "d d"]
+    ) -> Float[Array, "d d"]:
         """Gradient-flow velocity ``dSigma/dt = -2 (G Sigma + Sigma G)``, ``G`` the symmetric
-        Euclidean gradient of ``energy`` at ``cov`` (the W2 gradient is the field ``x -> 2 G x``)."""
+        Euclidean gradient of ``energy`` at ``cov`` (the W2 gradient is the field
+        ``x -> 2 G x``)."""
         return _bw_gradient(energy, cov)
 
     def step(
@@ -163,4 +171,3 @@ class TwistedWasserstein(eqx.Module):
         """Jacobian of ``x -> (w_i(x) M^{-1} Gamma_mu(x_i))_i``: the particle flow is a gradient
         flow in the metric ``w_i M^{-1}`` iff it is symmetric."""
         return _force_jacobian(field, tokens, self.metric, weight_fn=weight_fn, t=t)
-

@@ -27,7 +27,6 @@ from jaxtyping import Array, Float
 
 from jaxdyn._status import Status
 
-
 _rk4_tableau = diffrax.ButcherTableau(
     a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
     b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),

@@ -22,13 +22,13 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 from jaxdyn._status import Status, mark_nonfinite
 from jaxdyn.sweep import DiffeqProblem
 
+from ._particles import RK4, _saves_on_the_step_grid, fixed_steps, rk4_loop
 from ._solve_common import (
     _check_times,
     _root_finder,
     check_events,
     requested_and_final_saveat,
 )
-from ._particles import RK4, _saves_on_the_step_grid, fixed_steps, rk4_loop
 from .fields._base import AbstractVelocityField
 
 _DEFAULT_SOLVER = diffrax.Tsit5()

@@ -143,6 +143,7 @@ def rate_samples(
 ) -> int:
     """The fewest independent samples per size for which :func:`rate_power` reaches ``power``
     (``max_samples + 1`` if none up to ``max_samples`` does)."""
+
     def enough(samples: int) -> bool:
         return rate_power(sizes, samples, noise, margin=margin, confidence=confidence) >= power
 
@@ -266,5 +267,7 @@ def particles_lag_their_gaussian(
     else:
         need = int(np.ceil(np.log2(1.0 / (1.0 - confidence))))
         verdict = Verdict.inconclusive
-        reason = f"{below} of {m} below 1: the sign test needs a clearer majority (>= {need} systems)"
+        reason = (
+            f"{below} of {m} below 1: the sign test needs a clearer majority (>= {need} systems)"
+        )
     return Evidence(claim, m, below, model, verdict, m / 2, reason)

@@ -28,14 +28,14 @@ from jaxdyn.evidence import Evidence
 from jaxdyn.experiments._pde_gaussian_evidence import (
     error_bound_evidence,
 )
-from jaxdyn.meanfield.fields import Softmax
+from jaxdyn.meanfield import simulate_gaussian
 from jaxdyn.meanfield._cone import blowup_directions, disk_coordinates, isotropic_line_stability
 from jaxdyn.meanfield._cone_limits import (
     line_transverse_growth,
     rank_one_angle_flow,
     rank_one_angle_rate,
 )
-from jaxdyn.meanfield import simulate_gaussian
+from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.runs import negative_control
 
 from ._paper import cone_cases

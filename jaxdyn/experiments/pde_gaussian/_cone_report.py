@@ -15,18 +15,18 @@ from jaxdyn.experiments._pde_gaussian_evidence import (
     l2_growth_excess,
     outcome_evidence,
 )
+from jaxdyn.meanfield import (
+    blowup_time,
+    limiting_rank,
+    low_rank_limit,
+    softmax_identity_covariance,
+)
 from jaxdyn.meanfield._cone import (
     ConeOutcome,
     disk_coordinates,
     isotropic_line_stability,
     trace_one_covariances,
     two_lines_covariance,
-)
-from jaxdyn.meanfield import (
-    blowup_time,
-    limiting_rank,
-    low_rank_limit,
-    softmax_identity_covariance,
 )
 from jaxdyn.runs import negative_control
 

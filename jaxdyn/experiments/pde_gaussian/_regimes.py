@@ -21,9 +21,9 @@ from jaxdyn.experiments._pde_gaussian_evidence import (
     error_bound_evidence,
     outcome_evidence,
 )
-from jaxdyn.meanfield import gaussian_regime, Regime, simulate_gaussian
-from jaxdyn.meanfield.fields import Softmax
+from jaxdyn.meanfield import Regime, gaussian_regime, simulate_gaussian
 from jaxdyn.meanfield._regime import observed_regime, seed_criterion
+from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.runs import negative_control
 from jaxdyn.sweep import Grid
 

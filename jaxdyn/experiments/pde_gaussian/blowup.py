@@ -18,9 +18,9 @@ from jaxdyn.experiments._pde_gaussian_evidence import (
     outcome_evidence,
     rank_one_blowup_bound,
 )
-from jaxdyn.meanfield.fields import QuadraticKeySoftmax
 from jaxdyn.meanfield import blowup_time, simulate_gaussian
 from jaxdyn.meanfield._blowup import l2_growth_rate
+from jaxdyn.meanfield.fields import QuadraticKeySoftmax
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
 

@@ -12,9 +12,9 @@ import numpy as np
 
 from jaxdyn import Status, count_outcomes, require_positive, status_code
 from jaxdyn._status import item_code
-from jaxdyn.meanfield.fields import L2, MultiHead, SelectField, Sinkhorn, Softmax
-from jaxdyn.meanfield._cone import cone_outcome, ConeOutcome, trace_one_covariances
 from jaxdyn.meanfield import simulate_gaussian
+from jaxdyn.meanfield._cone import ConeOutcome, cone_outcome, trace_one_covariances
+from jaxdyn.meanfield.fields import L2, MultiHead, SelectField, Sinkhorn, Softmax
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 from jaxdyn.sweep import Grid
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from jaxdyn.meanfield.fields import (
-    AbstractVelocityField,
     L2,
+    AbstractVelocityField,
     Linear,
     Masked,
     MultiHead,

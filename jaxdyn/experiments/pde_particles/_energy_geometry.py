@@ -12,7 +12,8 @@ from jaxdyn.evidence import ErrorModel, at_most, within
 from jaxdyn.experiments._pde_decisions import (
     monotone_evidence,
 )
-from jaxdyn.meanfield.fields import Sinkhorn, Softmax
+from jaxdyn.meanfield import interaction_energy, simulate_gaussian
+from jaxdyn.meanfield._analysis import bures_wasserstein_map, optimal_assignment
 from jaxdyn.meanfield._energy import (
     bures_wasserstein_geodesic,
     bures_wasserstein_gradient,
@@ -21,8 +22,7 @@ from jaxdyn.meanfield._energy import (
     gaussian_sinkhorn_energy,
     geodesic_second_variation,
 )
-from jaxdyn.meanfield._analysis import bures_wasserstein_map, optimal_assignment
-from jaxdyn.meanfield import interaction_energy, simulate_gaussian
+from jaxdyn.meanfield.fields import Sinkhorn, Softmax
 from jaxdyn.runs import Run, negative_control
 
 from ._vstatistics import second_variation_and_allowed_gap

@@ -5,9 +5,9 @@ with and without a sink."""
 
 from __future__ import annotations
 
-import diffrax
 import dataclasses
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,9 +16,9 @@ from jaxdyn import fit_power_law
 from jaxdyn.experiments._pde_decisions import (
     rate_evidence,
 )
-from jaxdyn.meanfield.fields import Masked, Softmax
-from jaxdyn.meanfield._causal import causal_influence, sink_positions
 from jaxdyn.meanfield import RK4, simulate_particles
+from jaxdyn.meanfield._causal import causal_influence, sink_positions
+from jaxdyn.meanfield.fields import Masked, Softmax
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid

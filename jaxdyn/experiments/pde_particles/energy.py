@@ -4,9 +4,9 @@ gradient steps (docs/transformer_pde.md, "Gradient-flow structure")."""
 
 from __future__ import annotations
 
-import diffrax
 import dataclasses
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,10 +16,9 @@ from jaxdyn.experiments._pde_decisions import (
     ensemble_mean_evidence,
     monotone_evidence,
 )
-from jaxdyn.meanfield.fields import Softmax
-from jaxdyn.meanfield import RK4, simulate_particles
+from jaxdyn.meanfield import RK4, interaction_energy, simulate_gaussian, simulate_particles
 from jaxdyn.meanfield._energy import gaussian_interaction_energy
-from jaxdyn.meanfield import interaction_energy, simulate_gaussian
+from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 

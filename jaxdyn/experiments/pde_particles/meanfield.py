@@ -10,9 +10,9 @@ particle clouds must match the Gaussian ODE's Bures-Wasserstein ratio within its
 
 from __future__ import annotations
 
-import diffrax
 import dataclasses
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,19 +25,21 @@ from jaxdyn.experiments._pde_decisions import (
     not_run_evidence,
     rate_evidence,
 )
-from jaxdyn.meanfield.fields._wrappers import DriftedClosure
-from jaxdyn.meanfield.fields import QuadraticKeySoftmax, Softmax
-from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample
 from jaxdyn.meanfield import (
+    RK4,
     blowup_time,
+    claims,
     empirical_mean_cov,
     meanfield_error,
     simulate_gaussian,
+    simulate_particles,
     softmax_identity_covariance,
 )
 from jaxdyn.meanfield._analysis import bures_wasserstein, wasserstein2_exact
-from jaxdyn.meanfield import RK4, claims, simulate_particles
 from jaxdyn.meanfield._blowup import l2_growth_rate, near_blowup_lag
+from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample
+from jaxdyn.meanfield.fields import QuadraticKeySoftmax, Softmax
+from jaxdyn.meanfield.fields._wrappers import DriftedClosure
 from jaxdyn.plotting import new_figure, note_excluded
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
@@ -707,15 +709,19 @@ def _stability_ratio(config, run, Q, K, V, alpha0, cov0, ax):
     def pair(key):
         x0 = antithetic_gaussian_sample(key, alpha0, cov0, config.stability_n)
         y0 = alpha0 + shift + stretch * (x0 - alpha0)  # OT map: identity assignment optimal
-        flow = jax.vmap(lambda x: simulate_particles(
-            field,
-            x,
-            config.t1,
-            dt0=config.t1 / config.steps,
-            solver=RK4(),
-            stepsize_controller=diffrax.ConstantStepSize(),
-            blowup_norm=None,
-        ).final_x)
+        flow = jax.vmap(
+            lambda x: (
+                simulate_particles(
+                    field,
+                    x,
+                    config.t1,
+                    dt0=config.t1 / config.steps,
+                    solver=RK4(),
+                    stepsize_controller=diffrax.ConstantStepSize(),
+                    blowup_norm=None,
+                ).final_x
+            )
+        )
         return x0, y0, flow(jnp.stack([x0, y0]))
 
     keys = jax.random.split(jax.random.key(config.seed + 1), config.stability_systems)

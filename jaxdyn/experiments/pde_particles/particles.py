@@ -4,9 +4,9 @@ beta (temperature) phase diagram of clustering on the sphere as one sweep (docs/
 
 from __future__ import annotations
 
-import diffrax
 import dataclasses
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,10 +16,14 @@ from jaxdyn.experiments._pde_decisions import (
     single_cluster_evidence,
     trend_evidence,
 )
-from jaxdyn.meanfield.fields import SelectField
-from jaxdyn.meanfield.fields import SphereSoftmax
-from jaxdyn.meanfield import detect_clusters, empirical_mean_cov, uniform_on_sphere
-from jaxdyn.meanfield import RK4, simulate_particles
+from jaxdyn.meanfield import (
+    RK4,
+    detect_clusters,
+    empirical_mean_cov,
+    simulate_particles,
+    uniform_on_sphere,
+)
+from jaxdyn.meanfield.fields import SelectField, SphereSoftmax
 from jaxdyn.plotting import heatmap, new_figure, note_excluded, time_series
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid

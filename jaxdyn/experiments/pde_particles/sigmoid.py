@@ -4,9 +4,9 @@ temperature."""
 
 from __future__ import annotations
 
-import diffrax
 import dataclasses
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,11 +17,9 @@ from jaxdyn.experiments._pde_decisions import (
     monotone_evidence,
     single_cluster_evidence,
 )
-from jaxdyn.meanfield.fields import Sigmoid, SphereProjected
-from jaxdyn.meanfield.fields import SphereSoftmax
-from jaxdyn.meanfield import detect_clusters, uniform_on_sphere
-from jaxdyn.meanfield import RK4, simulate_particles
+from jaxdyn.meanfield import RK4, detect_clusters, simulate_particles, uniform_on_sphere
 from jaxdyn.meanfield._gradient_flow import sigmoid_energy
+from jaxdyn.meanfield.fields import Sigmoid, SphereProjected, SphereSoftmax
 from jaxdyn.plotting import new_figure, note_excluded, time_series
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid

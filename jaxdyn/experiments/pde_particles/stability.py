@@ -18,15 +18,15 @@ from jaxdyn.experiments._pde_decisions import (
     stability_bound_evidence,
     trend_evidence,
 )
-from jaxdyn.meanfield.fields import Sinkhorn, Softmax
+from jaxdyn.meanfield import RK4, simulate_particles
+from jaxdyn.meanfield._analysis import wasserstein2_exact
 from jaxdyn.meanfield._stability import (
     field_lipschitz_constants,
     flow_jacobian_norms,
     softmax_lipschitz_bounds,
     softmax_stability_constant,
 )
-from jaxdyn.meanfield import RK4, simulate_particles
-from jaxdyn.meanfield._analysis import wasserstein2_exact
+from jaxdyn.meanfield.fields import Sinkhorn, Softmax
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 
@@ -175,16 +175,20 @@ def _stability_constants(config, run, ax):
 
     def flows(steps):
         return jax.jit(
-            jax.vmap(lambda x: simulate_particles(
-                field,
-                x,
-                config.t1,
-                dt0=config.t1 / steps,
-                solver=RK4(),
-                stepsize_controller=diffrax.ConstantStepSize(),
-                blowup_norm=None,
-                ts=ts,
-            ).xs)
+            jax.vmap(
+                lambda x: (
+                    simulate_particles(
+                        field,
+                        x,
+                        config.t1,
+                        dt0=config.t1 / steps,
+                        solver=RK4(),
+                        stepsize_controller=diffrax.ConstantStepSize(),
+                        blowup_norm=None,
+                        ts=ts,
+                    ).xs
+                )
+            )
         )
 
     coarse, fine = flows(config.steps), flows(2 * config.steps)

@@ -3,9 +3,9 @@ Wasserstein distance ``d_{A,V}`` (docs/transformer_pde.md, "Gradient-flow struct
 
 from __future__ import annotations
 
-import diffrax
 import dataclasses
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -15,9 +15,7 @@ from jaxdyn.experiments._pde_decisions import (
     dissipation_evidence,
     gradient_structure_evidence,
 )
-from jaxdyn.meanfield.fields import Exponential, Softmax
-from jaxdyn.meanfield import RK4, simulate_particles
-from jaxdyn.meanfield import interaction_energy
+from jaxdyn.meanfield import RK4, interaction_energy, simulate_particles
 from jaxdyn.meanfield._gradient_flow import (
     softmax_normaliser,
     twisted_force_jacobian,
@@ -26,6 +24,7 @@ from jaxdyn.meanfield._gradient_flow import (
     twisted_wasserstein,
     weighted_twisted_speed_squared,
 )
+from jaxdyn.meanfield.fields import Exponential, Softmax
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 
@@ -158,15 +157,19 @@ def _twisted_distance(config: TwistedConfig, run: Run) -> None:
         note="(1/n) sum |Gamma|^2 is not the dissipation (the negative control of the check above)",
     )
     speeds = {}
-    moved_by = jax.jit(lambda h: simulate_particles(
-        field,
-        x,
-        h,
-        dt0=h / 4,
-        solver=RK4(),
-        stepsize_controller=diffrax.ConstantStepSize(),
-        blowup_norm=None,
-    ).final_x)  # h traced
+    moved_by = jax.jit(
+        lambda h: (
+            simulate_particles(
+                field,
+                x,
+                h,
+                dt0=h / 4,
+                solver=RK4(),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                blowup_norm=None,
+            ).final_x
+        )
+    )  # h traced
     for h in (2e-3, 1e-3):
         moved = moved_by(jnp.asarray(h))
         speeds[h] = twisted_wasserstein(moved, x, metric) / h

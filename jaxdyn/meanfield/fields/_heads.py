@@ -231,7 +231,9 @@ class MultiHead(AbstractCausalField, AbstractGaussianClosed):
         if not heads or not all(isinstance(h, Softmax) for h in heads):
             raise TypeError("MultiHead.from_heads: heads must be a non-empty sequence of Softmax")
         if any(callable(w) for h in heads for w in (h.Q, h.K, h.V)):
-            raise ValueError("MultiHead.from_heads: the heads' weights must be arrays, not callables")
+            raise ValueError(
+                "MultiHead.from_heads: the heads' weights must be arrays, not callables"
+            )
         dims = {h.dim for h in heads}
         if len(dims) != 1:
             raise ValueError(f"MultiHead.from_heads: the heads must share d, got {sorted(dims)}")

@@ -43,8 +43,10 @@ class SelectField(AbstractVelocityField):
 
     def __new__(cls, fields=(), *args, **kwargs):
         fields = kwargs.get("fields", fields)
-        if cls is SelectField and fields and all(
-            isinstance(f, AbstractGaussianClosed) for f in fields
+        if (
+            cls is SelectField
+            and fields
+            and all(isinstance(f, AbstractGaussianClosed) for f in fields)
         ):
             cls = _GaussianSelectField
         return super().__new__(cls)

@@ -1,6 +1,7 @@
 """Wrappers that turn any velocity field into another (transformer_pde.md, "The model"):
 causal masking with an optional attention sink, switching fields over depth, and projection on
-the sphere. Each takes any :class:`jaxdyn.meanfield.fields.AbstractVelocityField`, a user's included.
+the sphere. Each takes any :class:`jaxdyn.meanfield.fields.AbstractVelocityField`, a user's
+included.
 """
 
 from __future__ import annotations
@@ -161,8 +162,10 @@ class TimeSwitch(AbstractTimeSwitch):
 
     def __new__(cls, fields=(), *args, **kwargs):
         fields = kwargs.get("fields", fields)
-        if cls is TimeSwitch and fields and all(
-            isinstance(f, AbstractGaussianClosed) for f in fields
+        if (
+            cls is TimeSwitch
+            and fields
+            and all(isinstance(f, AbstractGaussianClosed) for f in fields)
         ):
             cls = _GaussianTimeSwitch
         return super().__new__(cls)
