@@ -349,7 +349,7 @@ def test_gradient_through_solver_matches_closed_form_derivative():
 
 
 def _softmax_case(name):
-    from jaxdyn.experiments.pde_gaussian._paper import cone_cases
+    from jaxdyn.meanfield._paper_inputs import cone_cases
 
     c = cone_cases()[name]
     return Softmax(Q=c["Q"], K=c["K"], V=c["V"])
@@ -434,12 +434,12 @@ def test_two_lines_and_either_cases_follow_the_derived_flows():
     """One compiled solve: "two lines" follows its exact Riccati solution and converges to the
     line of sign(c0); "either" blows up along the attracting eigenvector of V from one start
     and converges to the stable isotropic line from another."""
-    from jaxdyn.experiments.pde_gaussian._paper import cone_cases
     from jaxdyn.meanfield._cone import (
         blowup_directions,
         isotropic_line_stability,
         two_lines_covariance,
     )
+    from jaxdyn.meanfield._paper_inputs import cone_cases
 
     cases = cone_cases()
     starts = [("two_lines", (0.3, 0.5)), ("two_lines", (-0.6, -0.2)), ("two_lines", (0.4, 0.0))]

@@ -63,3 +63,32 @@ def l2_growth_rate(A: np.ndarray, K: np.ndarray, V: np.ndarray) -> float:
     if smallest <= 0:
         return float("inf")
     return 2.0 * float(np.linalg.norm(V, 2)) * float(np.linalg.norm(A, 2)) / smallest
+
+
+def rank_one_blowup_bound(cov0, A, t_star, trace) -> np.ndarray:
+    """``lambda_2 / lambda_1 <= d / (mu_2 tr Sigma)`` before a softmax ``V = I`` blow-up.
+
+    ``Sigma(t)^{-1} = Sigma_0^{-1} - t (A + A^T)`` decreases to ``M* = Sigma_0^{-1} - t* (A +
+    A^T)``, whose smallest eigenvalue is 0 and second ``mu_2``, so ``lambda_2(Sigma(t)) <= 1 /
+    mu_2`` while ``lambda_1 >= tr / d``. Batched over a leading axis."""
+    cov0 = np.asarray(cov0, float)
+    A = np.asarray(A, float)
+    d = cov0.shape[-1]
+    sym = A + np.swapaxes(A, -1, -2)
+    m_star = np.linalg.inv(cov0) - np.asarray(t_star, float)[..., None, None] * sym
+    mu_2 = np.linalg.eigvalsh(m_star)[..., 1]
+    return d / (mu_2 * np.asarray(trace, float))
+
+
+def l2_growth_excess(ts, traces, cov0, rates) -> np.ndarray:
+    """``log tr Sigma(t) - log(d |Sigma_0|_2) - r t`` per save (``<= 0`` is the L2 bound
+    ``|Sigma(t)|_2 <= |Sigma_0|_2 e^{r t}``, :func:`l2_growth_rate`); saves
+    after a solve's end (``ts`` not finite) give ``-inf``, a non-finite trace ``+inf``."""
+    ts, traces = np.asarray(ts, float), np.asarray(traces, float)
+    cov0 = np.asarray(cov0, float)
+    d = cov0.shape[-1]
+    start = np.log(d * np.linalg.norm(cov0, 2, axis=(-2, -1)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        excess = np.log(traces) - start[..., None] - np.asarray(rates, float)[..., None] * ts
+    excess = np.where(np.isfinite(excess), excess, np.inf)
+    return np.where(np.isfinite(ts), excess, -np.inf)

@@ -25,20 +25,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn.evidence import Evidence
-from jaxdyn.experiments._pde_gaussian_evidence import (
-    error_bound_evidence,
-)
-from jaxdyn.meanfield import simulate_gaussian
+from jaxdyn.meanfield import claims, simulate_gaussian
 from jaxdyn.meanfield._cone import blowup_directions, disk_coordinates, isotropic_line_stability
 from jaxdyn.meanfield._cone_limits import (
     line_transverse_growth,
     rank_one_angle_flow,
     rank_one_angle_rate,
 )
+from jaxdyn.meanfield._paper_inputs import cone_cases
 from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.runs import negative_control
-
-from ._paper import cone_cases
 
 CONTINUE_FACTOR = 1e6  # blow-ups are followed from tr = blowup_trace to this times more
 ENTRY_ERROR = 1e-5  # accepted entry error of the solves (the two-lines exact check)
@@ -141,7 +137,7 @@ def either_blowup_checks(config, run, field: Softmax, ends) -> None:
 
 def angle_flow_evidence(errors, allowed) -> Evidence:
     """Top-eigenvector angle after the continuation against the rank-one direction flow."""
-    return error_bound_evidence(
+    return claims.error_bound(
         "either: blow-ups follow the rank-one direction flow d theta / d ln r = g / h",
         errors,
         allowed,
@@ -151,7 +147,7 @@ def angle_flow_evidence(errors, allowed) -> Evidence:
 
 def blowup_direction_evidence(limits, allowed) -> Evidence:
     """Angle between the rank-one flow's limit and the nearest attracting eigenvector of V."""
-    return error_bound_evidence(
+    return claims.error_bound(
         "either: blow-ups end on an attracting eigenvector of V",
         limits,
         allowed,
@@ -162,7 +158,7 @@ def blowup_direction_evidence(limits, allowed) -> Evidence:
 
 def stable_line_evidence(distances, bounds) -> Evidence:
     """Disk distance of convergent runs to the stable isotropic line at ``t1``."""
-    return error_bound_evidence(
+    return claims.error_bound(
         "either: convergent runs end on the stable isotropic line",
         distances,
         bounds,

@@ -17,17 +17,12 @@ import numpy as np
 from jaxdyn import Status, status_code
 from jaxdyn._compat import enumeration_items
 from jaxdyn.evidence import Evidence
-from jaxdyn.experiments._pde_gaussian_evidence import (
-    error_bound_evidence,
-    outcome_evidence,
-)
-from jaxdyn.meanfield import Regime, gaussian_regime, simulate_gaussian
+from jaxdyn.meanfield import Regime, claims, gaussian_regime, simulate_gaussian
+from jaxdyn.meanfield._problems import REGIME_FAMILIES, random_regime_problems
 from jaxdyn.meanfield._regime import observed_regime, seed_criterion
 from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.runs import negative_control
 from jaxdyn.sweep import Grid
-
-from ._problems import REGIME_FAMILIES, random_regime_problems
 
 DIMS = (2, 3, 4, 5, 6)
 PAD = max(DIMS)
@@ -72,7 +67,7 @@ def _member(p, key):
 
 def regime_evidence(predicted, observed) -> Evidence:
     """The criterion's decided regimes against the solver's, on draws both decide."""
-    return outcome_evidence(
+    return claims.outcome(
         "gaussian_regime: every decided regime is the solver's",
         predicted=np.asarray(predicted),
         measured=np.asarray(observed),
@@ -83,7 +78,7 @@ def regime_evidence(predicted, observed) -> Evidence:
 
 def seed_criterion_evidence(seed_blowup, observed_blowup) -> Evidence:
     """ "Blow-up iff V A + A^T V^T has a positive eigenvalue" against the solver's outcome."""
-    return outcome_evidence(
+    return claims.outcome(
         "seed notes: Sigma blows up iff V A + A^T V^T has a positive eigenvalue",
         predicted=np.asarray(seed_blowup, bool),
         measured=np.asarray(observed_blowup, bool),
@@ -94,7 +89,7 @@ def seed_criterion_evidence(seed_blowup, observed_blowup) -> Evidence:
 def trace_bound_evidence(ratios) -> Evidence:
     """``tr Sigma(t) / trace_bound <= 1`` at every save of every bounded decided draw."""
     excess = np.maximum(np.max(np.asarray(ratios, float), initial=0.0) - 1.0, 0.0)
-    return error_bound_evidence(
+    return claims.error_bound(
         "gaussian_regime: tr Sigma(t) stays below the derived trace bound",
         np.array([excess]),
         1e-4,

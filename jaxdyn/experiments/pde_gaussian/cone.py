@@ -14,12 +14,12 @@ from jaxdyn import Status, count_outcomes, require_positive, status_code
 from jaxdyn._status import item_code
 from jaxdyn.meanfield import simulate_gaussian
 from jaxdyn.meanfield._cone import ConeOutcome, cone_outcome, trace_one_covariances
+from jaxdyn.meanfield._paper_inputs import CONE_CASES, cone_cases
 from jaxdyn.meanfield.fields import L2, MultiHead, SelectField, Sinkhorn, Softmax
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 from jaxdyn.sweep import Grid
 
 from ._cone_report import cone_checks, cone_figures
-from ._paper import CONE_CASES, cone_cases
 
 CONE_VARIANTS = ("softmax", "l2", "multihead", "sinkhorn")
 

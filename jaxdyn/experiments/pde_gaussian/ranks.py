@@ -21,10 +21,7 @@ import time
 import numpy as np
 
 from jaxdyn import Status, require_positive, status_code
-from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
-from jaxdyn.sweep import Grid
-
-from ._paper import (
+from jaxdyn.meanfield._paper_inputs import (
     PUBLISHED_DIMS,
     RANK_ATTENTIONS,
     RANK_CONSTRUCTIONS,
@@ -35,10 +32,13 @@ from ._paper import (
     published_rank_settings,
     rank_panels,
 )
-from ._published_euler import published_rank_attempts, stacked_rank_attempts
+from jaxdyn.meanfield._published_euler import published_rank_attempts, stacked_rank_attempts
+from jaxdyn.meanfield._third_method import dop853_rank_outcome
+from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
+from jaxdyn.sweep import Grid
+
 from ._rank_member import pad_rank_member, rank_member
 from ._ranks_report import rank_checks, rank_figures, rank_summary
-from ._third_method import dop853_rank_outcome
 
 # Segmented sweeps in groups of one width, 8 (two float64 SIMD registers on CPUs): one
 # compiled segment program (each width is one more, seconds of compilation) and groups narrow
