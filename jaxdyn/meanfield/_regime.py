@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import equinox as eqx
 import numpy as np
+from jaxtyping import ArrayLike, Float
 
 from ._closed_forms import blowup_time
 from ._solve_common import _check_gaussian_inputs
@@ -149,7 +150,11 @@ def _definite_similarity(V: np.ndarray, tol: float):
 
 
 def gaussian_regime(
-    field: AbstractGaussianClosed, mean0, cov0, *, tol: float = 1e-9
+    field: AbstractGaussianClosed,
+    mean0: Float[ArrayLike, " d"],
+    cov0: Float[ArrayLike, "d d"],
+    *,
+    tol: float = 1e-9,
 ) -> GaussianRegime:
     """Classify the softmax Gaussian ``N(mean0, cov0)`` under ``field`` (module docstring).
 
