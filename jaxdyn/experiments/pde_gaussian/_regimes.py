@@ -160,6 +160,17 @@ def regime_checks(config, run) -> None:
     )
     decided = meta["regime"] != CODES["inconclusive"]
     arbiter = observed != CODES["inconclusive"]
+    out_of_steps = ~solved
+    run.report(
+        "regime_solves_out_of_steps",
+        measured=int(out_of_steps.sum()),
+        note="expected failed members of the 'regimes' sweep: draws "
+        f"({', '.join(REGIME_FAMILIES[f] for f in meta['family'][out_of_steps])}; "
+        f"{int((out_of_steps & decided).sum())} of them decided by gaussian_regime) whose arbiter "
+        f"solve to the horizon {config.regime_horizon:g} exhausts its 40,000 steps (a rotating "
+        "or slowly converging covariance); the arbiter leaves them inconclusive and no verdict "
+        "counts them",
+    )
     both = decided & arbiter
     run.evidence(
         "gaussian_regime_agrees_with_solver",
