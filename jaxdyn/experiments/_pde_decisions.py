@@ -21,10 +21,9 @@ from jaxdyn.evidence import (
     Verdict,
     at_least,
     at_most,
-    classified,
     estimate,
-    within,
 )
+from jaxdyn.meanfield import claims
 
 # measured numbers: arrays, scalars or (nested) sequences of them
 Numbers = ArrayLike | Sequence
@@ -42,17 +41,6 @@ def _combine(claim: str, parts: Sequence[Evidence], prediction, measured, model,
         verdict = Verdict.inconclusive
     reason = "; ".join(p.reason for p in parts if p.reason and p.verdict is not Verdict.holds)
     return Evidence(claim, prediction, measured, model, verdict, alternative, reason)
-
-
-def not_run_evidence(
-    claim: str, prediction: float, alternatives: Sequence[float], reason: str
-) -> Evidence:
-    """``inconclusive`` without a measurement: the check needs more work than this
-    configuration gives it (e.g. the quick size), and ``reason`` says what decides it."""
-    model = ErrorModel.standard_error(0.0, dof=None, confidence=0.99)
-    return Evidence(
-        claim, prediction, float("nan"), model, Verdict.inconclusive, list(alternatives), reason
-    )
 
 
 def rate_evidence(
@@ -78,7 +66,7 @@ def rate_evidence(
     errors = np.asarray(errors, dtype=float).ravel()
     keep = np.isfinite(errors) & (errors > 0)
     if np.unique(n[keep]).size < 2:
-        return not_run_evidence(
+        return claims.not_run(
             claim, prediction, alternatives, "fewer than two sizes with a finite error"
         )
     fit = fit_power_law(n[keep], errors[keep])
@@ -214,105 +202,4 @@ def monotone_evidence(
         return Evidence(claim, sign, s, model, Verdict.holds, None, "")
     return Evidence(
         claim, sign, s, model, Verdict.inconclusive, None, "the series moves less than its error"
-    )
-
-
-def stability_bound_evidence(
-    claim: str,
-    ratios: Numbers,
-    constants: Numbers,
-    *,
-    relative_error: float | Numbers,
-    basis: str,
-) -> Evidence:
-    """Measured stability ratios ``W_p(mu_t, nu_t) / W_p(mu_0, nu_0)`` never exceed the bound
-    ``C(t)``: ``at_most(ratio / C, 1)`` with the ratios' relative error (solver error of the
-    two flows) as a derived bound; ``inconclusive`` where the bound is infinite."""
-    c = np.asarray(constants, dtype=float)
-    r = np.asarray(ratios, dtype=float) / c
-    model = ErrorModel.bound(np.max(np.asarray(relative_error, dtype=float) * r), basis=basis)
-    if not np.all(np.isfinite(c)):
-        return Evidence(
-            claim,
-            1.0,
-            float(np.max(r)),
-            model,
-            Verdict.inconclusive,
-            None,
-            "the bound C(t) overflows: it says nothing here (weaker interaction or a shorter "
-            "horizon would decide)",
-        )
-    return at_most(claim, measured=float(np.max(r)), limit=1.0, error_model=model)
-
-
-def dissipation_evidence(
-    claim: str,
-    rate: float | Numbers,
-    speed_squared: float | Numbers,
-    *,
-    relative_tolerance: float = 1e-9,
-) -> Evidence:
-    """An energy-dissipation equality ``dE/dt = +-|mu'|^2`` (a gradient flow in the metric the
-    speed is measured in): ``within`` float64 rounding, relative to ``|dE/dt|``."""
-    rate = np.asarray(rate, dtype=float)
-    speed = np.asarray(speed_squared, dtype=float)
-    model = ErrorModel.rounding(
-        relative_tolerance, basis="float64 round-off of the two sums, relative to |dE/dt|"
-    )
-
-    return within(
-        claim, prediction=np.abs(rate), measured=np.abs(speed), error_model=model, relative=True
-    )
-
-
-def gradient_structure_evidence(
-    claim: str, jacobian: Numbers, *, relative_tolerance: float = 1e-9
-) -> Evidence:
-    """A velocity field on the configuration space is the gradient of a function (in the metric
-    it was twisted by) iff its Jacobian is symmetric: the relative asymmetry
-    ``|J - J^T|_F / |J|_F`` is 0 within float64 rounding (``holds``), or beyond it
-    (``refuted``: no energy has this flow as its gradient flow in that metric)."""
-
-    J = np.asarray(jacobian, dtype=float)
-    asym = float(np.linalg.norm(J - J.T) / max(np.linalg.norm(J), 1e-300))
-    model = ErrorModel.rounding(
-        relative_tolerance, basis="float64 round-off of a forward-mode Jacobian"
-    )
-    return within(claim, prediction=0.0, measured=asym, error_model=model)
-
-
-def bounded_growth_evidence(
-    claim: str,
-    growth: Numbers,
-    reached: Numbers,
-    *,
-    relative_error: float,
-    basis: str,
-) -> Evidence:
-    """A flow stays below a derived growth bound up to its horizon: ``growth`` is the measured
-    size over the bound (e.g. ``|Sigma(t)| / (|Sigma_0| e^{r t})``) at every save of every
-    draw, ``reached`` whether each draw's solve reached its horizon (no blow-up, no failure).
-
-    ``refuted`` when a draw stopped early (a blow-up) or exceeds the bound beyond
-    ``relative_error``; ``holds`` otherwise."""
-    g = np.asarray(growth, dtype=float)
-    ok = np.asarray(reached, dtype=bool)
-    model = ErrorModel.solver_tolerance(relative_error, basis=basis)
-    if not np.all(ok):
-        reason = f"{int(np.sum(~ok))} of {ok.size} draws did not reach their horizon"
-        return Evidence(claim, 1.0, g, model, Verdict.refuted, None, reason)
-    return at_most(claim, measured=float(np.nanmax(g)), limit=1.0, error_model=model)
-
-
-def single_cluster_evidence(
-    claim: str, counts: ArrayLike | Sequence[float], *, basis: str
-) -> Evidence:
-    """Every system's cluster count is one (``classified``; no systems: ``inconclusive``)."""
-    counts = np.asarray(counts, dtype=float)
-    return classified(
-        claim,
-        prediction=np.ones_like(counts),
-        measured=counts,
-        basis=basis,
-        decided=counts.size > 0,
     )

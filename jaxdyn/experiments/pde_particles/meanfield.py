@@ -19,12 +19,7 @@ import numpy as np
 
 from jaxdyn import Status, fit_power_law
 from jaxdyn.evidence import ErrorModel, Verdict, within
-from jaxdyn.experiments._pde_decisions import (
-    bounded_growth_evidence,
-    ensemble_mean_evidence,
-    not_run_evidence,
-    rate_evidence,
-)
+from jaxdyn.experiments._pde_decisions import ensemble_mean_evidence, rate_evidence
 from jaxdyn.meanfield import (
     RK4,
     blowup_time,
@@ -242,7 +237,7 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
         if variant in config.deferred_variants:
             run.evidence(
                 f"dynamic_error_rate[{variant}]",
-                not_run_evidence(
+                claims.not_run(
                     RATE_CLAIM,
                     -0.5,
                     (0.0, -1.0),
@@ -290,7 +285,7 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
         for f in config.near_fractions:
             run.evidence(
                 f"near_blowup_error_rate[{f:g}]",
-                not_run_evidence(
+                claims.not_run(
                     RATE_CLAIM,
                     -0.5,
                     (0.0, -1.0),
@@ -399,7 +394,7 @@ def _sinkhorn_defect(config, run, field, alpha0, cov0):
     if not config.defect_n_values:
         run.evidence(
             "sinkhorn_closure_defect_second_order",
-            not_run_evidence(
+            claims.not_run(
                 SINKHORN_DEFECT,
                 -1.0,
                 (-0.5, 0.0),
@@ -436,7 +431,7 @@ L2_BOUNDED = "L2 attention never blows up: |Sigma(t)| <= |Sigma_0| exp(r t), r =
 
 
 def _l2_bounded_evidence(growth, reached):
-    return bounded_growth_evidence(
+    return claims.bounded_growth(
         L2_BOUNDED,
         growth,
         reached,
@@ -454,7 +449,7 @@ def _l2_bounded_decision(growth, reached, growth_at_stop):
     at_stop = np.asarray(growth_at_stop, float)
     failed = ~reached & np.isfinite(at_stop) & (at_stop <= 1.0)
     if failed.all():
-        return not_run_evidence(L2_BOUNDED, 1.0, (), "every draw failed numerically"), failed
+        return claims.not_run(L2_BOUNDED, 1.0, (), "every draw failed numerically"), failed
     return _l2_bounded_evidence(growth[~failed], reached[~failed]), failed
 
 

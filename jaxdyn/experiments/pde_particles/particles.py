@@ -12,12 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status, status_code, status_name
-from jaxdyn.experiments._pde_decisions import (
-    single_cluster_evidence,
-    trend_evidence,
-)
+from jaxdyn.experiments._pde_decisions import trend_evidence
 from jaxdyn.meanfield import (
     RK4,
+    claims,
     detect_clusters,
     empirical_mean_cov,
     simulate_particles,
@@ -313,7 +311,7 @@ def _cluster_counts_without_trend():
 
 
 def _one_cluster_evidence(counts):
-    return single_cluster_evidence(
+    return claims.single_cluster(
         "at the smallest beta every system reaches one cluster",
         counts,
         basis="single-linkage cluster count at chord distance phase_radius",

@@ -13,11 +13,8 @@ import numpy as np
 
 from jaxdyn import Status
 from jaxdyn.evidence import ErrorModel, within
-from jaxdyn.experiments._pde_decisions import (
-    monotone_evidence,
-    single_cluster_evidence,
-)
-from jaxdyn.meanfield import RK4, detect_clusters, simulate_particles, uniform_on_sphere
+from jaxdyn.experiments._pde_decisions import monotone_evidence
+from jaxdyn.meanfield import RK4, claims, detect_clusters, simulate_particles, uniform_on_sphere
 from jaxdyn.meanfield._gradient_flow import sigmoid_energy
 from jaxdyn.meanfield.fields import Sigmoid, SphereProjected, SphereSoftmax
 from jaxdyn.plotting import new_figure, note_excluded, time_series
@@ -165,7 +162,7 @@ def _energy_with_a_dip():
 
 
 def _one_cluster_evidence(counts):
-    return single_cluster_evidence(
+    return claims.single_cluster(
         "at the smallest beta every sigmoid system reaches one cluster",
         counts,
         basis="single-linkage cluster count at chord distance radius",

@@ -14,11 +14,8 @@ import numpy as np
 
 from jaxdyn import fit_power_law
 from jaxdyn.evidence import ErrorModel, at_most
-from jaxdyn.experiments._pde_decisions import (
-    stability_bound_evidence,
-    trend_evidence,
-)
-from jaxdyn.meanfield import RK4, simulate_particles
+from jaxdyn.experiments._pde_decisions import trend_evidence
+from jaxdyn.meanfield import RK4, claims, simulate_particles
 from jaxdyn.meanfield._analysis import wasserstein2_exact
 from jaxdyn.meanfield._stability import (
     field_lipschitz_constants,
@@ -120,7 +117,7 @@ BOUND = "the stability estimate W_p(mu_t, nu_t) <= C(t, R_0) W_p(mu_0, nu_0) (p 
 
 
 def _bound_evidence(p, ratios, constants, relative_error):
-    return stability_bound_evidence(
+    return claims.stability_bound(
         BOUND.format(p=p),
         ratios,
         constants,
