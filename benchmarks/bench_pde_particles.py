@@ -10,11 +10,11 @@
      ``torch.bmm`` and ``torch.softmax`` under ``torch.no_grad``, clusters counted afterwards
      by ``scipy.sparse.csgraph.connected_components``;
    - a hand-written JAX RK4 in ``lax.fori_loop`` under ``jit(vmap(vmap(...)))`` (no jaxdyn).
-   The final tokens of the three agree (reported). Target: jaxdyn >= 4x the PyTorch loop.
+   The final tokens of the three agree (reported). Target: jaxdyn >= 10x the PyTorch loop.
 2. Particle steps at n = 8192, d = 64 (float32): RK4 steps of (general) softmax attention
    through ``simulate_particles`` at fixed RK4 steps, their matmul FLOP rate (4 n^2 d per
    velocity) against the
-   machine's float32 matmul rate measured in the same run. Target: >= 40%.
+   machine's float32 matmul rate measured in the same run. Target: >= 75%.
 
 By default everything runs on ONE core (the process is pinned to one CPU before JAX and
 PyTorch start; XLA's and PyTorch's thread pools are single-threaded). All timings warm
@@ -174,7 +174,7 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
         "same_cluster_counts_as_pytorch": float(
             np.mean(result.reshaped("clusters") == torch_clusters)
         ),
-        "target_vs_pytorch": 4.0,
+        "target_vs_pytorch": 10.0,
     }
 
 
@@ -239,6 +239,7 @@ def main():
     t_steps, achieved = particle_steps(n, d, steps, 3)
     fraction = achieved / rate
     out = {
+        "load_average_1_5_15min": list(os.getloadavg()),  # a quiet machine: well below the cores
         "benchmark": "pde_particles",
         "quick": args.quick,
         "cpus": cpus,
@@ -253,9 +254,9 @@ def main():
             "matmul_gflops": rate,
             "matmul_size": mm,
             "fraction_of_matmul_rate": fraction,
-            "target_fraction": 0.4,
+            "target_fraction": 0.75,
         },
-        "passed": bool(sweep["speedup_vs_pytorch"] >= 4.0 and fraction >= 0.4),
+        "passed": bool(sweep["speedup_vs_pytorch"] >= 10.0 and fraction >= 0.75),
     }
     text = json.dumps(out)
     print(text)
