@@ -135,6 +135,8 @@ def simulate_particles(
             out = rk4_loop(field, x0.astype(dtype), jnp.asarray(t1, dtype), steps, ts, save_fn,
                            save_steps)  # fmt: skip
             return _fixed_step_solution(*out, jnp.asarray(t1, dtype), steps)
+    if steps is not None and isinstance(stepsize_controller, diffrax.ConstantStepSize):
+        max_steps = max(int(max_steps), steps + 1)  # constant steps: the budget is known
     t1 = jnp.asarray(t1, dtype)
 
     def conditions(t, x):
