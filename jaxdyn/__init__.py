@@ -3,13 +3,11 @@
 Top-level names are the small shared vocabulary of every theory package:
 
 - :class:`Status`, the outcome of a simulation (an equinox Enumeration extending
-  ``diffrax.RESULTS``), with :func:`mark_nonfinite` and the host-side helpers
-  :func:`status_code`, :func:`status_name`, :func:`status_message`, :func:`count_outcomes`;
+  ``diffrax.RESULTS``), with its host-side helpers as classmethods (``Status.code``,
+  ``Status.name``, ``Status.message``, ``Status.count``, ``Status.mark_nonfinite``);
 - :func:`entropy` and the straight-line fits :func:`fit_line`, :func:`fit_power_law`,
   :func:`fit_exponential` returning a :class:`LinearFit` with standard error and
   confidence interval;
-- input validation (``require_*``) that raises one-line errors for concrete inputs and
-  ``eqx.error_if`` for traced ones;
 - :class:`UnrolledERK`, a diffrax explicit Runge-Kutta solver with its stages unrolled (the
   default of ``jaxdyn.meanfield.simulate_gaussian``).
 
@@ -21,27 +19,52 @@ the theories :mod:`jaxdyn.gradflow`,
 
 __version__ = "0.2.0"
 
-from ._numerics import (
-    LinearFit as LinearFit,
-    entropy as entropy,
-    fit_exponential as fit_exponential,
-    fit_line as fit_line,
-    fit_power_law as fit_power_law,
-)
-from ._solvers import UnrolledERK as UnrolledERK
-from ._status import (
-    Status as Status,
-    count_outcomes as count_outcomes,
-    mark_nonfinite as mark_nonfinite,
-    status_code as status_code,
-    status_message as status_message,
-    status_name as status_name,
-)
-from ._validation import (
-    is_traced as is_traced,
-    require_in_interval as require_in_interval,
-    require_positive as require_positive,
-    require_probability_vector as require_probability_vector,
-    require_psd as require_psd,
-    require_stochastic as require_stochastic,
-)
+import importlib as _importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names, for type checkers and readers; loaded on first use below
+    from ._numerics import (
+        LinearFit as LinearFit,
+        entropy as entropy,
+        fit_exponential as fit_exponential,
+        fit_line as fit_line,
+        fit_power_law as fit_power_law,
+    )
+    from ._solvers import UnrolledERK as UnrolledERK
+    from ._status import Status as Status
+
+__all__ = [
+    "LinearFit",
+    "Status",
+    "UnrolledERK",
+    "entropy",
+    "fit_exponential",
+    "fit_line",
+    "fit_power_law",
+]
+
+# ``import jaxdyn`` (and so ``python -m jaxdyn``) does not import JAX, equinox or diffrax: the
+# command line sets what equinox reads from the environment at import (``EQX_ON_ERROR``)
+# before anything imports it, and commands that need no JAX (``--help``, ``list``) start fast.
+_HOMES = {
+    "LinearFit": "._numerics",
+    "entropy": "._numerics",
+    "fit_exponential": "._numerics",
+    "fit_line": "._numerics",
+    "fit_power_law": "._numerics",
+    "UnrolledERK": "._solvers",
+    "Status": "._status",
+}
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'jaxdyn' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -45,8 +45,20 @@ def atomic_savez(path: str | os.PathLike, **arrays) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
+PLOTTING_EVENT = "/jaxdyn/plotting/duration"
+
+
 def atomic_savefig(fig, path: str | os.PathLike, **kwargs) -> None:
-    """Save a matplotlib figure to ``path`` atomically (format from the suffix)."""
+    """Save a matplotlib figure to ``path`` atomically (format from the suffix).
+
+    The time spent drawing it is reported as the ``jax.monitoring`` duration event
+    ``/jaxdyn/plotting/duration`` (a run's profile counts it as ``plotting_s``)."""
+    import time
+
+    import jax
+
+    start = time.perf_counter()
     buffer = io.BytesIO()
     fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png", **kwargs)
     atomic_write_bytes(path, buffer.getvalue())
+    jax.monitoring.record_event_duration_secs(PLOTTING_EVENT, time.perf_counter() - start)

@@ -7,10 +7,12 @@ and the optimistix/lineax failures), so a solver's result becomes a status with
 themselves (blow-up, steady state, loss of positive semi-definiteness, non-convergence).
 
 Inside JAX a status is an equinox Enumeration item (it can be traced, vmapped, compared with
-``==``, selected with ``Status.where``); it prints with its name, e.g.
-``jaxdyn._status.Status<successful>``. On the host, sweeps store statuses as ``int32`` codes
-(``results.npz``); :func:`status_code`, :func:`status_name` and :func:`count_by_status` convert
-between codes, items and names, and :meth:`jaxdyn.sweep.SweepResult.ok` selects members.
+``==``, selected with ``Status.where``); it prints with its public name and message, e.g.
+``jaxdyn.Status<the state blew up ...>``. On the host, sweeps store statuses as ``int32`` codes
+(``results.npz``); :meth:`Status.code`, :meth:`Status.name`, :meth:`Status.message` and
+:meth:`Status.count` convert between codes, items and names (the module's free functions are
+the same helpers for jaxdyn's own modules), and :meth:`jaxdyn.sweep.SweepResult.ok` selects
+members.
 
 Theory-specific outcomes (which event fired, the order of a transition, a cone outcome) are
 Enumerations of their own in the theory packages, built the same way; :func:`outcome_names`
@@ -46,36 +48,43 @@ def item_with_code(example: Any, code: Any) -> Any:
     return jax.tree.unflatten(jax.tree.structure(example), [code])
 
 
-class _NamedItems(type(diffrax.RESULTS)):
-    """An Enumeration whose items print their names: ``Status[item]`` is ``"name"`` or
-    ``"name: message"`` (equinox prints an item as ``<Enumeration>[item]``, and diffrax's
-    ``successful`` has an empty message). :func:`status_message` gives the message alone."""
+class _StatusMethods:
+    """The host-side helpers of :class:`Status`, as its classmethods.
 
-    def __getitem__(cls, item) -> str:
-        message = super().__getitem__(item)
-        code = item_code(item)
-        if isinstance(code, jax.core.Tracer) or message in ("traced", "unknown"):
-            return message
-        messages = cls._messages()
-        names = {
-            code: name + (f": {messages[code]}" if messages[code] else "")
-            for code, name in cls._names().items()
-        }
-        named = np.vectorize(lambda c: names[int(c)], otypes=[object])(np.asarray(code))
-        return str(named) if np.ndim(named) else str(named.item())
+    An equinox Enumeration takes every name of its class body as an item, so the methods live
+    in this plain base class (equinox accepts a base without Enumeration items)."""
 
-    def _names(cls) -> dict[int, str]:
-        return {int(item_code(it)): name for name, it in enumeration_items(cls).items()}
+    @classmethod
+    def code(cls, status: Any) -> np.ndarray | int:
+        """The ``int32`` code(s) of a status item (or of any Enumeration item); an array of
+        codes passes through. Sweeps store these in ``results.npz``."""
+        return status_code(status)
 
-    def _messages(cls) -> dict[int, str]:
-        """``{code: message}``, equinox's own message of each item."""
-        return {
-            int(item_code(it)): super(_NamedItems, cls).__getitem__(it)
-            for it in enumeration_items(cls).values()
-        }
+    @classmethod
+    def name(cls, code: Any) -> str:
+        """The item name of one status code (or item), e.g. ``"blowup"``."""
+        return status_name(code)
+
+    @classmethod
+    def message(cls, code: Any) -> str:
+        """The message of one status code (or item), e.g. ``"the dynamics reached a steady
+        state"`` (``"finished successfully"`` for ``successful``)."""
+        return status_message(code)
+
+    @classmethod
+    def count(cls, codes: Any) -> dict[str, int]:
+        """Counts of each status name present in an array of codes (for summaries)."""
+        return count_outcomes(Status, codes)
+
+    @classmethod
+    def mark_nonfinite(cls, status: Any, tree: Any) -> Any:
+        """``nonfinite`` if a floating leaf of ``tree`` holds a NaN and ``status`` is
+        ``successful``; otherwise ``status`` (infinities are left alone: diffrax fills save
+        slots after an event with ``inf``)."""
+        return mark_nonfinite(status, tree)
 
 
-class Status(diffrax.RESULTS, metaclass=_NamedItems):  # pyright: ignore
+class Status(diffrax.RESULTS, _StatusMethods):  # pyright: ignore
     """Outcome of one simulation (one sweep member).
 
     Extends ``diffrax.RESULTS``, so ``Status.promote(sol.result)`` turns a diffrax result into
@@ -85,7 +94,13 @@ class Status(diffrax.RESULTS, metaclass=_NamedItems):  # pyright: ignore
     - ``steady_state``: the dynamics stopped at a steady state (a convergence event fired);
     - ``not_psd``: a covariance lost positive semi-definiteness;
     - ``not_converged``: an iteration (root finder, fixed point, sampler) did not converge.
+
+    On the host, :meth:`code`, :meth:`name`, :meth:`message` and :meth:`count` convert between
+    items, ``int32`` codes, names and counts; :meth:`mark_nonfinite` turns a NaN state into
+    ``nonfinite``. Items print as ``jaxdyn.Status<message>``.
     """
+
+    __module__ = "jaxdyn"  # items print with the public name, jaxdyn.Status<...>
 
     blowup = "the state blew up (a norm or trace threshold was crossed)"
     steady_state = "the dynamics reached a steady state"
@@ -124,7 +139,7 @@ def status_item(code) -> Any:
 
 def status_message(code) -> str:
     """The message of one status code, e.g. ``"the dynamics reached a steady state"``."""
-    message = Status._messages()[int(status_code(code))]
+    message = Status._index_to_message[int(status_code(code))]
     return message or "finished successfully"
 
 

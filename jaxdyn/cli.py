@@ -12,51 +12,57 @@ from __future__ import annotations
 import os
 import sys
 
-from ._cli._commands import COMMANDS
 from ._cli._error_mode import use_error_mode
 from ._cli._exit_codes import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from ._cli._parallel import apply_cpu_devices, launch_workers
-from ._cli._parser import build_parser
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "main"]
 
 
-def _remember_imports(imports: list[str]) -> None:
-    """Worker processes started by this one import the same ``--import`` modules."""
-    if imports:
-        inherited = os.environ.get("JAXDYN_IMPORT", "")
-        os.environ["JAXDYN_IMPORT"] = ",".join(filter(None, [inherited, *imports]))
-
-
-def _speaks_for_the_run() -> bool:
+def _speaks_for_the_run(launch) -> bool:
     """Whether this process reports an interruption: the launcher of local workers (not its
     workers), or process 0 of a cluster run; one message per interruption."""
-    if "JAXDYN_LAUNCHER_PID" in os.environ:
+    if launch.launcher_pid is not None:
         return False
-    return os.environ.get("JAXDYN_PROCESS_ID", "0") == "0"
+    return (launch.process_id or 0) == 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``jaxdyn ARGS`` (``argv``; default ``sys.argv[1:]``) and return its exit code."""
     os.environ.setdefault("MPLBACKEND", "Agg")
     if argv is None:  # the process's own command line (a call from Python keeps its mode)
-        use_error_mode()  # eqx.error_if: EQX_ON_ERROR, else nan (jaxdyn/_cli/_error_mode.py)
+        # before anything imports equinox: eqx.error_if as EQX_ON_ERROR, else nan
+        use_error_mode()
     from jaxdyn.sweep import xla_cpu_setup
+
+    from ._cli._commands import COMMANDS
+    from ._cli._parallel import apply_cpu_devices, launch_workers
+    from ._cli._parser import build_parser
+    from .distributed._launch import LaunchConfig
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    try:  # the one reading of the environment (jaxdyn/distributed/_launch.py)
+        launch = LaunchConfig.from_environ()
+    except ValueError as err:
+        print(f"jaxdyn: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for option in ("processes", "cpu_devices"):
+        if getattr(args, option, "absent") is None:
+            setattr(args, option, getattr(launch, option))
     # Before JAX starts; in every worker too (same entry point and arguments). Quick runs are
     # mostly compilation: XLA's elemental emitters compile faster and run slower.
     xla_cpu_setup(elemental_emitters=bool(getattr(args, "quick", False)))
-    if getattr(args, "profile", False):
-        os.environ["JAXDYN_PROFILE"] = "1"  # this process and its workers
+    # --profile and (once they import) --import hold for this process's runs and for the
+    # processes it starts: they join the launch configuration in the environment
+    launch = launch.replace(profile=launch.profile or bool(getattr(args, "profile", False)))
+    launch.to_environ(os.environ)
     from jaxdyn.runs import ConfigError
     from jaxdyn.runs._registry import import_experiments
 
     try:
         apply_cpu_devices(args)
-        import_experiments(args.imports)
-        _remember_imports(args.imports)
+        import_experiments([*launch.imports, *args.imports])
+        launch.replace(imports=args.imports).to_environ(os.environ)
         launched = launch_workers(args, argv)
         if launched == EXIT_INTERRUPTED:
             raise KeyboardInterrupt
@@ -67,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxdyn: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        if _speaks_for_the_run():
+        if _speaks_for_the_run(launch):
             print(
                 "jaxdyn: interrupted; finished chunks are kept, rerun with --resume to continue",
                 file=sys.stderr,

@@ -6,13 +6,12 @@ The suite runs on every core (``-n auto`` of pytest-xdist in ``pyproject.toml``)
 main process creates an empty compilation cache folder, ``$JAXDYN_TEST_CACHE_DIR``, and removes
 it at the end; the xdist workers and the CLI subprocesses the tests start
 (``JAXDYN_CACHE_DIR``) share it, so a program compiled by one of them is loaded by the others
-(every program is stored: ``JAXDYN_CACHE_MIN_COMPILE_SECS=0``). No test sees a cache from
-outside its session.
+(every program is stored, jaxdyn's default). No test sees a cache from outside its session.
 
 Each xdist worker is one process, so the jaxdyn runs that tests start use one process each
-(``JAXDYN_PROCESSES=1`` unless set: ``JAXDYN_PROCESSES=2 python -m pytest`` runs them all on
-two); the default of every core through worker processes is tested explicitly
-(``tests/test_sweep_processes.py``).
+(``JAXDYN_LAUNCH='{"processes": 1}'`` unless set: ``JAXDYN_LAUNCH='{"processes": 2}'
+python -m pytest`` runs them all on two); the default of every core through worker processes
+is tested explicitly (``tests/test_sweep_processes.py``).
 
 jaxdyn's XLA:CPU options are set (``jaxdyn.sweep.xla_cpu_setup``: single-threaded matrix kernels,
 and XLA's elemental emitters, which compile faster), as the ``jaxdyn`` command line sets them for
@@ -29,8 +28,7 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-os.environ.setdefault("JAXDYN_PROCESSES", "1")
-os.environ.setdefault("JAXDYN_CACHE_MIN_COMPILE_SECS", "0")  # the session cache stores all
+os.environ.setdefault("JAXDYN_LAUNCH", '{"processes": 1}')
 
 import jax  # noqa: E402
 from jaxtyping import install_import_hook  # noqa: E402
@@ -54,10 +52,7 @@ def pytest_configure(config):
         os.environ["JAXDYN_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxdyn-test-xla-")
         config.jaxdyn_owned_cache = os.environ["JAXDYN_TEST_CACHE_DIR"]
     jax.config.update("jax_compilation_cache_dir", os.environ["JAXDYN_TEST_CACHE_DIR"])
-    jax.config.update(
-        "jax_persistent_cache_min_compile_time_secs",
-        float(os.environ["JAXDYN_CACHE_MIN_COMPILE_SECS"]),
-    )
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # store every program
 
 
 def pytest_unconfigure(config):

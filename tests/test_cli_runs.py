@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxdyn import Status, status_code
+from jaxdyn import Status
 from jaxdyn.cli import main
 from jaxdyn.runs import (
     ConfigError,
@@ -23,6 +23,7 @@ from jaxdyn.runs import (
 )
 
 TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -149,8 +150,16 @@ def test_run_writes_the_run_directory_contract(tmp_path):
     # r * y0 > 1 blows up before t1 = 1: those members are counted and excluded.
     with np.load(out / "results.npz") as data:
         status = data["toy.status"]
-        rate, y0 = data["toy.param.rate"], data["toy.y0"]
-    np.testing.assert_array_equal(status == status_code(Status.blowup), rate * y0 > 1.0)
+        rate, y0, y = data["toy.param.rate"], data["toy.y0"], data["toy.y"]
+    np.testing.assert_array_equal(status == Status.code(Status.blowup), rate * y0 > 1.0)
+    # the stored trajectories against the closed form y0 / (1 - r y0 t), t = 0, 0.1, ..., 1:
+    # a local error of rtol = 1e-8 per unit time, amplified by the variational factor
+    # (y / y0)^2 of dy/dt = r y^2, with a factor 100 for the error constant
+    ok = status == Status.code(Status.successful)
+    t = np.linspace(0.0, 1.0, 11)
+    exact = y0[ok, None] / (1.0 - rate[ok, None] * y0[ok, None] * t)
+    bound = 100 * 1e-8 * np.abs(exact) * (exact / y0[ok, None]) ** 2
+    assert ok.sum() >= 4 and np.all(np.abs(y[ok] - exact) <= bound)
     # blow-up is the toy's accepted outcome: no member failed
     assert summary["sweeps"]["toy"]["accepted"] == ["blowup"]
     assert summary["failed_members"] == 0 == summary["sweeps"]["toy"]["failed"]
@@ -247,36 +256,62 @@ def test_resume_refuses_a_changed_config(tmp_path):
     assert main(["run", "toy-blowup", "--resume", "--out", str(out), "--set", "t1=3.0"]) == 2
 
 
+def test_an_experiment_carries_its_report_title_and_docs_link():
+    register_experiment(
+        "test-titled",
+        _PrecisionConfig,
+        "test-only: a titled experiment. More words.",
+        title="A titled experiment",
+        docs="extending.md#your-own-experiment",
+        paper=False,
+    )(_record_precision)
+    titled = get_experiment("test-titled")
+    assert (titled.title, titled.docs) == (
+        "A titled experiment",
+        "extending.md#your-own-experiment",
+    )
+    # the default title is the description's first sentence
+    assert get_experiment("test-precision").title == "test-only: records its dtype"
+    assert get_experiment("toy-blowup").docs == ""
+    for bad in ("extending", "/abs.md", "page.md#", "a page.md"):
+        with pytest.raises(ValueError, match="docs must be a docs page"):
+            register_experiment("test-bad-docs", _PrecisionConfig, "x", docs=bad)
+
+
 def test_list_shows_registered_experiments(capsys):
     assert main(["list"]) == 0
     assert "toy-blowup" in capsys.readouterr().out
 
 
+_ERROR_MODE_PROBE = """
+import sys
+from jaxdyn.cli import main
+assert "equinox" not in sys.modules  # the command line comes first
+sys.argv = ["jaxdyn", "list"]
+assert main() == 0
+import jax, equinox as eqx
+program = jax.jit(lambda x: eqx.error_if(x, x < 0, "negative")).lower(1.0)
+print("callback" in program.as_text())
+"""
+
+
 def test_the_command_line_decides_what_a_failed_error_if_does(monkeypatch, capsys):
     """Every ``jaxdyn`` command runs ``eqx.error_if`` as ``nan`` (no host callback in the
-    program, so the persistent cache keeps it) unless ``EQX_ON_ERROR`` is set; a call of
-    ``main`` from Python leaves its process's mode alone."""
-    import equinox as eqx
-    import jax
-
-    from jaxdyn._compat import set_error_if_default
-
-    def has_callback():  # a new function: traced now, under the current mode
-        program = jax.jit(lambda x: eqx.error_if(x, x < 0, "negative")).lower(1.0)
-        return "callback" in program.as_text()
-
-    monkeypatch.setenv("EQX_ON_ERROR", "raise")
-    monkeypatch.delenv("EQX_ON_ERROR")  # restored after the test as it was
-    monkeypatch.setattr(sys, "argv", ["jaxdyn", "list"])
-    previous = set_error_if_default("raise")
-    try:
-        assert main(["list"]) == 0 and has_callback() and "EQX_ON_ERROR" not in os.environ
-        assert main() == 0 and not has_callback() and os.environ["EQX_ON_ERROR"] == "nan"
-        monkeypatch.setenv("EQX_ON_ERROR", "raise")  # the user's choice wins
-        assert main() == 0 and has_callback()
-    finally:
-        set_error_if_default(previous)
+    program, so the persistent cache keeps it) unless ``EQX_ON_ERROR`` is set, through the
+    environment equinox reads at import (never equinox's module state); a call of ``main``
+    from Python leaves its process's mode and environment alone."""
+    monkeypatch.delenv("EQX_ON_ERROR", raising=False)
+    assert main(["list"]) == 0 and "EQX_ON_ERROR" not in os.environ
     capsys.readouterr()
+    env = _cli_env()
+    env.pop("EQX_ON_ERROR", None)
+    probe = [sys.executable, "-c", _ERROR_MODE_PROBE]
+    nan = subprocess.run(probe, capture_output=True, text=True, env=env, timeout=300)
+    assert nan.returncode == 0 and nan.stdout.strip().endswith("False"), nan.stderr
+    raised = subprocess.run(
+        probe, capture_output=True, text=True, env=dict(env, EQX_ON_ERROR="raise"), timeout=300
+    )
+    assert raised.returncode == 0 and raised.stdout.strip().endswith("True"), raised.stderr
 
 
 @pytest.mark.slow
@@ -331,16 +366,55 @@ def test_cpu_devices_option_rejects_bad_values_in_one_line(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_bad_cache_threshold_exits_2_before_the_run(tmp_path, monkeypatch, capsys):
+def test_a_bad_launch_configuration_exits_2_before_the_run(tmp_path, monkeypatch, capsys):
+    """The environment is read once, into one typed launch configuration: a bad one is a
+    one-line error naming JAXDYN_LAUNCH, before anything runs."""
     cache = tmp_path / "xla"
     monkeypatch.setenv("JAXDYN_CACHE_DIR", str(cache))
-    for bad in ("soon", "-1", "nan"):
-        monkeypatch.setenv("JAXDYN_CACHE_MIN_COMPILE_SECS", bad)
-        out = tmp_path / f"run-{bad}"
+    for bad in (
+        '{"cache_min_compile_secs": "soon"}',
+        '{"cache_min_compile_secs": -1}',
+        '{"cache_min_compile_secs": NaN}',
+        '{"processes": 1, "procesess": 2}',
+        "processes=1",
+    ):
+        monkeypatch.setenv("JAXDYN_LAUNCH", bad)
+        out = tmp_path / "run"
         assert main(["run", "toy-blowup", "--quick", "--out", str(out)]) == 2
         err = capsys.readouterr().err
-        assert "JAXDYN_CACHE_MIN_COMPILE_SECS" in err and err.count("\n") == 1, err
+        assert "JAXDYN_LAUNCH" in err and err.count("\n") == 1, err
         assert not out.exists()
+
+
+def test_the_launch_configuration_round_trips_through_the_environment():
+    from jaxdyn.distributed._launch import LaunchConfig
+
+    launch = LaunchConfig(
+        imports=("a", "b.py"),
+        data_dir="/data",
+        cache_dir=None,
+        processes=2,
+        profile=True,
+        coordinator="127.0.0.1:1234",
+        num_processes=2,
+        process_id=1,
+        launcher_pid=99,
+    )
+    env = launch.to_environ()
+    assert set(env) == {"JAXDYN_IMPORT", "JAXDYN_DATA", "JAXDYN_CACHE_DIR", "JAXDYN_LAUNCH"}
+    assert env["JAXDYN_CACHE_DIR"] == "off" and LaunchConfig.from_environ(env) == launch
+    assert LaunchConfig.from_environ({}) == LaunchConfig() and LaunchConfig().to_environ() == {}
+    assert launch.replace(imports=["c", "a"]).imports == ("a", "b.py", "c")
+    assert LaunchConfig.from_environ({}).is_worker is False and launch.is_worker
+
+
+def test_the_package_names_at_most_four_environment_variables():
+    import re
+
+    names = set()
+    for path in (REPO / "jaxdyn").rglob("*.py"):
+        names |= set(re.findall(r"JAXDYN_[A-Z_]+", path.read_text()))
+    assert names <= {"JAXDYN_IMPORT", "JAXDYN_DATA", "JAXDYN_CACHE_DIR", "JAXDYN_LAUNCH"}, names
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -8,12 +8,9 @@ import pytest
 import scipy.stats
 from hypothesis import given, settings, strategies as st
 
-import jaxdyn
-from jaxdyn import (
-    entropy,
-    fit_exponential,
-    fit_line,
-    fit_power_law,
+from jaxdyn import entropy, fit_exponential, fit_line, fit_power_law
+from jaxdyn._validation import (
+    is_traced,
     require_in_interval,
     require_positive,
     require_probability_vector,
@@ -106,4 +103,4 @@ def test_traced_invalid_inputs_fail_at_run_time_with_error_if():
     assert float(g(jnp.eye(3))) == 3.0
     with pytest.raises(eqx.EquinoxRuntimeError, match="P is not row-stochastic"):
         g(2.0 * jnp.eye(3)).block_until_ready()
-    assert jaxdyn.is_traced(jax.make_jaxpr(lambda x: x)(1.0)) is False
+    assert is_traced(jax.make_jaxpr(lambda x: x)(1.0)) is False

@@ -23,7 +23,7 @@ from jaxdyn.data import (
 @pytest.fixture
 def clean_env(monkeypatch, tmp_path):
     monkeypatch.delenv("JAXDYN_DATA", raising=False)
-    monkeypatch.setenv("JAXDYN_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path))  # the default cache, ~/.cache/jaxdyn/data
     return tmp_path
 
 
@@ -42,17 +42,19 @@ def test_excerpts_ship_with_the_package_and_are_real_text(clean_env):
         assert full.read_bytes().startswith(excerpt_path("wikitext-2").read_bytes())
 
 
-def test_search_order_is_jaxdyn_data_then_cache_then_excerpt(clean_env, monkeypatch):
+def test_search_order_is_data_dir_then_cache_then_excerpt(clean_env, monkeypatch):
     data = clean_env / "data" / "wikitext-2"
-    cache = clean_env / "cache" / "wikitext-2"
+    cache = clean_env / ".cache" / "jaxdyn" / "data" / "wikitext-2"
     cache.mkdir(parents=True)
     (cache / "wiki.valid.raw").write_text("cached")
     assert locate_corpus("wikitext-2") == (cache / "wiki.valid.raw", "cache")
     data.mkdir(parents=True)
     (data / "valid.txt").write_text("mine")
-    monkeypatch.setenv("JAXDYN_DATA", str(clean_env / "data"))
-    assert locate_corpus("wikitext-2") == (data / "valid.txt", "JAXDYN_DATA")
-    assert load_text("wikitext-2") == "mine"
+    monkeypatch.setenv("JAXDYN_DATA", str(clean_env / "data"))  # the library reads no env
+    assert locate_corpus("wikitext-2") == (cache / "wiki.valid.raw", "cache")
+    mine = clean_env / "data"
+    assert locate_corpus("wikitext-2", data_dir=mine) == (data / "valid.txt", "data_dir")
+    assert load_text("wikitext-2", data_dir=mine) == "mine"
     own = clean_env / "own.txt"
     own.write_text("a file")
     assert corpus_path(str(own)) == own
@@ -122,3 +124,14 @@ def test_data_command_lists_corpora_and_rejects_unknown_names(clean_env, capsys)
     assert "wikitext-2" in out and "CC BY-SA 3.0" in out and "excerpt" in out
     assert main(["data", "fetch", "nope"]) == 2
     assert "unknown corpus 'nope'" in capsys.readouterr().err
+
+
+def test_the_command_line_passes_jaxdyn_data_as_the_data_dir(clean_env, monkeypatch, capsys):
+    mine = clean_env / "data" / "wikitext-2"
+    mine.mkdir(parents=True)
+    (mine / "valid.txt").write_text("mine")
+    monkeypatch.setenv("JAXDYN_DATA", str(clean_env / "data"))
+    assert main(["data", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    line = next(row for row in out if row.startswith("wikitext-2"))
+    assert "data_dir" in line and str(mine / "valid.txt") in line

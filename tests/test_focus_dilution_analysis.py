@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
-from jaxdyn import Status, status_code
+from jaxdyn import Status
 from jaxdyn.sweep import Grid, SweepOptions, run_sweep
 from jaxdyn.sweep._diffeq import routed_member
 
@@ -62,7 +62,7 @@ def test_random_chains_signed_rates_and_stages_in_order(d):
     runs = [analyse(P, num_saves) for P in family + [P for P, _ in others]]
     a = jax.tree_util.tree_map(lambda *x: np.stack(x), *runs)
     r, st = a.rates, a.stages
-    assert np.all(status_code(a.status) == status_code(Status.successful))
+    assert np.all(Status.code(a.status) == Status.code(Status.successful))
     np.testing.assert_allclose(r.condensation_jacobian, r.condensation, rtol=EIGEN_RTOL)
     np.testing.assert_allclose(r.focus_jacobian, r.focus, rtol=EIGEN_RTOL)
     np.testing.assert_allclose(r.focus_visited, r.focus_visited_formula, rtol=EIGEN_RTOL)
@@ -211,7 +211,7 @@ def test_analyse_flow_in_a_sweep_equals_the_uninterrupted_and_the_direct_analyse
     assert any("segments of 16 steps" in line for line in logged), logged
     steps = routed.outputs["steps"]
     assert steps.max() > 10 * steps.min() and steps.max() > 8 * 16, steps  # many segments
-    assert np.all(status_code(routed.status) == status_code(Status.successful))
+    assert np.all(Status.code(routed.status) == Status.code(Status.successful))
     # run as written, one vmapped solve per group: the same steps, and states equal up to the
     # rounding of differently compiled programs (XLA fuses the vector field differently in the
     # segment program: observed 5e-14 relative, far below the solver's rtol 1e-7)

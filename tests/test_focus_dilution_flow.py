@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
-from jaxdyn import Status, entropy, fit_exponential, status_code
+from jaxdyn import Status, entropy, fit_exponential
 
 PI = jnp.array([0.75, 0.19, 0.05, 0.01])
 H_PI = 0.72714
@@ -29,7 +29,7 @@ def _at(ts, y, t):
 def test_headline_flow_reproduces_the_reference_run(headline):
     a = headline
     ts, met = a.ts, a.metrics
-    assert bool(status_code(a.status) == status_code(Status.successful))
+    assert bool(Status.code(a.status) == Status.code(Status.successful))
     loss = met["loss"]
     assert abs(_at(ts, loss, 8.0) - np.log(4)) < 2e-3  # at log 4 until t ~ 10
     assert _at(ts, met["cos_W0_pi"], 10.0) > 0.999  # alignments reach 1 by t ~ 9
@@ -110,7 +110,7 @@ def test_saddles_rates_and_stall_of_the_headline(headline):
     # the flow visits the saddle up to the O(eps) profile condensation leaves behind
     assert abs(float(r.focus_visited) / float(r.focus) - 1) < 1e-2
     stall = headline.stall
-    assert bool(status_code(stall.point.status) == status_code(Status.successful))
+    assert bool(Status.code(stall.point.status) == Status.code(Status.successful))
     assert float(stall.grad_Phi_norm) < 1e-10
     np.testing.assert_allclose(stall.transverse[0], stall.grad_M_singular_values[0], rtol=1e-8)
     np.testing.assert_allclose(r.transverse, stall.transverse[0])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
-from jaxdyn import Status, fit_power_law, status_code
+from jaxdyn import Status, fit_power_law
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +32,8 @@ def _local_exponents(x, y):
 
 def test_symmetric_stall_is_a_critical_point_with_a_zero_transverse_block(branch):
     _, stall, b = branch
-    assert status_code(stall.point.status) == status_code(Status.successful)
-    assert np.all(status_code(b.point.status) == status_code(Status.successful))
+    assert Status.code(stall.point.status) == Status.code(Status.successful)
+    assert np.all(Status.code(b.point.status) == Status.code(Status.successful))
     assert float(stall.point.grad_norm) < 1e-12
     scale = np.max(np.abs(stall.tangential))
     np.testing.assert_allclose(stall.transverse, 0.0, atol=1e-8 * scale)

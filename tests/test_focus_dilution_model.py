@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
-from jaxdyn import entropy, require_stochastic
+from jaxdyn import entropy
+from jaxdyn._validation import require_stochastic
 
 PI = np.array([0.75, 0.19, 0.05, 0.01])
 

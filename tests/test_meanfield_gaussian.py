@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from jaxdyn import Status, status_code
+from jaxdyn import Status
 from jaxdyn.meanfield import (
     blowup_time,
     limiting_rank,
@@ -424,8 +424,8 @@ def test_vmapped_members_without_event_reach_t1_when_another_member_blows_up():
         )
 
     sol = solve(Ks)
-    codes = status_code(sol.status)
-    assert codes[0] == status_code(Status.blowup) and codes[1] == status_code(Status.successful)
+    codes = Status.code(sol.status)
+    assert codes[0] == Status.code(Status.blowup) and codes[1] == Status.code(Status.successful)
     assert float(sol.t_final[1]) == 5.0
 
 
@@ -466,7 +466,7 @@ def test_two_lines_and_either_cases_follow_the_derived_flows():
 
     sol = solve(stack["Q"], stack["K"], stack["V"], jnp.asarray(covs0))
     for m in range(3):  # two lines
-        assert status_code(sol.status)[m] == status_code(Status.successful)
+        assert Status.code(sol.status)[m] == Status.code(Status.successful)
         exact = np.stack([two_lines_covariance(covs0[m], float(t)) for t in ts])
         np.testing.assert_allclose(sol.covs[m], exact, atol=1e-8)
         c = covs0[m, 0, 1]
@@ -479,12 +479,12 @@ def test_two_lines_and_either_cases_follow_the_derived_flows():
     (u,) = blowup_directions(A, cases["either"]["V"])
     np.testing.assert_allclose(np.abs(u), [0.8, 0.6], atol=1e-12)
     # Start near the blow-up direction's disk point (0.28, 0.96): blows up along (4, 3).
-    assert status_code(sol.status)[3] == status_code(Status.blowup)
+    assert Status.code(sol.status)[3] == Status.code(Status.blowup)
     S = np.asarray(sol.final_cov[3])
     disk = np.array([S[0, 0] - S[1, 1], 2 * S[0, 1]]) / np.trace(S)
     np.testing.assert_allclose(disk, [0.28, 0.96], atol=1e-2)
     # Start near the stable line (1, -1): converges to a point of it.
-    assert status_code(sol.status)[4] == status_code(Status.successful)
+    assert Status.code(sol.status)[4] == Status.code(Status.successful)
     S = np.asarray(sol.final_cov[4])
     np.testing.assert_allclose([S[0, 0], S[1, 1]], [-S[0, 1], -S[0, 1]], rtol=1e-6)
     _, dcov = Softmax(**{k: cases["either"][k] for k in ("Q", "K", "V")}).gaussian_rhs(

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn import Status, status_code
+from jaxdyn import Status
 from jaxdyn.meanfield._cone import (
     ConeOutcome,
     blowup_directions,
@@ -87,7 +87,7 @@ def test_cone_outcome_classifies_each_status():
     ]
     for status, rate, name in cases:
         outcome = cone_outcome(status, cov, rate, 1e-3)
-        assert status_code(outcome) == status_code(getattr(ConeOutcome, name)), (status, rate)
+        assert Status.code(outcome) == Status.code(getattr(ConeOutcome, name)), (status, rate)
 
 
 def test_trace_one_grid_and_disk_coordinates_invert_each_other():

@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from jaxdyn import Status, status_code
+from jaxdyn import Status
 from jaxdyn.experiments.pde_gaussian import (
     paper_rank_inputs,
     projected_euler,
@@ -105,15 +105,15 @@ def test_projected_euler_stopping_rule_and_state_before_the_final_update():
     res = projected_euler(lambda S: -S, S0, dt=h, tol_low=tol)
     norms = np.linalg.norm(S0) * (1 - h) ** np.arange(200)
     n = int(np.argmax(norms < tol))
-    assert res.status == status_code(Status.steady_state) and res.converged
+    assert res.status == Status.code(Status.steady_state) and res.converged
     assert res.steps == n + 1
     np.testing.assert_allclose(res.Sigma, (1 - h) ** n * S0, rtol=1e-12)
     # Growth F(S) = S: diverged after the first update whose trace exceeds tol_high.
     grow = projected_euler(lambda S: S, S0, dt=h, tol_low=0.0, tol_high=10.0)
     m = int(np.argmax(3.0 * (1 + h) ** np.arange(1, 200) > 10.0)) + 1
-    assert grow.status == status_code(Status.blowup) and grow.steps == m
+    assert grow.status == Status.code(Status.blowup) and grow.steps == m
     stuck = projected_euler(lambda S: 0 * S + 1.0, S0, dt=h, tol_low=0.0, max_steps=7)
-    assert stuck.status == status_code(Status.max_steps_reached) and stuck.steps == 7
+    assert stuck.status == Status.code(Status.max_steps_reached) and stuck.steps == 7
 
 
 def test_projection_replaces_negative_eigenvalues_by_the_floor():
@@ -164,7 +164,7 @@ def test_published_attempt_loop_pairs_rejected_attempts_with_the_same_run():
     assert att.converged.sum() == 3 and att.converged[-1]
     expected_run = np.concatenate([[0], np.cumsum(att.converged)[:-1]])
     np.testing.assert_array_equal(att.run, expected_run)
-    assert np.any(att.status == status_code(Status.blowup))
+    assert np.any(att.status == Status.code(Status.blowup))
     for i in (0, len(att.run) - 2):  # a converged and a rejected attempt, re-run on their own
         r, a = att.run[i], att.attempt[i]
         Q, K, V = inputs.Q[r], inputs.K[r], inputs.V[r]
@@ -280,8 +280,8 @@ def test_stacked_attempts_cover_both_kinds_of_set_aside_attempts():
         for value in ("identity", "random"):
             inputs, settings = _random_panel("softmax", value, d, rng, 4, 12, 400)
             statuses |= set(published_rank_attempts(inputs, settings, "softmax").status.tolist())
-    assert {status_code(s) for s in (Status.blowup, Status.max_steps_reached)} <= statuses
-    assert status_code(Status.steady_state) in statuses
+    assert {Status.code(s) for s in (Status.blowup, Status.max_steps_reached)} <= statuses
+    assert Status.code(Status.steady_state) in statuses
 
 
 def test_stacked_attempts_equal_the_loop_on_the_published_panels():
@@ -344,11 +344,11 @@ def test_third_method_stops_where_the_closed_form_does():
     stop = np.argmax(2.0 * np.sqrt(np.sum(lam**4, axis=1)) <= tol_low)
     expected_rank = int(np.sum(lam[stop] > 0.1))
     assert expected_rank == 2  # the case tests a rank between 0 and d
-    assert solve(-1.0) == (status_code(Status.steady_state), expected_rank)
+    assert solve(-1.0) == (Status.code(Status.steady_state), expected_rank)
     # the counterfactual: a threshold above the surviving eigenvalue changes the rank
     assert solve(-1.0, threshold=lam[stop][1] * 1.01)[1] == 1
-    assert solve(1.0)[0] == status_code(Status.blowup)  # at t = 1 / (2 * 4) = 0.125
-    assert solve(-1.0, t1=0.01)[0] == status_code(Status.successful)
+    assert solve(1.0)[0] == Status.code(Status.blowup)  # at t = 1 / (2 * 4) = 0.125
+    assert solve(-1.0, t1=0.01)[0] == Status.code(Status.successful)
 
 
 def test_third_method_agrees_with_the_accurate_solve_on_published_draws():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from jaxdyn import Status, status_code
+from jaxdyn import Status
 from jaxdyn.experiments.pde_gaussian import (
     pad_rank_member,
     paper_rank_inputs,
@@ -65,7 +65,7 @@ def _independent_rank(attention, Q, K, V, Sigma0, settings):
     else:
         status, t, y = Status.successful, sol.t[-1], sol.y[:, -1]
     eig = np.linalg.eigvalsh(y.reshape(d, d))
-    return status_code(status), int(np.sum(eig > settings.threshold)), t, eig
+    return Status.code(status), int(np.sum(eig > settings.threshold)), t, eig
 
 
 def _accurate(rtol, atol):
@@ -138,7 +138,7 @@ def _assert_agree(accurate, independent, tols_low):
         ours = np.sort(accurate["eigenvalues"][m])[-d:]
         per_step = int(accurate["num_steps"][m]) * (1e-8 * np.max(np.abs(eig)) + 1e-10)
         budget = max(per_step, 1.1 * float(accurate["error_estimate"][m]))
-        if status == status_code(Status.steady_state):
+        if status == Status.code(Status.steady_state):
             budget += tols_low[m] * abs(float(accurate["t_final"][m]) - float(t_stop))
         # Ranks agree unless an eigenvalue sits within that budget of the threshold.
         near = np.min(np.abs(eig - 0.1)) <= budget
@@ -154,7 +154,7 @@ def test_accurate_ranks_equal_an_independent_solve_on_one_run_of_every_panel():
     pairs = [(a, v, d, 1, 1) for a, v, d in rank_panels()]
     accurate, independent, tols_low = _solve_pairs(pairs)
     _assert_agree(accurate, independent, tols_low)
-    assert {s for s, *_ in independent} >= {status_code(Status.steady_state)}
+    assert {s for s, *_ in independent} >= {Status.code(Status.steady_state)}
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn import Status, status_code
+from jaxdyn import Status
 from jaxdyn.meanfield import Regime, blowup_time, gaussian_regime, simulate_gaussian
 from jaxdyn.meanfield._problems import REGIME_FAMILIES, random_regime_problems
 from jaxdyn.meanfield._regime import RegimeCondition, observed_regime, seed_criterion
@@ -18,7 +18,7 @@ def _field(A, V):
 
 
 def _same(a, b):
-    return status_code(a) == status_code(b)
+    return Status.code(a) == Status.code(b)
 
 
 # V SPD with V A + A^T V^T <= 0 (a two-dimensional kernel) that blows up (found by search;

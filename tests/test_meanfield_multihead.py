@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from jaxdyn import status_code
+from jaxdyn import Status
 from jaxdyn.meanfield import Regime, gaussian_regime, softmax_identity_covariance
 from jaxdyn.meanfield.fields import MultiHead, Softmax
 
@@ -81,9 +81,9 @@ def test_scalar_value_heads_are_decided_and_agree_with_an_accurate_solve(H):
             cov0 = G @ G.T / d + 0.1 * np.eye(d)
             r = gaussian_regime(field, np.zeros(d), cov0)
             assert "c_h I" in r.reduction
-            assert status_code(r.regime) != status_code(Regime.inconclusive)
+            assert Status.code(r.regime) != Status.code(Regime.inconclusive)
             decided += 1
-            if status_code(r.regime) == status_code(Regime.blowup):
+            if Status.code(r.regime) == Status.code(Regime.blowup):
                 t_star = r.blowup_time_bound
                 _, t_stop, blew_up = _accurate(heads, cov0, 2.0 * t_star)
                 # tr Sigma ~ c / (t* - t): the trace reaches 1e6 within O(1e-6) t* of t*
@@ -108,7 +108,7 @@ def test_heads_with_unrelated_values_are_not_decided():
         for V in (np.eye(d), np.diag([1.0, 2.0, 3.0]))
     ]
     r = gaussian_regime(MultiHead.from_heads(heads), np.zeros(d), np.eye(d))
-    assert status_code(r.regime) == status_code(Regime.inconclusive)
+    assert Status.code(r.regime) == Status.code(Regime.inconclusive)
     assert "no reduction" in r.reduction
 
 
@@ -121,5 +121,5 @@ def test_heads_sharing_one_definite_value_reduce_to_softmax_with_that_value():
     heads = [Softmax(Q=Q, K=-Q, V=c * V) for Q, c in zip(Qs, (0.5, 2.0), strict=True)]
     r = gaussian_regime(MultiHead.from_heads(heads), np.zeros(d), np.eye(d))
     assert "share one value matrix" in r.reduction
-    assert status_code(r.regime) == status_code(Regime.low_rank)
+    assert Status.code(r.regime) == Status.code(Regime.low_rank)
     assert r.rank_bound == 1

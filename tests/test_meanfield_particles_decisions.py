@@ -1,4 +1,5 @@
-"""The particle-side decisions (jaxdyn/experiments/_pde_decisions.py) on inputs whose answer is
+"""The particle-side decisions (jaxdyn.evidence, with the particle closure's rate and
+alternatives) on inputs whose answer is
 known: each can say holds, refuted and inconclusive, and the gradient-flow structure of
 unnormalised and normalised softmax on random weights."""
 
@@ -7,12 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.evidence import Verdict
-from jaxdyn.experiments._pde_decisions import (
-    ensemble_mean_evidence,
-    monotone_evidence,
-    rate_evidence,
-    trend_evidence,
+from jaxdyn.evidence import (
+    Verdict,
+    ensemble_mean as ensemble_mean_evidence,
+    monotone as monotone_evidence,
+    rate,
+    trend as trend_evidence,
 )
 from jaxdyn.meanfield import claims, interaction_energy, meanfield_error
 from jaxdyn.meanfield._gradient_flow import (
@@ -23,6 +24,11 @@ from jaxdyn.meanfield._gradient_flow import (
 from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample
 from jaxdyn.meanfield.fields import Exponential, Softmax
 from jaxdyn.meanfield.fields._wrappers import DriftedClosure
+
+
+def rate_evidence(claim, n, errors):
+    # the particle closure: prediction -1/2, alternatives 0 (no decay) and -1 (quadrature)
+    return rate(claim, n, errors, prediction=-0.5, alternatives=(0.0, -1.0))
 
 
 def _series(rate, floor=0.0, systems=16, sizes=(32, 128, 512, 2048), scatter=0.5, seed=0):

@@ -5,13 +5,13 @@ import jax
 import numpy as np
 import pytest
 
-from jaxdyn import status_code
+from jaxdyn import Status
 from jaxdyn.meanfield import SteerOutcome, steer_gaussian
 from jaxdyn.meanfield._steering import flow_layers
 
 
 def _same(a, b):
-    return status_code(a) == status_code(b)
+    return Status.code(a) == Status.code(b)
 
 
 def test_layer_flow_keeps_the_rank_and_a_zero_mean():

@@ -22,8 +22,11 @@ DOCUMENTED_PACKAGES = [
 
 
 def _public_names(module):
+    names = getattr(module, "__all__", None)
     for name, obj in vars(module).items():
         if name.startswith("_") or inspect.ismodule(obj):
+            continue
+        if names is not None and name not in names:
             continue
         owner = getattr(obj, "__module__", None) or ""
         if (inspect.isfunction(obj) or inspect.isclass(obj)) and owner.startswith("jaxdyn"):
@@ -80,17 +83,38 @@ def test_equinox_and_diffrax_bounded_above_to_the_tested_minor_versions():
         assert version(name) in spec, (name, version(name), str(spec))
 
 
-def test_status_items_print_their_names():
-    from jaxdyn import Status, status_message
+def test_status_items_print_their_public_name_and_message():
+    from jaxdyn import Status
 
-    assert repr(Status.successful).endswith("Status<successful>")
-    assert "Status<blowup: the state blew up" in repr(Status.blowup)
-    assert status_message(Status.blowup).startswith("the state blew up")
-    assert status_message(Status.successful) == "finished successfully"
+    assert type(Status) is type(__import__("diffrax").RESULTS)  # equinox's own metaclass
+    assert (
+        repr(Status.blowup)
+        == "jaxdyn.Status<the state blew up (a norm or trace threshold was crossed)>"
+    )
+    assert Status.message(Status.blowup).startswith("the state blew up")
+    assert Status.message(Status.successful) == "finished successfully"
+    assert Status.name(Status.code(Status.steady_state)) == "steady_state"
+    assert Status.count([0, 0, Status.code(Status.blowup)]) == {"successful": 2, "blowup": 1}
 
 
 PLUMBING = {
-    "jaxdyn": ["count_by_status", "outcome_names", "status_item", "as_status"],
+    "jaxdyn": [
+        "count_by_status",
+        "outcome_names",
+        "status_item",
+        "as_status",
+        "status_code",
+        "status_name",
+        "status_message",
+        "count_outcomes",
+        "mark_nonfinite",
+        "is_traced",
+        "require_positive",
+        "require_in_interval",
+        "require_probability_vector",
+        "require_stochastic",
+        "require_psd",
+    ],
     "jaxdyn.runs": [
         "atomic_savefig",
         "atomic_savez",

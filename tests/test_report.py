@@ -132,3 +132,45 @@ def test_report_of_a_real_toy_run(tmp_path, monkeypatch):
     row = next(line for line in md.splitlines() if "`blowup_members`" in line)
     assert "holds" in row and "exact" in row
     assert "`closed_form`" in md and "`event_time`" in md
+
+
+def test_not_run_is_counted_apart_with_its_why_and_command(tmp_path):
+    """A check not run at this size is `not_run`, not `inconclusive`: its why names the config
+    values of this run and its command sets what it needs; the report and the CLI line count it."""
+    import dataclasses
+    import json
+
+    from jaxdyn._cli._commands import describe_counts
+
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        proxy: bool = False
+        seeds: int = 4
+
+    path = tmp_path / "focus-dilution-text"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"quick": True}))
+    run = Run(path, experiment="focus-dilution-text", echo=False, config=Config(seeds=3))
+    run.evidence("decay_rate", _slope_evidence(np.geomspace(10, 1e4, 12), np.geomspace(10, 1e4, 12) ** -0.5))
+    run.not_run("bigram_proxy", "the bigram proxy predicts the flow", needs={"proxy": True, "seeds": 16},
+                why="its descents are the run's most costly part")
+    run.finish()
+    summary = json.loads((path / "summary.json").read_text())
+    counts = summary["counts"]
+    assert (counts["not_run"], counts["inconclusive"], counts["evidence"]) == (1, 0, 2)
+    check = next(c for c in summary["checks"] if c["name"] == "bigram_proxy")
+    assert check["verdict"] == "not_run"
+    assert "proxy=False" in check["why"] and "seeds=3" in check["why"] and "--quick" in check["why"]
+    assert check["command"].startswith("jaxdyn run focus-dilution-text --quick --set proxy=true --set seeds=16")
+    assert "1 not run" in describe_counts(summary)
+    report = write_report([path], tmp_path / "report")
+    md = (report / "report.md").read_text()
+    assert "not run" in md and check["command"] in md
+    assert md.index("A **finding** is") < md.index("### Verdicts")
+    # A full-size run without `needs` says it needs the full size and drops --quick.
+    other = tmp_path / "full"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"quick": False}))
+    run = Run(other, experiment="x", echo=False, config=Config())
+    run.not_run("big", "a claim", why="decided at full size only")
+    assert "--quick" not in json.loads((other / "summary.json").read_text())["checks"][0]["command"]

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn import Status, status_code, status_message
+from jaxdyn import Status
 from jaxdyn.sweep import Grid, SweepOptions, run_sweep
 from jaxdyn.sweep._programs import effective_vmap_width
 
@@ -135,7 +135,7 @@ def test_a_members_status_alone_decides_and_its_nan_outputs_are_kept():
 
     result = run_sweep(member, Grid.product({"rate": [0.1, 1.0, 2.0]}))
     expected = [Status.blowup, Status.successful, Status.successful]
-    np.testing.assert_array_equal(result.status, [status_code(s) for s in expected])
+    np.testing.assert_array_equal(result.status, [Status.code(s) for s in expected])
     assert result.n_failed() == 1
     np.testing.assert_array_equal(result.ok(), [False, True, True])
     np.testing.assert_array_equal(result.ok(accept=[Status.blowup]), [True, True, True])
@@ -161,8 +161,8 @@ def test_diffrax_results_map_into_status_without_a_where_chain():
         promoted = Status.promote(getattr(diffrax.RESULTS, name))
         assert bool(promoted == getattr(Status, name))
         message = diffrax.RESULTS[getattr(diffrax.RESULTS, name)]
-        assert status_message(promoted) == (message or "finished successfully")
-    assert len({status_code(getattr(Status, n)) for n in Status._name_to_item}) == len(Status)
+        assert Status.message(promoted) == (message or "finished successfully")
+    assert len({Status.code(getattr(Status, n)) for n in Status._name_to_item}) == len(Status)
 
 
 def test_member_status_must_be_a_status_item():

@@ -15,6 +15,7 @@ import pytest
 
 from jaxdyn import Status
 from jaxdyn.distributed import free_port
+from jaxdyn.distributed._launch import LaunchConfig
 from jaxdyn.sweep import SweepOptions, run_sweep
 
 TESTS = Path(__file__).resolve().parent
@@ -77,13 +78,11 @@ def _launch(script_args, n=2, **extra_env):
     port = free_port()
     procs = []
     for i in range(n):
-        env = dict(
-            os.environ,
-            JAXDYN_COORDINATOR=f"127.0.0.1:{port}",
-            JAXDYN_NUM_PROCESSES=str(n),
-            JAXDYN_PROCESS_ID=str(i),
-            **extra_env,
+        env = dict(os.environ, **extra_env)
+        place = LaunchConfig.from_environ(env).replace(
+            coordinator=f"127.0.0.1:{port}", num_processes=n, process_id=i
         )
+        place.to_environ(env)
         env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
         procs.append(
             subprocess.Popen(
@@ -268,11 +267,11 @@ def test_run_experiment_from_python_uses_every_core_by_default(tmp_path, monkeyp
     import jaxdyn.distributed
     from jaxdyn.runs import ConfigError, register_experiment, run_experiment
 
-    monkeypatch.delenv("JAXDYN_PROCESSES", raising=False)
+    monkeypatch.delenv("JAXDYN_LAUNCH", raising=False)
     monkeypatch.setenv("JAXDYN_CACHE_DIR", str(tmp_path / "xla"))
     auto = jaxdyn.distributed.resolve_processes(None)
     if auto < 2:
-        monkeypatch.setenv("JAXDYN_PROCESSES", "2")
+        monkeypatch.setenv("JAXDYN_LAUNCH", '{"processes": 2}')
     spawned = []
     launch = jaxdyn.distributed.launch_local
 
@@ -299,14 +298,15 @@ def test_run_experiment_from_python_uses_every_core_by_default(tmp_path, monkeyp
 
 
 def test_resolve_processes_one_rule_for_the_cli_and_python(monkeypatch):
-    """``jaxdyn.distributed.resolve_processes``: explicit value, else ``$JAXDYN_PROCESSES``,
-    else one process when the CPU is split into in-process devices, else one per core."""
+    """``jaxdyn.distributed.resolve_processes``: explicit value, else the launch
+    configuration's ``processes`` (``JAXDYN_LAUNCH``), else one process when the CPU is split
+    into in-process devices, else one per core."""
     import os
 
     from jaxdyn.distributed import resolve_processes
 
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # "auto" counts cores, not accelerators
-    monkeypatch.delenv("JAXDYN_PROCESSES", raising=False)
+    monkeypatch.delenv("JAXDYN_LAUNCH", raising=False)
     monkeypatch.setenv("XLA_FLAGS", "")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert resolve_processes(None) == cores
@@ -315,7 +315,7 @@ def test_resolve_processes_one_rule_for_the_cli_and_python(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
     assert resolve_processes(None) == 1
     assert resolve_processes("auto") == cores  # asked for explicitly
-    monkeypatch.setenv("JAXDYN_PROCESSES", "3")
+    monkeypatch.setenv("JAXDYN_LAUNCH", '{"processes": 3}')
     assert resolve_processes(None) == 3
     with pytest.raises(ValueError, match="processes"):
         resolve_processes("many")
@@ -364,7 +364,7 @@ def test_a_cluster_job_step_runs_one_sweep_bitwise_one_process(tmp_path, cluster
     coordinator variables, jax detects the cluster from its environment."""
     _run_cli(*_TOY, "--processes", "1", "--out", str(tmp_path / "one"))
     port, n = _port_in_cluster_range(), 2
-    inherited = ("XLA_FLAGS", "JAXDYN_COORDINATOR", "JAXDYN_NUM_PROCESSES", "JAXDYN_PROCESS_ID")
+    inherited = ("XLA_FLAGS", "JAXDYN_LAUNCH")
     base = {
         k: v
         for k, v in _cli_env().items()

@@ -1,4 +1,4 @@
-"""The run profile (``JAXDYN_PROFILE``): where a run's time goes, from jax's monitoring events
+"""The run profile (``--profile``): where a run's time goes, from jax's monitoring events
 and the sweep engine's own."""
 
 import json
@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from jaxdyn._atomic import atomic_savefig  # noqa: E402
 from jaxdyn.runs._profile import profiled  # noqa: E402
 from jaxdyn.sweep import Grid, SweepOptions, run_sweep  # noqa: E402
 
@@ -26,7 +27,7 @@ def test_profile_counts_compilations_sweeps_host_syncs_and_plotting(tmp_path):
         run_sweep(_member, grid, options=SweepOptions(vmap_width=4, chunk_size=4))
         fig, ax = plt.subplots()
         ax.plot([0, 1], [1, 0])
-        fig.savefig(tmp_path / "f.png")
+        atomic_savefig(fig, tmp_path / "f.png")  # how a run writes its figures
         plt.close(fig)
     profile = json.loads((tmp_path / "profile.json").read_text())
     assert profile["sweeps"] == 1 and profile["compilations"] >= 1

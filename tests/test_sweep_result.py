@@ -4,14 +4,14 @@ axis, on random grids of both kinds."""
 import numpy as np
 import pytest
 
-from jaxdyn import Status, status_code
+from jaxdyn import Status
 from jaxdyn.sweep import Grid, SweepResult
 
 
 def _result(grid: Grid, rng) -> SweepResult:
     n = len(grid)
     outputs = {"x": rng.normal(size=n), "traj": rng.normal(size=(n, 4))}
-    codes = rng.choice([status_code(Status.successful), status_code(Status.blowup)], size=n)
+    codes = rng.choice([Status.code(Status.successful), Status.code(Status.blowup)], size=n)
     return SweepResult(
         "s",
         grid.params,
@@ -44,7 +44,7 @@ def test_to_xarray_labels_every_member_of_a_product_grid(seed):
         assert float(point["x"]) == result.outputs["x"][m]
         np.testing.assert_array_equal(point["traj"].values, result.outputs["traj"][m])
         assert int(point["status"]) == result.status[m]
-        name = "blowup" if result.status[m] == status_code(Status.blowup) else "successful"
+        name = "blowup" if result.status[m] == Status.code(Status.blowup) else "successful"
         assert point["status_name"].item() == name
     np.testing.assert_allclose(
         ds["pi"].values, grid.params["pi"].reshape(grid.shape + (2,))[0, 0, :, 0]

@@ -7,7 +7,7 @@ import numpy as np
 import optimistix as optx
 import pytest
 
-from jaxdyn import Status, status_code
+from jaxdyn import Status
 from jaxdyn.sweep import (
     AbstractSegmentedMember,
     DiffeqMember,
@@ -107,9 +107,9 @@ def test_segmented_solves_are_bitwise_the_uninterrupted_solves():
     # the random problems cover every way a solve ends, in both directions of time
     codes = set(whole.status.tolist())
     assert {
-        status_code(Status.successful),
-        status_code(Status.event_occurred),
-        status_code(Status.max_steps_reached),
+        Status.code(Status.successful),
+        Status.code(Status.event_occurred),
+        Status.code(Status.max_steps_reached),
     } <= codes, whole.status_counts()
     assert np.any(grid.params["t1"] < 0) and np.any(grid.params["t1"] > 0)
     assert whole.outputs["num_steps"].max() >= 8 * 7  # many segments

@@ -8,43 +8,39 @@ from pathlib import Path
 
 from ._exit_codes import EXIT_FAILED, EXIT_OK
 
-ENV_REPRODUCE_CLAIMS = "JAXDYN_REPRODUCE_CLAIMS"
+
+def launch_config():
+    """This process's launch configuration (the command line wrote its options into it)."""
+    from jaxdyn.distributed._launch import LaunchConfig
+
+    return LaunchConfig.from_environ()
 
 
 def compilation_cache_dir() -> Path | None:
-    """The persistent compilation cache's folder (``$JAXDYN_CACHE_DIR``, default
+    """The persistent compilation cache's folder (``JAXDYN_CACHE_DIR``, default
     ``~/.cache/jaxdyn/xla``), or ``None`` when it is off."""
-    cache = os.environ.get("JAXDYN_CACHE_DIR", str(Path.home() / ".cache" / "jaxdyn" / "xla"))
-    if cache.lower() in ("", "0", "off", "none"):
-        return None
-    return Path(cache)
+    cache = launch_config().cache_dir
+    return None if cache is None else Path(cache)
 
 
 def enable_compilation_cache() -> None:
-    """Turn on JAX's persistent compilation cache (``$JAXDYN_CACHE_DIR``; ``off`` disables).
+    """Turn on JAX's persistent compilation cache (``JAXDYN_CACHE_DIR``; ``off`` disables).
 
-    The default folder is ``~/.cache/jaxdyn/xla``; programs that took over
-    ``$JAXDYN_CACHE_MIN_COMPILE_SECS`` (default 0: every program, since experiments compile
-    many small ones) to compile are stored, so a rerun, a resumed run or another worker process
-    loads them instead.
+    The default folder is ``~/.cache/jaxdyn/xla``; programs that took over the launch
+    configuration's ``cache_min_compile_secs`` (default 0: every program, since experiments
+    compile many small ones) to compile are stored, so a rerun, a resumed run or another
+    worker process loads them instead.
     """
     import jax
 
-    cache = compilation_cache_dir()
-    if cache is None:
+    launch = launch_config()
+    if launch.cache_dir is None:
         return
-    raw = os.environ.get("JAXDYN_CACHE_MIN_COMPILE_SECS", "0")
     try:
-        min_secs = float(raw)
-    except ValueError:
-        min_secs = float("nan")
-    if not min_secs >= 0:
-        from jaxdyn.runs import ConfigError
-
-        raise ConfigError(f"JAXDYN_CACHE_MIN_COMPILE_SECS must be a number >= 0, got {raw!r}")
-    try:
-        jax.config.update("jax_compilation_cache_dir", str(cache))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", min_secs)
+        jax.config.update("jax_compilation_cache_dir", str(launch.cache_dir))
+        jax.config.update(
+            "jax_persistent_cache_min_compile_time_secs", float(launch.cache_min_compile_secs)
+        )
     except Exception:  # a read-only home must not stop a run
         pass
 
@@ -72,7 +68,7 @@ def describe_counts(summary: dict) -> str:
     c = summary.get("counts", {})
     parts = [
         f"evidence {c.get('evidence', 0)} ({c.get('holds', 0)} holds, {c.get('refuted', 0)} "
-        f"refuted, {c.get('inconclusive', 0)} inconclusive)",
+        f"refuted, {c.get('inconclusive', 0)} inconclusive, {c.get('not_run', 0)} not run)",
         f"consistency {c.get('consistency', 0) - c.get('consistency_failed', 0)}/"
         f"{c.get('consistency', 0)} passed",
         f"report {c.get('report', 0)}",
@@ -109,6 +105,7 @@ def prepare_from_args(args):
         sweep=args.sweep_options,
         resume=args.resume,
         overwrite=args.overwrite,
+        data_dir=launch_config().data_dir,
     )
 
 
@@ -165,6 +162,7 @@ def _reproduce_one(name: str, out: Path, args, say) -> bool:
             sweep=args.sweep_options,
             resume=args.resume,
             overwrite=not args.resume,
+            data_dir=launch_config().data_dir,
         )
         execute_run(prepared)
         _print_run_result(out)
@@ -281,14 +279,15 @@ def finish_reproduce(
 def cmd_reproduce(args) -> int:
     """``jaxdyn reproduce``: every paper experiment (or ``--only`` ones), then a report.
 
-    In a pool of workers (``$JAXDYN_REPRODUCE_CLAIMS`` names the pool's claim folder) this
+    In a pool of workers (the launch configuration's ``reproduce_claims`` names the pool's
+    claim folder) this
     process runs the experiments no other worker has claimed, and the pool's launcher writes
     the report."""
     from jaxdyn.runs import read_summary
 
     names, out_root = reproduce_plan(args)
     enable_compilation_cache()
-    claims = os.environ.get(ENV_REPRODUCE_CLAIMS)
+    claims = launch_config().reproduce_claims
     failed = False
     say = print if _is_first_process() else (lambda *a, **k: None)
     queue = read_queue(Path(claims), names) if claims else names
@@ -314,15 +313,17 @@ def cmd_data(args) -> int:
     from jaxdyn.data import CORPORA, FetchError, fetch_corpus, locate_corpus
     from jaxdyn.runs import ConfigError
 
+    data_dir = launch_config().data_dir  # JAXDYN_DATA
     if args.data_command == "list":
         for name, spec in CORPORA.items():
-            path, source = locate_corpus(name)
+            path, source = locate_corpus(name, data_dir=data_dir)
             print(f"{name:<12} {source:<12} {path}  ({spec.licence}; {spec.attribution})")
         return EXIT_OK
     if args.name not in CORPORA:
         raise ConfigError(f"unknown corpus '{args.name}'; known corpora: {', '.join(CORPORA)}")
+    destination = args.to or (Path(data_dir) / args.name if data_dir else None)
     try:
-        fetch_corpus(args.name, destination=args.to, log=lambda m: print(m, file=sys.stderr))
+        fetch_corpus(args.name, destination=destination, log=lambda m: print(m, file=sys.stderr))
     except FetchError as err:
         print(f"jaxdyn: data fetch failed: {err}", file=sys.stderr)
         return EXIT_FAILED

@@ -11,27 +11,24 @@ step, unsorted save times) makes the outputs that depend on it NaN, which a swee
 the member's ``nonfinite`` status, instead of stopping the run with the check's message.
 Concrete inputs (the experiment's config) are still validated with one-line errors before
 anything compiles. ``EQX_ON_ERROR=raise jaxdyn ...`` restores the error.
+
+The mode reaches equinox the public way, through the environment variable that equinox reads
+when it is first imported: the command line sets it before it imports anything that imports
+equinox (``import jaxdyn`` does not), and the processes it starts inherit it.
 """
 
 from __future__ import annotations
 
 import os
-
-from .._compat import set_error_if_default
+from collections.abc import MutableMapping
 
 ENV_ERROR_MODE = "EQX_ON_ERROR"
 DEFAULT_ERROR_MODE = "nan"
 
 
-def error_mode() -> str:
-    """The mode of the command's processes: ``EQX_ON_ERROR`` if set, else ``nan``."""
-    return os.environ.get(ENV_ERROR_MODE, DEFAULT_ERROR_MODE)
+def use_error_mode(environ: MutableMapping[str, str] = os.environ) -> str:
+    """Set ``EQX_ON_ERROR`` in ``environ`` (the user's value, else ``nan``) and return it.
 
-
-def use_error_mode() -> str:
-    """Apply :func:`error_mode` to this process (programs traced from now on) and to the
-    processes it starts (the environment); returns the mode."""
-    mode = error_mode()
-    os.environ[ENV_ERROR_MODE] = mode
-    set_error_if_default(mode)
-    return mode
+    Called by the command line before equinox is imported; a Python caller of
+    :func:`jaxdyn.cli.main` that has imported equinox already keeps its own mode."""
+    return environ.setdefault(ENV_ERROR_MODE, DEFAULT_ERROR_MODE)

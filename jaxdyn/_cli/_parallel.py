@@ -100,11 +100,11 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
     import time
     from pathlib import Path
 
-    from jaxdyn.distributed import ENV_LAUNCHER, _stop, worker_python_path
+    from jaxdyn.distributed import _stop, worker_python_path
     from jaxdyn.runs._profile import process_age_s
 
-    from ._commands import ENV_REPRODUCE_CLAIMS, finish_reproduce, write_queue
-    from ._error_mode import ENV_ERROR_MODE, error_mode
+    from ._commands import finish_reproduce, launch_config, write_queue
+    from ._error_mode import use_error_mode
     from ._exit_codes import EXIT_INTERRUPTED
 
     startup_s = process_age_s()  # imports, the experiments' registry, arguments
@@ -113,8 +113,9 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
     claims = Path(tempfile.mkdtemp(prefix=".claims-", dir=out_root))
     write_queue(claims, names, quick)
     env = dict(os.environ, PYTHONPATH=worker_python_path())
-    env.update({ENV_REPRODUCE_CLAIMS: str(claims), ENV_LAUNCHER: str(os.getpid())})
-    env[ENV_ERROR_MODE] = error_mode()  # set before the worker imports equinox
+    pool = launch_config().replace(reproduce_claims=str(claims), launcher_pid=os.getpid())
+    pool.to_environ(env)
+    use_error_mode(env)  # the worker's equinox reads it at import
     # later options win in argparse: one process per worker, every worker in one folder
     worker_argv = [*argv, "--processes", "1", "--out", str(out_root)]
     procs, forwarders = [], []

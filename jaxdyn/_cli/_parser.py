@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from ._exit_codes import EXIT_BAD_INPUT
@@ -18,23 +17,21 @@ def _add_parallel_options(parser) -> None:
     """``--processes`` and ``--cpu-devices`` (how ``run``/``reproduce`` use the cores)."""
     options = {
         "--processes": (
-            "JAXDYN_PROCESSES",
             "run as N cooperating processes on this machine (jax.distributed; auto, the "
             "default: one per core on a CPU-only install, one with a GPU/TPU jaxlib or "
             "--cpu-devices); reproduce of several experiments runs them side by side on N "
             "single-process workers instead; results are identical for any N (default: "
-            "$JAXDYN_PROCESSES, else auto)",
+            "JAXDYN_LAUNCH's processes, else auto)",
         ),
         "--cpu-devices": (
-            "JAXDYN_CPU_DEVICES",
             "split the CPU into N XLA devices in one process (auto: one per core); unsafe "
             "for members with batched LAPACK calls (eigh, solve: an XLA CPU deadlock, "
             "docs/scaling.md), so --processes is the default way to use every core "
-            "(default: $JAXDYN_CPU_DEVICES, else one device)",
+            "(default: JAXDYN_LAUNCH's cpu_devices, else one device)",
         ),
     }
-    for flag, (env, text) in options.items():
-        parser.add_argument(flag, default=os.environ.get(env), metavar="N|auto", help=text)
+    for flag, text in options.items():
+        parser.add_argument(flag, default=None, metavar="N|auto", help=text)
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -51,7 +48,8 @@ def _common_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--profile",
         action="store_true",
-        help="write where each run's time goes to <run dir>/profile.json (also $JAXDYN_PROFILE=1)",
+        help="write where each run's time goes to <run dir>/profile.json "
+        "(also JAXDYN_LAUNCH='{\"profile\": true}')",
     )
     return common
 

@@ -25,3 +25,16 @@ from ._weights import (
     sinkhorn_weights as sinkhorn_weights,
     softmax_weights as softmax_weights,
 )
+
+# The kernels a user composes; the variants the theory packages build their fields from
+# (bilinear scores, log-domain and bounded softmax, Sinkhorn's coupling and potential, the
+# online log-sum-exp and weighted sum, the attention entropy) stay importable for them.
+__all__ = [
+    "causal_mask",
+    "l2_scores",
+    "linear_weights",
+    "online_softmax_average",
+    "sigmoid_weights",
+    "sinkhorn_weights",
+    "softmax_weights",
+]

@@ -28,7 +28,17 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from jaxtyping import ArrayLike, Shaped
 
-from ..evidence import ErrorModel, Evidence, Verdict, at_least, at_most, classified, within
+from ..evidence import (  # extrapolated_exponent, local_exponents: moved there (issue 44)
+    ErrorModel,
+    Evidence,
+    Verdict,
+    at_least,
+    at_most,
+    classified,
+    extrapolated_exponent as extrapolated_exponent_evidence,  # noqa: F401
+    local_exponents as local_exponent,  # noqa: F401
+    within,
+)
 from ._transition import RefinementOrder, TransitionOrder
 
 Numbers = Shaped[ArrayLike, "..."] | Sequence[float | int]
@@ -198,15 +208,6 @@ def onset_exponent_evidence(
         tolerance, basis="minima converged to ~1e-10 at (P - P_c) / P_c >= 1e-4"
     )
     return within(claim, prediction=0.5, measured=beta, error_model=model, alternative=1.0)
-
-
-def local_exponent(x: Numbers, y: Numbers) -> tuple[np.ndarray, np.ndarray]:
-    """Local exponents d ln y / d ln x between consecutive points (sorted by x), and the
-    geometric midpoints where they apply."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    order = np.argsort(x)
-    x, y = x[order], y[order]
-    return np.diff(np.log(y)) / np.diff(np.log(x)), np.sqrt(x[1:] * x[:-1])
 
 
 def boundary_evidence(claim: str, L: Numbers, brackets: Numbers) -> Evidence:
@@ -382,22 +383,3 @@ def extrapolated_exponent(x: Numbers, m: Numbers) -> tuple[float, float]:
     line = np.polyval(np.polyfit(u[-2:], m[-2:], 1), 0.0)
     parabola = np.polyval(np.polyfit(u[-3:], m[-3:], 2), 0.0)
     return float(parabola), float(abs(line - parabola))
-
-
-def extrapolated_exponent_evidence(
-    claim: str, x: Numbers, m: Numbers, law: float, alternative: float
-) -> Evidence:
-    """An asymptotic exponent: the local exponents ``m`` at ``x`` extrapolated to
-    x -> infinity (:func:`extrapolated_exponent`, with its embedded error estimate), classified
-    between the law's exponent and an alternative's (:func:`scaling_form_evidence`: within a
-    quarter of their gap of one of them, or in between)."""
-    value, error = extrapolated_exponent(x, m)
-    return scaling_form_evidence(
-        claim,
-        value,
-        law,
-        alternative,
-        error=error,
-        basis="extrapolated in 1 / ln x (parabola through the three largest x; error: its "
-        "difference from the line through the two largest)",
-    )

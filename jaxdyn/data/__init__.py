@@ -10,8 +10,9 @@ path = corpus_path("my_corpus.txt")     # any file path is accepted as it is
 Known corpora (``CORPORA``): ``"wikitext-2"`` (WikiText-2 raw, validation split; CC BY-SA 3.0)
 and ``"tinystories"`` (TinyStories V2 validation split; CDLA-Sharing-1.0). Excerpts ship with
 the package (``jaxdyn/data/excerpts/``, with their licences); ``jaxdyn data fetch NAME`` downloads
-the full file, checked against its SHA-256, into the cache; ``JAXDYN_DATA`` points at a folder
-of corpora you manage yourself (``<folder>/<name>/<file>``).
+the full file, checked against its SHA-256, into the cache; ``data_dir=`` (on the command
+line, ``JAXDYN_DATA``) points at a folder of corpora you manage yourself
+(``<folder>/<name>/<file>``).
 """
 
 from ._corpora import (
@@ -39,3 +40,11 @@ from ._tokenise import (
     tokenize as tokenize,
     unigram_frequencies as unigram_frequencies,
 )
+
+__all__ = [
+    "CORPORA",
+    "Corpus",
+    "bigram_chain",
+    "fetch_corpus",
+    "load_corpus",
+]

@@ -2,9 +2,9 @@
 
 A corpus is found, in this order:
 
-1. ``$JAXDYN_DATA/<name>/<file>`` (a folder of full corpora you manage yourself);
-2. the cache that ``jaxdyn data fetch <name>`` fills (``$JAXDYN_DATA_CACHE``, default
-   ``~/.cache/jaxdyn/data``);
+1. ``<data_dir>/<name>/<file>``, when a ``data_dir`` is given (a folder of full corpora you
+   manage yourself; the command line passes ``JAXDYN_DATA``);
+2. the cache that ``jaxdyn data fetch <name>`` fills by default (``~/.cache/jaxdyn/data``);
 3. the small excerpt shipped inside the package (``jaxdyn/data/excerpts/<name>/``), so that a
    fresh installation runs every experiment without a download.
 """
@@ -90,10 +90,8 @@ def corpus_spec(name: str) -> CorpusSpec:
 
 
 def cache_dir() -> Path:
-    """Where ``jaxdyn data fetch`` stores full corpora: ``$JAXDYN_DATA_CACHE`` or
-    ``~/.cache/jaxdyn/data``."""
-    root = os.environ.get("JAXDYN_DATA_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "jaxdyn" / "data"
+    """Where ``jaxdyn data fetch`` stores full corpora by default: ``~/.cache/jaxdyn/data``."""
+    return Path.home() / ".cache" / "jaxdyn" / "data"
 
 
 def excerpt_path(name: str) -> Path:
@@ -102,30 +100,33 @@ def excerpt_path(name: str) -> Path:
     return _EXCERPTS / spec.name / spec.excerpt
 
 
-def _search_dirs(name: str) -> list[tuple[str, Path]]:
+def _search_dirs(name: str, data_dir: str | os.PathLike | None) -> list[tuple[str, Path]]:
     dirs = []
-    if os.environ.get("JAXDYN_DATA"):
-        dirs.append(("JAXDYN_DATA", Path(os.environ["JAXDYN_DATA"]) / name))
+    if data_dir:
+        dirs.append(("data_dir", Path(data_dir) / name))
     dirs.append(("cache", cache_dir() / name))
     return dirs
 
 
-def locate_corpus(name: str) -> tuple[Path, str]:
-    """``(path, source)`` of corpus ``name``: ``source`` is ``"JAXDYN_DATA"``, ``"cache"`` or
+def locate_corpus(name: str, *, data_dir: str | os.PathLike | None = None) -> tuple[Path, str]:
+    """``(path, source)`` of corpus ``name``: ``source`` is ``"data_dir"``, ``"cache"`` or
     ``"excerpt"`` (see the module docstring for the search order)."""
     spec = corpus_spec(name)
-    for source, folder in _search_dirs(name):
+    for source, folder in _search_dirs(name, data_dir):
         for file in spec.files:
             if (folder / file).is_file():
                 return folder / file, source
     return excerpt_path(name), "excerpt"
 
 
-def corpus_path(name_or_path: str | os.PathLike) -> Path:
+def corpus_path(
+    name_or_path: str | os.PathLike, *, data_dir: str | os.PathLike | None = None
+) -> Path:
     """A text file to read: an existing path as given, or the best copy of a known corpus.
 
     ``corpus_path("wikitext-2")`` finds the full WikiText-2 validation split when one is
-    available (``JAXDYN_DATA`` or ``jaxdyn data fetch``), else the packaged excerpt.
+    available (in ``data_dir``, or fetched by ``jaxdyn data fetch``), else the packaged
+    excerpt.
     Raises ``ValueError`` (one line) for a name that is neither a file nor a known corpus.
     """
     path = Path(name_or_path)
@@ -136,9 +137,14 @@ def corpus_path(name_or_path: str | os.PathLike) -> Path:
         raise ValueError(
             f"corpus '{name}' is neither a file nor a known corpus ({', '.join(CORPORA)})"
         )
-    return locate_corpus(name)[0]
+    return locate_corpus(name, data_dir=data_dir)[0]
 
 
-def load_text(name_or_path: str | os.PathLike, *, encoding: str = "utf-8") -> str:
-    """The text of :func:`corpus_path` ``(name_or_path)``."""
-    return corpus_path(name_or_path).read_text(encoding=encoding)
+def load_text(
+    name_or_path: str | os.PathLike,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    encoding: str = "utf-8",
+) -> str:
+    """The text of :func:`corpus_path` ``(name_or_path, data_dir=data_dir)``."""
+    return corpus_path(name_or_path, data_dir=data_dir).read_text(encoding=encoding)

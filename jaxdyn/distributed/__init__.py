@@ -3,11 +3,11 @@
 Each process initialises JAX's distributed runtime (CPU collectives over gloo) before any
 computation and then runs the normal command line. Every process runs the experiment; the sweep
 engine gives each its share of the chunks and gathers the results to all of them; only
-process 0 writes the run directory. Coordinator settings come from ``JAXDYN_COORDINATOR``
-(host:port), ``JAXDYN_NUM_PROCESSES`` and ``JAXDYN_PROCESS_ID``, or, when those are unset, from
-the cluster environment that ``jax.distributed.initialize()`` detects itself (SLURM, Open MPI,
-...). ``jaxdyn run EXP --processes N`` starts N such processes on this machine
-(:func:`launch_local`).
+process 0 writes the run directory. Coordinator settings come from the launch configuration
+(``JAXDYN_LAUNCH``'s ``coordinator``, ``num_processes``, ``process_id``: ``_launch.py``), or,
+when those are unset, from the cluster environment that ``jax.distributed.initialize()``
+detects itself (SLURM, Open MPI, ...). ``jaxdyn run EXP --processes N`` starts N such
+processes on this machine (:func:`launch_local`).
 
 This package is the launcher the run layer uses (:mod:`jaxdyn.runs` starts workers and waits at
 barriers through it); the worker program, which runs the command line, is its ``__main__``
@@ -25,13 +25,11 @@ import subprocess
 import sys
 import time
 
-__all__ = ["barrier", "initialize", "is_worker", "launch_local", "resolve_processes"]
+# A user calls initialize() in a script of their own on a cluster; the rest is the launcher the
+# run layer uses (`jaxdyn run --processes N`, `python -m jaxdyn.distributed ...`).
+__all__ = ["initialize"]
 
-ENV_COORDINATOR = "JAXDYN_COORDINATOR"
-ENV_NUM_PROCESSES = "JAXDYN_NUM_PROCESSES"
-ENV_PROCESS_ID = "JAXDYN_PROCESS_ID"
-ENV_LAUNCHER = "JAXDYN_LAUNCHER_PID"
-ENV_PROCESSES = "JAXDYN_PROCESSES"
+from ._launch import LaunchConfig
 
 
 def accelerator_installed() -> bool:
@@ -51,17 +49,23 @@ def accelerator_installed() -> bool:
     return any(importlib.util.find_spec(name) is not None for name in plugins)
 
 
-def resolve_processes(value: int | str | None = None, *, cpu_devices: bool = False) -> int:
+def resolve_processes(
+    value: int | str | None = None,
+    *,
+    cpu_devices: bool = False,
+    launch: LaunchConfig | None = None,
+) -> int:
     """How many local worker processes to run: an int (or digit string), or ``"auto"``, one
     per core available to this process on a CPU-only install and one when a GPU/TPU jaxlib
-    is installed (one process drives the accelerators). ``None``: ``$JAXDYN_PROCESSES``, else
-    one when the CPU is split into in-process devices (``cpu_devices``, or
-    ``xla_force_host_platform_device_count`` in ``XLA_FLAGS``: the user chose that way of
-    using the cores), else ``"auto"``. Raises ``ValueError`` (one line) on anything else."""
+    is installed (one process drives the accelerators). ``None``: the launch configuration's
+    ``processes`` (default: this process's), else one when the CPU is split into in-process
+    devices (``cpu_devices``, or ``xla_force_host_platform_device_count`` in ``XLA_FLAGS``:
+    the user chose that way of using the cores), else ``"auto"``. Raises ``ValueError`` (one
+    line) on anything else."""
     from jaxdyn.sweep._devices import resolve_cpu_devices
 
     if value is None:
-        value = os.environ.get(ENV_PROCESSES)
+        value = (launch or LaunchConfig.from_environ()).processes
     if value is None or value == "":
         split = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
         value = "1" if cpu_devices or split else "auto"
@@ -73,31 +77,39 @@ def resolve_processes(value: int | str | None = None, *, cpu_devices: bool = Fal
         raise ValueError(str(err).replace("cpu devices", "processes")) from None
 
 
-def is_worker() -> bool:
+def is_worker(launch: LaunchConfig | None = None) -> bool:
     """Whether this process already belongs to a multi-process run (started by
     :func:`launch_local` or ``python -m jaxdyn.distributed``): it must not start workers."""
-    if ENV_PROCESS_ID in os.environ:
+    if (launch or LaunchConfig.from_environ()).is_worker:
         return True
     import jax
 
     return jax.distributed.is_initialized()
 
 
-def initialize() -> None:
+def initialize(launch: LaunchConfig | None = None) -> None:
     """Start JAX's distributed runtime for this process (before any computation).
 
-    On CPUs each process keeps one XLA device: processes, not in-process devices, spread work
-    over cores (docs/scaling.md explains the XLA CPU deadlock that rules the latter out).
+    The coordinator, the number of processes and this process's index come from ``launch``
+    (default: this process's launch configuration, ``JAXDYN_LAUNCH``); when it has no
+    coordinator, ``jax.distributed.initialize()`` detects the cluster itself (SLURM, Open
+    MPI, ...). On CPUs each process keeps one XLA device: processes, not in-process devices,
+    spread work over cores (docs/scaling.md explains the XLA CPU deadlock that rules the
+    latter out).
     """
     import jax
 
+    launch = launch or LaunchConfig.from_environ()
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    coordinator = os.environ.get(ENV_COORDINATOR)
-    if coordinator:
+    if launch.coordinator:
+        if launch.num_processes is None or launch.process_id is None:
+            raise ValueError(
+                "a coordinator needs num_processes and process_id in the launch configuration"
+            )
         jax.distributed.initialize(
-            coordinator_address=coordinator,
-            num_processes=int(os.environ[ENV_NUM_PROCESSES]),
-            process_id=int(os.environ[ENV_PROCESS_ID]),
+            coordinator_address=launch.coordinator,
+            num_processes=launch.num_processes,
+            process_id=launch.process_id,
         )
     else:
         jax.distributed.initialize()
@@ -184,30 +196,36 @@ def worker_python_path() -> str:
     )
 
 
-def launch_local(argv: list[str], n: int, *, quiet: bool = False, env: dict | None = None) -> int:
+def launch_local(
+    argv: list[str],
+    n: int,
+    *,
+    quiet: bool = False,
+    launch: LaunchConfig | None = None,
+) -> int:
     """Run the jaxdyn command line ``argv`` as ``n`` processes on localhost; returns the exit
     code (the first failing worker's, else 0).
 
-    The workers share one coordinator on a free local port and inherit the environment
-    (``JAXDYN_IMPORT`` included). When one worker fails or is killed the others are stopped:
-    a sweep cannot finish without every process, and its finished chunks stay on disk for
-    ``--resume``. ``quiet`` discards the workers' standard output (errors still show);
-    ``env`` adds environment variables.
+    The workers share one coordinator on a free local port and inherit the environment, with
+    ``launch`` (default: this process's launch configuration) as theirs plus their place in
+    the run. When one worker fails or is killed the others are stopped: a sweep cannot finish
+    without every process, and its finished chunks stay on disk for ``--resume``. ``quiet``
+    discards the workers' standard output (errors still show).
     """
+    launch = launch or LaunchConfig.from_environ()
     port = free_port()
     procs, forwarders = [], []
     python_path = worker_python_path()
     for i in range(n):
-        worker_env = dict(os.environ, **(env or {}))
+        worker_env = dict(os.environ)
         worker_env["PYTHONPATH"] = python_path
-        worker_env.update(
-            {
-                ENV_COORDINATOR: f"127.0.0.1:{port}",
-                ENV_NUM_PROCESSES: str(n),
-                ENV_PROCESS_ID: str(i),
-            }
+        place = launch.replace(
+            coordinator=f"127.0.0.1:{port}",
+            num_processes=n,
+            process_id=i,
+            launcher_pid=os.getpid(),
         )
-        worker_env[ENV_LAUNCHER] = str(os.getpid())
+        place.to_environ(worker_env)
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "jaxdyn.distributed", *argv],

@@ -7,18 +7,18 @@ computation, then runs the normal command line. This module is an entry point, l
 
 from __future__ import annotations
 
-import os
 import sys
 
 from jaxdyn.cli import main as cli_main
-from jaxdyn.distributed import ENV_LAUNCHER, _watch_parent, initialize
+from jaxdyn.distributed import LaunchConfig, _watch_parent, initialize
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of one worker: initialise the runtime, then run the command line."""
-    if ENV_LAUNCHER in os.environ:
-        _watch_parent(int(os.environ[ENV_LAUNCHER]))
-    initialize()  # starts no backend: the command line still sets XLA's threading
+    launch = LaunchConfig.from_environ()
+    if launch.launcher_pid is not None:
+        _watch_parent(launch.launcher_pid)
+    initialize(launch)  # starts no backend: the command line still sets XLA's threading
     return cli_main(argv)
 
 

@@ -12,10 +12,10 @@
 - **Report**: a measured number without a verdict.
 
 The decision functions (:func:`within`, :func:`estimate`, :func:`at_most`, :func:`at_least`,
-:func:`ordered`, :func:`classified`) are pure functions of numbers, so that a test can feed the same
-function a counterfactual input (a series with slope 0, a perturbed model) and assert that the
-verdict is not ``holds``: every evidence check of an experiment has such a negative control
-(:func:`jaxdyn.runs.negative_control`).
+:func:`ordered`, :func:`classified`, and those of ``_decisions``) are pure functions of
+numbers, so that a test can feed the same function a counterfactual input (a series with
+slope 0, a perturbed model) and assert that the verdict is not ``holds``: every evidence
+check of an experiment has such a negative control (:func:`jaxdyn.runs.negative_control`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class Verdict(_Named):
     holds = "holds"
     refuted = "refuted"
     inconclusive = "inconclusive"
+    not_run = "not_run"  # not run at this size or config: the record says why and how to run it
 
 
 class CheckKind(_Named):
@@ -224,6 +225,7 @@ def within(
     error_model: ErrorModel,
     alternative: Any = None,
     relative: bool = False,
+    censored: Any = None,
 ) -> Evidence:
     """Evidence that ``measured`` equals ``prediction`` within the error model.
 
@@ -232,7 +234,10 @@ def within(
     ``refuted`` otherwise. A standard error needs an ``alternative`` (the value the claim is
     tested against): ``refuted`` when the prediction lies outside the confidence interval,
     ``holds`` when it lies inside and the alternative outside, ``inconclusive`` when both lie
-    inside. A non-finite measurement is ``inconclusive``.
+    inside. A non-finite measurement is ``inconclusive``. ``censored`` marks entries that are
+    lower bounds of the true value (a time not reached by the horizon): one above the
+    prediction beyond the error refutes the claim; otherwise it cannot confirm it
+    (``inconclusive`` unless another entry refutes).
     """
     p = _as_float(prediction)
     m = _as_float(measured)
@@ -249,6 +254,25 @@ def within(
             Verdict.inconclusive,
             alternative,
             "the measurement is not finite",
+        )
+    shape = np.broadcast_shapes(m.shape, p.shape, np.shape(bound))
+    lower = _censored_mask(claim, censored, shape)
+    if bool(np.any(lower)):
+        m_, p_, b_ = (np.broadcast_to(v, shape) for v in (m, p, bound))
+        wrong = np.where(lower, m_ - b_ > p_, np.abs(m_ - p_) > b_)
+        if bool(np.any(wrong)):
+            reason = (
+                "an entry (a lower bound where censored) excludes the prediction beyond the error"
+            )
+            return Evidence(
+                claim, prediction, measured, error_model, Verdict.refuted, alternative, reason
+            )
+        reason = (
+            f"{int(np.sum(lower))} censored entr(y/ies) (a lower bound) cannot confirm the"
+            " prediction: a longer horizon would decide"
+        )
+        return Evidence(
+            claim, prediction, measured, error_model, Verdict.inconclusive, alternative, reason
         )
     gap = np.abs(m - p)
     if not bool(np.all(gap <= bound)):
@@ -316,98 +340,161 @@ def estimate(
     )
 
 
-def at_most(claim: str, *, measured: Any, limit: Any, error_model: ErrorModel) -> Evidence:
+def _censored_mask(claim: str, censored: Any, shape: tuple) -> np.ndarray:
+    """``censored`` as a boolean array of ``shape`` (``None``: nothing censored)."""
+    if censored is None:
+        return np.zeros(shape, dtype=bool)
+    mask = np.asarray(censored, dtype=bool)
+    try:
+        return np.broadcast_to(mask, shape)
+    except ValueError:
+        raise ValueError(
+            f"{claim!r}: censored has shape {mask.shape}, the measurement {shape}"
+        ) from None
+
+
+def at_most(
+    claim: str,
+    *,
+    measured: Any,
+    limit: Any,
+    error_model: ErrorModel,
+    alternative: Any = None,
+    censored: Any = None,
+) -> Evidence:
     """Evidence that ``measured <= limit`` (elementwise).
 
     ``holds`` when ``measured + error <= limit`` everywhere, ``refuted`` when
     ``measured - error > limit`` somewhere, ``inconclusive`` when the error straddles the limit.
+    ``alternative`` is the value above the limit that the check is meant to reject (e.g. the
+    size of the effect a statistical check has the power to see); it is recorded, must lie
+    above the limit, and an interval containing both says so. ``censored`` marks entries that
+    are lower bounds of the true value (a time not reached by the horizon is at least the
+    horizon): such an entry refutes the claim when it exceeds the limit beyond its error and
+    otherwise cannot confirm it (``inconclusive`` unless another entry refutes).
     """
-    return _one_sided(claim, measured, limit, error_model, upper=True)
+    return _one_sided(claim, measured, limit, error_model, alternative, censored, upper=True)
 
 
-def at_least(claim: str, *, measured: Any, limit: Any, error_model: ErrorModel) -> Evidence:
-    """Evidence that ``measured >= limit`` (elementwise); the mirror of :func:`at_most`."""
-    return _one_sided(claim, measured, limit, error_model, upper=False)
+def at_least(
+    claim: str,
+    *,
+    measured: Any,
+    limit: Any,
+    error_model: ErrorModel,
+    alternative: Any = None,
+    censored: Any = None,
+) -> Evidence:
+    """Evidence that ``measured >= limit`` (elementwise); the mirror of :func:`at_most`
+    (``alternative`` lies below the limit). A ``censored`` entry (a lower bound of the true
+    value) confirms the claim when it lies above the limit beyond its error and can never
+    refute it."""
+    return _one_sided(claim, measured, limit, error_model, alternative, censored, upper=False)
 
 
-def _one_sided(claim, measured, limit, error_model, *, upper: bool) -> Evidence:
+def _one_sided(claim, measured, limit, error_model, alternative, censored, *, upper: bool):
     m = _as_float(measured)
     lim = _as_float(limit)
     half = error_model.half_width()
+    if alternative is not None:
+        a = _as_float(alternative)
+        if bool(np.any(a < lim if upper else a > lim)):
+            side = "above" if upper else "below"
+            raise ValueError(
+                f"{claim!r}: the alternative {_fmt(alternative)} must lie {side} the limit"
+                f" {_fmt(limit)} (it is the value the check rejects)"
+            )
+    lower = _censored_mask(claim, censored, np.broadcast_shapes(m.shape, lim.shape))
+    args = (claim, limit, measured, error_model)
     if _not_finite(m):
-        return Evidence(
-            claim,
-            limit,
-            measured,
-            error_model,
-            Verdict.inconclusive,
-            None,
-            "the measurement is not finite",
-        )
-    excess = (m - lim) if upper else (lim - m)
-    if bool(np.any(excess > half)):
+        return Evidence(*args, Verdict.inconclusive, alternative, "the measurement is not finite")
+    m, lim = np.broadcast_to(m, lower.shape), np.broadcast_to(lim, lower.shape)
+    half = np.broadcast_to(half, lower.shape)
+    # each entry's interval for the true value; a censored entry's is unbounded above
+    lo, hi = m - half, np.where(lower, np.inf, m + half)
+    bad = lo > lim if upper else hi < lim
+    if bool(np.any(bad)):
+        excess = (m - lim) if upper else (lim - m)
         reason = (
-            f"beyond the limit by {_fmt(np.max(excess))}, more than the error {_fmt(np.max(half))}"
+            f"beyond the limit by {_fmt(np.max(excess[bad]))}, more than the error"
+            f" {_fmt(np.max(half))}"
         )
-        return Evidence(claim, limit, measured, error_model, Verdict.refuted, None, reason)
-    if bool(np.all(excess + half <= 0)):
-        return Evidence(claim, limit, measured, error_model, Verdict.holds, None, "")
-    reason = f"within the error {_fmt(np.max(half))} of the limit: a smaller error would decide"
-    return Evidence(claim, limit, measured, error_model, Verdict.inconclusive, None, reason)
+        return Evidence(*args, Verdict.refuted, alternative, reason)
+    good = hi <= lim if upper else lo >= lim
+    if bool(np.all(good)):
+        return Evidence(*args, Verdict.holds, alternative, "")
+    if bool(np.any(lower & ~good)):
+        reason = (
+            f"{int(np.sum(lower & ~good))} censored entr(y/ies) (a lower bound) cannot be"
+            " placed against the limit: a longer horizon would decide"
+        )
+    else:
+        reason = f"within the error {_fmt(np.max(half))} of the limit: a smaller error would decide"
+        if alternative is not None:
+            reason += f" (the alternative {_fmt(alternative)} is not excluded either)"
+    return Evidence(*args, Verdict.inconclusive, alternative, reason)
 
 
 def ordered(
-    claim: str, *, measured: Any, error_model: ErrorModel, increasing: bool = True
+    claim: str,
+    *,
+    measured: Any,
+    error_model: ErrorModel,
+    increasing: bool = True,
+    censored: Any = None,
 ) -> Evidence:
     """Evidence that ``measured`` is strictly increasing (or decreasing).
 
     Each consecutive difference is compared with the error of a difference (the error model's
     half-width times sqrt 2 for a standard error, twice the bound otherwise): ``refuted``
     when some difference has the wrong sign beyond it, ``holds`` when every difference has
-    the right sign beyond it, ``inconclusive`` otherwise. Non-finite entries (a stage never
-    reached) make it ``inconclusive``.
+    the right sign beyond it, ``inconclusive`` otherwise.
+
+    ``censored`` marks entries that are lower bounds of the true value: a stage not reached
+    by the horizon happens at the horizon or later, so pass the horizon and mark it. A pair
+    with one censored entry is still decided on the side the bound allows (increasing: a
+    censored later entry above the earlier one beyond the error is in order; a censored
+    earlier entry above the later one beyond the error is out of order); two censored
+    entries cannot be ordered. Non-finite entries make it ``inconclusive``.
     """
     m = _as_float(measured).ravel()
     if m.size < 2:
         raise ValueError(f"{claim!r}: an order needs at least two values, got {m.size}")
+    lower = _censored_mask(claim, censored, m.shape)
     half = np.broadcast_to(error_model.half_width(), m.shape)
     pair = (
         np.sqrt(half[1:] ** 2 + half[:-1] ** 2) if error_model.statistical else half[1:] + half[:-1]
     )
-    diffs = np.diff(m) if increasing else -np.diff(m)
-    prediction = np.arange(m.size) if increasing else -np.arange(m.size)
+    sign = 1.0 if increasing else -1.0
+    diffs = sign * np.diff(m)
+    prediction = sign * np.arange(m.size)
+    args = (claim, prediction, m, error_model)
     if _not_finite(m):
+        return Evidence(*args, Verdict.inconclusive, None, "an entry is not finite (not reached)")
+    # The true difference (in the claimed direction) is >= diffs when only the entry that
+    # the direction puts last is censored, <= diffs when only the other one is.
+    last, first = (lower[1:], lower[:-1]) if increasing else (lower[:-1], lower[1:])
+    can_be_wrong = ~(last & ~first) & ~(last & first)
+    can_be_right = ~(first & ~last) & ~(last & first)
+    wrong = can_be_wrong & (diffs < -pair)
+    if bool(np.any(wrong)):
+        k = int(np.flatnonzero(wrong)[0])
         return Evidence(
-            claim,
-            prediction,
-            m,
-            error_model,
-            Verdict.inconclusive,
-            None,
-            "an entry is not finite (not reached)",
-        )
-    if bool(np.any(diffs < -pair)):
-        k = int(np.argmin(diffs + pair))
-        return Evidence(
-            claim,
-            prediction,
-            m,
-            error_model,
+            *args,
             Verdict.refuted,
             None,
             f"entries {k} and {k + 1} are in the wrong order beyond their error",
         )
-    if bool(np.all(diffs > pair)):
-        return Evidence(claim, prediction, m, error_model, Verdict.holds, None, "")
-    return Evidence(
-        claim,
-        prediction,
-        m,
-        error_model,
-        Verdict.inconclusive,
-        None,
-        "some consecutive entries differ by less than their error",
-    )
+    if bool(np.all(can_be_right & (diffs > pair))):
+        return Evidence(*args, Verdict.holds, None, "")
+    if bool(np.any(~can_be_right & (diffs > -pair))):
+        reason = (
+            "a censored entry (a lower bound) leaves a pair undecided: a longer horizon would"
+            " decide"
+        )
+    else:
+        reason = "some consecutive entries differ by less than their error"
+    return Evidence(*args, Verdict.inconclusive, None, reason)
 
 
 def classified(

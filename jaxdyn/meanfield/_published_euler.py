@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from jaxdyn import Status, status_code
+from jaxdyn._status import Status, status_code
 
 from ._paper_inputs import PaperRankInputs, RankPanelSettings
 

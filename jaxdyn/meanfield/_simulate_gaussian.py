@@ -52,8 +52,8 @@ import jax.numpy as jnp
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from jaxdyn import Status, mark_nonfinite
 from jaxdyn._solvers import default_solver
+from jaxdyn._status import Status, mark_nonfinite
 from jaxdyn.sweep import DiffeqProblem
 
 from ._solve_common import (

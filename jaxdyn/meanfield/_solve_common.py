@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import optimistix as optx
 from jaxtyping import ArrayLike, Float
 
-from jaxdyn import is_traced, require_psd
+from jaxdyn._validation import is_traced, require_psd
 
 from .fields._base import AbstractGaussianClosed
 

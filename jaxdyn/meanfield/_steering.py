@@ -29,7 +29,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
-from jaxdyn import require_psd
+from jaxdyn._validation import require_psd
 
 from .fields._heads import Softmax
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from jaxdyn import Status, status_code
+from jaxdyn._status import Status, status_code
 
 from ._published_euler import PAPER_RHS
 

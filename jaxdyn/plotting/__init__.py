@@ -9,3 +9,5 @@ from ._figures import (
     note_excluded as note_excluded,
     time_series as time_series,
 )
+
+__all__ = ["band", "heatmap", "new_figure", "time_series"]

@@ -26,3 +26,18 @@ from ._registry import (
 )
 from ._report import write_report as write_report
 from ._run import Run as Run
+
+# What a user calls; the registry's look-ups (get_experiment, list_experiments, Experiment),
+# read_summary, resolve_config and negative_controls stay importable for the command line,
+# the report and the tests.
+__all__ = [
+    "ConfigError",
+    "ExperimentConfig",
+    "Run",
+    "RunData",
+    "load",
+    "negative_control",
+    "register_experiment",
+    "run_experiment",
+    "write_report",
+]

@@ -26,7 +26,7 @@ from ._config import (
     resolve_sweep_options,
 )
 from ._profile import profiled, profiling_enabled
-from ._registry import IMPORT_ENV, Experiment, get_experiment
+from ._registry import Experiment, get_experiment
 from ._run import Run
 
 
@@ -101,12 +101,16 @@ def prepare_run(
     sweep: Sequence[str] | dict[str, Any] = (),
     resume: bool = False,
     overwrite: bool = False,
+    data_dir: str | Path | None = None,
 ) -> PreparedRun:
     """Resolve the experiment, config, sweep options and run directory; create nothing.
 
     ``overrides`` are config fields (``--set``), ``sweep`` are sweep options (``--sweep``).
-    With ``resume`` the stored config is continued (changing it is refused); sweep options
-    other than the stored vector width may change. Raises :class:`ConfigError`.
+    ``data_dir`` (the command line's ``JAXDYN_DATA``) is given to a config with a
+    ``data_dir`` field that the config leaves empty: the folder of full corpora, recorded in
+    the run's ``config.json``. With ``resume`` the stored config is continued (changing it is
+    refused); sweep options other than the stored vector width may change. Raises
+    :class:`ConfigError`.
     """
     experiment = get_experiment(name)
     out = _run_directory(name, out, resume)
@@ -135,6 +139,7 @@ def prepare_run(
             toml_path=toml_path,
             overrides=overrides,
         )
+        config = _with_data_dir(config, data_dir)
         base_options = None
     options = resolve_sweep_options(
         _quick_sweep_defaults(experiment) if quick else experiment.sweep_defaults,
@@ -143,6 +148,15 @@ def prepare_run(
         base=base_options,
     )
     return PreparedRun(experiment, config, options, out, quick)
+
+
+def _with_data_dir(config: ExperimentConfig, data_dir: str | Path | None) -> ExperimentConfig:
+    names = {f.name for f in dataclasses.fields(config)}
+    if not data_dir or "data_dir" not in names or config.data_dir:
+        return config
+    config = dataclasses.replace(config, data_dir=str(data_dir))
+    config.validate()
+    return config
 
 
 # Sweep options of a quick run, where the experiment sets none of its own. Its sweeps are
@@ -265,7 +279,8 @@ def _assignments(values: dict[str, Any] | Sequence[str]) -> list[str]:
 
 
 def _importable_module(experiment) -> str | None:
-    """What worker processes import to find ``experiment`` (``JAXDYN_IMPORT``), ``""`` when
+    """What worker processes import to find ``experiment`` (their launch configuration's
+    imports), ``""`` when
     they find it themselves (jaxdyn's own, entry points), ``None`` when they cannot (an
     experiment defined in ``__main__``: a notebook or the running script)."""
     module = sys.modules.get(experiment.module)
@@ -286,8 +301,10 @@ def _in_worker_processes(prepared: PreparedRun, processes, argv: list[str], echo
     module = _importable_module(prepared.experiment)
     if n <= 1 or distributed.is_worker() or module is None:
         return False
-    imports = [m for m in (os.environ.get(IMPORT_ENV, ""), module) if m]
-    code = distributed.launch_local(argv, n, quiet=not echo, env={IMPORT_ENV: ",".join(imports)})
+    launch = distributed.LaunchConfig.from_environ()
+    if module:
+        launch = launch.replace(imports=[module])
+    code = distributed.launch_local(argv, n, quiet=not echo, launch=launch)
     if code != 0:
         raise RuntimeError(
             f"jaxdyn run {prepared.experiment.name}: a worker process failed (exit code "
@@ -312,11 +329,12 @@ def run_experiment(
     directory (read it with :func:`read_summary` or ``numpy.load(out / "results.npz")``).
 
     Like the command line it uses every core by default: ``processes`` (``None``:
-    ``$JAXDYN_PROCESSES``, else ``"auto"``, one process per core on a CPU-only install)
+    the launch configuration's ``processes`` (``JAXDYN_LAUNCH``), else ``"auto"``, one process
+    per core on a CPU-only install)
     local worker processes on ``jax.distributed`` run the experiment, with results identical
     to one process (docs/scaling.md). It runs in this process instead when one process is
     asked for, when this process is already one of several, when ``XLA_FLAGS`` splits the CPU
-    into devices (unless ``processes`` or ``$JAXDYN_PROCESSES`` says otherwise), or when
+    into devices (unless ``processes`` or the launch configuration says otherwise), or when
     the experiment was registered in ``__main__`` (a notebook or the running script), which
     worker processes cannot import; register it in a module to use every core. Bad
     arguments raise :class:`ConfigError` before any process starts; a failed worker raises

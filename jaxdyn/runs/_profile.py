@@ -1,5 +1,5 @@
-"""Where a run's time goes: ``profile.json`` in the run directory (``JAXDYN_PROFILE=1`` or
-``jaxdyn run --profile``).
+"""Where a run's time goes: ``profile.json`` in the run directory (``jaxdyn run --profile``,
+or the launch configuration's ``profile``).
 
 The breakdown comes from public event hooks, so profiling changes nothing about the run:
 
@@ -16,7 +16,8 @@ The breakdown comes from public event hooks, so profiling changes nothing about 
   their results (device compute and transfers; on CPUs a call runs the program), and
   ``host_syncs`` how many times the host waited for device results (one per chunk, and one
   per group and segment round of a segmented sweep);
-- ``plotting_s``: ``matplotlib`` ``Figure.savefig`` calls (where Agg draws the figure);
+- ``plotting_s``: the figures the run writes (:meth:`jaxdyn.runs.Run.save_figure`, where Agg
+  draws them);
 - ``other_s``: the rest of the experiment (Python loops, eager JAX operations, NumPy analysis,
   writing results): ``experiment_s`` minus tracing, lowering, compilation, sweep device time
   and plotting (nested traces are counted in each enclosing one, so the parts can overlap
@@ -37,14 +38,13 @@ import jax
 
 from .._atomic import atomic_write_text
 
-PROFILE_ENV = "JAXDYN_PROFILE"
-
 _DURATIONS = {
     "/jax/core/compile/jaxpr_trace_duration": "trace_s",
     "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
     "/jax/core/compile/backend_compile_duration": "compile_s",
     "/jaxdyn/sweep/duration": "sweep_s",
     "/jaxdyn/sweep/device_duration": "device_s",
+    "/jaxdyn/plotting/duration": "plotting_s",
 }
 _COUNTS = {
     "/jax/core/compile/backend_compile_duration": "compilations",
@@ -57,7 +57,11 @@ _EVENTS = {
 
 
 def profiling_enabled() -> bool:
-    return os.environ.get(PROFILE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    """Whether runs write ``profile.json`` (the launch configuration's ``profile``:
+    ``--profile``)."""
+    from ..distributed._launch import LaunchConfig
+
+    return LaunchConfig.from_environ().profile
 
 
 def process_age_s() -> float | None:
@@ -90,29 +94,6 @@ class _Collector:
             self.counts[_EVENTS[event]] += 1
 
 
-@contextlib.contextmanager
-def _timed_savefig(collector: _Collector):
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        yield
-        return
-    original = Figure.savefig
-
-    def savefig(self, *args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            collector.seconds["plotting_s"] += time.perf_counter() - start
-
-    Figure.savefig = savefig
-    try:
-        yield
-    finally:
-        Figure.savefig = original
-
-
 _previous_end: float | None = None  # when this process's last profiled experiment ended
 
 
@@ -126,8 +107,7 @@ def profiled(out: Path, writer: bool = True):
     jax.monitoring.register_event_listener(collector.on_event)
     start = time.perf_counter()
     try:
-        with _timed_savefig(collector):
-            yield collector
+        yield collector
     finally:
         total = time.perf_counter() - start
         _previous_end = time.monotonic()

@@ -10,7 +10,8 @@ Experiments join the registry in one of two ways, and jaxdyn's own experiments u
       my-experiments = "my_package.experiments"
 
 - **imports**: ``--import MODULE`` on any ``jaxdyn`` command (or ``JAXDYN_IMPORT``, a
-  comma-separated list) imports a module by name or a plain ``.py`` file by path.
+  comma-separated list, read into the launch configuration) imports a module by name or a
+  plain ``.py`` file by path.
 
 The registry never imports experiment modules by name itself.
 """
@@ -32,7 +33,6 @@ from ..sweep._options import SweepOptions
 from ._config import ConfigError, ExperimentConfig
 
 ENTRY_POINT_GROUP = "jaxdyn.experiments"
-IMPORT_ENV = "JAXDYN_IMPORT"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +50,10 @@ class Experiment:
         module: where it was registered from (shown by ``jaxdyn list --verbose``).
         sweep_set: the sweep options the experiment set itself (every field when it gave a
             :class:`~jaxdyn.sweep.SweepOptions`); ``--quick``'s sweep presets leave them alone.
+        title: the title of the experiment's section in the report (default: the
+            description's first sentence).
+        docs: the docs page (and anchor) that explains the experiment, relative to ``docs/``,
+            e.g. ``"focus_dilution.md#ablation"`` (``""``: none).
     """
 
     name: str
@@ -60,6 +64,30 @@ class Experiment:
     sweep_defaults: SweepOptions = dataclasses.field(default_factory=SweepOptions)
     module: str = ""
     sweep_set: frozenset[str] = frozenset()
+    title: str = ""
+    docs: str = ""
+
+    def __post_init__(self):
+        if not self.title:
+            object.__setattr__(self, "title", default_title(self.description))
+
+
+def default_title(description: str) -> str:
+    """A report section's title from a one-line description: its first sentence, without the
+    closing full stop."""
+    text = " ".join(description.split())
+    for stop in (". ", "; "):
+        text = text.split(stop, 1)[0]
+    return text.rstrip(".").strip()
+
+
+def _check_docs_link(name: str, docs: str) -> None:
+    page, _, anchor = docs.partition("#")
+    if not page.endswith(".md") or page.startswith("/") or " " in docs or (_ and not anchor):
+        raise ValueError(
+            f"experiment '{name}': docs must be a docs page relative to docs/ with an optional "
+            f"anchor, e.g. 'focus_dilution.md#ablation', got {docs!r}"
+        )
 
 
 _REGISTRY: dict[str, Experiment] = {}
@@ -72,15 +100,23 @@ def register_experiment(
     config_cls: type[ExperimentConfig],
     description: str,
     *,
+    title: str = "",
+    docs: str = "",
     paper: bool = True,
     sweep: SweepOptions | Mapping[str, Any] | None = None,
 ):
     """Decorator registering ``fn(config, run)`` as experiment ``name``.
 
-    ``sweep`` gives the experiment's default sweep options (a :class:`SweepOptions` or a
-    mapping of its fields), e.g. ``{"vmap_width": 8}`` for members that run best in narrow
-    groups.
+    ``title`` is the title of its section in the report (default: the description's first
+    sentence); ``docs`` the docs page and anchor that explain it, relative to ``docs/``
+    (e.g. ``"focus_dilution.md#ablation"``); ``paper`` puts it in ``jaxdyn reproduce``;
+    ``sweep`` gives its default sweep options (a :class:`SweepOptions` or a mapping of its
+    fields), e.g. ``{"vmap_width": 8}`` for members that run best in narrow groups.
     """
+    if not isinstance(title, str) or not isinstance(docs, str):
+        raise TypeError(f"experiment '{name}': title and docs must be strings")
+    if docs:
+        _check_docs_link(name, docs)
     if not (isinstance(config_cls, type) and issubclass(config_cls, ExperimentConfig)):
         raise TypeError(f"experiment '{name}': config must subclass ExperimentConfig")
     if not dataclasses.is_dataclass(config_cls):
@@ -104,7 +140,16 @@ def register_experiment(
                 f"experiment '{name}' is registered twice ({existing.module} and {module})"
             )
         _REGISTRY[name] = Experiment(
-            name, config_cls, fn, description, paper, defaults, module, explicit
+            name,
+            config_cls,
+            fn,
+            description,
+            paper,
+            defaults,
+            module,
+            explicit,
+            title=title.strip(),
+            docs=docs,
         )
         return fn
 
@@ -177,9 +222,12 @@ def _load_entry_points() -> None:
 
 
 def load_experiments() -> None:
-    """Load every experiment: entry points, then the modules named in ``JAXDYN_IMPORT``."""
+    """Load every experiment: entry points, then the launch configuration's imports
+    (``--import``, ``JAXDYN_IMPORT``)."""
+    from ..distributed._launch import LaunchConfig
+
     _load_entry_points()
-    import_experiments(os.environ.get(IMPORT_ENV, "").split(","))
+    import_experiments(LaunchConfig.from_environ().imports)
 
 
 def list_experiments() -> list[Experiment]:

@@ -33,6 +33,7 @@ COUNT_KEYS = (
     "holds",
     "refuted",
     "inconclusive",
+    "not_run",
     "findings",
     "without_negative_control",
     "consistency",
@@ -136,7 +137,7 @@ def describe_theory_counts(counts: dict[str, int]) -> str:
     text = (
         f"{counts['complete']}/{counts['experiments']} complete; evidence {counts['evidence']}"
         f" ({counts['holds']} holds, {counts['refuted']} refuted = findings,"
-        f" {counts['inconclusive']} inconclusive); consistency"
+        f" {counts['inconclusive']} inconclusive, {counts['not_run']} not run); consistency"
         f" {counts['consistency'] - counts['consistency_failed']}/{counts['consistency']}"
         f" passed; report {counts['report']}"
     )
@@ -222,7 +223,14 @@ def _row(*cells: str) -> str:
     return "| " + " | ".join(_escape_cell(c) for c in cells) + " |"
 
 
-_VERDICT_ORDER = {"refuted": 0, "inconclusive": 1, "holds": 2}
+_VERDICT_ORDER = {"refuted": 0, "inconclusive": 1, "not_run": 2, "holds": 3}
+
+FINDINGS_EXPLAINED = (
+    "A **finding** is a paper claim the simulation refutes: within its error model the"
+    " measurement excludes the paper's prediction. Findings do not fail a run; each is listed"
+    " with its evidence and discussed on the theory's page. `inconclusive`: the check ran but"
+    " could not decide; `not_run`: not run at this size, with the command that runs it."
+)
 
 
 def _verdict_table(records: list[_RunRecord]) -> list[str]:
@@ -241,7 +249,7 @@ def _verdict_table(records: list[_RunRecord]) -> list[str]:
     ]
     for record, check in rows:
         verdict = check.get("verdict", "")
-        shown = "**refuted (finding)**" if verdict == "refuted" else verdict
+        shown = {"refuted": "**refuted (finding)**", "not_run": "not run"}.get(verdict, verdict)
         if not check.get("negative_control", True):
             shown += " (no negative control)"
         prediction = _cell(check.get("prediction"))
@@ -255,7 +263,8 @@ def _verdict_table(records: list[_RunRecord]) -> list[str]:
                 _cell(check.get("measured")),
                 _error(check.get("error_model", {})),
                 shown,
-                check.get("reason", "") or check.get("note", ""),
+                (check.get("reason", "") or check.get("note", ""))
+                + (f"; run it: `{check['command']}`" if check.get("command") else ""),
             )
         )
     return md
@@ -351,7 +360,8 @@ def _experiment_section(record: _RunRecord) -> list[str]:
         "",
         f'<a id="{record.anchor}"></a>',
         f"Run directory `{record.dir}`; status **{s.get('status')}**; evidence {c['evidence']}"
-        f" ({c['holds']} holds, {c['refuted']} refuted, {c['inconclusive']} inconclusive),"
+        f" ({c['holds']} holds, {c['refuted']} refuted, {c['inconclusive']} inconclusive,"
+        f" {c['not_run']} not run),"
         f" consistency {c['consistency'] - c['consistency_failed']}/{c['consistency']},"
         f" report {c['report']}; wall time {_number(s.get('wall_time_s', 0.0))} s.",
     ]
@@ -388,12 +398,13 @@ def _counts_table(by_theory: dict[str, dict[str, int]]) -> list[str]:
             "holds",
             "findings (refuted)",
             "inconclusive",
+            "not run",
             "without negative control",
             "consistency (failed)",
             "report",
             "unclassified",
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for theory, c in by_theory.items():
         md.append(
@@ -405,6 +416,7 @@ def _counts_table(by_theory: dict[str, dict[str, int]]) -> list[str]:
                 str(c["holds"]),
                 str(c["findings"]),
                 str(c["inconclusive"]),
+                str(c["not_run"]),
                 str(c["without_negative_control"]),
                 f"{c['consistency']} ({c['consistency_failed']})",
                 str(c["report"]),
@@ -425,7 +437,7 @@ def write_report(run_dirs: list[Path], out: str | Path, title: str = "jaxdyn rep
     docs = {title_: page for _, title_, page in THEORIES}
 
     md = [f"# {title}", "", f"{len(records)} run(s) in {len(sections)} theory section(s)."]
-    md += ["", *_counts_table(by_theory)]
+    md += ["", *_counts_table(by_theory), "", FINDINGS_EXPLAINED]
     md += [
         "",
         _row(

@@ -21,7 +21,7 @@ import math
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,9 @@ import numpy as np
 
 from .._atomic import atomic_savefig, atomic_savez, atomic_write_text
 from .._json import jsonable
-from .._status import status_code, status_name
-from ..evidence import CheckKind, Evidence, Verdict
+from .._status import status_code, status_message, status_name
+from ..evidence import Evidence, Verdict
+from ..evidence._contract import CheckKind
 from ..sweep._grid import Grid
 from ..sweep._options import SweepOptions
 from ..sweep._result import SweepResult
@@ -39,7 +40,8 @@ from ._controls import has_negative_control
 
 
 def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
-    """Counts of a run's checks: evidence by verdict, findings (refuted evidence),
+    """Counts of a run's checks: evidence by verdict (``not_run`` apart from ``inconclusive``),
+    findings (refuted evidence),
     consistency (and how many failed), report, and not yet classified."""
     evidence = [c for c in checks if c["kind"] == CheckKind.evidence.value]
     consistency = [c for c in checks if c["kind"] == CheckKind.consistency.value]
@@ -48,6 +50,7 @@ def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
         "holds": sum(c["verdict"] == Verdict.holds.value for c in evidence),
         "refuted": sum(c["verdict"] == Verdict.refuted.value for c in evidence),
         "inconclusive": sum(c["verdict"] == Verdict.inconclusive.value for c in evidence),
+        "not_run": sum(c["verdict"] == Verdict.not_run.value for c in evidence),
         "findings": sum(c["verdict"] == Verdict.refuted.value for c in evidence),
         "without_negative_control": sum(not c["negative_control"] for c in evidence),
         "consistency": len(consistency),
@@ -83,6 +86,9 @@ class Run:
         self._scalars: dict[str, Any] = {}
         self._checks: list[dict[str, Any]] = []
         self._sweeps: dict[str, Any] = {}
+        # Labels of the arrays in results.npz: dims per array, coordinate dims (values in
+        # results.npz as "coord.<name>"); jaxdyn.runs.load builds labelled xarray from them.
+        self._labels: dict[str, dict[str, list]] = {"arrays": {}, "coords": {}}
         self._figures: list[str] = []
         self._t0 = time.perf_counter()
         self._earlier_wall_time_s = 0.0  # of earlier sessions of this run (a resumed run)
@@ -115,6 +121,21 @@ class Run:
             f" {earlier.get('status')} after {self._earlier_wall_time_s:.1f} s of wall time"
         )
 
+    @property
+    def quick(self) -> bool:
+        """Whether this run was started with ``--quick`` (from its ``config.json``)."""
+        try:
+            return bool(json.loads((self.path / "config.json").read_text()).get("quick", False))
+        except (OSError, ValueError):
+            return False
+
+    def _config_values(self) -> dict[str, Any]:
+        import dataclasses
+
+        if dataclasses.is_dataclass(self.config):
+            return {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
+        return dict(self.config or {}) if isinstance(self.config, dict) else {}
+
     # -- logging -------------------------------------------------------------------------
     def log(self, message: str) -> None:
         stamp = datetime.datetime.now().strftime("%H:%M:%S")
@@ -129,12 +150,50 @@ class Run:
             self._write_summary("running")
 
     # -- arrays, scalars, checks -----------------------------------------------------------
-    def save_arrays(self, **arrays) -> None:
-        """Add named arrays to ``results.npz`` (rewritten atomically)."""
+    def save_arrays(
+        self,
+        *,
+        dims: dict[str, Sequence[str]] | None = None,
+        coords: dict[str, Any] | None = None,
+        **arrays,
+    ) -> None:
+        """Add named arrays to ``results.npz`` (rewritten atomically), with their labels.
+
+        ``dims`` names each array's axes (``dims={"flow_attention": ("time", "query", "key")}``);
+        ``coords`` gives coordinate values: a 1-D array for the dimension of the same name
+        (``coords={"time": ts, "key": vocabulary}``; strings for categorical values), or
+        ``(dims, values)``. An ``xarray.DataArray`` value brings its own dims and coords. An
+        axis left unnamed is named after the one coordinate of this call with its length, if
+        exactly one has it. :func:`jaxdyn.runs.load` reads the arrays back as labelled
+        ``xarray.DataArray`` objects; an axis that is still unnamed reads as ``<array>_<i>``.
+
+        Raises ``ValueError`` (one line) when a name list does not match an array's number of
+        axes, or a coordinate's length the size of its dimension.
+        """
+        dims = {k: tuple(v) for k, v in (dims or {}).items()}
+        declared = _coords(coords or {})
+        values = {}
         for key, value in arrays.items():
-            self._arrays[key] = np.asarray(value)
+            if _is_dataarray(value):
+                dims.setdefault(key, tuple(str(d) for d in value.dims))
+                for name, coord in value.coords.items():
+                    declared.setdefault(str(name), (tuple(str(d) for d in coord.dims), np.asarray(coord.values)))
+                value = value.values
+            values[key] = np.asarray(value)
+        unknown = set(dims) - set(values)
+        if unknown:
+            raise ValueError(f"save_arrays: dims given for arrays not saved: {sorted(unknown)}")
+        labels = {key: _label_axes(key, arr, dims.get(key), declared) for key, arr in values.items()}
+        _check_coords(declared, values, labels)
+        for key, arr in values.items():
+            self._arrays[key] = arr
+            self._labels["arrays"][key] = labels[key]
+        for name, (coord_dims, coord_values) in declared.items():
+            self._arrays[f"coord.{name}"] = coord_values
+            self._labels["coords"][name] = list(coord_dims)
         if self.writer:
             atomic_savez(self.path / "results.npz", **self._arrays)
+            self._write_summary(self._status)
 
     def sweep(
         self,
@@ -144,6 +203,9 @@ class Run:
         *,
         accept: Iterable = (),
         options: SweepOptions | None = None,
+        dims: dict[str, Sequence[str] | str] | None = None,
+        coords: dict[str, Any] | None = None,
+        expected: Iterable[tuple[Any, str]] | dict[str, str] | None = None,
     ) -> SweepResult:
         """Run a sweep into this run directory: checkpoint, resume, record, in one call.
 
@@ -157,6 +219,18 @@ class Run:
         status counts to ``summary.json``. Members whose status is in ``accept`` (besides
         ``Status.successful``) are not counted as failed (e.g. ``Status.blowup`` where blow-up
         is what is measured).
+
+        Labels (:func:`jaxdyn.runs.load` reads them): ``dims`` names each output's own axes
+        after the grid's (``{"loss": ("time",)}``), or renames a grid axis
+        (``{"seed": "chain"}``, ArviZ's naming for posterior chains); ``coords`` gives their
+        values as in :meth:`save_arrays`. An unnamed trailing axis is named after the one
+        coordinate of ``coords`` with its length, if exactly one has it.
+
+        ``expected`` says which failures are expected and why, as ``(status, why)`` pairs
+        (``[(Status.max_steps_reached, "beta > 4 stalls by design")]``; or a dict keyed by
+        status name): the log and
+        ``summary.json`` call those failures expected, with the reason; other failures are
+        reported as unexpected, with what to do about them.
         """
         from ..sweep import run_sweep
 
@@ -169,7 +243,7 @@ class Run:
             checkpoint_dir=self.path / "checkpoints",
             log=self.log,
         )
-        self._record_sweep(result, accept=accept)
+        self._record_sweep(result, accept=accept, dims=dims, coords=coords, expected=expected)
         return result
 
     def _log_resumable_chunks(self, name: str) -> None:
@@ -189,30 +263,62 @@ class Run:
                 f" {max(total - done, 0)} to run"
             )
 
-    def _record_sweep(self, result: SweepResult, accept: Iterable = ()) -> None:
-        """Store a sweep's arrays and its status counts."""
+    def _record_sweep(
+        self,
+        result: SweepResult,
+        accept: Iterable = (),
+        dims: dict[str, Any] | None = None,
+        coords: dict[str, Any] | None = None,
+        expected=None,
+    ) -> None:
+        """Store a sweep's arrays, its labels and its status counts."""
+        accept = list(accept)
         failed = result.n_failed(accept)
         members = int(result.status.shape[0])
         accepted = [status_name(status_code(s)) for s in accept]
         counts = result.status_counts()
         n_accepted = sum(counts.get(a, 0) for a in accepted if a != "successful")
-        self.log(
-            f"sweep '{result.name}': {failed}/{members} member(s) failed"
-            + (f", {n_accepted} accepted ({', '.join(accepted)})" if accepted else "")
-        )
+        pairs = expected.items() if isinstance(expected, dict) else (expected or ())
+        expected = {k if isinstance(k, str) else status_name(status_code(k)): str(v) for k, v in pairs}
+        code_of = {status_name(int(c)): int(c) for c in np.unique(result.status)}
+        failures = {k: n for k, n in counts.items() if k != "successful" and k not in accepted and n}
+        expected_failures = {k: {"members": n, "why": expected[k]} for k, n in failures.items() if k in expected}
+        unexpected = {k: n for k, n in failures.items() if k not in expected}
+        line = f"sweep '{result.name}': {failed}/{members} member(s) failed"
+        if accepted and n_accepted:
+            line += f", {n_accepted} accepted as the measurement ({', '.join(accepted)})"
+        if expected_failures:
+            line += "; expected: " + "; ".join(
+                f"{v['members']} {k} ({v['why']})" for k, v in expected_failures.items()
+            )
+        if unexpected:
+            line += "; NOT expected: " + "; ".join(
+                f"{n} {k} ({status_message(code_of[k])}: {_what_to_do(k)})" for k, n in unexpected.items()
+            )
+        self.log(line)
+        grid_dims, output_dims, declared = _sweep_labels(result, dims or {}, coords or {})
         self._sweeps[result.name] = {
             "members": members,
             "failed": failed,
             "accepted": accepted,
             "accepted_members": n_accepted,
+            "expected_failures": expected_failures,
+            "unexpected_failures": int(sum(unexpected.values())),
             "status_counts": counts,
             "grid_shape": list(result.grid_shape),
             "axes": list(result.axes),
+            "dims": grid_dims,
+            "outputs": {k: v for k, v in output_dims.items()},
             "chunk_size": result.chunk_size,
             "n_devices": result.n_devices,
             "compilations": result.n_compilations,
         }
+        for name, (coord_dims, coord_values) in declared.items():
+            self._arrays[f"coord.{name}"] = coord_values
+            self._labels["coords"][name] = list(coord_dims)
         self.save_arrays(**result.arrays())
+        for key in result.arrays():
+            self._labels["arrays"].pop(key, None)  # a sweep's arrays are labelled by the sweep
         self._write_summary("running")
 
     def scalar(self, name: str, value: Any) -> None:
@@ -250,6 +356,48 @@ class Run:
             line += f" ({evidence.reason})"
         self._record(entry, line)
         return evidence.verdict
+
+    def not_run(self, name: str, claim: str, *, needs: dict[str, Any] | None = None, why: str = "") -> Verdict:
+        """Record evidence check ``name`` (paper claim ``claim``) as ``not_run`` at this config.
+
+        ``needs`` is the config that runs it (``{"proxy": True}``; ``None``: the full size, i.e.
+        without ``--quick``). The record's ``why`` is generated from the run's own config (each
+        needed key with the value it has here, e.g. ``"needs proxy=True; this run has
+        proxy=False (--quick)"``), ``why`` adds a clause of the experiment's own (what the
+        check costs), and ``command`` is the ``jaxdyn run`` line that runs it into this
+        directory's sibling. Counted apart from ``inconclusive``.
+        """
+        needs = dict(needs or {})
+        config = self._config_values()
+        have = ", ".join(f"{k}={config.get(k, '<unset>')!r}" for k in needs)
+        reason = (
+            f"needs {', '.join(f'{k}={v!r}' for k, v in needs.items())}; this run has {have}"
+            if needs
+            else "needs the full size; this run is --quick" if self.quick else "not run at this config"
+        )
+        if self.quick and needs:
+            reason += " (--quick)"
+        if why:
+            reason += f": {why}"
+        command = f"jaxdyn run {self.experiment}"
+        if self.quick and needs:
+            command += " --quick"
+        for k, v in needs.items():
+            value = json.dumps(v) if not isinstance(v, str) else v
+            command += f" --set {k}={value.replace(' ', '')}"
+        command += f" --out {self.path.parent / (self.path.name + '-' + name.replace('_', '-'))}"
+        entry = {
+            "name": name,
+            "kind": CheckKind.evidence.value,
+            "claim": claim,
+            "verdict": Verdict.not_run.value,
+            "reason": reason,
+            "why": reason,
+            "command": command,
+            "negative_control": has_negative_control(self.experiment, name),
+        }
+        self._record(entry, f"not_run ({reason}; run it: {command})")
+        return Verdict.not_run
 
     def consistency(
         self,
@@ -340,6 +488,7 @@ class Run:
             "scalars": self._scalars,
             "checks": self._checks,
             "sweeps": self._sweeps,
+            "labels": self._labels,
             "failed_members": sum(s["failed"] for s in self._sweeps.values()),
             "figures": [f"figures/{f}.png" for f in self._figures],
             "wall_time_s": round(self.wall_time_s(), 3),
@@ -383,3 +532,88 @@ class Run:
     def interrupt(self) -> None:
         """Mark the run interrupted (its finished sweep chunks stay for ``--resume``)."""
         self._write_summary("interrupted", error="interrupted")
+
+
+# -- labels -----------------------------------------------------------------------------------
+_WHAT_TO_DO = {
+    "max_steps_reached": "raise the solver's max_steps or shorten t1, or pass expected= with the reason",
+    "nonfinite": "rerun with EQX_ON_ERROR=raise to stop at the check that failed",
+    "dt_min_reached": "the step size collapsed: loosen the tolerances or check the field for a blow-up",
+}
+
+
+def _what_to_do(status: str) -> str:
+    return _WHAT_TO_DO.get(
+        status, "check the member's inputs; if this outcome is part of the design, pass expected= with the reason"
+    )
+
+
+def _is_dataarray(value: Any) -> bool:
+    return type(value).__name__ == "DataArray" and hasattr(value, "dims") and hasattr(value, "coords")
+
+
+def _coords(coords: dict[str, Any]) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+    """``{name: values or (dims, values)}`` as ``{name: (dims, values)}``."""
+    out = {}
+    for name, value in coords.items():
+        if isinstance(value, tuple) and len(value) == 2 and not np.isscalar(value[0]):
+            coord_dims, values = tuple(value[0]), np.asarray(value[1])
+        else:
+            values = np.asarray(value)
+            coord_dims = (name,) if values.ndim == 1 else ()
+        if values.dtype == object:
+            values = values.astype(str)
+        if len(coord_dims) != values.ndim:
+            raise ValueError(f"coordinate {name!r}: {values.ndim} axes but dims {coord_dims}")
+        out[str(name)] = (coord_dims, values)
+    return out
+
+
+def _label_axes(key: str, arr: np.ndarray, names, declared, skip: int = 0) -> list:
+    """Each axis' dimension name (``None``: unnamed); ``names`` covers the axes after ``skip``."""
+    n = arr.ndim - skip
+    if names is not None:
+        names = tuple(names)
+        if len(names) != n:
+            raise ValueError(f"{key!r} has {n} axes {arr.shape[skip:]} but dims names {len(names)}: {names}")
+        return list(names)
+    if n == 1 and key in declared and declared[key][0] == (key,):
+        return [key]
+    sizes = {}
+    for name, (coord_dims, values) in declared.items():
+        if coord_dims == (name,):
+            sizes.setdefault(values.shape[0], []).append(name)
+    out = []
+    for size in arr.shape[skip:]:
+        match = sizes.get(size, [])
+        out.append(match[0] if len(match) == 1 and match[0] not in out else None)
+    return out
+
+
+def _check_coords(declared, values, labels) -> None:
+    for name, (coord_dims, coord_values) in declared.items():
+        for key, arr in values.items():
+            for axis, dim in enumerate(labels[key]):
+                if dim in coord_dims and arr.shape[axis] != coord_values.shape[coord_dims.index(dim)]:
+                    raise ValueError(
+                        f"coordinate {name!r} has {coord_values.shape[coord_dims.index(dim)]} values along"
+                        f" {dim!r}, array {key!r} {arr.shape[axis]}"
+                    )
+
+
+def _sweep_labels(result: SweepResult, dims: dict[str, Any], coords: dict[str, Any]):
+    """A sweep's dimension names: its grid axes (renamed where ``dims`` maps an axis to a
+    string), each output's trailing axes, and its declared coordinates."""
+    declared = _coords(coords)
+    grid_dims = [dims.get(axis, axis) if isinstance(dims.get(axis), str) else axis for axis in result.axes]
+    unknown = {k for k, v in dims.items() if k not in result.outputs and not (isinstance(v, str) and k in result.axes)}
+    if unknown:
+        raise ValueError(
+            f"sweep {result.name!r}: dims for {sorted(unknown)}, which are neither outputs"
+            f" {sorted(result.outputs)} nor grid axes {list(result.axes)}"
+        )
+    outputs = {
+        key: _label_axes(key, arr, None if isinstance(dims.get(key), str) else dims.get(key), declared, skip=1)
+        for key, arr in result.outputs.items()
+    }
+    return grid_dims, outputs, declared

@@ -32,3 +32,15 @@ from ._segmented import (
     AbstractSegmentedMember as AbstractSegmentedMember,
     unsegmented as unsegmented,
 )
+
+# What a user calls (issue 44); the rest stays importable for jaxdyn's own modules while the
+# sweep seam moves (xla_cpu_setup / use_cpu_devices to the command line and launcher).
+__all__ = [
+    "AbstractSegmentedMember",
+    "DiffeqMember",
+    "DiffeqProblem",
+    "Grid",
+    "SweepOptions",
+    "SweepResult",
+    "run_sweep",
+]

@@ -9,9 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import jaxdyn
-
 from ... import copyhead as ch
+from ..._validation import require_positive as _require_positive
 from ...evidence import Evidence, Verdict
 from ...runs import ConfigError, ExperimentConfig
 
@@ -26,10 +25,10 @@ def require(condition: bool | np.bool_, message: str) -> None:
 
 def require_positive(**values: float | int) -> None:
     """Raise a one-line ConfigError unless every value is positive and finite (the rule of
-    :func:`jaxdyn.require_positive`)."""
+    ``jaxdyn._validation.require_positive``)."""
     for name, v in values.items():
         try:
-            jaxdyn.require_positive(name, v)
+            _require_positive(name, v)
         except ValueError as error:
             raise ConfigError(str(error)) from None
 

@@ -34,8 +34,10 @@ class TextConfig(ExperimentConfig):
 
     Attributes:
         corpus_path: a known corpus ("wikitext-2", "tinystories": the full file when
-            ``JAXDYN_DATA`` or ``jaxdyn data fetch`` provides it, else the packaged excerpt) or a
+            ``data_dir`` or ``jaxdyn data fetch`` provides it, else the packaged excerpt) or a
             text file (WikiText raw, TinyStories or plain text).
+        data_dir: a folder of full corpora, ``<data_dir>/<name>/<file>`` ("": none; the
+            command line gives ``JAXDYN_DATA``).
         corpus_format: "auto" (detected), "wikitext", "tinystories" or "plain".
         level: "word" (top-k words + queries + <oov>) or "char".
         vocab_size: the k most frequent tokens kept (including <oov>).
@@ -79,6 +81,7 @@ class TextConfig(ExperimentConfig):
     """
 
     corpus_path: str = "wikitext-2"
+    data_dir: str = ""
     corpus_format: str = "auto"
     level: str = "word"
     vocab_size: int = 64
@@ -109,7 +112,7 @@ class TextConfig(ExperimentConfig):
 
     def corpus(self) -> Path:
         """The corpus file (:func:`jaxdyn.data.corpus_path`)."""
-        return data.corpus_path(self.corpus_path)
+        return data.corpus_path(self.corpus_path, data_dir=self.data_dir or None)
 
     def validate(self) -> None:
         try:

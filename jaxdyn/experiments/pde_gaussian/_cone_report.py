@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import status_code
+from jaxdyn._status import status_code
 from jaxdyn.evidence import ErrorModel, Evidence, at_most
 from jaxdyn.meanfield import (
     blowup_time,

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, status_code
+from jaxdyn._status import Status, status_code
 from jaxdyn.evidence import Evidence, classified
 from jaxdyn.meanfield import (
     claims,

@@ -14,8 +14,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, status_code
 from jaxdyn._compat import enumeration_items
+from jaxdyn._status import Status, status_code
 from jaxdyn.evidence import Evidence
 from jaxdyn.meanfield import Regime, claims, gaussian_regime, simulate_gaussian
 from jaxdyn.meanfield._problems import REGIME_FAMILIES, random_regime_problems

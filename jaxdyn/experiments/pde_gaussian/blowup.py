@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, require_positive
+from jaxdyn._status import Status
+from jaxdyn._validation import require_positive
 from jaxdyn.evidence import ErrorModel, at_most
 from jaxdyn.meanfield import blowup_time, claims, simulate_gaussian
 from jaxdyn.meanfield._blowup import l2_growth_excess, l2_growth_rate, rank_one_blowup_bound

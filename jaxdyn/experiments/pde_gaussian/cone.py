@@ -10,8 +10,8 @@ import diffrax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, count_outcomes, require_positive, status_code
-from jaxdyn._status import item_code
+from jaxdyn._status import Status, count_outcomes, item_code, status_code
+from jaxdyn._validation import require_positive
 from jaxdyn.meanfield import simulate_gaussian
 from jaxdyn.meanfield._cone import ConeOutcome, cone_outcome, trace_one_covariances
 from jaxdyn.meanfield._paper_inputs import CONE_CASES, cone_cases

@@ -20,7 +20,8 @@ import time
 
 import numpy as np
 
-from jaxdyn import Status, require_positive, status_code
+from jaxdyn._status import Status, status_code
+from jaxdyn._validation import require_positive
 from jaxdyn.meanfield._paper_inputs import (
     PUBLISHED_DIMS,
     RANK_ATTENTIONS,

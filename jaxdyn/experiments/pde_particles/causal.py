@@ -13,9 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import fit_power_law
-from jaxdyn.experiments._pde_decisions import (
-    rate_evidence,
-)
+from jaxdyn.evidence import rate
 from jaxdyn.meanfield import RK4, simulate_particles
 from jaxdyn.meanfield._causal import causal_influence, sink_positions
 from jaxdyn.meanfield.fields import Masked, Softmax
@@ -139,7 +137,7 @@ def run_pde_causal(config: CausalConfig, run: Run) -> None:
 def _sink_influence_evidence(n, influence):
     # theory ~ 1 / (sink mass n): exponent -1; the alternative 0 is an influence that does not
     # vanish (no sink)
-    return rate_evidence(
+    return rate(
         "with an attention sink one token's influence on the others decays like 1/n",
         n,
         influence,
@@ -149,7 +147,7 @@ def _sink_influence_evidence(n, influence):
 
 
 def _no_sink_influence_evidence(n, influence):
-    return rate_evidence(
+    return rate(
         "without a sink the earliest token's influence does not vanish as n grows",
         n,
         influence,

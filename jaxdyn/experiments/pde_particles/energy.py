@@ -11,11 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, status_code, status_message
-from jaxdyn.experiments._pde_decisions import (
-    ensemble_mean_evidence,
-    monotone_evidence,
-)
+from jaxdyn._status import Status, status_code, status_message
+from jaxdyn.evidence import ensemble_mean, monotone
 from jaxdyn.meanfield import RK4, interaction_energy, simulate_gaussian, simulate_particles
 from jaxdyn.meanfield._energy import gaussian_interaction_energy
 from jaxdyn.meanfield.fields import Softmax
@@ -160,7 +157,7 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
 
 def _monotone_energy_evidence(series, error, increasing):
     word = "increases" if increasing else "decreases"
-    return monotone_evidence(
+    return monotone(
         f"the interaction energy {word} along the particle flow",
         series,
         error=error,
@@ -185,7 +182,7 @@ TRACKS = "the particle interaction energy follows the Gaussian closed form E(N(a
 
 
 def _tracking_evidence(samples, gaussian, frozen):
-    return ensemble_mean_evidence(TRACKS, samples, prediction=gaussian, alternative=frozen)
+    return ensemble_mean(TRACKS, samples, prediction=gaussian, alternative=frozen)
 
 
 @negative_control("pde-energy", "particle_energy_tracks_gaussian_closed_form")

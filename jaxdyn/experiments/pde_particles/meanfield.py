@@ -18,8 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status, fit_power_law
-from jaxdyn.evidence import ErrorModel, Verdict, within
-from jaxdyn.experiments._pde_decisions import ensemble_mean_evidence, rate_evidence
+from jaxdyn.evidence import ErrorModel, Verdict, ensemble_mean, rate, within
 from jaxdyn.meanfield import (
     RK4,
     blowup_time,
@@ -365,7 +364,7 @@ SINKHORN_DEFECT = (
 
 
 def _defect_evidence(n, defect):
-    return rate_evidence(SINKHORN_DEFECT, n, defect, prediction=-1.0, alternatives=(-0.5, 0.0))
+    return rate(SINKHORN_DEFECT, n, defect, prediction=-1.0, alternatives=(-0.5, 0.0))
 
 
 @negative_control("pde-meanfield", "sinkhorn_closure_defect_second_order")
@@ -676,7 +675,7 @@ def _closure_probe(config, run, variant, result, sizes, ax):
 
 
 def _stability_ratio_evidence(ratios, gaussian_ratio):
-    return ensemble_mean_evidence(
+    return ensemble_mean(
         "W2(mu_t, nu_t) / W2(mu_0, nu_0) of coupled particle clouds equals the Gaussian ODE's "
         "Bures-Wasserstein ratio",
         np.asarray(ratios)[:, None],

@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn import Status, status_code, status_name
-from jaxdyn.experiments._pde_decisions import trend_evidence
+from jaxdyn._status import Status, status_code, status_name
+from jaxdyn.evidence import trend
 from jaxdyn.meanfield import (
     RK4,
     claims,
@@ -298,7 +298,7 @@ def _phase_diagram(config: ParticlesConfig, run: Run) -> None:
 
 
 def _cluster_trend_evidence(log_beta, counts):
-    return trend_evidence(
+    return trend(
         "more clusters survive at larger beta (metastability)", log_beta, counts, increasing=True
     )
 

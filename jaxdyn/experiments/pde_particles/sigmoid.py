@@ -12,8 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status
-from jaxdyn.evidence import ErrorModel, within
-from jaxdyn.experiments._pde_decisions import monotone_evidence
+from jaxdyn.evidence import ErrorModel, monotone, within
 from jaxdyn.meanfield import RK4, claims, detect_clusters, simulate_particles, uniform_on_sphere
 from jaxdyn.meanfield._gradient_flow import sigmoid_energy
 from jaxdyn.meanfield.fields import Sigmoid, SphereProjected, SphereSoftmax
@@ -147,7 +146,7 @@ def _identity_gap(V, beta):
 
 def _nondecreasing_evidence(series):
     series = np.asarray(series, dtype=float)
-    return monotone_evidence(
+    return monotone(
         "the sigmoid energy never decreases along the flow",
         series,
         error=1e-12 * np.abs(series),

@@ -13,8 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import fit_power_law
-from jaxdyn.evidence import ErrorModel, at_most
-from jaxdyn.experiments._pde_decisions import trend_evidence
+from jaxdyn.evidence import ErrorModel, at_most, trend
 from jaxdyn.meanfield import RK4, claims, simulate_particles
 from jaxdyn.meanfield._analysis import wasserstein2_exact
 from jaxdyn.meanfield._stability import (
@@ -300,7 +299,7 @@ def _lipschitz_above_bound():
 
 
 def _regularity_evidence(log_radius, log_ratio):
-    return trend_evidence(
+    return trend(
         "Sinkhorn is more regular than softmax: the ratio of their W2-Lipschitz constants grows "
         "with the radius of the tokens",
         log_radius,

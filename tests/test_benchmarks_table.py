@@ -1,0 +1,57 @@
+"""docs/benchmarks.md's table is generated from benchmarks/results/*.json and agrees with it."""
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def _make_table():
+    spec = importlib.util.spec_from_file_location("make_table", ROOT / "benchmarks" / "make_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_page_holds_the_generated_table():
+    make_table = _make_table()
+    assert make_table.main(["--check"]) == 0, "run: python benchmarks/make_table.py"
+
+
+def test_every_row_reads_its_json():
+    """Read the page's table back (not through the generator) and look each ratio up in its file."""
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    body = page.split("benchmarks-table: start", 1)[1].split("benchmarks-table: end", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in body.splitlines() if line.startswith("|")][2:]
+    files = {row[-1].strip("`") for row in rows}
+    assert files == {f.name for f in (ROOT / "benchmarks" / "results").glob("*.json")}
+    checked = 0
+    for bench, _, _, ratio, target, passed, _, file in rows:
+        match = re.fullmatch(r"(\S+) \(`(\w+)`\)", ratio)
+        if not match:
+            continue
+        record = json.loads((ROOT / "benchmarks" / "results" / file.strip("`")).read_text())
+        if " / " in bench:
+            record = record[bench.split(" / ", 1)[1]]
+        value = record[match.group(2)]
+        assert float(match.group(1)) == float(f"{value:.3g}"), (bench, ratio, value)
+        if target and re.fullmatch(r"[0-9.e+-]+", target):
+            assert passed == ("yes" if value >= float(target) else "no"), (bench, ratio, target, passed)
+        checked += 1
+    assert checked >= len(files)
+
+
+def test_a_stale_table_is_caught(tmp_path):
+    """Negative control: a result that changes makes the page stale."""
+    make_table = _make_table()
+    results = tmp_path / "results"
+    results.mkdir()
+    record = json.loads((ROOT / "benchmarks" / "results" / "copy_head_sgld.json").read_text())
+    (results / "copy_head_sgld.json").write_text(json.dumps(record))
+    page = f"x\n{make_table.START}\n{make_table.END}\n"
+    rendered = make_table.render(page, results)
+    record["ratio"] = record["ratio"] / 2
+    (results / "copy_head_sgld.json").write_text(json.dumps(record))
+    assert make_table.render(rendered, results) != rendered
