@@ -111,6 +111,8 @@ def _member(config: BlowupConfig):
     "pde-blowup",
     BlowupConfig,
     "softmax blow-up times vs the closed form over random A; L2 stays finite on the same inputs",
+    title="softmax blow-up times against the closed form",
+    docs="transformer_pde.md#gaussian-closure-the-papers-rank-histograms-and-the-gaussian-experiments",
     sweep=ONE_GROUP_WIDTH,
 )
 def run_pde_blowup(config: BlowupConfig, run: Run) -> None:

@@ -112,6 +112,8 @@ def _member(config: ConeConfig, ts: np.ndarray):
     "pde-cone",
     ConeConfig,
     "d = 2 covariance flows in the PSD cone: to 0, to a line, two lines, blow-up, either",
+    title="covariance flows in the PSD cone (d = 2)",
+    docs="transformer_pde.md#gaussian-closure-the-papers-rank-histograms-and-the-gaussian-experiments",
     # Unsegmented: every run takes a few hundred steps at most, so re-batching saves little,
     # and one compiled program replaces init, finish and a segment program per width.
     sweep={"segment_steps": 0},

@@ -188,6 +188,8 @@ def rank_members(config: RanksConfig, panels) -> dict[str, np.ndarray]:
     "pde-ranks",
     RanksConfig,
     "the paper's rank histograms: published draws, published Euler vs accurate solve, certified",
+    title="the paper's rank histograms",
+    docs="transformer_pde.md#gaussian-closure-the-papers-rank-histograms-and-the-gaussian-experiments",
     sweep=ONE_GROUP_WIDTH,
 )
 def run_pde_ranks(config: RanksConfig, run: Run) -> None:

@@ -64,6 +64,8 @@ class CausalConfig(ExperimentConfig):
     "pde-causal",
     CausalConfig,
     "masked attention: conditional structure, influence of earlier tokens with and without a sink",
+    title="causal attention and attention sinks",
+    docs="transformer_pde.md#causal-attention-_causalpy-masked",
 )
 def run_pde_causal(config: CausalConfig, run: Run) -> None:
     d = config.d

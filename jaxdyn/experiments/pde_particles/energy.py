@@ -72,6 +72,8 @@ class EnergyConfig(ExperimentConfig):
     "pde-energy",
     EnergyConfig,
     "interaction energy along trajectories, non-convexity witness, Sinkhorn vs BW gradient step",
+    title="interaction energy and the Sinkhorn gradient flow",
+    docs="transformer_pde.md#energy-convexity-and-the-sinkhorn-gradient-flow-_energypy",
 )
 def run_pde_energy(config: EnergyConfig, run: Run) -> None:
     d = config.d

@@ -227,6 +227,8 @@ def _rate_of_a_biased_closure():
     "pde-meanfield",
     MeanFieldConfig,
     "particles vs the Gaussian ODE: dynamic error ~ n^-1/2, closure-bias probe, stability ratio",
+    title="the mean-field limit of the particles",
+    docs="transformer_pde.md#the-mean-field-limit-_meanfield_limitpy",
 )
 def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
     alpha0, cov0 = initial_gaussian(config.d)

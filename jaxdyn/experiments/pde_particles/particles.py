@@ -131,6 +131,8 @@ def _draw_row(axes, variant, clouds, counts, depth, ts, positions, status) -> No
     "pde-particles",
     ParticlesConfig,
     "particle clouds of every attention variant, clusters over depth, beta phase diagram",
+    title="particle clusters over depth",
+    docs="transformer_pde.md#particle-simulation-and-events",
     # small groups keep each group's score blocks in cache on CPUs
     sweep={"vmap_width": 8},
 )

@@ -177,6 +177,8 @@ def _systems_with_two_clusters():
     "pde-sigmoid",
     SigmoidConfig,
     "sigmoid attention on the sphere: energy identity, clustering against softmax",
+    title="sigmoid attention on the sphere",
+    docs="transformer_pde.md#sigmoid-attention-and-the-twisted-distance-_gradient_flowpy-derived",
 )
 def run_pde_sigmoid(config: SigmoidConfig, run: Run) -> None:
     ts = np.linspace(0.0, config.t1, config.saves)

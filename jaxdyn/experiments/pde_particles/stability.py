@@ -87,6 +87,8 @@ def _disc_cloud(key, n, d, radius):
     "pde-stability",
     StabilityConfig,
     "stability constant C(t, R0) vs measured constants; Lipschitz constants softmax vs Sinkhorn",
+    title="stability of the mean-field flow",
+    docs="transformer_pde.md#stability-and-regularity-_stabilitypy-derived",
 )
 def run_pde_stability(config: StabilityConfig, run: Run) -> None:
     fig, axes = new_figure(1, 2, width=4.6)

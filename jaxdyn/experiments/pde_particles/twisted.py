@@ -122,6 +122,8 @@ def _rotation_field_jacobian():
     "pde-twisted",
     TwistedConfig,
     "un/normalised softmax: energy dissipation in the (weighted) twisted distance d_AV, not W2",
+    title="energy dissipation in the twisted distance",
+    docs="transformer_pde.md#sigmoid-attention-and-the-twisted-distance-_gradient_flowpy-derived",
 )
 def run_pde_twisted(config: TwistedConfig, run: Run) -> None:
     _twisted_distance(config, run)
