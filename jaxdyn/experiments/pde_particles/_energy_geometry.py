@@ -19,10 +19,9 @@ from jaxdyn.meanfield._energy import (
     gaussian_sinkhorn_energy,
     geodesic_second_variation,
 )
+from jaxdyn.meanfield._vstatistics import second_variation_and_allowed_gap
 from jaxdyn.meanfield.fields import Sinkhorn, Softmax
 from jaxdyn.runs import Run, negative_control
-
-from ._vstatistics import second_variation_and_allowed_gap
 
 
 def nonconvexity(config, run: Run, ax) -> None:
