@@ -27,7 +27,6 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from jaxdyn.experiments.pde_particles.meanfield import near_blowup_problem  # noqa: E402
 from jaxdyn.meanfield import (  # noqa: E402  # noqa: E402
     RK4,
     blowup_time,
@@ -36,7 +35,10 @@ from jaxdyn.meanfield import (  # noqa: E402  # noqa: E402
     softmax_identity_covariance,
 )
 from jaxdyn.meanfield._blowup import near_blowup_lag  # noqa: E402
-from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample  # noqa: E402
+from jaxdyn.meanfield._meanfield_limit import (  # noqa: E402
+    antithetic_gaussian_sample,
+    near_blowup_problem,
+)
 from jaxdyn.meanfield.fields import Softmax  # noqa: E402
 
 FRACTIONS = np.array([0.25, 0.5, 0.75, 0.9, 0.95])

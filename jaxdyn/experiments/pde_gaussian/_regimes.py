@@ -17,9 +17,9 @@ import numpy as np
 from jaxdyn._compat import enumeration_items
 from jaxdyn._status import Status, status_code
 from jaxdyn.evidence import Evidence
-from jaxdyn.meanfield import Regime, claims, gaussian_regime, simulate_gaussian
-from jaxdyn.meanfield._problems import REGIME_FAMILIES, random_regime_problems
-from jaxdyn.meanfield._regime import observed_regime, seed_criterion
+from jaxdyn.meanfield import Regime, claims, simulate_gaussian
+from jaxdyn.meanfield._problems import REGIME_FAMILIES, padded_regime_problems
+from jaxdyn.meanfield._regime import observed_regime
 from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.runs import negative_control
 from jaxdyn.sweep import Grid
@@ -34,13 +34,6 @@ CODES = {name: status_code(item) for name, item in enumeration_items(Regime).ite
 
 def _code(item) -> int:
     return status_code(item)
-
-
-def _pad(M, fill):
-    d = M.shape[-1]
-    out = fill * np.eye(PAD)
-    out[:d, :d] = M
-    return out
 
 
 def _member(p, key):
@@ -116,28 +109,9 @@ def _trace_above_the_bound():
 
 def regime_checks(config, run) -> None:
     """Classify, solve, compare; record the evidence and the counterexamples."""
-    rows = {k: [] for k in ("Q", "K", "V", "Sigma0", "t1")}
-    meta = {k: [] for k in ("d", "family", "regime", "seed", "trace_bound", "condition")}
-    for d in DIMS:
-        draws = random_regime_problems(d, config.regime_samples, config.seed + d)
-        for i in range(config.regime_samples):
-            field = Softmax(Q=draws["Q"][i], K=draws["K"][i], V=draws["V"][i])
-            verdict = gaussian_regime(field, np.zeros(d), draws["Sigma0"][i])
-            bound = verdict.blowup_time_bound
-            # A = K^T Q / sqrt(dim): Q scaled by sqrt(PAD / d) keeps A in the padded field.
-            rows["Q"].append(_pad(draws["Q"][i] * np.sqrt(PAD / d), 0.0))
-            rows["K"].append(_pad(draws["K"][i], 0.0))
-            rows["V"].append(_pad(draws["V"][i], 0.0))
-            rows["Sigma0"].append(_pad(draws["Sigma0"][i], 1.0))
-            rows["t1"].append(min(1.05 * bound, config.regime_horizon))
-            meta["d"].append(d)
-            meta["family"].append(int(draws["family"][i]))
-            meta["regime"].append(_code(verdict.regime))
-            meta["seed"].append(_code(seed_criterion(field)) == CODES["blowup"])
-            meta["trace_bound"].append(verdict.trace_bound)
-            meta["condition"].append(_code(verdict.condition))
-    params = {k: np.stack(v) if k != "t1" else np.array(v) for k, v in rows.items()}
-    meta = {k: np.array(v) for k, v in meta.items()}
+    params, meta = padded_regime_problems(
+        DIMS, config.regime_samples, config.seed, config.regime_horizon
+    )
     result = run.sweep("regimes", _member, Grid.zip(params), accept=[Status.blowup])
     out = result.outputs
     blew_up = result.has_status(Status.blowup)

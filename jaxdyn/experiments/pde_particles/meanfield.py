@@ -31,7 +31,12 @@ from jaxdyn.meanfield import (
 )
 from jaxdyn.meanfield._analysis import bures_wasserstein, wasserstein2_exact
 from jaxdyn.meanfield._blowup import l2_growth_rate, near_blowup_lag
-from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample
+from jaxdyn.meanfield._meanfield_limit import (
+    antithetic_gaussian_sample,
+    closure_defect,
+    near_blowup_problem,
+    rk4_linear_bound,
+)
 from jaxdyn.meanfield.fields import QuadraticKeySoftmax, Softmax
 from jaxdyn.meanfield.fields._wrappers import DriftedClosure
 from jaxdyn.plotting import new_figure, note_excluded
@@ -333,13 +338,6 @@ def _closure_gap_of_softmax():
     return _linear_closure_evidence(1e-3, 1.2)
 
 
-def _rk4_linear_bound(V, t1, steps, size):
-    """Global error bound of RK4 on ``dm/dt = V m``: per step the remainder of the exponential
-    series after degree 4, ``(h|V|)^5 / 120 e^{h|V|}``, carried by ``e^{|V| t}``."""
-    v, h = float(np.linalg.norm(V, 2)), t1 / steps
-    return steps * (h * v) ** 5 / 120 * np.exp(h * v) * np.exp(v * t1) * size
-
-
 def _sinkhorn_mean_decoupled(config, run, result, alpha0, V):
     """The particles' mean against ``exp(t V) m_0``: an identity of the column-normalised
     coupling (its column marginal is ``mu``, so the mean moves by ``V m`` for every measure),
@@ -347,7 +345,7 @@ def _sinkhorn_mean_decoupled(config, run, result, alpha0, V):
     ok = result.ok()
     gap = float(np.max(np.linalg.norm(result.outputs["mean_gap"][ok], axis=-1)))
     size = float(np.linalg.norm(alpha0))
-    bound = _rk4_linear_bound(V, config.t1, config.steps, size) + 1e-9 * size
+    bound = rk4_linear_bound(V, config.t1, config.steps, size) + 1e-9 * size
     run.consistency(
         "sinkhorn_mean_decoupled_from_covariance",
         expected=0.0,
@@ -376,15 +374,6 @@ def _first_order_defect():
     return _defect_evidence(n, err)
 
 
-def _closure_defect(field, x):
-    """``|d Sigma/dt (particles) - d Sigma/dt (Gaussian ODE at the sample's moments)|_F`` at
-    ``t = 0``: the integrand of the dynamic error."""
-    m, c = empirical_mean_cov(x)
-    v = field.velocity(x, x)
-    dc = (x - m).T @ (v - v.mean(0)) / x.shape[0]
-    return jnp.linalg.norm(dc + dc.T - field.gaussian_rhs(m, c)[1])
-
-
 def _sinkhorn_defect(config, run, field, alpha0, cov0):
     """[derived] Sinkhorn's closure has no first-order defect: ``F(A, mu) = sup_pi int y^T A x
     dpi - KL(pi | mu x mu)`` has ``dF/dA = E_pi[y x^T]`` and first variation ``int (f + g) d nu``
@@ -409,7 +398,7 @@ def _sinkhorn_defect(config, run, field, alpha0, cov0):
     for n in config.defect_n_values:
 
         def one(key, n=n):
-            return _closure_defect(field, antithetic_gaussian_sample(key, alpha0, cov0, n))
+            return closure_defect(field, antithetic_gaussian_sample(key, alpha0, cov0, n))
 
         keys = jax.random.split(jax.random.key(config.seed + 41 + n), config.defect_systems)
         defects.append(np.asarray(jax.jit(jax.vmap(one))(keys)))
@@ -542,14 +531,6 @@ def _near_blowup_error_of_a_shifted_blowup_time():
     # a limit that differs from the Gaussian's (an error floor of 5%) near the blow-up
     n, err = _synthetic_errors((64, 256, 1024, 4096), 8, -0.5, 0.05, seed=2)
     return claims.meanfield_rate(RATE_CLAIM, n, err)
-
-
-def near_blowup_problem(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(A, Sigma_0)`` of the near-blow-up part: ``A`` symmetric positive definite (so
-    ``A + A^T`` is, and softmax with ``V = I`` blows up at ``t*``), ``Sigma_0 = I / 2``."""
-    rng = np.random.default_rng(seed + 31)
-    P = rng.standard_normal((d, d))
-    return 0.5 * (P @ P.T) / d + 0.2 * np.eye(d), 0.5 * np.eye(d)
 
 
 def _near_blowup(config, run):
