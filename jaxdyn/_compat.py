@@ -6,14 +6,6 @@ name of equinox, diffrax or jax (``tests/test_public_api.py`` greps for them).
 
 equinox
   - :func:`enumeration_items`: an Enumeration's items by name (``Enumeration._name_to_item``).
-  - :func:`patch_equinox_closure_convert`: equinox <= 0.13.8's ``filter_closure_convert``
-    compares the *sharding* of example and actual arguments. Inside ``jax.shard_map`` a
-    scalar's sharding metadata can change (adding zero attaches the manual mesh) without any
-    change of value, shape or dtype, so diffrax event root finding (optimistix) fails with
-    "Closure-converted function called with different dynamic arguments" (diffrax issue
-    #765; fix proposed in equinox PR #1261). The shim compares shapes and dtypes only, which
-    is what the check is for. It is applied once, by the sweep engine, and only to the
-    affected equinox versions.
   - :func:`set_error_if_default`: the default mode of ``eqx.error_if`` in a running process
     (``equinox._errors.EQX_ON_ERROR``).
 """
@@ -55,29 +47,6 @@ def set_error_if_default(mode: str) -> str:
         _errors.EQX_ON_ERROR = mode
         jax.clear_caches()
     return previous
-
-
-_APPLIED = False
-
-
-def patch_equinox_closure_convert() -> None:
-    global _APPLIED
-    if _APPLIED:
-        return
-    _APPLIED = True
-    try:
-        import equinox
-        from equinox import _ad
-    except ImportError:
-        return
-    version = tuple(int(p) for p in equinox.__version__.split(".")[:3] if p.isdigit())
-    if version > (0, 13, 8) or not hasattr(_ad, "_strip_weak_dtype"):
-        return
-
-    def _strip_weak_dtype_and_sharding(tree):
-        return jtu.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
-
-    _ad._strip_weak_dtype = _strip_weak_dtype_and_sharding
 
 
 # --------------------------------------------------------------------------------------------
@@ -179,6 +148,34 @@ def direction_terms(terms, direction):
             isinstance(x, diffrax.AbstractTerm) and not isinstance(x, diffrax.MultiTerm)
         ),
     )
+
+
+def own_final_save(sub, ts, ys, event_fired, t_end, y_end, args):
+    """A ``SubSaveAt(t1=True)``'s last slot as the solve's own state at the time it reached
+    when no event fired: ``(t_end, sub.fn(t_end, y_end, args))`` instead of diffrax's.
+
+    diffrax 0.7.2 runs an event's root find for every member of a vmapped batch as soon as
+    one member has an event, and returns, for a member without one, an interpolation at the
+    end of its last step rather than its state there: the bits differ from the same member
+    solved in a batch without an event. Minimal reproduction (tests/test_sweep_adjoint.py,
+    ``test_a_vmapped_solve_with_an_event_in_its_batch_returns_each_members_own_final_state``,
+    fails without this correction)::
+
+        solve = lambda s: simulate_gaussian(Softmax(I, I, s * I), zeros(2), cov0, 50.0,
+                                            dt0=2.0, max_steps=40, blowup_trace=10.0)
+        jax.vmap(solve)(jnp.array([3.0, -1.0]))[1]   # member 1: no event, out of steps
+        jax.vmap(solve)(jnp.array([-1.0, -1.0]))[1]  # its final covariance, 1 ULP apart
+
+    ``y_end`` and ``t_end`` come from :func:`jaxdyn.sweep._diffeq.tracked`'s controller
+    state (the loop's own ``tprev`` and ``y``). A diffrax that saved the loop's state for
+    members without an event would make this unnecessary.
+    """
+    import jax.numpy as jnp
+
+    own = jax.tree.map(lambda y: y[None], sub.fn(t_end, y_end, args))
+    ts = ts.at[-1].set(jnp.where(event_fired, ts[-1], t_end))
+    ys = jax.tree.map(lambda s, o: s.at[-1:].set(jnp.where(event_fired, s[-1:], o)), ys, own)
+    return ts, ys
 
 
 def backends_are_initialized() -> bool:

@@ -496,7 +496,9 @@ def test_load_gives_the_sweeps_of_a_real_run_as_labelled_arrays(tmp_path):
     run = load(out)
     assert run.summary["status"] == "complete" and run.config["experiment"] == "toy-blowup"
     ds = run.sweeps["toy"]
-    assert dict(ds.sizes) == {"rate": 5, "t1": 1, "seed": 2, "y_0": 11, "exact_0": 11}
+    assert dict(ds.sizes) == {"rate": 5, "t1": 1, "seed": 2, "time": 11}
+    assert ds["y"].dims == ("rate", "t1", "seed", "time") and run.unlabelled() == []
+    np.testing.assert_allclose(ds["time"].values, np.linspace(0.0, 1.0, 11))
     np.testing.assert_array_equal(ds["rate"].values, [-1.0, -0.5, 0.1, 0.5, 2.0])
     np.testing.assert_array_equal(ds["seed"].values, [0, 1])
     with np.load(out / "results.npz") as flat:

@@ -180,9 +180,9 @@ def test_aligned_mean_is_the_sign_aligned_gaussian_mean():
     assert aligned_mean(np.zeros(2), cov)[0] > 0.01  # sqrt(2/pi) Cov / sd, far from 0
 
 
-def test_quick_size_records_the_mass_check_inconclusive():
-    """``mass_check=False`` (quick): one inconclusive record per order parameter, no
-    Hessian computed."""
+def test_quick_size_records_the_mass_check_not_run():
+    """``mass_check=False`` (quick): one not_run record per order parameter (needing
+    mass_check=True at full size), no Hessian computed."""
     import types
 
     from jaxdyn.experiments.copy_head import sgld
@@ -190,7 +190,10 @@ def test_quick_size_records_the_mass_check_inconclusive():
     from jaxdyn.experiments.copy_head._posterior_checks import PosteriorAnalysis
 
     recorded = {}
-    run = types.SimpleNamespace(evidence=lambda name, e, **kw: recorded.update({name: e}))
+    run = types.SimpleNamespace(
+        evidence=lambda name, e, **kw: recorded.update({name: e}),
+        not_run=lambda name, claim, **kw: recorded.update({name: kw}),
+    )
     for attention, keys in (("softmax", ["c_G"]), ("linear", ["c_1", "c_G"])):
         recorded.clear()
         config = sgld.SGLDConfig(**{**sgld.SGLDConfig.quick(), "attention": attention})
@@ -198,7 +201,9 @@ def test_quick_size_records_the_mass_check_inconclusive():
         analysis.config = config
         check_mass(run, analysis, None, None)
         assert sorted(recorded) == [f"posterior_mean_{k}_matches_laplace" for k in keys]
-        assert all(e.inconclusive and "mass_check=False" in e.reason for e in recorded.values())
+        assert all(
+            kw["needs"] == {"mass_check": True} and kw["full_size"] for kw in recorded.values()
+        )
 
 
 @pytest.mark.slow  # one small SGLD experiment with the Laplace phases: ~40 CPU s

@@ -43,13 +43,19 @@ class _Page(html.parser.HTMLParser):
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)],
-                   cwd=ROOT, env=env, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
     return out
 
 
 def _pages(site: Path) -> list[Path]:
-    return sorted(p for p in site.rglob("*.html") if p.name != "404.html" and "assets" not in p.parts)
+    return sorted(
+        p for p in site.rglob("*.html") if p.name != "404.html" and "assets" not in p.parts
+    )
 
 
 def _parse(file: Path) -> _Page:
@@ -81,7 +87,9 @@ def test_no_broken_link_or_missing_figure(site):
 _CHECKER = """<!doctype html><html><body><pre id="out">pending</pre><script>
 const pages = %s; const results = {};
 function next(i) {
-  if (i >= pages.length) { document.getElementById("out").textContent = JSON.stringify(results); return; }
+  if (i >= pages.length) {
+    document.getElementById("out").textContent = JSON.stringify(results); return;
+  }
   const frame = document.createElement("iframe");
   frame.style.width = "1200px"; frame.style.height = "800px";
   frame.onload = () => setTimeout(() => {
@@ -91,7 +99,8 @@ function next(i) {
       title: doc.title,
       h1: doc.querySelector("article h1") ? doc.querySelector("article h1").textContent : "",
       text: doc.querySelector("article") ? doc.querySelector("article").innerText.length : 0,
-      images: images.map(img => [img.getAttribute("src"), img.complete && img.naturalWidth > 0 && img.getBoundingClientRect().width > 0]),
+      images: images.map(img => [img.getAttribute("src"),
+        img.complete && img.naturalWidth > 0 && img.getBoundingClientRect().width > 0]),
     };
     frame.remove(); next(i + 1);
   }, 200);
@@ -102,7 +111,11 @@ next(0);
 
 
 def test_every_page_renders_in_chromium_with_its_figures(site):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    chromium = (
+        shutil.which("chromium")
+        or shutil.which("chromium-browser")
+        or shutil.which("google-chrome")
+    )
     if chromium is None:
         pytest.skip("no Chromium: apt-get install -y chromium (the link check above still ran)")
     pages = ["/" + str(p.relative_to(site)) for p in _pages(site)]
@@ -114,20 +127,32 @@ def test_every_page_renders_in_chromium_with_its_figures(site):
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/_checker.html"
         dom = subprocess.run(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=120000",
-             "--dump-dom", url],
-            capture_output=True, text=True, timeout=300, check=True,
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--virtual-time-budget=120000",
+                "--dump-dom",
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
         ).stdout
     finally:
         server.shutdown()
     start = dom.index('<pre id="out">') + len('<pre id="out">')
-    body = dom[start:dom.index("</pre>", start)]
+    body = dom[start : dom.index("</pre>", start)]
     results = json.loads(html.unescape(body))
     assert sorted(results) == sorted(pages), "Chromium did not finish every page"
     bad = []
     for page, result in results.items():
         if not result["h1"] or result["text"] < 100:
-            bad.append(f"{page}: renders no content (h1 {result['h1']!r}, {result['text']} characters)")
+            bad.append(
+                f"{page}: renders no content (h1 {result['h1']!r}, {result['text']} characters)"
+            )
         bad += [f"{page}: figure {src} not visible" for src, ok in result["images"] if not ok]
     assert not bad, "\n".join(bad)
     figures = sum(len(r["images"]) for r in results.values())

@@ -9,7 +9,7 @@ import pytest
 import jaxdyn.gradflow as gf
 from jaxdyn import Status
 from jaxdyn.sweep import Grid, SweepOptions, run_sweep
-from jaxdyn.sweep._diffeq import routed_member
+from jaxdyn.sweep._diffeq import plan_member
 
 # float64 Hessian + eigh backward error ~ n u ||J|| ~ 1e-13; a wrong formula is off by O(1)
 EIGEN_RTOL = 1e-8
@@ -197,8 +197,8 @@ def test_analyse_flow_with_a_given_end_time_is_segmented_in_a_sweep():
     the stall, which every segment would recompute) the member runs as written."""
     grid = _sweep_grid(n=1)
     one = {k: v[0] for k, v in grid.params.items()}
-    assert routed_member(_flow_member(), one, 0) is not None
-    assert routed_member(_flow_member(t1_given=False), one, 0) is None
+    assert plan_member(_flow_member(), one, 0).reason is None
+    assert plan_member(_flow_member(t1_given=False), one, 0).reason is not None
 
 
 @pytest.mark.slow  # three sweeps of analyse_flow: ~40 CPU s, mostly compilation

@@ -124,10 +124,13 @@ def test_text_word_level_quick_run_on_the_excerpt(tmp_path):
     _sound(summary)
     assert summary["scalars"]["corpus"]["query_counts"] == {"continue": 3}
     # quick: t1 = 200 ends before attention departs, and the proxy test is left out (its draws
-    # cannot decide at this size): both inconclusive with their reasons, never a pass
+    # cannot decide at this size): not_run with its reason and command, never a pass
     assert checks["first_attention_phase"]["verdict"] in ("holds", "inconclusive")
     for name in ("bigram_proxy_loss", "bigram_proxy_attention"):
-        assert checks[name]["verdict"] == "inconclusive"
+        assert checks[name]["verdict"] == "not_run"
+        assert (
+            "proxy=False" in checks[name]["why"] and "--set proxy=true" in checks[name]["command"]
+        )
         assert "full size" in checks[name]["reason"]
 
 
@@ -179,6 +182,6 @@ def test_text_on_a_corpus_nobody_shipped_completes_with_sound_verdicts(tmp_path,
     assert summary["scalars"]["queries_replaced"]["absent"] == ["continue"]
     proxy_checks = [checks["bigram_proxy_loss"], checks["bigram_proxy_attention"]]
     if not proxy:
-        assert all(c["verdict"] == "inconclusive" for c in proxy_checks)
+        assert all(c["verdict"] == "not_run" for c in proxy_checks)
     else:  # a text drawn from a bigram chain: its own chain is no worse a proxy than itself
         assert all(c["verdict"] != "refuted" for c in proxy_checks)

@@ -47,7 +47,9 @@ def test_save_arrays_rejects_wrong_labels_in_one_line(tmp_path):
     run = Run(tmp_path / "r", experiment="toy", echo=False)
     with pytest.raises(ValueError, match=r"'a' has 2 axes \(2, 3\) but dims names 1"):
         run.save_arrays(a=np.zeros((2, 3)), dims={"a": ("time",)})
-    with pytest.raises(ValueError, match="coordinate 'time' has 4 values along 'time', array 'b' 3"):
+    with pytest.raises(
+        ValueError, match="coordinate 'time' has 4 values along 'time', array 'b' 3"
+    ):
         run.save_arrays(b=np.zeros(3), dims={"b": ("time",)}, coords={"time": np.arange(4)})
 
 
@@ -72,8 +74,16 @@ def test_a_sweep_reads_back_with_named_output_axes_and_expected_failures(tmp_pat
     run = Run(tmp_path / "r", experiment="toy", echo=False)
     ts = np.linspace(0.0, 1.0, 4)
     grid = Grid.product({"rate": np.array([0.5, 1.0, 2.0])}, seeds=2)
-    run.sweep("decay", _decay, grid, dims={"y": ("time",)}, coords={"time": ts},
-              expected=[(Status.max_steps_reached, "rate > 1.5 is outside the solver's budget by design")])
+    run.sweep(
+        "decay",
+        _decay,
+        grid,
+        dims={"y": ("time",)},
+        coords={"time": ts},
+        expected=[
+            (Status.max_steps_reached, "rate > 1.5 is outside the solver's budget by design")
+        ],
+    )
     # an array saved under the sweep's prefix is not one of its outputs (the reshape error)
     run.save_arrays(**{"decay.check_P": np.array([1.0, 2.0])})
     run.finish()
@@ -84,11 +94,16 @@ def test_a_sweep_reads_back_with_named_output_axes_and_expected_failures(tmp_pat
     assert data.arrays["decay.check_P"].dims == ("decay.check_P_0",)
     info = data.summary["sweeps"]["decay"]
     assert info["expected_failures"] == {
-        "max_steps_reached": {"members": 2, "why": "rate > 1.5 is outside the solver's budget by design"}
+        "max_steps_reached": {
+            "members": 2,
+            "why": "rate > 1.5 is outside the solver's budget by design",
+        }
     }
     assert info["unexpected_failures"] == 0
     log = (tmp_path / "r" / "log.txt").read_text()
-    assert "expected: 2 max_steps_reached (rate > 1.5 is outside" in log and "NOT expected" not in log
+    assert (
+        "expected: 2 max_steps_reached (rate > 1.5 is outside" in log and "NOT expected" not in log
+    )
 
 
 def test_unexpected_failures_say_what_to_do(tmp_path):
@@ -97,7 +112,12 @@ def test_unexpected_failures_say_what_to_do(tmp_path):
     run.sweep("decay", _decay, grid, dims={"y": ("time",)})
     log = (tmp_path / "r" / "log.txt").read_text()
     assert re.search(r"NOT expected: 1 max_steps_reached \(.*raise the solver's max_steps", log)
-    assert json.loads((tmp_path / "r" / "summary.json").read_text())["sweeps"]["decay"]["unexpected_failures"] == 1
+    assert (
+        json.loads((tmp_path / "r" / "summary.json").read_text())["sweeps"]["decay"][
+            "unexpected_failures"
+        ]
+        == 1
+    )
 
 
 def test_sgld_draws_read_by_arviz(tmp_path):
@@ -111,7 +131,9 @@ def test_sgld_draws_read_by_arviz(tmp_path):
     posterior = ch.CopyHeadPosterior("softmax")
 
     def chain(params, key):
-        out = ch.sample_sgld(key, posterior, stats, burn_in=20, num_samples=30, thin=2, step_size=1e-3)
+        out = ch.sample_sgld(
+            key, posterior, stats, burn_in=20, num_samples=30, thin=2, step_size=1e-3
+        )
         return {"c_G": out["c_G"], "status": Status.successful}
 
     run = Run(tmp_path / "r", experiment="toy", echo=False)
@@ -125,3 +147,32 @@ def test_sgld_draws_read_by_arviz(tmp_path):
     summary = az.summary(ds[["c_G"]].isel(P=0), kind="stats", round_to="none")
     assert summary.shape[0] == 1 and np.isfinite(summary["mean"].iloc[0])
     np.testing.assert_allclose(summary["mean"].iloc[0], float(ds["c_G"].mean()), rtol=1e-6)
+
+
+def test_a_time_grid_names_the_time_axis(tmp_path):
+    """`ts` saved with time series is the `time` coordinate and names their first axis of its
+    length, and only that axis (a square matrix per time keeps its other axes unnamed)."""
+    run = Run(tmp_path / "r", experiment="toy", echo=False)
+    ts = np.linspace(0.0, 2.0, 3)
+    run.save_arrays(ts=ts, loss=np.ones(3), attention=np.zeros((3, 3, 3)), origin_ts=np.arange(4.0))
+    run.save_arrays(other=np.ones(3))  # another call: no time grid there
+    run.finish()
+    data = load(tmp_path / "r")
+    assert data.arrays["loss"].dims == ("time",)
+    np.testing.assert_array_equal(data.arrays["loss"]["time"].values, ts)
+    assert data.arrays["attention"].dims == ("time", "attention_1", "attention_2")
+    assert data.arrays["other"].dims == ("other_0",)
+
+
+def test_a_coordinate_name_holds_one_set_of_values(tmp_path):
+    run = Run(tmp_path / "r", experiment="toy", echo=False)
+    run.save_arrays(a=np.zeros(3), dims={"a": ("P",)}, coords={"P": np.arange(3.0)})
+    run.save_arrays(b=np.zeros(3), dims={"b": ("P",)}, coords={"P": np.arange(3.0)})  # the same
+    with pytest.raises(ValueError, match="coordinate 'P' is already saved with other values"):
+        run.save_arrays(c=np.zeros(2), dims={"c": ("P",)}, coords={"P": np.arange(2.0)})
+    # a second time grid under the name "time" is not used to label (its axes stay unnamed)
+    run.save_arrays(ts=np.linspace(0, 1, 3), x=np.zeros(3))
+    run.save_arrays(ts=np.linspace(0, 2, 3), y=np.zeros(3))
+    run.finish()
+    data = load(tmp_path / "r")
+    assert data.arrays["x"].dims == ("time",) and data.arrays["y"].dims == ("y_0",)

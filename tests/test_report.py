@@ -151,9 +151,15 @@ def test_not_run_is_counted_apart_with_its_why_and_command(tmp_path):
     path.mkdir()
     (path / "config.json").write_text(json.dumps({"quick": True}))
     run = Run(path, experiment="focus-dilution-text", echo=False, config=Config(seeds=3))
-    run.evidence("decay_rate", _slope_evidence(np.geomspace(10, 1e4, 12), np.geomspace(10, 1e4, 12) ** -0.5))
-    run.not_run("bigram_proxy", "the bigram proxy predicts the flow", needs={"proxy": True, "seeds": 16},
-                why="its descents are the run's most costly part")
+    run.evidence(
+        "decay_rate", _slope_evidence(np.geomspace(10, 1e4, 12), np.geomspace(10, 1e4, 12) ** -0.5)
+    )
+    run.not_run(
+        "bigram_proxy",
+        "the bigram proxy predicts the flow",
+        needs={"proxy": True, "seeds": 16},
+        why="its descents are the run's most costly part",
+    )
     run.finish()
     summary = json.loads((path / "summary.json").read_text())
     counts = summary["counts"]
@@ -161,7 +167,9 @@ def test_not_run_is_counted_apart_with_its_why_and_command(tmp_path):
     check = next(c for c in summary["checks"] if c["name"] == "bigram_proxy")
     assert check["verdict"] == "not_run"
     assert "proxy=False" in check["why"] and "seeds=3" in check["why"] and "--quick" in check["why"]
-    assert check["command"].startswith("jaxdyn run focus-dilution-text --quick --set proxy=true --set seeds=16")
+    assert check["command"].startswith(
+        "jaxdyn run focus-dilution-text --quick --set proxy=true --set seeds=16"
+    )
     assert "1 not run" in describe_counts(summary)
     report = write_report([path], tmp_path / "report")
     md = (report / "report.md").read_text()
@@ -174,3 +182,27 @@ def test_not_run_is_counted_apart_with_its_why_and_command(tmp_path):
     run = Run(other, experiment="x", echo=False, config=Config())
     run.not_run("big", "a claim", why="decided at full size only")
     assert "--quick" not in json.loads((other / "summary.json").read_text())["checks"][0]["command"]
+
+
+def test_the_report_says_which_failures_were_expected_and_why(tmp_path):
+    import jax.numpy as jnp
+
+    from jaxdyn import Status
+    from jaxdyn.sweep import Grid
+
+    def member(params, key):
+        return {
+            "y": jnp.asarray(1.0),
+            "status": Status.where(params["b"] > 1, Status.max_steps_reached, Status.successful),
+        }
+
+    run = Run(tmp_path / "r", experiment="pde-x", echo=False)
+    run.sweep(
+        "s",
+        member,
+        Grid.product({"b": np.array([0.0, 2.0])}, seeds=1),
+        expected=[(Status.max_steps_reached, "b > 1 stalls by design")],
+    )
+    run.finish()
+    md = (write_report([tmp_path / "r"], tmp_path / "rep") / "report.md").read_text()
+    assert "1 max_steps_reached: expected, b > 1 stalls by design." in md

@@ -135,43 +135,32 @@ def test_queue_is_longest_first_from_the_last_run_then_the_table(tmp_path):
     assert all(v > 0 for v in QUICK_WALL_S.values())
 
 
-def test_the_default_times_are_the_benchmark_table_of_every_paper_experiment():
-    """QUICK_WALL_S is docs/benchmarks.md's cold-cache column, for every paper experiment."""
-    import re
+def _experiment_times() -> dict:
+    import json
     from pathlib import Path
 
+    file = Path(__file__).parents[1] / "benchmarks" / "results" / "experiment_wall_times.json"
+    return json.loads(file.read_text())
+
+
+def test_the_default_times_are_the_benchmark_table_of_every_paper_experiment():
+    """QUICK_WALL_S is benchmarks/results/experiment_wall_times.json's quick cold times (the
+    table of docs/benchmarks.md is generated from it), for every paper experiment."""
     from jaxdyn._cli._schedule import QUICK_WALL_S
     from jaxdyn.runs import list_experiments
 
-    docs = (Path(__file__).parents[1] / "docs" / "benchmarks.md").read_text()
-    table = {
-        m[1]: float(m[2])
-        for m in re.finditer(
-            r"^\| ([a-z-]+) \| ([\d.]+) \| [\d.]+ \| [\d.]+ / [\d.]+ \| [\d.]+ / [\d.]+ \|$",
-            docs,
-            re.M,
-        )
-    }
+    table = {name: row["cold_s"] for name, row in _experiment_times()["quick"].items()}
     assert QUICK_WALL_S == table
     assert set(QUICK_WALL_S) == {e.name for e in list_experiments() if e.paper}
 
 
 def test_the_full_size_times_are_the_full_size_table_of_every_paper_experiment():
-    """FULL_WALL_S is docs/benchmarks.md's full-size wall column, for every paper experiment, and
-    a full-size queue without history starts with the longest of them."""
-    import re
-    from pathlib import Path
-
+    """FULL_WALL_S is experiment_wall_times.json's full-size wall times, for every paper
+    experiment, and a full-size queue without history starts with the longest of them."""
     from jaxdyn._cli._schedule import FULL_WALL_S, longest_first
     from jaxdyn.runs import list_experiments
 
-    docs = (Path(__file__).parents[1] / "docs" / "benchmarks.md").read_text()
-    table = {
-        m[1]: float(m[2])
-        for m in re.finditer(
-            r"^\| ([a-z-]+) \| ([\d.]+) \| [\d.]+ \| \d+ \| [\d /]+ \|$", docs, re.M
-        )
-    }
+    table = {name: row["wall_s"] for name, row in _experiment_times()["full"].items()}
     assert FULL_WALL_S == table
     assert set(FULL_WALL_S) == {e.name for e in list_experiments() if e.paper}
     names = sorted(FULL_WALL_S)

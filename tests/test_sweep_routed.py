@@ -12,13 +12,13 @@ from jaxdyn.meanfield import simulate_gaussian
 from jaxdyn.meanfield._simulate_gaussian import gaussian_ode
 from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.sweep import (
-    DiffeqMember,
     DiffeqProblem,
     Grid,
+    SweepCache,
     SweepOptions,
-    clear_caches,
     run_sweep,
 )
+from jaxdyn.sweep._diffeq import DiffeqMember
 
 D = 3
 
@@ -195,7 +195,7 @@ def test_a_repeated_routed_sweep_traces_and_compiles_nothing_until_the_caches_ar
     )
     assert not traces and again.n_compilations == 0
     np.testing.assert_array_equal(again.outputs["y"], first.outputs["y"][::-1])
-    clear_caches()  # the next sweep traces and compiles as the first one did
+    SweepCache.default.clear()  # the next sweep traces and compiles as the first one did
     cleared = run_sweep(member, grid, options=options)
     assert traces and cleared.n_compilations == first.n_compilations
     _assert_same(cleared, first)

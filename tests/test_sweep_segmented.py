@@ -10,15 +10,14 @@ import pytest
 from jaxdyn import Status
 from jaxdyn.sweep import (
     AbstractSegmentedMember,
-    DiffeqMember,
     DiffeqProblem,
     Grid,
     SweepOptions,
     run_sweep,
-    unsegmented,
 )
-from jaxdyn.sweep._diffeq import step_to
+from jaxdyn.sweep._diffeq import DiffeqMember, step_to
 from jaxdyn.sweep._scheduler import SegmentedPrograms
+from jaxdyn.sweep._segmented import unsegmented
 
 THRESHOLD = 9.0  # the event: |y|^2 crosses it
 

@@ -13,7 +13,7 @@ import pytest
 from jaxdyn.meanfield import simulate_gaussian
 from jaxdyn.meanfield._simulate_gaussian import gaussian_ode, shared_size
 from jaxdyn.meanfield.fields import L2, QuadraticKeySoftmax, Softmax
-from jaxdyn.sweep import Grid, SweepOptions, clear_caches, run_sweep
+from jaxdyn.sweep import Grid, SweepCache, SweepOptions, run_sweep
 
 RTOL, ATOL = 1e-8, 1e-10
 
@@ -131,7 +131,7 @@ def _member(kind):
 
 @pytest.mark.slow  # four sweeps of event-stopped solves: ~40 s of compilation
 def test_member_functions_of_one_kind_and_different_sizes_share_one_segment_program():
-    clear_caches()
+    SweepCache.default.clear()
     options = SweepOptions(vmap_width=4, segment_steps=16, segment_width=4)
     first = run_sweep(_member("softmax"), Grid.zip(_params(3, 8)), options=options)
     assert first.n_compilations == 4  # problems, start, one segment program, outputs

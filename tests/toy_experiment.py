@@ -93,7 +93,14 @@ def run_toy(config: ToyConfig, run):
     grid = Grid.product(
         {"rate": list(config.rates), "t1": [config.t1]}, seeds=config.seeds, base_seed=config.seed
     )
-    result = run.sweep("toy", toy_member, grid, accept=[Status.blowup])
+    result = run.sweep(
+        "toy",
+        toy_member,
+        grid,
+        accept=[Status.blowup],
+        dims={"y": ("time",), "exact": ("time",)},
+        coords={"time": np.linspace(0.0, 1.0, 11) * config.t1},  # the member's save times
+    )
     ok = result.ok()  # successful: no blow-up before t1
     err = np.max(np.abs(result.outputs["y"][ok] - result.outputs["exact"][ok]))
     run.consistency(

@@ -22,7 +22,7 @@ def _processes(args) -> int:
 def apply_cpu_devices(args) -> None:
     """Split the CPU into ``--cpu-devices`` XLA devices (before JAX starts), if asked."""
     from jaxdyn.runs import ConfigError
-    from jaxdyn.sweep import use_cpu_devices
+    from jaxdyn.sweep._devices import use_cpu_devices
     from jaxdyn.sweep._devices import resolve_cpu_devices
 
     value = getattr(args, "cpu_devices", None)
@@ -50,14 +50,79 @@ def launch_workers(args, argv: list[str]) -> int | None:
     if args.command == "run":
         from ._commands import prepare_from_args
 
-        prepare_from_args(args)  # validate in the launcher: one-line errors before workers start
-        return launch_local(argv, n)
+        prepared = prepare_from_args(args)  # validate here: one-line errors before workers start
+        if getattr(args, "out", None) is None:  # every worker, and --resume, use this folder
+            argv = [*argv, "--out", str(prepared.out)]
+        return launch_local(argv, n, on_failure=_failure_line(argv, prepared.out))
     from ._commands import reproduce_plan
 
     names, out_root = reproduce_plan(args)  # unknown names fail here, once
     if len(names) > 1:
         return launch_reproduce_pool(argv, n, names, out_root, args.quick)
     return launch_local([*argv, "--out", str(out_root)], n)  # one folder for every worker
+
+
+def _last_chunk(out) -> str:
+    """Where the run's sweeps stand on disk: the last checkpointed chunk of the sweep written
+    most recently, e.g. "last checkpointed chunk: sweep 'toy', chunk 3 (4 of 5 finished)"."""
+    import json
+    import math
+    from pathlib import Path
+
+    chunks = sorted(Path(out, "checkpoints").glob("*/chunk_*.npz"), key=lambda f: f.stat().st_mtime)
+    if not chunks:
+        return "no sweep chunk checkpointed yet"
+    folder = chunks[-1].parent
+    done = sorted(folder.glob("chunk_*.npz"))
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        total = f" of {math.ceil(int(meta['n_members']) / int(meta['chunk_size']))}"
+    except (OSError, ValueError, KeyError, ZeroDivisionError):
+        total = ""
+    last = int(chunks[-1].stem.split("_")[-1])
+    return (
+        f"last checkpointed chunk: sweep '{folder.name}', chunk {last}"
+        f" ({len(done)}{total} finished)"
+    )
+
+
+def _failure_line(argv: list[str], out):
+    """What the launcher says when a worker of ``jaxdyn run`` fails: one line naming the
+    worker, the last checkpointed chunk and the exact ``--resume`` command, exit non-zero; a
+    worker that ends after the run completed leaves it complete (exit 0)."""
+    import json
+    import shlex
+    import signal
+    import sys
+    from pathlib import Path
+
+    def report(index: int, n: int, pid: int, rc: int) -> int:
+        try:
+            how = (
+                f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}"
+            )
+        except ValueError:
+            how = f"ended by signal {-rc}"
+        try:
+            status = json.loads(Path(out, "summary.json").read_text()).get("status")
+        except (OSError, ValueError):
+            status = None
+        if status == "complete":
+            print(
+                f"jaxdyn: worker {index} of {n} (pid {pid}) {how} after the run completed:"
+                f" {out} is complete",
+                file=sys.stderr,
+            )
+            return 0
+        resume = [a for a in argv if a not in ("--resume", "--overwrite")] + ["--resume"]
+        print(
+            f"jaxdyn: worker {index} of {n} (pid {pid}) {how}; {_last_chunk(out)};"
+            f" continue with: jaxdyn {shlex.join(resume)}",
+            file=sys.stderr,
+        )
+        return rc if rc > 0 else 128 - rc
+
+    return report
 
 
 _WRITE_LOCK = threading.Lock()

@@ -23,8 +23,7 @@ from pathlib import Path
 TIMES_FILE = "reproduce-times.json"
 
 # Single-core wall time (s) of each paper experiment at quick size, cold compilation cache, two
-# experiments side by side on an unloaded 2-core AMD EPYC VM (docs/benchmarks.md's table, its
-# fresh-clone CI column).
+# experiments side by side (benchmarks/results/experiment_wall_times.json, "quick" cold_s).
 QUICK_WALL_S: dict[str, float] = {
     "copy-head-adam": 21.9,
     "copy-head-adam-linear": 34.6,
@@ -53,8 +52,8 @@ QUICK_WALL_S: dict[str, float] = {
 
 
 # Wall time (s) of each paper experiment at full size, one experiment at a time in one process
-# (`jaxdyn run NAME --processes 1`) on a 2-core Intel Xeon VM, one compilation cache that starts
-# empty and is shared in the order measured (docs/benchmarks.md's full-size table).
+# (`jaxdyn run NAME --processes 1`), one compilation cache shared in the order measured
+# (benchmarks/results/experiment_wall_times.json, "full" wall_s).
 FULL_WALL_S: dict[str, float] = {
     "copy-head-adam": 213.8,
     "copy-head-adam-linear": 107.4,

@@ -165,22 +165,25 @@ def _stop(procs: list[subprocess.Popen], grace_s: float = 2.0) -> None:
 _GLOO_CONNECTED = re.compile(rb"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks")
 
 
-def _forward_stdout(proc: subprocess.Popen):
-    """Copy a worker's standard output to ours, line by line, without Gloo's connection lines
-    (which its C++ library prints there)."""
+def _forward_stdout(proc: subprocess.Popen, stream: str = "stdout", muted=None):
+    """Copy a worker's standard output (or ``stream``) to ours, line by line, without Gloo's
+    connection lines (which its C++ library prints there), and without anything it says once
+    ``muted`` is set (a worker being stopped after another failed: the launcher's own line
+    says what happened; the run's log keeps everything)."""
     import threading
 
     def forward():
-        out = getattr(sys.stdout, "buffer", None)
-        for line in iter(proc.stdout.readline, b""):
-            if _GLOO_CONNECTED.match(line):
+        target = getattr(sys, stream)
+        out = getattr(target, "buffer", None)
+        for line in iter(getattr(proc, stream).readline, b""):
+            if _GLOO_CONNECTED.match(line) or (muted is not None and muted.is_set()):
                 continue
             if out is not None:
                 out.write(line)
                 out.flush()
-            else:  # a replaced sys.stdout (a notebook, pytest's capture)
-                sys.stdout.write(line.decode(errors="replace"))
-                sys.stdout.flush()
+            else:  # a replaced stream (a notebook, pytest's capture)
+                target.write(line.decode(errors="replace"))
+                target.flush()
 
     thread = threading.Thread(target=forward, daemon=True, name="jaxdyn-worker-stdout")
     thread.start()
@@ -202,6 +205,7 @@ def launch_local(
     *,
     quiet: bool = False,
     launch: LaunchConfig | None = None,
+    on_failure=None,
 ) -> int:
     """Run the jaxdyn command line ``argv`` as ``n`` processes on localhost; returns the exit
     code (the first failing worker's, else 0).
@@ -211,10 +215,16 @@ def launch_local(
     the run. When one worker fails or is killed the others are stopped: a sweep cannot finish
     without every process, and its finished chunks stay on disk for ``--resume``. ``quiet``
     discards the workers' standard output (errors still show).
+    ``on_failure(index, n, pid, returncode)``, called once the workers are stopped, says what
+    happened in one line and returns the exit code (``returncode`` is negative for a signal,
+    as in :mod:`subprocess`).
     """
+    import threading
+
     launch = launch or LaunchConfig.from_environ()
     port = free_port()
     procs, forwarders = [], []
+    muted = [threading.Event() for _ in range(n)] if on_failure is not None else None
     python_path = worker_python_path()
     for i in range(n):
         worker_env = dict(os.environ)
@@ -231,17 +241,24 @@ def launch_local(
                 [sys.executable, "-m", "jaxdyn.distributed", *argv],
                 env=worker_env,
                 stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
+                stderr=None if muted is None else subprocess.PIPE,
             )
         )
         if not quiet:
-            forwarders.append(_forward_stdout(procs[-1]))
-    code = 0
+            forwarders.append(_forward_stdout(procs[-1], muted=None if muted is None else muted[i]))
+        if muted is not None:
+            forwarders.append(_forward_stdout(procs[-1], "stderr", muted[i]))
+    code, failed = 0, None
     try:
         while procs and code == 0:
-            for p in procs:
+            for index, p in enumerate(procs):
                 rc = p.poll()
                 if rc is not None and rc != 0:
                     code = rc if rc > 0 else 128 - rc
+                    failed = (index, p.pid, rc)
+                    for other, event in enumerate(muted or []):
+                        if other != index:
+                            event.set()
                     break
             if all(p.poll() == 0 for p in procs):
                 break
@@ -252,4 +269,6 @@ def launch_local(
         _stop(procs)
         for thread in forwarders:  # the workers' last lines reach our stdout
             thread.join(timeout=2.0)
+    if failed is not None and on_failure is not None:
+        code = on_failure(failed[0], n, failed[1], failed[2])
     return code

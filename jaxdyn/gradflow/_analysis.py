@@ -27,7 +27,7 @@ from jax.flatten_util import ravel_pytree
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
 from .._status import Status, status_code, status_name
 from .._validation import require_in_interval, require_positive
-from ..sweep import solve_is_routed
+from ..sweep._diffeq import in_sweep
 from ._end_time import END_TIME_MARGIN, default_end_time, log_save_times
 from ._flow import flow_problem, flow_solution, population_flow
 from ._linearise import (
@@ -228,7 +228,7 @@ def _main_flow(model0, chain, ts, flow: dict, *, segmentable: bool):
     which it leaves as they are). Otherwise (called eagerly, under the caller's ``jit`` or
     ``vmap``, or with the default end time, whose horizon comes from the stall and would be
     recomputed in every segment) it is the jitted :func:`population_flow`: the same steps."""
-    if segmentable and solve_is_routed():
+    if segmentable and in_sweep():
         return flow_solution(flow_problem(model0, chain, ts, **flow).solve())
     return population_flow(model0, chain, ts, **flow)
 

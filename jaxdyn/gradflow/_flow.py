@@ -82,10 +82,12 @@ def flow_problem(
     atol: float = 1e-9,
     max_steps: int = 100_000,
     solver: diffrax.AbstractSolver | None = None,
+    adjoint: diffrax.AbstractAdjoint | None = None,
 ) -> DiffeqProblem:
     """The population flow of :func:`population_flow` as a :class:`jaxdyn.sweep.DiffeqProblem`:
     ``d theta/dt = -grad L(theta)`` from ``model0`` over ``[ts[0], ts[-1]]``, saved at ``ts``,
-    with a PID step-size controller (``solver`` default ``diffrax.Tsit5()``).
+    with a PID step-size controller (``solver`` default ``diffrax.Tsit5()``) and ``adjoint``
+    (default ``diffrax.RecursiveCheckpointAdjoint()``) for gradients through the solve.
 
     ``flow_problem(...).solve()`` is the flow's uninterrupted solve (``throw=False``); inside
     :func:`jaxdyn.sweep.run_sweep` the engine continues it in segments, with the same solution
@@ -104,6 +106,7 @@ def flow_problem(
         saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps=int(max_steps),
+        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
     )
 
 

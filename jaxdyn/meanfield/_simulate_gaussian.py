@@ -129,6 +129,7 @@ class GaussianODE(eqx.Module):
         user_events: named conditions ``(t, mean, cov) -> real``, crossing zero at the event.
         size: in a padded problem (:meth:`shared_form`), the real dimension (``None``: not
             padded).
+        adjoint: how the solve is differentiated (a ``diffrax`` adjoint).
     """
 
     field: AbstractGaussianClosed
@@ -144,6 +145,7 @@ class GaussianODE(eqx.Module):
     max_steps: int = eqx.field(static=True)
     user_events: Mapping[str, EventCondition] = eqx.field(static=True)
     size: Int[Array, ""] | None = None
+    adjoint: diffrax.AbstractAdjoint = diffrax.RecursiveCheckpointAdjoint()
 
     def rhs(self, t, y, args=None):
         """``(d alpha/dt, d Sigma/dt)`` of the field (the diffrax vector field)."""
@@ -207,6 +209,7 @@ class GaussianODE(eqx.Module):
                 else None
             ),
             max_steps=self.max_steps,
+            adjoint=self.adjoint,
         )
 
     def diffeq_problem(self) -> DiffeqProblem:
@@ -275,6 +278,7 @@ class GaussianODE(eqx.Module):
             max_steps=self.max_steps,
             user_events={},
             size=jnp.asarray(d, jnp.int32),
+            adjoint=self.adjoint,
         )
 
     def restrict(self, sol: diffrax.Solution) -> diffrax.Solution:
@@ -393,6 +397,7 @@ def gaussian_ode(
     steady_tol: Float[ArrayLike, ""] | None = None,
     psd_tol: Float[ArrayLike, ""] | None = 1e-6,
     events: Mapping[str, EventCondition] | None = None,
+    adjoint: diffrax.AbstractAdjoint | None = None,
 ) -> GaussianODE:
     """Validate the inputs and build the problem that :func:`simulate_gaussian` solves.
 
@@ -420,6 +425,10 @@ def gaussian_ode(
             step).
         events: named user events, ``condition(t, mean, cov)`` negative before the event and
             crossing zero at it (e.g. ``lambda t, m, c: 0.5 - jnp.linalg.eigvalsh(c)[0]``).
+        adjoint: how gradients through the solve are computed (a diffrax adjoint; default
+            ``diffrax.RecursiveCheckpointAdjoint()``). ``diffrax.BacksolveAdjoint()`` takes no
+            event: pass ``blowup_trace=None``, ``psd_tol=None`` (and no ``steady_tol`` or
+            ``events``).
 
     Returns:
         A :class:`GaussianODE` (``.solve()``, ``.solution(sol)``, ``.diffeq_problem()``).
@@ -453,6 +462,7 @@ def gaussian_ode(
         saveat=requested_and_final_saveat(ts, None, dtype),
         max_steps=int(max_steps),
         user_events=events,
+        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
     )
 
 
@@ -473,6 +483,7 @@ def simulate_gaussian(
     steady_tol: Float[ArrayLike, ""] | None = None,
     psd_tol: Float[ArrayLike, ""] | None = 1e-6,
     events: Mapping[str, EventCondition] | None = None,
+    adjoint: diffrax.AbstractAdjoint | None = None,
 ) -> GaussianSolution:
     """Solve ``d alpha/dt = B alpha + c``, ``d Sigma/dt = B Sigma + Sigma B^T`` from ``t = 0``.
 
@@ -500,5 +511,6 @@ def simulate_gaussian(
         steady_tol=steady_tol,
         psd_tol=psd_tol,
         events=events,
+        adjoint=adjoint,
     )
     return ode.solution(ode.solve())

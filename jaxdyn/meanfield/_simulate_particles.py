@@ -75,6 +75,7 @@ def simulate_particles(
     blowup_norm: Float[ArrayLike, ""] | None = 1e6,
     events: Mapping[str, ParticleCondition] | None = None,
     save_fn: Callable[[Float[Array, ""], Float[Array, "n d"]], PyTree] | None = None,
+    adjoint: diffrax.AbstractAdjoint | None = None,
 ) -> ParticleSolution:
     """Solve ``dx_i/dt = Gamma_mu(x_i)``, ``mu = (1/n) sum_j delta_{x_j}``, from ``t = 0``.
 
@@ -109,6 +110,9 @@ def simulate_particles(
         events: named user events, ``condition(t, x)`` negative before the event and crossing
             zero at it; the crossing time is ``t_event``.
         save_fn: ``save_fn(t, x)`` saved at ``ts`` instead of the particles (memory).
+        adjoint: how gradients through the solve are computed (a diffrax adjoint; default
+            ``diffrax.RecursiveCheckpointAdjoint()``; the blow-up event rules out
+            ``diffrax.BacksolveAdjoint``).
 
     Returns:
         A :class:`ParticleSolution`.
@@ -139,26 +143,29 @@ def simulate_particles(
         max_steps = max(int(max_steps), steps + 1)  # constant steps: the budget is known
     t1 = jnp.asarray(t1, dtype)
 
-    def conditions(t, x):
+    def conditions(t, x, norm):
         out = {}
-        if blowup_norm is not None:
-            out["blowup"] = jnp.sqrt(jnp.max(jnp.sum(x**2, axis=-1))) / blowup_norm - 1.0
+        if norm is not None:
+            out["blowup"] = jnp.sqrt(jnp.max(jnp.sum(x**2, axis=-1))) / norm - 1.0
         out.update({key: jnp.asarray(cond(t, x), dtype) for key, cond in events.items()})
         return out
 
     def merged_condition(t, y, args, **kwargs):  # diffrax passes t, y, args by keyword
-        return jnp.max(jnp.stack(list(conditions(t, y).values())))
+        return jnp.max(jnp.stack(list(conditions(t, y, args[1]).values())))
 
     has_event = blowup_norm is not None or bool(events)
     # diffeqsolve(..., throw=False) through DiffeqProblem.solve(): inside run_sweep the engine
-    # continues it in segments (straggler-free), with the same solution.
+    # continues it in segments (straggler-free), with the same solution. The field and the
+    # threshold are the problem's args (array leaves), not closed over, so that the engine's
+    # segment programs can carry them.
     sol = DiffeqProblem(
-        terms=diffrax.ODETerm(lambda t, x, args: field.velocity(x, x, t=t)),
+        terms=diffrax.ODETerm(lambda t, x, args: args[0].velocity(x, x, t=t)),
         solver=solver,
         t0=jnp.zeros((), dtype),
         t1=t1,
         dt0=dt0,
         y0=x0.astype(dtype),
+        args=(field, blowup_norm),
         saveat=requested_and_final_saveat(ts, save_fn, dtype),
         stepsize_controller=stepsize_controller,
         event=(
@@ -167,8 +174,9 @@ def simulate_particles(
             else None
         ),
         max_steps=int(max_steps),
+        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
     ).solve()
-    return _particle_solution(sol, conditions, list(events))
+    return _particle_solution(sol, lambda t, x: conditions(t, x, blowup_norm), list(events))
 
 
 def _particle_solution(sol: diffrax.Solution, conditions, user_events: list[str]):

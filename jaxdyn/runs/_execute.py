@@ -340,7 +340,7 @@ def run_experiment(
     arguments raise :class:`ConfigError` before any process starts; a failed worker raises
     ``RuntimeError`` (the finished chunks stay on disk for ``resume=True``). Worker processes
     use jaxdyn's XLA:CPU options like the command line; a run in this process uses this
-    process's settings (:func:`jaxdyn.sweep.xla_cpu_setup` before JAX starts, with
+    process's settings (``jaxdyn.sweep._devices.xla_cpu_setup`` before JAX starts, with
     ``elemental_emitters=quick``, gives the same; other settings can differ at round-off
     level).
     """

@@ -45,8 +45,18 @@ class RunData:
     def unlabelled(self) -> list[str]:
         """Every dimension still named ``<array>_<i>`` (no label was given), as
         ``"sweep <name>: <dim>"`` / ``"array <name>: <dim>"``; empty when all are labelled."""
-        out = [f"sweep {n}: {d}" for n, ds in self.sweeps.items() for d in ds.dims if _ANONYMOUS.fullmatch(str(d))]
-        out += [f"array {n}: {d}" for n, a in self.arrays.items() for d in a.dims if _ANONYMOUS.fullmatch(str(d))]
+        out = [
+            f"sweep {n}: {d}"
+            for n, ds in self.sweeps.items()
+            for d in ds.dims
+            if _ANONYMOUS.fullmatch(str(d))
+        ]
+        out += [
+            f"array {n}: {d}"
+            for n, a in self.arrays.items()
+            for d in a.dims
+            if _ANONYMOUS.fullmatch(str(d))
+        ]
         return out
 
 
@@ -65,15 +75,22 @@ def _sweep_keys(name: str, info: dict[str, Any], arrays: dict[str, np.ndarray]) 
     """The keys of ``results.npz`` that are sweep ``name``'s own (its outputs, params, seed,
     status), not arrays an experiment saved under a name that starts with ``<name>.``."""
     prefix = f"{name}."
-    own = [f"{prefix}status", f"{prefix}seed"] + [k for k in arrays if k.startswith(f"{prefix}param.")]
-    if "outputs" in info:
-        own += [f"{prefix}{k}" for k in info["outputs"]]
-    else:  # written before the outputs were recorded: an output has one row per member
-        members = arrays[f"{prefix}status"].shape[0]
-        own += [
-            k for k in arrays
-            if k.startswith(prefix) and k not in own and np.ndim(arrays[k]) >= 1 and arrays[k].shape[0] == members
-        ]
+    own = [f"{prefix}status", f"{prefix}seed"] + [
+        k for k in arrays if k.startswith(f"{prefix}param.")
+    ]
+    members = arrays[f"{prefix}status"].shape[0]
+    candidates = [f"{prefix}{k}" for k in info["outputs"]] if "outputs" in info else list(arrays)
+    # An output has one row per member; an array saved over an output's name (by a run written
+    # before save_arrays refused that) is read as a saved array instead.
+    own += [
+        k
+        for k in candidates
+        if k.startswith(prefix)
+        and k not in own
+        and k in arrays
+        and np.ndim(arrays[k]) >= 1
+        and arrays[k].shape[0] == members
+    ]
     return [k for k in own if k in arrays]
 
 
@@ -104,13 +121,15 @@ def _coordinates(labels: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[
     }
 
 
-def _attach(dims: tuple[str, ...], shape: tuple[int, ...], coords: dict[str, tuple]) -> dict[str, tuple]:
+def _attach(
+    dims: tuple[str, ...], shape: tuple[int, ...], coords: dict[str, tuple]
+) -> dict[str, tuple]:
     """The coordinates that fit an object of these dims and sizes."""
-    size = dict(zip(dims, shape))
+    size = dict(zip(dims, shape, strict=False))
     return {
         name: (cdims, values)
         for name, (cdims, values) in coords.items()
-        if cdims and all(d in size and size[d] == n for d, n in zip(cdims, values.shape))
+        if cdims and all(size.get(d) == n for d, n in zip(cdims, values.shape, strict=True))
     }
 
 
@@ -119,7 +138,7 @@ def _labelled_sweep(ds, info: dict[str, Any], coords: dict[str, tuple]):
     labels the run recorded, and attach the declared coordinates."""
     import xarray as xr
 
-    grid = dict(zip(info.get("axes", []), info.get("dims", info.get("axes", []))))
+    grid = dict(zip(info.get("axes", []), info.get("dims", info.get("axes", [])), strict=False))
     outputs = info.get("outputs", {})
     sizes: dict[str, int] = {}
 
@@ -136,7 +155,7 @@ def _labelled_sweep(ds, info: dict[str, Any], coords: dict[str, tuple]):
     def variable(var: str, da):
         dims = new_dims(var, da.dims)
         fixed = []
-        for dim, n in zip(dims, da.shape):
+        for dim, n in zip(dims, da.shape, strict=False):
             if sizes.setdefault(dim, n) != n:  # two outputs gave one name to axes of other sizes
                 dim = f"{var}_{dim}"
             fixed.append(dim)
@@ -144,7 +163,11 @@ def _labelled_sweep(ds, info: dict[str, Any], coords: dict[str, tuple]):
 
     data = {var: variable(str(var), da) for var, da in ds.data_vars.items()}
     index = {str(c): variable(str(c), ds.coords[c]) for c in ds.coords}
-    shape = {d: n for dims, values, _ in [*data.values(), *index.values()] for d, n in zip(dims, np.shape(values))}
+    shape = {
+        d: n
+        for dims, values, _ in [*data.values(), *index.values()]
+        for d, n in zip(dims, np.shape(values), strict=False)
+    }
     extra = _attach(tuple(shape), tuple(shape.values()), coords)
     extra = {k: v for k, v in extra.items() if k not in index and k not in data}
     return xr.Dataset(data, coords={**index, **extra}, attrs=ds.attrs)
@@ -185,7 +208,12 @@ def load(run_dir: str | Path) -> RunData:
     results = _sweep_results(path, summary, flat)
     labels = summary.get("labels", {})
     coords = _coordinates(labels, flat)
-    taken = {k for name, info in summary.get("sweeps", {}).items() if name in results for k in _sweep_keys(name, info, flat)}
+    taken = {
+        k
+        for name, info in summary.get("sweeps", {}).items()
+        if name in results
+        for k in _sweep_keys(name, info, flat)
+    }
     arrays = {
         key: _labelled_array(key, value, labels, coords)
         for key, value in flat.items()

@@ -379,9 +379,20 @@ def _experiment_section(record: _RunRecord) -> list[str]:
     for name, sweep in s.get("sweeps", {}).items():
         if sweep.get("failed"):
             counts = ", ".join(f"{k} {v}" for k, v in sweep.get("status_counts", {}).items())
+            expected = sweep.get("expected_failures") or {}
+            said = "; ".join(
+                f"{v['members']} {k}: expected, {v['why']}" for k, v in expected.items()
+            )
+            unexpected = sweep.get("unexpected_failures")
             md.append(
                 f"\nSweep `{name}`: {sweep['failed']}/{sweep['members']} member(s) failed and are"
                 f" excluded from summaries and plots ({counts})."
+                + (f" {said}." if said else "")
+                + (
+                    f" {unexpected} not expected: see the run's log."
+                    if expected and unexpected
+                    else ""
+                )
             )
     for fig in record.figures[1:]:
         md += ["", f"![{record.experiment}: {Path(fig).stem}]({fig})"]

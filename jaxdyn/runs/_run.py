@@ -18,6 +18,8 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
+import shlex
 import shutil
 import sys
 import time
@@ -164,7 +166,10 @@ class Run:
         (``coords={"time": ts, "key": vocabulary}``; strings for categorical values), or
         ``(dims, values)``. An ``xarray.DataArray`` value brings its own dims and coords. An
         axis left unnamed is named after the one coordinate of this call with its length, if
-        exactly one has it. :func:`jaxdyn.runs.load` reads the arrays back as labelled
+        exactly one has it; a 1-D time grid saved in the same call (``ts``, ``<prefix>_ts``)
+        is the coordinate ``time`` (``<prefix>_time``), and names the *first* axis of the
+        call's other arrays when that axis has its length. :func:`jaxdyn.runs.load` reads the
+        arrays back as labelled
         ``xarray.DataArray`` objects; an axis that is still unnamed reads as ``<array>_<i>``.
 
         Raises ``ValueError`` (one line) when a name list does not match an array's number of
@@ -177,13 +182,26 @@ class Run:
             if _is_dataarray(value):
                 dims.setdefault(key, tuple(str(d) for d in value.dims))
                 for name, coord in value.coords.items():
-                    declared.setdefault(str(name), (tuple(str(d) for d in coord.dims), np.asarray(coord.values)))
+                    declared.setdefault(
+                        str(name), (tuple(str(d) for d in coord.dims), np.asarray(coord.values))
+                    )
                 value = value.values
             values[key] = np.asarray(value)
         unknown = set(dims) - set(values)
         if unknown:
             raise ValueError(f"save_arrays: dims given for arrays not saved: {sorted(unknown)}")
-        labels = {key: _label_axes(key, arr, dims.get(key), declared) for key, arr in values.items()}
+        swept = {f"{n}.{k}" for n, info in self._sweeps.items() for k in info.get("outputs", {})}
+        if not getattr(self, "_recording_sweep", False) and set(values) & swept:
+            raise ValueError(
+                f"save_arrays: {sorted(set(values) & swept)} would overwrite a sweep's output"
+                " of the same name"
+            )
+        self._check_run_coords(declared)
+        grids = _time_grids(values, declared, dims, self._existing_coords())
+        labels = {
+            key: _label_axes(key, arr, dims.get(key), declared, time=_time_of(key, grids))
+            for key, arr in values.items()
+        }
         _check_coords(declared, values, labels)
         for key, arr in values.items():
             self._arrays[key] = arr
@@ -194,6 +212,23 @@ class Run:
         if self.writer:
             atomic_savez(self.path / "results.npz", **self._arrays)
             self._write_summary(self._status)
+
+    def _existing_coords(self) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+        return {
+            name: (tuple(dims), self._arrays[f"coord.{name}"])
+            for name, dims in self._labels["coords"].items()
+            if f"coord.{name}" in self._arrays
+        }
+
+    def _check_run_coords(self, declared) -> None:
+        """Coordinates are run-wide: one name, one set of values."""
+        existing = self._existing_coords()
+        for name, (coord_dims, values) in declared.items():
+            if name in existing and not _same_coord(existing[name], (coord_dims, values)):
+                raise ValueError(
+                    f"coordinate {name!r} is already saved with other values: give this one"
+                    " another name"
+                )
 
     def sweep(
         self,
@@ -279,10 +314,16 @@ class Run:
         counts = result.status_counts()
         n_accepted = sum(counts.get(a, 0) for a in accepted if a != "successful")
         pairs = expected.items() if isinstance(expected, dict) else (expected or ())
-        expected = {k if isinstance(k, str) else status_name(status_code(k)): str(v) for k, v in pairs}
+        expected = {
+            k if isinstance(k, str) else status_name(status_code(k)): str(v) for k, v in pairs
+        }
         code_of = {status_name(int(c)): int(c) for c in np.unique(result.status)}
-        failures = {k: n for k, n in counts.items() if k != "successful" and k not in accepted and n}
-        expected_failures = {k: {"members": n, "why": expected[k]} for k, n in failures.items() if k in expected}
+        failures = {
+            k: n for k, n in counts.items() if k != "successful" and k not in accepted and n
+        }
+        expected_failures = {
+            k: {"members": n, "why": expected[k]} for k, n in failures.items() if k in expected
+        }
         unexpected = {k: n for k, n in failures.items() if k not in expected}
         line = f"sweep '{result.name}': {failed}/{members} member(s) failed"
         if accepted and n_accepted:
@@ -293,10 +334,12 @@ class Run:
             )
         if unexpected:
             line += "; NOT expected: " + "; ".join(
-                f"{n} {k} ({status_message(code_of[k])}: {_what_to_do(k)})" for k, n in unexpected.items()
+                f"{n} {k} ({status_message(code_of[k])}: {_what_to_do(k)})"
+                for k, n in unexpected.items()
             )
         self.log(line)
         grid_dims, output_dims, declared = _sweep_labels(result, dims or {}, coords or {})
+        self._check_run_coords(declared)
         self._sweeps[result.name] = {
             "members": members,
             "failed": failed,
@@ -316,7 +359,11 @@ class Run:
         for name, (coord_dims, coord_values) in declared.items():
             self._arrays[f"coord.{name}"] = coord_values
             self._labels["coords"][name] = list(coord_dims)
-        self.save_arrays(**result.arrays())
+        self._recording_sweep = True
+        try:
+            self.save_arrays(**result.arrays())
+        finally:
+            self._recording_sweep = False
         for key in result.arrays():
             self._labels["arrays"].pop(key, None)  # a sweep's arrays are labelled by the sweep
         self._write_summary("running")
@@ -357,35 +404,49 @@ class Run:
         self._record(entry, line)
         return evidence.verdict
 
-    def not_run(self, name: str, claim: str, *, needs: dict[str, Any] | None = None, why: str = "") -> Verdict:
+    def not_run(
+        self,
+        name: str,
+        claim: str,
+        *,
+        needs: dict[str, Any] | None = None,
+        full_size: bool = False,
+        why: str = "",
+    ) -> Verdict:
         """Record evidence check ``name`` (paper claim ``claim``) as ``not_run`` at this config.
 
-        ``needs`` is the config that runs it (``{"proxy": True}``; ``None``: the full size, i.e.
-        without ``--quick``). The record's ``why`` is generated from the run's own config (each
-        needed key with the value it has here, e.g. ``"needs proxy=True; this run has
-        proxy=False (--quick)"``), ``why`` adds a clause of the experiment's own (what the
-        check costs), and ``command`` is the ``jaxdyn run`` line that runs it into this
-        directory's sibling. Counted apart from ``inconclusive``.
+        ``needs`` is the config that runs it (``{"proxy": True}``); ``full_size``: it needs
+        the full size too (the command drops ``--quick``). The record's ``why`` is generated
+        from the run's own config (each needed key with the value it has here, e.g. ``"needs
+        proxy=True; this run has proxy=False (--quick)"``), ``why`` adds the experiment's own
+        clause (what the check costs, why the quick size cannot decide it), and ``command`` is
+        the ``jaxdyn run`` line that runs it, into a sibling of this run's directory. Counted
+        apart from ``inconclusive``.
         """
         needs = dict(needs or {})
         config = self._config_values()
         have = ", ".join(f"{k}={config.get(k, '<unset>')!r}" for k in needs)
-        reason = (
-            f"needs {', '.join(f'{k}={v!r}' for k, v in needs.items())}; this run has {have}"
-            if needs
-            else "needs the full size; this run is --quick" if self.quick else "not run at this config"
-        )
-        if self.quick and needs:
-            reason += " (--quick)"
+        parts = []
+        if needs:
+            parts.append(
+                f"needs {', '.join(f'{k}={v!r}' for k, v in needs.items())}; this run has {have}"
+            )
+        if full_size or not needs:
+            parts.append("needs the full size" + ("; this run is --quick" if self.quick else ""))
+        elif self.quick:
+            parts[-1] += " (--quick)"
+        reason = "; ".join(parts)
         if why:
             reason += f": {why}"
         command = f"jaxdyn run {self.experiment}"
-        if self.quick and needs:
+        if self.quick and not full_size and needs:
             command += " --quick"
         for k, v in needs.items():
-            value = json.dumps(v) if not isinstance(v, str) else v
-            command += f" --set {k}={value.replace(' ', '')}"
-        command += f" --out {self.path.parent / (self.path.name + '-' + name.replace('_', '-'))}"
+            value = json.dumps(jsonable(v)) if not isinstance(v, str) else v
+            assignment = f"{k}={value}".replace(" ", "")
+            command += f" --set {shlex.quote(assignment)}"
+        folder = re.sub(r"[^A-Za-z0-9.]+", "-", f"{self.path.name}-{name}").strip("-")
+        command += f" --out {shlex.quote(str(self.path.parent / folder))}"
         entry = {
             "name": name,
             "kind": CheckKind.evidence.value,
@@ -536,20 +597,28 @@ class Run:
 
 # -- labels -----------------------------------------------------------------------------------
 _WHAT_TO_DO = {
-    "max_steps_reached": "raise the solver's max_steps or shorten t1, or pass expected= with the reason",
+    "max_steps_reached": (
+        "raise the solver's max_steps or shorten t1, or pass expected= with the reason"
+    ),
     "nonfinite": "rerun with EQX_ON_ERROR=raise to stop at the check that failed",
-    "dt_min_reached": "the step size collapsed: loosen the tolerances or check the field for a blow-up",
+    "dt_min_reached": (
+        "the step size collapsed: loosen the tolerances or check the field for a blow-up"
+    ),
 }
 
 
 def _what_to_do(status: str) -> str:
     return _WHAT_TO_DO.get(
-        status, "check the member's inputs; if this outcome is part of the design, pass expected= with the reason"
+        status,
+        "check the member's inputs; if this outcome is part of the design, pass expected= with"
+        " the reason",
     )
 
 
 def _is_dataarray(value: Any) -> bool:
-    return type(value).__name__ == "DataArray" and hasattr(value, "dims") and hasattr(value, "coords")
+    return (
+        type(value).__name__ == "DataArray" and hasattr(value, "dims") and hasattr(value, "coords")
+    )
 
 
 def _coords(coords: dict[str, Any]) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
@@ -569,13 +638,55 @@ def _coords(coords: dict[str, Any]) -> dict[str, tuple[tuple[str, ...], np.ndarr
     return out
 
 
-def _label_axes(key: str, arr: np.ndarray, names, declared, skip: int = 0) -> list:
-    """Each axis' dimension name (``None``: unnamed); ``names`` covers the axes after ``skip``."""
+_TIME_GRID = re.compile(r"(?:(.+)_)?(ts|times)")
+
+
+def _same_coord(a, b) -> bool:
+    return a[0] == b[0] and a[1].shape == b[1].shape and np.array_equal(a[1], b[1])
+
+
+def _time_grids(
+    values: dict[str, np.ndarray], declared: dict, dims: dict, existing: dict | None = None
+) -> dict[str, tuple[str, int]]:
+    """A call's time grids: each 1-D array named ``ts``/``times`` or ``<prefix>_ts``, declared
+    as the coordinate ``time`` / ``<prefix>_time``: ``{prefix: (name, length)}``. A name the run
+    already holds with other values is left alone (the axes stay unnamed, and say so)."""
+    out = {}
+    existing = existing or {}
+    for key, ts in values.items():
+        match = _TIME_GRID.fullmatch(key)
+        if ts.ndim != 1 or not match or key in dims:
+            continue
+        prefix = match.group(1) or ""
+        name = f"{prefix}_time" if prefix else "time"
+        if name in declared or prefix in out:
+            continue
+        if name in existing and not _same_coord(existing[name], ((name,), ts)):
+            continue
+        declared[name] = ((name,), ts)
+        dims[key] = (name,)
+        out[prefix] = (name, ts.shape[0])
+    return out
+
+
+def _time_of(key: str, grids: dict[str, tuple[str, int]]) -> tuple[str, int] | None:
+    """The time grid of array ``key``: the one of its prefix, else the unprefixed one."""
+    for prefix, grid in grids.items():
+        if prefix and key.startswith(f"{prefix}_"):
+            return grid
+    return grids.get("")
+
+
+def _label_axes(key: str, arr: np.ndarray, names, declared, skip: int = 0, time=None) -> list:
+    """Each axis' dimension name (``None``: unnamed); ``names`` covers the axes after ``skip``.
+    ``time`` (a call's time grid: name, length) names a first axis of its length."""
     n = arr.ndim - skip
     if names is not None:
         names = tuple(names)
         if len(names) != n:
-            raise ValueError(f"{key!r} has {n} axes {arr.shape[skip:]} but dims names {len(names)}: {names}")
+            raise ValueError(
+                f"{key!r} has {n} axes {arr.shape[skip:]} but dims names {len(names)}: {names}"
+            )
         return list(names)
     if n == 1 and key in declared and declared[key][0] == (key,):
         return [key]
@@ -584,8 +695,10 @@ def _label_axes(key: str, arr: np.ndarray, names, declared, skip: int = 0) -> li
         if coord_dims == (name,):
             sizes.setdefault(values.shape[0], []).append(name)
     out = []
-    for size in arr.shape[skip:]:
+    for axis, size in enumerate(arr.shape[skip:]):
         match = sizes.get(size, [])
+        if axis == 0 and time is not None and size == time[1]:
+            match = [time[0]]
         out.append(match[0] if len(match) == 1 and match[0] not in out else None)
     return out
 
@@ -594,9 +707,13 @@ def _check_coords(declared, values, labels) -> None:
     for name, (coord_dims, coord_values) in declared.items():
         for key, arr in values.items():
             for axis, dim in enumerate(labels[key]):
-                if dim in coord_dims and arr.shape[axis] != coord_values.shape[coord_dims.index(dim)]:
+                if (
+                    dim in coord_dims
+                    and arr.shape[axis] != coord_values.shape[coord_dims.index(dim)]
+                ):
                     raise ValueError(
-                        f"coordinate {name!r} has {coord_values.shape[coord_dims.index(dim)]} values along"
+                        f"coordinate {name!r} has {coord_values.shape[coord_dims.index(dim)]}"
+                        f" values along"
                         f" {dim!r}, array {key!r} {arr.shape[axis]}"
                     )
 
@@ -605,15 +722,24 @@ def _sweep_labels(result: SweepResult, dims: dict[str, Any], coords: dict[str, A
     """A sweep's dimension names: its grid axes (renamed where ``dims`` maps an axis to a
     string), each output's trailing axes, and its declared coordinates."""
     declared = _coords(coords)
-    grid_dims = [dims.get(axis, axis) if isinstance(dims.get(axis), str) else axis for axis in result.axes]
-    unknown = {k for k, v in dims.items() if k not in result.outputs and not (isinstance(v, str) and k in result.axes)}
+    grid_dims = [
+        dims.get(axis, axis) if isinstance(dims.get(axis), str) else axis for axis in result.axes
+    ]
+    unknown = {
+        k
+        for k, v in dims.items()
+        if k not in result.outputs and not (isinstance(v, str) and k in result.axes)
+    }
     if unknown:
         raise ValueError(
             f"sweep {result.name!r}: dims for {sorted(unknown)}, which are neither outputs"
             f" {sorted(result.outputs)} nor grid axes {list(result.axes)}"
         )
+    named = {k: v for k, v in dims.items() if not isinstance(v, str)}
+    per_member = {k: v[0] for k, v in result.outputs.items() if v.ndim == 2 and np.all(v == v[:1])}
+    grids = _time_grids(per_member, declared, named)  # a time grid output shared by every member
     outputs = {
-        key: _label_axes(key, arr, None if isinstance(dims.get(key), str) else dims.get(key), declared, skip=1)
+        key: _label_axes(key, arr, named.get(key), declared, skip=1, time=_time_of(key, grids))
         for key, arr in result.outputs.items()
     }
     return grid_dims, outputs, declared

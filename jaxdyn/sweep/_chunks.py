@@ -147,21 +147,29 @@ def _progress_bar(progress, plan: ChunkPlan, name):
 
 
 class _ChunkLog:
-    """One log line per finished chunk where no progress bar shows (a run directory's log, a
-    job's output): a sweep of several chunks says how far it is."""
+    """One log line per chunk this process finishes where no progress bar shows (a run
+    directory's log, a job's output): a sweep of several chunks says how far it is. The count
+    is every process's: the chunks finished on disk (each process writes its own), or this
+    process's own when nothing is kept on disk."""
 
-    def __init__(self, log, plan: ChunkPlan, bar, name):
+    def __init__(self, log, plan: ChunkPlan, bar, name, checkpoints):
         self.n_chunks, self.done = len(plan.outputs), plan.n_resumed
-        self.on = log is not None and bar.disable and len(plan.todo) > 1
+        pending = self.n_chunks - plan.n_resumed
+        self.on = log is not None and bar.disable and pending > 1
         self.log, self.name, self.start = log, name, time.perf_counter()
+        self.checkpoints = checkpoints
 
     def update(self):
         self.done += 1
-        if self.on and process_layout()[1] == 0:
-            self.log(
-                f"sweep '{self.name}': chunk {self.done}/{self.n_chunks} done "
-                f"({time.perf_counter() - self.start:.0f} s)"
-            )
+        if not self.on or process_layout()[1] != 0:
+            return
+        done = self.done
+        if self.checkpoints.dir is not None and process_layout()[0] > 1:
+            done = max(done, sum(self.checkpoints.exists(i) for i in range(self.n_chunks)))
+        self.log(
+            f"sweep '{self.name}': chunk {done}/{self.n_chunks} done "
+            f"({time.perf_counter() - self.start:.0f} s)"
+        )
 
 
 def run_plain_chunks(
@@ -171,7 +179,7 @@ def run_plain_chunks(
     each; ``get_program()`` compiles the chunk program when first needed."""
     pending = plan.todo
     bar = _progress_bar(progress, plan, name)
-    chunk_log = _ChunkLog(log, plan, bar, name)
+    chunk_log = _ChunkLog(log, plan, bar, name, checkpoints)
 
     def dispatch(i):
         members = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
@@ -207,7 +215,7 @@ def run_segmented_chunks(
     """Run this process's unfinished chunks of a segmented sweep, checkpointing each; returns
     the most segments a chunk needed and the lanes x steps the device ran (all chunks)."""
     bar = _progress_bar(progress, plan, name)
-    chunk_log = _ChunkLog(log, plan, bar, name)
+    chunk_log = _ChunkLog(log, plan, bar, name, checkpoints)
     n_segments = lane_steps = 0
     try:
         for i in plan.todo:

@@ -7,15 +7,14 @@ re-batches the unfinished ones between segments (``_scheduler.py``). This module
 one diffrax solve cut into segments take bitwise the steps of the uninterrupted solve.
 
 **Describing a solve.** A :class:`DiffeqProblem` holds the arguments of
-``diffrax.diffeqsolve``; ``problem.solve()`` is ``diffeqsolve(..., throw=False)`` of them
-(its final save does not depend on what the solve is vmapped with: :meth:`DiffeqProblem.solve`).
-A library simulator that solves through ``DiffeqProblem.solve()`` (``meanfield.simulate_gaussian``
-does) is straggler-free inside :func:`~jaxdyn.sweep.run_sweep` without its caller knowing about
-segments: the engine traces the member function once, finds its one ``solve()`` call, and from
-then on runs the member as a segmented member whose solve it continues from segment to
-segment (:func:`routed_member`). Outside the engine nothing changes. A :class:`DiffeqMember`
-states the same split explicitly: ``problem(params, key)`` builds the problem and
-``outputs(params, problem, solution)`` the member's outputs.
+``diffrax.diffeqsolve``; ``problem.solve()`` is ``diffeqsolve(..., throw=False)`` of them with
+the problem's adjoint. It is the one seam between the library's simulators and the sweep
+engine (docs/sweep.md): inside :func:`~jaxdyn.sweep.run_sweep`, while the engine traces a
+plain member function in one of its two jitted functions (:func:`member_problem`,
+:func:`member_outputs`), the current :class:`MemberTrace` answers a top-level ``solve()``, and
+the engine runs the member as a :class:`SolveMember` whose solve it continues from segment to
+segment. A :class:`DiffeqMember` states the same split explicitly: ``problem(params, key)``
+builds the problem and ``outputs(params, problem, solution)`` the member's outputs.
 
 ```python
 def member(params, key):                       # the natural code is the fast code
@@ -51,17 +50,21 @@ earlier times keep the earlier segments' values (tests/test_sweep_segmented.py).
 from __future__ import annotations
 
 import contextvars
+import dataclasses
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 import diffrax
 import equinox as eqx
 import jax
+import jax.extend
 import jax.numpy as jnp
 import jax.tree_util as jtu
 from jaxtyping import Array, ArrayLike, Bool, Int, PyTree, Real
 
-from .._compat import clip_floor, clip_to_end, direction_terms
+from .._compat import clip_floor, clip_to_end, direction_terms, own_final_save
 from .._status import item_code, item_with_code
 from ._segmented import AbstractSegmentedMember
 
@@ -77,7 +80,14 @@ def subsaves(saveat: diffrax.SaveAt) -> list[diffrax.SubSaveAt]:
 
 
 class DiffeqProblem(eqx.Module):
-    """One initial-value problem: the arguments of ``diffrax.diffeqsolve``.
+    """One initial-value problem: the arguments of ``diffrax.diffeqsolve``, and the one seam
+    between the library's simulators and the sweep engine.
+
+    A simulator builds its problem and calls :meth:`solve`. Outside
+    :func:`~jaxdyn.sweep.run_sweep` that is ``diffrax.diffeqsolve(..., throw=False)`` with the
+    problem's ``adjoint``. Inside, when the member function calls ``solve()`` once at its top
+    level, the engine continues the solve in segments (docs/sweep.md); the solution is the
+    same.
 
     Attributes:
         terms, solver, t0, t1, dt0, y0, args: as for ``diffrax.diffeqsolve``.
@@ -87,6 +97,9 @@ class DiffeqProblem(eqx.Module):
         event: a ``diffrax.Event`` or ``None``. Its condition must not use the ``t0`` or
             ``dt0`` keyword arguments (a continued segment has its own).
         max_steps: the solve's total step budget (``None``: unbounded).
+        adjoint: how ``diffeqsolve`` differentiates the solve (default
+            ``diffrax.RecursiveCheckpointAdjoint()``). ``diffrax.BacksolveAdjoint`` takes no
+            event; sub-saves and save functions are computed from one save of the state for it.
     """
 
     terms: PyTree
@@ -100,6 +113,7 @@ class DiffeqProblem(eqx.Module):
     stepsize_controller: diffrax.AbstractStepSizeController = diffrax.ConstantStepSize()
     event: diffrax.Event | None = None
     max_steps: int | None = 4096
+    adjoint: diffrax.AbstractAdjoint = diffrax.RecursiveCheckpointAdjoint()
 
     def __check_init__(self):
         if not isinstance(self.saveat, diffrax.SaveAt):
@@ -123,36 +137,45 @@ class DiffeqProblem(eqx.Module):
             raise ValueError(
                 f"DiffeqProblem: max_steps must be a positive int or None, got {self.max_steps!r}"
             )
+        if not isinstance(self.adjoint, diffrax.AbstractAdjoint):
+            raise TypeError(f"adjoint must be a diffrax adjoint, got {type(self.adjoint).__name__}")
+        if isinstance(self.adjoint, diffrax.BacksolveAdjoint):
+            if self.event is not None:
+                raise ValueError(
+                    "DiffeqProblem: diffrax.BacksolveAdjoint takes no event (a simulator's "
+                    "events: pass blowup_trace=None, steady_tol=None, psd_tol=None)"
+                )
+            if len({id(s.ts) for s in subsaves(saveat) if s.ts is not None}) > 1:
+                raise ValueError(
+                    "DiffeqProblem: with diffrax.BacksolveAdjoint at most one sub-save may "
+                    "have ts (they are computed from one save of the state)"
+                )
 
     def solve(self, *, shared: Callable[[], tuple] | None = None) -> diffrax.Solution:
-        """``diffrax.diffeqsolve(..., throw=False)`` of the problem, with the ``ts``, ``ys``,
-        ``result``, ``event_mask`` and ``stats`` of :func:`solution_of`.
-
-        One difference from ``diffeqsolve`` makes a solution independent of what it is
-        vmapped with: the ``SaveAt(t1=True)`` value of a solve that ends without an event is
-        the solver's state at the time reached. Under ``vmap``, once any member of the batch
-        has an event diffrax runs the event's root find for every member and returns, for
-        those without one, the end of their last *attempted* step and an interpolation there:
-        after a rejected last step (``max_steps`` reached) a time the solve never reached.
-
-        Inside :func:`~jaxdyn.sweep.run_sweep` a member function's one ``solve()`` is
-        continued in segments by the engine (module docstring); the solution is the same.
+        """``diffrax.diffeqsolve(..., throw=False)`` of the problem, or, when the sweep engine
+        is tracing a member that calls it (:func:`~jaxdyn.sweep.run_sweep`), the engine's
+        segmented solve of it, with the same ``ts``, ``ys``, ``result``, ``event_mask`` and
+        ``stats``.
 
         Args:
             shared: optional ``() -> (problem, restrict)`` from a simulator: an equivalent
                 problem in a form that problems of other sizes or kinds share (e.g. padded
-                with zero blocks to a common size), whose every traced value is an array leaf
-                (no closure over traced values), and the map from its ``diffrax.Solution`` to
-                this problem's. Outside the engine it is not used. Inside ``run_sweep`` the
-                engine solves the shared form and keys its segment programs by that problem's
-                structure rather than by the member function, so sweeps of different member
-                functions, sizes or kinds share one compiled segment program. The simulator
-                guarantees the two solutions agree to the solver's tolerance.
+                with zero blocks to a common size), and the map from its ``diffrax.Solution``
+                to this problem's. Outside the engine it is not used. Inside ``run_sweep`` the
+                engine solves the shared form, so that sweeps of different member functions,
+                sizes or kinds share one compiled segment program. The simulator guarantees
+                the two solutions agree to the solver's tolerance.
         """
-        route = _ROUTE.get()
-        if route is not None:
-            return route.solve(self, shared)
-        return solution_of(self, first_segment(self, self.max_steps))
+        trace = _CURRENT.get()
+        if trace is not None:
+            solution = trace.solve(self, shared)
+            if solution is not None:
+                return solution
+        if isinstance(self.adjoint, diffrax.BacksolveAdjoint):
+            return backsolve_saves(self)
+        if self.event is not None and any(sub.t1 for sub in subsaves(self.saveat)):
+            return event_saves(self)
+        return self._diffeqsolve(max_steps=self.max_steps, saveat=self.saveat)
 
     def _diffeqsolve(self, *, max_steps, saveat, controller=None, **continuation):
         return diffrax.diffeqsolve(
@@ -167,9 +190,75 @@ class DiffeqProblem(eqx.Module):
             stepsize_controller=self.stepsize_controller if controller is None else controller,
             event=self.event,
             max_steps=max_steps,
+            adjoint=self.adjoint,
             throw=False,
             **continuation,
         )
+
+
+def event_saves(problem: DiffeqProblem) -> diffrax.Solution:
+    """``diffeqsolve`` of a problem with an event, its ``t1`` saves corrected for a vmapped
+    batch (``jaxdyn._compat.own_final_save``): the controller is :func:`tracked`, which takes
+    the same steps and records the state the loop holds, and a solve that ends without an
+    event saves that state at ``t1``."""
+    subs = subsaves(problem.saveat)
+    sol = problem._diffeqsolve(
+        max_steps=problem.max_steps,
+        saveat=diffrax.SaveAt(subs=problem.saveat.subs, controller_state=True),
+        controller=tracked(problem.stepsize_controller, problem.t1, None),
+    )
+    track: TrackedState = sol.controller_state
+    t_end = track.tprev * direction_of(problem)
+    fired = jnp.any(jnp.stack([jnp.asarray(m) for m in jtu.tree_leaves(sol.event_mask)]))
+    single = isinstance(problem.saveat.subs, diffrax.SubSaveAt)
+    all_ts = [sol.ts] if single else jtu.tree_leaves(sol.ts, is_leaf=lambda x: x is None)
+    all_ys = [sol.ys] if single else list(sol.ys)
+    saves = []
+    for sub, ts, ys in zip(subs, all_ts, all_ys, strict=True):
+        if sub.t1:
+            ts, ys = own_final_save(sub, ts, ys, fired, t_end, track.y, problem.args)
+        saves.append((ts, ys))
+    structure = jtu.tree_structure(
+        problem.saveat.subs, is_leaf=lambda s: isinstance(s, diffrax.SubSaveAt)
+    )
+    ts = saves[0][0] if single else jtu.tree_unflatten(structure, [t for t, _ in saves])
+    ys = saves[0][1] if single else jtu.tree_unflatten(structure, [y for _, y in saves])
+    return dataclasses.replace(sol, ts=ts, ys=ys, controller_state=None)
+
+
+def backsolve_saves(problem: DiffeqProblem) -> diffrax.Solution:
+    """``diffeqsolve`` with ``diffrax.BacksolveAdjoint``, which saves the state only, in one
+    ``SubSaveAt``: the problem's sub-saves and save functions computed from one save of the
+    state at the union of their times (``t0``, the one ``ts``, ``t1``)."""
+    subs = subsaves(problem.saveat)
+    single = isinstance(problem.saveat.subs, diffrax.SubSaveAt)
+    if single and subs[0].fn is diffrax.SaveAt(t1=True).subs.fn:
+        return problem._diffeqsolve(max_steps=problem.max_steps, saveat=problem.saveat)
+    ts = next((s.ts for s in subs if s.ts is not None), None)
+    t0, t1 = any(s.t0 for s in subs), any(s.t1 for s in subs)
+    sol = problem._diffeqsolve(
+        max_steps=problem.max_steps, saveat=diffrax.SaveAt(t0=t0, ts=ts, t1=t1)
+    )
+    n_ts = 0 if ts is None else ts.shape[0]
+    all_ts, all_ys = [], []
+    for sub in subs:
+        idx = ([0] if sub.t0 else []) + (
+            list(range(int(t0), int(t0) + n_ts)) if sub.ts is not None else []
+        )
+        idx += [int(t0) + n_ts] if sub.t1 else []
+        idx = jnp.asarray(idx, jnp.int32)
+        sub_ts = sol.ts[idx]
+        sub_ys = jax.tree.map(lambda y, i=idx: y[i], sol.ys)
+        all_ts.append(sub_ts)
+        all_ys.append(jax.vmap(sub.fn, in_axes=(0, 0, None))(sub_ts, sub_ys, problem.args))
+    structure = jtu.tree_structure(
+        problem.saveat.subs, is_leaf=lambda s: isinstance(s, diffrax.SubSaveAt)
+    )
+    return eqx.tree_at(
+        lambda s: (s.ts, s.ys),
+        sol,
+        (jtu.tree_unflatten(structure, all_ts), jtu.tree_unflatten(structure, all_ys)),
+    )
 
 
 class DiffeqState(eqx.Module):
@@ -319,6 +408,9 @@ def controller_never_jumps(problem: DiffeqProblem) -> bool:
     diffrax then resolves ``made_jump`` at trace time; passing a traced ``False`` instead
     would make FSAL solvers carry a select of the first stage in every step.
     """
+    known = (diffrax.PIDController, diffrax.ConstantStepSize, diffrax.StepTo)
+    if not isinstance(problem.stepsize_controller, known):
+        return False  # another controller: keep the traced flag (correct, a bit slower)
     wrapped = problem.stepsize_controller.wrap(jnp.asarray(1))
     terms, solver, args = problem.terms, problem.solver, problem.args
     order = solver.error_order(terms)
@@ -328,11 +420,7 @@ def controller_never_jumps(problem: DiffeqProblem) -> bool:
         _, state = wrapped.init(terms, t0, t1, y, dt0, args, solver.func, order)
         return wrapped.adapt_step_size(t0, t1, y, y, args, y, order, state)[3]
 
-    try:
-        made_jump = eqx.filter_eval_shape(probe, problem.y0)
-    except Exception:  # an unusual controller: keep the traced flag (correct, a bit slower)
-        return False
-    return made_jump is False
+    return eqx.filter_eval_shape(probe, problem.y0) is False
 
 
 def opaque(problem: DiffeqProblem) -> DiffeqProblem:
@@ -484,13 +572,7 @@ def _merge_saved(subs, previous, sol, state_t, final, problem, direction, fresh)
         if previous is not None:
             ts, ys = _continued_slots(sub, previous[i], ts, ys, state_t, direction, fresh)
         if sub.t1:
-            # Without an event the final save is the loop's own state at the time reached
-            # (diffrax interpolates it when another member of the vmapped batch had an event).
-            own = jax.tree.map(lambda y: y[None], sub.fn(t_end, y_end, problem.args))
-            ts = ts.at[-1].set(jnp.where(event_fired, ts[-1], t_end))
-            ys = jax.tree.map(
-                lambda s, o: s.at[-1:].set(jnp.where(event_fired, s[-1:], o)), ys, own
-            )
+            ts, ys = own_final_save(sub, ts, ys, event_fired, t_end, y_end, problem.args)
         merged.append((ts, ys))
     return merged
 
@@ -665,16 +747,32 @@ class DiffeqMember(AbstractSegmentedMember):
 
 
 # --- plain members whose solve the engine continues ------------------------------------------
-
-
-class _NotRoutable(Exception):
-    """A member function that the engine cannot run in segments (a second ``solve()``)."""
+#
+# The seam. A plain member function ``fn(params, key)`` that calls ``DiffeqProblem.solve()``
+# once, at its top level, is run by the engine as a segmented member (:class:`SolveMember`).
+# The engine asks the member for its problem through one explicit object, a
+# :class:`MemberTrace`, which it makes current (``_CURRENT``) only while it traces the member
+# in one of two jitted functions of its own:
+#
+# - :func:`member_problem` traces ``fn`` up to its outputs with every ``solve()`` answered by
+#   a placeholder, and returns the array leaves of the solved problem (of its shared form when
+#   the simulator offers one). The same trace decides whether the member can be segmented
+#   (:func:`plan_member`); jit's cache keeps it, so the member is not traced again for the
+#   programs that start each chunk's solves;
+# - :func:`member_outputs` traces ``fn`` once more with ``solve()`` answered by the solution
+#   of the finished segmented solve.
+#
+# Every segment between the two runs the problem's own structure (``ProblemStructure``): no
+# segment program traces ``fn``. Outside these two functions no ``MemberTrace`` is current
+# and ``solve()`` is ``diffrax.diffeqsolve``. The decisions (a :class:`MemberPlan` per member
+# function and input shapes) live in a :class:`~jaxdyn.sweep.SweepCache`, which a user can
+# clear.
 
 
 class SharedState(eqx.Module):
-    """The state of a solve run in its shared form (:meth:`DiffeqProblem.solve`'s ``shared``):
-    the shared problem's array leaves, carried from segment to segment so that a segment
-    program needs only the problem's structure, and the solve's :class:`DiffeqState`."""
+    """The state of a solve run by the engine: the solved problem's array leaves, carried from
+    segment to segment so that a segment program needs only the problem's structure, and the
+    solve's :class:`DiffeqState`."""
 
     problem: PyTree
     solve: DiffeqState
@@ -683,207 +781,234 @@ class SharedState(eqx.Module):
 class ProblemStructure:
     """The static part of a :class:`DiffeqProblem` (everything but its array leaves): equal
     for problems that one compiled segment program can continue (with arrays of the same
-    shapes), so it keys the engine's shared segment programs."""
+    shapes), so it keys the engine's segment programs. An unhashable static part is equal to
+    itself only."""
 
     def __init__(self, problem: DiffeqProblem):
         static = eqx.partition(problem, eqx.is_array)[1]
         leaves, treedef = jtu.tree_flatten(static)
         self.key = (treedef, tuple(leaves))
-        self._hash = hash(self.key)  # TypeError: an unhashable static part
+        self._hashable = all(_hashable(x) for x in leaves)
+        self._hash = hash(self.key) if self._hashable else id(self)
 
     def __hash__(self) -> int:
         return self._hash
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, ProblemStructure) and self.key == other.key
+        if not isinstance(other, ProblemStructure):
+            return False
+        if not (self._hashable and other._hashable):
+            return self is other
+        return self.key == other.key
 
     def problem(self, arrays: PyTree) -> DiffeqProblem:
         """The problem with these array leaves."""
         return eqx.combine(arrays, jtu.tree_unflatten(*self.key))
 
 
+def _hashable(x) -> bool:
+    return getattr(type(x), "__hash__", None) is not None and (
+        not isinstance(x, (tuple, frozenset)) or all(_hashable(v) for v in x)
+    )
+
+
 def start_shared(structure: ProblemStructure, arrays: PyTree) -> SharedState:
-    """A solve in its shared form before its first step, from the problem's arrays."""
+    """A solve before its first step, from its problem's array leaves."""
     return SharedState(arrays, start_state(structure.problem(arrays)))
 
 
 def advance_shared(structure: ProblemStructure, state: SharedState, max_steps) -> SharedState:
-    """One segment of a solve in its shared form, from its state alone (no member function)."""
+    """One segment of a solve, from its state alone (no member function)."""
     problem = structure.problem(state.problem)
     return SharedState(state.problem, next_segment(problem, state.solve, max_steps))
 
 
-class _Captured(Exception):
-    """Raised at a member's solve once its shared problem is captured."""
+def _holds_tracer(obj, depth: int = 4) -> bool:
+    """Whether a static leaf of a problem (a function, a ``functools.partial``, a container)
+    reaches a traced value: a closure over the member's parameters, which a segment program
+    compiled apart from the member cannot see."""
+    if isinstance(obj, jax.core.Tracer):
+        return True
+    if depth == 0:
+        return False
+    inner: list = []
+    if isinstance(obj, (tuple, list, set, frozenset)):
+        inner = list(obj)
+    elif isinstance(obj, dict):
+        inner = list(obj.values())
+    elif isinstance(obj, functools.partial):
+        inner = [obj.func, *obj.args, *obj.keywords.values()]
+    elif inspect.ismethod(obj):
+        inner = [obj.__func__, obj.__self__]
+    elif inspect.isfunction(obj):
+        inner = [x for c in obj.__closure__ or () for x in _cell_contents(c)]
+        inner += list(obj.__defaults__ or ())
+    return any(_holds_tracer(x, depth - 1) for x in inner)
 
 
-class _Route:
-    """The engine's handle on a member's one :meth:`DiffeqProblem.solve` while it traces the
-    member: it replaces the solve by one step of the segmented solve and keeps the state
-    (a :class:`SharedState` when the solve offers a shared form)."""
+def _cell_contents(cell) -> list:
+    try:
+        return [cell.cell_contents]
+    except ValueError:  # an empty cell: a name assigned after the closure was made
+        return []
 
-    def __init__(self, mode: str, state=None, max_steps=None):
-        self.mode, self.state, self.max_steps = mode, state, max_steps
-        self.calls = 0
+
+class MemberPlan:
+    """The engine's decision about one member function for one member's input shapes (kept in
+    a :class:`~jaxdyn.sweep.SweepCache`): segmented (``reason is None``; ``structure`` is the
+    structure of the problem it solves) or run as written (``reason`` says why).
+    Compared by identity: it is a static argument of the engine's jitted functions, so a new
+    plan (after ``SweepCache.clear()``) traces the member again."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.reason: str | None = None
         self.structure: ProblemStructure | None = None
 
-    def solve(self, problem: DiffeqProblem, shared=None) -> diffrax.Solution:
+    def __repr__(self) -> str:
+        name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
+        return f"MemberPlan({name}, {'segmented' if self.reason is None else self.reason})"
+
+
+class MemberTrace:
+    """What a :meth:`DiffeqProblem.solve` called while the engine traces a member answers.
+
+    ``mode`` is ``"problem"`` (record the problem, answer with a placeholder) or ``"outputs"``
+    (answer with the solution of the finished solve in ``state``). Only a solve called at the
+    member's top level (the trace the engine started, not inside a ``vmap``, ``grad``,
+    ``scan``, ``cond`` or ``jit`` of the member's own) is the engine's; any other is solved by
+    ``diffeqsolve`` as written, and the plan records why the member is not segmented."""
+
+    def __init__(self, plan: MemberPlan, mode: str, state: SharedState | None = None):
+        self.plan, self.mode, self.state = plan, mode, state
+        self.trace_state = jax.extend.core.get_opaque_trace_state()
+        self.calls = 0
+        self.nested = 0
+        self.arrays: PyTree = None
+
+    def at_top_level(self) -> bool:
+        return jax.extend.core.get_opaque_trace_state() == self.trace_state
+
+    def solve(self, problem: DiffeqProblem, shared) -> diffrax.Solution | None:
+        """The answer to ``problem.solve(shared=shared)``, or ``None`` when this solve is not
+        the engine's (``diffeqsolve`` then solves it)."""
+        if not self.at_top_level():
+            self.nested += 1
+            return None
         self.calls += 1
         if self.calls > 1:
-            raise _NotRoutable("the member solves more than one DiffeqProblem")
-        if shared is None:
-            if self.mode == "init":
-                self.state = first_segment(problem, self.max_steps)
-            elif self.mode == "advance":
-                self.state = next_segment(problem, self.state, self.max_steps)
-            # In "init" and "advance" the member's outputs are discarded (and compiled away);
-            # in "finish" they are the member's outputs of the whole solve.
-            return solution_of(problem, self.state)
-        problem, restrict = shared()
-        if self.mode == "problem":  # only the shared problem's arrays (its start is shared)
-            self.state = eqx.partition(problem, eqx.is_array)[0]
-            raise _Captured  # the rest of the member is not traced
-        if self.mode == "init":
-            arrays = eqx.partition(problem, eqx.is_array)[0]
-            self.state = SharedState(arrays, first_segment(problem, self.max_steps))
-            try:
-                self.structure = ProblemStructure(problem)
-            except TypeError:
-                self.structure = None
-        # The problem's arrays as the first segment saw them, in every later call.
-        problem = eqx.combine(self.state.problem, eqx.partition(problem, eqx.is_array)[1])
-        if self.mode == "advance":
-            self.state = SharedState(
-                self.state.problem, next_segment(problem, self.state.solve, self.max_steps)
-            )
-        return restrict(solution_of(problem, self.state.solve))
+            return None
+        solved, restrict = (problem, None) if shared is None else shared()
+        arrays, static = eqx.partition(solved, eqx.is_array)
+        if self.mode == "problem":
+            self.arrays = arrays
+            if any(_holds_tracer(x) for x in jtu.tree_leaves(static)):
+                self.plan.reason = (
+                    "its DiffeqProblem holds a traced value outside its array leaves (a "
+                    "closure over the member's parameters: pass them as args or as fields)"
+                )
+            self.plan.structure = ProblemStructure(solved)
+            state = SharedState(arrays, start_state(solved))  # a placeholder of the right type
+        else:
+            state = self.state
+        solution = solution_of(eqx.combine(state.problem, static), state.solve)
+        return solution if restrict is None else restrict(solution)
 
 
-_ROUTE: contextvars.ContextVar[_Route | None] = contextvars.ContextVar(
-    "jaxdyn_sweep_route", default=None
+_CURRENT: contextvars.ContextVar[MemberTrace | None] = contextvars.ContextVar(
+    "jaxdyn_sweep_member_trace", default=None
 )
 
 
-def solve_is_routed() -> bool:
-    """Whether a :meth:`DiffeqProblem.solve` called now is the one the engine continues in
-    segments (``run_sweep`` is tracing a plain member). A simulator that would otherwise solve
-    inside a jitted function of its own calls ``solve()`` directly then (a jitted function's
-    body is not traced again on a cache hit, so the engine would not see the solve)."""
-    return _ROUTE.get() is not None
+def in_sweep() -> bool:
+    """Whether a :meth:`DiffeqProblem.solve` called now goes to the sweep engine (it is
+    tracing a plain member). A simulator that would otherwise solve inside a jitted function
+    of its own calls ``solve()`` directly then (a jitted function's body is not traced again
+    on a cache hit, so the engine would not see the solve)."""
+    return _CURRENT.get() is not None
 
 
-def _traced(fn, params, key, route: _Route):
-    token = _ROUTE.set(route)
+def _with_trace(fn, params, key, trace: MemberTrace):
+    token = _CURRENT.set(trace)
     try:
-        out = fn(params, key)
+        return fn(params, key)
     finally:
-        _ROUTE.reset(token)
-    if route.calls != 1:
-        raise _NotRoutable(f"the member called DiffeqProblem.solve() {route.calls} time(s)")
+        _CURRENT.reset(token)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def member_problem(plan: MemberPlan, params, key):
+    """The array leaves of the problem one member solves (the member traced once)."""
+    trace = MemberTrace(plan, "problem")
+    _with_trace(plan.fn, params, key, trace)
+    if plan.reason is None:
+        plan.reason = _why_not(trace)
+    return trace.arrays
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def member_outputs(plan: MemberPlan, params, key, state: SharedState):
+    """One member's outputs from its finished solve (the member traced once more)."""
+    trace = MemberTrace(plan, "outputs", state)
+    out = _with_trace(plan.fn, params, key, trace)
+    if trace.calls != 1 or trace.nested:
+        raise RuntimeError(
+            f"sweep member {plan.fn!r} solved differently when traced again ({_why_not(trace)})"
+        )
     return out
 
 
-class _Routed(AbstractSegmentedMember):
-    """A plain member function ``fn(params, key)`` with one :meth:`DiffeqProblem.solve`,
-    run as a segmented member: each method re-traces ``fn`` with the solve replaced by the
-    segment's part of the solve (:class:`_Route`). ``structure``: the structure of the
-    solve's shared form when it has one (the engine then advances it without ``fn``)."""
+def _why_not(trace: MemberTrace) -> str | None:
+    if trace.nested:
+        return (
+            "its DiffeqProblem.solve() runs inside a transformation of its own (vmap, grad, "
+            "scan, cond or jit)"
+        )
+    if trace.calls == 0:
+        return "it calls no DiffeqProblem.solve() (the library's simulators do)"
+    if trace.calls > 1:
+        return f"it calls DiffeqProblem.solve() {trace.calls} times (the engine continues one)"
+    return None
 
-    fn: Callable
-    structure: ProblemStructure | None = None
+
+def plan_member(fn: Callable, params: dict, seed) -> MemberPlan:
+    """The engine's decision for ``fn`` (a plain member function), from one trace of it with
+    one member's ``params`` and ``seed`` (:func:`member_problem`)."""
+    plan = MemberPlan(fn)
+    member_problem.trace(plan, params, jax.random.key(seed))
+    return plan
+
+
+class SolveMember(AbstractSegmentedMember):
+    """A plain member function whose one :meth:`DiffeqProblem.solve` the engine continues in
+    segments (``plan``: its :class:`MemberPlan`, segmented). ``init`` and ``finish`` call the
+    two jitted traces of the member (:func:`member_problem`, :func:`member_outputs`);
+    ``advance`` continues the solve from its state alone."""
+
+    plan: MemberPlan = eqx.field(static=True)
 
     def init(self, params, key, max_steps):
-        route = _Route("init", max_steps=max_steps)
-        _traced(self.fn, params, key, route)
-        return route.state
+        arrays = member_problem(self.plan, params, key)
+        if max_steps == 0:
+            return start_shared(self.plan.structure, arrays)
+        problem = self.plan.structure.problem(arrays)
+        return SharedState(arrays, first_segment(problem, max_steps))
 
     def advance(self, params, key, state, max_steps):
-        route = _Route("advance", state, max_steps)
-        _traced(self.fn, params, key, route)
-        return route.state
+        return advance_shared(self.plan.structure, state, max_steps)
 
-    def shared_problem(self, params, key):
-        """The array leaves of the member's shared problem (``structure`` not ``None``): the
-        member traced up to its solve only."""
-        route = _Route("problem")
-        token = _ROUTE.set(route)
-        try:
-            self.fn(params, key)
-        except _Captured:
-            return route.state
-        finally:
-            _ROUTE.reset(token)
-        raise _NotRoutable("the member did not reach its solve")
+    def problem_arrays(self, params, key):
+        """The array leaves of the member's problem (the start of its solve)."""
+        return member_problem(self.plan, params, key)
 
     def done(self, state):
-        return state.solve.done if isinstance(state, SharedState) else state.done
+        return state.solve.done
 
     def finish(self, params, key, state):
-        return _traced(self.fn, params, key, _Route("finish", state))
+        return member_outputs(self.plan, params, key, state)
 
 
 def shared_structure(member) -> ProblemStructure | None:
-    """The structure of a routed member's shared problem (``None``: the member's segments are
-    compiled for the member itself)."""
-    return member.structure if isinstance(member, _Routed) else None
-
-
-# The routing decision of a member function for one member's input shapes (two traces of
-# the member, one under jax's leak checker): made once, so that a repeated sweep of the same
-# function pays nothing before its compiled programs run.
-_ROUTED: dict = {}
-_ROUTED_MAX = 256
-
-
-def clear_routing() -> None:
-    """Forget the routing decisions made so far (``jaxdyn.sweep.clear_caches``)."""
-    _ROUTED.clear()
-
-
-def routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember | None:
-    """``fn`` as a segmented member when it solves exactly one :class:`DiffeqProblem` through
-    :meth:`DiffeqProblem.solve` at its top level; ``None`` otherwise (no solve, several, or a
-    solve inside a transformation of its own, e.g. ``vmap``, ``grad`` or ``lax.scan``, whose
-    state cannot leave it). ``params`` and ``seed`` are one member's, for a trace of ``fn``
-    (the state before the first step: no solver loop is lowered). The decision depends only
-    on ``fn`` and the inputs' shapes and dtypes, and is remembered for them."""
-    shapes = jax.tree.map(lambda x: (jnp.shape(x), jnp.result_type(x)), (params, seed))
-    try:
-        key = (fn, jtu.tree_structure(shapes), tuple(jtu.tree_leaves(shapes)),
-               jax.config.jax_enable_x64)  # fmt: skip
-        hash(key)
-    except TypeError:  # an unhashable callable: decide every time
-        return _routed_member(fn, params, seed)
-    if key not in _ROUTED:
-        if len(_ROUTED) >= _ROUTED_MAX:
-            _ROUTED.pop(next(iter(_ROUTED)))
-        _ROUTED[key] = _routed_member(fn, params, seed)
-    return _ROUTED[key]
-
-
-def _routed_member(fn: Callable, params: dict, seed) -> AbstractSegmentedMember | None:
-    structures = []
-
-    def start(p, s):  # one solve() at the member's top level?
-        route = _Route("init", max_steps=0)
-        _traced(fn, p, jax.random.key(s), route)
-        structures.append(route.structure)
-        return route.state
-
-    try:
-        jax.eval_shape(start, params, seed)
-    except _NotRoutable:
-        return None
-    # A solve inside the member's own vmap, grad or scan leaves its state behind in that
-    # transformation; jax's leak checker finds it. The member traced without the checker just
-    # now, so whatever fails under it (a leak, or the checker's own limits with some library
-    # internals) is a reason to run the member as written, which is always correct.
-    try:
-        with jax.checking_leaks():  # a fresh function: traced now, under the checker
-            jax.jit(lambda p, s: start(p, s)).lower(params, seed)
-    except Exception:
-        return None
-    # The shared form's structure must not change between traces (a closure created in
-    # each trace would): then its segment programs are keyed by it.
-    same = structures[0] is not None and structures[0] == structures[-1]
-    return _Routed(fn, structures[0] if same else None)
+    """The structure of the problem a :class:`SolveMember` solves (``None`` for any other
+    member: its segments are compiled for the member itself)."""
+    return member.plan.structure if isinstance(member, SolveMember) else None

@@ -39,12 +39,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import jax
 import numpy as np
 
+from .._status import status_code, status_name
+from ._cache import SweepCache
 from ._checkpoints import SweepCheckpoints
 from ._chunks import (
     ChunkPlan,
@@ -55,7 +57,7 @@ from ._chunks import (
     slice_members,
     spread_order,
 )
-from ._diffeq import clear_routing, routed_member, shared_structure
+from ._diffeq import SolveMember
 from ._grid import Grid
 from ._options import SweepOptions
 from ._processes import process_layout, same_everywhere
@@ -67,20 +69,11 @@ from ._programs import (
     plain_out_shape,
 )
 from ._result import SweepResult
-from ._scheduler import clear_segmented_programs, segmented_out_shape, segmented_programs
+from ._scheduler import segmented_out_shape, segmented_programs
 from ._segmented import AbstractSegmentedMember, unsegmented
 
 
-def clear_caches() -> None:
-    """Forget every compiled sweep program and traced member: the engine's own caches (the
-    routing of plain members, the segmented programs of a member and shapes) and
-    ``jax.clear_caches()``. The next sweep traces and compiles as the first one did."""
-    clear_routing()
-    clear_segmented_programs()
-    jax.clear_caches()
-
-
-def _check_arguments(fn, grid, options):
+def _check_arguments(fn, grid, options, cache, log, name):
     segmented = isinstance(fn, AbstractSegmentedMember)
     if not segmented and not callable(fn):
         raise TypeError(f"run_sweep needs a callable member function, got {type(fn).__name__}")
@@ -89,19 +82,25 @@ def _check_arguments(fn, grid, options):
     options = SweepOptions() if options is None else options
     if not isinstance(options, SweepOptions):
         raise TypeError(f"options must be a SweepOptions, got {type(options).__name__}")
+    cache = SweepCache.default if cache is None else cache
+    if not isinstance(cache, SweepCache):
+        raise TypeError(f"cache must be a SweepCache, got {type(cache).__name__}")
     if segmented and options.segment_steps == 0:
-        return unsegmented(fn), False, options
+        return unsegmented(fn), False, options, cache
     if not segmented and len(grid):
-        # A plain member whose one solve goes through DiffeqProblem.solve() (the library's
-        # simulators) is run in segments too (jaxdyn/sweep/_diffeq.py); unsegmented, only a
-        # solve in a shared form is routed, so that its results do not depend on segments.
+        # A plain member whose one solve is a DiffeqProblem.solve() (the library's
+        # simulators) is run in segments (jaxdyn/sweep/_diffeq.py, docs/sweep.md).
         one = {k: v[0] for k, v in grid.params.items()}
-        routed = routed_member(fn, one, grid.seeds[0])
-        if routed is not None and options.segment_steps > 0:
-            return routed, True, options
-        if routed is not None and shared_structure(routed) is not None:
-            return unsegmented(routed), False, options
-    return fn, segmented, options
+        plan, new = cache.plan(fn, one, grid.seeds[0])
+        if plan.reason is None:
+            member = SolveMember(plan)
+            if options.segment_steps > 0:
+                return member, True, options, cache
+            return unsegmented(member), False, options, cache
+        if new and "calls no" not in plan.reason:
+            name_of = getattr(fn, "__qualname__", type(fn).__name__)
+            log(f"sweep '{name}': member {name_of} is not run in segments: {plan.reason}")
+    return fn, segmented, options, cache
 
 
 def _local_devices(options: SweepOptions) -> list:
@@ -115,11 +114,11 @@ def _local_devices(options: SweepOptions) -> list:
     return devices
 
 
-def _compiler(fn, segmented, devices, width, options, log):
+def _compiler(fn, segmented, devices, width, options, log, cache):
     """``compile_for(params, seeds) -> (program, compilations done now)`` for a chunk."""
     if segmented:
         return lambda params, seeds: segmented_programs(
-            fn, devices[0], width, options, params, seeds
+            fn, devices[0], width, options, params, seeds, cache
         )
     mesh = jax.sharding.Mesh(np.array(devices), ("sweep",))
     return lambda params, seeds: compile_program(fn, mesh, width, params, seeds, log)
@@ -133,6 +132,8 @@ def run_sweep(
     options: SweepOptions | None = None,
     checkpoint_dir: str | Path | None = None,
     log: Callable[[str], None] | None = None,
+    cache: SweepCache | None = None,
+    accept: Iterable | None = None,
 ) -> SweepResult:
     """Evaluate ``fn(params, key)`` for every member of ``grid`` as one compiled program.
 
@@ -155,14 +156,20 @@ def run_sweep(
         checkpoint_dir: folder for finished chunks; a second call with the same folder and
             grid resumes from them. ``None`` keeps everything in memory.
         log: called with one-line progress messages (e.g. ``Run.log``).
+        accept: statuses besides ``Status.successful`` that are outcomes, not failures
+            (e.g. ``Status.blowup`` where blow-up is what is measured): the sweep's last log
+            line then says how many members failed, counting these as accepted. ``None``:
+            it states the counts by status only (no verdict).
+        cache: what the engine remembers between sweeps (:class:`SweepCache`; default
+            ``SweepCache.default``).
 
     Within a run directory use :meth:`jaxdyn.runs.Run.sweep`, which passes the run's options
     and checkpoint folder and records the result. In a multi-process run every process calls
     this with the same arguments and receives the whole result.
     """
-    fn, segmented, options = _check_arguments(fn, grid, options)
+    log = log or (lambda msg: None)
+    fn, segmented, options, cache = _check_arguments(fn, grid, options, cache, log, name)
     with CompileCounter() as compiles:
-        log = log or (lambda msg: None)
         t_start = time.perf_counter()
         devices = _local_devices(options)
         n_members = len(grid)
@@ -172,7 +179,7 @@ def run_sweep(
             name=name, fingerprint=grid.fingerprint(), n_members=n_members, vmap_width=width
         )
         checkpoints = SweepCheckpoints(checkpoint_dir, name, meta)
-        compile_for = _compiler(fn, segmented, devices, width, options, log)
+        compile_for = _compiler(fn, segmented, devices, width, options, log, cache)
         program, chunk, _ = _agree_on_chunk(
             compile_for, grid, checkpoints, options, n_devices, width, log, name, segmented
         )
@@ -210,7 +217,7 @@ def run_sweep(
             wall_time_s=time.perf_counter() - t_start,
         )
     jax.monitoring.record_event_duration_secs(SWEEP_EVENT, result.wall_time_s)
-    _log_outcome(result, log, name)
+    _log_outcome(result, log, name, accept)
     return result
 
 
@@ -280,15 +287,28 @@ def _out_shape(program, fn, segmented, width, options, example):
     return plain_out_shape(fn, width, *example)
 
 
-def _log_outcome(result: SweepResult, log, name: str) -> None:
-    failed = result.n_failed()
-    if failed:
-        log(
-            f"sweep '{name}': {failed}/{len(result.seeds)} member(s) not successful: "
-            f"{result.status_counts()}"
-        )
-    else:
-        log(f"sweep '{name}': done in {result.wall_time_s:.1f} s")
+def _log_outcome(result: SweepResult, log, name: str, accept) -> None:
+    """The sweep's one line of outcomes: its members counted by status. With ``accept`` (the
+    statuses besides ``successful`` that are outcomes, not failures) it is the sweep's status
+    line and says how many failed; without, it states the counts only and leaves the verdict
+    to the caller (:meth:`jaxdyn.runs.Run.sweep` logs it with what was expected)."""
+    counts = result.status_counts()
+    line = f"sweep '{name}': {len(result.seeds)} members in {result.wall_time_s:.1f} s"
+    if accept is None:
+        log(f"{line} ({', '.join(f'{v} {k}' for k, v in counts.items())})")
+        return
+    accepted = {"successful"} | {status_name(status_code(s)) for s in accept}
+    failed = {k: v for k, v in counts.items() if k not in accepted}
+    kept = ", ".join(
+        f"{v} {k}" + (" (accepted)" if k != "successful" else "")
+        for k, v in counts.items()
+        if k in accepted
+    )
+    log(
+        f"{line}: {result.n_failed(accept)} failed"
+        + (f" ({', '.join(f'{v} {k}' for k, v in failed.items())})" if failed else "")
+        + (f"; {kept}" if kept else "")
+    )
 
 
 def _assemble(name, grid, chunk_outputs, chunk_status, order, **stats) -> SweepResult:

@@ -49,19 +49,15 @@ class SweepOptions:
             compilation). The default ``2`` (narrow and wide, the narrow groups only after
             ``narrow_after``) compiles the fewest; ``3`` (4, 8
             and 32 for float64 members on CPUs) finishes the last dozen slow members of a long
-            sweep in groups that fit them: 1.2x and 2.4x faster warm in two runs of
-            ``benchmarks/bench_sweep_heterogeneous.py``, but on the 1,200 rank runs of
-            ``bench_pde_ranks.py`` 15% faster warm and 28% slower cold (docs/benchmarks.md).
+            sweep in groups that fit them, at the cost of one more compiled program
+            (``benchmarks/bench_sweep_heterogeneous.py``, ``bench_pde_ranks.py``).
         narrow_after: lane-steps (group width x steps) that a chunk's groups of
             ``vmap_width`` alone must have spent beyond the cheapest cover by all the
             ``segment_widths`` before the narrower widths are used (and compiled, when first
             used). The default ``0`` uses them from the first segment: a sweep is then
             straggler-free by default, and a narrower width's program, compiled once, is
-            shared by every later chunk and sweep of the same solve structure. On the 1,200
-            rank runs of ``bench_pde_ranks.py`` (one CPU core) ``0`` against ``2^19``: the
-            member a user writes (one ``run_sweep`` per panel) 4.4 s against 10.5 s warm,
-            47.7 against 39.7 s cold; ``pde-ranks``' member in one sweep 5.2 against 15.1 s
-            warm, 26.5 against 25.1 s cold (docs/benchmarks.md). A larger value saves that
+            shared by every later chunk and sweep of the same solve structure
+            (``benchmarks/probe_narrow_after.py`` compares values). A larger value saves that
             compilation on short one-off sweeps (``jaxdyn run --quick`` uses ``2^19``).
             Decided from the chunk's own members' progress, so the grouping, and hence every
             result, is the same in every run.

@@ -13,7 +13,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from .._compat import patch_equinox_closure_convert
 from .._status import Status, as_status, item_code, mark_nonfinite
 
 SWEEP_AXIS = "sweep"
@@ -52,9 +51,9 @@ class CompileCounter:
 # Lowering a member under shard_map fails where the single-device program works in two known
 # cases on this stack, both met by diffrax's event root finding (optimistix -> lineax):
 # lineax's ``ravel_vector`` compares the sharding of a vector with its structure (lineax issue
-# #185), and equinox's closure conversion compares shardings (diffrax issue #765; patched by
-# ``jaxdyn._compat.patch_equinox_closure_convert`` for equinox <= 0.13.8). Any other error is
-# the member's own and is raised.
+# #185), and equinox's closure conversion compares shardings (diffrax issue #765;
+# equinox PR #1261 fixes it; jaxdyn does not patch equinox, so such a member is dispatched per
+# device until equinox releases the fix). Any other error is the member's own and is raised.
 _SHARD_MAP_FAILURES = (
     "pytree does not match out_structure",
     "Closure-converted function called with different dynamic arguments",
@@ -127,6 +126,35 @@ def effective_vmap_width(vmap_width: int, n_members: int) -> int:
     return max(1, min(int(vmap_width), 1 << max(0, math.ceil(math.log2(max(n_members, 1))))))
 
 
+def xla_options(platform: str, *, small: bool = False) -> dict[str, bool]:
+    """The XLA options the engine compiles its programs with (``jax.jit``'s
+    ``compiler_options``: per program, no ``XLA_FLAGS``, nothing set process-wide).
+
+    On CPUs:
+
+    - ``xla_cpu_multi_thread_eigen=False``: XLA:CPU hands every dot to Eigen, which splits it
+      over its intra-op thread pool and waits for the pieces. For the small batched products
+      of sweep members (covariances of a few dimensions, short token sequences) the split and
+      the wait cost far more than the product (benchmarks/results/pde_ranks.json); the
+      engine uses the cores with devices and processes instead.
+    - ``xla_cpu_use_fusion_emitters=False`` for ``small`` programs (segmented members whose
+      state has at most ``SMALL_STATE`` numbers): XLA's elemental emitters compile faster and
+      run such members as fast; larger states (particle systems) keep the fusion emitters,
+      which run them faster.
+
+    Other platforms: XLA's defaults.
+    """
+    if platform != "cpu":
+        return {}
+    options = {"xla_cpu_multi_thread_eigen": False}
+    if small:
+        options["xla_cpu_use_fusion_emitters"] = False
+    return options
+
+
+SMALL_STATE = 4096  # numbers in one member's state: below, the elemental emitters pay
+
+
 def put_global(host_array: np.ndarray, sharding) -> jax.Array:
     """Place a host array sharded over the sweep axis; works unchanged across processes."""
     return jax.make_array_from_callback(host_array.shape, sharding, lambda index: host_array[index])
@@ -172,7 +200,6 @@ def _sweep_chunk(fn, width, mesh, params, seeds):
     batched = batched_member_program(fn, width)
     if mesh is None:
         return batched(params, seeds)
-    patch_equinox_closure_convert()
     # check_vma=False: diffrax/optimistix internals are not annotated for varying axes.
     return jax.shard_map(
         batched,
@@ -205,7 +232,8 @@ class ShardedProgram:
             np.shape(x), np.asarray(x).dtype, sharding=self.sharding
         )  # noqa: E731
         lowered = _sweep_chunk.lower(*self.static, jax.tree.map(put, params), put(seeds))
-        self.compiled = lowered.compile()
+        platform = mesh.devices.flat[0].platform
+        self.compiled = lowered.compile(compiler_options=xla_options(platform))
         self.bytes_per_device = compiled_bytes(self.compiled) / self.n_devices
         self.out_shape = _unsharded(lowered.out_info)
 
@@ -233,7 +261,7 @@ class PerDeviceProgram:
         for device, (p, s) in zip(self.devices, self._split(params, seeds), strict=True):
             p, s = jax.device_put((p, s), device)
             lowered = _sweep_chunk.lower(*self.static, p, s)
-            self.compiled.append(lowered.compile())
+            self.compiled.append(lowered.compile(compiler_options=xla_options(device.platform)))
         self.bytes_per_device = compiled_bytes(self.compiled[0])
         self.out_shape = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct((seeds.shape[0],) + x.shape[1:], x.dtype),
@@ -284,8 +312,10 @@ def compile_program(fn, mesh, width, params, seeds, log=lambda msg: None):
 def compiled_bytes(compiled) -> float:
     try:
         stats = compiled.memory_analysis()
-        return float(
-            stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
-        )
-    except Exception:  # some backends do not report memory statistics
+    except NotImplementedError:  # a backend that reports no memory statistics
         return 0.0
+    if stats is None:
+        return 0.0
+    return float(
+        stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
+    )

@@ -40,6 +40,7 @@ from ._diffeq import advance_shared, shared_structure, start_shared
 from ._packing import cover_lanes, group_widths, pack, segment_width
 from ._programs import (
     DEVICE_EVENT,
+    SMALL_STATE,
     CompileCounter,
     _ByIdentity,
     compiled_bytes,
@@ -47,6 +48,7 @@ from ._programs import (
     outputs_and_status,
     static_member,
     to_host,
+    xla_options,
 )
 from ._segmented import AbstractSegmentedMember
 
@@ -149,7 +151,7 @@ def _sweep_advance_shared(structure, segment_steps, packing, states, idx, n_real
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _sweep_problems(member, width, params, seeds):
     """The array leaves of every member's shared problem (no solver code: cheap to compile)."""
-    return grouped(lambda p, s: member.shared_problem(p, jax.random.key(s)), width)(params, seeds)
+    return grouped(lambda p, s: member.problem_arrays(p, jax.random.key(s)), width)(params, seeds)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
@@ -184,12 +186,6 @@ class _SharedAdvance:
         return self.compiled(states, idx, n_real)
 
 
-# Compiled shared segment programs, by structure, steps, packing, chunk states and width:
-# sweeps of different member functions whose solves share a form share them.
-_SHARED: dict = {}
-_SHARED_MAX = 64
-
-
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def _sweep_finish(member, width, packing, params, seeds, states):
     """Every member's outputs and status code from its final state."""
@@ -221,22 +217,28 @@ class SegmentedPrograms:
         device,
         width_count: int = 2,
         narrow_after: int = 0,
+        cache=None,
     ):
+        self.cache = cache
         self.member, self.width = static_member(member), width
         self.segment_steps, self.device = segment_steps, device
         on_device = jax.sharding.SingleDeviceSharding(device)
         self._spec = lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=on_device)  # noqa: E731
         example = jax.tree.map(self._spec, (params, seeds))
         self.packing = _state_packing(self.member, params, seeds)
+        size = sum(int(np.prod(shape)) for shape in self.packing.shapes)
+        self.xla = xla_options(device.platform, small=size <= SMALL_STATE)
         static = (self.member, width, self.packing)
         with CompileCounter() as counter:
             if shared_structure(self.member) is None:
-                self.init = _sweep_init.lower(*static, *example).compile()
+                self.init = _sweep_init.lower(*static, *example).compile(compiler_options=self.xla)
             else:
                 self.init = self._shared_start(example)
             packed_shape = _sweep_init.eval_shape(*static, *example)[0]
             self._packed = jax.tree.map(self._spec, packed_shape)
-            self.finish = _sweep_finish.lower(*static, *example, self._packed).compile()
+            self.finish = _sweep_finish.lower(*static, *example, self._packed).compile(
+                compiler_options=self.xla
+            )
         state_shape = self.packing.state_shape
         narrow = segment_width(requested_width, width, device.platform, state_shape)
         self.group_widths = group_widths(narrow, width, width_count)
@@ -270,12 +272,14 @@ class SegmentedPrograms:
                     self._packed,
                     idx,
                     n_real,
-                ).compile()
+                ).compile(compiler_options=self.xla)
             self.compilations += counter.count
         return self._advance[width]
 
     def _shared_start(self, example) -> _SharedStart:
-        problems = _sweep_problems.lower(self.member, self.width, *example).compile()
+        problems = _sweep_problems.lower(self.member, self.width, *example).compile(
+            compiler_options=self.xla
+        )
         arrays = jax.tree.map(
             self._spec, _sweep_problems.eval_shape(self.member, self.width, *example)
         )
@@ -290,30 +294,32 @@ class SegmentedPrograms:
             shapes,
             self.width,
         )
-        if key not in _SHARED:
-            if len(_SHARED) >= _SHARED_MAX:
-                _SHARED.pop(next(iter(_SHARED)))
-            _SHARED[key] = _sweep_start_shared.lower(
-                structure, self.width, self.packing, arrays
-            ).compile()
-        return _SharedStart(problems, _SHARED[key])
+        shared = self.cache.shared
+        if key not in shared:
+            self.cache.remember(
+                shared,
+                key,
+                _sweep_start_shared.lower(structure, self.width, self.packing, arrays).compile(
+                    compiler_options=self.xla
+                ),
+            )
+        return _SharedStart(problems, shared[key])
 
     def _shared_advance(self, width: int) -> Callable:
         structure = shared_structure(self.member)
         shapes = tuple((d, x.shape) for d, x in sorted(self._packed.items()))
         key = (structure, self.segment_steps, self.packing, self.device, shapes, width)
-        if key not in _SHARED:
+        shared = self.cache.shared
+        if key not in shared:
             idx = self._spec(np.zeros(width, np.int32))
             n_real = self._spec(np.int32(0))
             with CompileCounter() as counter:
                 compiled = _sweep_advance_shared.lower(
                     structure, self.segment_steps, self.packing, self._packed, idx, n_real
-                ).compile()
+                ).compile(compiler_options=self.xla)
             self.compilations += counter.count
-            if len(_SHARED) >= _SHARED_MAX:
-                _SHARED.pop(next(iter(_SHARED)))
-            _SHARED[key] = _SharedAdvance(compiled)
-        return _SHARED[key]
+            self.cache.remember(shared, key, _SharedAdvance(compiled))
+        return shared[key]
 
     def run(self, params: dict, seeds: np.ndarray, n_real: int | None = None):
         """``(outputs, status codes, segments run)`` of one chunk of members (on the host);
@@ -369,20 +375,9 @@ def states_size(states) -> int:
     return next(iter(states.values())).shape[0]
 
 
-# SegmentedPrograms built so far: a repeated sweep of the same member and shapes takes its
-# programs (and their shapes, found by tracing) from here instead of tracing the member again.
-_PROGRAMS: dict = {}
-_PROGRAMS_MAX = 64
-
-
-def clear_segmented_programs() -> None:
-    """Forget the programs built so far (``jaxdyn.sweep.clear_caches``)."""
-    _PROGRAMS.clear()
-    _SHARED.clear()
-
-
-def segmented_programs(member, device, width, options, params, seeds):
-    """``(SegmentedPrograms, compilations done now)`` for one chunk size on ``device``."""
+def segmented_programs(member, device, width, options, params, seeds, cache):
+    """``(SegmentedPrograms, compilations done now)`` for one chunk size on ``device``, from
+    ``cache`` (a :class:`~jaxdyn.sweep.SweepCache`) when a sweep built them before."""
     specs = jax.tree.map(lambda x: (np.shape(x), np.asarray(x).dtype.str), (params, seeds))
     key = (
         static_member(member),
@@ -400,8 +395,8 @@ def segmented_programs(member, device, width, options, params, seeds):
         hash(key)
     except TypeError:
         key = None
-    if key is not None and key in _PROGRAMS:
-        return _PROGRAMS[key], 0
+    if key is not None and key in cache.programs:
+        return cache.programs[key], 0
     programs = SegmentedPrograms(
         member,
         width,
@@ -412,11 +407,10 @@ def segmented_programs(member, device, width, options, params, seeds):
         device,
         options.segment_widths,
         options.narrow_after,
+        cache,
     )
     if key is not None and not isinstance(key[0], _ByIdentity):
-        if len(_PROGRAMS) >= _PROGRAMS_MAX:
-            _PROGRAMS.pop(next(iter(_PROGRAMS)))
-        _PROGRAMS[key] = programs
+        cache.remember(cache.programs, key, programs)
     return programs, programs.compilations
 
 

@@ -96,12 +96,17 @@ def check_mass(run, a: PosteriorAnalysis, result, posterior) -> None:
     c = a.config
     if not c.mass_check:
         why = (
-            "not run at this size (mass_check=False, --quick): the Laplace phase costs "
-            f"{c.L**2} Hessian-vector products and an eigendecomposition of order {c.L**2} "
-            "per P; the full size runs it"
+            f"the Laplace phase costs {c.L**2} Hessian-vector products and an "
+            f"eigendecomposition of order {c.L**2} per P"
         )
         for key in order_keys(c):
-            run.evidence(_CHECK.format(key), not_a_prediction(key, why))
+            run.not_run(
+                _CHECK.format(key),
+                _CLAIM.format(key),
+                needs={"mass_check": True},
+                full_size=True,
+                why=why,
+            )
         return
     P, seeds = result.params["P"], result.seeds
     far = a.ladder_mask(P) & result.ok()

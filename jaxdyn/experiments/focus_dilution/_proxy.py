@@ -12,7 +12,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import gradflow as gf
-from ...evidence import ErrorModel, Evidence, Verdict
 from ...runs import Run, negative_control
 from ...sweep import Grid
 
@@ -120,30 +119,21 @@ PROXY_CHECKS = ("bigram_proxy_loss", "bigram_proxy_attention")
 
 
 def proxy_not_run(run: Run, config) -> None:
-    """The proxy test left out (``proxy=False``, --quick): both checks ``inconclusive``."""
+    """The proxy test left out (``proxy=False``, --quick): both checks ``not_run``."""
     why = (
-        "the bigram-proxy test was not run at this size (proxy=False, --quick): its descents "
-        "are most of the experiment's time, and at the quick size (6 draws of 2048 windows) "
-        "the window draws' loss curves spread several times wider than the margin "
-        f"{config.proxy_effect_loss:g} (WikiText-2 excerpt: +-0.18 nats), so it cannot decide "
-        "there; the full size runs it"
+        "its descents are most of the experiment's time, and at the quick size the window "
+        "draws' loss curves spread several times wider than the margin "
+        f"{config.proxy_effect_loss:g}, so it cannot decide there"
     )
     for name, effect in zip(
         PROXY_CHECKS, (config.proxy_effect_loss, config.proxy_effect_attention), strict=True
     ):
-        run.evidence(
+        run.not_run(
             name,
-            Evidence(
-                f"real-text and bigram-chain training agree within {effect:g}",
-                0.0,
-                float("nan"),
-                ErrorModel.standard_error(
-                    float("inf"), dof=None, basis="Welch over window draws (not run)"
-                ),
-                Verdict.inconclusive,
-                effect,
-                why,
-            ),
+            f"real-text and bigram-chain training agree within {effect:g}",
+            needs={"proxy": True},
+            full_size=True,
+            why=why,
         )
 
 

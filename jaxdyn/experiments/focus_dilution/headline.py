@@ -202,6 +202,11 @@ def _origin_evidence(run: Run, config: FocusDilutionConfig, mc: gf.MarkovChain, 
         origin_ts=o.ts,
         origin_deviation=o.deviation,
         origin_attention_change=o.attention_change,
+        dims={
+            "origin_eps": ("eps",),
+            "origin_deviation": ("eps", "origin_time"),
+            "origin_attention_change": ("eps", "origin_time"),
+        },
     )
 
 
@@ -270,6 +275,24 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
         stall_tangential=a.stall.tangential,
         stall_transverse=a.stall.transverse,
         **{k: v for k, v in a.metrics.items() if k != "gamma"},
+        dims={
+            "W0": ("time", "token", "embedding"),
+            "embedding_pca": ("time", "token", "component"),
+            "spectrum_origin": ("eigenvalue",),
+            "spectrum_saddle": ("eigenvalue",),
+            "stall_tangential": ("tangential_exponent",),
+            "stall_transverse": ("transverse_exponent",),
+            "attention": ("time", "query", "key"),
+            "entropy_query": ("time", "query"),
+            "sv_W0": ("time", "singular_value"),
+            "sv_W1": ("time", "singular_value"),
+            "sv_Phi": ("time", "singular_value"),
+        },
+        coords={
+            "token": np.arange(np.shape(a.trajectory.W0)[1]),
+            "query": np.arange(np.shape(a.trajectory.W0)[1]),
+            "key": np.arange(np.shape(a.trajectory.W0)[1]),
+        },
     )
     dynamics_figure(run, a)
     spectra_figure(run, a)

@@ -225,10 +225,16 @@ def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
     zero, degenerate, steps = _tangential_orders(run, deltas, b, scale)
     run.scalar("second_transverse_exponents", local_exponents(deltas[pos], sv[pos, 1]).tolist())
     run.save_arrays(
-        delta=deltas,
         transverse=b.transverse,
         tangential=b.tangential,
         grad_M_singular_values=sv,
         loss=b.point.loss,
+        dims={
+            "transverse": ("delta", "transverse_exponent"),
+            "tangential": ("delta", "tangential_exponent"),
+            "grad_M_singular_values": ("delta", "singular_value"),
+            "loss": ("delta",),
+        },
+        coords={"delta": deltas},
     )
     _figure(run, deltas, b, steps, zero, degenerate)

@@ -183,6 +183,19 @@ def _corpus_and_queries(config: TextConfig, run: Run):
     return corpus, tuple(queries)
 
 
+def _text_labels(names) -> dict:
+    """Labels of the flow's arrays: attention over time, query and key by vocabulary word;
+    ``P[i, j]`` the chance that ``names[j]`` follows ``names[i]``."""
+    return {
+        "dims": {
+            "flow_attention": ("time", "query", "key"),
+            "pi": ("token",),
+            "P": ("token", "next_token"),
+        },
+        "coords": {"query": names, "key": names, "token": names, "next_token": names},
+    }
+
+
 def _query_stories(run: Run, queries, a, real, pi, names, counts) -> None:
     stories = {}
     for q in queries:
@@ -307,7 +320,12 @@ def run_text(config: TextConfig, run: Run) -> None:
         proxy_not_run(run, config)
         _query_stories(run, queries, a, None, pi, names, counts)
         run.save_arrays(
-            ts=a.ts, flow_loss=a.metrics["loss"], flow_attention=a.metrics["attention"], pi=pi, P=P
+            ts=a.ts,
+            flow_loss=a.metrics["loss"],
+            flow_attention=a.metrics["attention"],
+            pi=pi,
+            P=P,
+            **_text_labels(names),
         )
         _flow_figure(run, queries, a, pi, names)
         return
@@ -336,6 +354,7 @@ def run_text(config: TextConfig, run: Run) -> None:
         real_loss=real.population_loss,
         proxy_loss=proxy.population_loss,
         real_query_attention=real.query_attention[0],
+        **_text_labels(names),
     )
     _text_figure(run, config, queries, a, t, real, proxy, pi, names)
 

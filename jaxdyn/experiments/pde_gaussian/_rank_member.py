@@ -26,7 +26,7 @@ import numpy as np
 from jaxdyn.meanfield import rank_ode, rank_outcome
 from jaxdyn.meanfield._simulate_gaussian import GaussianODE
 from jaxdyn.meanfield.fields import QuadraticKeySoftmax
-from jaxdyn.sweep import DiffeqMember
+from jaxdyn.sweep._diffeq import DiffeqMember
 
 
 def pad_rank_member(

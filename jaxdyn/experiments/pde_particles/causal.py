@@ -102,7 +102,11 @@ def run_pde_causal(config: CausalConfig, run: Run) -> None:
     later_on_earlier = float(np.max(result.outputs["later_on_earlier"]))
     ns = np.array(config.n_values)
     values = result.reshaped("first_token_influence")  # (n, masses, systems)
-    run.save_arrays(influence_n=ns, influence_sink_mass=masses, first_token_influence=values)
+    run.save_arrays(
+        first_token_influence=values,  # the sweep's grid: n x sink mass x system
+        dims={"first_token_influence": ("influence_n", "influence_sink_mass", "system")},
+        coords={"influence_n": ns, "influence_sink_mass": np.asarray(masses)},
+    )
     run.consistency(
         "later_tokens_never_move_earlier_ones",
         expected=0.0,

@@ -183,7 +183,7 @@ def _error_sweep(config, run, name, field, alpha0, cov0, n_values, systems, drif
         seeds=systems,
         base_seed=config.seed,
     )
-    result = run.sweep(name, member, grid)
+    result = run.sweep(name, member, grid, dims={"mean_gap": ("component",)})
     size = int(np.prod(result.grid_shape[1:]))
     return [
         result.select(slice(i * size, (i + 1) * size), result.grid_shape[1:], result.axes[1:])
@@ -241,16 +241,12 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
     fig, axes = new_figure(1, 2, width=4.6)
     for variant in config.variants:
         if variant in config.deferred_variants:
-            run.evidence(
+            run.not_run(
                 f"dynamic_error_rate[{variant}]",
-                claims.not_run(
-                    RATE_CLAIM,
-                    -0.5,
-                    (0.0, -1.0),
-                    "not run at this size (deferred_variants): decided at full size, "
-                    "n = 256, 1024, 2048 x 16 samples",
-                ),
-                note=f"{variant}: log BW vs log n (not run)",
+                RATE_CLAIM,
+                needs={"deferred_variants": list(type(config)().deferred_variants)},
+                full_size=True,
+                why=f"{variant}: log BW vs log n over n = {list(type(config)().n_values)}",
             )
             continue
         field = make_field(variant, Q, K, V, sinkhorn_iterations=config.sinkhorn_iterations)
@@ -274,7 +270,11 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
         rms = {k: _rms_by_n(result, k) for k in ("initial", "total", "dynamic")}
         for k, values in rms.items():
             run.scalar(f"{variant}_{k}_error_at_n_max", float(values[-1]))
-        run.save_arrays(**{f"meanfield_{variant}.{k}": v for k, v in rms.items()})
+        run.save_arrays(  # RMS over systems per n (the sweep's own outputs keep their names)
+            **{f"meanfield_{variant}_rms_{k}": v for k, v in rms.items()},
+            coords={f"meanfield_{variant}_n": np.asarray(sizes)},
+            dims={f"meanfield_{variant}_rms_{k}": (f"meanfield_{variant}_n",) for k in rms},
+        )
         axes[0, 0].loglog(sizes, rms["dynamic"], "o-", label=f"{variant} ({slope:.2f})")
         axes[0, 0].loglog(sizes, rms["total"], ":", color="0.6")
         note_excluded(axes[0, 0], result.n_failed(), len(result.status))
@@ -289,16 +289,12 @@ def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
         _near_blowup(config, run)
     else:
         for f in config.near_fractions:
-            run.evidence(
+            run.not_run(
                 f"near_blowup_error_rate[{f:g}]",
-                claims.not_run(
-                    RATE_CLAIM,
-                    -0.5,
-                    (0.0, -1.0),
-                    "not run at this size (near_n_values "
-                    "empty): decided at full size, n = 64..4096 x 8 samples",
-                ),
-                note=f"relative covariance error at t = {f:g} t* (not run)",
+                RATE_CLAIM,
+                needs={"near_n_values": list(type(config)().near_n_values)},
+                full_size=True,
+                why=f"relative covariance error at t = {f:g} t* against n",
             )
     _stability_ratio(config, run, Q, K, V, alpha0, cov0, axes[0, 1])
     run.save_figure(fig, "meanfield_error_and_stability")
@@ -382,16 +378,12 @@ def _sinkhorn_defect(config, run, field, alpha0, cov0):
     ``d Sigma/dt``, vanishes, and the defect of a sample is ``O(|mu_n - G_n|^2) = O(1/n)``.
     One compiled program per ``n`` (the cost is ``iterations n^2`` per sample)."""
     if not config.defect_n_values:
-        run.evidence(
+        run.not_run(
             "sinkhorn_closure_defect_second_order",
-            claims.not_run(
-                SINKHORN_DEFECT,
-                -1.0,
-                (-0.5, 0.0),
-                "not run at this size (defect_n_values empty): decided at full size, "
-                "n = 256..4096 x 16 samples",
-            ),
-            note="closure defect at t = 0 vs n (not run)",
+            SINKHORN_DEFECT,
+            needs={"defect_n_values": list(type(config)().defect_n_values)},
+            full_size=True,
+            why="the closure defect at t = 0 against n",
         )
         return
     n_all, defects = [], []
@@ -722,7 +714,11 @@ def _stability_ratio(config, run, Q, K, V, alpha0, cov0, ax):
     bw_t = float(bures_wasserstein(m0, c0, m1, c1))
     bw_0 = float(bures_wasserstein(alpha0, cov0, alpha0 + shift, stretch**2 * cov0))
     se = float(np.std(ratios, ddof=1) / np.sqrt(ratios.size))
-    run.save_arrays(stability_particle_ratios=ratios, stability_ts=ts)
+    run.save_arrays(
+        stability_particle_ratios=ratios,
+        stability_ts=ts,
+        dims={"stability_particle_ratios": ("system",)},
+    )
     run.scalar("stability_ratio_at_t1", float(ratios.mean()))
     # The former definition (25% relative tolerance), kept as a reported number.
     run.scalar("stability_ratio_relative_gap", abs(float(ratios.mean()) / (bw_t / bw_0) - 1.0))

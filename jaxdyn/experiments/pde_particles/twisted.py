@@ -179,7 +179,11 @@ def _twisted_distance(config: TwistedConfig, run: Run) -> None:
         basis="twice the O(h) change of d_AV(mu_h, mu_0) / h from h = 2e-3 to 1e-3",
         note="the twisted distance between nearby clouds vs the speed formula",
     )
-    run.save_arrays(twisted_rates=np.array([rate, twisted, plain]))
+    run.save_arrays(
+        twisted_rates=np.array([rate, twisted, plain]),
+        dims={"twisted_rates": ("quantity",)},
+        coords={"quantity": ["dE/dt", "|mu'|^2 in d_AV", "|mu'|^2 in W2"]},
+    )
     fig, axes = new_figure(1, 1, width=4.0)
     axes[0, 0].bar(
         ["dE/dt", "|mu'|^2 in d_AV", "|mu'|^2 in W2"], [rate, twisted, plain], color="C0"
