@@ -25,6 +25,7 @@ def _points(Ps, dE, lam_pool, lam_copy, se=0.1):
             (0.1, 0.5),
             (0.0, float(d) + 0.3 * math.log(P)),
             False,
+            False,
         )
         for P, d in zip(Ps, dE, strict=True)
     ]
@@ -48,7 +49,10 @@ def test_crossing_matches_closed_form():
 
 def test_crossing_ignores_points_with_one_mode():
     Ps = np.array([2, 3, 5, 8, 12, 18, 27, 40, 60])
-    pts = [p._replace(same_mode=True) for p in _points(Ps, 40.0 - 20.0 * np.log(Ps), 1.0, 1.0)]
+    pts = [
+        p._replace(same_mode=True, same_marginal_mode=True)
+        for p in _points(Ps, 40.0 - 20.0 * np.log(Ps), 1.0, 1.0)
+    ]
     assert math.isnan(tr.predicted_transitions(pts)["ln_P_llc"])
 
 
@@ -84,7 +88,7 @@ def test_free_energy_transition_and_negative_controls():
 def test_modes_are_finite_and_the_llc_loss_is_the_energy():
     # softmax L = 6, V = 3: both starts give finite posterior modes; n L_n at the mode equals
     # the posterior's joint energy (prior included) computed from the sufficient statistics.
-    post = ch.CopyHeadPosterior("softmax")
+    post = tr.posterior("softmax")
     X, Y = ch.copy_task(jax.random.key(3), 12, 6, 3)
     pool, copy = tr.modes(post, X, Y, 2 * math.log(6))
     for m in (pool, copy):

@@ -17,7 +17,6 @@ import math
 import jax
 import numpy as np
 
-from ... import copyhead as ch
 from ...llc import claims, estimate_llc, step_size_effect
 from ...runs import ExperimentConfig, Run, register_experiment
 from . import _controls as _controls, _problems, _transition
@@ -173,7 +172,7 @@ def _copy_head_transition(config: LLCConfig, run: Run, key) -> None:
         Ps = np.unique(
             np.round(np.geomspace(P_exact / 2, 2 * P_exact, config.transition_points)).astype(int)
         )
-        posterior = ch.CopyHeadPosterior(head)
+        posterior = _transition.posterior(head)
         points = _transition.measure(
             posterior,
             L,

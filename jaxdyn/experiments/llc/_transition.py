@@ -25,6 +25,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import scipy.optimize
 
 from ... import copyhead as ch
@@ -38,6 +39,7 @@ class PhaseMode(NamedTuple):
     copy_weight: float  # mean A_{l, l-1}
     action: float  # S(G_marginal_mode)
     log_det: float  # ln det of grad^2 S at the marginal mode
+    marginal_copy_weight: float  # mean A_{l, l-1} at the marginal mode
 
 
 def _profile(g, posterior, stats):
@@ -65,6 +67,22 @@ def _marginal_hessian(g, posterior, stats):
     return jax.lax.map(hvp, jnp.eye(g.shape[0], dtype=g.dtype))
 
 
+@eqx.filter_jit
+def _flow(fn, x0, posterior, stats, steps: int = 4000, lr: float = 0.02):
+    """Adam with a small rate from x0 (gradient-flow-like: it stays in x0's basin where a
+    quasi-Newton step from a strong copy pattern can jump the barrier)."""
+    opt = optax.adam(lr)
+    grad = jax.grad(fn)
+
+    def step(carry, _):
+        x, state = carry
+        upd, state = opt.update(grad(x, posterior, stats), state)
+        return (optax.apply_updates(x, upd), state), None
+
+    (x, _), _ = jax.lax.scan(step, (x0, opt.init(x0)), None, length=steps)
+    return x
+
+
 def _minimise(fn, x0, posterior, stats):
     vg = _value_and_grad[fn]
 
@@ -72,14 +90,20 @@ def _minimise(fn, x0, posterior, stats):
         v, g = vg(jnp.asarray(x), posterior, stats)
         return float(v), np.asarray(g, dtype=float)
 
+    x1 = _flow(fn, jnp.asarray(x0), posterior, stats)
     res = scipy.optimize.minimize(
         f,
-        np.asarray(x0, float),
+        np.asarray(x1, float),
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": 5000, "gtol": 1e-9},
     )
     return jnp.asarray(res.x)
+
+
+def _copy_weight(posterior, G) -> float:
+    A = posterior.attention(G)
+    return float(jnp.mean(jnp.diag(jnp.roll(A, 1, axis=1))))  # A_{l, l-1}
 
 
 def modes(posterior, X, Y, start_gap: float):
@@ -97,15 +121,15 @@ def modes(posterior, X, Y, start_gap: float):
         W = posterior.readout(G, stats)
         gm = _minimise(_marginal, g0, posterior, stats)
         sign, logdet = np.linalg.slogdet(np.asarray(_marginal_hessian(gm, posterior, stats)))
-        A = posterior.attention(G)
         out.append(
             PhaseMode(
                 np.asarray(G),
                 np.asarray(W),
                 float(_profile(g, posterior, stats)),
-                float(jnp.mean(jnp.diag(jnp.roll(A, 1, axis=1)))),
+                _copy_weight(posterior, G),
                 float(_marginal(gm, posterior, stats)),
                 float(logdet) if sign > 0 else math.nan,
+                _copy_weight(posterior, gm.reshape(L, L)),
             )
         )
     return out
@@ -136,7 +160,8 @@ class PhasePoint(NamedTuple):
     llc_stderr: tuple
     copy_weight: tuple
     laplace: tuple  # (pool, copy) S + (1/2) ln det
-    same_mode: bool  # both starts reached one mode
+    same_mode: bool  # both starts reached one joint mode
+    same_marginal_mode: bool  # both starts reached one mode of S(G)
 
 
 def measure(
@@ -192,6 +217,7 @@ def measure(
                 (pool.copy_weight, copy.copy_weight),
                 (pool.action + 0.5 * pool.log_det, copy.action + 0.5 * copy.log_det),
                 same,
+                abs(pool.marginal_copy_weight - copy.marginal_copy_weight) < 1e-3,
             )
         )
     return pts
@@ -222,7 +248,8 @@ def predicted_transitions(points, *, llc=None):
     distinct = np.array([not p.same_mode for p in points])
     E = np.where(distinct[:, None], E, np.nan)
     dF = (E[:, 1] - E[:, 0]) + (lam[:, 1] - lam[:, 0]) * lnP
-    lap = np.where(distinct[:, None], np.array([p.laplace for p in points]), np.nan)
+    distinct_marginal = np.array([not p.same_marginal_mode for p in points])
+    lap = np.where(distinct_marginal[:, None], np.array([p.laplace for p in points]), np.nan)
     ln_star = crossing(Ps, dF)
     # slope of dF at the crossing and the delta-method SE of the crossing from the LLC's SE
     slope, stat = math.nan, math.nan
@@ -242,6 +269,11 @@ def predicted_transitions(points, *, llc=None):
         "slope": slope,
         "stat_stderr": stat,
     }
+
+
+def posterior(head: str):
+    """The copy head's posterior at T = sigma_w^2 = sigma_g^2 = 1 (copy_head.md's defaults)."""
+    return ch.CopyHeadPosterior(ch.SoftmaxCopyHead() if head == "softmax" else ch.LinearCopyHead())
 
 
 def exact_transition(head: str, L: int, V: int, P_min: float, P_max: float) -> tuple[float, str]:
