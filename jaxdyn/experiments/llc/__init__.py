@@ -39,8 +39,9 @@ class LLCConfig(ExperimentConfig):
         step_size, localization: SGLD's eps (BlackJAX convention) and gamma.
         transition: the copy-head networks (head, L, V) whose transition is predicted from
             the LLC (docs/llc.md, "Copy-head transition"); empty records it as not run.
-        transition_points: P values per network, log-spaced over [P* / 2, 2 P*] around the
-            reduced action's P*.
+        transition_points: P values per network, log-spaced over [0.8 P*, 1.3 P*] around the
+            reduced action's P* and rounded (the phases coexist as posterior modes only in a
+            narrow window at finite data).
         transition_chains, transition_draws, transition_burnin, transition_step_size: the LLC
             estimates at the posterior modes (localisation ``localization``).
     """
@@ -63,7 +64,7 @@ class LLCConfig(ExperimentConfig):
         ("softmax", 32, 4),
         ("softmax", 32, 8),
     )
-    transition_points: int = 7
+    transition_points: int = 8
     transition_chains: int = 8
     transition_draws: int = 600
     transition_burnin: int = 300
@@ -170,7 +171,9 @@ def _copy_head_transition(config: LLCConfig, run: Run, key) -> None:
             )
             continue
         Ps = np.unique(
-            np.round(np.geomspace(P_exact / 2, 2 * P_exact, config.transition_points)).astype(int)
+            np.round(np.geomspace(0.8 * P_exact, 1.3 * P_exact, config.transition_points)).astype(
+                int
+            )
         )
         posterior = _transition.posterior(head)
         points = _transition.measure(
