@@ -3,8 +3,8 @@
 Prints one JSON object: timings (median of reps, and the minimum), the loop baseline in the
 same run, the ratio of medians, the target (>= 10x) and "passed". ``--quick`` uses 200
 matrices. The batched path builds the sufficient statistics once per call and evaluates every
-G with GEMMs and a Cholesky factor unrolled over V (see ``_batched_action`` in
-``jaxdyn/copyhead/_action.py``); on a shared CPU its time fluctuates a lot, hence ``--reps``.
+G with GEMMs and a Cholesky factor unrolled over V (``CopyHeadPosterior.action`` on a batch,
+``jaxdyn/copyhead/_batched.py``); on a shared CPU its time fluctuates a lot, hence ``--reps``.
 """
 
 import argparse
@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 import jaxdyn.copyhead as ch  # noqa: E402
+from jaxdyn.copyhead import _posterior
 
 
 def main():
@@ -31,8 +32,11 @@ def main():
     P, L, V = 32, args.L, args.V
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
     Gs = jax.random.normal(jax.random.key(1), (n, L, L))
-    single = jax.jit(lambda g: ch.action(g, X, Y, attention="softmax"))
-    batched = jax.jit(lambda g: ch.action(g, X, Y, attention="softmax"))
+    single = jax.jit(  # one G: the data contracted directly, O(P L^2 V + P L V^2)
+        lambda g: _posterior.action_from_data(g, X, Y, attention=ch.SoftmaxCopyHead())
+    )
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
+    batched = jax.jit(lambda g: posterior.action(g, ch.copy_statistics(X, Y)))
     G_list = [jax.device_put(g) for g in np.asarray(Gs)]  # slicing outside the timed loop
     single(G_list[0]).block_until_ready()
     batched(Gs).block_until_ready()

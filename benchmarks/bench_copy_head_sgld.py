@@ -4,7 +4,7 @@ Posterior: a softmax copy head, L = 16, V = 4, P = 40 sequences, T = sigma_w^2 =
 SGLD over (W, G) with G = 4 g (G's step 16 times W's, as in copy-head-sgld) and the full-batch
 gradient, 400 steps per chain from the same start, float32.
 
-- jaxdyn: ``jaxdyn.copyhead.sgld_kernel`` (blackjax SGLD, gradient written out from the
+- jaxdyn: ``jaxdyn.copyhead._samplers.sgld_kernel`` (what ``sample_sgld`` runs) (blackjax SGLD, gradient written out from the
   sufficient statistics), the 64 chains as one ``jit(vmap(lax.scan))`` on one CPU device.
 - baseline ``devinterp_sgld``: devinterp's SGLD (``SGMCMC.sgld``, the PyTorch library
   researchers use for SGLD on networks) on a PyTorch module with the same energy, the chains
@@ -51,6 +51,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxdyn.copyhead as ch  # noqa: E402
+from jaxdyn.copyhead import _samplers
 
 G_SCALE = 4.0
 BASELINE_INSTALL = 'pip install "torch==2.13.0+cpu" devinterp==2.0.1'
@@ -138,8 +139,8 @@ def main():
     steps = 100 if args.quick else 400
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
     stats = ch.copy_statistics(X, Y)
-    posterior = ch.CopyHeadPosterior("softmax")
-    kernel = ch.sgld_kernel(posterior, G_SCALE)
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
+    kernel = _samplers.sgld_kernel(posterior, G_SCALE)
     h = float(ch.sgld_step_size(posterior, stats))
     W0 = 0.01 * jax.random.normal(jax.random.key(2), (V, V))
     g0 = jnp.zeros((L, L))

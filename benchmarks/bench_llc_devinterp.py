@@ -60,7 +60,7 @@ def _teacher():
 
 
 def run_jax(X, G0, W0):
-    head = ch.copy_head("softmax")
+    head = ch.SoftmaxCopyHead()
     Y = head(G0, X, W0)
 
     def loss(w, batch):

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 jax.config.update("jax_enable_x64", True)
 
 from jaxdyn import copyhead as ch  # noqa: E402
+from jaxdyn.copyhead import _task
 
 
 def shifted_grad(posterior, W, G, stats):
@@ -79,7 +80,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args()
     L, V = args.L, args.V
-    posterior = ch.CopyHeadPosterior("softmax", 1.0, 1.0, 1.0)
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead(), 1.0, 1.0, 1.0)
 
     # Correctness in float64: random copy data, W and G.
     keys = jax.random.split(jax.random.key(0), 4)
@@ -96,7 +97,7 @@ def main() -> None:
         return ch.copy_statistics(Xk, Yk)
 
     batch = jax.vmap(member_stats)(jax.random.split(keys[3], args.members))
-    low = ch.cast_floating(posterior, jnp.float32)
+    low = _task.cast_floating(posterior, jnp.float32)
     n = args.members
     WG = (jnp.zeros((n, V, V), jnp.float32), jnp.zeros((n, L, L), jnp.float32))
 

@@ -34,10 +34,13 @@ class HalfTemperatureSoftmax(ch.AbstractCopyHead):
 
 
 # 1. The exact action with a user's head: uniform pooling vs the copy pattern.
-copy_G = 6.0 * (ch.shift_matrix(L) - 1.0 / L)
+shift = jnp.roll(jnp.eye(L), -1, axis=1)  # S: ones at (l, l - 1), cyclic
+copy_G = 6.0 * (shift - 1.0 / L)
+posterior_half = ch.CopyHeadPosterior(HalfTemperatureSoftmax())
 for P in (5, 100):
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
-    S = ch.action(jnp.stack([jnp.zeros((L, L)), copy_G]), X, Y, attention=HalfTemperatureSoftmax())
+    stats = ch.copy_statistics(X, Y)
+    S = posterior_half.action(jnp.stack([jnp.zeros((L, L)), copy_G]), stats)  # a batch of two G
     print(
         f"P = {P:4d}: S(uniform) - S(copy) = {float(S[0] - S[1]):+.2f}"
         "  (> 0: the copy pattern is more probable)"
@@ -49,7 +52,8 @@ for name, model in (
     ("softmax", ch.SoftmaxReduced(L=L, V=V)),
     ("linear", ch.LinearReduced(L=L, V=V, alpha=1.0)),
 ):
-    refined, window = ch.order_from_refinement(model, 1.0, 3000.0)
+    refined = ch.transition_order(model, 1.0, 3000.0)
+    window = refined.window
     print(
         f"{name}: {refined.order} (largest step ~ h^{refined.fit.slope:.2f}) in "
         f"P = {window[0]:.1f}..{window[1]:.1f}"
@@ -60,18 +64,18 @@ ax[0].set_ylabel("largest step of the order parameter")
 ax[0].legend(fontsize=7)
 
 # 3. Adam to the joint MAP from two starts, vmapped over P.
-posterior = ch.CopyHeadPosterior("softmax")
-theory = ch.SoftmaxReduced(L=L, V=V, objective="map")
+posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
+theory = ch.SoftmaxReduced(L=L, V=V, objective=ch.Objective.map)
 X, Y = ch.copy_task(jax.random.key(1), 64, L, V)
 
 
 def train(P, start):
     stats = ch.copy_statistics(X, Y, (jnp.arange(64) < P).astype(X.dtype))
-    G0 = start * 2.0 * jnp.log(L) * ch.shift_matrix(L)
+    G0 = start * 2.0 * jnp.log(L) * shift
     params, _ = ch.train_map(
         jax.random.key(2), posterior, stats, steps=1500, learning_rate=0.03, G0=G0
     )
-    return ch.measure(posterior, params["G"], params["W"], stats)["c_G"]
+    return ch.order_parameters(posterior.attention(params["G"]))[1]  # a_G
 
 
 P_train = jnp.array([8.0, 14.0, 17.0, 20.0, 23.0, 32.0, 64.0])

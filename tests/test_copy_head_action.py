@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import jaxdyn.copyhead as ch
+from jaxdyn.copyhead import _heads, _posterior
 
 T, SW2, SG2 = 0.7, 1.3, 0.8
 
@@ -47,16 +48,16 @@ class HalfTemperatureSoftmax(ch.AbstractCopyHead):
         return jax.nn.softmax(G / 2.0, axis=-1)
 
 
-class SqrtScaledLinear(ch.AbstractOddCopyHead):
+class SqrtScaledLinear(_heads.AbstractOddCopyHead):
     """A user's head: A = G / sqrt(L)."""
 
     def weights(self, G):
         return G / jnp.sqrt(G.shape[-1])
 
 
-HEADS = {  # the head passed to ch.action, and its formula written independently
-    "linear": ("linear", lambda G: G / G.shape[-1]),
-    "softmax": ("softmax", lambda G: jax.nn.softmax(G, axis=-1)),
+HEADS = {  # the head passed to the action, and its formula written independently
+    "linear": (ch.LinearCopyHead(), lambda G: G / G.shape[-1]),
+    "softmax": (ch.SoftmaxCopyHead(), lambda G: jax.nn.softmax(G, axis=-1)),
     "user_softmax_half": (HalfTemperatureSoftmax(), lambda G: jax.nn.softmax(G / 2, axis=-1)),
     "user_linear_sqrt": (SqrtScaledLinear(), lambda G: G / np.sqrt(G.shape[-1])),
     "linear_alpha_0.5": (ch.LinearCopyHead(alpha=0.5), lambda G: G / np.sqrt(G.shape[-1])),
@@ -71,7 +72,7 @@ def test_action_equals_direct_gaussian_integral(name, cyclic):
     head, formula = HEADS[name]
     X, Y = _data(cyclic=cyclic)
     G = 1.5 * jax.random.normal(jax.random.key(3), (6, 6))
-    S = ch.action(G, X, Y, attention=head, temperature=T, sigma_w2=SW2, sigma_g2=SG2, cyclic=cyclic)
+    S = _posterior.action_from_data(G, X, Y, attention=head, temperature=T, sigma_w2=SW2, sigma_g2=SG2, cyclic=cyclic)
     direct = _direct_gaussian_integral(G, X, Y, formula, cyclic)
     assert abs(float(S + _constant(Y, 6) - direct)) < 1e-8
 
@@ -96,7 +97,7 @@ def test_action_equals_direct_integral_on_random_problems(seed, L, V, P, T, sw2,
     kx, kg = jax.random.split(jax.random.key(seed))
     X, Y = ch.copy_task(kx, P, L, V)
     G = 2.0 * jax.random.normal(kg, (L, L))
-    S = ch.action(G, X, Y, attention=head, temperature=T, sigma_w2=sw2, sigma_g2=sg2)
+    S = _posterior.action_from_data(G, X, Y, attention=head, temperature=T, sigma_w2=sw2, sigma_g2=sg2)
     X, Y, A = np.asarray(X), np.asarray(Y), np.asarray(formula(G))
     Phi = np.einsum("lm,pmv->plv", A, X).reshape(P * L, V)
     K = T * np.eye(P * L) + (sw2 / V) * Phi @ Phi.T
@@ -110,13 +111,15 @@ def test_action_equals_direct_integral_on_random_problems(seed, L, V, P, T, sw2,
     assert abs(float(S) + const - direct) < 1e-8 * (1.0 + abs(direct))
 
 
-@pytest.mark.parametrize("attention", ["linear", "softmax", HalfTemperatureSoftmax()])
+@pytest.mark.parametrize(
+    "attention", [ch.LinearCopyHead(), ch.SoftmaxCopyHead(), HalfTemperatureSoftmax()]
+)
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_action_gradient_matches_finite_differences(attention):
     X, Y = _data()
     G = jax.random.normal(jax.random.key(4), (6, 6))
-    f = lambda g: ch.action(g, X, Y, attention=attention, temperature=T, sigma_w2=SW2, sigma_g2=SG2)
+    f = lambda g: _posterior.action_from_data(g, X, Y, attention=attention, temperature=T, sigma_w2=SW2, sigma_g2=SG2)
     grad = jax.grad(f)(G)
     for k in range(3):
         D = jax.random.normal(jax.random.key(10 + k), G.shape)
@@ -125,16 +128,16 @@ def test_action_gradient_matches_finite_differences(attention):
         assert abs(float(fd - jnp.sum(grad * D))) < 1e-6 * (1 + abs(float(fd)))
 
 
-@pytest.mark.parametrize("attention", ["linear", "softmax"])
+@pytest.mark.parametrize("attention", [ch.LinearCopyHead(), ch.SoftmaxCopyHead()])
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_batched_action_equals_loop_and_statistics(attention):
     X, Y = _data(P=7)
     Gs = jax.random.normal(jax.random.key(5), (2, 3, 6, 6))
-    batched = ch.action(Gs, X, Y, attention=attention)
+    batched = _posterior.action_from_data(Gs, X, Y, attention=attention)
     assert batched.shape == (2, 3)
     stats = ch.copy_statistics(X, Y)
-    one = jax.jit(lambda g: ch.action(g, X, Y, attention=attention))
+    one = jax.jit(lambda g: _posterior.action_from_data(g, X, Y, attention=attention))
     posterior = ch.CopyHeadPosterior(attention)
     from_stats = jax.jit(lambda g: posterior.action(g, stats))
     for i in range(2):
@@ -147,8 +150,8 @@ def test_padded_statistics_equal_truncated_data():
     X, Y = _data(P=9)
     G = jax.random.normal(jax.random.key(6), (6, 6))
     w = (jnp.arange(9) < 4).astype(X.dtype)
-    padded = ch.CopyHeadPosterior("softmax").action(G, ch.copy_statistics(X, Y, w))
-    truncated = ch.action(G, X[:4], Y[:4])
+    padded = ch.CopyHeadPosterior(ch.SoftmaxCopyHead()).action(G, ch.copy_statistics(X, Y, w))
+    truncated = _posterior.action_from_data(G, X[:4], Y[:4])
     assert abs(float(padded - truncated)) < 1e-10
 
 
@@ -156,7 +159,7 @@ def test_joint_energy_marginalises_to_exact_action():
     """-ln int exp(-E(W, G)) dW (Gaussian in W: Laplace is exact) minus S(G) is G-independent."""
     X, Y = _data(P=4, L=5, V=3)
     stats = ch.copy_statistics(X, Y)
-    posterior = ch.CopyHeadPosterior("softmax", T, SW2, SG2)
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead(), T, SW2, SG2)
 
     @jax.jit
     def marginal_minus_action(G):
@@ -199,7 +202,7 @@ def test_linear_action_has_mirror_symmetry():
     X, Y = _data()
     G = jax.random.normal(jax.random.key(7), (6, 6))
     assert (
-        abs(float(ch.action(G, X, Y, attention="linear") - ch.action(-G, X, Y, attention="linear")))
+        abs(float(_posterior.action_from_data(G, X, Y, attention=ch.LinearCopyHead()) - _posterior.action_from_data(-G, X, Y, attention=ch.LinearCopyHead())))
         < 1e-10
     )
 
@@ -207,7 +210,7 @@ def test_linear_action_has_mirror_symmetry():
 def test_action_never_forms_a_PL_by_PL_matrix():
     P, L, V = 7, 5, 3
     X, Y = _data(P=P, L=L, V=V)
-    jaxpr = jax.make_jaxpr(jax.grad(lambda g: ch.action(g, X, Y, attention="softmax")))(
+    jaxpr = jax.make_jaxpr(jax.grad(lambda g: _posterior.action_from_data(g, X, Y, attention=ch.SoftmaxCopyHead())))(
         jnp.zeros((L, L))
     )
     sizes = [
@@ -232,7 +235,6 @@ def test_copy_targets_are_shifted_tokens():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(attention="cosine"), "attention"),
         (dict(temperature=-1.0), "temperature"),
         (dict(sigma_w2=0.0), "sigma_w2"),
         (dict(sigma_g2=-2.0), "sigma_g2"),
@@ -242,14 +244,14 @@ def test_copy_targets_are_shifted_tokens():
 def test_action_rejects_bad_hyperparameters(kwargs, message):
     X, Y = _data()
     with pytest.raises(ValueError, match=message) as info:
-        ch.action(jnp.zeros((6, 6)), X, Y, **kwargs)
+        _posterior.action_from_data(jnp.zeros((6, 6)), X, Y, **kwargs)
     assert "\n" not in str(info.value)
 
 
 def test_traced_bad_temperature_fails_at_run_time():
     X, Y = _data()
     stats = ch.copy_statistics(X, Y)
-    f = jax.jit(lambda t: ch.CopyHeadPosterior("softmax", t).action(jnp.zeros((6, 6)), stats))
+    f = jax.jit(lambda t: ch.CopyHeadPosterior(ch.SoftmaxCopyHead(), t).action(jnp.zeros((6, 6)), stats))
     assert np.isfinite(float(f(0.5)))
     with pytest.raises(Exception, match="temperature"):
         f(-0.5).block_until_ready()
@@ -264,6 +266,6 @@ def test_action_rejects_bad_shapes():
         (jnp.zeros((6, 6)), X, Y[:, :, :2]),
     ):
         with pytest.raises((ValueError, TypeError)) as info:
-            ch.action(G, x, y)
+            _posterior.action_from_data(G, x, y)
         if isinstance(info.value, ValueError):
             assert "\n" not in str(info.value)

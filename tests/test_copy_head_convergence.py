@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.copyhead as ch
+from jaxdyn.copyhead import _measure, _task, _train
 
 
 def test_newton_estimate_is_exact_on_a_quadratic_with_a_linear_observable():
@@ -35,7 +36,7 @@ def _problem(seed):
     k = jax.random.split(jax.random.key(seed), 3)
     X, Y = ch.copy_task(k[0], P, L, V)
     T, sw2, sg2 = (float(v) for v in jax.random.uniform(k[1], (3,), minval=0.5, maxval=2.0))
-    return ch.CopyHeadPosterior("softmax", T, sw2, sg2), ch.copy_statistics(X, Y), k[2], L, V
+    return ch.CopyHeadPosterior(ch.SoftmaxCopyHead(), T, sw2, sg2), ch.copy_statistics(X, Y), k[2], L, V
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -53,17 +54,17 @@ def test_newton_estimate_predicts_what_an_early_stopped_adam_has_left(seed):
     energy = lambda q: posterior.energy(q["W"], q["G"], stats)
     observable = lambda q: jnp.stack(
         [
-            ch.measure(posterior, q["G"], q["W"], stats)["c_G"],
-            ch.population_test_loss(posterior, q["G"], q["W"], V=V),
+            _measure.measure(posterior, q["G"], q["W"], stats)["c_G"],
+            _measure.population_test_loss(posterior, q["G"], q["W"], V=V),
         ]
     )
 
-    G0 = 2.0 * ch.shift_matrix(L)
+    G0 = 2.0 * _task.shift_matrix(L)
 
     @jax.jit
     def stopped(n):
-        state = ch.map_init(key, L, V, 0.02, G0=G0)
-        step = lambda _, s: ch.map_step(s, posterior, stats)[0]
+        state = _train.map_init(key, L, V, 0.02, G0=G0)
+        step = lambda _, s: _train.map_step(s, posterior, stats)[0]
         return jax.lax.fori_loop(0, n, step, state).params
 
     def newton_limit(p):
@@ -95,7 +96,7 @@ def test_bootstrap_weights_resample_the_weighted_data():
     """sum(w) draws in total (fractional P kept), none on padding, E[w_boot] = w, and the
     multinomial variance P p (1 - p) per sequence, p = w / P."""
     w = jnp.array([1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.0, 0.0])
-    draws = jax.jit(jax.vmap(lambda k: ch.bootstrap_weights(k, w)))(
+    draws = jax.jit(jax.vmap(lambda k: _task.bootstrap_weights(k, w)))(
         jax.random.split(jax.random.key(0), 20_000)
     )
     np.testing.assert_allclose(jnp.sum(draws, axis=1), 5.5, rtol=1e-12)
@@ -116,7 +117,7 @@ def test_bootstrap_estimates_the_bias_of_the_plug_in_variance():
     x = jax.random.normal(jax.random.key(1), (P,))
     plug_in = lambda w: jnp.sum(w * x**2) / jnp.sum(w) - (jnp.sum(w * x) / jnp.sum(w)) ** 2
     s2 = plug_in(jnp.ones(P))
-    boot = jax.jit(jax.vmap(lambda k: plug_in(ch.bootstrap_weights(k, jnp.ones(P)))))(
+    boot = jax.jit(jax.vmap(lambda k: plug_in(_task.bootstrap_weights(k, jnp.ones(P)))))(
         jax.random.split(jax.random.key(2), 40_000)
     )
     bias = float(jnp.mean(boot) - s2)

@@ -6,6 +6,7 @@ per evidence check, and the verdicts that matter), and copy-head-theory at L = 8
 page's first-order regime: it must complete and report what it finds).
 """
 
+import numpy as np
 import pytest
 
 from jaxdyn.experiments.copy_head import adam, scaling, sgld, theory
@@ -90,48 +91,60 @@ def test_theory_at_L8_completes_and_reports_a_continuous_softmax_transition(tmp_
     assert "softmax_first_order_where_page_predicts" not in checks
 
 
-# The verdicts each experiment must reach at quick and full size (the others are recorded
-# with their verdicts: a refuted paper claim is a finding, not a failure).
-EXPECTED = {
-    "copy-head-theory": {
-        "softmax_first_order_where_page_predicts": "holds",
-        "linear_transition_continuous": "holds",
-        "linear_onset_exponent": "holds",
-        "softmax_exact_action_hysteresis_inside_window": "holds",
-    },
-    "copy-head-scaling": {
-        "linear_onset_V2": "refuted",  # alpha = 1: P_c ~ V^(3/2) (docs/copy_head.md)
-        "linear_onset_V2_alpha0": "holds",
-    },
-    "copy-head-adam": {"adam_transition_order_from_refinement": "holds"},
-    "copy-head-adam-linear": {"adam_no_hysteresis": "holds"},
-    "copy-head-sgld": {},
-    "copy-head-sgld-linear": {"sgld_no_hysteresis": "holds"},
-}
+# What each run's science must show: measured numbers against references computed
+# independently of the run (the science page's reconstruction, closed forms, the theory's own
+# exponent). A verdict is not pinned: a refuted paper claim is a finding, not a failure.
+def _theory_science(summary, quick):
+    s = summary["scalars"]
+    if s["softmax_transition_order"] != "first":
+        return  # a configuration outside the first-order regime (overrides)
+    # the science page's reconstruction at L = 32, V = 8, T = 1: P* = 19.5 sequences (3 digits)
+    assert abs(s["softmax_P_star"] - 19.5) <= 0.05 + 1e-6 * 19.5, s["softmax_P_star"]
+    # the exact finite-data action switches within a few percent of the reduced P* (finite P)
+    switches = np.asarray(s["softmax_exact_action_switch_per_dataset"], float)
+    assert np.all(np.abs(np.log(switches / s["softmax_P_star"])) < 0.05), switches
+    # the linear onset amplitude rises like (P - P_c)^(1/2): the plain fit within its CI of 1/2
+    fit = s["linear_onset_exponent_plain_fit"]
+    assert fit["ci"][0] - 2e-3 <= 0.5 <= fit["ci"][1] + 2e-3, fit
 
 
-def _assert_contract(summary, name):
+def _scaling_science(summary, quick):
+    s = summary["scalars"]
+    # alpha = 1: the onset exponent in V is 3/2 (closed form; the page's V^{3/2}), not 2
+    onset = np.asarray(s["linear_onset_law"]["local_exponents"])
+    assert np.all(np.abs(onset - 1.5) < 0.02), onset
+    # the crossover's L exponent approaches 3/2 from below and settles: the last pair within
+    # 0.01 of it; its V exponent at L = 512 rises through 1/2 without settling
+    cross = s["linear_crossover_law"]
+    L_exp, V_exp = np.asarray(cross["L_local_exponents"]), np.asarray(cross["V_local_exponents"])
+    assert np.all(np.diff(L_exp) > 0) and abs(L_exp[-1] - 1.5) < 0.01, L_exp
+    assert V_exp.min() < 0.5 < V_exp.max() and np.all(np.diff(V_exp) > 0), V_exp
+
+
+SCIENCE = {"copy-head-theory": _theory_science, "copy-head-scaling": _scaling_science}
+
+
+def _assert_contract(summary, name, quick):
     counts = summary["counts"]
     assert summary["status"] == "complete" and summary["failed_members"] == 0
     assert counts["consistency_failed"] == 0, [
         c for c in summary["checks"] if c["kind"] == "consistency" and not c["passed"]
     ]
     assert counts["unclassified"] == 0 and counts["without_negative_control"] == 0
-    verdicts = {c["name"]: c.get("verdict") for c in summary["checks"]}
-    for check, verdict in EXPECTED[name].items():
-        assert verdicts[check] == verdict, (check, verdicts[check])
+    if name in SCIENCE:
+        SCIENCE[name](summary, quick)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_quick_run_is_complete_with_the_expected_verdicts(name, tmp_path):
-    _assert_contract(_run(name, tmp_path), name)
+    _assert_contract(_run(name, tmp_path), name, True)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_full_size_run_is_complete_with_the_expected_verdicts(name, tmp_path):
-    _assert_contract(_run(name, tmp_path, quick=False), name)
+    _assert_contract(_run(name, tmp_path, quick=False), name, False)
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from jaxdyn import copyhead as ch
+from jaxdyn.copyhead import _mass
 
 
 def well(v):
@@ -56,7 +57,7 @@ def test_double_well_weights_and_means_against_quadrature():
     for n in (20.0, 80.0):
         right, left = _well_phases(n, 0.0)
         exact = _quadrature(n)
-        mix = ch.mass_mixture([right, left])
+        mix = _mass.mass_mixture([right, left])
         exact_w = 1.0 / (1.0 + np.exp(exact[1][0] - exact[-1][0]))
         errors[n] = {
             "weight": abs(float(mix.weights[0]) - exact_w),
@@ -90,14 +91,14 @@ def test_mass_boundary_parts_from_mode_boundary():
     S = np.array([[float(p.action) for p in pair] for pair in phases])
     F = np.array([[float(p.free_energy) for p in pair] for pair in phases])
     exact = np.array([[_quadrature(n, t)[s][0] for s in (1, -1)] for t in tilts])
-    t_mode = np.log(ch.phase_boundary(P, S[:, 0], S[:, 1]))
-    t_mass = np.log(ch.phase_boundary(P, F[:, 0], F[:, 1]))
-    t_exact = np.log(ch.phase_boundary(P, exact[:, 0], exact[:, 1]))
+    t_mode = np.log(_mass.phase_boundary(P, S[:, 0], S[:, 1]))
+    t_mass = np.log(_mass.phase_boundary(P, F[:, 0], F[:, 1]))
+    t_exact = np.log(_mass.phase_boundary(P, exact[:, 0], exact[:, 1]))
     assert t_mode == pytest.approx(0.0, abs=1e-3)
     assert t_mass == pytest.approx(-1.0 / (2 * n), abs=2e-3)
     # The mass boundary is the exact one to O(1/n^2); the mode's is off by 1/(2n).
     assert abs(t_mass - t_exact) < 0.1 * abs(t_mode - t_exact)
-    assert np.isnan(ch.phase_boundary(P, F[:, 0], F[:, 0] + 1.0))
+    assert np.isnan(_mass.phase_boundary(P, F[:, 0], F[:, 0] + 1.0))
 
 
 def test_not_a_mode_has_no_mass():
@@ -114,7 +115,7 @@ def test_copy_head_posterior_means_against_quadrature():
     L, V = 2, 2
     X, Y = ch.copy_task(jax.random.PRNGKey(0), 6, L, V)
     stats = ch.copy_statistics(X, Y)
-    posterior = ch.CopyHeadPosterior("softmax")
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
     S = lambda g: posterior.action(g.reshape(L, L), stats)
     newton = jax.jit(lambda g: g - jnp.linalg.solve(jax.hessian(S)(g), jax.grad(S)(g)))
     g = jnp.zeros(L * L)
@@ -124,7 +125,7 @@ def test_copy_head_posterior_means_against_quadrature():
     tempered = jax.jit(
         lambda n: ch.laplace_phase(lambda G: n * S(G.ravel()), g.reshape(L, L), observable)
     )
-    convenience = jax.jit(lambda g: ch.copy_head_phase(posterior, stats, g))
+    convenience = jax.jit(lambda g: _mass.copy_head_phase(posterior, stats, g))
     evals, evecs = np.linalg.eigh(np.asarray(jax.jit(jax.hessian(S))(g)))
     z = np.linspace(-7.0, 7.0, 15)
     grid = np.stack(np.meshgrid(*[z] * 4, indexing="ij"), -1).reshape(-1, 4)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.copyhead as ch
+from jaxdyn.copyhead import _mass, _task
 from jaxdyn.evidence import Verdict
 from jaxdyn.experiments.copy_head._common import (
     SettingRun,
@@ -34,7 +35,7 @@ def test_power_record_against_closed_form():
 
 
 def _match(values, theory=0.0, effect=1.0):
-    return ch.theory_match_evidence("claim", np.asarray(values)[:, None], theory, effect)
+    return ch.claims.matches_theory("claim", np.asarray(values)[:, None], theory, effect)
 
 
 def test_an_underpowered_holds_is_inconclusive_a_refutation_stands():
@@ -132,18 +133,18 @@ def test_laplace_phase_of_a_kinked_head_is_flagged_a_smooth_one_is_not():
     L, V, P = 4, 3, 1.0
     model = ch.HeadReduced(
         attention_head=_ScaledReLU(),
-        directions=jnp.stack([ch.uniform_matrix(L), ch.shift_matrix(L)]),
+        directions=jnp.stack([_task.uniform_matrix(L), _task.shift_matrix(L)]),
         V=V,
         lo=-1.0,
         hi=3.0,
         grid_points=9,
     )
     x = ch.global_minimum(model, P).x
-    relu = ch.population_phase(ch.CopyHeadPosterior(_ScaledReLU()), model, x, P)
+    relu = _mass.population_phase(ch.CopyHeadPosterior(_ScaledReLU()), model, x, P)
     assert not bool(relu.twice_differentiable)
     soft = ch.SoftmaxReduced(
-        L=L, V=V, temperature=1.0, sigma_w2=1.0, sigma_g2=1.0, objective="marginal"
+        L=L, V=V, temperature=1.0, sigma_w2=1.0, sigma_g2=1.0, objective=ch.Objective.marginal
     )
     posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
-    phase = ch.population_phase(posterior, soft, ch.global_minimum(soft, P).x, P)
+    phase = _mass.population_phase(posterior, soft, ch.global_minimum(soft, P).x, P)
     assert bool(phase.twice_differentiable)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.copyhead as ch
+from jaxdyn.copyhead import _heads, _measure, _samplers, _task, _train
 from jaxdyn.experiments.copy_head._common import critical_value
 
 
@@ -19,8 +20,8 @@ def _stats(P, L, V, seed=0, P_max=None):
 def test_sgld_step_is_langevin_without_a_half_factor():
     """blackjax convention: theta + h grad log p + sqrt(2 h T) xi (documented in _train)."""
     stats = _stats(6, 4, 3)
-    posterior = ch.CopyHeadPosterior("softmax")
-    kernel = ch.sgld_kernel(posterior)
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
+    kernel = _samplers.sgld_kernel(posterior)
     pos = {"W": 0.3 * jnp.ones((3, 3)), "g": 0.2 * jnp.eye(4)}
     h = 1e-3
     grad = jax.grad(lambda p: -posterior.energy(p["W"], p["g"], stats))(pos)
@@ -38,7 +39,7 @@ def test_map_objective_is_the_profile_of_the_joint_energy():
     """min_W E(W, G) = S(G) - (V/2) ln det(I + kappa M / T) + ||Y||^2 / 2T."""
     L, V, T, sw2 = 5, 3, 0.8, 1.4
     stats = _stats(7, L, V)
-    posterior = ch.CopyHeadPosterior("linear", T, sw2)
+    posterior = ch.CopyHeadPosterior(ch.LinearCopyHead(), T, sw2)
     for seed in range(2):
         G = jax.random.normal(jax.random.key(seed), (L, L))
         M, B = stats.moments(posterior.attention(G))
@@ -77,20 +78,20 @@ def test_adam_reaches_the_map_theory_minimum():
     Ps = jnp.array([3.0, 400.0])
 
     def train_and_refine(P):
-        stats = ch.population_statistics(L, V, P)
+        stats = _task.population_statistics(L, V, P)
         p, trace = ch.train_map(
             jax.random.key(4), posterior, stats, steps=1200, learning_rate=jnp.asarray(0.02)
         )
         iterates, lowest = _newton_iterates(posterior, p, stats)
         order = lambda q: jnp.stack(
-            [ch.measure(posterior, q["G"], q["W"], stats)[k] for k in ("c_1", "c_G")]
+            [_measure.measure(posterior, q["G"], q["W"], stats)[k] for k in ("c_1", "c_G")]
         )
         return order(p), jax.vmap(order)(iterates), lowest, trace
 
     adam, newton, lowest, trace = jax.jit(jax.vmap(train_and_refine))(Ps)
     assert bool(jnp.all(trace[:, -1] <= trace[:, 0]))
     assert bool(jnp.all(lowest > 0))  # minima, not saddles
-    model = ch.LinearReduced(L=L, V=V, alpha=1.0, objective="map")
+    model = ch.LinearReduced(L=L, V=V, alpha=1.0, objective=ch.Objective.map)
     for i, P in enumerate(Ps):
         x = np.asarray(ch.global_minimum(model, P).x)
         first, fixed = np.asarray(newton[i, 0]), np.asarray(newton[i, -1])
@@ -147,11 +148,11 @@ def test_sgld_agrees_with_mala_and_modes_with_the_saddle_point():
     optimiser's remaining error. (The posterior mean sits above the mode by the fluctuations
     of the scores: compared here with nothing.)"""
     L, V, P = 16, 4, 60
-    posterior = ch.CopyHeadPosterior("softmax")
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
     a_G = lambda G: ch.order_parameters(posterior.attention(G))[1]
 
     def mode(stats, G0):
-        G = ch.minimise_action(posterior, stats, G0, steps=2000, learning_rate=0.02)
+        G = _train.minimise_action(posterior, stats, G0, steps=2000, learning_rate=0.02)
         error = ch.newton_estimate(lambda g: posterior.action(g, stats), G, lambda g: a_G(g)[None])
         return G, a_G(G), error.bound()[0]
 
@@ -166,7 +167,7 @@ def test_sgld_agrees_with_mala_and_modes_with_the_saddle_point():
             k2, posterior, stats, step_size=0.03, burn_in=1500, num_samples=20, thin=10
         )
         G, a_mode, error = mode(stats, m["G_final"])
-        boot = ch.copy_statistics(X, Y, ch.bootstrap_weights(k3, jnp.ones(P)))
+        boot = ch.copy_statistics(X, Y, _task.bootstrap_weights(k3, jnp.ones(P)))
         _, a_boot, error_boot = mode(boot, G)
         return jnp.mean(s["c_G"]), jnp.mean(m["c_G"]), 2 * a_mode - a_boot, 2 * error + error_boot
 
@@ -182,9 +183,14 @@ def test_sgld_agrees_with_mala_and_modes_with_the_saddle_point():
     assert abs(float(np.mean(modes)) - expected) < tolerance, (modes, expected, tolerance)
 
 
-def test_unknown_attention_name_is_rejected():
-    with pytest.raises(ValueError, match="attention"):
-        ch.copy_head("cosine")
+@pytest.mark.parametrize("head", ["softmax", "cosine"])
+def test_a_name_is_not_a_head(head):
+    """Heads are objects: a name is refused (in one line where no type checker runs first)."""
+    with pytest.raises(TypeError, match="head"):
+        ch.CopyHeadPosterior(head)
+    with pytest.raises(TypeError, match="head must be an AbstractCopyHead") as info:
+        _heads.check_head(head)
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.slow
@@ -192,11 +198,11 @@ def test_unknown_attention_name_is_rejected():
 def test_minimise_action_reaches_a_stationary_point_of_the_exact_action():
     L, V = 6, 3
     stats = _stats(10, L, V, seed=11)
-    posterior = ch.CopyHeadPosterior("softmax")
-    G0 = 2.0 * ch.shift_matrix(L)
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
+    G0 = 2.0 * _task.shift_matrix(L)
     f = jax.jit(lambda G: posterior.action(G, stats))
     G = jax.jit(
-        lambda g: ch.minimise_action(
+        lambda g: _train.minimise_action(
             posterior, stats, g, steps=1500, learning_rate=jnp.asarray(0.05)
         )
     )(G0)
@@ -212,27 +218,27 @@ def test_minibatch_gradient_is_unbiased():
     X, Y = ch.copy_task(jax.random.key(11), P_max, L, V)
     w = (jnp.arange(P_max) < P).astype(X.dtype)
     stats = ch.copy_statistics(X, Y, w)
-    posterior = ch.CopyHeadPosterior("softmax", 0.7, 1.3, 0.8)
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead(), 0.7, 1.3, 0.8)
     W = jax.random.normal(jax.random.key(12), (V, V))
     G = jax.random.normal(jax.random.key(13), (L, L))
     full = jax.jit(jax.grad(lambda W, G: posterior.energy(W, G, stats), (0, 1)))(W, G)
 
     def one(x, y):  # batch_size 1, drawn with probability 1 / P
-        batch = ch.Minibatch(x[None], y[None], jnp.sum(w))
-        return jax.grad(lambda W, G: ch.minibatch_energy(posterior, W, G, batch), (0, 1))(W, G)
+        batch = _samplers.Minibatch(x[None], y[None], jnp.sum(w))
+        return jax.grad(lambda W, G: _samplers.minibatch_energy(posterior, W, G, batch), (0, 1))(W, G)
 
     per_sequence = jax.jit(jax.vmap(one))(X[:P], Y[:P])
     for f, g in zip(full, per_sequence, strict=True):
         m = jnp.mean(g, axis=0)
         assert float(jnp.max(jnp.abs(f - m))) < 1e-12 * float(jnp.max(jnp.abs(f)))
     labels = jnp.arange(P_max)[:, None, None] * jnp.ones((1, L, V))
-    draws = jax.jit(jax.vmap(lambda k: ch.draw_minibatch(k, (labels, Y, w), 4).X))(
+    draws = jax.jit(jax.vmap(lambda k: _samplers.draw_minibatch(k, (labels, Y, w), 4).X))(
         jax.random.split(jax.random.key(14), 3000)
     )[..., 0, 0]
     counts = np.bincount(np.asarray(draws).astype(int).ravel(), minlength=P_max)
     assert counts[P:].sum() == 0
     assert np.all(np.abs(counts[:P] / counts.sum() - 1 / P) < 0.02)  # 12000 draws: se 0.003
-    batch = ch.draw_minibatch(jax.random.key(15), (X, Y, w), 4)
+    batch = _samplers.draw_minibatch(jax.random.key(15), (X, Y, w), 4)
     assert abs(float(batch.scale) - P / 4) < 1e-12
 
 
@@ -267,7 +273,7 @@ def test_minibatch_sgld_runs():
     assert out["c_G"].shape == (3,) and bool(jnp.all(jnp.isfinite(out["c_G"])))
 
 
-class ScaledLinear(ch.AbstractOddCopyHead):
+class ScaledLinear(_heads.AbstractOddCopyHead):
     """A user's head: A = G / sqrt(L)."""
 
     def weights(self, G):
@@ -314,8 +320,8 @@ def test_user_head_trains_to_a_stationary_point_and_samples_like_mala():
 def test_sgld_step_size_is_scale_over_the_largest_curvature_in_W():
     L, V, P = 6, 4, 9
     stats = _stats(P, L, V, seed=4)
-    posterior = ch.CopyHeadPosterior("softmax", 0.7, 1.3)
-    M, _ = stats.moments(ch.uniform_matrix(L))
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead(), 0.7, 1.3)
+    M, _ = stats.moments(_task.uniform_matrix(L))
     expected = 0.2 / (V / 1.3 + float(jnp.linalg.eigvalsh(M)[-1]) / 0.7)
     assert abs(float(ch.sgld_step_size(posterior, stats)) / expected - 1) < 1e-12
     G = jax.random.normal(jax.random.key(0), (L, L))
@@ -336,14 +342,14 @@ def test_single_precision_samplers_and_adam_stay_single_and_track_double():
     deterministic start follow their float64 runs to float32 rounding."""
     L, V = 6, 3
     stats = _stats(12, L, V)
-    posterior = ch.CopyHeadPosterior("softmax")
-    s32, p32 = ch.cast_floating(stats, jnp.float32), ch.cast_floating(posterior, jnp.float32)
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
+    s32, p32 = _task.cast_floating(stats, jnp.float32), _task.cast_floating(posterior, jnp.float32)
     assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(s32))
     kw = dict(burn_in=10, num_samples=4, thin=2)
     sgld = ch.sample_sgld(jax.random.key(0), p32, s32, step_size=1e-3, **kw)
     assert sgld["G_final"].dtype == jnp.float32
     assert np.all(np.isfinite(sgld["c_G"]))
-    G0 = 2.0 * ch.shift_matrix(L)
+    G0 = 2.0 * _task.shift_matrix(L)
     mala = [
         ch.sample_mala(jax.random.key(1), p, s, step_size=0.05, G0=G0, **kw)
         for p, s in ((p32, s32), (posterior, stats))

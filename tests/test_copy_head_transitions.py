@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 import jaxdyn.copyhead as ch
+from jaxdyn.copyhead import _bimodality, _fluctuations, _hysteresis, _measure, _phase, _scaling, _train, _transition
 
 
 def _steps_on_grids(f, lo=1.0, hi=2.0, levels=(16, 32, 64, 128), offsets=8):
-    grids = ch.refinement_grids(lo, hi, levels, offsets)
-    steps = [max(ch.largest_step(g, f(g)) for g in level) for level in grids]
+    grids = _transition.refinement_grids(lo, hi, levels, offsets)
+    steps = [max(_transition.largest_step(g, f(g)) for g in level) for level in grids]
     return np.log(hi / lo) / np.asarray(levels), np.asarray(steps)
 
 
@@ -28,7 +29,7 @@ def test_refinement_names_a_jump_a_square_root_onset_and_a_smooth_change(seed):
     }
     for order, f in curves.items():
         h, steps = _steps_on_grids(f)
-        result = ch.classify_refinement(h, steps)
+        result = _transition.classify_refinement(h, steps)
         assert result.order is order, (order, result.fit.slope)
 
 
@@ -40,13 +41,12 @@ def test_order_from_refinement_agrees_with_the_landscape_on_softmax_L32():
     a_copy(P*) - a_uniform(P* e^-h) and a_copy(P* e^h) - a_uniform(P*), each branch value a
     local minimum of the reduced action (the landscape, independent of the refinement)."""
     model = ch.SoftmaxReduced(L=32, V=8)
-    refined, (lo, hi) = ch.order_from_refinement(
-        model, 1.0, 3000.0, levels=(16, 32, 64), offsets=4, fit_levels=3
-    )
+    refined = ch.transition_order(model, 1.0, 3000.0, levels=(16, 32, 64), offsets=4, fit_levels=3)
+    lo, hi = refined.window
     assert refined.order is ch.TransitionOrder.first
     assert lo < 19.55 < hi  # the window holds the reconstruction's P* (copy_head.md)
     diagram = ch.phase_diagram(model, np.geomspace(15.0, 30.0, 41))
-    P_star = ch.classify_transition(model, diagram)["P_star"]
+    P_star = _phase.classify_transition(model, diagram)["P_star"]
     i = int(np.argmin(np.abs(np.log(diagram.P / P_star))))
 
     def a_G(branch, P):
@@ -62,12 +62,12 @@ def test_order_from_refinement_agrees_with_the_landscape_on_softmax_L32():
 def test_bimodality_separates_two_modes_from_one_and_from_tight_clusters():
     rng = np.random.default_rng(0)
     two = np.concatenate([rng.normal(0.0, 0.01, 300), rng.normal(0.3, 0.02, 200)])
-    b = ch.bimodality(two, min_separation=0.1)
+    b = _bimodality.bimodality(two, min_separation=0.1)
     assert b.bimodal and abs(b.means[1] - 0.3) < 0.01 and abs(b.weights[1] - 0.4) < 0.05
-    assert not ch.bimodality(rng.normal(0.0, 1.0, 500)).bimodal
+    assert not _bimodality.bimodality(rng.normal(0.0, 1.0, 500)).bimodal
     clusters = np.concatenate([rng.normal(0.0, 1e-3, 50), rng.normal(0.01, 1e-3, 50)])
-    assert ch.bimodality(clusters).bimodal  # two clusters 10 sigma apart ...
-    assert not ch.bimodality(clusters, min_separation=0.1).bimodal  # ... but not two states
+    assert _bimodality.bimodality(clusters).bimodal  # two clusters 10 sigma apart ...
+    assert not _bimodality.bimodality(clusters, min_separation=0.1).bimodal  # ... but not two states
 
 
 def test_pair_disagreement_and_switch_bracket():
@@ -75,21 +75,21 @@ def test_pair_disagreement_and_switch_bracket():
     seeds = np.tile([0, 0, 1, 1], 3)
     start = np.tile([0.0, 1.0], 6)
     value = np.array([0, 0, 0, 0, 0, 1, 0, 0.05, 1, 1, 1, 1.0])
-    h = ch.pair_disagreement(P, seeds, start, value, tolerance=0.5)
+    h = _hysteresis.pair_disagreement(P, seeds, start, value, tolerance=0.5)
     assert h.disagree_fraction.tolist() == [0.0, 0.5, 0.0]
     assert h.pairs.tolist() == [2, 2, 2]
     Ps = np.array([1.0, 2.0, 3.0, 4.0])
     uniform, copy = np.array([0.0, 0.0, 1.0, 1.0]), np.array([0.0, 0.5, 0.5, 1.0])
-    assert ch.switch_bracket(Ps, uniform, copy) == (2.0, 3.0)
-    assert ch.switch_bracket(Ps, np.zeros(4), np.ones(4)) is None
+    assert _hysteresis.switch_bracket(Ps, uniform, copy) == (2.0, 3.0)
+    assert _hysteresis.switch_bracket(Ps, np.zeros(4), np.ones(4)) is None
 
 
 def test_crossover_point_interpolates_in_log_P():
     P = np.array([1.0, 10.0, 100.0, 1000.0])
     c1 = np.array([0.0, 1.0, 1.0, 1.0])
     cG = np.array([0.0, 0.0, 2.0, 3.0])  # weight * c_G - c_1 = -1 at 10, +1 at 100
-    assert abs(ch.crossover_point(P, c1, cG, 1.0, P_c=2.0) - np.sqrt(1000.0)) < 1e-9
-    assert np.isnan(ch.crossover_point(P, c1, 0 * cG, 1.0, P_c=2.0))
+    assert abs(_transition.crossover_point(P, c1, cG, 1.0, P_c=2.0) - np.sqrt(1000.0)) < 1e-9
+    assert np.isnan(_transition.crossover_point(P, c1, 0 * cG, 1.0, P_c=2.0))
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -98,11 +98,11 @@ def test_compare_scaling_forms_recovers_the_law_that_made_the_data(seed):
     L, V = np.meshgrid([16.0, 32.0, 64.0, 128.0], [4.0, 8.0, 16.0], indexing="ij")
     a, b, c = rng.uniform(0.3, 1.0), rng.uniform(0.2, 0.8), rng.uniform(1.0, 10.0)
     P = a * np.log(L) ** 2 + b * V**2 * np.log(L) / L + c
-    fits = ch.compare_scaling_forms(L, V, P * (1 + 1e-6 * rng.standard_normal(L.shape)))
+    fits = _scaling.compare_scaling_forms(L, V, P * (1 + 1e-6 * rng.standard_normal(L.shape)))
     assert fits[0].name.startswith("reconstruction")
     assert np.allclose(fits[0].coefficients, (a, b, c), rtol=1e-4)
     power = 3.0 * L**1.2 * V**0.4
-    assert ch.compare_scaling_forms(L, V, power)[0].name.startswith("power law")
+    assert _scaling.compare_scaling_forms(L, V, power)[0].name.startswith("power law")
 
 
 @pytest.mark.slow
@@ -111,13 +111,13 @@ def test_laplace_covariance_equals_the_dense_inverse_hessian():
     L, V = 4, 3
     X, Y = ch.copy_task(jax.random.key(0), 6, L, V)
     stats = ch.copy_statistics(X, Y)
-    posterior = ch.CopyHeadPosterior("linear", 0.8, 1.2, 0.9)
+    posterior = ch.CopyHeadPosterior(ch.LinearCopyHead(), 0.8, 1.2, 0.9)
     G = 0.3 * jax.random.normal(jax.random.key(1), (L, L))
-    G = jax.jit(lambda g: ch.minimise_action(posterior, stats, g, steps=2000, learning_rate=0.02))(
+    G = jax.jit(lambda g: _train.minimise_action(posterior, stats, g, steps=2000, learning_rate=0.02))(
         G
     )
     observable = lambda g: jnp.stack(ch.order_parameters(posterior.attention(g)))
-    cov = jax.jit(lambda g: ch.laplace_covariance(posterior, stats, g, observable))(G)
+    cov = jax.jit(lambda g: _fluctuations.laplace_covariance(posterior, stats, g, observable))(G)
     H = jax.jit(jax.hessian(lambda g: posterior.action(g.reshape(L, L), stats)))(G.ravel())
     J = jax.jit(jax.jacobian(lambda g: observable(g.reshape(L, L))))(G.ravel())
     dense = J @ jnp.linalg.inv(H) @ J.T
@@ -127,10 +127,10 @@ def test_laplace_covariance_equals_the_dense_inverse_hessian():
 def test_population_test_loss_is_the_expected_loss_on_fresh_sequences():
     """Against the mean squared error on 40000 fresh sequences: within 5 standard errors."""
     L, V = 5, 3
-    posterior = ch.CopyHeadPosterior("softmax")
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
     G = jax.random.normal(jax.random.key(2), (L, L))
     W = jax.random.normal(jax.random.key(3), (V, V))
-    exact = float(ch.population_test_loss(posterior, G, W, V=V))
+    exact = float(_measure.population_test_loss(posterior, G, W, V=V))
     X, Y = ch.copy_task(jax.random.key(4), 40000, L, V)
     per_seq = jnp.sum((Y - posterior.head(G, X, W)) ** 2, axis=(1, 2))
     se = float(jnp.std(per_seq)) / np.sqrt(per_seq.size)

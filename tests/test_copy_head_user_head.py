@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.copyhead as ch
+from jaxdyn.copyhead import _measure, _models, _task
 
 
 class ScaledReLU(ch.AbstractCopyHead):
@@ -21,7 +22,7 @@ class ScaledReLU(ch.AbstractCopyHead):
 
 
 def _model(L, V, **kw):
-    directions = jnp.stack([ch.uniform_matrix(L), ch.shift_matrix(L)])
+    directions = jnp.stack([_task.uniform_matrix(L), _task.shift_matrix(L)])
     return ch.HeadReduced(
         attention_head=ScaledReLU(),
         directions=directions,
@@ -39,13 +40,13 @@ def test_user_head_reduced_model_finds_a_copy_minimum_and_flags_the_kink():
     assert found.status == ch.MinimumStatus.converged
     x = found.x
     assert float(model.action(x, P)) < float(model.action(jnp.zeros(2), P))
-    assert ch.minimum_status(model, x, P) == ch.MinimumStatus.converged
+    assert _models.minimum_status(model, x, P) == ch.MinimumStatus.converged
     assert float(model.order(x)["c_G"]) > 0.05
     # G = 0 sits on the ReLU kink: autodiff's gradient there is 0, but it is no minimum.
     assert float(jnp.linalg.norm(jax.grad(lambda y: model.action(y, P))(jnp.zeros(2)))) == 0.0
-    assert ch.minimum_status(model, jnp.zeros(2), P) == ch.MinimumStatus.non_smooth
+    assert _models.minimum_status(model, jnp.zeros(2), P) == ch.MinimumStatus.non_smooth
     # A point on a slope is "stalled".
-    assert ch.minimum_status(model, x + 0.3, P) == ch.MinimumStatus.stalled
+    assert _models.minimum_status(model, x + 0.3, P) == ch.MinimumStatus.stalled
 
 
 @pytest.mark.slow
@@ -60,7 +61,7 @@ def test_global_minimum_leaves_the_kink_at_the_origin():
     grid = model.grid()
     grid_best = grid[jnp.argmin(jax.vmap(lambda x: model.action(x, P))(grid))]
     assert float(jnp.max(jnp.abs(grid_best))) == 0.0
-    assert ch.minimum_status(model, grid_best, P) == ch.MinimumStatus.non_smooth
+    assert _models.minimum_status(model, grid_best, P) == ch.MinimumStatus.non_smooth
     found = ch.global_minimum(model, P)
     assert float(found.action) < -1e-3
     assert found.status == ch.MinimumStatus.converged
@@ -74,17 +75,17 @@ def test_user_head_network_matches_its_map_theory():
     against the reduced MAP theory: c_G within 10% (finite-P fluctuations of the statistics
     are O(1 / sqrt(P L)) ~ 2%)."""
     L, V, P = 6, 3, 400
-    model = _model(L, V, objective="map")
+    model = _model(L, V, objective=ch.Objective.map)
     theory = float(model.order(ch.global_minimum(model, float(P)).x)["c_G"])
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
     stats = ch.copy_statistics(X, Y)
     posterior = ch.CopyHeadPosterior(ScaledReLU())
     params, _ = jax.jit(
         lambda k: ch.train_map(
-            k, posterior, stats, steps=3000, learning_rate=0.02, G0=2.0 * ch.shift_matrix(L)
+            k, posterior, stats, steps=3000, learning_rate=0.02, G0=2.0 * _task.shift_matrix(L)
         )
     )(jax.random.key(1))
-    measured = float(ch.measure(posterior, params["G"], params["W"], stats)["c_G"])
+    measured = float(_measure.measure(posterior, params["G"], params["W"], stats)["c_G"])
     assert theory > 0.05
     assert abs(measured - theory) < 0.1 * theory, (measured, theory)
 

@@ -128,7 +128,7 @@ def test_sgld_draws_read_by_arviz(tmp_path):
     L, V, P = 4, 3, 12
     X, Y = ch.copy_task(jax.random.key(0), P, L, V)
     stats = ch.copy_statistics(X, Y)
-    posterior = ch.CopyHeadPosterior("softmax")
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
 
     def chain(params, key):
         out = ch.sample_sgld(

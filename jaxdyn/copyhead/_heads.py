@@ -12,12 +12,11 @@ from __future__ import annotations
 import abc
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ..attention import causal_mask, linear_weights, softmax_weights
-
-HEAD_NAMES = ("linear", "softmax")
 
 
 def _causal(L: int):
@@ -89,16 +88,42 @@ class SoftmaxCopyHead(AbstractCopyHead):
         return softmax_weights(G, mask=mask)
 
 
-def copy_head(head: str | AbstractCopyHead) -> AbstractCopyHead:
-    """The head itself, or the built-in head for a name: ``"linear"`` (A = G / L) or
-    ``"softmax"``. Other settings (``alpha``, ``causal``) are fields of the head classes."""
+class AbstractRowHead(AbstractCopyHead):
+    """A head whose weights act on each row of logits alone, through a few row statistics
+    (softmax-like heads, mixtures such as 0.8 softmax(G) + 0.2 / L, temperatures,
+    sparsemax-like thresholds): implement :meth:`row_weights` once, on a row given as its
+    distinct values and their multiplicities. The dense head (:meth:`weights`, every entry
+    with multiplicity 1) and the closed-form reduced model
+    (:class:`jaxdyn.copyhead.RowHeadReduced`, a row with one copy entry and L - 1 others,
+    at any L up to 2^40 and beyond) then come from that one method.
+
+    The reduced model needs the weights to be equivariant under permutations of a row (an
+    entry's weight depends on its own value and on symmetric statistics of the row, such as
+    sum_j c_j exp(v_j) or the row length sum_j c_j); the dense and the reduced forms agree
+    exactly for such heads (``tests/test_copy_head_user_head.py``).
+    """
+
+    @abc.abstractmethod
+    def row_weights(
+        self, values: Float[Array, " k"], counts: Float[Array, " k"]
+    ) -> Float[Array, " k"]:
+        """The weight of each entry of value ``values[i]`` in a row made of ``counts[i]``
+        entries of that value (the row length is sum(counts), a float: it may be 2^40).
+        Use the counts in every row statistic (e.g. ``logsumexp(values, b=counts)``)."""
+
+    def weights(self, G: Float[Array, "L L"]) -> Float[Array, "L L"]:
+        ones = jnp.ones(G.shape[-1], G.dtype)
+        return jax.vmap(lambda row: self.row_weights(row, ones))(G)
+
+
+def check_head(head) -> AbstractCopyHead:
+    """The head itself; a one-line TypeError for anything else (a name is not a head)."""
     if isinstance(head, AbstractCopyHead):
         return head
-    if head == "linear":
-        return LinearCopyHead()
-    if head == "softmax":
-        return SoftmaxCopyHead()
-    raise ValueError(f"attention must be an AbstractCopyHead or one of {HEAD_NAMES}, got {head!r}")
+    raise TypeError(
+        "head must be an AbstractCopyHead (e.g. jaxdyn.copyhead.SoftmaxCopyHead()), "
+        f"got {head!r}"
+    )
 
 
 def factored_scores(

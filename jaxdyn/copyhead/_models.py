@@ -20,13 +20,15 @@ import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float
 
 from .._validation import is_traced, require_positive
-from ._heads import AbstractCopyHead, LinearCopyHead, SoftmaxCopyHead
+from ._heads import AbstractCopyHead, AbstractRowHead, LinearCopyHead, SoftmaxCopyHead
 from ._order import order_parameters
 from ._reduced import (
+    Objective,
     linear_invariants,
-    objective_name,
+    objective_of,
     objective_weight,
     population_action,
+    population_data_term,
     reduced_action_linear,
     reduced_action_softmax,
     softmax_order_parameters,
@@ -163,10 +165,10 @@ class AbstractReducedModel(eqx.Module):
     Attributes:
         L, V: sequence length and vocabulary (arrays: one compilation serves every value).
         temperature, sigma_w2, sigma_g2: as in :class:`jaxdyn.copyhead.CopyHeadPosterior`.
-        objective: ``"marginal"`` (W integrated out: the posterior of G) or ``"map"`` (the
-            profile of the joint energy: what Adam to the joint MAP minimises), stored as the
-            weight of the ln det term (1.0 or 0.0: both objectives share one compiled
-            program); ``objective_name`` gives the name back.
+        objective: a :class:`jaxdyn.copyhead.Objective` (``marginal``: W integrated out, the
+            posterior of G; ``map``: the profile of the joint energy, what Adam to the joint
+            MAP minimises), stored as the weight of the ln det term (1.0 or 0.0: both
+            objectives share one compiled program); ``objective_kind`` gives it back.
     """
 
     L: eqx.AbstractVar[Float[Array, ""]]
@@ -201,10 +203,18 @@ class AbstractReducedModel(eqx.Module):
     def canonical(self, x: Float[Array, " n"]) -> Float[Array, " n"]:
         """Representative of x modulo the model's exact symmetries."""
 
+    def status(self, x: Float[ArrayLike, " n"], P: Float[ArrayLike, ""]) -> MinimumStatus:
+        """Whether ``x`` is a minimum of the action at P (any point: a minimiser's end point,
+        a phase diagram's branch): the gradient norm against GRADIENT_TOLERANCE (1 + |S|)
+        (else ``stalled``), then the action at x +- KINK_PROBE (1 + |x|) along the axes and
+        diagonals: a lower one (by more than 1e-9 (1 + |S|)) is a descent direction the
+        derivatives missed (``non_smooth``)."""
+        return minimum_status(self, x, P)
+
     @property
-    def objective_name(self) -> str:
-        """``"marginal"`` or ``"map"``."""
-        return objective_name(self.objective)
+    def objective_kind(self) -> Objective:
+        """The :class:`jaxdyn.copyhead.Objective` this model minimises."""
+        return objective_of(self.objective)
 
     def __check_init__(self):
         _check_sizes(self.L, self.V)
@@ -222,7 +232,7 @@ class SoftmaxReduced(AbstractReducedModel):
     temperature: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    objective: Float[Array, ""] = eqx.field(converter=objective_weight, default="marginal")
+    objective: Float[Array, ""] = eqx.field(converter=objective_weight, default=1.0)  # Objective.marginal
     grid_points: int = eqx.field(static=True, default=2001)
     symmetric_state: ClassVar[bool] = False
 
@@ -256,6 +266,107 @@ class SoftmaxReduced(AbstractReducedModel):
         return x
 
 
+class RowHeadReduced(AbstractReducedModel):
+    """The closed-form reduced model of any :class:`jaxdyn.copyhead.AbstractRowHead`, on the
+    logit gap Delta (x = (Delta,)) with row-centred scores G = Delta (S - 1 1^T / L), as
+    :class:`SoftmaxReduced` is for softmax.
+
+    Every row of G holds one entry Delta (1 - 1/L) (the copy position) and L - 1 entries
+    -Delta / L, so the head's weights are p = A_{l,l-1} and q on the others, from
+    ``head.row_weights`` on those two values with multiplicities (1, L - 1). Then
+    A = L q U + (p - q) S, and the population action (copy_head.md, "Population reduction")
+    has ||A||_F^2 = L (p^2 + (L - 1) q^2), ||A 1||^2 = L r^2 with r = p + (L - 1) q,
+    tau = L p, 1^T A 1 = L r, prior (L - 1) Delta^2 / (2 sigma_g^2): O(1) per evaluation at
+    any L (L = 2^40 in float64). For a head that is not invariant under adding a constant to
+    a row this is the restriction of the population action to row-centred scores (what the
+    dense :class:`HeadReduced` with the one direction S - 1 1^T / L computes, at O(L^2)).
+
+    Attributes:
+        attention_head: the head (an :class:`jaxdyn.copyhead.AbstractRowHead`).
+        L, V, temperature, sigma_w2, sigma_g2, objective: as :class:`SoftmaxReduced`.
+        grid_points: points of the global search over Delta in [-1, 2 ln L + 8].
+    """
+
+    attention_head: AbstractRowHead
+    L: Float[Array, ""]
+    V: Float[Array, ""]
+    temperature: Float[Array, ""]
+    sigma_w2: Float[Array, ""]
+    sigma_g2: Float[Array, ""]
+    objective: Float[Array, ""]
+    grid_points: int = eqx.field(static=True)
+    symmetric_state: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        attention_head: AbstractRowHead,
+        *,
+        L: float | int | ArrayLike,
+        V: float | int | ArrayLike,
+        temperature: float | int | ArrayLike = 1.0,
+        sigma_w2: float | int | ArrayLike = 1.0,
+        sigma_g2: float | int | ArrayLike = 1.0,
+        objective: Objective | Float[ArrayLike, ""] = Objective.marginal,
+        grid_points: int = 2001,
+    ):
+        self.attention_head = attention_head
+        self.L, self.V = _as_float(L), _as_float(V)
+        self.temperature = _as_float(temperature)
+        self.sigma_w2, self.sigma_g2 = _as_float(sigma_w2), _as_float(sigma_g2)
+        self.objective = objective_weight(objective)
+        self.grid_points = int(grid_points)
+
+    def __check_init__(self):
+        if not isinstance(self.attention_head, AbstractRowHead):
+            raise TypeError(
+                f"attention_head must be an AbstractRowHead, got {type(self.attention_head).__name__}"
+            )
+        super().__check_init__()
+
+    def copy_weights(self, delta: Float[ArrayLike, ""]) -> tuple[Float[Array, ""], Float[Array, ""]]:
+        """(p, q): the head's weight on the copy position and on each other position of a row
+        with logit gap ``delta``."""
+        delta = jnp.asarray(delta, self.L.dtype)
+        values = jnp.stack([delta * (1.0 - 1.0 / self.L), -delta / self.L])
+        counts = jnp.stack([jnp.ones_like(self.L), self.L - 1.0])
+        w = self.attention_head.row_weights(values, counts)
+        return w[0], w[1]
+
+    def action(self, x, P):
+        L = self.L
+        p, q = self.copy_weights(x[0])
+        r = p + (L - 1.0) * q
+        data = population_data_term(
+            L * (p**2 + (L - 1.0) * q**2),
+            L * r**2,
+            L * p,
+            L * r,
+            P,
+            V=self.V,
+            temperature=self.temperature,
+            sigma_w2=self.sigma_w2,
+            objective=self.objective,
+        )
+        return (L - 1.0) * x[0] ** 2 / (2.0 * self.sigma_g2) + data
+
+    def grid(self):
+        top = 2.0 * jnp.log(self.L) + 8.0
+        return (-1.0 + (top + 1.0) * jnp.linspace(0.0, 1.0, self.grid_points))[:, None]
+
+    def order(self, x):
+        p, q = self.copy_weights(x[0])
+        return {"delta": x[0], "a_1": self.L * q, "a_G": p - q, "amplitude": p - q}
+
+    def scores(self, x, L):
+        return x[0] * (shift_matrix(L) - 1.0 / L)
+
+    def head(self):
+        return self.attention_head
+
+    def canonical(self, x):
+        return x
+
+
 class LinearReduced(AbstractReducedModel):
     """Linear copy head A = G / L^alpha reduced to x = (c_1, c_G), A = c_1 U + c_G S."""
 
@@ -265,7 +376,7 @@ class LinearReduced(AbstractReducedModel):
     sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     alpha: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    objective: Float[Array, ""] = eqx.field(converter=objective_weight, default="marginal")
+    objective: Float[Array, ""] = eqx.field(converter=objective_weight, default=1.0)  # Objective.marginal
     grid_points: int = eqx.field(static=True, default=161)
     symmetric_state: ClassVar[bool] = True
 
@@ -385,7 +496,8 @@ class HeadReduced(AbstractReducedModel):
     """The population action of any head restricted to scores G(x) = sum_i x_i D_i spanned by
     a few L x L ``directions`` D_i (copy_head.md, "Population reduction", exact for i.i.d.
     tokens): a reduced model of a head of your own in one line,
-    ``HeadReduced(head, jnp.stack([uniform_matrix(L), shift_matrix(L)]), V=V)``.
+    ``HeadReduced.copy_span(head, L, V=V)`` (directions U and S), or
+    ``HeadReduced(head, directions, V=V)`` for directions of your own.
 
     The order parameters are (c_1, c_G) of A(G(x)) (:func:`jaxdyn.copyhead.order_parameters`)
     and ``amplitude`` = c_G. The global minimum is searched on the box ``[lo, hi]^n`` with
@@ -423,7 +535,7 @@ class HeadReduced(AbstractReducedModel):
         temperature: float | int | ArrayLike = 1.0,
         sigma_w2: float | int | ArrayLike = 1.0,
         sigma_g2: float | int | ArrayLike = 1.0,
-        objective: str | Float[ArrayLike, ""] = "marginal",
+        objective: Objective | Float[ArrayLike, ""] = Objective.marginal,
         lo: float | int = -1.0,
         hi: float | int = 8.0,
         grid_points: int = 161,
@@ -437,6 +549,12 @@ class HeadReduced(AbstractReducedModel):
         self.sigma_g2 = _as_float(sigma_g2)
         self.objective = objective_weight(objective)
         self.lo, self.hi, self.grid_points = float(lo), float(hi), int(grid_points)
+
+    @classmethod
+    def copy_span(cls, attention_head: AbstractCopyHead, L: int, **kwargs) -> HeadReduced:
+        """The head's population action on G = c_1 U + c_G S (uniform pooling and the copy
+        pattern, copy_head.md "Order parameters"); ``kwargs`` as the constructor's."""
+        return cls(attention_head, jnp.stack([uniform_matrix(L), shift_matrix(L)]), **kwargs)
 
     def __check_init__(self):
         if self.directions.ndim != 3 or self.directions.shape[1] != self.directions.shape[2]:

@@ -64,3 +64,10 @@ def coverage(A: Float[ArrayLike, "n L L"], *, cyclic: bool = True) -> Float[Arra
     resid = A - project_on_copy_span(A, cyclic=cyclic)
     beyond_uniform = A - jnp.sum(A * U, axis=(-2, -1))[:, None, None] * U
     return 1.0 - jnp.sum(resid**2) / jnp.maximum(jnp.sum(beyond_uniform**2), 1e-300)
+
+
+def pooling_share(c_1: float, c_G: float, L: int | float) -> float:
+    """Share of the uniform pattern in ||A||_F^2 for A = c_1 U + c_G S: <A, U>^2 / ||A||^2
+    (||U|| = 1, <U, S> = 1, ||S||^2 = L)."""
+    frob2 = c_1**2 + 2 * c_1 * c_G + L * c_G**2
+    return float((c_1 + c_G) ** 2 / frob2) if frob2 > 0 else float("nan")

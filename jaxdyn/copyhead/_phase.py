@@ -13,7 +13,7 @@ Classification from the landscape [derived]:
   amplitude rises like sqrt(P - P_c).
 - "crossover": neither (e.g. softmax at L = 8).
 The same question answered without these constructions, from how the largest step of the
-global minimum shrinks as the P grid is refined: :func:`jaxdyn.copyhead.order_from_refinement`.
+global minimum shrinks as the P grid is refined: :func:`jaxdyn.copyhead.transition_order`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from ._models import (
     global_minimum,
     local_minimum,
 )
+from ._reduced import Objective
 from ._transition import TransitionOrder
 
 
@@ -250,7 +251,7 @@ def linear_onset(model: LinearReduced) -> float:
     u = np.array([1.0, L])
     H0 = L ** (2 * alpha) * F / sg2
     H1 = kappa / T * ((V - 1) * F + L * np.ones((2, 2)))
-    if model.objective_name == "map":
+    if model.objective_kind == Objective.map:
         H1 = np.zeros((2, 2))
     H2 = kappa / (T * T * V * V) * ((V - 1) * np.outer(u, u) + L * L * np.ones((2, 2)))
     # det(H0 + P H1 - P^2 H2) as a polynomial in P (coefficients of each entry: [P^2, P, 1]).
@@ -332,6 +333,61 @@ def classify_transition(
     return out
 
 
+@eqx.filter_jit
+def _bisect_spinodal(model: AbstractReducedModel, inside, outside, starts, tol, iterations: int):
+    """Bisection in ln P between ``inside`` (two minima: the local minimisations from the two
+    ``starts`` end apart, by more than ``tol`` in amplitude) and ``outside`` (one minimum)."""
+
+    def two_minima(p):
+        found = jax.vmap(lambda x0: local_minimum(model, p, x0))(starts)
+        amp = jax.vmap(lambda x: model.order(x)["amplitude"])(found.x)
+        return jnp.abs(amp[1] - amp[0]) > tol
+
+    def body(_, carry):
+        a, b = carry
+        mid = jnp.sqrt(a * b)
+        two = two_minima(mid)
+        return jnp.where(two, mid, a), jnp.where(two, b, mid)
+
+    a, b = jax.lax.fori_loop(0, iterations, body, (inside, outside))
+    return a, b
+
+
+def _coexistence_window(model, diagram: PhaseDiagram, n_P: int, widenings: int, iterations: int):
+    """Both spinodals of a first-order transition: the diagram is widened in ln P (by its own
+    span on the clipped side, up to ``widenings`` times) until the coexistence window lies
+    inside it, then each end is bisected in ln P ``iterations`` times. Returns (lower, upper,
+    clipped, diagram): ``clipped`` when a window still touches the widened grid's end (that
+    end is then the grid's, not a spinodal)."""
+    d = diagram
+    for _ in range(widenings + 1):
+        where = np.flatnonzero(d.coexistence)
+        low, high = where[0] == 0, where[-1] == d.P.size - 1
+        if not (low or high):
+            break
+        span = float(np.log(d.P[-1] / d.P[0]))
+        lo = d.P[0] * (np.exp(-span) if low else 1.0)
+        hi = d.P[-1] * (np.exp(span) if high else 1.0)
+        d = phase_diagram(model, np.geomspace(lo, hi, n_P))
+        if not d.coexistence.any():
+            return float(diagram.P[0]), float(diagram.P[-1]), True, diagram
+    where = np.flatnonzero(d.coexistence)
+    clipped = bool(where[0] == 0 or where[-1] == d.P.size - 1)
+    scale = max(float(np.max(np.abs(d.order_down["amplitude"]))), 1e-12)
+    tol = jnp.asarray(1e-3 * scale)
+    ends = []
+    for i, j in ((where[0], where[0] - 1), (where[-1], where[-1] + 1)):
+        if j < 0 or j >= d.P.size:
+            ends.append(float(d.P[i]))
+            continue
+        starts = jnp.stack([jnp.asarray(d.x_up[i]), jnp.asarray(d.x_down[i])])
+        a, b = _bisect_spinodal(
+            model, jnp.asarray(d.P[i]), jnp.asarray(d.P[j]), starts, tol, iterations
+        )
+        ends.append(float(np.sqrt(float(a) * float(b))))
+    return ends[0], ends[1], clipped, d
+
+
 def locate_transition(
     model: AbstractReducedModel,
     P_min: float | int,
@@ -340,11 +396,21 @@ def locate_transition(
     *,
     zooms: int = 4,
     jump_tol: float = 0.05,
+    widenings: int = 8,
+    spinodal_iterations: int = 30,
 ) -> tuple[PhaseDiagram, PhaseDiagram, dict]:
     """Phase diagram on a log grid, then zoom in around the largest jump of the global order
     parameter (``zooms`` times, each window about 7 grid cells of the previous one) until the
     coexistence window spans several grid points (narrow windows, e.g. softmax at L = 16, are
-    otherwise missed), and classify. Returns (coarse, fine, info)."""
+    otherwise missed), and classify. P counts sequences (each of L supervised positions).
+
+    Returns (coarse, fine, info): ``info["transition_order"]`` (a :class:`TransitionOrder`),
+    ``info["P_star"]`` (equal action of the two minima; the onset for a continuous
+    transition; None without one), ``info["jump"]`` and, for a first-order transition,
+    ``info["coexistence"]``: the whole window between the two spinodals, the search widened
+    (by its own span, up to ``widenings`` times) until both are inside and each bisected in
+    ln P ``spinodal_iterations`` times; ``info["clipped"]`` says when an end is still the
+    widened grid's (then it is a bound, not a spinodal)."""
     diagram = phase_diagram(model, np.geomspace(P_min, P_max, n_P))
     P = diagram.P
     i = int(np.argmax(np.abs(np.diff(diagram.order_global["amplitude"]))))
@@ -354,6 +420,10 @@ def locate_transition(
         fine = phase_diagram(model, np.geomspace(lo, hi, n_P))  # same length: no recompilation
         info = classify_transition(model, fine, jump_tol=jump_tol)
         if info["transition_order"] is TransitionOrder.first:
+            lower, upper, clipped, _ = _coexistence_window(
+                model, fine, n_P, widenings, spinodal_iterations
+            )
+            info.update(coexistence=(lower, upper), clipped=clipped)
             return diagram, fine, info
         where = np.flatnonzero(fine.coexistence)
         if where.size:
@@ -362,4 +432,4 @@ def locate_transition(
         else:  # no coexistence resolved yet: narrow in on the largest jump
             i = int(np.argmax(np.abs(np.diff(fine.order_global["amplitude"]))))
             lo, hi = fine.P[max(i - 3, 0)], fine.P[min(i + 4, n_P - 1)]
-    return diagram, fine, classify_transition(model, diagram, jump_tol=jump_tol)
+    return diagram, fine, {**classify_transition(model, diagram, jump_tol=jump_tol), "clipped": False}

@@ -28,7 +28,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._validation import require_positive
 from ._batched import action_batch
-from ._heads import AbstractCopyHead, copy_head
+from ._heads import AbstractCopyHead, SoftmaxCopyHead, check_head
 from ._task import CopyStatistics, copy_statistics, supervised_positions
 
 
@@ -43,7 +43,7 @@ class CopyHeadPosterior(eqx.Module):
     """Posterior of a copy head with any attention: the one place its hyperparameters live.
 
     ``CopyHeadPosterior(head, temperature, sigma_w2, sigma_g2)`` with ``head`` an
-    :class:`AbstractCopyHead` (or the names ``"linear"`` / ``"softmax"``). Temperature and
+    :class:`AbstractCopyHead` (softmax attention by default). Temperature and
     prior variances are arrays (traced in sweeps, so one compilation serves every value);
     they must be positive (checked at construction, or at run time when traced).
 
@@ -64,14 +64,14 @@ class CopyHeadPosterior(eqx.Module):
 
     def __init__(
         self,
-        head: str | AbstractCopyHead = "softmax",
+        head: AbstractCopyHead | None = None,
         temperature: float | ArrayLike = 1.0,
         sigma_w2: float | ArrayLike = 1.0,
         sigma_g2: float | ArrayLike = 1.0,
         *,
         cyclic: bool = True,
     ):
-        self.head = copy_head(head)
+        self.head = SoftmaxCopyHead() if head is None else check_head(head)
         self.temperature = _positive("temperature")(temperature)
         self.sigma_w2 = _positive("sigma_w2")(sigma_w2)
         self.sigma_g2 = _positive("sigma_g2")(sigma_g2)
@@ -103,10 +103,22 @@ class CopyHeadPosterior(eqx.Module):
         Z = jsl.solve_triangular(C, B, lower=True)
         return self.prior_energy(G) + 0.5 * V * logdet - jnp.sum(Z**2) / (2.0 * T)
 
-    def action(self, G: Float[ArrayLike, "L L"], stats: CopyStatistics) -> Float[Array, ""]:
-        """Exact action S(G) = -ln p(G | D) + const: O(L^2 V^2) from the statistics."""
-        M, B = stats.moments(self.attention(G))
-        return self.action_from_moments(G, M, B)
+    def action(
+        self, G: Float[ArrayLike, "*batch L L"], stats: CopyStatistics
+    ) -> Float[Array, "*batch"]:
+        """Exact action S(G) = -ln p(G | D) + const: O(L^2 V^2) per G from the statistics.
+
+        ``G`` may carry leading batch axes (many chains, a grid of states): the batch is laid
+        out for throughput on many small matrices (one Cholesky per G, unrolled for small V).
+        Differentiable in G."""
+        G = jnp.asarray(G)
+        L = stats.L
+        if G.ndim < 2 or G.shape[-2:] != (L, L):
+            raise ValueError(f"G must have shape (..., {L}, {L}) to match the statistics, got {G.shape}")
+        if G.ndim == 2:
+            M, B = stats.moments(self.attention(G))
+            return self.action_from_moments(G, M, B)
+        return _batched_action(self, G.reshape((-1, L, L)), stats).reshape(G.shape[:-2])
 
     def energy(
         self, W: Float[ArrayLike, "V V"], G: Float[ArrayLike, "L L"], stats: CopyStatistics
@@ -176,24 +188,19 @@ class CopyHeadPosterior(eqx.Module):
         return grad_W.astype(W.dtype), (grad_G + G / self.sigma_g2).astype(G.dtype)
 
 
-def action(
+def action_from_data(
     G: Float[ArrayLike, "*batch L L"],
     X: Float[ArrayLike, "P L V"],
     Y: Float[ArrayLike, "P L V"],
     *,
-    attention: str | AbstractCopyHead = "softmax",
+    attention: AbstractCopyHead | None = None,
     temperature: float | ArrayLike = 1.0,
     sigma_w2: float | ArrayLike = 1.0,
     sigma_g2: float | ArrayLike = 1.0,
     cyclic: bool = True,
 ) -> Float[Array, "*batch"]:
-    """Exact action S(G) = -ln p(G | D) + const of a copy head with W integrated out.
-
-    copy_head.md, "Exact action" (see :class:`CopyHeadPosterior`). ``attention`` is any
-    :class:`AbstractCopyHead` or a built-in name. ``G`` may carry leading batch axes: the
-    sufficient statistics are then built once and every G costs O(L^2 V^2)
-    (:func:`batched_action`). Differentiable in G.
-    """
+    """:meth:`CopyHeadPosterior.action` from the data (X, Y) instead of its statistics: one G
+    contracts the data directly, O(P L^2 V + P L V^2) (a check of the statistics' path)."""
     posterior = CopyHeadPosterior(attention, temperature, sigma_w2, sigma_g2, cyclic=cyclic)
     G, X, Y = jnp.asarray(G), jnp.asarray(X), jnp.asarray(Y)
     if X.ndim != 3 or X.shape != Y.shape:
@@ -207,11 +214,10 @@ def action(
         M = jnp.einsum("plv,plw->vw", AX, AX)
         B = jnp.einsum("plv,plw->vw", AX, Y)
         return posterior.action_from_moments(G, M, B)
-    S = batched_action(posterior, G.reshape((-1, L, L)), copy_statistics(X, Y))
-    return S.reshape(G.shape[:-2])
+    return posterior.action(G, copy_statistics(X, Y))
 
 
-def batched_action(
+def _batched_action(
     posterior: CopyHeadPosterior, G: Float[ArrayLike, "n L L"], stats: CopyStatistics
 ) -> Float[Array, " n"]:
     """S(G) for a batch of score matrices: the equation of :meth:`CopyHeadPosterior.action`,

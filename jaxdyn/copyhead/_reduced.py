@@ -8,8 +8,8 @@ b_perp = P tau / V, b_par = P 1^T A 1 / V:
     S ~ -ln p(A) + (V/2) [ (V-1) ln(1 + kappa m_perp / T) + ln(1 + kappa m_par / T) ]
         - (1/2T) [ (V-1) b_perp^2 / (T/kappa + m_perp) + b_par^2 / (T/kappa + m_par) ].
 
-``objective="marginal"`` is this (W integrated out: what SGLD and MALA sample);
-``objective="map"`` drops the ln det term: the profile min_W of the joint energy, i.e. what Adam
+``objective=Objective.marginal`` is this (W integrated out: what SGLD and MALA sample);
+``objective=Objective.map`` drops the ln det term: the profile min_W of the joint energy, i.e. what Adam
 to the joint MAP over (W, G) minimises [derived: min_W E = S - (V/2) ln det(...) + const].
 
 Reduced coordinates (cyclic convention):
@@ -22,49 +22,63 @@ Reduced coordinates (cyclic convention):
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._task import shift_matrix, supervised_positions
 
-OBJECTIVES = ("marginal", "map")
+
+class Objective(eqx.Enumeration):
+    """What a reduced action minimises (copy_head.md, "Exact action").
+
+    ``marginal``: the action of G with W integrated out, -ln p(G | D) (the posterior of G,
+    what SGLD samples); ``map``: the profile of the joint energy over W, min_W E(W, G) (what
+    Adam to the joint MAP minimises). The two differ by the (V/2) ln det term, whose weight
+    (1 or 0) the reduced models store as an array so both objectives share one compiled
+    program.
+    """
+
+    marginal = "W integrated out: -ln p(G | D), the posterior of G"
+    map = "W profiled out: min_W E(W, G), the joint MAP"
+
+
+_EnumerationItem = type(Objective.marginal)
 
 # L and V as numbers: Python ints, or float arrays (traced in sweeps over L and V).
 Size = int | float | Float[ArrayLike, ""]
-# "marginal" / "map", or the weight of the ln det term (1.0 / 0.0, :func:`objective_weight`).
-Objective = str | Float[ArrayLike, ""]
-
-
-def check_objective(objective: str) -> None:
-    """Raise a one-line ValueError unless ``objective`` is ``"marginal"`` or ``"map"``."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
 
 
 def objective_weight(objective) -> Float[Array, ""]:
-    """The weight of the ln det term: 1.0 for ``"marginal"``, 0.0 for ``"map"``; an array is
-    taken as the weight itself (the reduced models store it as an array, so both objectives
-    share one compiled program)."""
+    """The weight of the ln det term: 1.0 for :attr:`Objective.marginal`, 0.0 for
+    :attr:`Objective.map`; an array is taken as the weight itself (as the reduced models
+    store it)."""
     if isinstance(objective, str):
-        check_objective(objective)
-        return jnp.asarray(1.0 if objective == "marginal" else 0.0, dtype=jnp.result_type(float))
+        raise TypeError(
+            f"objective must be jaxdyn.copyhead.Objective.marginal or .map, got {objective!r}"
+        )
+    if isinstance(objective, _EnumerationItem):
+        weight = 1.0 if objective == Objective.marginal else 0.0
+        return jnp.asarray(weight, dtype=jnp.result_type(float))
     return jnp.asarray(objective, dtype=jnp.result_type(float))
 
 
-def objective_name(objective) -> str:
-    """``"marginal"`` or ``"map"`` from a name or a concrete weight (1.0 / 0.0)."""
-    if isinstance(objective, str):
-        check_objective(objective)
-        return objective
-    return "marginal" if float(objective) == 1.0 else "map"
+def objective_label(weight) -> str:
+    """``"marginal"`` or ``"map"`` for a concrete weight (1.0 / 0.0), as a run records it."""
+    return "marginal" if float(weight) == 1.0 else "map"
+
+
+def objective_of(weight) -> Objective:
+    """The :class:`Objective` of a concrete weight (1.0 / 0.0)."""
+    return Objective.marginal if float(weight) == 1.0 else Objective.map
 
 
 def population_data_term(
-    frob2, rowsum2, tau, total, P, *, V: Size, temperature=1.0, sigma_w2=1.0, objective="marginal"
+    frob2, rowsum2, tau, total, P, *, V: Size, temperature=1.0, sigma_w2=1.0, objective=Objective.marginal
 ) -> Float[Array, "..."]:
     """The data part of the population action from the four invariants of A (equation above);
-    ``objective``: a name or its :func:`objective_weight`."""
+    ``objective``: an :class:`Objective` or its :func:`objective_weight`."""
     weight = objective_weight(objective)
     T = temperature
     kappa = sigma_w2 / V
@@ -85,7 +99,7 @@ def population_action(
     sigma_w2=1.0,
     sigma_g2=1.0,
     cyclic: bool = True,
-    objective: Objective = "marginal",
+    objective: Objective | Float[ArrayLike, ""] = Objective.marginal,
 ) -> Float[Array, ""]:
     """Population action of any score/attention pair (G, A): ||G||^2 / 2 sigma_g^2 + data term.
 
@@ -128,7 +142,7 @@ def reduced_action_linear(
     sigma_w2=1.0,
     sigma_g2=1.0,
     alpha=1.0,
-    objective: Objective = "marginal",
+    objective: Objective | Float[ArrayLike, ""] = Objective.marginal,
 ) -> Float[Array, "..."]:
     """Reduced action of linear attention on (c_1, c_G) = c[..., 0], c[..., 1] (cyclic)."""
     c = jnp.asarray(c)
@@ -169,7 +183,7 @@ def reduced_action_softmax(
     temperature=1.0,
     sigma_w2=1.0,
     sigma_g2=1.0,
-    objective: Objective = "marginal",
+    objective: Objective | Float[ArrayLike, ""] = Objective.marginal,
 ) -> Float[Array, "..."]:
     """Reduced action of softmax attention on the logit gap Delta (cyclic)."""
     delta = jnp.asarray(delta)

@@ -3,7 +3,7 @@
 copy_head.md, "What the theory predicts". Two detectors that assume nothing about the order
 (the third, :func:`bimodality`, looks for two modes in samples):
 
-- :func:`order_from_refinement`: the largest step of the order parameter between neighbouring
+- :func:`transition_order`: the largest step of the order parameter between neighbouring
   P values, as the P grid is refined (spacing h in ln P). A first-order jump stays finite
   (step ~ h^0), a continuous onset with amplitude ~ sqrt(P - P_c) shrinks like h^{1/2}, and a
   smooth crossover like h^1 (bounded slope). The exponent is fitted with its confidence
@@ -60,12 +60,14 @@ class RefinementOrder:
             exponent (0: jump, 1/2: square-root onset, 1: smooth).
         order: the :class:`TransitionOrder` whose exponent is nearest to the fitted one
             (boundaries at 1/4 and 3/4).
+        window: the P window (sequences) the grids were refined in (None for measured data).
     """
 
     spacing: np.ndarray
     largest_step: np.ndarray
     fit: LinearFit
     order: TransitionOrder
+    window: tuple[float, float] | None = None
 
     def as_dict(self) -> dict:
         """JSON-ready summary (exponent, its interval, order, steps)."""
@@ -75,6 +77,7 @@ class RefinementOrder:
             "exponent_ci": [self.fit.ci_low, self.fit.ci_high],
             "spacing": self.spacing.tolist(),
             "largest_step": self.largest_step.tolist(),
+            "window": None if self.window is None else list(self.window),
         }
 
 
@@ -159,7 +162,7 @@ def _least_smooth_cell(model, P_min: float, P_max: float, n: int, key: str) -> i
     return int(near[np.argmax(change[near])])
 
 
-def order_from_refinement(
+def transition_order(
     model: AbstractReducedModel,
     P_min: float | int,
     P_max: float | int,
@@ -169,15 +172,17 @@ def order_from_refinement(
     coarse_points: int = 40,
     fit_levels: int = 4,
     key: str = "amplitude",
-) -> tuple[RefinementOrder, tuple[float, float]]:
-    """Order of the reduced model's transition from grid refinement of its global minimum.
+) -> RefinementOrder:
+    """The order of the reduced model's transition (the one classifier): grid refinement of
+    its global minimum, P in sequences.
 
     The window is the coarse cell (``coarse_points`` log-spaced on [P_min, P_max]) where the
     step of the global minimum's ``key`` shrinks least under splitting (the least smooth
     place), widened by one cell on either side. Within it, grids of ``levels`` intervals, each
     shifted ``offsets`` times (:func:`refinement_grids`), give the largest step per
     spacing; the finest ``fit_levels`` are fitted (the asymptotic regime) and classified by
-    :func:`classify_refinement`. Returns the result (all levels in its arrays) and the window.
+    :func:`classify_refinement`. Returns the result (all levels in its arrays, the window in
+    ``window``), whose ``order`` is a :class:`TransitionOrder`.
     """
     coarse = np.geomspace(P_min, P_max, coarse_points)
     i = _least_smooth_cell(model, P_min, P_max, coarse_points, key)
@@ -194,8 +199,9 @@ def order_from_refinement(
         steps.append(best)
     spacing = np.array([np.log(hi / lo) / n for n in levels])
     fitted = classify_refinement(spacing[-fit_levels:], np.asarray(steps)[-fit_levels:])
-    result = RefinementOrder(spacing, np.asarray(steps), fitted.fit, fitted.order)
-    return result, (float(lo), float(hi))
+    return RefinementOrder(
+        spacing, np.asarray(steps), fitted.fit, fitted.order, (float(lo), float(hi))
+    )
 
 
 def _action_grid(model: AbstractReducedModel, Ps, coordinates) -> np.ndarray:
@@ -276,3 +282,41 @@ def crossover_point(
     i = idx[0]
     t = d[i] / (d[i] - d[i + 1])
     return float(np.exp(np.log(P[i]) + t * (np.log(P[i + 1]) - np.log(P[i]))))
+
+
+@eqx.filter_jit
+def _copy_excess(model: AbstractReducedModel, P, weight):
+    o = model.order(global_minimum(model, P).x)
+    return weight * o["c_G"] - o["c_1"]
+
+
+def crossover(
+    model: AbstractReducedModel,
+    P_c: float | int,
+    *,
+    weight: float | int = 1.0,
+    P_max_factor: float = 1e6,
+    n_P: int = 60,
+    iterations: int = 50,
+) -> float:
+    """The crossover of a linear head: the first P above the onset P_c where the global
+    minimum's copy weight overtakes pooling, weight * c_G = c_1 (copy_head.md: "pool first,
+    then cross over"; ``weight`` = 1 or sqrt(L) for the two conventions), P in sequences.
+
+    Bracketed on ``n_P`` log-spaced points over (1.01 P_c, P_max_factor P_c], then bisected
+    ``iterations`` times in ln P (a root find: its resolution is the bracket over 2^iterations,
+    not a grid spacing). NaN when the copy weight never overtakes pooling in the range."""
+    Ps = np.geomspace(1.01 * P_c, P_max_factor * P_c, n_P)
+    w = jnp.asarray(weight, dtype=jnp.result_type(float))
+    d = np.array([float(_copy_excess(model, jnp.asarray(P), w)) for P in Ps])
+    idx = np.flatnonzero((d[:-1] < 0) & (d[1:] >= 0))
+    if idx.size == 0:
+        return float("nan")
+    lo, hi = np.log(Ps[idx[0]]), np.log(Ps[idx[0] + 1])
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        if float(_copy_excess(model, jnp.asarray(np.exp(mid)), w)) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return float(np.exp(0.5 * (lo + hi)))

@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import copyhead as ch
 from ..._validation import require_positive as _require_positive
+from ...copyhead import _hysteresis, _phase, _task
 from ...evidence import Evidence, Verdict
 from ...runs import ConfigError, ExperimentConfig
 
@@ -91,7 +92,7 @@ class CopyHeadConfig(ExperimentConfig):
 
     def lowered(self, tree):
         """``tree`` (statistics, posterior, scores) in :attr:`loop_dtype`."""
-        return ch.cast_floating(tree, self.loop_dtype)
+        return _task.cast_floating(tree, self.loop_dtype)
 
     def head(self, attention: str) -> ch.AbstractCopyHead:
         if attention == "linear":
@@ -110,7 +111,7 @@ class CopyHeadConfig(ExperimentConfig):
             temperature=self.temperature,
             sigma_w2=self.sigma_w2,
             sigma_g2=self.sigma_g2,
-            objective=objective,
+            objective=ch.Objective.marginal if objective == "marginal" else ch.Objective.map,
         )
         if attention == "softmax":
             return ch.SoftmaxReduced(**common)
@@ -119,7 +120,7 @@ class CopyHeadConfig(ExperimentConfig):
     def copy_scores(self, attention: str) -> jax.Array:
         """Copy-pattern start G = gap S: gap = 2 ln L (softmax) or 0.25 L^alpha (linear)."""
         gap = 2.0 * np.log(self.L) if attention == "softmax" else 0.25 * self.L**self.alpha
-        return gap * ch.shift_matrix(self.L)
+        return gap * _task.shift_matrix(self.L)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -220,7 +221,7 @@ def transition(model: ch.AbstractReducedModel, P_min: float, P_max: float, n_P: 
         isinstance(model, ch.LinearReduced)
         and info["transition_order"] is ch.TransitionOrder.second
     ):
-        info = {**info, "P_star": ch.linear_onset(model)}
+        info = {**info, "P_star": _phase.linear_onset(model)}
     return diagram, fine, info
 
 
@@ -271,13 +272,13 @@ def check_hysteresis(run, prefix, result, values, order, info, diagram, margin):
     """
     P, seeds, start, ok = result.params["P"], result.seeds, result.params["start"], result.ok()
     if order is ch.TransitionOrder.first and info["coexistence"] is not None:
-        hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.5 * info["jump"])
+        hyst = _hysteresis.pair_disagreement(P, seeds, start, values, ok, tolerance=0.5 * info["jump"])
         lo, hi = info["coexistence"]
         inside = (hyst.P > lo * margin) & (hyst.P < hi / margin)
         outside = (hyst.P < lo / margin**2) | (hyst.P > hi * margin**2)
         run.evidence(
             f"{prefix}_hysteresis_inside_window",
-            ch.hysteresis_evidence(
+            ch.claims.hysteresis(
                 "two coexisting minima: every dataset's two starts stay apart inside the "
                 "theory's coexistence window",
                 hyst.disagree_fraction[inside],
@@ -288,7 +289,7 @@ def check_hysteresis(run, prefix, result, values, order, info, diagram, margin):
         )
         run.evidence(
             f"{prefix}_no_hysteresis_outside_window",
-            ch.hysteresis_evidence(
+            ch.claims.hysteresis(
                 "one minimum outside the coexistence window: both starts agree",
                 hyst.disagree_fraction[outside],
                 expected=False,
@@ -298,10 +299,10 @@ def check_hysteresis(run, prefix, result, values, order, info, diagram, margin):
         )
         return hyst
     scale = float(np.max(np.abs(diagram.order_global["amplitude"])))
-    hyst = ch.pair_disagreement(P, seeds, start, values, ok, tolerance=0.1 * scale)
+    hyst = _hysteresis.pair_disagreement(P, seeds, start, values, ok, tolerance=0.1 * scale)
     run.evidence(
         f"{prefix}_no_hysteresis",
-        ch.hysteresis_evidence(
+        ch.claims.hysteresis(
             f"theory {order.name}: one minimum at every P, both starts agree",
             hyst.disagree_fraction,
             expected=False,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _bimodality, _transition
 from ...runs import negative_control
 from ._exact_hysteresis import switch_evidence
 from .scaling import (
@@ -38,52 +39,52 @@ def _register(experiments, *checks):
 
 def _smooth():
     """Refinement of a smooth curve: the largest step shrinks like the spacing."""
-    return ch.classify_refinement(_h, 0.3 * _h)
+    return _transition.classify_refinement(_h, 0.3 * _h)
 
 
 def _jump():
     """Refinement of a jump: the largest step stays the jump."""
-    return ch.classify_refinement(_h, np.full(_h.shape, 0.4) + 1e-3 * _h)
+    return _transition.classify_refinement(_h, np.full(_h.shape, 0.4) + 1e-3 * _h)
 
 
 # -- transitions: orders, hysteresis, phases ------------------------------------------------
 @_register((THEORY, *ADAM), "softmax_first_order_where_page_predicts")
 def _smooth_crossover_is_not_first_order():
-    return ch.order_evidence(FIRST_ORDER_CLAIM, ch.TransitionOrder.first, _smooth())
+    return ch.claims.transition_order(FIRST_ORDER_CLAIM, ch.TransitionOrder.first, _smooth())
 
 
 @_register(THEORY, "linear_transition_continuous")
 def _jump_is_not_continuous():
-    return ch.order_evidence(CONTINUOUS_CLAIM, ch.TransitionOrder.second, _jump())
+    return ch.claims.transition_order(CONTINUOUS_CLAIM, ch.TransitionOrder.second, _jump())
 
 
 @_register(
     ADAM, "adam_transition_order_from_refinement", "adam_test_loss_fall_order_from_refinement"
 )
 def _network_order_of_another_kind():
-    return ch.order_evidence("network order", ch.TransitionOrder.first, _smooth())
+    return ch.claims.transition_order("network order", ch.TransitionOrder.first, _smooth())
 
 
 @_register(ADAM, "adam_test_loss_curve_signature")
 def _smooth_loss_has_no_jump():
-    return ch.jump_evidence("loss jump", True, _smooth())
+    return ch.claims.loss_jump("loss jump", True, _smooth())
 
 
 @_register(THEORY, "softmax_no_pooling_phase")
 def _third_minimum():
     counts = np.array([1, 2, 3, 2, 1])
-    return ch.count_at_most_evidence("no pooling phase", counts, 2, basis="synthetic")
+    return ch.claims.minima_at_most("no pooling phase", counts, 2, basis="synthetic")
 
 
 @_register(THEORY, "linear_onset_exponent")
 def _linear_rise_is_not_square_root():
     eps = np.geomspace(1e-4, 1e-2, 8)
-    return ch.onset_exponent_evidence(ONSET_CLAIM, eps, 0.7 * eps)
+    return ch.claims.square_root_onset(ONSET_CLAIM, eps, 0.7 * eps)
 
 
 @_register(THEORY, "linear_pools_first")
 def _copy_direction_onset():
-    return ch.pooling_first_evidence(POOLING_FIRST_CLAIM, 0.0, 0.1, 32)
+    return ch.claims.pooling_first(POOLING_FIRST_CLAIM, 0.0, 0.1, 32)
 
 
 _HYSTERESIS = [
@@ -99,28 +100,28 @@ _HYSTERESIS = [
 def _hysteresis_against_the_claim():
     """Starts that agree where the claim says they disagree (and the reverse): the one
     function decides both, so the control feeds each expectation its opposite."""
-    inside = ch.hysteresis_evidence("x", np.array([0.0, 0.5, 0.0]), expected=True)
-    outside = ch.hysteresis_evidence("x", np.array([0.0, 1.0, 0.0]), expected=False)
+    inside = ch.claims.hysteresis("x", np.array([0.0, 0.5, 0.0]), expected=True)
+    outside = ch.claims.hysteresis("x", np.array([0.0, 1.0, 0.0]), expected=False)
     assert inside.verdict is outside.verdict
     return inside
 
 
 @_register(SGLD, "sgld_hysteresis_window")
 def _no_window():
-    return ch.hysteresis_window_evidence("window", np.zeros(5))
+    return ch.claims.hysteresis_window("window", np.zeros(5))
 
 
 @_register(SGLD, "sgld_no_hysteresis")
 def _chains_apart():
-    return ch.hysteresis_evidence("no hysteresis", np.array([0.0, 1.0, 1.0]), expected=False)
+    return ch.claims.hysteresis("no hysteresis", np.array([0.0, 1.0, 1.0]), expected=False)
 
 
 @_register(SGLD, "posterior_bimodal_exactly_where_hysteresis")
 def _unimodal_posterior_with_hysteresis():
     """Samples from one Gaussian (a model without the transition) where chains stay apart."""
     samples = _rng.normal(size=(2, 400))
-    bimodal = [ch.bimodality(s, min_separation=0.5).bimodal for s in samples]
-    return ch.bimodality_evidence("bimodal", np.array([True, True]), np.array(bimodal))
+    bimodal = [_bimodality.bimodality(s, min_separation=0.5).bimodal for s in samples]
+    return ch.claims.bimodal_where_hysteretic("bimodal", np.array([True, True]), np.array(bimodal))
 
 
 @_register(THEORY, "softmax_exact_action_switch_matches_reduced_P_star")
@@ -136,7 +137,7 @@ def _off_by_the_effect(n=12, k=3):
     theory = np.linspace(0.1, 0.5, k)
     effect = np.full(k, 0.3)
     data = theory + effect + 0.01 * _rng.normal(size=(n, k))
-    return ch.theory_match_evidence("matches", data, theory, effect, bound=1e-3)
+    return ch.claims.matches_theory("matches", data, theory, effect, bound=1e-3)
 
 
 @_register(
@@ -155,7 +156,7 @@ def _other_phase():
 def _no_loss_drop():
     expected = np.full(10, 0.2)
     measured = 1e-3 * np.abs(_rng.normal(size=10))
-    return ch.theory_match_evidence(
+    return ch.claims.matches_theory(
         "jump", (measured - expected)[:, None], np.zeros(1), np.array([0.2])
     )
 
@@ -166,19 +167,19 @@ def _random_attention_is_not_covered():
     L = 16
     G = _rng.normal(size=(6, 4, L, L)) * 3.0
     A = np.exp(G) / np.exp(G).sum(-1, keepdims=True)
-    return ch.coverage_evidence("coverage", [float(ch.coverage(a)) for a in A])
+    return ch.claims.copy_span_coverage("coverage", [float(ch.coverage(a)) for a in A])
 
 
 @_register(SGLD, "precursor_variance_matches_laplace")
 def _capped_fluctuations():
     ratios = 0.3 + 0.02 * _rng.normal(size=(8, 2))
-    return ch.theory_match_evidence("laplace", ratios, np.ones(2), np.full(2, 0.5))
+    return ch.claims.matches_theory("laplace", ratios, np.ones(2), np.full(2, 0.5))
 
 
 @_register(SGLD, "precursor_as_page_predicts")
 def _flat_variance_before_an_onset():
     rise = 0.02 * _rng.normal(size=8)
-    return ch.theory_match_evidence(
+    return ch.claims.matches_theory(
         "rise", rise[:, None], np.array([1.2]), np.array([1.2]), alternative=np.zeros(1)
     )
 
@@ -218,4 +219,4 @@ def _crossover_linear_in_V():
 @_register(SCALING, "first_order_line_extends_beyond_V_equals_L")
 def _line_ends_below_V_equals_L():
     L = np.array([16.0, 24.0, 32.0])
-    return ch.boundary_evidence("V_c > L", L, np.stack([0.5 * L, 0.55 * L], -1))
+    return ch.claims.first_order_line_above_L("V_c > L", L, np.stack([0.5 * L, 0.55 * L], -1))

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _heads, _mass
 from ...evidence import ErrorModel, Evidence, Verdict
 from ...runs import negative_control
 from ._networks import order_keys
@@ -29,7 +30,7 @@ def laplace_mean_evidence(
     Student-t interval and zero outside one at least; too few datasets for that is
     ``inconclusive``."""
     predicted = np.asarray(predicted, float)
-    return ch.theory_match_evidence(
+    return ch.claims.matches_theory(
         claim,
         shifts,
         predicted,
@@ -50,14 +51,14 @@ def laplace_shifts(a: PosteriorAnalysis, posterior, Ps, log=None) -> dict[str, n
     (a Laplace phase takes about 40 CPU s at L = 64). ``twice_differentiable``: per P,
     whether the action is smooth at the mode (:class:`jaxdyn.copyhead.LaplacePhase`); where
     it is not, the shift is not a prediction."""
-    odd = isinstance(posterior.head, ch.AbstractOddCopyHead)
+    odd = isinstance(posterior.head, _heads.AbstractOddCopyHead)
     out = {key: [] for key in order_keys(a.config)}
     out["twice_differentiable"] = []
     for i, p in enumerate(Ps):
         if log is not None:
             log(f"Laplace phase at P = {float(p):g} ({i + 1} of {len(Ps)})")
         x = ch.global_minimum(a.model, p).x
-        phase = ch.population_phase(posterior, a.model, x, p)
+        phase = _mass.population_phase(posterior, a.model, x, p)
         out["twice_differentiable"].append(bool(phase.twice_differentiable))
         mode, mean = np.asarray(phase.mode), np.asarray(phase.mean)
         if odd:
@@ -175,16 +176,16 @@ def phase_boundaries(a: PosteriorAnalysis, posterior, points: int = 5, log=None)
         for branch in (a.diagram.x_up, a.diagram.x_down):  # uniform, copy
             x0 = np.array([np.interp(np.log(p), lP, branch[:, i]) for i in range(branch.shape[1])])
             found.append(ch.local_minimum(a.model, p, x0).x)
-        phases = [ch.population_phase(posterior, a.model, x, p, corrections=False) for x in found]
+        phases = [_mass.population_phase(posterior, a.model, x, p, corrections=False) for x in found]
         # Both descents in one minimum (a branch's interpolation off its basin): no pair.
         same = np.allclose(np.asarray(found[0]), np.asarray(found[1]), rtol=1e-6, atol=1e-9)
         S.append([np.nan if same else float(ph.action) for ph in phases])
         F.append([np.nan if same else float(ph.free_energy) for ph in phases])
     S, F = np.array(S), np.array(F)
-    mass = ch.phase_boundary(Ps, F[:, 1], F[:, 0])
+    mass = _mass.phase_boundary(Ps, F[:, 1], F[:, 0])
     return {
         "mode": float(a.P_t),
-        "mode_on_scan": ch.phase_boundary(Ps, S[:, 1], S[:, 0]),
+        "mode_on_scan": _mass.phase_boundary(Ps, S[:, 1], S[:, 0]),
         "mass": None if np.isnan(mass) else mass,
         "P": Ps.tolist(),
         "action_copy_minus_uniform": (S[:, 1] - S[:, 0]).tolist(),

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _transition
 from ._common import check_hysteresis, power_record, powered
 from ._networks import (
     NetworkAnalysis,
@@ -36,7 +37,7 @@ def level_steps(grid: np.ndarray, levels: int, table: np.ndarray) -> np.ndarray:
     n = grid.size - 1
     return np.array(
         [
-            [ch.largest_step(grid[:: n // 2**k], v[:: n // 2**k]) for k in range(1, levels + 1)]
+            [_transition.largest_step(grid[:: n // 2**k], v[:: n // 2**k]) for k in range(1, levels + 1)]
             for v in np.atleast_2d(table)
         ]
     )
@@ -71,11 +72,11 @@ def check_refinement(run, name: str, a: NetworkAnalysis, result, keep) -> None:
     spacing = _spacing(a.refine_grid, c.refine_levels)
     key = transition_key(c)
     steps = level_steps(a.refine_grid, c.refine_levels, table(a.refine_grid, key))
-    refined = ch.classify_refinement(spacing, np.median(steps, axis=0))
+    refined = _transition.classify_refinement(spacing, np.median(steps, axis=0))
     run.scalar(f"{name}_order_from_refinement", refined.as_dict())
     run.evidence(
         f"{name}_transition_order_from_refinement",
-        ch.order_evidence(
+        ch.claims.transition_order(
             f"trained networks: a {a.expected_order.name}-order transition, as the theory",
             a.expected_order,
             refined,
@@ -93,7 +94,7 @@ def check_refinement(run, name: str, a: NetworkAnalysis, result, keep) -> None:
         run.evidence(
             f"{name}_test_loss_jump_matches_theory",
             powered(
-                ch.theory_match_evidence(
+                ch.claims.matches_theory(
                     "the test loss drops at P* by the theory's jump",
                     (measured - expected)[:, None],
                     np.zeros(1),
@@ -109,12 +110,12 @@ def check_refinement(run, name: str, a: NetworkAnalysis, result, keep) -> None:
             note=f"measured drops {np.round(measured, 5).tolist()}, theory "
             f"{np.round(expected, 5).tolist()}",
         )
-    loss_refined = ch.classify_refinement(
+    loss_refined = _transition.classify_refinement(
         spacing, np.median(level_steps(a.refine_grid, c.refine_levels, loss), axis=0)
     )
     run.evidence(
         f"{name}_test_loss_curve_signature",
-        ch.jump_evidence(
+        ch.claims.loss_jump(
             "the test loss has a sharp drop exactly where the transition is first order",
             first,
             loss_refined,
@@ -141,11 +142,11 @@ def check_loss_fall(run, name: str, a: NetworkAnalysis, table) -> None:
     loss = table("test_loss")
     steps = level_steps(a.fall_grid, c.refine_levels, loss)
     theory_steps = level_steps(a.fall_grid, c.refine_levels, a.fall_theory)[0]
-    measured = ch.classify_refinement(spacing, np.median(steps, axis=0))
-    expected = ch.classify_refinement(spacing, theory_steps)
+    measured = _transition.classify_refinement(spacing, np.median(steps, axis=0))
+    expected = _transition.classify_refinement(spacing, theory_steps)
     run.evidence(
         f"{name}_test_loss_fall_order_from_refinement",
-        ch.order_evidence(
+        ch.claims.transition_order(
             "the test loss falls as the theory's around its steepest fall (a bounded slope, "
             "no jump)",
             expected.order,
@@ -162,7 +163,7 @@ def check_loss_fall(run, name: str, a: NetworkAnalysis, table) -> None:
     opt = np.array([optimiser_allowance(e) for e in ((error[:, :-1] + error[:, 1:]) / h).T])
     theory = np.diff(a.fall_theory) / h
     steepest = float(np.max(np.abs(theory)))
-    ev = ch.theory_match_evidence(
+    ev = ch.claims.matches_theory(
         "d test loss / d ln P follows the theory around its steepest fall (plateau, then a "
         "bounded fall)",
         slopes,
@@ -209,7 +210,7 @@ def check_networks(run, name: str, a: NetworkAnalysis, result) -> None:
         ]
         run.evidence(
             f"{name}_coverage_of_copy_span",
-            ch.coverage_evidence(COVERAGE_CLAIM, per_dataset),
+            ch.claims.copy_span_coverage(COVERAGE_CLAIM, per_dataset),
             note=f"networks at P >= 2 P_t, per dataset {np.round(per_dataset, 4).tolist()}",
         )
 

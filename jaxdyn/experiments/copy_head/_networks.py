@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _measure, _models, _reduced
 from ._common import info_json, power_record, powered, standard_error, transition
 
 # The allowance for optimisation error these checks used before the per-run Newton estimate
@@ -30,8 +31,8 @@ def optimiser_error(posterior, stats, params: dict, *, V: int) -> dict:
     the conjugate-gradient residual."""
 
     def observable(q):
-        o = ch.measure(posterior, q["G"], q["W"], stats)
-        loss = ch.population_test_loss(posterior, q["G"], q["W"], V=V)
+        o = _measure.measure(posterior, q["G"], q["W"], stats)
+        loss = _measure.population_test_loss(posterior, q["G"], q["W"], V=V)
         return jnp.stack([o["c_1"], o["c_G"], loss])
 
     est = ch.newton_estimate(lambda q: posterior.energy(q["W"], q["G"], stats), params, observable)
@@ -75,7 +76,8 @@ class NetworkAnalysis:
     def from_theory(cls, c, model, run) -> NetworkAnalysis:
         lo, hi = 0.5 * min(c.P_values), 2.0 * max(c.P_values)
         diagram, _, info = transition(model, lo, hi)
-        refined, window = ch.order_from_refinement(model, lo, hi)
+        refined = ch.transition_order(model, lo, hi)
+        window = refined.window
         P_t = info["P_star"] or float(np.sqrt(window[0] * window[1]))
         refine_grid = np.geomspace(
             P_t / c.refine_width, P_t * c.refine_width, 2**c.refine_levels + 1
@@ -93,7 +95,7 @@ class NetworkAnalysis:
         run.scalar(
             "theory",
             {
-                "objective": model.objective_name,
+                "objective": _reduced.objective_label(model.objective),
                 **info_json(info),
                 "order_from_refinement": refined.as_dict(),
             },
@@ -155,7 +157,7 @@ def theory_test_loss(c, model, xs, Ps) -> np.ndarray:
 
 @eqx.filter_jit
 def _test_losses(posterior, model, xs, Ps, L: int, V: int):
-    loss = lambda x, P: ch.population_test_loss(posterior, model.scores(x, L), V=V, P=P)
+    loss = lambda x, P: _measure.population_test_loss(posterior, model.scores(x, L), V=V, P=P)
     return jax.vmap(loss)(xs, Ps)
 
 
@@ -195,14 +197,14 @@ def _theory_observables(posterior, model, xs, Ps, L: int, V: int):
 
     def observables(x, P):
         out = dict(model.order(x))
-        out["test_loss"] = ch.population_test_loss(posterior, model.scores(x, L), V=V, P=P)
+        out["test_loss"] = _measure.population_test_loss(posterior, model.scores(x, L), V=V, P=P)
         return out
 
     def one(x, P):
         values = observables(x, P)
         names = sorted(values)
         stacked = lambda y: jnp.stack([v for _, v in sorted(observables(y, P).items())])
-        error = ch.minimum_error(model, x, P, stacked)
+        error = _models.minimum_error(model, x, P, stacked)
         return values, dict(zip(names, error, strict=True))
 
     return jax.vmap(one)(xs, Ps)
@@ -294,7 +296,7 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
     run.evidence(
         f"{name}_{key}_matches_theory_away_from_transition",
         powered(
-            ch.theory_match_evidence(
+            ch.claims.matches_theory(
                 f"trained networks' {key} equals the MAP theory's away from the transition",
                 table,
                 theory,

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _bimodality, _hysteresis, _reduced
 from . import _figures
 from ._common import critical_value, info_json, standard_error, transition
 from ._networks import (
@@ -36,7 +37,7 @@ class PosteriorAnalysis:
         diagram, _, info = transition(model, lo, hi)
         P_t = info["P_star"]
         if P_t is None:
-            P_t = float(np.sqrt(np.prod(ch.order_from_refinement(model, lo, hi)[1])))
+            P_t = float(np.sqrt(np.prod(ch.transition_order(model, lo, hi).window)))
         window = np.array([])
         if info["transition_order"] is ch.TransitionOrder.first and c.window_points > 0:
             # The posterior's metastability window lies above the saddle point's: the uniform
@@ -48,7 +49,7 @@ class PosteriorAnalysis:
         run.scalar(
             "theory",
             {
-                "objective": model.objective_name,
+                "objective": _reduced.objective_label(model.objective),
                 **info_json(info),
                 "window_P": window.tolist(),
                 "precursor_P": precursor_P.tolist(),
@@ -138,13 +139,13 @@ def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
         if first
         else 0.1 * float(np.max(np.abs(a.diagram.order_global["amplitude"])))
     )
-    hyst = ch.pair_disagreement(P, seeds, start, chain_means(result, key), ok, tolerance=tol)
+    hyst = _hysteresis.pair_disagreement(P, seeds, start, chain_means(result, key), ok, tolerance=tol)
     samples = np.where(ok[:, None], result.outputs[key], np.nan)
     bimodal = np.array(
         [
             np.mean(
                 [
-                    ch.bimodality(samples[(P == p) & (seeds == s)], min_separation=tol).bimodal
+                    _bimodality.bimodality(samples[(P == p) & (seeds == s)], min_separation=tol).bimodal
                     for s in np.unique(seeds)
                 ]
             )
@@ -161,7 +162,7 @@ def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
     if first:
         run.evidence(
             "sgld_hysteresis_window",
-            ch.hysteresis_window_evidence(
+            ch.claims.hysteresis_window(
                 "first order: the posterior's chains from the two starts stay in different "
                 "states over a contiguous range of P above P*",
                 frac,
@@ -172,7 +173,7 @@ def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
     else:
         run.evidence(
             "sgld_no_hysteresis",
-            ch.hysteresis_evidence(
+            ch.claims.hysteresis(
                 f"theory {a.info['transition_order'].name}: chains from both starts agree",
                 frac,
                 expected=False,
@@ -182,7 +183,7 @@ def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
     settled = (frac == 0) | (frac == 1)
     run.evidence(
         "posterior_bimodal_exactly_where_hysteresis",
-        ch.bimodality_evidence(
+        ch.claims.bimodal_where_hysteretic(
             "the posterior is bimodal exactly where its chains stay in two states",
             frac[settled] == 1,
             bimodal[settled] == 1,
@@ -207,7 +208,7 @@ def check_coverage(run, a: PosteriorAnalysis, result, posterior) -> None:
     per_dataset = [float(ch.coverage(modes[seeds[sel] == s])) for s in np.unique(seeds[sel])]
     run.evidence(
         "posterior_mode_coverage_of_copy_span",
-        ch.coverage_evidence(
+        ch.claims.copy_span_coverage(
             "span{U, S} captures the vast majority (>= 0.9) of the posterior modes' "
             "non-uniform attention in the copy phase",
             per_dataset,

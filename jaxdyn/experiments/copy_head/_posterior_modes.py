@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _measure
 from ._common import power_record, powered
 from ._networks import (
     NEWTON_SAFETY,
@@ -23,7 +24,7 @@ def mode_error(posterior, stats, mode, prefix: str = "mode") -> dict:
     ``<prefix>_error_<key>`` (+inf where not converged)."""
 
     def observable(G):
-        o = ch.measure(posterior, G, None, stats)
+        o = _measure.measure(posterior, G, None, stats)
         return jnp.stack([o["c_1"], o["c_G"]])
 
     bound = ch.newton_estimate(lambda G: posterior.action(G, stats), mode, observable).bound()
@@ -62,7 +63,7 @@ def check_modes(run, a: PosteriorAnalysis, result) -> None:
         run.evidence(
             f"posterior_mode_{key}_matches_theory",
             powered(
-                ch.theory_match_evidence(
+                ch.claims.matches_theory(
                     f"the posterior's modes have the saddle-point theory's {key}",
                     table,
                     theory,

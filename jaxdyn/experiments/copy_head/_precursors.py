@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _heads
+from ...copyhead._fluctuations import laplace_covariance
 from ._common import padded_statistics
 from ._networks import transition_key
 
@@ -17,7 +19,7 @@ from ._networks import transition_key
 @eqx.filter_jit
 def _laplace_variance(posterior, stats, G, key_index: int):
     observable = lambda g: jnp.stack(ch.order_parameters(posterior.attention(g)))[key_index][None]
-    return ch.laplace_covariance(posterior, stats, G, observable)[0, 0]
+    return laplace_covariance(posterior, stats, G, observable)[0, 0]
 
 
 def _fluctuations(a, pre, posterior, P_max: int) -> tuple[np.ndarray, np.ndarray]:
@@ -31,7 +33,7 @@ def _fluctuations(a, pre, posterior, P_max: int) -> tuple[np.ndarray, np.ndarray
     key = transition_key(c)
     idx = 1 if key == "c_G" else 0
     P, seeds, ok = pre.params["P"], pre.seeds, pre.ok()
-    odd = isinstance(posterior.head, ch.AbstractOddCopyHead)
+    odd = isinstance(posterior.head, _heads.AbstractOddCopyHead)
     ref = np.zeros(P.shape) if odd else pre.outputs[f"mode_{key}"]
     dev = np.nanmean((pre.outputs[f"mala_{key}"] - ref[:, None]) ** 2, axis=1)
     lap = np.full(P.shape, np.nan)
@@ -77,7 +79,7 @@ def check_precursors(run, a, pre, posterior, P_max: int) -> None:
     low = Ps / a.P_t <= 0.5
     run.evidence(
         "precursor_variance_matches_laplace",
-        ch.theory_match_evidence(
+        ch.claims.matches_theory(
             "below the transition (P <= 0.5 P_t) the posterior variance of the order parameter "
             "is the Laplace (Gaussian) variance at the mode",
             np.stack([_per_dataset(ratio_by_P, pre, p) for p in Ps[low]], axis=1),
@@ -101,7 +103,7 @@ def check_precursors(run, a, pre, posterior, P_max: int) -> None:
     )
     run.evidence(
         "precursor_as_page_predicts",
-        ch.theory_match_evidence(
+        ch.claims.matches_theory(
             "precursors announce the linear onset (the variance rises as the Laplace variance "
             "diverging at P_c); none before softmax's first-order jump",
             rise[:, None],

@@ -5,7 +5,7 @@ For each P (a ladder away from the transition, plus nested grids refined around 
 with the lower energy is the network's MAP; each run's remaining optimisation error is its
 Newton estimate at the end point (:func:`jaxdyn.copyhead.newton_estimate`). Checked against
 the reduced action with
-``objective="map"``: order parameters and population test loss away from the transition, the
+``objective=ch.Objective.map``: order parameters and population test loss away from the transition, the
 transition order from grid refinement of the trained networks, the test-loss jump, hysteresis
 between the starts, and the coverage of span{U, S}.
 """
@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _measure, _task
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _figures
@@ -107,9 +108,9 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
             init_scale=c.init_scale,
             G0=G0,
         )
-        p = ch.cast_floating(p, stats.N.dtype)
-        out = ch.measure(posterior, p["G"], p["W"], stats)
-        out["test_loss"] = ch.population_test_loss(posterior, p["G"], p["W"], V=c.V)
+        p = _task.cast_floating(p, stats.N.dtype)
+        out = _measure.measure(posterior, p["G"], p["W"], stats)
+        out["test_loss"] = _measure.population_test_loss(posterior, p["G"], p["W"], V=c.V)
         out.update(optimiser_error(posterior, stats, p, V=c.V))
         return p, trace, out
 
@@ -121,7 +122,7 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
         # finite-P bias of the fit against the population (reduced) theory. The two fits run
         # as the two steps of one scan, so the program holds one copy of the training loop.
         k_resample, k_refit = jax.random.split(jax.random.fold_in(key, 1))
-        boot = ch.copy_statistics(X, Y, ch.bootstrap_weights(k_resample, w))
+        boot = ch.copy_statistics(X, Y, _task.bootstrap_weights(k_resample, w))
 
         def fit_from(G_start, data):
             k, s = data
@@ -161,6 +162,8 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
     "copy-head-adam",
     AdamConfig,
     "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, theory",
+    title="Softmax networks trained by Adam to the MAP",
+    docs="copy_head.md#what-the-experiments-find",
 )
 def run_adam_softmax(config: AdamConfig, run: Run) -> None:
     """copy-head-adam: Adam to the MAP of a softmax copy head."""

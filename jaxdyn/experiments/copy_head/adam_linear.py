@@ -29,6 +29,8 @@ class LinearAdamConfig(AdamConfig):
     "copy-head-adam-linear",
     LinearAdamConfig,
     "linear networks by Adam to the MAP: square-root onset, no jump, no hysteresis, theory",
+    title="Linear networks trained by Adam to the MAP",
+    docs="copy_head.md#what-the-experiments-find",
 )
 def run_adam_linear(config: LinearAdamConfig, run: Run) -> None:
     """copy-head-adam-linear: Adam to the MAP of a linear copy head (A = G / L^alpha)."""

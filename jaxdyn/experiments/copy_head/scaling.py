@@ -12,6 +12,9 @@ import dataclasses
 import numpy as np
 
 from ... import copyhead as ch, fit_power_law
+from ...copyhead import _phase, _scaling, _transition
+from ...evidence import local_exponents
+from ...evidence._decisions import _extrapolate  # the value and error behind extrapolated_exponent
 from ...plotting import new_figure
 from ...runs import Run, register_experiment
 from ._common import CopyHeadConfig, require, transition
@@ -37,8 +40,10 @@ class ScalingConfig(CopyHeadConfig):
     law_V: tuple[int, ...] = (4, 16)
     onset_L: int = 256
     onset_V: tuple[int, ...] = (4, 8, 16, 32, 64)
-    crossover_L: tuple[int, ...] = (32, 64, 128, 256, 512)
-    crossover_V: tuple[int, ...] = (4, 8, 16, 32, 64)
+    crossover_L: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+    crossover_V: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128, 256)
+    crossover_L_at_V: int = 4
+    crossover_V_at_L: int = 512
 
     def validate(self) -> None:
         super().validate()
@@ -62,7 +67,11 @@ class ScalingConfig(CopyHeadConfig):
                 len(values) >= 3 and min(values) >= 1 and list(values) == sorted(set(values)),
                 f"{name} needs >= 3 increasing values >= 1, got {values}",
             )
-        require(min(self.law_L) >= 2 and min(self.crossover_L) >= 2, "L values must be >= 2")
+        require(
+            min(self.law_L) >= 2 and min(self.crossover_L) >= 2 and self.crossover_V_at_L >= 2,
+            "L values must be >= 2",
+        )
+        require(self.crossover_L_at_V >= 1, "crossover_L_at_V must be >= 1")
 
     @classmethod
     def quick(cls) -> dict:
@@ -74,8 +83,8 @@ class ScalingConfig(CopyHeadConfig):
             "boundary_iterations": 4,
             "law_L": tuple(2**k for k in range(8, 25, 4)),
             "law_V": (16,),
-            "crossover_L": (64, 128, 256),
-            "crossover_V": (4, 8, 16),
+            "crossover_L": (256, 1024, 4096, 8192),
+            "crossover_V": (8, 32, 128, 256),
         }
 
 
@@ -83,6 +92,8 @@ class ScalingConfig(CopyHeadConfig):
     "copy-head-scaling",
     ScalingConfig,
     "softmax first-order boundary V_c(L); P* laws compared (AIC); linear onset/crossover fits",
+    title="The three scaling laws",
+    docs="copy_head.md#the-three-scaling-laws",
 )
 def run_scaling(c: ScalingConfig, run: Run) -> None:
     """copy-head-scaling: order, first-order boundary V_c(L) and P* laws over (L, V)."""
@@ -108,10 +119,10 @@ def _softmax_grid(c: ScalingConfig, run: Run) -> dict:
             model = cfg.reduced("softmax")
             lo, hi = 0.05 * c.temperature, 1e4 * c.temperature
             _, _, info = transition(model, lo, hi, c.n_P)
-            refined, _ = ch.order_from_refinement(
+            refined = ch.transition_order(
                 model, lo, hi, levels=(16, 32, 64, 128), offsets=4, fit_levels=3
             )
-            coexist, window, barrier = ch.softmax_coexists(
+            coexist, window, barrier = _scaling.softmax_coexists(
                 L, V, temperature=c.temperature, sigma_w2=c.sigma_w2, sigma_g2=c.sigma_g2
             )
             first = ch.TransitionOrder.first
@@ -132,7 +143,11 @@ def _softmax_grid(c: ScalingConfig, run: Run) -> dict:
                 P_star[i, j] = info["P_star"]
             run.log(f"softmax L={L} V={V}: {found}, coexistence window {window}")
     run.scalar("softmax_classification", orders)
-    run.save_arrays(L=np.asarray(Ls), V=np.asarray(Vs), softmax_P_star=P_star)
+    run.save_arrays(
+        softmax_P_star=P_star,
+        dims={"softmax_P_star": ("L", "V")},
+        coords={"L": np.asarray(Ls), "V": np.asarray(Vs)},
+    )
     run.consistency(
         "softmax_three_classifications_agree",
         expected=0.0,
@@ -150,17 +165,21 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
     brackets = []
     for L in c.boundary_L:
         V_lo, V_hi = 2.0, float(L)
-        while ch.softmax_coexists(L, V_hi, **kw)[0] and V_hi < 1e4:
+        while _scaling.softmax_coexists(L, V_hi, **kw)[0] and V_hi < 1e4:
             V_lo, V_hi = V_hi, 2.0 * V_hi
-        if not ch.softmax_coexists(L, V_lo, **kw)[0]:
+        if not _scaling.softmax_coexists(L, V_lo, **kw)[0]:
             brackets.append((float("nan"), V_lo))
             continue
         brackets.append(
-            ch.first_order_boundary(L, V_lo, V_hi, iterations=c.boundary_iterations, **kw)
+            _scaling.first_order_boundary(L, V_lo, V_hi, iterations=c.boundary_iterations, **kw)
         )
     brackets = np.asarray(brackets)
     V_c = np.sqrt(brackets[:, 0] * brackets[:, 1])
-    run.save_arrays(boundary_L=np.asarray(c.boundary_L), boundary_V_bracket=brackets)
+    run.save_arrays(
+        boundary_V_bracket=brackets,
+        dims={"boundary_V_bracket": ("boundary_L", "bracket_end")},
+        coords={"boundary_L": np.asarray(c.boundary_L), "bracket_end": ["lower", "upper"]},
+    )
     fit = fit_power_law(np.asarray(c.boundary_L, float), V_c)
     run.scalar(
         "first_order_boundary",
@@ -172,7 +191,9 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
     L16 = np.asarray(c.boundary_L) >= 16
     run.evidence(
         "first_order_line_extends_beyond_V_equals_L",
-        ch.boundary_evidence(BOUNDARY_CLAIM, np.asarray(c.boundary_L)[L16], brackets[L16]),
+        ch.claims.first_order_line_above_L(
+            BOUNDARY_CLAIM, np.asarray(c.boundary_L)[L16], brackets[L16]
+        ),
         note=f"V_c brackets {brackets.round(2).tolist()}",
     )
 
@@ -181,11 +202,11 @@ def _softmax_laws(c: ScalingConfig, run: Run, sm: dict) -> None:
     LL, VV = np.meshgrid(
         np.asarray(c.L_values, float), np.asarray(c.V_values, float), indexing="ij"
     )
-    fits = ch.compare_scaling_forms(LL, VV, sm["P_star"] / c.temperature)
+    fits = _scaling.compare_scaling_forms(LL, VV, sm["P_star"] / c.temperature)
     run.scalar("softmax_P_star_forms", [dataclasses.asdict(f) for f in fits])
     run.scalar("softmax_P_star_best_form", fits[0].name if fits else None)
     tokens = sm["P_star"] * np.asarray(c.L_values, float)[:, None]
-    exps = ch.per_axis_exponents(c.L_values, tokens, axis=0)
+    exps = _scaling.per_axis_exponents(c.L_values, tokens, axis=0)
     paper = {
         f"V{V}": None
         if f is None
@@ -207,13 +228,15 @@ def _linear_grid(c: ScalingConfig, run: Run) -> dict:
     for i, L in enumerate(Ls):
         for j, V in enumerate(Vs):
             model = dataclasses.replace(c, L=L, V=V).reduced("linear")
-            P_c[i, j] = ch.linear_onset(model)
-            bis = ch.instability_point(model, 1e-3 * P_c[i, j], 1e3 * P_c[i, j])
+            P_c[i, j] = _phase.linear_onset(model)
+            bis = _phase.instability_point(model, 1e-3 * P_c[i, j], 1e3 * P_c[i, j])
             worst = max(worst, abs((bis or np.nan) / P_c[i, j] - 1))
             d = ch.phase_diagram(model, np.geomspace(0.5 * P_c[i, j], 1e3 * P_c[i, j], c.n_P))
             o = d.order_global
-            cross[i, j] = ch.crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c[i, j])
-            cross_n[i, j] = ch.crossover_point(d.P, o["c_1"], o["c_G"], np.sqrt(L), P_c[i, j])
+            cross[i, j] = _transition.crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c[i, j])
+            cross_n[i, j] = _transition.crossover_point(
+                d.P, o["c_1"], o["c_G"], np.sqrt(L), P_c[i, j]
+            )
     run.consistency(
         "linear_onset_closed_form_matches_bisection",
         expected=0.0,
@@ -222,7 +245,16 @@ def _linear_grid(c: ScalingConfig, run: Run) -> dict:
         basis="one determinant root found twice: bisection (60 halvings) on the autodiff "
         "Hessian vs the quartic's roots; max relative difference over (L, V)",
     )
-    run.save_arrays(linear_P_c=P_c, linear_crossover_raw=cross, linear_crossover_normalised=cross_n)
+    run.save_arrays(
+        linear_P_c=P_c,
+        linear_crossover_raw=cross,
+        linear_crossover_normalised=cross_n,
+        dims={
+            k: ("L", "V")
+            for k in ("linear_P_c", "linear_crossover_raw", "linear_crossover_normalised")
+        },
+        coords={"L": np.asarray(Ls), "V": np.asarray(Vs)},
+    )
     fits = {
         "onset_in_V": (c.L_values, P_c, 1, "L", (1.5, 2.0)),
         "crossover_raw_in_L": (c.V_values, cross, 0, "V", (1.5,)),
@@ -234,7 +266,7 @@ def _linear_grid(c: ScalingConfig, run: Run) -> dict:
         axis_values = c.V_values if axis == 1 else c.L_values
         out = {}
         for lab, f in zip(
-            labels, ch.per_axis_exponents(axis_values, table, axis=axis), strict=True
+            labels, _scaling.per_axis_exponents(axis_values, table, axis=axis), strict=True
         ):
             out[f"{tag}{lab}"] = (
                 None
@@ -285,7 +317,7 @@ def softmax_P_star_evidence(L, P_star_seq, relative_error=P_STAR_ERROR):
     reached; the alternative is L ln L (one power of the logarithm less). In ln ln L the
     local exponent of P*_seq is 2 for the law and 1 for the alternative."""
     L = np.asarray(L, float)
-    return ch.local_form_evidence(
+    return ch.claims.scaling_law(
         SOFTMAX_LAW_CLAIM,
         L,
         np.asarray(P_star_seq, float) * L,
@@ -301,7 +333,7 @@ def softmax_P_star_asymptotic_evidence(L, P_star_seq):
     extrapolated to L -> infinity linearly in 1 / ln L."""
     L = np.asarray(L, float)
     m, mid = _lnln_exponents(L, np.asarray(P_star_seq, float))
-    return ch.extrapolated_exponent_evidence(
+    return ch.claims.asymptotic_law(
         "softmax P* ~ L ln^2 L asymptotically (L -> infinity)", mid, m, 2.0, 1.0
     )
 
@@ -315,7 +347,7 @@ def _lnln_exponents(L, P):
 
 def onset_law_evidence(V, P_c, relative_error=ONSET_ERROR):
     """The linear onset P_c against V^2 at the top of the V range; alternative V^(3/2)."""
-    return ch.local_form_evidence(
+    return ch.claims.scaling_law(
         ONSET_LAW_CLAIM,
         V,
         P_c,
@@ -328,7 +360,7 @@ def onset_law_evidence(V, P_c, relative_error=ONSET_ERROR):
 
 def crossover_evidence(claim, x, P, law: float, alternative: float, relative_error):
     """A crossover P against x^law at the top of the x range; alternative x^alternative."""
-    return ch.local_form_evidence(
+    return ch.claims.scaling_law(
         claim,
         x,
         P,
@@ -353,9 +385,13 @@ def _softmax_law(c: ScalingConfig, run: Run) -> dict:
             _, _, info = ch.locate_transition(model, 0.05 * c.temperature, 1e6 * c.temperature, 30)
             if info["coexistence"] is not None and info["P_star"] is not None:
                 P[i], jump[i] = info["P_star"], info["jump"]
-        run.save_arrays(**{"law_L": Ls, f"law_P_star_V{V}": P})
+        run.save_arrays(
+            **{f"law_P_star_V{V}": P},
+            dims={f"law_P_star_V{V}": ("law_L",)},
+            coords={"law_L": Ls},
+        )
         m, mid = _lnln_exponents(Ls, P)
-        value, error = ch.extrapolated_exponent(mid, m)
+        value, error = _extrapolate(mid, m)
         run.scalar(
             f"softmax_P_star_law_V{V}",
             {
@@ -364,8 +400,8 @@ def _softmax_law(c: ScalingConfig, run: Run) -> dict:
                 "a_G_jump": jump.tolist(),
                 "lnlnL_local_exponent": m.tolist(),
                 "at_L": mid.tolist(),
-                "tokens_local_exponent": ch.local_exponent(Ls, P * Ls)[0].tolist(),
-                "paper_tokens_local_exponent": ch.local_exponent(Ls, Ls * np.log(Ls) ** 2)[
+                "tokens_local_exponent": local_exponents(Ls, P * Ls)[0].tolist(),
+                "paper_tokens_local_exponent": local_exponents(Ls, Ls * np.log(Ls) ** 2)[
                     0
                 ].tolist(),
                 "extrapolated_lnlnL_exponent": [value, error],
@@ -387,7 +423,7 @@ def _onset_law(c: ScalingConfig, run: Run) -> dict:
     for alpha in sorted({float(c.alpha), 0.0}, reverse=True):
         P_c = np.array(
             [
-                ch.linear_onset(
+                _phase.linear_onset(
                     dataclasses.replace(c, L=c.onset_L, V=V, alpha=alpha).reduced("linear")
                 )
                 for V in c.onset_V
@@ -403,65 +439,77 @@ def _onset_law(c: ScalingConfig, run: Run) -> dict:
                 "L": c.onset_L,
                 "V": c.onset_V,
                 "P_c_sequences": P_c.tolist(),
-                "local_exponents": ch.local_exponent(Vs, P_c)[0].tolist(),
+                "local_exponents": local_exponents(Vs, P_c)[0].tolist(),
             },
         )
     return {"V": Vs, "P_c": out}
 
 
-def _crossovers(c: ScalingConfig, n_P: int) -> tuple[np.ndarray, np.ndarray]:
-    Ls, Vs = c.crossover_L, c.crossover_V
-    raw, normalised = (np.full((len(Ls), len(Vs)), np.nan) for _ in range(2))
-    for i, L in enumerate(Ls):
-        for j, V in enumerate(Vs):
-            model = dataclasses.replace(c, L=L, V=V).reduced("linear")
-            P_c = ch.linear_onset(model)
-            d = ch.phase_diagram(model, np.geomspace(0.5 * P_c, 1e4 * P_c, n_P))
-            o = d.order_global
-            raw[i, j] = ch.crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c)
-            normalised[i, j] = ch.crossover_point(d.P, o["c_1"], o["c_G"], np.sqrt(L), P_c)
-    return raw, normalised
+CROSSOVER_ERROR = 1e-9
+"""Relative error bound of a crossover P: 40 bisections in ln P (2^-40 of a bracket of width
+< 0.4 in ln P) of c_G - c_1 between global minima converged to ~1e-10."""
+
+
+def _crossovers(c: ScalingConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The crossover P (sequences; root find, :func:`jaxdyn.copyhead._transition.crossover`)
+    along L at the smallest V and along V at the largest L, raw (c_G = c_1) and normalised
+    (sqrt(L) c_G = c_1)."""
+
+    def at(L, V, weight):
+        model = dataclasses.replace(c, L=L, V=V).reduced("linear")
+        return _transition.crossover(
+            model, _phase.linear_onset(model), weight=weight, iterations=40
+        )
+
+    V0, L1 = c.crossover_L_at_V, c.crossover_V_at_L
+    raw_L = np.array([at(L, V0, 1.0) for L in c.crossover_L])
+    norm_L = np.array([at(L, V0, np.sqrt(L)) for L in c.crossover_L])
+    raw_V = np.array([at(L1, V, 1.0) for V in c.crossover_V])
+    norm_V = np.array([at(L1, V, np.sqrt(L1)) for V in c.crossover_V])
+    return np.stack([raw_L, norm_L]), np.stack([raw_V, norm_V])
 
 
 def _crossover_law(c: ScalingConfig, run: Run) -> dict:
-    """The linear crossover (c_G = c_1 of the global minimum, and sqrt(L) c_G = c_1) over
-    crossover_L x crossover_V, on two P grids (60 and 120 points over 0.5 P_c..1e4 P_c): the
-    change between them is the crossover's error. The L exponent at the smallest V and the
-    V exponent at the largest L, at the top of each range."""
-    raw, norm = _crossovers(c, 60)
-    raw2, norm2 = _crossovers(c, 120)
-    err = np.abs(np.log(raw2 / raw))
+    """The linear crossover (c_G = c_1 of the global minimum, and sqrt(L) c_G = c_1), a root
+    find per point, along crossover_L at the smallest V and along crossover_V at the largest
+    L; each law decided where its local exponent has settled (:func:`claims.scaling_law`)."""
+    along_L, along_V = _crossovers(c)
     Ls, Vs = np.asarray(c.crossover_L, float), np.asarray(c.crossover_V, float)
-    run.save_arrays(crossover_L=Ls, crossover_V=Vs, crossover_raw=raw2, crossover_normalised=norm2)
-    table = lambda t, axis: (
-        np.diff(np.log(t), axis=axis)
-        / np.diff(np.log(Ls if axis == 0 else Vs)).reshape((-1, 1) if axis == 0 else (1, -1))
-    ).tolist()
+    run.save_arrays(
+        crossover_along_L=along_L,
+        crossover_along_V=along_V,
+        dims={
+            "crossover_along_L": ("crossover", "crossover_L"),
+            "crossover_along_V": ("crossover", "crossover_V"),
+        },
+        coords={"crossover_L": Ls, "crossover_V": Vs, "crossover": ["raw", "normalised"]},
+    )
     run.scalar(
         "linear_crossover_law",
         {
             "L": c.crossover_L,
+            "at_V": c.crossover_L_at_V,
             "V": c.crossover_V,
-            "raw": raw2.tolist(),
-            "normalised": norm2.tolist(),
-            "raw_L_exponents": table(raw2, 0),
-            "raw_V_exponents": table(raw2, 1),
-            "normalised_L_exponents": table(norm2, 0),
-            "normalised_V_exponents": table(norm2, 1),
-            "grid_error_ln": err.tolist(),
+            "at_L": c.crossover_V_at_L,
+            "P_sequences_along_L": along_L[0].tolist(),
+            "P_sequences_along_V": along_V[0].tolist(),
+            "L_local_exponents": local_exponents(Ls, along_L[0])[0].tolist(),
+            "V_local_exponents": local_exponents(Vs, along_V[0])[0].tolist(),
+            "normalised_L_local_exponents": local_exponents(Ls, along_L[1])[0].tolist(),
+            "normalised_V_local_exponents": local_exponents(Vs, along_V[1])[0].tolist(),
         },
     )
     run.evidence(
         "linear_crossover_L_three_halves",
-        crossover_evidence(CROSSOVER_L_CLAIM, Ls, raw2[:, 0], 1.5, 1.0, err[:, 0]),
-        note=f"V = {c.crossover_V[0]}; c_G = c_1 (raw convention)",
+        crossover_evidence(CROSSOVER_L_CLAIM, Ls, along_L[0], 1.5, 1.0, CROSSOVER_ERROR),
+        note=f"V = {c.crossover_L_at_V}; c_G = c_1 (raw convention)",
     )
     run.evidence(
         "linear_crossover_V_half",
-        crossover_evidence(CROSSOVER_V_CLAIM, Vs, raw2[-1], 0.5, 1.0, err[-1]),
-        note=f"L = {c.crossover_L[-1]}; c_G = c_1 (raw convention)",
+        crossover_evidence(CROSSOVER_V_CLAIM, Vs, along_V[0], 0.5, 1.0, CROSSOVER_ERROR),
+        note=f"L = {c.crossover_V_at_L}; c_G = c_1 (raw convention)",
     )
-    return {"L": Ls, "V": Vs, "raw": raw2, "normalised": norm2}
+    return {"L": Ls, "V": Vs, "along_L": along_L[0], "along_V": along_V[0]}
 
 
 def _law_figures(c: ScalingConfig, run: Run, law: dict, onset: dict, cross: dict) -> None:
@@ -491,10 +539,10 @@ def _law_figures(c: ScalingConfig, run: Run, law: dict, onset: dict, cross: dict
     with_forms(ax[0, 1], onset["V"], P_c, lambda v: v**2, "V^2")
     ax[0, 1].set_title(f"linear onset P_c, L={c.onset_L}, alpha={c.alpha:g}", fontsize=8)
     ax[0, 1].set_xlabel("V")
-    with_forms(ax[0, 2], cross["L"], cross["raw"][:, 0], lambda x: x**1.5, "L^3/2")
-    ax[0, 2].set_title(f"linear crossover, V={c.crossover_V[0]}", fontsize=8)
+    with_forms(ax[0, 2], cross["L"], cross["along_L"], lambda x: x**1.5, "L^3/2")
+    ax[0, 2].set_title(f"linear crossover, V={c.crossover_L_at_V}", fontsize=8)
     ax[0, 2].set_xlabel("L")
-    with_forms(ax[0, 3], cross["V"], cross["raw"][-1], lambda v: v**0.5, "V^1/2")
-    ax[0, 3].set_title(f"linear crossover, L={c.crossover_L[-1]}", fontsize=8)
+    with_forms(ax[0, 3], cross["V"], cross["along_V"], lambda v: v**0.5, "V^1/2")
+    ax[0, 3].set_title(f"linear crossover, L={c.crossover_V_at_L}", fontsize=8)
     ax[0, 3].set_xlabel("V")
     run.save_figure(fig, "scaling_laws")

@@ -1,6 +1,6 @@
 """copy-head-sgld: the Bayesian posterior sampled by SGLD over (W, G) and MALA on G.
 
-Checked against the reduced action with ``objective="marginal"`` (its saddle point predicts
+Checked against the reduced action with ``objective=ch.Objective.marginal`` (its saddle point predicts
 the posterior's modes): SGLD against MALA (the same law), posterior modes against the theory,
 hysteresis between starts and bimodality inside the theory's coexistence window (and their
 absence elsewhere), precursor fluctuations below the transition against the Laplace
@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _measure, _task, _train
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _posterior_checks as checks
@@ -151,14 +152,14 @@ def _chains(c: SGLDConfig, posterior, copy_G, P_max: int):
         # data from that mode (the finite-P bias of the mode against the population theory):
         # the two steps of one scan, so the program holds one copy of the minimiser.
         k_resample = jax.random.fold_in(key, 1)
-        boot = ch.copy_statistics(X, Y, ch.bootstrap_weights(k_resample, w))
+        boot = ch.copy_statistics(X, Y, _task.bootstrap_weights(k_resample, w))
 
         def mode_of(G_start, data):
-            G = ch.minimise_action(
+            G = _train.minimise_action(
                 posterior_low, lowered(data), G_start, steps=c.mode_steps, learning_rate=0.02
             )
             G64 = G.astype(stats.N.dtype)
-            measured = ch.measure(posterior, G64, None, data)
+            measured = _measure.measure(posterior, G64, None, data)
             return G, (G64, measured, mode_error(posterior, data, G64))
 
         data = jax.tree.map(lambda *a: jnp.stack(a), stats, boot)
@@ -210,6 +211,8 @@ def _run_sgld(c: SGLDConfig, run: Run) -> None:
     "copy-head-sgld",
     SGLDConfig,
     "softmax posterior by SGLD and MALA: modes vs theory, hysteresis, bimodality, no precursor",
+    title="The softmax posterior by SGLD and MALA",
+    docs="copy_head.md#mean-versus-mode",
 )
 def run_sgld_softmax(config: SGLDConfig, run: Run) -> None:
     """copy-head-sgld: SGLD and MALA on the posterior of a softmax copy head."""

@@ -33,6 +33,8 @@ class LinearSGLDConfig(SGLDConfig):
     "copy-head-sgld-linear",
     LinearSGLDConfig,
     "linear posterior by SGLD and MALA: precursors rise towards P_c, no hysteresis, unimodal",
+    title="The linear posterior by SGLD and MALA",
+    docs="copy_head.md#mean-versus-mode",
 )
 def run_sgld_linear(config: LinearSGLDConfig, run: Run) -> None:
     """copy-head-sgld-linear: SGLD and MALA on the posterior of a linear copy head."""

@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead import _phase, _transition
 from ...runs import Run, register_experiment
 from . import _figures
 from ._common import (
@@ -30,6 +31,7 @@ class TheoryConfig(CopyHeadConfig):
         objective: "marginal" (posterior of G) or "map" (Adam's joint MAP).
         hysteresis_points, hysteresis_seeds: P values and datasets of the exact-action runs.
         hysteresis_steps, hysteresis_learning_rate: Adam on S(G) from each start.
+        switch_bisections: bisections in ln P of each dataset's switch between the minima.
         window_margin: hysteresis is asserted inside the reduced coexistence window shrunk
             by this factor at each end, its absence outside the window widened by its square.
     """
@@ -41,6 +43,7 @@ class TheoryConfig(CopyHeadConfig):
     hysteresis_points: int = 12
     hysteresis_seeds: int = 4
     hysteresis_steps: int = 1500
+    switch_bisections: int = 8
     hysteresis_learning_rate: float = 0.02
     window_margin: float = 1.1
 
@@ -64,6 +67,10 @@ class TheoryConfig(CopyHeadConfig):
             f"{self.hysteresis_seeds}",
         )
         require(self.window_margin >= 1, f"window_margin must be >= 1, got {self.window_margin}")
+        require(
+            self.switch_bisections >= 1,
+            f"switch_bisections must be >= 1, got {self.switch_bisections}",
+        )
 
     @classmethod
     def quick(cls) -> dict:
@@ -75,6 +82,8 @@ class TheoryConfig(CopyHeadConfig):
     TheoryConfig,
     "reduced-action phase diagrams; order by grid refinement, landscape and brute force; "
     "hysteresis on the exact action",
+    title="The reduced theory: order, phase diagrams, exact hysteresis",
+    docs="copy_head.md#what-the-experiments-find",
 )
 def run_theory(config: TheoryConfig, run: Run) -> None:
     """copy-head-theory: the reduced theory's transitions for softmax and linear heads, and
@@ -89,7 +98,8 @@ def run_theory(config: TheoryConfig, run: Run) -> None:
 def _analyse(c: TheoryConfig, run: Run, attention: str) -> dict:
     model = c.reduced(attention, c.objective)
     diagram, fine, info = transition(model, c.P_min, c.P_max, c.n_P)
-    refined, window = ch.order_from_refinement(model, c.P_min, c.P_max)
+    refined = ch.transition_order(model, c.P_min, c.P_max)
+    window = refined.window
     run.log(
         f"{attention}: landscape {info_json(info)}; refinement {refined.order.name} "
         f"(exponent {refined.fit.slope:.3f}) in {window}"
@@ -106,7 +116,18 @@ def _analyse(c: TheoryConfig, run: Run, attention: str) -> dict:
             f"{attention}.S_global": diagram.S_global,
             f"{attention}.refinement_spacing": refined.spacing,
             f"{attention}.refinement_largest_step": refined.largest_step,
-        }
+        },
+        dims={
+            **{
+                f"{attention}.{k}": (f"{attention}_P", "state")
+                for k in ("x_global", "x_up", "x_down")
+            },
+            f"{attention}.P": (f"{attention}_P",),
+            f"{attention}.S_global": (f"{attention}_P",),
+            f"{attention}.refinement_spacing": (f"{attention}_spacing",),
+            f"{attention}.refinement_largest_step": (f"{attention}_spacing",),
+        },
+        coords={f"{attention}_P": diagram.P, f"{attention}_spacing": refined.spacing},
     )
     return {
         "model": model,
@@ -143,7 +164,9 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
         )
     sm = results["softmax"]
     deltas = np.linspace(-1.0, 3.0 * np.log(c.L) + 3.0, 6000)
-    coexist, window, barrier = ch.brute_force_coexistence(sm["model"], c.P_min, c.P_max, deltas)
+    coexist, window, barrier = _transition.brute_force_coexistence(
+        sm["model"], c.P_min, c.P_max, deltas
+    )
     run.scalar(
         "softmax_brute_force", {"coexistence": coexist, "window": window, "barrier": barrier}
     )
@@ -157,13 +180,15 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
     if c.L >= 16 and c.V <= c.L:
         run.evidence(
             "softmax_first_order_where_page_predicts",
-            ch.order_evidence(FIRST_ORDER_CLAIM, ch.TransitionOrder.first, sm["refined"]),
+            ch.claims.transition_order(FIRST_ORDER_CLAIM, ch.TransitionOrder.first, sm["refined"]),
         )
         lo, hi = window if window is not None else (c.P_min, c.P_max)
-        counts, _ = ch.landscape_minima(sm["model"], np.geomspace(lo / 1.5, hi * 1.5, 200), deltas)
+        counts, _ = _transition.landscape_minima(
+            sm["model"], np.geomspace(lo / 1.5, hi * 1.5, 200), deltas
+        )
         run.evidence(
             "softmax_no_pooling_phase",
-            ch.count_at_most_evidence(
+            ch.claims.minima_at_most(
                 NO_POOLING_CLAIM,
                 counts,
                 2,
@@ -181,7 +206,7 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
         )
     run.evidence(
         "linear_transition_continuous",
-        ch.order_evidence(
+        ch.claims.transition_order(
             CONTINUOUS_CLAIM, ch.TransitionOrder.second, results["linear"]["refined"]
         ),
     )
@@ -192,8 +217,8 @@ ONSET_CLAIM = "linear onset: amplitude ~ (P - P_c)^(1/2)"
 
 def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
     model, diagram = lin["model"], lin["diagram"]
-    P_c = ch.linear_onset(model)
-    bisected = ch.instability_point(model, c.P_min, c.P_max)
+    P_c = _phase.linear_onset(model)
+    bisected = _phase.instability_point(model, c.P_min, c.P_max)
     run.consistency(
         "linear_onset_bisection_matches_closed_form",
         expected=P_c,
@@ -206,9 +231,9 @@ def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
     if not np.isfinite(P_c) or not c.P_min < P_c < c.P_max:
         run.report("linear_onset_P_c", measured=P_c, note=f"no onset in [{c.P_min}, {c.P_max}]")
         return
-    eps, amp = ch.onset_amplitudes(model, P_c)
-    run.evidence("linear_onset_exponent", ch.onset_exponent_evidence(ONSET_CLAIM, eps, amp))
-    _, plain = ch.onset_exponent(model, P_c)
+    eps, amp = _phase.onset_amplitudes(model, P_c)
+    run.evidence("linear_onset_exponent", ch.claims.square_root_onset(ONSET_CLAIM, eps, amp))
+    _, plain = _phase.onset_exponent(model, P_c)
     run.scalar(
         "linear_onset_exponent_plain_fit",
         {"slope": plain.slope, "ci": [plain.ci_low, plain.ci_high]},
@@ -216,13 +241,14 @@ def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
     x = np.asarray(ch.global_minimum(model, P_c * (1 + 1e-3)).x)
     run.evidence(
         "linear_pools_first",
-        ch.pooling_first_evidence(POOLING_FIRST_CLAIM, float(x[0]), float(x[1]), c.L),
+        ch.claims.pooling_first(POOLING_FIRST_CLAIM, float(x[0]), float(x[1]), c.L),
         note=f"global minimum at 1.001 P_c: c_1 = {x[0]:.4g}, c_G = {x[1]:.4g}",
     )
     o = diagram.order_global
     for w, name in ((1.0, "raw"), (np.sqrt(c.L), "normalised")):
         run.scalar(
-            f"linear_crossover_P_{name}", ch.crossover_point(diagram.P, o["c_1"], o["c_G"], w, P_c)
+            f"linear_crossover_P_{name}",
+            _transition.crossover_point(diagram.P, o["c_1"], o["c_G"], w, P_c),
         )
     run.scalar("linear_onset_P_c", P_c)
     run.scalar("linear_onset_over_T_V_three_halves", P_c / (c.temperature * c.V**1.5))

@@ -101,7 +101,7 @@ def copy_head_network(key, head, L: int, V: int, P: int, *, gap: float = 1.0) ->
     noise; targets Y = A(G0) X W0 on P sequences of the copy task's tokens."""
     if head not in ("linear", "softmax"):
         raise ValueError(f"head must be 'linear' or 'softmax', got {head!r}")
-    net = ch.copy_head(head)
+    net = ch.SoftmaxCopyHead() if head == "softmax" else ch.LinearCopyHead()
     kt, kg, kw = jax.random.split(key, 3)
     X, _ = ch.copy_task(kt, P, L, V)
     S = jnp.roll(jnp.eye(L), -1, axis=1)  # ones at (l, l - 1), cyclic

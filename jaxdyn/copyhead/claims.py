@@ -6,19 +6,19 @@ Each function takes measured numbers (never a run) and returns a
 counterfactual input (a P*(L) following another law, a smooth curve where a jump is claimed,
 samples from a model without the transition) and must then not say ``holds``.
 
-- :func:`order_evidence`: a transition's order read by grid refinement against a predicted
+- :func:`transition_order`: a transition's order read by grid refinement against a predicted
   :class:`TransitionOrder` (inconclusive when the exponent's interval admits two orders).
-- :func:`theory_match_evidence`: per-dataset measurements against a theory curve, Student-t
+- :func:`matches_theory`: per-dataset measurements against a theory curve, Student-t
   interval over datasets plus a derived bound (an optimiser's Newton estimate, a grid
   spacing), tested against the alternative "off by the effect to detect" (the jump, the drop).
-- :func:`hysteresis_evidence`, :func:`bimodality_evidence`: discrete outcomes per P.
-- :func:`coverage_evidence`: the share of the attention pattern in span{U, S} above a level,
+- :func:`hysteresis`, :func:`bimodal_where_hysteretic`: discrete outcomes per P.
+- :func:`copy_span_coverage`: the share of the attention pattern in span{U, S} above a level,
   with the standard error over datasets.
-- :func:`onset_exponent_evidence`: amplitude ~ (P - P_c)^beta with beta = 1/2.
-- :func:`local_form_evidence`, :func:`extrapolated_exponent_evidence`: a scaling law's local
-  exponent at the top of the range reached (and extrapolated beyond it) against the law's
-  own and an alternative law's.
-- :func:`boundary_evidence`: the end of the softmax first-order line above V = L.
+- :func:`square_root_onset`: amplitude ~ (P - P_c)^beta with beta = 1/2.
+- :func:`scaling_law`, :func:`asymptotic_law`: a scaling law decided where its local exponent
+  has settled (two successive pairs in the law's band), or from the exponent extrapolated to
+  the limit with its error; otherwise ``inconclusive`` with the range that would decide.
+- :func:`first_order_line_above_L`: the end of the softmax first-order line above V = L.
 """
 
 from __future__ import annotations
@@ -28,25 +28,42 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from jaxtyping import ArrayLike, Shaped
 
-from ..evidence import (  # extrapolated_exponent, local_exponents: moved there (issue 44)
+from ..evidence import (
     ErrorModel,
     Evidence,
     Verdict,
     at_least,
     at_most,
     classified,
-    extrapolated_exponent as extrapolated_exponent_evidence,  # noqa: F401
-    local_exponents as local_exponent,  # noqa: F401
+    extrapolated_exponent,
     within,
 )
+from ._order import pooling_share
 from ._transition import RefinementOrder, TransitionOrder
+
+__all__ = [
+    "asymptotic_law",
+    "bimodal_where_hysteretic",
+    "copy_span_coverage",
+    "first_order_line_above_L",
+    "hysteresis",
+    "hysteresis_window",
+    "loss_jump",
+    "matches_theory",
+    "minima_at_most",
+    "pooling_first",
+    "scaling_form",
+    "scaling_law",
+    "square_root_onset",
+    "transition_order",
+]
 
 Numbers = Shaped[ArrayLike, "..."] | Sequence[float | int]
 """An array of numbers, or a list of them."""
 
 
-def order_evidence(claim: str, predicted: TransitionOrder, refined: RefinementOrder) -> Evidence:
-    """The order found by grid refinement (:func:`jaxdyn.copyhead.classify_refinement`)
+def transition_order(claim: str, predicted: TransitionOrder, refined: RefinementOrder) -> Evidence:
+    """The order found by grid refinement (:func:`jaxdyn.copyhead.transition_order`)
     against ``predicted``. Decided when the refinement exponent is finite and its confidence
     interval contains the exponent of one order at most (else ``inconclusive``)."""
     fit = refined.fit
@@ -64,7 +81,7 @@ def order_evidence(claim: str, predicted: TransitionOrder, refined: RefinementOr
     )
 
 
-def theory_match_evidence(
+def matches_theory(
     claim: str,
     per_dataset: Numbers,
     theory: Numbers,
@@ -130,7 +147,7 @@ def theory_match_evidence(
     )
 
 
-def hysteresis_evidence(claim: str, disagree_fraction: Numbers, *, expected: bool) -> Evidence:
+def hysteresis(claim: str, disagree_fraction: Numbers, *, expected: bool) -> Evidence:
     """Per P, the fraction of datasets whose two starts end in different minima. ``expected``
     True (coexisting minima): every dataset disagrees at every P; False: none at any P. An
     empty P range (no fraction) is ``inconclusive``."""
@@ -148,10 +165,10 @@ def hysteresis_evidence(claim: str, disagree_fraction: Numbers, *, expected: boo
     )
 
 
-def bimodality_evidence(claim: str, hysteresis: Numbers, bimodal: Numbers) -> Evidence:
+def bimodal_where_hysteretic(claim: str, apart: Numbers, bimodal: Numbers) -> Evidence:
     """Per P where the datasets settled (all or none disagree): the pooled samples are
     bimodal (1) exactly where the chains from the two starts stay apart (1)."""
-    h = np.asarray(hysteresis, bool)
+    h = np.asarray(apart, bool)
     b = np.asarray(bimodal, bool)
     return classified(
         claim,
@@ -162,7 +179,7 @@ def bimodality_evidence(claim: str, hysteresis: Numbers, bimodal: Numbers) -> Ev
     )
 
 
-def coverage_evidence(
+def copy_span_coverage(
     claim: str,
     per_dataset: Numbers,
     *,
@@ -186,7 +203,7 @@ def coverage_evidence(
     return at_least(claim, measured=float(np.mean(c)), limit=level, error_model=model)
 
 
-def onset_exponent_evidence(
+def square_root_onset(
     claim: str,
     eps: Numbers,
     amplitude: Numbers,
@@ -210,7 +227,7 @@ def onset_exponent_evidence(
     return within(claim, prediction=0.5, measured=beta, error_model=model, alternative=1.0)
 
 
-def boundary_evidence(claim: str, L: Numbers, brackets: Numbers) -> Evidence:
+def first_order_line_above_L(claim: str, L: Numbers, brackets: Numbers) -> Evidence:
     """The end V_c(L) of the softmax first-order line lies above V = L at every L: the
     bracket [V_a, V_b] of each V_c (bisection in ln V) against L, with the bracket's half-width
     in ln V as the bound (``holds`` when every bracket lies above L, ``refuted`` when one lies
@@ -223,7 +240,7 @@ def boundary_evidence(claim: str, L: Numbers, brackets: Numbers) -> Evidence:
     return at_least(claim, measured=mid, limit=np.log(L), error_model=model)
 
 
-def count_at_most_evidence(claim: str, counts: Numbers, limit: int, *, basis: str) -> Evidence:
+def minima_at_most(claim: str, counts: Numbers, limit: int, *, basis: str) -> Evidence:
     """A discrete count (e.g. local minima of a 1-D reduced action at each P) at most
     ``limit`` at every P."""
     c = np.asarray(counts, float)
@@ -235,18 +252,11 @@ def count_at_most_evidence(claim: str, counts: Numbers, limit: int, *, basis: st
     )
 
 
-def pooling_share(c_1: float, c_G: float, L: int | float) -> float:
-    """Share of the uniform pattern in ||A||_F^2 for A = c_1 U + c_G S: <A, U>^2 / ||A||^2
-    (||U|| = 1, <U, S> = 1, ||S||^2 = L)."""
-    frob2 = c_1**2 + 2 * c_1 * c_G + L * c_G**2
-    return float((c_1 + c_G) ** 2 / frob2) if frob2 > 0 else float("nan")
-
-
-def pooling_first_evidence(
+def pooling_first(
     claim: str, c_1: float, c_G: float, L: int | float, *, tolerance: float = 1e-6
 ) -> Evidence:
     """The onset direction of a linear head is pooling: the share of U in ||A||^2
-    (:func:`pooling_share`) of the minimum just above the onset is at least 1/2; the bound
+    (:func:`jaxdyn.copyhead._order.pooling_share`) of the minimum just above the onset is at least 1/2; the bound
     is the minimiser's tolerance on the share."""
     return at_least(
         claim,
@@ -256,11 +266,11 @@ def pooling_first_evidence(
     )
 
 
-def jump_evidence(claim: str, predicted: bool, refined: RefinementOrder) -> Evidence:
+def loss_jump(claim: str, predicted: bool, refined: RefinementOrder) -> Evidence:
     """Whether a curve (a test loss against P) has a jump, read by grid refinement
     (:class:`RefinementOrder` ``first``), against ``predicted``; undecided as in
-    :func:`order_evidence`."""
-    order = order_evidence(claim, TransitionOrder.first, refined)
+    :func:`transition_order`."""
+    order = transition_order(claim, TransitionOrder.first, refined)
     measured = refined.order is TransitionOrder.first
     return classified(
         claim,
@@ -271,7 +281,7 @@ def jump_evidence(claim: str, predicted: bool, refined: RefinementOrder) -> Evid
     )
 
 
-def hysteresis_window_evidence(claim: str, disagree_fraction: Numbers) -> Evidence:
+def hysteresis_window(claim: str, disagree_fraction: Numbers) -> Evidence:
     """On a P scan across a first-order transition: a contiguous range of P where the two
     starts disagree, with every dataset disagreeing at one P at least (escapes over the
     barrier at the ends of the range may make it partial there), and none elsewhere."""
@@ -287,7 +297,7 @@ def hysteresis_window_evidence(claim: str, disagree_fraction: Numbers) -> Eviden
     )
 
 
-def scaling_form_evidence(
+def scaling_form(
     claim: str,
     measured: float,
     law: float,
@@ -331,7 +341,7 @@ def scaling_form_evidence(
     )
 
 
-def local_form_evidence(
+def scaling_law(
     claim: str,
     x: Numbers,
     y: Numbers,
@@ -340,46 +350,114 @@ def local_form_evidence(
     *,
     relative_error: Numbers | float,
     basis: str,
+    settled_pairs: int = 2,
 ) -> Evidence:
-    """A scaling law y ~ law(x) at the top of the range reached: the local exponent
-    d ln y / d ln x between the two largest finite x, against the law's and the
-    alternative's local exponents over the same pair (:func:`scaling_form_evidence`); the
-    measured exponent's error is (eps_1 + eps_2) / ln(x_2 / x_1) from the relative errors of
-    y."""
+    """A scaling law y ~ law(x), decided only where the local exponent has settled.
+
+    The local exponent d ln y / d ln x between successive x (error (eps_1 + eps_2) /
+    ln(x_2 / x_1) from the relative errors of y) is compared with the law's and the
+    alternative's local exponents over the same pair, with the resolution of
+    :func:`scaling_form` (a quarter of the gap between the two forms). ``holds`` needs the
+    last ``settled_pairs`` successive pairs each within the law's band; ``refuted`` needs them
+    each within the alternative's band, or each outside the law's band on the same side with
+    the exponent moving by less than the band between them (settled elsewhere). Otherwise the
+    exponent is still drifting over the range reached: ``inconclusive``, with the local
+    exponents and the x to which the range would have to extend for the drift (extrapolated
+    linearly in ln x from the last two pairs) to reach the law's band, or the statement that
+    it moves away from it. An asymptotic law is decided by :func:`asymptotic_law`
+    (the exponent extrapolated to x -> infinity with its error) instead.
+    """
     x, y = np.asarray(x, float), np.asarray(y, float)
     eps = np.broadcast_to(np.asarray(relative_error, float), x.shape)
     keep = np.isfinite(y) & (y > 0) & np.isfinite(x) & (x > 0) & np.isfinite(eps)
     x, y, eps = x[keep], y[keep], eps[keep]
-    if x.size < 2:
+    order = np.argsort(x)
+    x, y, eps = x[order], y[order], eps[order]
+    if x.size < settled_pairs + 1:
         model = ErrorModel.bound(np.inf, basis=basis)
         return Evidence(
-            claim, float("nan"), float("nan"), model, Verdict.inconclusive, None, "< 2 points"
+            claim,
+            float("nan"),
+            float("nan"),
+            model,
+            Verdict.inconclusive,
+            None,
+            f"{x.size} points: {settled_pairs} successive pairs need {settled_pairs + 1}",
         )
-    top = np.argsort(x)[-2:]
-    (x1, x2), (y1, y2), (e1, e2) = x[top], y[top], eps[top]
-    span = float(np.log(x2 / x1))
-    exponent = lambda f: float(np.log(f(np.array([x2]))[0] / f(np.array([x1]))[0]) / span)
-    ev = scaling_form_evidence(
-        claim,
-        float(np.log(y2 / y1) / span),
-        exponent(law),
-        exponent(alternative),
-        error=float((e1 + e2) / span),
-        basis=f"x = {x1:.4g}..{x2:.4g}; {basis}",
+    span = np.diff(np.log(x))
+    measured = np.diff(np.log(y)) / span
+    error = (eps[1:] + eps[:-1]) / span
+    own = np.diff(np.log(law(x))) / span
+    other = np.diff(np.log(alternative(x))) / span
+    band = 0.25 * np.abs(own - other)
+    k = slice(-settled_pairs, None)
+    m, p, a, d, b = measured[k], own[k], other[k], error[k], band[k]
+    model = ErrorModel.bound(
+        b[-1],
+        basis=f"a quarter of the gap between the forms' local exponents; the last "
+        f"{settled_pairs} pairs of x = {x[-settled_pairs - 1]:.4g}..{x[-1]:.4g}; {basis}",
     )
-    return ev
+    pairs = ", ".join(
+        f"{v:.4f} (x {lo:.4g}..{hi:.4g})" for v, lo, hi in zip(measured, x[:-1], x[1:], strict=True)
+    )
+    args = (claim, float(p[-1]), float(m[-1]), model)
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(d))) or np.any(b == 0):
+        return Evidence(
+            *args, Verdict.inconclusive, float(a[-1]), "not finite, or the forms coincide"
+        )
+    # r: where the exponent sits between the law (0) and the alternative (1), in their gap.
+    gap = a - p
+    r, dr = (m - p) / gap, d / np.abs(gap)
+    in_law = np.abs(r) + dr <= 0.25
+    in_alt = np.abs(r - 1.0) + dr <= 0.25
+    far_side = (r + dr < -0.25) | (r - dr > 1.25)  # another law, beyond the pair of forms
+    settled = bool(np.all(np.abs(np.diff(r)) + dr[1:] + dr[:-1] <= 0.25))
+    if np.all(in_law) and settled:
+        return Evidence(
+            *args,
+            Verdict.holds,
+            float(a[-1]),
+            f"local exponents {pairs}: the last {settled_pairs} within {b[-1]:.3g} of the law's",
+        )
+    if np.all(in_alt) or (np.all(far_side) and settled):
+        return Evidence(
+            *args,
+            Verdict.refuted,
+            float(a[-1]),
+            f"local exponents {pairs}: settled off the law's band {p[-1]:.4f} +- {b[-1]:.3g} "
+            f"(alternative {a[-1]:.4f})",
+        )
+    # the drift of the exponent per unit ln x over the last two pairs, extrapolated linearly
+    slope = (measured[-1] - measured[-2]) / (0.5 * (span[-1] + span[-2]))
+    gap_now = p[-1] - m[-1]
+    ratio = x[-1] / x[-2]
+    if abs(gap_now) <= b[-1]:
+        leave = float(x[-1] * np.exp((b[-1] - np.sign(slope) * (m[-1] - p[-1])) / abs(slope)))
+        where = (
+            f"it crosses the law's band (drift {slope:.3g} per e-fold of x) and leaves it near "
+            f"x = {leave:.3g} if the drift continues: only pairs that stay in the band decide"
+        )
+    elif slope != 0.0 and np.sign(slope) == np.sign(gap_now):
+        reach = float(x[-1] * np.exp((abs(gap_now) - b[-1]) / abs(slope)))
+        where = (
+            f"at its last rate the exponent reaches the law's band near x = {reach:.3g}; "
+            f"{settled_pairs} successive pairs inside it (x up to ~"
+            f"{reach * ratio**settled_pairs:.3g}) would decide"
+        )
+    else:
+        where = "it moves away from the law's band: a wider range decides only if the drift turns"
+    return Evidence(
+        *args,
+        Verdict.inconclusive,
+        float(a[-1]),
+        f"local exponents {pairs} still drift (law {p[-1]:.4f} +- {b[-1]:.3g}, alternative "
+        f"{a[-1]:.4f}): {where}",
+    )
 
 
-def extrapolated_exponent(x: Numbers, m: Numbers) -> tuple[float, float]:
-    """Local exponents m(x) extrapolated to x -> infinity in u = 1 / ln x: the parabola
-    through the last three points, and as its error the difference from the line through the
-    last two (an embedded pair, as a Runge-Kutta step with local extrapolation estimates its
-    error by the lower-order solution)."""
-    x, m = np.asarray(x, float), np.asarray(m, float)
-    keep = np.isfinite(m)
-    u, m = 1.0 / np.log(x[keep]), m[keep]
-    if m.size < 3:
-        return float("nan"), float("nan")
-    line = np.polyval(np.polyfit(u[-2:], m[-2:], 1), 0.0)
-    parabola = np.polyval(np.polyfit(u[-3:], m[-3:], 2), 0.0)
-    return float(parabola), float(abs(line - parabola))
+def asymptotic_law(claim: str, x: Numbers, m: Numbers, law: float, alternative: float) -> Evidence:
+    """An asymptotic exponent: the local exponents ``m`` at ``x`` extrapolated to
+    x -> infinity (:func:`jaxdyn.evidence.extrapolated_exponent`, with its embedded error
+    estimate), classified between the law's exponent and an alternative's (within a quarter
+    of their gap of one of them, or in between)."""
+    return extrapolated_exponent(claim, x, m, law, alternative)
