@@ -238,6 +238,7 @@ def test_importing_jaxdyn_does_not_start_jax_so_cpu_devices_can_be_set(tmp_path)
     # experiment (and blackjax, imported lazily) must not start them
     code = (
         "import jaxdyn, jaxdyn.copyhead, jaxdyn.meanfield, jaxdyn.gradflow, jaxdyn.attention\n"
+        "import jaxdyn.llc, jaxdyn.induction\n"
         "from jaxdyn.runs import list_experiments; list_experiments()\n"
         "from jaxdyn._compat import backends_are_initialized\n"
         "assert not backends_are_initialized()\n"

@@ -28,7 +28,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import blackjax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -207,6 +206,10 @@ def _run_chains(
     size = arrays[0].shape[0]
     # BlackJAX's SGLD takes a gradient estimator; the value and the gradient are computed once
     # per step below, so the estimator hands back the precomputed gradient it is given.
+    # imported on first use: importing blackjax starts JAX's backends, and importing jaxdyn
+    # must not (the CLI splits the CPU into devices before that)
+    import blackjax
+
     sgld = blackjax.sgld(lambda position, grad: grad)
 
     def value_and_logdensity_grad(w, key):
