@@ -23,27 +23,14 @@ from ._geometry import (
 from ._meanfield_limit import meanfield_error as meanfield_error
 from ._particles import RK4 as RK4, uniform_on_sphere as uniform_on_sphere
 from ._ranks import rank_ode as rank_ode, rank_outcome as rank_outcome
-from ._regime import (
-    GaussianRegime as GaussianRegime,
-    Regime as Regime,
-    gaussian_regime as gaussian_regime,
-)
-from ._simulate_gaussian import (
-    GaussianSolution as GaussianSolution,
-    simulate_gaussian as simulate_gaussian,
-)
-from ._simulate_particles import (
-    ParticleSolution as ParticleSolution,
-    simulate_particles as simulate_particles,
-)
+from ._regime import Regime as Regime, gaussian_regime as gaussian_regime
+from ._simulate_gaussian import simulate_gaussian as simulate_gaussian
+from ._simulate_particles import simulate_particles as simulate_particles
 from ._steering import SteerOutcome as SteerOutcome, steer_gaussian as steer_gaussian
 
 __all__ = [
     "RK4",
     "BuresWasserstein",
-    "GaussianRegime",
-    "GaussianSolution",
-    "ParticleSolution",
     "Regime",
     "SteerOutcome",
     "TwistedWasserstein",
