@@ -21,6 +21,7 @@ from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _posterior_checks as checks
 from ._common import (
+    SCORE_DIMS,
     NetworkConfig,
     for_each_setting,
     padded_statistics,
@@ -193,7 +194,16 @@ def _run_sgld(c: SGLDConfig, run: Run) -> None:
         "precursor": np.concatenate([0.0 * ladder_P, 1.0 + 0.0 * a.precursor_P]),
     }
     grid = Grid.zip(members, seeds=c.seeds, base_seed=c.seed)
-    both = snug_sweep(run, "sgld", _chains(c, posterior, copy_G, P_max), grid, c)
+    # ArviZ's labels: a member's datasets are its chains, a chain's samples its draws.
+    both = snug_sweep(
+        run,
+        "sgld",
+        _chains(c, posterior, copy_G, P_max),
+        grid,
+        c,
+        dims={"seed": "chain", **{k: SCORE_DIMS for k in ("G_final", "mala_G_final", "mode_G")}},
+        coords={"draw": np.arange(c.num_samples)},
+    )
     result = both.select(both.params["precursor"] == 0)
     precursors = both.select(both.params["precursor"] == 1)
     run.scalar("failed_members", result.n_failed() + precursors.n_failed())
