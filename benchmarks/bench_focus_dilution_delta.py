@@ -17,6 +17,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxdyn.gradflow as gf  # noqa: E402
+from jaxdyn.gradflow import _flow, _markov, _model  # noqa: E402
 from jaxdyn._atomic import atomic_write_text  # noqa: E402
 from jaxdyn.sweep import Grid, run_sweep  # noqa: E402
 
@@ -27,14 +28,14 @@ def main() -> None:
     args = ap.parse_args()
     deltas = [0.0, 0.01, 0.02] if args.quick else [0.0, 0.005, 0.01, 0.02, 0.03, 0.04]
     t1 = 200.0 if args.quick else 600.0
-    ts = gf.log_time_grid(t1, 60)
-    c = jnp.asarray(gf.default_direction(4))
+    ts = _flow.log_time_grid(t1, 60)
+    c = jnp.asarray(_markov.default_direction(4))
 
     def final_loss(delta, key):
         pi = gf.symmetry_breaking_pi(0.75, delta, c)
-        P = gf.paper_transition(pi, 0.5)
+        P = _markov.paper_transition(pi, 0.5)
         sol = gf.population_flow(gf.init_transformer(key, 4, 6, 6, 1e-3), gf.MarkovChain(P, pi), ts)
-        return gf.population_loss(
+        return _model._population_loss(
             jax.tree_util.tree_map(lambda x: x[-1], sol.models), pi, P
         ), sol.status
 

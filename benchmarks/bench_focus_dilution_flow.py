@@ -22,6 +22,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxdyn.gradflow as gf  # noqa: E402
+from jaxdyn.gradflow import _linearise, _markov, _model  # noqa: E402
 from jaxdyn._atomic import atomic_write_text  # noqa: E402
 
 PI = np.array([0.75, 0.19, 0.05, 0.01])
@@ -85,7 +86,7 @@ def main() -> None:
     args = ap.parse_args()
     t1 = 200.0 if args.quick else 800.0
     pi = jnp.asarray(PI)
-    P = gf.paper_transition(pi, 0.5)
+    P = _markov.paper_transition(pi, 0.5)
     model0 = gf.init_transformer(jax.random.key(0), 4, 6, 6, 1e-3)
     # the check grid: multiples of 1/16 so any Euler dt = 2^-k lands on it exactly
     t_check = np.round(np.geomspace(1.0, t1, 40) * 16) / 16
@@ -93,7 +94,7 @@ def main() -> None:
 
     def solve(rtol, atol):
         sol = gf.population_flow(model0, gf.MarkovChain(P, pi), ts, rtol=rtol, atol=atol)
-        return jax.vmap(lambda m: gf.population_loss(m, pi, P))(sol.models)[1:], sol.num_steps
+        return jax.vmap(lambda m: _model._population_loss(m, pi, P))(sol.models)[1:], sol.num_steps
 
     ref, _ = jax.jit(lambda: solve(1e-11, 1e-13))()
     ref = np.asarray(ref)
@@ -110,7 +111,7 @@ def main() -> None:
 
     p0 = [np.asarray(w) for w in (model0.W0, model0.W1, model0.WQ, model0.WK)]
     g_np = numpy_gradient(*p0[:2], *p0[2:], PI, np.asarray(P))
-    g_jax = gf.loss_gradient(model0, pi, P)
+    g_jax = _linearise._loss_gradient(model0, pi, P)
     assert np.allclose(g_np[0], g_jax.W0, atol=1e-14) and np.allclose(g_np[3], g_jax.WK, atol=1e-14)
 
     dt = 0.25

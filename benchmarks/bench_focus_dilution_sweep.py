@@ -39,7 +39,7 @@ def grid(members: int, d: int, seed: int) -> Grid:
 
 def member(params, key):
     a = gf.analyse_flow(
-        params["P"], key=key, eps=1e-3, t1=params["t1"], num_saves=100, find_stall=False
+        gf.MarkovChain(params["P"]), key=key, eps=1e-3, t1=params["t1"], num_saves=100, find_stall=False
     )
     t = a.stages.focus.time
     return {

@@ -2,7 +2,7 @@
 Python loop of jitted steps (the PyTorch-style baseline), same data, same result
 (focus_dilution.md, finite training). Prints one JSON object.
 
-Both paths run the same kernel (``gf.train_step`` on a ``gf.prepare_batch`` batch, float64).
+Both paths run the same kernel (``_train.train_step`` on a ``_model.prepare_batch`` batch, float64).
 The gain is mostly the per-step dispatch overhead the loop pays and the scanned program does
 not, so the ratio falls as the per-step work grows (n = 64 sequences of s = 16 tokens by
 default; ``--n`` to change it). For reference the JSON also reports a second, stronger loop
@@ -26,8 +26,10 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import optax  # noqa: E402
 
 import jaxdyn.gradflow as gf  # noqa: E402
+from jaxdyn.gradflow import _markov, _model, _train  # noqa: E402
 from jaxdyn._atomic import atomic_write_text  # noqa: E402
 
 
@@ -41,7 +43,7 @@ def main() -> None:
     steps = 100 if args.quick else 300
     lr = 0.5
     pi = jnp.array([0.75, 0.19, 0.05, 0.01])
-    P = gf.paper_transition(pi, 0.5)
+    P = _markov.paper_transition(pi, 0.5)
     keys = jax.random.split(jax.random.key(0), args.seeds)
 
     def one(key):
@@ -68,16 +70,16 @@ def main() -> None:
     t_vmap = statistics.median(times)
 
     # baseline: per seed, sample data, init, then a Python loop of jitted full-batch steps
-    opt = gf.make_optimizer("gd")
-    step = jax.jit(lambda st, x: gf.train_step(st, x, opt))
-    sample = jax.jit(lambda k: gf.sample_sequences(k, P, n, s + 1))
+    opt = optax.inject_hyperparams(optax.sgd)(learning_rate=0.0)
+    step = jax.jit(lambda st, x: _train.train_step(st, x, opt))
+    sample = jax.jit(lambda k: _markov._sample_sequences(k, P, n, s + 1))
     init = jax.jit(lambda k: gf.init_transformer(k, 4, m, m, 1e-3))
-    ploss = jax.jit(lambda mm: gf.population_loss(mm, pi, P))
+    ploss = jax.jit(lambda mm: _model._population_loss(mm, pi, P))
 
     def loop(key):
         k_data, k_init = jax.random.split(key)
-        x = gf.prepare_batch(sample(k_data), 4)
-        st = gf.train_init(init(k_init), opt, lr)
+        x = _model.prepare_batch(sample(k_data), 4)
+        st = _train.train_init(init(k_init), opt, lr)
         for _ in range(steps):
             st, _ = step(st, x)
         return ploss(st.model)

@@ -3,17 +3,18 @@
 1. A beta (temperature) sweep of tokens on the sphere (16 betas x 64 systems x 64 tokens,
    d = 8, 100 RK4 steps, float32), three ways, in the same run, on the same initial tokens:
    - jaxdyn: ``run_sweep`` over a ``Grid`` of betas x seeds (``vmap_width=8``), each member
-     ``fixed_step_particles`` (diffrax, the RK4 of jaxdyn.meanfield) of
+     ``simulate_particles`` at fixed RK4 steps (jaxdyn.meanfield.RK4) of
      ``sphere_softmax(beta, d, bounded=True)`` and a cluster count;
    - PyTorch: the loop a researcher writes, vectorised over the whole batch (all betas and
      systems as one ``(B, n, d)`` tensor), RK4 in a Python loop over steps with
      ``torch.bmm`` and ``torch.softmax`` under ``torch.no_grad``, clusters counted afterwards
      by ``scipy.sparse.csgraph.connected_components``;
    - a hand-written JAX RK4 in ``lax.fori_loop`` under ``jit(vmap(vmap(...)))`` (no jaxdyn).
-   The final tokens of the three agree (reported). Target: jaxdyn >= 4x the PyTorch loop.
+   The final tokens of the three agree (reported). Target: jaxdyn >= 10x the PyTorch loop.
 2. Particle steps at n = 8192, d = 64 (float32): RK4 steps of (general) softmax attention
-   through ``fixed_step_particles``, their matmul FLOP rate (4 n^2 d per velocity) against the
-   machine's float32 matmul rate measured in the same run. Target: >= 40%.
+   through ``simulate_particles`` at fixed RK4 steps, their matmul FLOP rate (4 n^2 d per
+   velocity) against the
+   machine's float32 matmul rate measured in the same run. Target: >= 75%.
 
 By default everything runs on ONE core (the process is pinned to one CPU before JAX and
 PyTorch start; XLA's and PyTorch's thread pools are single-threaded). All timings warm
@@ -28,6 +29,8 @@ import json
 import os
 import pathlib
 import time
+
+import diffrax
 
 
 def _pin(cores: int) -> list[int]:
@@ -84,18 +87,23 @@ def _torch_sweep(x0, betas, steps, h, radius):
 
 def sphere_member(n, d, t1, steps, radius):
     """The beta sweep's member: ``n`` tokens uniform on the sphere in ``d`` (seeded by the
-    member's key), ``steps`` RK4 steps to ``t1`` of ``sphere_softmax(beta)``, the clusters of
+    member's key), ``steps`` RK4 steps to ``t1`` of ``SphereSoftmax(beta, d)``, the clusters of
     the final tokens at ``radius``."""
-    from jaxdyn.meanfield import (
-        detect_clusters,
-        fixed_step_particles,
-        sphere_softmax,
-        uniform_on_sphere,
-    )
+
+    from jaxdyn.meanfield import RK4, detect_clusters, simulate_particles, uniform_on_sphere
+    from jaxdyn.meanfield.fields import SphereSoftmax
 
     def member(params, key):
         x0 = uniform_on_sphere(key, n, d)
-        sol = fixed_step_particles(sphere_softmax(params["beta"], d, bounded=True), x0, t1, steps)
+        sol = simulate_particles(
+            SphereSoftmax(params["beta"], d),
+            x0,
+            t1,
+            dt0=t1 / steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
+        )
         return {
             "clusters": detect_clusters(sol.final_x, radius)[1],
             "final_x": sol.final_x,
@@ -155,8 +163,8 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
     torch_gap = float(np.max(np.abs(jax_x - torch_x.reshape(jax_x.shape))))
     return {
         "size": {"betas": n_betas, "systems": systems, "tokens": n, "d": d, "rk4_steps": steps},
-        "jaxdyn_path": "run_sweep(vmap_width=8) of fixed_step_particles (diffrax RK4) of "
-        "sphere_softmax(beta, d, bounded=True)",
+        "jaxdyn_path": "run_sweep(vmap_width=8) of simulate_particles at fixed RK4 steps of "
+        "SphereSoftmax(beta, d)",
         "jaxdyn_s": t_jaxdyn,
         "pytorch_batched_loop_s": t_torch,
         "handwritten_jax_jit_vmap_s": t_plain,
@@ -166,7 +174,7 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
         "same_cluster_counts_as_pytorch": float(
             np.mean(result.reshaped("clusters") == torch_clusters)
         ),
-        "target_vs_pytorch": 4.0,
+        "target_vs_pytorch": 10.0,
     }
 
 
@@ -186,14 +194,27 @@ def particle_steps(n, d, steps, reps):
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxdyn.meanfield import Softmax, fixed_step_particles
+    from jaxdyn.meanfield import RK4, simulate_particles
+    from jaxdyn.meanfield.fields import Softmax
 
     key = jax.random.key(2)
     Q = jax.random.normal(key, (d, d), jnp.float32) / np.sqrt(d)
     K = jax.random.normal(jax.random.fold_in(key, 1), (d, d), jnp.float32) / np.sqrt(d)
     att = Softmax(Q=Q, K=K, V=jnp.eye(d, dtype=jnp.float32))
     x0 = jax.random.normal(jax.random.fold_in(key, 2), (n, d), jnp.float32)
-    run = jax.jit(lambda x: fixed_step_particles(att, x, 0.1, steps).final_x)
+    run = jax.jit(
+        lambda x: (
+            simulate_particles(
+                att,
+                x,
+                0.1,
+                dt0=0.1 / steps,
+                solver=RK4(),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                blowup_norm=None,
+            ).final_x
+        )
+    )
     t = _median_time(lambda: run(x0), reps)
     flops = steps * 4 * 4.0 * n * n * d  # RK4: 4 velocities of 2 n^2 d (scores) + 2 n^2 d
     return t, flops / t / 1e9
@@ -218,6 +239,7 @@ def main():
     t_steps, achieved = particle_steps(n, d, steps, 3)
     fraction = achieved / rate
     out = {
+        "load_average_1_5_15min": list(os.getloadavg()),  # a quiet machine: well below the cores
         "benchmark": "pde_particles",
         "quick": args.quick,
         "cpus": cpus,
@@ -232,9 +254,9 @@ def main():
             "matmul_gflops": rate,
             "matmul_size": mm,
             "fraction_of_matmul_rate": fraction,
-            "target_fraction": 0.4,
+            "target_fraction": 0.75,
         },
-        "passed": bool(sweep["speedup_vs_pytorch"] >= 4.0 and fraction >= 0.4),
+        "passed": bool(sweep["speedup_vs_pytorch"] >= 10.0 and fraction >= 0.75),
     }
     text = json.dumps(out)
     print(text)

@@ -357,7 +357,8 @@ def natural_members(config) -> dict:
     with new function objects would be a new program for jit's cache, and compile again)."""
     import jax.numpy as jnp
 
-    from jaxdyn.meanfield import L2, Softmax, limiting_rank, simulate_gaussian
+    from jaxdyn.meanfield import limiting_rank, simulate_gaussian
+    from jaxdyn.meanfield.fields import L2, Softmax
 
     def member_of(field_class):
         def member(params, key):

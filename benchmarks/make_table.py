@@ -52,15 +52,32 @@ _PAIRS = (
     ("natural_ratio_cold", ("target_cold",), ("natural_cold_s",), ("baseline_s",)),
     ("ratio_warm", ("target_warm",), ("jaxdyn_warm_s",), ("baseline_s",)),
     ("ratio_cold", ("target_cold",), ("jaxdyn_cold_s",), ("baseline_s",)),
+    (
+        "speed_ratio_second_call",
+        ("target_second_call",),
+        ("jaxdyn.seconds_second_call",),
+        ("devinterp.seconds",),
+    ),
+    (
+        "speed_ratio_first_call",
+        ("target_first_call",),
+        ("jaxdyn.seconds_first_call",),
+        ("devinterp.seconds",),
+    ),
 )
 _NESTED_TIME = ("jaxdyn_s", "time_s")
 _NESTED_BASELINE = ("pytorch_batched_loop_s",)
 
 
 def _first(record: dict, keys) -> tuple[str | None, object]:
+    """The first of ``keys`` that ``record`` holds as a number or string (``a.b``: ``b`` of
+    the nested record ``a``)."""
     for key in keys:
-        if key in record and not isinstance(record[key], (dict, list)):
-            return key, record[key]
+        value = record
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None and not isinstance(value, (dict, list)):
+            return key, value
     return None, None
 
 

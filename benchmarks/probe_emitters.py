@@ -6,7 +6,8 @@ programs' speed with each, in separate processes (XLA reads its flags once), alt
 core, warm (compiled beforehand), median of repetitions:
 
 - ``particle_step_n256`` / ``particle_step_n2048``: one RK4 step of softmax attention on n
-  tokens in d = 64 (``fixed_step_particles``, float32; ``bench_pde_particles.particle_steps``);
+  tokens in d = 64 (``simulate_particles`` at fixed RK4 steps, float32;
+  ``bench_pde_particles.particle_steps``);
 - ``particle_sweep``: ``run_sweep`` of 16 betas x 64 systems of 64 tokens on the sphere in d = 8,
   100 RK4 steps (``bench_pde_particles``' beta sweep, jaxdyn's part);
 - ``gaussian_sweep``: ``run_sweep`` of 256 ``simulate_gaussian`` solves of softmax attention at
@@ -45,7 +46,8 @@ def measure(elemental: bool, core: int) -> dict:
     import jax.numpy as jnp
     import numpy as np
 
-    from jaxdyn.meanfield import Softmax, simulate_gaussian
+    from jaxdyn.meanfield import simulate_gaussian
+    from jaxdyn.meanfield.fields import Softmax
     from jaxdyn.sweep import Grid, SweepOptions, run_sweep
 
     out = {"xla_flags": os.environ.get("XLA_FLAGS", "")}

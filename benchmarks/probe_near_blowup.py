@@ -7,6 +7,9 @@ findings): three measurements on the construction of pde-meanfield's near-blow-u
    Gaussian ODE's closed form (total: from Sigma_0; dynamic: from the sample's own covariance).
 2. The sample's own blow-up time: RMS of (t*(sample covariance) - t*) / t* by n.
 3. The softmax weights' effective sample size 1 / sum_j w_ij^2 (mean over queries, over n).
+4. The lag: per system, lambda_max(particles) / lambda_max(their own Gaussian) at each t/t*
+   (signed: minus one), and the extreme-value bound on it, max_j |x_j(0)|^2 e^{2t} over the
+   own Gaussian's (``jaxdyn.meanfield._blowup.near_blowup_lag``).
 
     python benchmarks/probe_near_blowup.py [--n 1024] [--systems 4] [--fine-steps 1600]
 
@@ -17,21 +20,26 @@ from __future__ import annotations
 
 import argparse
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from jaxdyn.experiments.pde_particles.meanfield import near_blowup_problem  # noqa: E402
-from jaxdyn.meanfield import (  # noqa: E402
-    Softmax,
-    antithetic_gaussian_sample,
+from jaxdyn.meanfield import (  # noqa: E402  # noqa: E402
+    RK4,
     blowup_time,
     empirical_mean_cov,
-    fixed_step_particles,
+    simulate_particles,
     softmax_identity_covariance,
 )
+from jaxdyn.meanfield._blowup import near_blowup_lag  # noqa: E402
+from jaxdyn.meanfield._meanfield_limit import (  # noqa: E402
+    antithetic_gaussian_sample,
+    near_blowup_problem,
+)
+from jaxdyn.meanfield.fields import Softmax  # noqa: E402
 
 FRACTIONS = np.array([0.25, 0.5, 0.75, 0.9, 0.95])
 
@@ -59,17 +67,26 @@ def main() -> None:
 
     def solve(key, steps):
         x = antithetic_gaussian_sample(key, jnp.zeros(d), cov0, args.n)
-        sol = fixed_step_particles(
-            field, x, ts[-1], steps, ts=ts, save_fn=lambda t, y: (empirical_mean_cov(y)[1], ess(y))
+        sol = simulate_particles(
+            field,
+            x,
+            ts[-1],
+            dt0=ts[-1] / steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
+            ts=ts,
+            save_fn=lambda t, y: (empirical_mean_cov(y)[1], ess(y)),
         )
         covs, eff = sol.xs
         own = jax.vmap(lambda t: softmax_identity_covariance(covs[0], A, t))(ts[1:])
-        return covs[1:], jax.vmap(rel)(covs[1:], exact), jax.vmap(rel)(covs[1:], own), eff
+        lag = near_blowup_lag(x, covs[1:], A, ts[1:])
+        return covs[1:], jax.vmap(rel)(covs[1:], exact), jax.vmap(rel)(covs[1:], own), eff, lag
 
     keys = jax.random.split(jax.random.key(0), args.systems)
     print(f"t* = {t_star:.4f}; n = {args.n}, {args.systems} systems; t/t* = {FRACTIONS.tolist()}")
     out = {}
-    for steps in (args.steps, args.fine_steps):
+    for steps in (args.steps,) if args.fine_steps <= 0 else (args.steps, args.fine_steps):
         print(f"solving with {steps} RK4 steps ...", flush=True)
         out[steps] = jax.tree_util.tree_map(
             np.asarray, jax.jit(jax.vmap(lambda k, s=steps: solve(k, s)))(keys)
@@ -78,7 +95,16 @@ def main() -> None:
     def rms(x):
         return np.sqrt(np.mean(np.asarray(x) ** 2, axis=0))
 
-    covs, total, dynamic, eff = out[args.steps]
+    covs, total, dynamic, eff, (lag, bound) = out[args.steps]
+    print(f"lag - 1 per system (rows) at t/t* = {FRACTIONS.tolist()}:\n{(lag - 1).round(3)}")
+    print(
+        f"mean lag - 1: {np.nanmean(lag - 1, axis=0).round(3)}; systems below 1: "
+        f"{np.sum(lag < 1, axis=0).tolist()} of {lag.shape[0]}"
+    )
+    print(f"extreme-value bound on the lag: {np.nanmean(bound, axis=0).round(3)}")
+    print(f"every lag within its bound: {bool(np.all((lag <= bound) | np.isnan(lag)))}")
+    if args.fine_steps <= 0:
+        return
     change = jax.vmap(jax.vmap(rel))(jnp.asarray(covs), jnp.asarray(out[args.fine_steps][0]))
     print(f"RMS total error ({args.steps} steps):   {rms(total).round(4)}")
     print(f"RMS dynamic error ({args.steps} steps): {rms(dynamic).round(4)}")

@@ -1,6 +1,6 @@
 """``gaussian_regime`` on random softmax Gaussians against the solver, beyond ``pde-blowup``
 (docs/transformer_pde.md, findings): the draws of
-``jaxdyn.experiments.pde_gaussian._problems.random_regime_problems`` (its eight families of
+``jaxdyn.meanfield._problems.random_regime_problems`` (its eight families of
 ``V`` and ``S = A + A^T``) at every d = 2..6, with other seeds than the experiment's and 30%
 of the starts cut to a random lower rank (``Sigma_0``'s top eigenpairs; the experiment's are
 full rank).
@@ -36,17 +36,13 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from jaxdyn import Status  # noqa: E402
-from jaxdyn.experiments.pde_gaussian._problems import (  # noqa: E402
+from jaxdyn.meanfield import Regime, gaussian_regime, simulate_gaussian  # noqa: E402
+from jaxdyn.meanfield._problems import (  # noqa: E402
     REGIME_FAMILIES,
     random_regime_problems,
 )
-from jaxdyn.meanfield import (  # noqa: E402
-    Regime,
-    Softmax,
-    gaussian_regime,
-    observed_regime,
-    simulate_gaussian,
-)
+from jaxdyn.meanfield._regime import observed_regime  # noqa: E402
+from jaxdyn.meanfield.fields import Softmax  # noqa: E402
 
 SINGULAR_FRACTION = 0.3
 

@@ -13,9 +13,9 @@ import jaxdyn.gradflow as gf  # noqa: E402
 
 
 def report(name, P):
-    a = gf.analyse_flow(P)  # pi = the stationary law of P; end time from the rates
+    a = gf.analyse_flow(gf.MarkovChain(P))  # pi: the stationary law of P; t1 from the rates
     r, st = a.rates, a.stages
-    print(f"--- {name}: pi = {np.round(np.asarray(a.pi), 3)}")
+    print(f"--- {name}: pi = {np.round(np.asarray(a.chain.pi), 3)}")
     print(f"flow to t1 = {float(a.end_time):.0f}: {int(a.num_steps)} solver steps")
     print(
         f"condensation rate mu1 = {float(r.condensation):.4f} "
@@ -40,7 +40,7 @@ def report(name, P):
 
 
 pi = jnp.array([0.75, 0.19, 0.05, 0.01])
-report("headline: P = 0.5 I + 0.5 1 pi^T", gf.paper_transition(pi, 0.5))
+report("headline: P = 0.5 I + 0.5 1 pi^T", gf.MarkovChain.paper(pi, 0.5).P)
 # frequent token followed by rare ones: c < 0, attention first moves off it
 report(
     "a chain with c < 0",

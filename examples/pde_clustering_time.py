@@ -11,25 +11,29 @@ theorem at the event) and is checked against central finite differences at two s
 
 import diffrax
 import jax
+import jax.numpy as jnp
 
 jax.config.update("jax_enable_x64", True)
 
-from jaxdyn.meanfield import (  # noqa: E402
-    simulate_particles,
-    single_cluster_condition,
-    sphere_softmax,
-    uniform_on_sphere,
-)
+
+from jaxdyn.meanfield import simulate_particles, uniform_on_sphere  # noqa: E402
+from jaxdyn.meanfield.fields import SphereSoftmax  # noqa: E402
+
+
+def one_cluster(radius):
+    """The event "the tokens have formed one cluster": ``radius^2 - mean_i |x_i - mean(x)|^2``
+    crosses zero upwards."""
+    return lambda t, x: radius**2 - jnp.mean(jnp.sum((x - jnp.mean(x, 0)) ** 2, axis=-1))
 
 
 def clustering_time(beta, x0, radius=0.1, t1=200.0, rtol=1e-10):
     """``T(beta)``: first time the tokens' RMS distance to their mean is ``radius``."""
     sol = simulate_particles(
-        sphere_softmax(beta, x0.shape[1]),
+        SphereSoftmax(beta, x0.shape[1], bounded=False),
         x0,
         t1,
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=rtol),
-        events={"one_cluster": single_cluster_condition(radius)},
+        events={"one_cluster": one_cluster(radius)},
     )
     return sol.t_event
 

@@ -9,6 +9,8 @@
     python examples/pde_particles.py        (about half a minute on 2 CPU cores)
 """
 
+import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,18 +18,16 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from jaxdyn.meanfield import (  # noqa: E402
-    Softmax,
+    RK4,
+    BuresWasserstein,
     blowup_time,
-    bures_wasserstein,
     detect_clusters,
     empirical_mean_cov,
-    fixed_step_particles,
     simulate_gaussian,
-    solver_blowup_time,
-    sphere_softmax,
+    simulate_particles,
     uniform_on_sphere,
-    weight_gradients,
 )
+from jaxdyn.meanfield.fields import Softmax, SphereSoftmax  # noqa: E402
 
 
 def main():
@@ -39,12 +39,21 @@ def main():
 
     # 1. particles vs the Gaussian ODE
     x0 = alpha0 + rng.standard_normal((400, d)) @ np.linalg.cholesky(cov0).T
-    particles = fixed_step_particles(att, x0, 1.0, 20)
+    particles = simulate_particles(
+        att,
+        x0,
+        1.0,
+        dt0=1.0 / 20,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    )
     gauss = simulate_gaussian(att, alpha0, cov0, 1.0)
     m, c = empirical_mean_cov(particles.final_x)
     m0, c0 = empirical_mean_cov(x0)
-    e0 = float(bures_wasserstein(m0, c0, alpha0, cov0))
-    e1 = float(bures_wasserstein(m, c, gauss.final_mean, gauss.final_cov))
+    bw = BuresWasserstein()
+    e0 = float(bw.distance(m0, c0, alpha0, cov0))
+    e1 = float(bw.distance(m, c, gauss.final_mean, gauss.final_cov))
     print(
         f"BW(particles, Gaussian) at t = 0: {e0:.4f} (sampling error, O(n^-1/2)); "
         f"at t = 1: {e1:.4f} (amplified by the flow's stability ratio)"
@@ -52,7 +61,17 @@ def main():
 
     # 2. clusters on the sphere at two temperatures (one compilation: beta is traced)
     flow = jax.jit(
-        lambda beta, x: fixed_step_particles(sphere_softmax(beta, 3), x, 15.0, 300).final_x
+        lambda beta, x: (
+            simulate_particles(
+                SphereSoftmax(beta, 3, bounded=False),
+                x,
+                15.0,
+                dt0=15.0 / 300,
+                solver=RK4(),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                blowup_norm=None,
+            ).final_x
+        )
     )
     x_sphere = uniform_on_sphere(jax.random.key(0), 32, 3)
     for beta in (1.0, 9.0):
@@ -64,14 +83,13 @@ def main():
     Qb = rng.standard_normal((d, d))
     Kb = Qb + 0.3 * rng.standard_normal((d, d))  # A close to Q^T Q / sqrt(d): blows up
     t_closed = float(blowup_time(cov0, Kb.T @ Qb / np.sqrt(d)))
-    grads = weight_gradients(
-        lambda a: solver_blowup_time(a, jnp.zeros(d), cov0, 4 * t_closed),
-        Softmax(Q=Qb, K=Kb, V=np.eye(d)),
-    )
+    grads = eqx.filter_grad(
+        lambda a: simulate_gaussian(a, jnp.zeros(d), cov0, 4 * t_closed).t_blowup
+    )(Softmax(Q=Qb, K=Kb, V=np.eye(d)))
     closed = jax.grad(lambda q: blowup_time(cov0, Kb.T @ q / np.sqrt(d)))(Qb)
     print(
         f"blow-up time {t_closed:.6f}; max |dt*/dQ solver - closed form| = "
-        f"{float(jnp.max(jnp.abs(grads['Q'] - closed))):.2e}"
+        f"{float(jnp.max(jnp.abs(grads.Q - closed))):.2e}"
     )
 
 

@@ -14,7 +14,8 @@ Top-level names are the small shared vocabulary of every theory package:
 Subpackages: :mod:`jaxdyn.attention`, :mod:`jaxdyn.sweep`, :mod:`jaxdyn.runs`,
 :mod:`jaxdyn.evidence` (the check contract), :mod:`jaxdyn.plotting`, :mod:`jaxdyn.data` and
 the theories :mod:`jaxdyn.gradflow`,
-:mod:`jaxdyn.copyhead`, :mod:`jaxdyn.meanfield`.
+:mod:`jaxdyn.copyhead`, :mod:`jaxdyn.meanfield`, with :mod:`jaxdyn.llc` and
+:mod:`jaxdyn.induction` one step beyond them.
 """
 
 __version__ = "0.2.0"

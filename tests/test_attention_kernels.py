@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxdyn.attention import sinkhorn_log_coupling
-from jaxdyn.meanfield import (
+from jaxdyn.meanfield.fields import (
     L2,
     Linear,
     Masked,

@@ -126,6 +126,29 @@ def test_data_command_lists_corpora_and_rejects_unknown_names(clean_env, capsys)
     assert "unknown corpus 'nope'" in capsys.readouterr().err
 
 
+def test_line_breaks_keep_merge_or_mark_paragraphs(tmp_path):
+    """A hard-wrapped text: every line break a <nl> token (keep), none (spaces), or one <par>
+    per blank-line paragraph (paragraph); the option is an enum, not a string."""
+    from jaxdyn.data import LineBreaks, load_corpus, tokenize
+
+    text = "The licence grants\nyou the right\nto copy.\n\nA second\nparagraph.\n"
+    keep = tokenize(text, "plain", line_breaks=LineBreaks.keep)
+    spaces = tokenize(text, "plain", line_breaks=LineBreaks.spaces)
+    para = tokenize(text, "plain", line_breaks=LineBreaks.paragraph)
+    words = [t for t in keep if t != "<nl>"]
+    assert keep.count("<nl>") == 5
+    assert spaces == words
+    assert para == words[:9] + ["<par>"] + words[9:] + ["<par>"]
+    assert tokenize("ab\ncd\n", "plain", "char", line_breaks=LineBreaks.spaces) == list("ab cd ")
+    with pytest.raises(TypeError, match="LineBreaks"):
+        tokenize(text, "plain", line_breaks="spaces")
+    path = tmp_path / "wrapped.txt"
+    path.write_text(text * 20)
+    corpus = load_corpus(path, fmt="plain", line_breaks=LineBreaks.spaces)
+    assert "<nl>" not in corpus.vocab
+    assert load_corpus(path, fmt="plain").vocab[0] == "<nl>"
+
+
 def test_the_command_line_passes_jaxdyn_data_as_the_data_dir(clean_env, monkeypatch, capsys):
     mine = clean_env / "data" / "wikitext-2"
     mine.mkdir(parents=True)

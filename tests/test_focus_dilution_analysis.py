@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
+from jaxdyn.gradflow import _end_time, _linearise, _markov, _measure, _stages
 from jaxdyn import Status
 from jaxdyn.sweep import Grid, SweepOptions, run_sweep
 from jaxdyn.sweep._diffeq import plan_member
@@ -21,9 +22,9 @@ def paper_family_chain(rng, d):
     top = rng.uniform(0.6, 0.85)
     pi = np.concatenate([[top], (1 - top) * rng.dirichlet(np.full(d - 1, 2.0))])
     if rng.uniform() < 0.5:
-        return np.asarray(gf.paper_transition(jnp.asarray(pi), rng.uniform(0.3, 0.8)))
+        return np.asarray(_markov.paper_transition(jnp.asarray(pi), rng.uniform(0.3, 0.8)))
     key = jax.random.key(int(rng.integers(2**31)))
-    return np.asarray(gf.reversible_transition(pi, key, laziness=rng.uniform(0.0, 0.5)))
+    return np.asarray(_markov.reversible_transition(pi, key, laziness=rng.uniform(0.0, 0.5)))
 
 
 def dirichlet_chain(rng, d):
@@ -35,7 +36,7 @@ def dirichlet_chain(rng, d):
 
 def analyse(P, num_saves=200):
     # one compilation per d: analyse_flow's steps are jitted separately and cached by shape
-    a = gf.analyse_flow(P, m=2, m_attn=2, num_saves=num_saves)
+    a = gf.analyse_flow(gf.MarkovChain(P), m=2, m_attn=2, num_saves=num_saves)
     return jax.tree_util.tree_map(np.asarray, a)
 
 
@@ -53,7 +54,7 @@ def test_random_chains_signed_rates_and_stages_in_order(d):
         P = dirichlet_chain(rng, d)
         pi = gf.MarkovChain(P).pi
         s = gf.unigram_saddle(pi, 1, 1)
-        c = float(gf.focus_rate(pi, P, s.gamma, s.beta))
+        c = float(_linearise._focus_rate(pi, P, s.gamma, s.beta))
         if abs(c) > 0.02 and np.sign(c) != (np.sign(others[0][1]) if others else 0):
             others.append((P, c))
     # at d >= 6 the random chains' |c| reaches 0.27-0.3: the focus leaves the saddle within a
@@ -74,7 +75,7 @@ def test_random_chains_signed_rates_and_stages_in_order(d):
     # the paper's families: four stages in order, low-query entropy down below H(pi) then up
     for i in range(2):
         assert r.focus[i] > 0
-        times = [getattr(st, k).time[i] for k in gf.STAGE_NAMES]
+        times = [getattr(st, k).time[i] for k in _stages.STAGE_NAMES]
         assert np.all(np.isfinite(times)) and np.all(np.diff(times) > 0), times
         assert st.entropy_dip[i] < st.uniform_entropy[i] < st.entropy_peak[i]
         assert a.ts[i, -1] == pytest.approx(float(a.end_time[i]))
@@ -87,19 +88,19 @@ def _score_direction_and_dilution_rate(a):
     c = float(a.rates.focus_visited)
     saddle = a.visited_saddle.model.W0
     t_c, t_d = float(a.stages.condensation.time), float(a.stages.departure.time)
-    t_s, loss, bound = gf.plateau(
+    t_s, loss, bound = _measure.plateau_loss(
         a.ts, a.metrics["loss"], a.metrics["grad_norm"], t_c, t_d, a.spectrum_saddle.eigenvalues
     )
-    H, log_d = float(a.stages.uniform_entropy), float(np.log(len(a.pi)))
-    assert gf.plateau_evidence(loss, bound, H, log_d).holds
-    traj = (a.ts, a.trajectory.W0, a.trajectory.WQ, a.trajectory.WK, a.pi)
-    sd = gf.score_direction(*traj, c, saddle, t_s, t_d, t_noise=t_c)
-    assert gf.score_direction_evidence(sd["angle"], sd["bound"]).holds, sd
-    flipped = gf.score_direction(*traj, -c, saddle, t_s, t_d, t_noise=t_c)
-    assert gf.score_direction_evidence(flipped["angle"], flipped["bound"]).refuted, flipped
+    H, log_d = float(a.stages.uniform_entropy), float(np.log(len(a.chain.pi)))
+    assert gf.claims.unigram_plateau(loss, bound, H, log_d).holds
+    traj = (a.ts, a.trajectory.W0, a.trajectory.WQ, a.trajectory.WK, a.chain.pi)
+    sd = _measure.score_angle(*traj, c, saddle, t_s, t_d, t_noise=t_c)
+    assert gf.claims.score_direction(sd["angle"], sd["bound"]).holds, sd
+    flipped = _measure.score_angle(*traj, -c, saddle, t_s, t_d, t_noise=t_c)
+    assert gf.claims.score_direction(flipped["angle"], flipped["bound"]).refuted, flipped
     gamma, k = a.metrics["gamma"], a.metrics["focus_rate_path"]
-    dr = gf.dilution_rate(a.ts, gamma, a.pi, saddle, k, c, t_s, t_d)
-    ev = gf.dilution_rate_evidence(dr["rate"], dr["half_rates"], dr["rate_error"], abs(c))
+    dr = _measure.dilution_mode_growth(a.ts, gamma, a.chain.pi, saddle, k, c, t_s, t_d)
+    ev = gf.claims.dilution_mode_rate(dr["rate"], dr["half_rates"], dr["rate_error"], abs(c))
     assert not ev.holds, dr
     assert ev.refuted or abs(c) < 0.03, dr  # decided wherever |c| is not small
     assert abs(dr["rate"] - 2 * abs(c)) <= ev.error_model.value, dr
@@ -113,15 +114,15 @@ def test_chain_with_negative_c_reports_attention_moving_off_the_frequent_token()
     assert float(a.rates.focus) < 0 and float(a.rates.focus_jacobian) < 0
     assert int(a.stages.departure_sign) == -1
     i = int(np.searchsorted(np.asarray(a.ts), float(a.stages.departure.time)))
-    assert float(a.metrics["frequent_weight"][i]) < float(np.max(a.pi))
+    assert float(a.metrics["frequent_weight"][i]) < float(np.max(a.chain.pi))
     assert float(a.metrics["cos_Phi_pipi"][i]) < 0  # Phi along -pi pi^T
 
 
 def test_default_end_time_is_the_sum_of_the_escape_times():
-    t = gf.default_end_time(1e-3, 0.5, -0.1, 0.02)
+    t = _end_time.default_end_time(1e-3, 0.5, -0.1, 0.02)
     np.testing.assert_allclose(t, 2 * np.log(1e3) * (2 + 10 + 50))
     # a rate that is not positive and finite drops out
-    np.testing.assert_allclose(gf.default_end_time(1e-3, 0.5, 0.1, jnp.nan), 2 * np.log(1e3) * 12)
+    np.testing.assert_allclose(_end_time.default_end_time(1e-3, 0.5, 0.1, jnp.nan), 2 * np.log(1e3) * 12)
 
 
 @pytest.mark.parametrize(
@@ -135,11 +136,13 @@ def test_default_end_time_is_the_sum_of_the_escape_times():
 )
 def test_analyse_flow_rejects_invalid_chains_before_compiling(P, pi, message):
     with pytest.raises(ValueError, match=message):
-        gf.analyse_flow(np.asarray(P, float), pi=None if pi is None else np.asarray(pi, float))
+        gf.MarkovChain(np.asarray(P, float), None if pi is None else np.asarray(pi, float))
 
 
 def test_analyse_flow_rejects_bad_settings():
-    P = gf.paper_transition(jnp.array([0.7, 0.2, 0.1]), 0.5)
+    P = gf.MarkovChain.paper(jnp.array([0.7, 0.2, 0.1]), 0.5)
+    with pytest.raises(TypeError, match="MarkovChain"):
+        gf.analyse_flow(P.P)
     with pytest.raises(ValueError, match="eps"):
         gf.analyse_flow(P, eps=2.0)
     with pytest.raises(ValueError, match="m must be >= 2"):
@@ -168,7 +171,7 @@ def _sweep_grid(n=8, d=3, seed=0):
 def _flow_member(t1_given=True):
     def member(params, key):
         a = gf.analyse_flow(
-            params["P"],
+            gf.MarkovChain(params["P"]),
             key=key,
             m=3,
             m_attn=2,

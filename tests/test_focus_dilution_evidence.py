@@ -10,6 +10,7 @@ import scipy.linalg
 from jax.flatten_util import ravel_pytree
 
 import jaxdyn.gradflow as gf
+from jaxdyn.gradflow import claims as _claims, _linearise, _measure, _stages
 from jaxdyn.evidence import Verdict
 
 
@@ -33,17 +34,17 @@ def test_saddle_has_one_unstable_mode_of_rate_c_and_a_perturbed_point_does_not(d
     pi, P = random_chain(rng, d)
     m, m_attn = 2, 1
     s = gf.unigram_saddle(pi, m, m_attn)
-    c = float(gf.focus_rate(pi, P, s.gamma, s.beta))
-    spec = jax.tree_util.tree_map(np.asarray, gf.jacobian_spectrum(s.model, pi, P))
+    c = float(_linearise._focus_rate(pi, P, s.gamma, s.beta))
+    spec = jax.tree_util.tree_map(np.asarray, _linearise._jacobian_spectrum(s.model, pi, P))
     tol = 1e-8 * max(1.0, float(np.max(np.abs(spec.eigenvalues))))
-    ev = gf.unstable_mode_evidence(
+    ev = gf.claims.unstable_attention_mode(
         spec.eigenvalues, spec.attention_weight, c, m_attn, tolerance=tol
     )
     assert ev.verdict is (Verdict.inconclusive if abs(c) <= tol else Verdict.holds), ev
     # off the saddle (W1 halved) the embedding block is unstable too: not "one mode"
     off = s.model.__class__(W0=s.model.W0, W1=0.5 * s.model.W1, WQ=s.model.WQ, WK=s.model.WK)
-    spec_off = jax.tree_util.tree_map(np.asarray, gf.jacobian_spectrum(off, pi, P))
-    ev_off = gf.unstable_mode_evidence(
+    spec_off = jax.tree_util.tree_map(np.asarray, _linearise._jacobian_spectrum(off, pi, P))
+    ev_off = gf.claims.unstable_attention_mode(
         spec_off.eigenvalues, spec_off.attention_weight, c, m_attn, tolerance=tol
     )
     assert ev_off.verdict is not Verdict.holds
@@ -61,7 +62,7 @@ def test_linear_condensation_aligns_w0_with_pi_and_w1_with_centred_pi(d, seed):
     m, m_attn, eps = 3, 2, 1e-3
     model0 = gf.init_transformer(jax.random.key(d), d, m, m_attn, eps)
     zero = jax.tree_util.tree_map(jnp.zeros_like, model0)
-    J = np.asarray(gf.jacobian(zero, pi, P))
+    J = np.asarray(_linearise._jacobian(zero, pi, P))
     flat0, unravel = ravel_pytree(model0)
     mu1 = float(gf.condensation_rate(pi))
     t = np.log(0.05 / eps) / mu1  # amplitude ~ 0.05: still linear
@@ -69,7 +70,7 @@ def test_linear_condensation_aligns_w0_with_pi_and_w1_with_centred_pi(d, seed):
     model = unravel(jnp.asarray(theta))
     noise = float(np.linalg.norm(flat0))
     amp = float(np.linalg.norm(theta)) - noise  # a lower bound on the unstable part
-    ev = gf.alignment_evidence(
+    ev = gf.claims.condensation_alignment(
         model.W0,
         model.W1,
         pi,
@@ -80,7 +81,7 @@ def test_linear_condensation_aligns_w0_with_pi_and_w1_with_centred_pi(d, seed):
     )
     assert ev.verdict is Verdict.holds, ev
     other = np.roll(pi, 1)
-    ev_other = gf.alignment_evidence(
+    ev_other = gf.claims.condensation_alignment(
         model.W0,
         model.W1,
         other,
@@ -93,25 +94,30 @@ def test_linear_condensation_aligns_w0_with_pi_and_w1_with_centred_pi(d, seed):
 
 
 def test_stage_order_reads_order_missing_signatures_and_resolution():
-    names = list(gf.STAGE_NAMES)
-    ok = gf.stage_order_evidence([15.0, 75.0, 100.0, 300.0], np.full(4, 0.5), names)
+    names = list(_stages.STAGE_NAMES)
+    ok = _claims._stage_order([15.0, 75.0, 100.0, 300.0], np.full(4, 0.5), names)
     assert ok.verdict is Verdict.holds
-    swapped = gf.stage_order_evidence([15.0, 120.0, 100.0, 300.0], np.full(4, 0.5), names)
+    swapped = _claims._stage_order([15.0, 120.0, 100.0, 300.0], np.full(4, 0.5), names)
     assert swapped.verdict is Verdict.refuted
-    missing = gf.stage_order_evidence([15.0, 75.0, np.nan, 300.0], np.full(4, 0.5), names)
+    missing = _claims._stage_order([15.0, 75.0, np.nan, 300.0], np.full(4, 0.5), names)
     assert missing.verdict is Verdict.inconclusive and "dilution" in missing.reason
-    close = gf.stage_order_evidence([15.0, 75.0, 75.5, 300.0], np.full(4, 0.5), names)
+    close = _claims._stage_order([15.0, 75.0, 75.5, 300.0], np.full(4, 0.5), names)
     assert close.verdict is Verdict.inconclusive
-    np.testing.assert_allclose(gf.stage_resolution([0.0, 1.0, 3.0], [2.0, np.nan]), [2.0, np.nan])
+    np.testing.assert_allclose(_measure.stage_resolution([0.0, 1.0, 3.0], [2.0, np.nan]), [2.0, np.nan])
 
 
 def test_entropy_course_is_refuted_only_when_the_horizon_covered_it():
     H = 0.7
-    assert gf.entropy_course_evidence(0.5, 0.9, 0.6, H, 1e-4, complete=True).holds
-    flat = gf.entropy_course_evidence(H, H, H, H, 1e-4, complete=True)
+    assert gf.claims.entropy_down_up_down(0.5, 0.9, 0.6, H, 1e-4, complete=True).holds
+    flat = gf.claims.entropy_down_up_down(H, H, H, H, 1e-4, complete=True)
     assert flat.refuted
-    cut = gf.entropy_course_evidence(0.5, 0.9, 0.9, H, 1e-4, complete=False)
+    cut = gf.claims.entropy_down_up_down(0.5, 0.9, 0.9, H, 1e-4, complete=False)
     assert cut.inconclusive and "horizon" in cut.reason
+    # the down-again leg is a minimum over the rest of the horizon: a longer horizon can only
+    # lower it, so a flow still moving at the end leaves it open; a settled flow decides it
+    moving = gf.claims.entropy_down_up_down(0.5, 0.9, 0.9, H, 1e-4, complete=True)
+    assert moving.inconclusive and "steady state" in moving.reason
+    assert gf.claims.entropy_down_up_down(0.5, 0.9, 0.9, H, 1e-4, complete=True, settled=True).refuted
 
 
 def test_escape_time_slope_in_log_inverse_eps_with_one_offset_per_group():
@@ -119,10 +125,18 @@ def test_escape_time_slope_in_log_inverse_eps_with_one_offset_per_group():
     groups = np.repeat([1.0, 2.0, 3.0], 3)
     x = np.log(1 / eps)
     rng = np.random.default_rng(0)
-    y = x + 2 * groups + 0.01 * rng.normal(size=9)
-    assert gf.escape_time_evidence("slope 1", x, y, groups).holds
-    assert gf.escape_time_evidence("slope 1", x, 1.3 * x + groups, groups).refuted
-    slope, se, dof = gf.pooled_slope(x, 1.3 * x + groups, groups)
+    # deterministic: the law plus its O(eps) next-order term, known to the save spacing 0.01
+    y = x + 2 * groups + 3.0 * eps
+    res = np.full(9, 0.01)
+    ev = gf.claims.escape_time_log_eps(x, y, groups, eps=eps, resolution=res)
+    assert ev.holds and ev.error_model.name == "derived_bound"
+    # without the nuisance regressor the O(eps) term would bias the slope by about 0.006:
+    # a spacing-only tolerance of 1e-4 would refute the law, the fit with eps does not
+    assert gf.claims.escape_time_log_eps(x, y, groups, eps=eps, resolution=res / 100).holds
+    assert gf.claims.condensation_escape_time(
+        x, 1.3 * x + groups, groups, eps=eps, resolution=res
+    ).refuted
+    slope, se, dof = _measure.pooled_slope(x, 1.3 * x + groups, groups)
     assert slope == pytest.approx(1.3) and dof == 5
 
 
@@ -131,14 +145,14 @@ def test_equivalence_needs_enough_draws_and_moving_curves_to_hold():
     course = np.linspace(0.5, 0.3, 5)  # both trainings move by 0.2, ten times the margin
     a = course + 0.001 * rng.normal(size=(8, 5))
     b = course + 0.001 * rng.normal(size=(8, 5))
-    assert gf.equivalence_evidence("same", a, b, 0.01).holds
+    assert _claims._equivalent("same", a, b, 0.01).holds
     # curves that stay put agree whatever drives them: no power, not a pass
-    still = gf.equivalence_evidence("same", a - course + 0.5, b - course + 0.5, 0.01)
+    still = _claims._equivalent("same", a - course + 0.5, b - course + 0.5, 0.01)
     assert still.inconclusive and "staying put" in still.reason
-    assert gf.equivalence_evidence(
+    assert _claims._equivalent(
         "same", a[:2], b[:2] + 0.003 * rng.normal(size=(2, 5)), 0.002
     ).inconclusive
-    assert gf.equivalence_evidence("same", a, b + 0.05, 0.01).refuted
+    assert _claims._equivalent("same", a, b + 0.05, 0.01).refuted
 
 
 def test_equivalence_states_how_many_draws_would_decide():
@@ -147,7 +161,7 @@ def test_equivalence_states_how_many_draws_would_decide():
     Bonferroni quantile of Welch's t at 2k - 2 dof); k - 1 draws do not."""
     from scipy.stats import t as student_t
 
-    from jaxdyn.gradflow._evidence import _draws_to_decide
+    from jaxdyn.gradflow.claims import _draws_to_decide
 
     records, s, effect = 5, 0.05, 0.02
     k = _draws_to_decide(
@@ -167,7 +181,7 @@ def test_equivalence_states_how_many_draws_would_decide():
     )
     rng = np.random.default_rng(1)
     course = np.linspace(0.5, 0.3, records)
-    e = gf.equivalence_evidence(
+    e = _claims._equivalent(
         "same",
         course + s * rng.normal(size=(4, records)),
         course + s * rng.normal(size=(4, records)),
@@ -178,29 +192,29 @@ def test_equivalence_states_how_many_draws_would_decide():
 
 def test_local_order_and_finite_size_exponents():
     x = np.geomspace(1e-3, 1e-2, 5)
-    assert gf.local_order_evidence("order 1", x, 0.1 * x * (1 + x**2), 1.0, 2.0).holds
-    assert gf.local_order_evidence("order 1", x, 0.1 * x**2, 1.0, 2.0).refuted
+    assert _claims._local_order("order 1", x, 0.1 * x * (1 + x**2), 1.0, 2.0).holds
+    assert _claims._local_order("order 1", x, 0.1 * x**2, 1.0, 2.0).refuted
     rng = np.random.default_rng(1)
     h = np.repeat([1 / 8, 1 / 16, 1 / 32, 1 / 64], 4)
     err = 0.3 * h * np.exp(0.05 * rng.normal(size=h.size))
-    assert gf.finite_size_evidence("exponent 1", h, err).holds
-    assert not gf.finite_size_evidence("exponent 1", h, err**0.3).holds
+    assert _claims._power_law_exponent("exponent 1", h, err).holds
+    assert not _claims._power_law_exponent("exponent 1", h, err**0.3).holds
 
 
 def test_plateau_and_first_phase():
-    assert gf.plateau_evidence(0.7272, 1e-3, 0.7271, np.log(4)).holds
-    assert gf.plateau_evidence(0.75, 1e-3, 0.7271, np.log(4)).refuted
-    assert gf.plateau_evidence(1.0, 1.0, 0.7271, np.log(4)).inconclusive
-    assert gf.first_phase_evidence(-0.1, -1).holds
-    assert gf.first_phase_evidence(-0.1, 1).refuted
-    assert gf.first_phase_evidence(-0.1, 0).inconclusive
+    assert gf.claims.unigram_plateau(0.7272, 1e-3, 0.7271, np.log(4)).holds
+    assert gf.claims.unigram_plateau(0.75, 1e-3, 0.7271, np.log(4)).refuted
+    assert gf.claims.unigram_plateau(1.0, 1.0, 0.7271, np.log(4)).inconclusive
+    assert gf.claims.first_attention_phase(-0.1, -1).holds
+    assert gf.claims.first_attention_phase(-0.1, 1).refuted
+    assert gf.claims.first_attention_phase(-0.1, 0).inconclusive
 
 
 def test_order_bound_holds_above_the_order_and_is_refuted_below():
     x = np.array([0.0025, 0.005, 0.01, 0.02])
-    assert gf.order_bound_evidence("O(x^2)", x, x**3 * (1 + x), 2.0).holds
-    assert gf.order_bound_evidence("O(x^2)", x[::-1], (x**3)[::-1], 2.0).holds  # any order
-    assert gf.order_bound_evidence("O(x^2)", x, x * (1 + x), 2.0).refuted
+    assert _claims._order_at_least("O(x^2)", x, x**3 * (1 + x), 2.0).holds
+    assert _claims._order_at_least("O(x^2)", x[::-1], (x**3)[::-1], 2.0).holds  # any order
+    assert _claims._order_at_least("O(x^2)", x, x * (1 + x), 2.0).refuted
 
 
 @pytest.mark.parametrize("d, seed", CHAINS[:1] + [pytest.param(5, 1, marks=pytest.mark.slow)])
@@ -220,13 +234,13 @@ def test_origin_deviation_is_third_order_and_attention_moves_fifth_order(d, seed
     o = gf.origin_scaling(chain, z, eps, t1, num_saves=50)
     np.testing.assert_allclose(o.rate, mu1, rtol=1e-8)
     dev, att = o.deviation[:, -1], o.attention_change[:, -1]
-    assert gf.local_order_evidence("3", eps, dev, 3.0, 2.0).holds
-    assert gf.local_order_evidence("5", eps, att, 5.0, 3.0).holds
-    assert gf.order_bound_evidence("2", eps, dev, 2.0).holds
-    assert gf.order_bound_evidence("3", eps, att, 3.0).holds
+    assert _claims._local_order("3", eps, dev, 3.0, 2.0).holds
+    assert _claims._local_order("5", eps, att, 5.0, 3.0).holds
+    assert _claims._order_at_least("2", eps, dev, 2.0).holds
+    assert _claims._order_at_least("3", eps, att, 3.0).holds
     big = gf.origin_scaling(chain, z, eps, t1, num_saves=50, embedding_scale=1.0)
-    assert gf.order_bound_evidence("2", eps, big.deviation[:, -1], 2.0).refuted
-    assert gf.order_bound_evidence("3", eps, big.attention_change[:, -1], 3.0).refuted
+    assert _claims._order_at_least("2", eps, big.deviation[:, -1], 2.0).refuted
+    assert _claims._order_at_least("3", eps, big.attention_change[:, -1], 3.0).refuted
 
 
 def test_origin_scaling_rejects_bad_inputs():
@@ -266,21 +280,21 @@ def test_score_direction_holds_on_the_linearised_saddle_and_not_for_another_pi(c
     ts = np.linspace(0.0, 80.0, 81)
     W0, WQ, WK, gamma = _saddle_trajectory(pi, c, ts)
     saddle = np.outer(gamma, np.eye(3)[0])
-    sd = gf.score_direction(ts, W0, WQ, WK, pi, c, saddle, 0.0, 80.0)
-    assert gf.score_direction_evidence(sd["angle"], sd["bound"]).holds, sd
+    sd = _measure.score_angle(ts, W0, WQ, WK, pi, c, saddle, 0.0, 80.0)
+    assert gf.claims.score_direction(sd["angle"], sd["bound"]).holds, sd
     # the same flow read against the opposite sign (refuted), or an embedding along another
     # chain's pi (W0 is far from this chain's saddle: no bound)
-    wrong = gf.score_direction(ts, W0, WQ, WK, pi, -c, saddle, 0.0, 80.0)
-    assert gf.score_direction_evidence(wrong["angle"], wrong["bound"]).refuted
+    wrong = _measure.score_angle(ts, W0, WQ, WK, pi, -c, saddle, 0.0, 80.0)
+    assert gf.claims.score_direction(wrong["angle"], wrong["bound"]).refuted
     other = np.array([0.3, 0.3, 0.2, 0.2])
     W0o, WQo, WKo, go = _saddle_trajectory(other, c, ts)
-    sd_o = gf.score_direction(ts, W0o, WQo, WKo, pi, c, np.outer(go, np.eye(3)[0]), 0.0, 80.0)
-    assert not gf.score_direction_evidence(sd_o["angle"], sd_o["bound"]).holds
+    sd_o = _measure.score_angle(ts, W0o, WQo, WKo, pi, c, np.outer(go, np.eye(3)[0]), 0.0, 80.0)
+    assert not gf.claims.score_direction(sd_o["angle"], sd_o["bound"]).holds
     # a flow that has not settled on the saddle: inconclusive
-    assert gf.score_direction_evidence(sd["angle"], sd["bound"], at_saddle=False).inconclusive
+    assert gf.claims.score_direction(sd["angle"], sd["bound"], at_saddle=False).inconclusive
     # attention that never outgrows its initial part: no bound, inconclusive
-    early = gf.score_direction(ts, W0, WQ, WK, pi, c, saddle, 0.0, 2.0)
-    assert gf.score_direction_evidence(early["angle"], early["bound"]).inconclusive
+    early = _measure.score_angle(ts, W0, WQ, WK, pi, c, saddle, 0.0, 2.0)
+    assert gf.claims.score_direction(early["angle"], early["bound"]).inconclusive
 
 
 def test_dilution_rate_reads_the_growth_rate_above_the_saddle_value():
@@ -295,10 +309,10 @@ def test_dilution_rate_reads_the_growth_rate_above_the_saddle_value():
         if growth == 0.0:
             gamma = gamma_v[None] + 1e-6 * (1 + 1e-3 * ts)[:, None] * mode[None]
         k = np.full(ts.size, c)
-        dr = gf.dilution_rate(ts, gamma, pi, saddle, k, c, 30.0, 75.0)
-        ev = gf.dilution_rate_evidence(dr["rate"], dr["half_rates"], dr["rate_error"], c)
+        dr = _measure.dilution_mode_growth(ts, gamma, pi, saddle, k, c, 30.0, 75.0)
+        ev = gf.claims.dilution_mode_rate(dr["rate"], dr["half_rates"], dr["rate_error"], c)
         assert ev.verdict is verdict, (growth, dr)
-    few = gf.dilution_rate(ts[:4], gamma[:4], pi, saddle, k[:4], c, 30.0, 75.0)
-    assert gf.dilution_rate_evidence(
+    few = _measure.dilution_mode_growth(ts[:4], gamma[:4], pi, saddle, k[:4], c, 30.0, 75.0)
+    assert gf.claims.dilution_mode_rate(
         few["rate"], few["half_rates"], few["rate_error"], c
     ).inconclusive

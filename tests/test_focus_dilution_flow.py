@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
+from jaxdyn.gradflow import _flow, _markov, _model, _outcomes
 from jaxdyn import Status, entropy, fit_exponential
 
 PI = jnp.array([0.75, 0.19, 0.05, 0.01])
@@ -16,9 +17,9 @@ H_PI = 0.72714
 
 @pytest.fixture(scope="module")
 def headline():
-    P = gf.paper_transition(PI, 0.5)
+    P = _markov.paper_transition(PI, 0.5)
     # widths 2: the compilations of the random-chain tests (d = 4) are reused
-    a = gf.analyse_flow(P, m=2, m_attn=2, eps=1e-3, num_saves=200)
+    a = gf.analyse_flow(gf.MarkovChain(P, PI), m=2, m_attn=2, eps=1e-3, num_saves=200)
     return jax.tree_util.tree_map(np.asarray, a)
 
 
@@ -119,19 +120,19 @@ def test_saddles_rates_and_stall_of_the_headline(headline):
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_diffrax_flow_agrees_with_a_small_step_euler_integration():
-    P = gf.paper_transition(PI, 0.5)
+    P = _markov.paper_transition(PI, 0.5)
     model0 = gf.init_transformer(jax.random.key(1), 4, 3, 2, 0.05)
     sol = gf.population_flow(
         model0, gf.MarkovChain(P, PI), jnp.array([0.0, 12.0]), rtol=1e-10, atol=1e-12
     )
     end = jax.tree_util.tree_map(lambda x: x[-1], sol.models)
-    loss = jax.jit(lambda m: gf.population_loss(m, PI, P))
+    loss = jax.jit(lambda m: _model._population_loss(m, PI, P))
 
     def euler(n):
         dt = 12.0 / n
 
         def step(_, m):
-            g = gf.gradient_field(0.0, m, (PI, P))
+            g = _flow.gradient_field(0.0, m, (PI, P))
             return jax.tree_util.tree_map(lambda a, b: a + dt * b, m, g)
 
         return jax.jit(lambda m: jax.lax.fori_loop(0, n, step, m))(model0)
@@ -152,13 +153,13 @@ def test_diffrax_flow_agrees_with_a_small_step_euler_integration():
 
 @pytest.mark.slow
 def test_symmetric_low_frequency_tokens_stall_and_asymmetric_ones_escape():
-    c = jnp.asarray(gf.default_direction(4))
-    ts = gf.log_time_grid(3000.0, 120)
+    c = jnp.asarray(_markov.default_direction(4))
+    ts = _flow.log_time_grid(3000.0, 120)
 
     @jax.jit
     def ratio(delta):
         pi = gf.symmetry_breaking_pi(0.75, delta, c)
-        P = gf.paper_transition(pi, 0.5)
+        P = _markov.paper_transition(pi, 0.5)
         m0 = gf.init_transformer(jax.random.key(0), 4, 6, 6, 1e-3)
         sol = gf.population_flow(m0, gf.MarkovChain(P, pi), ts, rtol=1e-7, atol=1e-10)
         sv = jax.vmap(lambda w: jnp.linalg.svd(w, compute_uv=False))(sol.models.W0)
@@ -175,8 +176,8 @@ def test_derivative_of_loss_at_time_wrt_lam_matches_finite_differences():
     model0 = gf.init_transformer(jax.random.key(2), 4, 3, 2, 0.05)
 
     def f(lam, **kw):
-        P = gf.paper_transition(PI, lam)
-        return gf.loss_at_time(model0, gf.MarkovChain(P, PI), 15.0, rtol=1e-10, atol=1e-12, **kw)
+        P = _markov.paper_transition(PI, lam)
+        return _outcomes.loss_at_time(model0, gf.MarkovChain(P, PI), 15.0, rtol=1e-10, atol=1e-12, **kw)
 
     # forward mode through the solver (cheaper to compile than reverse mode; the slow test
     # below differentiates an escape time in reverse mode)
@@ -198,7 +199,7 @@ def test_gradient_of_condensation_escape_time_wrt_pi_matches_finite_differences(
 
     def t_escape(a):
         pi = PI + a * direction
-        P = gf.paper_transition(pi, 0.5)
+        P = _markov.paper_transition(pi, 0.5)
         level = 0.5 * (jnp.log(4.0) + entropy(pi))
         return gf.escape_time(model0, gf.MarkovChain(P, pi), ts, level, rtol=1e-10, atol=1e-12)
 
@@ -213,15 +214,14 @@ def test_gradient_of_condensation_escape_time_wrt_pi_matches_finite_differences(
 def test_crossing_time_interpolates_linearly():
     ts = jnp.array([0.0, 1.0, 2.0, 3.0])
     y = jnp.array([3.0, 2.0, 1.0, 0.0])
-    np.testing.assert_allclose(gf.crossing_time(ts, y, 1.5), 1.5)
-    assert not np.isfinite(float(gf.crossing_time(ts, y, -1.0)))
+    np.testing.assert_allclose(_outcomes.crossing_time(ts, y, 1.5), 1.5)
+    assert not np.isfinite(float(_outcomes.crossing_time(ts, y, -1.0)))
 
 
-def test_make_solver_names_and_rejects_unknown_solvers():
-    assert isinstance(gf.make_solver("tsit5"), diffrax.Tsit5)
-    assert isinstance(gf.make_solver("kvaerno5"), diffrax.Kvaerno5)
-    with pytest.raises(ValueError, match="solver must be one of"):
-        gf.make_solver("euler")
+def test_stiff_solver_is_kvaerno5_with_newton_gmres():
+    solver = gf.stiff_solver()
+    assert isinstance(solver, diffrax.Kvaerno5)
+    assert type(solver.root_finder).__name__ != "VeryChord"
 
 
 @pytest.mark.slow
@@ -234,7 +234,7 @@ def test_implicit_kvaerno5_flow_agrees_with_tsit5_through_condensation_and_focus
     gave 9.5x (1.1e-8 -> 1.2e-9: its Newton iterations stop on their own criterion, an error
     not proportional to the step tolerance); for kvaerno5 it now asks a strict decrease, and the
     10x-criterion's number is recorded as the ``kvaerno5_error_reduction`` property."""
-    P = gf.paper_transition(PI, 0.5)
+    P = _markov.paper_transition(PI, 0.5)
     model0 = gf.init_transformer(jax.random.key(1), 4, 3, 2, 0.05)
     ts = jnp.array([0.0, 10.0, 60.0])
 
@@ -245,10 +245,10 @@ def test_implicit_kvaerno5_flow_agrees_with_tsit5_through_condensation_and_focus
             ts,
             rtol=tol,
             atol=tol * 1e-3,
-            solver=gf.make_solver(solver),
+            solver=diffrax.Tsit5() if solver == "tsit5" else gf.stiff_solver(),
         )
         assert bool(sol.status == Status.successful)
-        return np.asarray(jax.vmap(lambda m: gf.population_loss(m, PI, P))(sol.models))
+        return np.asarray(jax.vmap(lambda m: _model._population_loss(m, PI, P))(sol.models))
 
     reference = losses("tsit5", 1e-12)
     assert reference[-1] < H_PI - 0.02  # the interval covers the plateau and the focus

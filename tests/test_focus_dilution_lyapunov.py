@@ -7,18 +7,20 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
+from jaxdyn.gradflow import _markov
 from jaxdyn import Status, fit_power_law
 
 
 @pytest.fixture(scope="module")
 def branch():
-    c = jnp.asarray(gf.default_direction(4))
+    c = jnp.asarray(_markov.default_direction(4))
     deltas = np.concatenate([[0.0], 0.001 * 2.0 ** np.arange(5)])
     pis = jax.vmap(lambda x: gf.symmetry_breaking_pi(0.75, x, c))(jnp.asarray(deltas))
-    Ps = jax.vmap(lambda p: gf.paper_transition(p, 0.5))(pis)
+    chains = jax.vmap(lambda p: gf.MarkovChain.paper(p, 0.5))(pis)
     model0 = gf.init_transformer(jax.random.key(0), 4, 1, 1, 1e-3)
-    stall = gf.rank_one_critical_point(model0, pis[0], Ps[0], 5000.0)
-    found = gf.track_rank_one_branch(stall.point.model, pis, Ps)
+    first = jax.tree_util.tree_map(lambda x: x[0], chains)
+    stall = gf.rank_one_critical_point(model0, first, 5000.0)
+    found = gf.track_rank_one_branch(stall.point.model, chains)
     return (
         deltas,
         jax.tree_util.tree_map(np.asarray, stall),

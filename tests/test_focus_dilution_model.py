@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
+from jaxdyn.gradflow import _markov, _model
 from jaxdyn import entropy
 from jaxdyn._validation import require_stochastic
 
@@ -14,21 +15,21 @@ PI = np.array([0.75, 0.19, 0.05, 0.01])
 
 
 def test_paper_transition_is_stochastic_with_stationary_pi():
-    P = np.asarray(gf.paper_transition(jnp.asarray(PI), 0.5))
+    P = np.asarray(_markov.paper_transition(jnp.asarray(PI), 0.5))
     require_stochastic("P", P)
     np.testing.assert_allclose(PI @ P, PI, atol=1e-14)
     np.testing.assert_allclose(np.diag(P), 0.5 + 0.5 * PI, atol=1e-14)
-    np.testing.assert_allclose(np.asarray(gf.stationary_distribution(P)), PI, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(_markov.stationary_distribution(P)), PI, atol=1e-12)
 
 
 def test_reversible_chain_satisfies_detailed_balance_with_given_pi():
     for seed in range(3):
-        P = np.asarray(gf.reversible_transition(PI, jax.random.key(seed), laziness=0.1))
+        P = np.asarray(_markov.reversible_transition(PI, jax.random.key(seed), laziness=0.1))
         require_stochastic("P", P)
         flux = PI[:, None] * P
         np.testing.assert_allclose(flux, flux.T, atol=1e-14)
-        np.testing.assert_allclose(np.asarray(gf.stationary_distribution(P)), PI, atol=1e-10)
-        assert not np.allclose(P, np.asarray(gf.paper_transition(jnp.asarray(PI), 0.5)))
+        np.testing.assert_allclose(np.asarray(_markov.stationary_distribution(P)), PI, atol=1e-10)
+        assert not np.allclose(P, np.asarray(_markov.paper_transition(jnp.asarray(PI), 0.5)))
 
 
 @pytest.mark.parametrize(
@@ -45,7 +46,7 @@ def test_markov_chain_names_the_problem(P, message):
 
 
 def test_markov_chain_rejects_bad_pi_and_computes_the_stationary_law():
-    P = np.asarray(gf.paper_transition(jnp.asarray(PI), 0.3))
+    P = np.asarray(_markov.paper_transition(jnp.asarray(PI), 0.3))
     with pytest.raises(ValueError, match="sum to 1"):
         gf.MarkovChain(P, np.array([0.5, 0.4, 0.05, 0.01]))
     with pytest.raises(ValueError, match="positive"):
@@ -64,7 +65,7 @@ def test_markov_chain_validates_once_on_random_chains_and_batches_under_vmap():
     with pytest.raises(ValueError, match="not row-stochastic"):
         gf.MarkovChain(np.array([[0.5, 0.6], [0.5, 0.5]]))
     with pytest.raises(ValueError, match="not stationary"):
-        gf.MarkovChain(gf.paper_transition(jnp.asarray(PI), 0.3), np.array([0.4, 0.3, 0.2, 0.1]))
+        gf.MarkovChain(_markov.paper_transition(jnp.asarray(PI), 0.3), np.array([0.4, 0.3, 0.2, 0.1]))
     with pytest.raises(ValueError, match="positive"):
         gf.MarkovChain.paper(np.array([1.0, 0.0, 0.0, 0.0]), 0.5)
     lams = jnp.array([0.2, 0.5])
@@ -73,7 +74,7 @@ def test_markov_chain_validates_once_on_random_chains_and_batches_under_vmap():
 
 
 def test_symmetry_breaking_family_sums_to_one_and_is_symmetric_at_delta_zero():
-    c = gf.default_direction(4)
+    c = _markov.default_direction(4)
     pi0 = np.asarray(gf.symmetry_breaking_pi(0.75, 0.0, c))
     np.testing.assert_allclose(pi0, [0.75, 0.25 / 3, 0.25 / 3, 0.25 / 3], atol=1e-15)
     pid = np.asarray(gf.symmetry_breaking_pi(0.75, 0.02, c))
@@ -82,8 +83,8 @@ def test_symmetry_breaking_family_sums_to_one_and_is_symmetric_at_delta_zero():
 
 
 def test_sampler_transition_frequencies_match_P():
-    P = np.asarray(gf.paper_transition(jnp.asarray(PI), 0.3))
-    x = np.asarray(gf.sample_sequences(jax.random.key(0), P, 4000, 50))
+    P = np.asarray(_markov.paper_transition(jnp.asarray(PI), 0.3))
+    x = np.asarray(_markov._sample_sequences(jax.random.key(0), P, 4000, 50))
     assert x.shape == (4000, 50)
     np.testing.assert_allclose(np.bincount(x[:, 0], minlength=4) / 4000, 0.25, atol=0.03)
     C = np.zeros((4, 4))
@@ -95,22 +96,22 @@ def test_sampler_transition_frequencies_match_P():
 
 def test_population_loss_is_log_d_at_zero_and_entropy_at_the_unigram_saddle():
     pi = jnp.asarray(PI)
-    P = gf.paper_transition(pi, 0.5)
+    P = _markov.paper_transition(pi, 0.5)
     zero = gf.init_transformer(jax.random.key(0), 4, 6, 5, 0.0)
-    np.testing.assert_allclose(gf.population_loss(zero, pi, P), np.log(4), atol=1e-14)
+    np.testing.assert_allclose(_model._population_loss(zero, pi, P), np.log(4), atol=1e-14)
     s = gf.unigram_saddle(pi, 6, 5)
-    np.testing.assert_allclose(gf.population_loss(s.model, pi, P), 0.72714, atol=5e-6)
-    np.testing.assert_allclose(gf.population_loss(s.model, pi, P), entropy(pi), atol=1e-12)
+    np.testing.assert_allclose(_model._population_loss(s.model, pi, P), 0.72714, atol=5e-6)
+    np.testing.assert_allclose(_model._population_loss(s.model, pi, P), entropy(pi), atol=1e-12)
     M, _ = s.model.matrices()
     np.testing.assert_allclose(jax.nn.softmax(pi @ M), PI, atol=1e-12)
 
 
 def test_gradient_in_M_at_origin_is_rank_one_pi_times_uniform_minus_pi():
     pi = jnp.asarray(PI)
-    P = gf.paper_transition(pi, 0.5)
-    G = jax.grad(gf.population_loss_from_matrices)(jnp.zeros((4, 4)), jnp.zeros((4, 4)), pi, P)
+    P = _markov.paper_transition(pi, 0.5)
+    G = jax.grad(_model.population_loss_from_matrices)(jnp.zeros((4, 4)), jnp.zeros((4, 4)), pi, P)
     np.testing.assert_allclose(G, np.outer(PI, 0.25 - PI), atol=1e-14)
-    GPhi = jax.grad(gf.population_loss_from_matrices, argnums=1)(
+    GPhi = jax.grad(_model.population_loss_from_matrices, argnums=1)(
         jnp.zeros((4, 4)), jnp.zeros((4, 4)), pi, P
     )
     np.testing.assert_allclose(GPhi, 0.0, atol=1e-14)
@@ -161,17 +162,17 @@ def test_sequence_loss_approaches_the_population_loss_for_long_sequences():
     must give an intercept ``a`` within 4 standard errors of 0; ``sequence_loss`` itself is
     checked against the per-sequence losses it averages."""
     pi = jnp.asarray(PI)
-    P = gf.paper_transition(pi, 0.5)
+    P = _markov.paper_transition(pi, 0.5)
     Pn = np.asarray(P)
     model = gf.init_transformer(jax.random.key(5), 4, 6, 6, 0.6)
     L_q = _per_query_population_loss(model, PI, Pn)
-    pop = float(gf.population_loss(model, pi, P))
+    pop = float(_model._population_loss(model, pi, P))
     np.testing.assert_allclose(PI @ L_q, pop, rtol=1e-12)
     M, Phi = (np.asarray(a) for a in model.matrices())
     lengths = np.array([16, 32, 64, 128, 256])
     n = 4000
     # independent chains for each s (prefixes of disjoint blocks of stationary chains)
-    xs = np.asarray(gf.sample_sequences(jax.random.key(6), P, n * len(lengths), 257, initial=pi))
+    xs = np.asarray(_markov._sample_sequences(jax.random.key(6), P, n * len(lengths), 257, initial=pi))
     gaps, ses = [], []
     for i, s in enumerate(lengths):
         x = xs[i * n : (i + 1) * n, : s + 1]
@@ -187,7 +188,7 @@ def test_sequence_loss_approaches_the_population_loss_for_long_sequences():
         if s == lengths[-1]:
             per_sequence = -log_p[np.arange(n), y]
             np.testing.assert_allclose(
-                float(jax.jit(gf.sequence_loss)(model, x)), per_sequence.mean(), rtol=1e-10
+                float(jax.jit(_model.sequence_loss)(model, x)), per_sequence.mean(), rtol=1e-10
             )
         f = -(Pn[q] * log_p).sum(1) - L_q[q]
         gaps.append(f.mean())

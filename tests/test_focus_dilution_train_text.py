@@ -4,10 +4,12 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import jaxdyn.data as jdata
 import jaxdyn.gradflow as gf
+from jaxdyn.gradflow import _markov, _metrics, _model, _stages, _text, _train
 from jaxdyn import Status
 from jaxdyn.data import corpus_path
 
@@ -19,25 +21,25 @@ TINY = corpus_path("tinystories")
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_gd_step_is_the_plain_gradient_update_with_a_traced_learning_rate():
-    P = gf.paper_transition(PI, 0.5)
-    x = gf.sample_sequences(jax.random.key(0), P, 64, 9)
+    P = _markov.paper_transition(PI, 0.5)
+    x = _markov._sample_sequences(jax.random.key(0), P, 64, 9)
     model = gf.init_transformer(jax.random.key(1), 4, 3, 2, 0.3)
-    opt = gf.make_optimizer("gd")
-    step = jax.jit(gf.train_step, static_argnums=2)
+    opt = optax.inject_hyperparams(optax.sgd)(learning_rate=0.0)
+    step = jax.jit(_train.train_step, static_argnums=2)
     for lr in (0.1, 0.7):  # one compilation, the rate is a run-time array
-        state = gf.train_init(model, opt, lr)
-        new, loss = step(state, gf.prepare_batch(x, 4), opt)
-        g = jax.grad(gf.sequence_loss)(model, x)
+        state = _train.train_init(model, opt, lr)
+        new, loss = step(state, _model.prepare_batch(x, 4), opt)
+        g = jax.grad(_model.sequence_loss)(model, x)
         np.testing.assert_allclose(new.model.W0, model.W0 - lr * g.W0, atol=1e-14)
         np.testing.assert_allclose(new.model.WK, model.WK - lr * g.WK, atol=1e-14)
-        np.testing.assert_allclose(loss, gf.sequence_loss(model, x), atol=1e-14)
+        np.testing.assert_allclose(loss, _model.sequence_loss(model, x), atol=1e-14)
     assert step._cache_size() == 1
 
 
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_finite_gradient_descent_approaches_the_population_flow_as_n_and_s_grow():
-    P = gf.paper_transition(PI, 0.5)
+    P = _markov.paper_transition(PI, 0.5)
     key, k_init = jax.random.split(jax.random.key(3))
     # a small step, so that GD's own discretisation (growth factor 1 + lr mu1 per step instead
     # of exp(lr mu1)) does not shift the escape time
@@ -45,7 +47,7 @@ def test_finite_gradient_descent_approaches_the_population_flow_as_n_and_s_grow(
     model0 = gf.init_transformer(k_init, 4, 4, 3, 1e-2)
     ts = np.arange(6) * 40 * lr
     sol = gf.population_flow(model0, gf.MarkovChain(P, PI), ts)
-    flow_loss = np.asarray(jax.vmap(lambda m: gf.population_loss(m, PI, P))(sol.models))
+    flow_loss = np.asarray(jax.vmap(lambda m: _model._population_loss(m, PI, P))(sol.models))
     assert flow_loss[-1] < np.log(4) - 0.3  # the comparison spans the condensation
     errors = []
     for n, s in ((64, 8), (2048, 64)):
@@ -75,7 +77,7 @@ def test_finite_gradient_descent_approaches_the_population_flow_as_n_and_s_grow(
 
 @pytest.mark.slow
 def test_vmapped_seeds_equal_separate_runs():
-    P = gf.paper_transition(PI, 0.5)
+    P = _markov.paper_transition(PI, 0.5)
     f = lambda k: gf.train_finite(
         k,
         gf.MarkovChain(P, PI),
@@ -87,7 +89,7 @@ def test_vmapped_seeds_equal_separate_runs():
         lr=0.3,
         num_steps=20,
         record_every=10,
-        optimizer=gf.make_optimizer("adam"),
+        optimizer=optax.inject_hyperparams(optax.adam)(learning_rate=0.0),
     )
     keys = jax.random.split(jax.random.key(0), 3)
     batched = jax.jit(jax.vmap(f))(keys)
@@ -98,13 +100,13 @@ def test_vmapped_seeds_equal_separate_runs():
 
 def test_first_crossing_interpolates_and_searches_only_after_t_min():
     ts = np.array([0.0, 1.0, 2.0, 3.0])
-    down = gf.first_crossing(ts, np.array([1.0, 0.8, 0.4, 0.2]), 0.6, -np.inf, upward=False)
+    down = _stages.first_crossing(ts, np.array([1.0, 0.8, 0.4, 0.2]), 0.6, -np.inf, upward=False)
     assert float(down.time) == pytest.approx(1.5) and float(down.value) == 0.4
     # the first upward crossing (at 0.7) is before t_min; the second one is found
-    up = gf.first_crossing(ts, np.array([0.0, 0.9, 0.1, 0.9]), 0.7, 1.5, upward=True)
+    up = _stages.first_crossing(ts, np.array([0.0, 0.9, 0.1, 0.9]), 0.7, 1.5, upward=True)
     assert float(up.time) == pytest.approx(2.75) and float(up.start) == pytest.approx(0.1)
-    assert np.isnan(float(gf.first_crossing(ts, np.zeros(4), 0.7, 0.0, upward=True).time))
-    assert np.isnan(float(gf.first_crossing(ts, np.ones(4), 0.7, np.nan, upward=True).time))
+    assert np.isnan(float(_stages.first_crossing(ts, np.zeros(4), 0.7, 0.0, upward=True).time))
+    assert np.isnan(float(_stages.first_crossing(ts, np.ones(4), 0.7, np.nan, upward=True).time))
 
 
 def _synthetic_metrics(ts, pi, dilute=True, grow=True):
@@ -143,9 +145,9 @@ def test_stages_are_found_in_sequence_on_synthetic_curves():
 
 def test_dilution_mode_vanishes_on_pi_and_matches_the_symmetric_formula():
     pi = np.array([0.7, 0.1, 0.1, 0.1])
-    assert abs(float(gf.dilution_mode(3.0 * pi, pi))) < 1e-14
+    assert abs(float(_metrics.dilution_mode(3.0 * pi, pi))) < 1e-14
     gamma = np.array([2.0, -0.5, -0.5, -0.5])
-    np.testing.assert_allclose(gf.dilution_mode(gamma, pi), (1 - 0.7) * 2.0 - 3 * 0.7 * (-0.5))
+    np.testing.assert_allclose(_metrics.dilution_mode(gamma, pi), (1 - 0.7) * 2.0 - 3 * 0.7 * (-0.5))
 
 
 def test_embedding_pca_recovers_a_planar_trajectory():
@@ -154,7 +156,7 @@ def test_embedding_pca_recovers_a_planar_trajectory():
         [np.outer(np.cos(t + i), [1, 0, 0]) + np.outer(np.sin(t + i), [0, 1, 0]) for i in range(3)],
         axis=1,
     )
-    pca = gf.embedding_pca(rows)
+    pca = _metrics.embedding_pca(rows)
     assert pca.shape == (20, 3, 2)
     # a planar motion keeps all its variance in two components: distances are preserved
     d_orig = np.linalg.norm(rows[:, 0] - rows[:, 1], axis=-1)
@@ -215,8 +217,8 @@ def test_attention_story_reads_focus_and_dilution_phases():
 
 def test_attention_by_token_sums_to_one_per_query():
     model = gf.init_transformer(jax.random.key(0), 5, 3, 2, 0.5)
-    w = gf.sample_sequences(jax.random.key(1), gf.paper_transition(jnp.ones(5) / 5, 0.2), 200, 11)
-    A, F, counts = jax.jit(gf.attention_by_token, static_argnums=2)(model, w, 5)
+    w = _markov._sample_sequences(jax.random.key(1), _markov.paper_transition(jnp.ones(5) / 5, 0.2), 200, 11)
+    A, F, counts = jax.jit(_text.attention_by_token, static_argnums=2)(model, w, 5)
     seen = np.asarray(counts) > 0
     np.testing.assert_allclose(np.asarray(A).sum(1)[seen], 1.0, atol=1e-12)
     np.testing.assert_allclose(np.asarray(F).sum(1)[seen], 1.0, atol=1e-12)
@@ -251,19 +253,19 @@ def test_experiment_configs_reject_bad_inputs_before_running():
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_gradient_descent_on_the_population_loss_converges_to_the_flow_at_first_order():
-    P = gf.paper_transition(PI, 0.5)
+    P = _markov.paper_transition(PI, 0.5)
     model0 = gf.init_transformer(jax.random.key(4), 4, 3, 2, 0.05)
     T = 12.0
     flow = gf.population_flow(
         model0, gf.MarkovChain(P, PI), jnp.array([0.0, T]), rtol=1e-10, atol=1e-12
     )
-    target = float(gf.population_loss(jax.tree_util.tree_map(lambda x: x[-1], flow.models), PI, P))
+    target = float(_model._population_loss(jax.tree_util.tree_map(lambda x: x[-1], flow.models), PI, P))
     errors = []
     for lr in (0.2, 0.1, 0.05):
         steps = round(T / lr)
         run = gf.descend(
             model0,
-            lambda m: gf.population_loss(m, PI, P),
+            lambda m: _model._population_loss(m, PI, P),
             gf.MarkovChain(P, PI),
             lr=lr,
             num_steps=steps,
@@ -312,7 +314,7 @@ def test_synthetic_markov_text_gives_back_its_chain_and_drops_the_oov_bucket(tmp
     words = ["alpha", "beta", "gamma", "delta", "omega"]
     n = 20_000
     path = _markov_text(tmp_path, P, words, n)
-    pi_true = np.asarray(gf.stationary_distribution(P))
+    pi_true = np.asarray(_markov.stationary_distribution(P))
     c = jdata.load_corpus(path, fmt="plain", vocab_size=7)
     assert set(c.vocab) == set(words) | {"<nl>", jdata.OOV}
     keep = [c.vocab.index(w) for w in words]

@@ -9,13 +9,11 @@ import pytest
 import scipy.linalg
 import scipy.optimize
 
-from jaxdyn.meanfield import (
+from jaxdyn.meanfield import detect_clusters, empirical_mean_cov, sliced_wasserstein
+from jaxdyn.meanfield._analysis import (
     bures_wasserstein,
     bures_wasserstein_map,
-    detect_clusters,
-    empirical_mean_cov,
     optimal_assignment,
-    sliced_wasserstein,
     stability_ratio,
     wasserstein2_exact,
 )

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from jaxdyn.attention import sinkhorn_log_coupling
-from jaxdyn.meanfield import Linear, MultiHead, Sinkhorn, Softmax
 from jaxdyn.meanfield._energy import (
     _phi,
     bures_wasserstein_geodesic,
@@ -18,6 +17,7 @@ from jaxdyn.meanfield._energy import (
     geodesic_second_variation,
     interaction_energy,
 )
+from jaxdyn.meanfield.fields import Linear, MultiHead, Sinkhorn, Softmax
 
 
 def _softmax_with_A(A):

@@ -6,13 +6,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.meanfield import Softmax, blowup_time, softmax_identity_covariance
+from jaxdyn.meanfield import blowup_time, softmax_identity_covariance
 from jaxdyn.meanfield._design import (
     delay_blowup,
     solver_blowup_time,
     solver_final_covariance,
     weight_gradients,
 )
+from jaxdyn.meanfield.fields import Softmax
 
 D = 3
 RNG = np.random.default_rng(11)

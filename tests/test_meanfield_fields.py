@@ -10,28 +10,23 @@ import pytest
 import scipy.linalg
 
 from jaxdyn import Status
-from jaxdyn.meanfield import (
+from jaxdyn.meanfield import RK4, simulate_gaussian, simulate_particles
+from jaxdyn.meanfield.fields import (
     L2,
-    AbstractCausalField,
     AbstractGaussianClosed,
     AbstractVelocityField,
-    GaussianTimeSwitch,
     Linear,
     Masked,
     MultiHead,
-    SelectVelocity,
+    SelectField,
     Sigmoid,
     Sinkhorn,
     Softmax,
     SphereProjected,
     TimeSwitch,
-    fixed_step_particles,
-    simulate_gaussian,
-    simulate_particles,
 )
-from jaxdyn.meanfield.fields import (
-    prefix_causal_velocity,
-)
+from jaxdyn.meanfield.fields._base import AbstractCausalField
+from jaxdyn.meanfield.fields._wrappers import prefix_causal_velocity
 from jaxdyn.sweep import Grid, SweepOptions, run_sweep
 
 
@@ -107,7 +102,15 @@ def test_user_field_runs_through_simulators_masked_and_the_sweep_engine():
     sol = simulate_particles(
         Repulsion(0.7), x0, 0.5, stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12)
     )
-    fixed = fixed_step_particles(Repulsion(0.7), x0, 0.5, 100)
+    fixed = simulate_particles(
+        Repulsion(0.7),
+        x0,
+        0.5,
+        dt0=0.5 / 100,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    )
     assert bool(sol.status == Status.successful)
     np.testing.assert_allclose(sol.final_x, fixed.final_x, rtol=1e-8, atol=1e-10)
 
@@ -180,7 +183,7 @@ def test_gaussian_time_switch_equals_two_staged_solves():
     rng = np.random.default_rng(5)
     first = Softmax(*(0.4 * rng.standard_normal((3, 3)) for _ in range(2)), jnp.eye(3))
     second = L2(*(0.4 * rng.standard_normal((3, 3)) for _ in range(2)), -jnp.eye(3))
-    switched = GaussianTimeSwitch((first, second), breaks=[0.4])
+    switched = TimeSwitch((first, second), breaks=[0.4])
     mean0, cov0 = np.zeros(3) + 0.2, np.eye(3)
     tol = dict(rtol=1e-10, atol=1e-12)
     whole = simulate_gaussian(switched, mean0, cov0, 1.0, **tol)
@@ -190,7 +193,7 @@ def test_gaussian_time_switch_equals_two_staged_solves():
     np.testing.assert_allclose(whole.final_cov, stage2.final_cov, rtol=1e-6)
     np.testing.assert_allclose(whole.final_mean, stage2.final_mean, rtol=1e-6, atol=1e-8)
     with pytest.raises(TypeError, match="Gaussian-closed"):
-        GaussianTimeSwitch((first, Sigmoid(jnp.eye(3), jnp.eye(3), jnp.eye(3))), breaks=[0.4])
+        TimeSwitch((first, Sigmoid(jnp.eye(3), jnp.eye(3), jnp.eye(3))), breaks=[0.4])
     # simulate_gaussian's TypeError, or the runtime type checker's (field: AbstractGaussianClosed)
     with pytest.raises(TypeError, match="Gaussian-?[cC]losed"):
         simulate_gaussian(TimeSwitch((first, second), breaks=[0.4]), mean0, cov0, 1.0)
@@ -224,10 +227,10 @@ def test_select_velocity_is_the_selected_field_for_every_index_in_one_program():
     @jax.jit
     def selected(index):
         traces.append(index)
-        return SelectVelocity(fields, index).velocity(x, x)
+        return SelectField(fields, index).velocity(x, x)
 
     for i, field in enumerate(fields):
         np.testing.assert_allclose(selected(jnp.int32(i)), field.velocity(x, x), rtol=1e-12)
     assert len(traces) == 1  # one trace, one compiled program for all three fields
     with pytest.raises(TypeError, match="velocity fields"):
-        SelectVelocity((fields[0], "softmax"), 0)
+        SelectField((fields[0], "softmax"), 0)

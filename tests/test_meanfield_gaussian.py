@@ -9,6 +9,13 @@ import scipy.linalg
 
 from jaxdyn import Status
 from jaxdyn.meanfield import (
+    blowup_time,
+    limiting_rank,
+    low_rank_limit,
+    simulate_gaussian,
+    softmax_identity_covariance,
+)
+from jaxdyn.meanfield.fields import (
     L2,
     AbstractGaussianClosed,
     Linear,
@@ -17,11 +24,6 @@ from jaxdyn.meanfield import (
     Sigmoid,
     Sinkhorn,
     Softmax,
-    blowup_time,
-    limiting_rank,
-    low_rank_limit,
-    simulate_gaussian,
-    softmax_identity_covariance,
 )
 
 D = 3
@@ -347,7 +349,7 @@ def test_gradient_through_solver_matches_closed_form_derivative():
 
 
 def _softmax_case(name):
-    from jaxdyn.experiments.pde_gaussian._paper import cone_cases
+    from jaxdyn.meanfield._paper_inputs import cone_cases
 
     c = cone_cases()[name]
     return Softmax(Q=c["Q"], K=c["K"], V=c["V"])
@@ -361,7 +363,7 @@ def test_rank_one_equilibria_stability_is_the_derived_sign():
     """At Sigma* = p e e^T with e^T A e = 0, the Jacobian of the softmax ODE restricted to
     the directions off the line has eigenvalues 2 p (e^T A f)(f^T V e) (twice): the criterion
     behind the "two lines" and "either" cases."""
-    from jaxdyn.meanfield import isotropic_line_stability
+    from jaxdyn.meanfield._cone import isotropic_line_stability
 
     rng = np.random.default_rng(21)
     A = np.diag([1.0, -1.0])
@@ -391,7 +393,7 @@ def test_rank_one_equilibria_stability_is_the_derived_sign():
 def test_two_lines_closed_form_solves_the_softmax_ode():
     """The exact "two lines" solution (c constant, Riccati a and b) against the ODE itself:
     its time derivative (central differences) equals the softmax right-hand side."""
-    from jaxdyn.meanfield import two_lines_covariance
+    from jaxdyn.meanfield._cone import two_lines_covariance
 
     att = _softmax_case("two_lines")
     for u, w in ((0.3, 0.5), (-0.6, -0.2), (0.4, 0.0)):
@@ -432,12 +434,12 @@ def test_two_lines_and_either_cases_follow_the_derived_flows():
     """One compiled solve: "two lines" follows its exact Riccati solution and converges to the
     line of sign(c0); "either" blows up along the attracting eigenvector of V from one start
     and converges to the stable isotropic line from another."""
-    from jaxdyn.experiments.pde_gaussian._paper import cone_cases
-    from jaxdyn.meanfield import (
+    from jaxdyn.meanfield._cone import (
         blowup_directions,
         isotropic_line_stability,
         two_lines_covariance,
     )
+    from jaxdyn.meanfield._paper_inputs import cone_cases
 
     cases = cone_cases()
     starts = [("two_lines", (0.3, 0.5)), ("two_lines", (-0.6, -0.2)), ("two_lines", (0.4, 0.0))]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxdyn import Status
-from jaxdyn.meanfield import (
+from jaxdyn.meanfield._cone import (
     ConeOutcome,
     blowup_directions,
     cone_outcome,
@@ -138,7 +138,7 @@ def test_rank_one_angle_flow_is_the_direction_of_the_rank_one_flow_in_log_radius
     (diffrax), its angle against rank_one_angle_flow from ln|x(0)| to ln|x(T)|, either way."""
     import diffrax
 
-    from jaxdyn.meanfield import rank_one_angle_flow, rank_one_angle_rate
+    from jaxdyn.meanfield._cone_limits import rank_one_angle_flow, rank_one_angle_rate
 
     rng = np.random.default_rng(7)
     term = diffrax.ODETerm(lambda t, x, args: (x @ args[0] @ x) * (args[1] @ x))
@@ -183,7 +183,8 @@ def test_line_transverse_growth_is_the_worst_first_order_growth_of_the_disk_dist
     dt is at most line_transverse_growth, and the largest equals it to first order."""
     import diffrax
 
-    from jaxdyn.meanfield import Softmax, line_transverse_growth
+    from jaxdyn.meanfield._cone_limits import line_transverse_growth
+    from jaxdyn.meanfield.fields import Softmax
 
     def field(A, V):
         return Softmax(Q=jnp.eye(2), K=jnp.sqrt(2.0) * A.T, V=V)

@@ -14,13 +14,13 @@ from jaxdyn.experiments.pde_gaussian import (
     published_rank_settings,
     rank_histogram,
 )
-from jaxdyn.experiments.pde_gaussian._published_euler import (
+from jaxdyn.meanfield import (
+    softmax_identity_covariance,
+)
+from jaxdyn.meanfield._published_euler import (
     paper_l2_rhs,
     paper_softmax_rhs,
     stacked_rank_attempts,
-)
-from jaxdyn.meanfield import (
-    softmax_identity_covariance,
 )
 
 PANELS = [(a, v, d) for a in ("softmax", "l2") for v in ("identity", "random") for d in (3, 4, 5)]
@@ -202,7 +202,7 @@ def test_attempt_loop_rhs_has_the_bits_of_the_published_expression(attention):
     """The attempt loop computes the published right-hand side with its constants hoisted out
     of the step: along a whole projected-Euler run every state is bit for bit the one the
     published expression gives."""
-    from jaxdyn.experiments.pde_gaussian._published_euler import _RHS_OF, PAPER_RHS
+    from jaxdyn.meanfield._published_euler import _RHS_OF, PAPER_RHS
 
     inputs = paper_rank_inputs(attention, "random", 5, 2)
     settings = published_rank_settings(attention, "random", 5)
@@ -329,7 +329,7 @@ def test_third_method_stops_where_the_closed_form_does():
     """DOP853 on ``Sigma' = -2 Sigma^2`` (eigenvalues ``1 / (1 / l0 + 2t)``): converged with the
     closed form's rank where ``|F|_F = 2 |Sigma^2|_F`` reaches ``tol_low``; on ``+2 Sigma^2``
     diverged; with a horizon before either, ``successful``."""
-    from jaxdyn.experiments.pde_gaussian._third_method import dop853_rank_outcome
+    from jaxdyn.meanfield._third_method import dop853_rank_outcome
 
     d, l0, tol_low = 3, np.array([4.0, 1.0, 0.02]), 0.05
 

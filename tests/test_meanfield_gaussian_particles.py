@@ -12,7 +12,8 @@ import pytest
 import scipy.optimize
 
 from jaxdyn import Status
-from jaxdyn.meanfield import Linear, simulate_particles
+from jaxdyn.meanfield import simulate_particles
+from jaxdyn.meanfield.fields import Linear
 
 D, N = 2, 16
 
@@ -78,7 +79,7 @@ def test_particle_blowup_event_located_at_the_exact_norm_crossing():
 
 
 @pytest.mark.slow
-def test_fixed_step_particles_converge_to_adaptive():
+def test_fixed_steps_converge_to_adaptive():
     att, x0, M0 = _setup()
     t1 = 0.5 / (2 * np.linalg.eigvalsh(M0)[-1])
     fixed = simulate_particles(

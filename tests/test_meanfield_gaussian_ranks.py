@@ -16,11 +16,7 @@ from jaxdyn.experiments.pde_gaussian import (
     rank_member,
     rank_panels,
 )
-from jaxdyn.meanfield import (
-    L2,
-    SelectField,
-    Softmax,
-)
+from jaxdyn.meanfield.fields import L2, SelectField, Softmax
 from jaxdyn.sweep import Grid, run_sweep
 
 D = 5

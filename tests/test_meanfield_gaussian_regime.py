@@ -6,18 +6,10 @@ import numpy as np
 import pytest
 
 from jaxdyn import Status
-from jaxdyn.experiments.pde_gaussian._problems import REGIME_FAMILIES, random_regime_problems
-from jaxdyn.meanfield import (
-    L2,
-    Regime,
-    RegimeCondition,
-    Softmax,
-    blowup_time,
-    gaussian_regime,
-    observed_regime,
-    seed_criterion,
-    simulate_gaussian,
-)
+from jaxdyn.meanfield import Regime, blowup_time, gaussian_regime, simulate_gaussian
+from jaxdyn.meanfield._problems import REGIME_FAMILIES, random_regime_problems
+from jaxdyn.meanfield._regime import RegimeCondition, observed_regime, seed_criterion
+from jaxdyn.meanfield.fields import L2, Softmax
 
 
 def _field(A, V):

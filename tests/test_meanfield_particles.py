@@ -1,5 +1,7 @@
 """Particle integrators, tokens on the sphere and the invariances the experiments rely on."""
 
+import functools
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -7,18 +9,8 @@ import numpy as np
 import pytest
 
 from jaxdyn import Status
-from jaxdyn.meanfield import (
-    RK4,
-    Linear,
-    Sigmoid,
-    Sinkhorn,
-    Softmax,
-    SphereSoftmax,
-    detect_clusters,
-    fixed_step_particles,
-    sphere_softmax,
-    uniform_on_sphere,
-)
+from jaxdyn.meanfield import RK4, detect_clusters, simulate_particles, uniform_on_sphere
+from jaxdyn.meanfield.fields import Linear, Sigmoid, Sinkhorn, Softmax, SphereSoftmax
 
 
 def test_rk4_is_fourth_order_on_a_linear_ode():
@@ -63,13 +55,21 @@ def _numpy_softmax_rk4(x, A, V, t1, steps):
     return x
 
 
-def test_fixed_step_particles_matches_a_numpy_rk4_of_softmax_attention():
+def test_fixed_steps_matches_a_numpy_rk4_of_softmax_attention():
     rng = np.random.default_rng(0)
     d, n = 3, 20
     Q, K = rng.standard_normal((d, d)), rng.standard_normal((d, d))
     V = rng.standard_normal((d, d))
     x0 = rng.standard_normal((n, d))
-    sol = fixed_step_particles(Softmax(Q=Q, K=K, V=V), x0, 0.7, 14)
+    sol = simulate_particles(
+        Softmax(Q=Q, K=K, V=V),
+        x0,
+        0.7,
+        dt0=0.7 / 14,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    )
     expected = _numpy_softmax_rk4(x0, K.T @ Q / np.sqrt(d), V, 0.7, 14)
     np.testing.assert_allclose(sol.final_x, expected, atol=1e-11)
     assert bool(sol.status == Status.successful)
@@ -78,29 +78,38 @@ def test_fixed_step_particles_matches_a_numpy_rk4_of_softmax_attention():
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_on_grid_saves_take_the_same_steps_as_diffeqsolve_values_and_gradients():
-    """The default solver with saves on the step grid runs RK4's ``step`` in a lax loop; an
-    explicit ``solver=RK4()`` goes through ``diffrax.diffeqsolve``: same states, same
-    gradient (both are checked against a NumPy RK4 above)."""
+    """RK4 at constant steps with no event and saves on the step grid runs as a lax loop; with
+    an event that never fires (``blowup_norm=inf``) it goes through ``diffrax.diffeqsolve``:
+    same states, same gradient (both are checked against a NumPy RK4 above)."""
     rng = np.random.default_rng(3)
     d, n, steps, t1 = 3, 8, 12, 0.6
     Q, K, V = (rng.standard_normal((d, d)) for _ in range(3))
     x0 = jnp.asarray(rng.standard_normal((n, d)))
     ts = np.arange(1, 5) * (3 * t1 / steps)  # steps 3, 6, 9, 12
 
-    def run(scale, solver):
+    def run(scale, blowup_norm):
         field = Softmax(Q=scale * Q, K=K, V=V)
-        sol = fixed_step_particles(field, x0, t1, steps, ts=ts, solver=solver)
+        sol = simulate_particles(
+            field,
+            x0,
+            t1,
+            dt0=t1 / steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=blowup_norm,
+            ts=ts,
+        )
         return sol.xs, sol.final_x
 
-    fast, slow = run(1.0, None), run(1.0, RK4())
+    fast, slow = run(1.0, None), run(1.0, np.inf)
     for a, b in zip(fast, slow, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
 
-    def loss(scale, solver):
-        xs, final = run(scale, solver)
+    def loss(scale, blowup_norm):
+        xs, final = run(scale, blowup_norm)
         return jnp.sum(xs**2) + jnp.sum(jnp.sin(final))
 
-    np.testing.assert_allclose(jax.grad(loss)(1.0, None), jax.grad(loss)(1.0, RK4()), rtol=1e-12)
+    np.testing.assert_allclose(jax.grad(loss)(1.0, None), jax.grad(loss)(1.0, np.inf), rtol=1e-12)
 
 
 @pytest.mark.parametrize("variant", ["sinkhorn", "sigmoid"])
@@ -117,28 +126,53 @@ def test_duplicated_particles_follow_the_same_mean_field_dynamics(variant):
         "sigmoid": Sigmoid(Q=Q, K=K, V=V, bias=0.3),
     }[variant]
     x0 = rng.standard_normal((n, d))
-    single = fixed_step_particles(att, x0, 0.5, 5).final_x
-    repeated = fixed_step_particles(att, np.repeat(x0, r, axis=0), 0.5, 5).final_x
+    single = simulate_particles(
+        att,
+        x0,
+        0.5,
+        dt0=0.5 / 5,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    ).final_x
+    repeated = simulate_particles(
+        att,
+        np.repeat(x0, r, axis=0),
+        0.5,
+        dt0=0.5 / 5,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    ).final_x
     np.testing.assert_allclose(np.asarray(repeated)[::r], single, atol=1e-10)
 
 
-@jax.jit
+@functools.partial(jax.jit, static_argnums=1)
 def _sphere_flow(beta, t1, x0):
-    # one compilation shared by the sphere tests (beta and t1 are traced)
-    return fixed_step_particles(sphere_softmax(beta, x0.shape[1]), x0, t1, 300).final_x
+    # one compilation per t1 shared by the sphere tests (beta is traced; the fixed-step path
+    # needs t1 concrete)
+    return simulate_particles(
+        SphereSoftmax(beta, x0.shape[1], bounded=False),
+        x0,
+        t1,
+        dt0=t1 / 300,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    ).final_x
 
 
 def test_sphere_projected_velocity_is_tangent_and_the_flow_stays_on_the_sphere():
     d, n = 3, 16
     x0 = uniform_on_sphere(jax.random.key(0), n, d)
     np.testing.assert_allclose(jnp.linalg.norm(x0, axis=-1), 1.0, atol=1e-14)
-    att = sphere_softmax(4.0, d)
+    att = SphereSoftmax(4.0, d, bounded=False)
     v = att.velocity(x0, x0)
     np.testing.assert_allclose(jnp.sum(v * x0, axis=-1), 0.0, atol=1e-14)
     final = _sphere_flow(4.0, 5.0, x0)
     assert float(jnp.max(jnp.abs(jnp.linalg.norm(final, axis=-1) - 1.0))) < 1e-8
     # A = beta I: the base softmax has K^T Q / sqrt(d) = beta I
-    np.testing.assert_allclose(att.base.A(), 4.0 * np.eye(d), atol=1e-14)
+    np.testing.assert_allclose(att.A(), 4.0 * np.eye(d), atol=1e-14)
 
 
 def test_sphere_softmax_at_small_beta_collapses_to_one_cluster():
@@ -149,21 +183,45 @@ def test_sphere_softmax_at_small_beta_collapses_to_one_cluster():
     assert int(k) == 1
 
 
-def test_fixed_step_particles_marks_a_blown_up_linear_attention_cloud_nan():
+def test_fixed_steps_marks_a_blown_up_linear_attention_cloud_nan():
     # linear attention's velocity is cubic in x: large clouds blow up in finite time
 
     x0 = 3.0 * np.ones((4, 1)) + np.arange(4.0)[:, None]
-    sol = fixed_step_particles(Linear(Q=np.eye(1), K=np.eye(1), V=np.eye(1)), x0, 5.0, 50)
+    sol = simulate_particles(
+        Linear(Q=np.eye(1), K=np.eye(1), V=np.eye(1)),
+        x0,
+        5.0,
+        dt0=5.0 / 50,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    )
     assert bool(sol.status == Status.nonfinite)
 
 
-def test_fixed_step_particles_rejects_bad_inputs():
+def test_fixed_steps_rejects_bad_inputs():
     att = Softmax(Q=np.eye(2), K=np.eye(2), V=np.eye(2))
     # ValueError from the function, or the annotation's TypeCheckError under the test hook
     with pytest.raises((ValueError, TypeError), match="x0"):
-        fixed_step_particles(att, np.zeros(3), 1.0, 4)
-    with pytest.raises(ValueError, match="steps must be"):
-        fixed_step_particles(att, np.zeros((3, 2)), 1.0, 0)
+        simulate_particles(
+            att,
+            np.zeros(3),
+            1.0,
+            dt0=1.0 / 4,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
+        )
+    with pytest.raises(ValueError, match="dt0"):
+        simulate_particles(
+            att,
+            np.zeros((3, 2)),
+            1.0,
+            dt0=0.0,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
+        )
 
 
 def _projected_softmax_velocity(x, tokens, beta):
@@ -178,8 +236,8 @@ def _projected_softmax_velocity(x, tokens, beta):
 def _sphere_velocities(beta, x, tokens):
     # bounded, general and chunked-bounded velocities; one compilation per shape (beta traced)
     d = x.shape[1]
-    fast = sphere_softmax(beta, d, bounded=True)
-    general = sphere_softmax(beta, d)
+    fast = SphereSoftmax(beta, d)
+    general = SphereSoftmax(beta, d, bounded=False)
     return (
         fast.velocity(x, tokens),
         general.velocity(x, tokens),
@@ -200,7 +258,7 @@ def test_bounded_sphere_softmax_velocity_equals_the_projected_softmax_velocity(b
         expected = _projected_softmax_velocity(x, tokens, beta)
         for v in _sphere_velocities(beta, x, tokens):
             np.testing.assert_allclose(v, expected, rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(sphere_softmax(beta, d, bounded=True).A(), beta * np.eye(d))
+    np.testing.assert_allclose(SphereSoftmax(beta, d).A(), beta * np.eye(d))
 
 
 def test_bounded_sphere_softmax_rejects_bad_shapes():
@@ -235,7 +293,16 @@ def test_fixed_step_sphere_flow_matches_a_hand_written_rk4_at_its_save_times():
     final, saves = _numpy_rk4_sphere(x0, beta, t1, steps, save_every=4)
     ts = np.linspace(0.0, t1, 4)
     for bounded in (True, False):
-        sol = fixed_step_particles(sphere_softmax(beta, d, bounded=bounded), x0, t1, steps, ts=ts)
+        sol = simulate_particles(
+            SphereSoftmax(beta, d, bounded=bounded),
+            x0,
+            t1,
+            dt0=t1 / steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
+            ts=ts,
+        )
         np.testing.assert_allclose(sol.final_x, final, atol=1e-12)
         np.testing.assert_allclose(sol.xs, saves, atol=1e-12)
         np.testing.assert_allclose(sol.ts, ts, atol=1e-15)

@@ -1,4 +1,5 @@
-"""The particle-side decisions (jaxdyn/experiments/_pde_decisions.py) on inputs whose answer is
+"""The particle-side decisions (jaxdyn.evidence, with the particle closure's rate and
+alternatives) on inputs whose answer is
 known: each can say holds, refuted and inconclusive, and the gradient-flow structure of
 unnormalised and normalised softmax on random weights."""
 
@@ -7,27 +8,27 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.evidence import Verdict
-from jaxdyn.experiments._pde_decisions import (
-    dissipation_evidence,
-    ensemble_mean_evidence,
-    gradient_structure_evidence,
-    monotone_evidence,
-    rate_evidence,
-    stability_bound_evidence,
-    trend_evidence,
+from jaxdyn.evidence import (
+    Verdict,
+    ensemble_mean as ensemble_mean_evidence,
+    monotone as monotone_evidence,
+    rate,
+    trend as trend_evidence,
 )
-from jaxdyn.meanfield import (
-    DriftedClosure,
-    Exponential,
-    Softmax,
-    antithetic_gaussian_sample,
-    interaction_energy,
-    meanfield_error,
+from jaxdyn.meanfield import claims, interaction_energy, meanfield_error
+from jaxdyn.meanfield._gradient_flow import (
     softmax_normaliser,
     twisted_force_jacobian,
     weighted_twisted_speed_squared,
 )
+from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample
+from jaxdyn.meanfield.fields import Exponential, Softmax
+from jaxdyn.meanfield.fields._wrappers import DriftedClosure
+
+
+def rate_evidence(claim, n, errors):
+    # the particle closure: prediction -1/2, alternatives 0 (no decay) and -1 (quadrature)
+    return rate(claim, n, errors, prediction=-0.5, alternatives=(0.0, -1.0))
 
 
 def _series(rate, floor=0.0, systems=16, sizes=(32, 128, 512, 2048), scatter=0.5, seed=0):
@@ -95,12 +96,12 @@ def test_monotone_evidence_all_three_verdicts():
 
 
 def test_stability_and_trend_decisions():
-    assert stability_bound_evidence("s", [0.5, 0.9], [1.0, 1.0], relative_error=1e-6, basis="")
+    assert claims.stability_bound("s", [0.5, 0.9], [1.0, 1.0], relative_error=1e-6, basis="")
     assert (
-        stability_bound_evidence("s", [1.5], [1.0], relative_error=1e-6, basis="").verdict
+        claims.stability_bound("s", [1.5], [1.0], relative_error=1e-6, basis="").verdict
         is Verdict.refuted
     )
-    infinite = stability_bound_evidence("s", [0.5], [np.inf], relative_error=1e-6, basis="")
+    infinite = claims.stability_bound("s", [0.5], [np.inf], relative_error=1e-6, basis="")
     assert infinite.verdict is Verdict.inconclusive
     x = np.repeat(np.arange(5.0), 4)
     rng = np.random.default_rng(2)
@@ -126,21 +127,21 @@ def test_normalised_softmax_is_a_gradient_flow_only_in_the_weighted_twisted_metr
     unnormalised = Exponential(Q=Q, K=K, V=V)
     normalised = Softmax(Q=Q, K=K, V=V)
     # the unnormalised flow: symmetric configuration Jacobian of M^-1 Gamma
-    assert gradient_structure_evidence("g", twisted_force_jacobian(unnormalised, x, M)).holds
+    assert claims.gradient_structure("g", twisted_force_jacobian(unnormalised, x, M)).holds
     # the normalised flow: not in d_AV, but with the normaliser as weight
-    assert gradient_structure_evidence("g", twisted_force_jacobian(normalised, x, M)).refuted
+    assert claims.gradient_structure("g", twisted_force_jacobian(normalised, x, M)).refuted
     weighted = twisted_force_jacobian(
         normalised, x, M, weight_fn=lambda y: softmax_normaliser(normalised, y)
     )
-    assert gradient_structure_evidence("g", weighted).holds
+    assert claims.gradient_structure("g", weighted).holds
     # energy-dissipation equality of E = 1/2 int int exp(x^T A y) along the normalised flow
     v = normalised.velocity(x, x)
     _, rate = jax.jvp(lambda y: interaction_energy(normalised, y), (x,), (v,))
     z = softmax_normaliser(normalised, x)
-    assert dissipation_evidence(
+    assert claims.dissipation(
         "e", rate, weighted_twisted_speed_squared(normalised, x, M, weights=z)
     ).holds
-    assert dissipation_evidence("e", rate, weighted_twisted_speed_squared(normalised, x, M)).refuted
+    assert claims.dissipation("e", rate, weighted_twisted_speed_squared(normalised, x, M)).refuted
 
 
 def test_l2_bounded_decision_leaves_out_a_stall_inside_the_bound_only():

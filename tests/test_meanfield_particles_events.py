@@ -9,13 +9,9 @@ import pytest
 import scipy.optimize
 
 from jaxdyn import Status
-from jaxdyn.meanfield import (
-    Linear,
-    simulate_particles,
-    single_cluster_condition,
-    sphere_softmax,
-    uniform_on_sphere,
-)
+from jaxdyn.meanfield import simulate_particles, uniform_on_sphere
+from jaxdyn.meanfield._clusters import single_cluster_condition
+from jaxdyn.meanfield.fields import Linear, SphereSoftmax
 
 N, D = 40, 2
 
@@ -91,7 +87,7 @@ def test_clustering_time_derivative_matches_finite_differences():
 
     def clustering_time(beta):
         sol = simulate_particles(
-            sphere_softmax(beta, 2),
+            SphereSoftmax(beta, 2, bounded=False),
             x0,
             100.0,
             stepsize_controller=diffrax.PIDController(rtol=rtol, atol=rtol),

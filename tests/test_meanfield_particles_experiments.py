@@ -57,7 +57,6 @@ def test_default_and_quick_configs_validate():
 QUICK_VERDICTS = {
     "pde-meanfield": {
         "linear_closure_exact_for_every_sample": "holds",
-        "sinkhorn_mean_decoupled_from_covariance": "holds",
         "l2_bounded_for_random_v": "holds",
     },
     "pde-particles": {"smallest_beta_reaches_one_cluster": "holds"},

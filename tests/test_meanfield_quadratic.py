@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.meanfield import L2, QuadraticKeySoftmax, Softmax
+from jaxdyn.meanfield.fields import L2, QuadraticKeySoftmax, Softmax
 
 
 def _draw(rng, d, k):

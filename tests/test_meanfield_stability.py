@@ -1,6 +1,7 @@
 """Stability, regularity, the mean-field limit, causal structure and gradient-flow identities,
 each against an independent computation (closed form, quadrature, autodiff of a formula)."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,30 +10,32 @@ import scipy.integrate
 import scipy.linalg
 
 from jaxdyn.meanfield import (
+    RK4,
+    interaction_energy,
+    meanfield_error,
+    simulate_particles,
+    uniform_on_sphere,
+)
+from jaxdyn.meanfield._analysis import wasserstein2_exact
+from jaxdyn.meanfield._causal import causal_influence, sink_positions
+from jaxdyn.meanfield._gradient_flow import sigmoid_energy, twisted_metric, twisted_speed_squared
+from jaxdyn.meanfield._meanfield_limit import antithetic_gaussian_sample
+from jaxdyn.meanfield._stability import (
+    field_lipschitz_constants,
+    flow_jacobian_norms,
+    softmax_lipschitz_bounds,
+    softmax_stability_constant,
+)
+from jaxdyn.meanfield.fields import (
     AbstractVelocityField,
-    DriftedClosure,
     Exponential,
     Linear,
     Masked,
     Sigmoid,
     Softmax,
     SphereProjected,
-    antithetic_gaussian_sample,
-    causal_influence,
-    field_lipschitz_constants,
-    fixed_step_particles,
-    flow_jacobian_norms,
-    interaction_energy,
-    meanfield_error,
-    sigmoid_energy,
-    sink_positions,
-    softmax_lipschitz_bounds,
-    softmax_stability_constant,
-    twisted_metric,
-    twisted_speed_squared,
-    uniform_on_sphere,
-    wasserstein2_exact,
 )
+from jaxdyn.meanfield.fields._wrappers import DriftedClosure
 
 
 class _LinearDrift(AbstractVelocityField):
@@ -101,7 +104,21 @@ def test_measured_stability_ratios_stay_below_the_trajectory_constant():
     ts = np.linspace(0.0, 1.0, 5)
     x0 = _ball(jax.random.key(5), 16, 2, 1.0)
     y0 = x0 + 0.05 * jax.random.normal(jax.random.key(6), x0.shape)
-    xs, ys = (np.asarray(fixed_step_particles(field, z, 1.0, 40, ts=ts).xs) for z in (x0, y0))
+    xs, ys = (
+        np.asarray(
+            simulate_particles(
+                field,
+                z,
+                1.0,
+                dt0=1.0 / 40,
+                solver=RK4(),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                blowup_norm=None,
+                ts=ts,
+            ).xs
+        )
+        for z in (x0, y0)
+    )
     radii = np.maximum(np.linalg.norm(xs, axis=-1).max(-1), np.linalg.norm(ys, axis=-1).max(-1))
     C = softmax_stability_constant(field, ts, radii)
     ratio = np.array([wasserstein2_exact(a, b) for a, b in zip(xs, ys, strict=True)])
@@ -159,8 +176,24 @@ def test_padded_sink_positions_leave_the_real_tokens_flow_unchanged():
     assert int(np.sum(real == 0.0)) == 3 and np.all(np.diff(real) >= 0) and real[-1] < 1
     assert np.all(np.asarray(positions[7:]) == 1.0)
     x0 = jax.random.normal(jax.random.key(4), (12, 2))
-    padded = fixed_step_particles(Masked(base, positions), x0, 0.5, 10).final_x[:7]
-    alone = fixed_step_particles(Masked(base, positions[:7]), x0[:7], 0.5, 10).final_x
+    padded = simulate_particles(
+        Masked(base, positions),
+        x0,
+        0.5,
+        dt0=0.5 / 10,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    ).final_x[:7]
+    alone = simulate_particles(
+        Masked(base, positions[:7]),
+        x0[:7],
+        0.5,
+        dt0=0.5 / 10,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    ).final_x
     np.testing.assert_allclose(padded, alone, rtol=1e-12, atol=1e-14)
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from jaxdyn import Status
-from jaxdyn.meanfield import SteerOutcome, flow_layers, steer_gaussian
+from jaxdyn.meanfield import SteerOutcome, steer_gaussian
+from jaxdyn.meanfield._steering import flow_layers
 
 
 def _same(a, b):
@@ -15,7 +16,7 @@ def _same(a, b):
 
 def test_layer_flow_keeps_the_rank_and_a_zero_mean():
     """The two invariants behind "unreachable", on random weights (no optimiser)."""
-    from jaxdyn.meanfield import LayerWeights
+    from jaxdyn.meanfield._steering import LayerWeights
 
     key = jax.random.key(1)
     kq, kk, kv = jax.random.split(key, 3)

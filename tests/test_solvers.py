@@ -163,7 +163,9 @@ def test_only_explicit_tableaus_are_accepted(solver):
 def test_simulate_gaussian_defaults_to_unrolled_tsit5():
     """The Gaussian simulator's problem, with no solver given, is solved by Tsit5 unrolled; it
     and diffrax's Tsit5 reach the same final covariance within the solve's tolerance."""
-    from jaxdyn.meanfield import Softmax, gaussian_ode, simulate_gaussian
+    from jaxdyn.meanfield import simulate_gaussian
+    from jaxdyn.meanfield._simulate_gaussian import gaussian_ode
+    from jaxdyn.meanfield.fields import Softmax
 
     rng = np.random.default_rng(3)
     d = 3

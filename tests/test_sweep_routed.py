@@ -8,7 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.meanfield import Softmax, gaussian_ode, simulate_gaussian
+from jaxdyn.meanfield import simulate_gaussian
+from jaxdyn.meanfield._simulate_gaussian import gaussian_ode
+from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.sweep import (
     DiffeqProblem,
     Grid,

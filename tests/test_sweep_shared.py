@@ -10,8 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.meanfield import L2, QuadraticKeySoftmax, Softmax, gaussian_ode, simulate_gaussian
-from jaxdyn.meanfield._simulate_gaussian import shared_size
+from jaxdyn.meanfield import simulate_gaussian
+from jaxdyn.meanfield._simulate_gaussian import gaussian_ode, shared_size
+from jaxdyn.meanfield.fields import L2, QuadraticKeySoftmax, Softmax
 from jaxdyn.sweep import Grid, SweepCache, SweepOptions, run_sweep
 
 RTOL, ATOL = 1e-8, 1e-10

@@ -1,13 +1,13 @@
 """Real text for the experiments: packaged excerpts, full corpora on demand.
 
 ```python
-from jaxdyn.data import corpus_path, load_text
+from jaxdyn.data import LineBreaks, bigram_chain, corpus_path, load_corpus
 
-text = load_text("wikitext-2")          # full split if available, else the packaged excerpt
-path = corpus_path("my_corpus.txt")     # any file path is accepted as it is
+corpus = load_corpus(corpus_path("wikitext-2"), vocab_size=64, line_breaks=LineBreaks.spaces)
+P, pi = bigram_chain(corpus.tokens, corpus.d)   # the corpus's Markov chain
 ```
 
-Known corpora (``CORPORA``): ``"wikitext-2"`` (WikiText-2 raw, validation split; CC BY-SA 3.0)
+Known corpora: ``"wikitext-2"`` (WikiText-2 raw, validation split; CC BY-SA 3.0)
 and ``"tinystories"`` (TinyStories V2 validation split; CDLA-Sharing-1.0). Excerpts ship with
 the package (``jaxdyn/data/excerpts/``, with their licences); ``jaxdyn data fetch NAME`` downloads
 the full file, checked against its SHA-256, into the cache; ``data_dir=`` (on the command
@@ -32,6 +32,7 @@ from ._fetch import (
 from ._tokenise import (
     OOV as OOV,
     Corpus as Corpus,
+    LineBreaks as LineBreaks,
     bigram_chain as bigram_chain,
     detect_format as detect_format,
     load_corpus as load_corpus,
@@ -42,9 +43,9 @@ from ._tokenise import (
 )
 
 __all__ = [
-    "CORPORA",
     "Corpus",
+    "LineBreaks",
     "bigram_chain",
-    "fetch_corpus",
+    "corpus_path",
     "load_corpus",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
 import re
 from pathlib import Path
 from typing import Literal
@@ -18,12 +19,58 @@ import numpy as np
 
 OOV = "<oov>"
 NEWLINE = "<nl>"
+PARAGRAPH = "<par>"
 EOS = "<eos>"
 _TINYSTORIES_SEP = "<|endoftext|>"
 _WORD_RE = re.compile(r"\w+(?:'\w+)?|[^\w\s]")
 
 Format = Literal["auto", "wikitext", "tinystories", "plain"]
 Level = Literal["word", "char"]
+
+
+class LineBreaks(enum.Enum):
+    """What a tokeniser makes of the text's line breaks.
+
+    - ``keep``: every line break is the token ``<nl>`` (the "whitespace" token of the paper's
+      GPT-style tokenisers; right for text whose lines are units, e.g. WikiText paragraphs).
+    - ``spaces``: line breaks are spaces; no line-break token at all (a hard-wrapped text,
+      e.g. a licence or a book wrapped at 72 columns, reads as running text).
+    - ``paragraph``: lines are joined within a paragraph and each blank-line paragraph break is
+      the token ``<par>`` (hard-wrapped text that keeps its paragraph structure).
+    """
+
+    keep = "keep"
+    spaces = "spaces"
+    paragraph = "paragraph"
+
+
+def _units(lines: list[str], line_breaks: LineBreaks, keep_alone) -> list[tuple[str, str | None]]:
+    """The text's units with the token that follows each: lines followed by ``<nl>``
+    (``keep``), or paragraphs (lines joined by spaces up to a blank line) followed by ``<par>``
+    (``paragraph``) or by nothing (``spaces``). ``keep_alone(line)`` marks lines that stay a
+    unit of their own (headings, story separators)."""
+    if line_breaks is LineBreaks.keep:
+        return [(line.strip(), NEWLINE) for line in lines if line.strip()]
+    after = PARAGRAPH if line_breaks is LineBreaks.paragraph else None
+    units: list[tuple[str, str | None]] = []
+    para: list[str] = []
+
+    def close():
+        if para:
+            units.append((" ".join(para), after))
+            para.clear()
+
+    for line in lines:
+        stripped = line.strip()
+        if not stripped:
+            close()
+        elif keep_alone(stripped):
+            close()
+            units.append((stripped, None))
+        else:
+            para.append(stripped)
+    close()
+    return units
 
 
 def detect_format(text: str) -> str:
@@ -36,15 +83,24 @@ def detect_format(text: str) -> str:
     return "plain"
 
 
-def tokenize(text: str, fmt: str, level: Level = "word", *, lowercase: bool = True) -> list[str]:
+def tokenize(
+    text: str,
+    fmt: str,
+    level: Level = "word",
+    *,
+    lowercase: bool = True,
+    line_breaks: LineBreaks = LineBreaks.keep,
+) -> list[str]:
     """Split ``text`` into tokens.
 
     Word level: WikiText is already space-tokenised (``@-@`` and ``<unk>`` stay tokens, heading
     lines are dropped); TinyStories and plain text are split into words and punctuation marks,
-    stories separated by ``<eos>``. Every line break becomes ``<nl>`` (the "whitespace" token
-    of the paper's GPT-style tokenisers). Character level: every character, line breaks as
-    ``<nl>`` (WikiText's ``<unk>`` becomes ``<oov>``).
+    stories separated by ``<eos>``. Character level: every character (WikiText's ``<unk>``
+    becomes ``<oov>``). Line breaks follow ``line_breaks`` (:class:`LineBreaks`: each one the
+    token ``<nl>``, spaces, or a ``<par>`` token per paragraph).
     """
+    if not isinstance(line_breaks, LineBreaks):
+        raise TypeError(f"line_breaks must be a LineBreaks member, got {line_breaks!r}")
     if fmt not in ("wikitext", "tinystories", "plain"):
         raise ValueError(f"format must be 'wikitext', 'tinystories' or 'plain', got {fmt!r}")
     if level not in ("word", "char"):
@@ -53,11 +109,14 @@ def tokenize(text: str, fmt: str, level: Level = "word", *, lowercase: bool = Tr
         text = text.lower()
     sep = _TINYSTORIES_SEP.lower() if lowercase else _TINYSTORIES_SEP
     out: list[str] = []
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if fmt == "wikitext" and re.fullmatch(r"(= )+[^=].*( =)+", stripped):
+
+    def heading(line: str) -> bool:
+        return fmt == "wikitext" and re.fullmatch(r"(= )+[^=].*( =)+", line) is not None
+
+    for stripped, after in _units(
+        text.split("\n"), line_breaks, lambda line: line == sep or heading(line)
+    ):
+        if heading(stripped):
             continue
         if stripped == sep:
             out.append(EOS)
@@ -74,7 +133,10 @@ def tokenize(text: str, fmt: str, level: Level = "word", *, lowercase: bool = Tr
             out.extend(stripped.split())
         else:
             out.extend(_WORD_RE.findall(stripped))
-        out.append(NEWLINE)
+        if after is not None:
+            out.append(after)
+        elif level == "char":
+            out.append(" ")
     return out
 
 
@@ -117,6 +179,7 @@ def load_corpus(
     lowercase: bool = True,
     drop_oov: bool = False,
     missing: Literal["raise", "skip"] = "raise",
+    line_breaks: LineBreaks = LineBreaks.keep,
 ) -> Corpus:
     """Read ``path``, tokenise it and map tokens to the ``vocab_size - 1`` most frequent ones
     plus ``OOV`` (ties broken alphabetically, so the vocabulary is deterministic).
@@ -127,6 +190,8 @@ def load_corpus(
     ``drop_oov`` removes the out-of-vocabulary tokens from the stream (the vocabulary is then
     real tokens only and bigrams skip over the removed ones). ``missing``: an ``include``d
     token absent from the text raises (``"raise"``) or is listed in ``Corpus.missing``.
+    ``line_breaks``: a :class:`LineBreaks` (each line break the token ``<nl>``, the default;
+    spaces; or one ``<par>`` per paragraph: for hard-wrapped text).
     """
     path = Path(path)
     if not path.is_file():
@@ -137,7 +202,7 @@ def load_corpus(
     if max_chars is not None and len(text) > max_chars:
         text = text[: text.rfind("\n", 0, max_chars) + 1]
     detected = detect_format(text) if fmt == "auto" else fmt
-    toks = tokenize(text, detected, level, lowercase=lowercase)
+    toks = tokenize(text, detected, level, lowercase=lowercase, line_breaks=line_breaks)
     if max_tokens is not None:
         toks = toks[:max_tokens]
     if len(toks) < 2:

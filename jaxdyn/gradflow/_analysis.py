@@ -18,14 +18,17 @@ at ``50 margin log(1/eps) (1/mu1 + 1/|c|)``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
-from .._status import Status, status_code, status_name
+from .._status import Status
 from .._validation import require_in_interval, require_positive
 from ..sweep._diffeq import in_sweep
 from ._end_time import END_TIME_MARGIN, default_end_time, log_save_times
@@ -35,11 +38,11 @@ from ._linearise import (
     Spectrum,
     UnigramSaddle,
     condensation_rate,
-    find_critical_point,
-    focus_rate,
-    jacobian_spectrum,
-    loss_gradient,
-    signed_focus_eigenvalue,
+    _find_critical_point,
+    _focus_rate,
+    _jacobian_spectrum,
+    _loss_gradient,
+    _signed_focus_eigenvalue,
     unigram_saddle,
 )
 from ._lyapunov import (
@@ -48,8 +51,10 @@ from ._lyapunov import (
     rank_one_critical_point,
     rank_one_part,
 )
+from . import _measure as _m
 from ._markov import MarkovChain
-from ._metrics import embedding_profile, trajectory_metrics
+from ._measure import dilution_mode_growth, plateau_loss, score_angle
+from ._metrics import _trajectory_metrics, embedding_pca, embedding_profile
 from ._model import OneLayerTransformer, init_transformer
 from ._stages import Stages, detect_stages
 
@@ -65,7 +70,7 @@ class Rates(eqx.Module):
         condensation_jacobian: the top eigenvalue of ``J`` at ``theta = 0``.
         focus: ``c = Var_pi(gamma) Cov_pi(gamma, P beta)`` at the closed-form saddle.
         focus_jacobian: the signed top attention eigenvalue of ``J`` there
-            (:func:`signed_focus_eigenvalue`).
+            (the signed top attention eigenvalue of ``J``).
         focus_visited: the signed top attention eigenvalue at the saddle the flow visits.
         focus_visited_formula: ``Var_pi(gamma_v) Cov_pi(gamma_v, P beta_v)`` with the visited
             saddle's own profiles ``gamma_v = W0 alpha``, ``beta_v = W1^T alpha``.
@@ -85,7 +90,7 @@ class FlowAnalysis(eqx.Module):
     """Everything :func:`analyse_flow` measured on one chain.
 
     Attributes:
-        pi, P: the chain.
+        chain: the :class:`MarkovChain`.
         eps: the initialisation scale.
         ts: save times (``0`` then log-spaced to ``end_time``).
         trajectory: the models at ``ts`` (leading time axis on every leaf).
@@ -108,8 +113,7 @@ class FlowAnalysis(eqx.Module):
         stages: :class:`Stages`.
     """
 
-    pi: Float[Array, " d"]
-    P: Float[Array, "d d"]
+    chain: MarkovChain
     eps: Scalar
     ts: Float[Array, " T"]
     trajectory: OneLayerTransformer
@@ -130,6 +134,144 @@ class FlowAnalysis(eqx.Module):
         """``sign(c)``: ``+1`` attention first moves onto the frequent token, ``-1`` off it."""
         return jnp.sign(self.rates.focus).astype(jnp.int32)
 
+    # -- measurements the claims read (host-side NumPy on the saved arrays) -----------------
+
+    def _departure_or_end(self) -> float:
+        t = float(self.stages.departure.time)
+        return t if np.isfinite(t) else float(self.end_time)
+
+    def plateau(self) -> tuple[float, float, float]:
+        """``(time, loss, bound)`` at the save nearest a critical point between the
+        condensation and the departure (the plateau measurement, with the
+        spectrum at the visited saddle)."""
+        return plateau_loss(
+            self.ts,
+            self.metrics["loss"],
+            self.metrics["grad_norm"],
+            float(self.stages.condensation.time),
+            self._departure_or_end(),
+            self.spectrum_saddle.eigenvalues,
+        )
+
+    def checks(
+        self,
+        label: str = "",
+        tolerances: tuple[float, float] = (1e-7, 1e-10),
+        horizon: str = "",
+    ) -> tuple[list, dict[str, float]]:
+        """The checks this analysis supports, named ``name[label]``, as ``(method, args,
+        kwargs)`` calls of a run (``run.evidence``, ``run.consistency``, ``run.report``,
+        ``run.scalar``, ``run.log``), and the rates ``{"c", "mu1", "lambda_T"}``: the rates
+        against the Jacobian (consistency); the plateau, the condensation's alignments, the
+        saddle's unstable mode, the score direction and the first attention phase (evidence);
+        the stage order, the entropy's down-up-down and the dilution mode's rate when the
+        theory predicts them (``c > 0``, a successful flow). ``tolerances``: the ``(rtol,
+        atol)`` the flow was solved with (they size the entropy's solver error); ``horizon``:
+        why the horizon stopped (:func:`analyse_flow_until`), said by an inconclusive stage
+        verdict."""
+        from ._checks import analysis_checks
+
+        return analysis_checks(self, label, tolerances, horizon)
+
+    def linear_window(self) -> int:
+        """Index of the last save before the condensation where the linearisation at 0 holds
+        (rate error at most 1% of ``mu1``), ``-1`` if none."""
+        return _m.linear_window(
+            self.ts,
+            self.metrics["condensation_nonlinearity"],
+            float(self.rates.condensation),
+            float(self.stages.condensation.time),
+        )
+
+    def condensation_fit(self):
+        """``(fit or None, bound)``: the growth rate of the projection on the unstable
+        eigenspace at 0, fitted in the linear window, and the window's largest rate error."""
+        return _m.condensation_fit(
+            self.ts,
+            self.metrics["condensation_amplitude"],
+            self.metrics["condensation_nonlinearity"],
+            float(self.rates.condensation),
+            float(self.stages.condensation.time),
+        )
+
+    def score_angle(self, t_from: float | None = None, t_to: float | None = None) -> dict:
+        """The angle of ``Phi`` to ``sign(c) pi pi^T`` and the linearisation's bound on it
+        (``_measure.score_angle``) on the trajectory against ``sign(c)`` of the
+        visited saddle, from the save nearest the saddle (default) to the departure (default;
+        the end when attention never departed)."""
+        return score_angle(
+            self.ts,
+            self.trajectory.W0,
+            self.trajectory.WQ,
+            self.trajectory.WK,
+            self.chain.pi,
+            float(self.rates.focus_visited),
+            self.visited_saddle.model.W0,
+            self.plateau()[0] if t_from is None else t_from,
+            self._departure_or_end() if t_to is None else t_to,
+            t_noise=float(self.stages.condensation.time),
+        )
+
+    def dilution_mode_growth(self) -> dict:
+        """The growth rate of the dilution mode out of the saddle (``_measure.dilution_mode_growth``)
+        from the save nearest the saddle to
+        the departure."""
+        return dilution_mode_growth(
+            self.ts,
+            self.metrics["gamma"],
+            self.chain.pi,
+            self.visited_saddle.model.W0,
+            self.metrics["focus_rate_path"],
+            float(self.rates.focus_visited),
+            self.plateau()[0],
+            self._departure_or_end(),
+        )
+
+    def first_attention_target(self, departure: float = 0.05) -> dict:
+        """Which key the attention first moves onto: for every key ``k`` the attention it
+        receives, ``f_k = sum_q pi_q w_qk`` (``pi_k`` under uniform attention), and the first
+        save at which one of them has risen by the fraction ``departure`` of its room, ``f_k
+        >= pi_k + departure (1 - pi_k)`` (for the most frequent key this is the focus stage's
+        criterion). Returns ``time`` (``nan`` if none rose by the end), ``key`` (its index,
+        ``-1`` if none), ``rank`` (0 = the most frequent key) and ``received`` (``f_k`` then).
+        """
+        pi = np.asarray(self.chain.pi, float)
+        w = np.asarray(self.metrics["attention"], float)
+        received = np.einsum("q,tqk->tk", pi, w)
+        rose = received >= pi + departure * (1.0 - pi)
+        hit = np.nonzero(rose.any(axis=1) & (np.asarray(self.ts) > 0))[0]
+        if hit.size == 0:
+            return {"time": float("nan"), "key": -1, "rank": -1, "received": float("nan")}
+        i = int(hit[0])
+        gain = np.where(rose[i], (received[i] - pi) / (1.0 - pi), -np.inf)
+        k = int(np.argmax(gain))
+        rank = int(np.nonzero(np.argsort(-pi, kind="stable") == k)[0][0])
+        return {
+            "time": float(self.ts[i]),
+            "key": k,
+            "rank": rank,
+            "received": float(received[i, k]),
+        }
+
+    def embedding_pca(self, n_components: int = 2) -> np.ndarray:
+        """PCA trajectories of the embedding rows ``W0[i, :](t)`` on the top principal axes of
+        all rows at all times (one shared basis): ``(T, d, n_components)``."""
+        return embedding_pca(self.trajectory.W0, n_components)
+
+    def pca_stage_changes(self) -> dict:
+        """The PCA picture of the embedding rows between the stages (PC1 change of the
+        frequent and low-frequency rows from departure to new direction, PC2 spread at
+        dilution and at the end)."""
+        st = self.stages
+        return _m.pca_stage_changes(
+            self.ts,
+            self.trajectory.W0,
+            self.chain.pi,
+            float(st.departure.time),
+            float(st.new_direction.time),
+            float(st.dilution.time),
+        )
+
 
 def _condensation_projection(trajectory, spectrum, pi, P):
     """Projection on the unstable eigenspace at 0, the linearisation's rate error there, and
@@ -139,7 +281,7 @@ def _condensation_projection(trajectory, spectrum, pi, P):
     top = vals[0]
     coords = flat @ vecs
     amplitude = jnp.linalg.norm(coords * (vals >= top * (1 - 1e-8))[None, :], axis=1)
-    grads = jax.vmap(lambda m: ravel_pytree(loss_gradient(m, pi, P))[0])(trajectory)
+    grads = jax.vmap(lambda m: ravel_pytree(_loss_gradient(m, pi, P))[0])(trajectory)
     # J theta from J's eigen-decomposition at 0 (J = V diag(lambda) V^T, exact to eigh's
     # rounding): no second Hessian of the same point
     linear = (coords * vals[None, :]) @ vecs.T
@@ -151,7 +293,7 @@ def _condensation_projection(trajectory, spectrum, pi, P):
 def _closed_forms(pi, P, eps, m, m_attn):
     mu1 = condensation_rate(pi)
     saddle = unigram_saddle(pi, m, m_attn)
-    c = focus_rate(pi, P, saddle.gamma, saddle.beta)
+    c = _focus_rate(pi, P, saddle.gamma, saddle.beta)
     rate = 1.0 / mu1 + 1.0 / jnp.maximum(jnp.abs(c), 1e-12)
     t_stall = 2 * END_TIME_MARGIN * jnp.log(1.0 / eps) * rate
     return mu1, saddle, c, t_stall, STALL_HORIZON * t_stall
@@ -192,7 +334,7 @@ def _embed(visited: CriticalPoint, m: int, m_attn: int) -> CriticalPoint:
 
 @eqx.filter_jit
 def _measure(models, ts, spec0, pi, P, thresholds):
-    metrics = trajectory_metrics(models, pi, P)
+    metrics = _trajectory_metrics(models, pi, P)
     amplitude, nonlinearity, grad_norm = _condensation_projection(models, spec0, pi, P)
     metrics = dict(
         metrics,
@@ -214,9 +356,9 @@ def _rates(pi, P, mu1, c, lam_t, saddle, visited, spec0, spec_s, spec_v) -> Rate
         condensation=mu1,
         condensation_jacobian=spec0.eigenvalues[0],
         focus=c,
-        focus_jacobian=signed_focus_eigenvalue(saddle.model, spec_s, pi),
-        focus_visited=signed_focus_eigenvalue(visited.model, spec_v, pi),
-        focus_visited_formula=focus_rate(pi, P, gamma_v, visited.model.W1.T @ alpha),
+        focus_jacobian=_signed_focus_eigenvalue(saddle.model, spec_s, pi),
+        focus_visited=_signed_focus_eigenvalue(visited.model, spec_v, pi),
+        focus_visited_formula=_focus_rate(pi, P, gamma_v, visited.model.W1.T @ alpha),
         transverse=lam_t,
     )
 
@@ -258,7 +400,7 @@ def _analyse(
     mu1, saddle, c, t_stall, t_stall_max = _closed_forms(pi, P, eps, m, m_attn)
     model0, frozen0, model1, zero = _initial_models(key, eps, d, m, m_attn, dtype)
     stall = (
-        rank_one_critical_point(model1, pi, P, t_stall_max, max_steps=max_steps, root_tol=ROOT_TOL)
+        rank_one_critical_point(model1, chain, t_stall_max, max_steps=max_steps, root_tol=ROOT_TOL)
         if find_stall
         else None
     )
@@ -268,15 +410,14 @@ def _analyse(
     # twice the default's time to reach the stall, its rank-one part polished by root-finding
     frozen = population_flow(frozen0, chain, ts_frozen, **flow)
     start = _rank_one_start(frozen.models)
-    visited = _embed(find_critical_point(start, pi, P, rtol=ROOT_TOL, atol=ROOT_TOL), m, m_attn)
-    spec0 = jacobian_spectrum(zero, pi, P)
-    spec_s = jacobian_spectrum(saddle.model, pi, P)
-    spec_v = jacobian_spectrum(visited.model, pi, P)
+    visited = _embed(_find_critical_point(start, pi, P, rtol=ROOT_TOL, atol=ROOT_TOL), m, m_attn)
+    spec0 = _jacobian_spectrum(zero, pi, P)
+    spec_s = _jacobian_spectrum(saddle.model, pi, P)
+    spec_v = _jacobian_spectrum(visited.model, pi, P)
     metrics, stages = _measure(sol.models, ts, spec0, pi, P, thresholds)
     rates = _rates(pi, P, mu1, c, lam_t, saddle, visited, spec0, spec_s, spec_v)
     return FlowAnalysis(
-        pi=pi,
-        P=P,
+        chain=chain,
         eps=jnp.asarray(eps, dtype),
         ts=ts,
         trajectory=sol.models,
@@ -295,9 +436,8 @@ def _analyse(
 
 
 def analyse_flow(
-    P: MarkovChain | Float[ArrayLike, "..."],
+    chain: MarkovChain,
     *,
-    pi: Float[ArrayLike, "..."] | None = None,
     key: Key | None = None,
     m: int = 6,
     m_attn: int = 6,
@@ -312,12 +452,11 @@ def analyse_flow(
     new_direction_ratio: float | Float[ArrayLike, ""] = 0.1,
     find_stall: bool = True,
 ) -> FlowAnalysis:
-    """Analyse the population gradient flow of the one-layer transformer on the chain ``P``.
+    """Analyse the population gradient flow of the one-layer transformer on ``chain``.
 
     Args:
-        P: a :class:`MarkovChain`, or a row-stochastic transition matrix (then validated with
-            ``pi`` as :class:`MarkovChain` does).
-        pi: with a matrix ``P``, its stationary law (computed from ``P`` when ``None``).
+        chain: a :class:`MarkovChain` (any row-stochastic ``P``; ``MarkovChain(P)`` computes
+            and validates its stationary law).
         key: PRNG key of the initialisation (default ``jax.random.key(0)``).
         m: embedding width.
         m_attn: attention width ``m'``.
@@ -327,7 +466,7 @@ def analyse_flow(
             phase shorter than the spacing near its time (e.g. a short dilution) is missed.
         rtol: relative tolerance of the adaptive solver.
         atol: absolute tolerance of the adaptive solver.
-        solver: a diffrax solver (default ``diffrax.Tsit5()``; :func:`make_solver` names the
+        solver: a diffrax solver (default ``diffrax.Tsit5()``; :func:`stiff_solver` is the
             implicit one set up for stiff flows).
         max_steps: solver step budget (a flow that runs out gets that :class:`jaxdyn.Status`).
         departure: stage threshold of :func:`detect_stages`.
@@ -343,12 +482,11 @@ def analyse_flow(
         :func:`jaxdyn.sweep.run_sweep`, a member calling it with a given ``t1`` has its flow
         continued in segments (straggler-free; focus_dilution.md, "analyse_flow in a sweep").
     """
-    if isinstance(P, MarkovChain):
-        if pi is not None:
-            raise ValueError("pass pi inside the MarkovChain, not beside it")
-        chain = P
-    else:
-        chain = MarkovChain(P, pi)
+    if not isinstance(chain, MarkovChain):
+        raise TypeError(
+            f"chain must be a MarkovChain (MarkovChain(P) for a transition matrix), got "
+            f"{type(chain).__name__}"
+        )
     pi = chain.pi
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise TypeError(f"solver must be a diffrax solver, got {solver!r}")
@@ -380,40 +518,47 @@ def analyse_flow(
     )
 
 
-def analyse_flow_to_new_direction(
-    P: MarkovChain | Float[ArrayLike, "..."],
+def _new_direction_signature(stages: Stages):
+    return stages.new_direction_signature.time
+
+
+def analyse_flow_until(
+    chain: MarkovChain,
+    reached: Callable[[Stages], Scalar] = _new_direction_signature,
     *,
     budget: float = 4.0,
     growth: float = 2.0,
     **kwargs,
 ) -> tuple[FlowAnalysis, str]:
-    """:func:`analyse_flow` with a horizon that grows until the new direction's signature
-    (``stages.new_direction_signature``) appears or the budget is spent.
+    """:func:`analyse_flow` with a horizon that grows until a stage is reached or the budget
+    is spent.
 
-    Starts at ``t1`` (default: :func:`default_end_time`); while the signature is missing and the
-    flow succeeded, the end time and the solver's step budget (``max_steps``) grow by
-    ``growth``, up to ``budget`` times the first end time. Returns the last analysis and a
-    sentence saying why the horizon stopped (signature seen, budget spent, or the flow's
-    status), for the record of an inconclusive verdict. Host-side (a Python loop): inside
-    ``jax.vmap`` or a sweep, call :func:`analyse_flow` with a fixed ``t1``.
+    ``reached(stages)`` is the time of the stage to reach (``nan`` while it is not): by default
+    the new direction's signature; ``lambda st: st.departure.time`` runs until the attention
+    has left the unigram saddle. Starts at ``t1`` (default: the end time derived from the
+    rates); while that time is ``nan`` and the flow succeeded, the end time and the solver's
+    step budget (``max_steps``) grow by ``growth``, up to ``budget`` times the first end time.
+    Returns the last analysis and a sentence saying why the horizon stopped (stage reached,
+    budget spent, or the flow's status), for the record of an inconclusive verdict. Host-side
+    (a Python loop): inside ``jax.vmap`` or a sweep, call :func:`analyse_flow` with a fixed
+    ``t1``.
     """
     if not budget >= 1 or not growth > 1:
         raise ValueError(f"need budget >= 1 and growth > 1, got {budget}, {growth}")
     kwargs = dict(kwargs)
     max_steps = int(kwargs.pop("max_steps", 100_000))
-    pi = kwargs.pop("pi", None)
-    chain = P if isinstance(P, MarkovChain) and pi is None else MarkovChain(P, pi)
     a = analyse_flow(chain, max_steps=max_steps, **kwargs)
     limit = budget * float(a.end_time)
     kwargs.pop("t1", None)
     while True:
         end = float(a.end_time)
-        if bool(jnp.isfinite(a.stages.new_direction_signature.time)):
-            return a, f"the new direction's signature appeared by t1 = {end:.4g}"
-        if status_code(a.status) != status_code(Status.successful):
-            return a, f"the flow stopped before t1 = {end:.4g} ({status_name(a.status)})"
+        t = float(reached(a.stages))
+        if np.isfinite(t):
+            return a, f"the stage was reached at t = {t:.4g} (horizon t1 = {end:.4g})"
+        if Status.code(a.status) != Status.code(Status.successful):
+            return a, f"the flow stopped before t1 = {end:.4g} ({Status.name(a.status)})"
         if end >= limit * (1 - 1e-12):
-            return a, f"no new direction by the horizon budget t1 = {end:.4g} ({budget:g}x)"
+            return a, f"the stage was not reached by the horizon budget t1 = {end:.4g} ({budget:g}x)"
         t1 = min(growth * end, limit)
         max_steps = int(max_steps * t1 / end) + 1
         a = analyse_flow(chain, t1=t1, max_steps=max_steps, **kwargs)

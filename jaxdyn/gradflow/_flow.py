@@ -17,7 +17,7 @@ from .._custom_types import Array, ArrayLike, Float, Int
 from .._status import Status, mark_nonfinite
 from ..sweep import DiffeqProblem
 from ._markov import MarkovChain
-from ._model import OneLayerTransformer, population_loss
+from ._model import OneLayerTransformer, _population_loss
 
 
 class FlowSolution(eqx.Module):
@@ -46,31 +46,24 @@ def log_time_grid(t1: float, num: int, t_first: float = 0.05) -> np.ndarray:
 def gradient_field(t, model: OneLayerTransformer, args) -> OneLayerTransformer:
     """The vector field ``-grad L(theta)`` (args = ``(pi, P)``)."""
     pi, P = args
-    g = jax.grad(population_loss)(model, pi, P)
+    g = jax.grad(_population_loss)(model, pi, P)
     return jax.tree_util.tree_map(jnp.negative, g)
 
 
-SOLVERS = ("tsit5", "kvaerno5")
-
-
-def make_solver(name: str) -> diffrax.AbstractSolver:
-    """The diffrax solver called ``name``: ``"tsit5"`` (explicit Runge-Kutta 5(4), the default:
-    cheapest per step while the flow is non-stiff) or ``"kvaerno5"`` (L-stable ESDIRK 5(4) for
-    the stiff late stages of text flows, where Tsit5's steps are limited by stability rather
-    than accuracy), whose stage equations are solved by Newton's method with matrix-free GMRES
-    on Hessian-vector products."""
-    if name == "tsit5":
-        return diffrax.Tsit5()
-    if name == "kvaerno5":
-        # Kvaerno5's default (a chord method with a dense LU) re-forms the full Hessian by
-        # jacfwd at every stage: ~600 gradients for a 640-parameter text model, 60x slower than
-        # Newton-GMRES there (focus_dilution.md, "[open] modelling choices"). I - h a J is well
-        # conditioned for the step sizes taken, so unpreconditioned GMRES converges quickly.
-        # The Newton tolerances follow the step controller's.
-        gmres = lx.GMRES(rtol=1e-8, atol=1e-12, restart=40, stagnation_iters=40, max_steps=400)
-        newton = diffrax.with_stepsize_controller_tols(optx.Newton)(linear_solver=gmres)
-        return diffrax.Kvaerno5(root_finder=newton)
-    raise ValueError(f"solver must be one of {SOLVERS}, got {name!r}")
+def stiff_solver() -> diffrax.AbstractSolver:
+    """Kvaerno5 (L-stable ESDIRK 5(4)) for the stiff late stages of text flows, where Tsit5's
+    steps are limited by stability rather than accuracy; its stage equations are solved by
+    Newton's method with matrix-free GMRES on Hessian-vector products. Pass it as
+    ``population_flow(..., solver=stiff_solver())`` (the default ``diffrax.Tsit5()`` is the
+    cheapest per step while the flow is non-stiff)."""
+    # Kvaerno5's default (a chord method with a dense LU) re-forms the full Hessian by jacfwd
+    # at every stage: ~600 gradients for a 640-parameter text model, 60x slower than
+    # Newton-GMRES there (focus_dilution.md, "[open] modelling choices"). I - h a J is well
+    # conditioned for the step sizes taken, so unpreconditioned GMRES converges quickly. The
+    # Newton tolerances follow the step controller's.
+    gmres = lx.GMRES(rtol=1e-8, atol=1e-12, restart=40, stagnation_iters=40, max_steps=400)
+    newton = diffrax.with_stepsize_controller_tols(optx.Newton)(linear_solver=gmres)
+    return diffrax.Kvaerno5(root_finder=newton)
 
 
 def flow_problem(
@@ -137,7 +130,7 @@ def population_flow(
     """Solve ``d theta/dt = -grad L(theta)`` on the :class:`MarkovChain` ``chain`` from
     ``model0`` over ``[ts[0], ts[-1]]``.
 
-    ``solver``: a diffrax solver (default ``diffrax.Tsit5()``; :func:`make_solver` gives the
+    ``solver``: a diffrax solver (default ``diffrax.Tsit5()``; :func:`stiff_solver` gives the
     implicit Kvaerno5 set up for stiff flows) with a PID step-size controller;
     ``rtol``/``atol`` control accuracy. With
     ``throw=False`` (the default, as inside sweeps) solver failures become ``status`` codes;

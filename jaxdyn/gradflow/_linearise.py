@@ -18,8 +18,9 @@ from jax.flatten_util import ravel_pytree
 
 from .._custom_types import Array, ArrayLike, Float, Scalar
 from .._status import Status
+from ._markov import MarkovChain
 from ._metrics import embedding_profile
-from ._model import OneLayerTransformer, population_loss
+from ._model import OneLayerTransformer, _population_loss
 
 
 @eqx.filter_jit
@@ -76,7 +77,7 @@ def unigram_saddle(
 
 
 @eqx.filter_jit
-def focus_rate(
+def _focus_rate(
     pi: Float[ArrayLike, " d"], P: Float[ArrayLike, "d d"], gamma=None, beta=None
 ) -> Scalar:
     """Stage-II attention rate ``c = Var_pi(gamma) Cov_pi(gamma, P beta)`` at the unigram
@@ -94,17 +95,17 @@ def focus_rate(
     return var * cov
 
 
-def loss_gradient(model: OneLayerTransformer, pi, P) -> OneLayerTransformer:
+def _loss_gradient(model: OneLayerTransformer, pi, P) -> OneLayerTransformer:
     """``grad L(theta)`` as a model-shaped pytree."""
-    return jax.grad(population_loss)(model, pi, P)
+    return jax.grad(_population_loss)(model, pi, P)
 
 
 @eqx.filter_jit
-def jacobian(model: OneLayerTransformer, pi, P) -> Float[Array, "n n"]:
+def _jacobian(model: OneLayerTransformer, pi, P) -> Float[Array, "n n"]:
     """``J = -Hess L(theta)`` of the gradient flow at ``model``, on the flattened parameters
     (order of :func:`jax.flatten_util.ravel_pytree`: W0, W1, WQ, WK)."""
     flat, unravel = ravel_pytree(model)
-    H = jax.hessian(lambda v: population_loss(unravel(v), pi, P))(flat)
+    H = jax.hessian(lambda v: _population_loss(unravel(v), pi, P))(flat)
     return -0.5 * (H + H.T)
 
 
@@ -123,9 +124,9 @@ class Spectrum(eqx.Module):
 
 
 @eqx.filter_jit
-def jacobian_spectrum(model: OneLayerTransformer, pi, P) -> Spectrum:
+def _jacobian_spectrum(model: OneLayerTransformer, pi, P) -> Spectrum:
     """Spectrum of ``J = -Hess L`` at ``model`` with each eigenvector's block structure."""
-    J = jacobian(model, pi, P)
+    J = _jacobian(model, pi, P)
     vals, vecs = jnp.linalg.eigh(J)
     vals, vecs = vals[::-1], vecs[:, ::-1]
     n_emb = model.W0.size + model.W1.size
@@ -136,7 +137,7 @@ def jacobian_spectrum(model: OneLayerTransformer, pi, P) -> Spectrum:
 
 
 @eqx.filter_jit
-def signed_focus_eigenvalue(model: OneLayerTransformer, spectrum: Spectrum, pi) -> Scalar:
+def _signed_focus_eigenvalue(model: OneLayerTransformer, spectrum: Spectrum, pi) -> Scalar:
     """Top attention-block eigenvalue of ``J`` at a critical point with ``WQ = WK = 0``, signed
     by the direction it moves ``Phi``.
 
@@ -168,7 +169,7 @@ class CriticalPoint(eqx.Module):
 
 
 @eqx.filter_jit
-def find_critical_point(
+def _find_critical_point(
     model: OneLayerTransformer,
     pi,
     P,
@@ -188,7 +189,7 @@ def find_critical_point(
     flat, unravel = ravel_pytree(model)
 
     def residual(v, args):
-        return ravel_pytree(loss_gradient(unravel(v), pi, P))[0]
+        return ravel_pytree(_loss_gradient(unravel(v), pi, P))[0]
 
     solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
     sol = optx.least_squares(residual, solver, flat, max_steps=max_steps, throw=False)
@@ -197,10 +198,47 @@ def find_critical_point(
     ok = (sol.result == optx.RESULTS.successful) & jnp.isfinite(gnorm)
     status = Status.where(ok, Status.successful, Status.not_converged)
     return CriticalPoint(
-        model=point, grad_norm=gnorm, loss=population_loss(point, pi, P), status=status
+        model=point, grad_norm=gnorm, loss=_population_loss(point, pi, P), status=status
     )
 
 
 def predicted_escape_time(eps: Float[ArrayLike, ""], rate: Float[ArrayLike, ""]) -> Scalar:
     """Linearised escape time ``log(1/eps) / rate`` (Lemma 3.1)."""
     return jnp.log(1.0 / jnp.asarray(eps)) / rate
+
+
+def focus_rate(chain: MarkovChain, gamma=None, beta=None) -> Scalar:
+    """Stage-II attention rate ``c = Var_pi(gamma) Cov_pi(gamma, P beta)`` at the unigram
+    saddle of the :class:`MarkovChain` ``chain`` (``= lam Var_pi(gamma) Cov_pi(gamma, beta)``
+    for the paper's family; 0.0798 for the headline ``pi`` with ``lam = 0.5``). Signed: ``c >
+    0`` moves the attention onto the most frequent token first, ``c < 0`` off it. ``gamma``,
+    ``beta``: another saddle's profiles (default the balanced :func:`unigram_saddle`'s)."""
+    return _focus_rate(chain.pi, chain.P, gamma, beta)
+
+
+def jacobian_spectrum(model: OneLayerTransformer, chain: MarkovChain) -> Spectrum:
+    """Spectrum of the flow's Jacobian ``J = -Hess L`` at ``model`` on ``chain``, with each
+    eigenvector's block structure (embedding vs attention; paper Lemma 3.1)."""
+    return _jacobian_spectrum(model, chain.pi, chain.P)
+
+
+def find_critical_point(
+    model: OneLayerTransformer,
+    chain: MarkovChain,
+    *,
+    rtol: float = 1e-10,
+    atol: float = 1e-10,
+    max_steps: int = 100,
+) -> CriticalPoint:
+    """Root-find ``grad L(theta) = 0`` on ``chain`` starting at ``model`` (e.g. a point on the
+    trajectory).
+
+    Solved as the least-squares problem ``min ||grad L||^2`` with
+    ``optimistix.LevenbergMarquardt``: the Hessian is singular along the continuous symmetries
+    of the parametrisation (``W0 -> W0 A``, ``W1 -> A^{-1} W1``), where plain Newton with a
+    pseudo-inverse drifts along the critical manifold to unbalanced points; the damped
+    Gauss-Newton steps stay near the start and converge to the nearby critical point.
+    """
+    return _find_critical_point(
+        model, chain.pi, chain.P, rtol=rtol, atol=atol, max_steps=max_steps
+    )

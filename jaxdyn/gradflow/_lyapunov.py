@@ -24,7 +24,8 @@ from jax.flatten_util import ravel_pytree
 
 from .._custom_types import Array, ArrayLike, Float, Scalar
 from ._flow import gradient_field
-from ._linearise import CriticalPoint, find_critical_point, jacobian
+from ._linearise import CriticalPoint, _find_critical_point, _jacobian
+from ._markov import MarkovChain
 from ._model import OneLayerTransformer, population_loss_from_matrices
 
 
@@ -122,7 +123,7 @@ def _tangential_mask(model2: OneLayerTransformer) -> Array:
 def _rank_one_spectrum(point: CriticalPoint, pi, P) -> RankOneCriticalPoint:
     point = eqx.tree_at(lambda p: p.model, point, balance_rank_one(point.model))
     model2 = embed_rank_one(point.model, 2, 2)
-    J = jacobian(model2, pi, P)
+    J = _jacobian(model2, pi, P)
     tangential = _tangential_mask(model2)
     n = J.shape[0]
     nt = 2 * model2.W0.shape[0] + 2
@@ -162,8 +163,7 @@ def _flow_to_stall(model0, pi, P, t_max, rtol, atol, steady_tol, max_steps):
 
 def rank_one_critical_point(
     model0: OneLayerTransformer,
-    pi: Float[ArrayLike, " d"],
-    P: Float[ArrayLike, "d d"],
+    chain: MarkovChain,
     t_max: Float[ArrayLike, ""],
     *,
     rtol: float = 1e-9,
@@ -172,7 +172,7 @@ def rank_one_critical_point(
     max_steps: int = 100_000,
     root_tol: float = 1e-13,
 ) -> RankOneCriticalPoint:
-    """The critical point where the flow on the rank-one manifold stalls.
+    """The critical point where the flow on the rank-one manifold of ``chain`` stalls.
 
     Runs the flow of the ``m = m' = 1`` model ``model0`` (e.g. a small initialisation, which
     stays on the manifold) until it is steady (``||grad L|| <= steady_tol``) or ``t_max``,
@@ -187,22 +187,23 @@ def rank_one_critical_point(
         raise ValueError(
             f"model0 must have m = m' = 1, got W0 {model0.W0.shape}, WQ {model0.WQ.shape}"
         )
+    pi, P = chain.pi, chain.P
     t_max = jnp.asarray(t_max, model0.W0.dtype)
     end = _flow_to_stall(model0, pi, P, t_max, rtol, atol, steady_tol, max_steps)
-    point = find_critical_point(end, pi, P, rtol=root_tol, atol=root_tol)
+    point = _find_critical_point(end, pi, P, rtol=root_tol, atol=root_tol)
     return _rank_one_spectrum(point, pi, P)
 
 
 @eqx.filter_jit
 def track_rank_one_branch(
     start: OneLayerTransformer,
-    pis: Float[ArrayLike, "n d"],
-    Ps: Float[ArrayLike, "n d d"],
+    chains: MarkovChain,
     *,
     root_tol: float = 1e-13,
 ) -> RankOneCriticalPoint:
-    """Follow a branch of rank-one critical points along a sequence of chains ``(pis[i],
-    Ps[i])`` (e.g. increasing ``delta``): each root-find starts from the previous solution
+    """Follow a branch of rank-one critical points along a sequence of chains (``chains``: a
+    :class:`MarkovChain` with a leading axis, e.g. ``jax.vmap`` of a constructor over
+    increasing ``delta``): each root-find starts from the previous solution
     (natural continuation) with tolerance ``root_tol``. Returns the points stacked along a
     leading axis."""
     if start.W0.shape[1] != 1 or start.WQ.shape[1] != 1:
@@ -210,11 +211,11 @@ def track_rank_one_branch(
             f"start must have m = m' = 1, got W0 {start.W0.shape}, WQ {start.WQ.shape}"
         )
 
-    def step(model, chain):
-        pi, P = chain
-        point = find_critical_point(model, pi, P, rtol=root_tol, atol=root_tol)
+    def step(model, arrays):
+        pi, P = arrays
+        point = _find_critical_point(model, pi, P, rtol=root_tol, atol=root_tol)
         found = _rank_one_spectrum(point, pi, P)
         return found.point.model, found
 
-    _, branch = jax.lax.scan(step, start, (jnp.asarray(pis), jnp.asarray(Ps)))
+    _, branch = jax.lax.scan(step, start, (chains.pi, chains.P))
     return branch

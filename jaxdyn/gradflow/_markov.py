@@ -89,8 +89,25 @@ def default_direction(d: int) -> np.ndarray:
     return c
 
 
-@eqx.filter_jit
 def sample_sequences(
+    key: Key,
+    chain: MarkovChain,
+    n: int,
+    length: int,
+    initial: Float[ArrayLike, " d"] | None = None,
+) -> Int[Array, "n length"]:
+    """``n`` sequences of ``length`` tokens of the :class:`MarkovChain` ``chain``: ``x_1 ~
+    initial`` (default ``Uniform([d])``, the paper's; ``initial = chain.pi`` gives windows of a
+    stationary stream), ``x_{j+1} ~ P[x_j, :]``.
+
+    One ``lax.scan`` over positions, vectorised over the ``n`` chains. ``length = s + 1``
+    gives inputs ``x_1..x_s`` and the target ``x_{s+1}``.
+    """
+    return _sample_sequences(key, chain.P, n, length, initial)
+
+
+@eqx.filter_jit
+def _sample_sequences(
     key: Key,
     P: Float[ArrayLike, "d d"],
     n: int,
@@ -180,6 +197,17 @@ class MarkovChain(eqx.Module):
         """The paper's family ``P = lam I + (1 - lam) 1 pi^T`` (:func:`paper_transition`)."""
         pi = jnp.asarray(require_probability_vector("pi", pi, strictly_positive=True))
         return cls(paper_transition(pi, lam), pi)
+
+    @classmethod
+    def reversible(cls, pi: Float[ArrayLike, " d"], key: Key, *, laziness: float = 0.0):
+        """A random reversible chain with stationary law ``pi`` (the paper's ablation).
+
+        Metropolis-Hastings: a random symmetric proposal ``Q`` (uniform entries, scaled so that
+        rows sum to at most ``1 - laziness``) and ``P_ij = Q_ij min(1, pi_j / pi_i)`` for ``i !=
+        j``, the rest on the diagonal. Detailed balance ``pi_i P_ij = pi_j P_ji`` holds by
+        construction."""
+        pi = jnp.asarray(require_probability_vector("pi", pi, strictly_positive=True))
+        return cls(reversible_transition(pi, key, laziness=laziness), pi)
 
     @property
     def d(self) -> int:

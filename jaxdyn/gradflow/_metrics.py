@@ -24,6 +24,7 @@ import numpy as np
 
 from .._custom_types import Array, ArrayLike, Float
 from ..attention import attention_entropy
+from ._markov import MarkovChain
 from ._model import OneLayerTransformer, population_attention, population_loss_from_matrices
 
 
@@ -118,8 +119,13 @@ def _metrics(model: OneLayerTransformer, pi, P) -> dict[str, Array]:
 
 
 @eqx.filter_jit
-def trajectory_metrics(models: OneLayerTransformer, pi, P) -> dict[str, Array]:
-    """Metrics over time for a stack of models (leading time axis on every leaf).
+def _trajectory_metrics(models: OneLayerTransformer, pi, P) -> dict[str, Array]:
+    return jax.vmap(lambda m: model_metrics(m, pi, P))(models)
+
+
+def trajectory_metrics(models: OneLayerTransformer, chain: MarkovChain) -> dict[str, Array]:
+    """Metrics over time for a stack of models (leading time axis on every leaf) on the
+    :class:`MarkovChain` ``chain``.
 
     ``loss``; singular values ``sv_W0``, ``sv_W1``, ``sv_Phi``; alignments ``cos_W0_pi``
     (top left singular vector of W0 with pi) and ``cos_W1_centred`` (top right singular vector
@@ -132,7 +138,7 @@ def trajectory_metrics(models: OneLayerTransformer, pi, P) -> dict[str, Array]:
     ``dilution_mode_rel = D / ||gamma||``; the signed instantaneous focus rate
     ``focus_rate_path`` and the ``attention_amplitude`` it drives (module docstring).
     """
-    return jax.vmap(lambda m: model_metrics(m, pi, P))(models)
+    return _trajectory_metrics(models, chain.pi, chain.P)
 
 
 def embedding_pca(W0_traj: Float[ArrayLike, "T d m"], n_components: int = 2) -> np.ndarray:

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
 from ..attention import softmax_weights
+from ._markov import MarkovChain
 
 
 class AbstractAttentionModel(eqx.Module):
@@ -157,17 +158,24 @@ def _values(model: OneLayerTransformer, W: Float[Array, "d d"]) -> Float[Array, 
 
 
 @eqx.filter_jit
-def population_loss(
+def _population_loss(
     model: OneLayerTransformer, pi: Float[ArrayLike, " d"], P: Float[ArrayLike, "d d"]
 ) -> Scalar:
-    """Exact ``s, N -> infinity`` loss of ``model`` on the chain ``(pi, P)``
-    (:func:`population_loss_from_matrices`, with ``W M`` multiplied through the factors of
-    ``M`` when the embedding is narrow)."""
+    """:func:`population_loss` on the arrays of a validated chain."""
     _, Phi = model.matrices()
     W = population_attention(Phi, pi)
     O = _values(model, W)  # noqa: E741 (the science page's name)
     per_query = jax.nn.logsumexp(O, axis=1) - jnp.sum(jnp.asarray(P) * O, axis=1)
     return jnp.sum(jnp.asarray(pi) * per_query)
+
+
+def population_loss(model: OneLayerTransformer, chain: MarkovChain) -> Scalar:
+    """Exact ``s, N -> infinity`` loss of ``model`` on the :class:`MarkovChain` ``chain``
+    (focus_dilution.md, "Population loss"): ``L = sum_q pi_q [ logsumexp(o(q)) - sum_y P_qy
+    o(q)_y ]`` with ``O = W M`` and ``W`` the token-type attention
+    (:func:`population_attention`); ``W M`` is multiplied through the factors of ``M`` when
+    the embedding is narrow."""
+    return _population_loss(model, chain.pi, chain.P)
 
 
 class Batch(eqx.Module):
@@ -186,6 +194,17 @@ class Batch(eqx.Module):
     query: Float[Array, "d n"]
     log_counts: Float[Array, "d n"]
     targets: Float[Array, "d n"]
+
+    @classmethod
+    def from_sequences(cls, sequences: Int[ArrayLike, "n s1"], d: int, dtype=None) -> Batch:
+        """The batch of ``n`` sequences of ``s + 1`` tokens over ``d`` types (inputs
+        ``x_1..x_s``, target ``x_{s+1}``)."""
+        return prepare_batch(sequences, d, dtype)
+
+    def loss(self, model: OneLayerTransformer) -> Scalar:
+        """Mean last-token cross-entropy ``-log softmax(z)[x_{s+1}]`` of ``model`` over the
+        batch (``z`` as in :meth:`OneLayerTransformer.logits`, from the token counts)."""
+        return batch_loss(model, self)
 
 
 def prepare_batch(sequences: Int[ArrayLike, "n s1"], d: int, dtype=None) -> Batch:

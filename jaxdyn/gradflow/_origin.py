@@ -27,7 +27,7 @@ from jax.flatten_util import ravel_pytree
 from .._custom_types import ArrayLike, Float, Int
 from .._status import Status
 from ._flow import population_flow
-from ._linearise import jacobian_spectrum
+from ._linearise import _jacobian_spectrum
 from ._markov import MarkovChain
 from ._model import OneLayerTransformer
 
@@ -102,7 +102,7 @@ def origin_scaling(
     # host arrays in, no eager operation between the jitted steps (each would compile)
     direction = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), direction)
     zero = jax.tree_util.tree_map(np.zeros_like, direction)
-    spectrum = jacobian_spectrum(zero, pi, P)
+    spectrum = _jacobian_spectrum(zero, pi, P)
     ts = np.linspace(0.0, t1, num_saves)
     w0 = np.asarray(np.nan if embedding_scale is None else embedding_scale, np.float64)
     flow = dict(rtol=rtol, atol=atol, max_steps=max_steps, solver=solver)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from .._custom_types import ArrayLike, Float, Scalar
 from ._flow import population_flow
 from ._markov import MarkovChain
-from ._model import OneLayerTransformer, population_loss
+from ._model import OneLayerTransformer, _population_loss
 
 
 def crossing_time(ts: Float[ArrayLike, " T"], y: Float[ArrayLike, " T"], level) -> Scalar:
@@ -36,7 +36,7 @@ def loss_at_time(
     ts = jnp.stack([jnp.zeros_like(jnp.asarray(t, float)), jnp.asarray(t, float)])
     sol = population_flow(model0, chain, ts, **flow_kwargs)
     last = jax.tree_util.tree_map(lambda x: x[-1], sol.models)
-    return population_loss(last, chain.pi, chain.P)
+    return _population_loss(last, chain.pi, chain.P)
 
 
 def escape_time(
@@ -50,5 +50,5 @@ def escape_time(
     and ``H(pi)`` for the condensation escape), from the loss sampled on the grid ``ts``
     and interpolated (use a fine grid around the crossing for accuracy)."""
     sol = population_flow(model0, chain, ts, **flow_kwargs)
-    losses = jax.vmap(lambda m: population_loss(m, chain.pi, chain.P))(sol.models)
+    losses = jax.vmap(lambda m: _population_loss(m, chain.pi, chain.P))(sol.models)
     return crossing_time(sol.ts, losses, level)

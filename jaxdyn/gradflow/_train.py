@@ -10,7 +10,6 @@ gradient descent with step ``lr`` after ``k`` steps is compared with the populat
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 import equinox as eqx
 import jax
@@ -19,32 +18,19 @@ import optax
 
 from .._custom_types import Array, ArrayLike, Float, Int, Key, PyTree, Scalar
 from .._status import Status, mark_nonfinite
-from ._markov import MarkovChain, sample_sequences
+from ._markov import MarkovChain, _sample_sequences
 from ._model import (
     Batch,
     OneLayerTransformer,
     batch_loss,
     init_transformer,
     population_attention,
-    population_loss,
+    _population_loss,
     prepare_batch,
 )
 
-OptimizerName = Literal["gd", "adam"]
-
-
-def make_optimizer(name: OptimizerName) -> optax.GradientTransformation:
-    """The optimiser a config names: full-batch ``"gd"`` (``optax.sgd``) or ``"adam"``, with the
-    learning rate injected as a run-time hyperparameter
-    (``optax.inject_hyperparams(optax.adam)(learning_rate=0.0)``; :func:`descend` sets it)."""
-    if name == "gd":
-        return optax.inject_hyperparams(optax.sgd)(learning_rate=0.0)
-    if name == "adam":
-        return optax.inject_hyperparams(optax.adam)(learning_rate=0.0)
-    raise ValueError(f"optimizer must be 'gd' or 'adam', got {name!r}")
-
-
-_GD = make_optimizer("gd")
+# full-batch gradient descent, its learning rate injected at run time (:func:`descend` sets it)
+_GD = optax.inject_hyperparams(optax.sgd)(learning_rate=0.0)
 
 
 class TrainState(eqx.Module):
@@ -137,12 +123,13 @@ def descend(
     ``record_every`` (one ``lax.scan``; ``lr`` may be traced).
 
     ``loss_fn`` is e.g. ``partial(batch_loss, batch=prepare_batch(x, d))`` (sampled
-    sequences, real text windows) or ``lambda m: population_loss(m, pi, P)`` (gradient descent
+    sequences, real text windows) or ``lambda m: population_loss(m, chain)`` (gradient descent
     on the population loss: the flow discretised with step ``lr``). Records are measured on the
     :class:`MarkovChain` ``chain``; ``sequences`` adds the position entropy, ``observe(model)``
     anything else.
     ``optimizer``: an optax transformation whose learning rate is injected
-    (:func:`make_optimizer`; default full-batch gradient descent).
+    (e.g. ``optax.inject_hyperparams(optax.adam)(learning_rate=0.0)``; default full-batch
+    gradient descent, ``optax.sgd`` wrapped the same way).
     """
     if num_steps % record_every:
         raise ValueError(
@@ -157,7 +144,7 @@ def descend(
         return (
             st.step,
             loss,
-            population_loss(st.model, pi, P),
+            _population_loss(st.model, pi, P),
             population_attention(Phi, pi),
             None if sequences is None else position_entropy(st.model, sequences),
             None if observe is None else observe(st.model),
@@ -218,7 +205,7 @@ def train_finite(
         k_init = init_key
     P = chain.P
     d = P.shape[0]
-    data = sample_sequences(k_data, P, n, s + 1, initial)
+    data = _sample_sequences(k_data, P, n, s + 1, initial)
     batch = prepare_batch(data, d, P.dtype)
     model = init_transformer(k_init, d, m, m_attn, eps, dtype=P.dtype)
     return descend(

@@ -294,7 +294,9 @@ def estimate_llc(
         data: a tuple of arrays with a common leading sample axis.
         key: a JAX random key.
         n: the sample size in n beta (default: the number of samples in ``data``).
-        num_chains, num_draws, num_burnin: chains, recorded draws per chain, discarded steps.
+        num_chains: independent chains, one vmapped program.
+        num_draws: recorded draws per chain.
+        num_burnin: discarded steps per chain before the first draw.
         step_size: eps in BlackJAX's convention.
         localization: gamma, the Gaussian pull's precision.
         beta: inverse temperature per sample (default 1 / ln n).

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..evidence import ErrorModel, Evidence, Verdict, estimate
 
-__all__ = ["learning_coefficient", "stationary"]
+__all__ = ["free_energy_transition", "learning_coefficient", "stationary"]
 
 
 def _fmt(x) -> str:
@@ -116,4 +116,91 @@ def stationary(est, *, relative: float = 0.25) -> Evidence:
         dof=est.num_chains - 1,
         alternative=alt,
         basis="standard error of the per-chain half drift over chains",
+    )
+
+
+def free_energy_transition(
+    claim: str,
+    *,
+    predicted: float,
+    exact: float,
+    alternatives: list[float] | tuple[float, ...],
+    correction: float,
+    stderr: float,
+    confidence: float = 0.99,
+    basis: str = "",
+) -> Evidence:
+    """Singular learning theory's free-energy prediction of a transition against the exact one.
+
+    Each phase's free energy F = n L_n(w_phase) + lambda_phase ln n (Watanabe's expansion,
+    dropping -(m - 1) ln ln n + O(1)); the prediction ``predicted`` is ln P where the two cross,
+    ``exact`` the exact ln P*. Interval: ``predicted +- (z SE + correction)`` with ``stderr``
+    the crossing's standard error from the LLC estimates' and ``correction`` the finite-n
+    correction's effect on ln P* (the dropped terms, bounded or estimated: say how in
+    ``basis``). ``refuted`` when ``exact`` is outside; ``holds`` when it is inside and every
+    alternative crossing (the loss alone, the LLC terms swapped or at the regular count) is
+    outside (an alternative with no crossing, nan, is outside); ``inconclusive`` otherwise, or
+    when the predicted crossing does not exist (nan: the phases
+    never exchange order where both exist).
+    """
+    from scipy import stats
+
+    alts = [float(a) for a in alternatives]
+    if not alts:
+        raise ValueError(f"{claim!r}: a statistical check needs an alternative to reject")
+    if not (correction >= 0):
+        raise ValueError(f"correction must be a bound >= 0, got {correction}")
+    predicted, exact, stderr = float(predicted), float(exact), float(stderr)
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    if not (np.isfinite(predicted) and np.isfinite(exact) and np.isfinite(stderr)):
+        model = ErrorModel("standard_error_plus_bias", 0.0, confidence=confidence, basis=basis)
+        return Evidence(
+            claim,
+            exact,
+            predicted,
+            model,
+            Verdict.inconclusive,
+            alts,
+            "no crossing of the free energies where both phases exist (or no exact P*)",
+        )
+    half = z * stderr + float(correction)
+    model = ErrorModel(
+        "standard_error_plus_bias",
+        half,
+        confidence=confidence,
+        basis=f"z x SE ({_fmt(z)} x {_fmt(stderr)}) + finite-n correction {_fmt(correction)} "
+        f"in ln P*; {basis}",
+    )
+    gap = abs(predicted - exact)
+    if gap > half:
+        return Evidence(
+            claim,
+            exact,
+            predicted,
+            model,
+            Verdict.refuted,
+            alts,
+            f"|ln P*_predicted - ln P*_exact| = {_fmt(gap)} exceeds {_fmt(half)}",
+        )
+    close = [a for a in alts if np.isfinite(a) and abs(a - exact) <= half]
+    if close:
+        return Evidence(
+            claim,
+            exact,
+            predicted,
+            model,
+            Verdict.inconclusive,
+            alts,
+            f"the exact ln P* is within +-{_fmt(half)} of the prediction, but an alternative "
+            f"{close} is as close: the prediction's LLC terms are not what decides it",
+        )
+    return Evidence(
+        claim,
+        exact,
+        predicted,
+        model,
+        Verdict.holds,
+        alts,
+        f"the exact ln P* is within +-{_fmt(half)} of the prediction, "
+        f"the alternatives {alts} are not",
     )

@@ -22,7 +22,8 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxdyn._validation import require_in_interval
 
-from ._particles import fixed_step_particles
+from ._particles import RK4
+from ._simulate_particles import simulate_particles
 from .fields._wrappers import Masked
 
 
@@ -67,7 +68,15 @@ def causal_influence(
     x0 = jnp.asarray(x0)
 
     def flow(x):
-        return fixed_step_particles(field, x, t1, steps, adjoint=diffrax.ForwardMode()).final_x
+        return simulate_particles(
+            field,
+            x,
+            t1,
+            dt0=t1 / steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
+        ).final_x
 
     J = jax.jacfwd(flow)(x0)  # (n, d, n, d)
     return jnp.linalg.norm(jnp.moveaxis(J, 2, 1), ord=2, axis=(2, 3))

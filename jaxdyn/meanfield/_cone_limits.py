@@ -31,6 +31,8 @@ import numpy as np
 import scipy.linalg
 from jaxtyping import Array, ArrayLike, Float
 
+from ._cone import disk_coordinates, isotropic_line_stability
+
 
 def rank_one_angle_rate(V: Float[ArrayLike, "2 2"], theta) -> Array:
     """``d theta / d ln r = g(theta) / h(theta)`` of the rank-one softmax direction flow
@@ -134,3 +136,87 @@ def line_transverse_growth(
     M = np.asarray(jax.jacfwd(disk)(zero))[:, 1:]
     G = M @ scipy.linalg.expm(J[1:, 1:] * dt) @ np.linalg.pinv(M)
     return float(np.linalg.norm(G, 2))
+
+
+LIMIT_LOG_RADIUS = 60.0  # how far in ln r the angle flow is run on to find its limit
+
+
+def wrapped_angle(angle):
+    """An angle difference of directions (lines), in ``[-pi/2, pi/2)``."""
+    return (np.asarray(angle) + np.pi / 2) % np.pi - np.pi / 2
+
+
+def _top_angle(cov):
+    w, U = np.linalg.eigh(cov)
+    return w, np.arctan2(U[1, -1], U[0, -1])
+
+
+def nearest_direction_distance(ends, directions) -> float | None:
+    """Largest disk distance of the covariances ``ends`` to the nearest of ``directions``."""
+    if not len(ends) or not directions:
+        return None
+    points = disk_coordinates(ends)
+    targets = np.array([disk_coordinates(np.outer(u, u)) for u in directions])
+    return float(np.max(np.min(np.linalg.norm(points[:, None] - targets[None], axis=-1), 1)))
+
+
+def blowup_limit_errors(V, directions, ends, later, steps, rtol: float) -> dict:
+    """The two blow-up checks' measurements (module docstring, first item) for covariances
+    ``ends`` at the blow-up event and ``later`` after a continuation of ``steps`` steps:
+
+    - ``errors``: top-eigenvector angle of ``later`` against the rank-one direction flow's
+      prediction from ``ends``; ``allowed``: the neglected rank-two share
+      ``lambda_min / lambda_max`` at the event plus ``steps * rtol``;
+    - ``limits``: angle between the flow's limit (run on ``LIMIT_LOG_RADIUS`` in ``ln r``) and
+      the nearest of ``directions``; ``left``: the contraction near the attracting angles left
+      of the largest start after ``LIMIT_LOG_RADIUS`` (``exp(slope ln r)``)."""
+    V = np.asarray(V)
+    thetas_u = [float(np.arctan2(u[1], u[0])) for u in directions]
+    errors, allowed, limits, starts = [], [], [], []
+    for cov1, cov2, n in zip(ends, later, steps, strict=True):
+        w1, theta1 = _top_angle(cov1)
+        w2, theta2 = _top_angle(cov2)
+        log_r1, log_r2 = 0.5 * np.log(w1[-1]), 0.5 * np.log(w2[-1])
+        predicted = rank_one_angle_flow(V, theta1, log_r1, log_r2)
+        errors.append(abs(wrapped_angle(theta2 - predicted)))
+        allowed.append(w1[0] / w1[-1] + int(n) * rtol)
+        limit = rank_one_angle_flow(V, theta1, log_r1, log_r1 + LIMIT_LOG_RADIUS)
+        limits.append(min((abs(wrapped_angle(limit - t)) for t in thetas_u), default=np.inf))
+        starts.append(min((abs(wrapped_angle(theta1 - t)) for t in thetas_u), default=np.inf))
+    slopes = [float(jax.grad(lambda t: rank_one_angle_rate(V, t))(t)) for t in thetas_u]
+    left = max(starts) * np.exp(LIMIT_LOG_RADIUS * max(slopes, default=np.inf))
+    return {
+        "errors": np.array(errors),
+        "allowed": np.array(allowed),
+        "limits": np.array(limits),
+        "left": left,
+    }
+
+
+def stable_line_distances(field, paths, ends, ts, entry_error: float):
+    """The convergent runs' check (module docstring, second item): the stable isotropic
+    lines of ``field`` (a d = 2 Gaussian-closed head), each end's disk distance to the nearest
+    one at ``ts[-1]``, and its bound ``G (d(t_a) + floor) + floor`` from the save ``t_a``
+    nearest ``ts[-1] / 2`` (``floor = 4 sqrt 2 entry_error / tr``). Returns
+    ``(stable, distances, bounds, anchor)``."""
+    A, V = np.asarray(field.A()), np.asarray(field.V)
+    stable = [e for e, kappa in isotropic_line_stability(A, V) if kappa < 0]
+    targets = [disk_coordinates(np.outer(e, e)) for e in stable]
+
+    def rhs(cov):
+        return field.gaussian_rhs(jnp.zeros(2, cov.dtype), cov)[1]
+
+    anchor = int(np.argmin(np.abs(ts - ts[-1] / 2)))
+    dt = float(ts[-1] - ts[anchor])
+    distances, bounds = [], []
+    if not stable:
+        return stable, distances, bounds, anchor
+    for path, end in zip(paths, ends, strict=True):
+        dists = [np.linalg.norm(disk_coordinates(end) - t) for t in targets]
+        k = int(np.argmin(dists))
+        d_a = float(np.linalg.norm(disk_coordinates(path[anchor]) - targets[k]))
+        p = float(np.trace(end))
+        floor = 4 * np.sqrt(2) * entry_error / p
+        distances.append(dists[k])
+        bounds.append(line_transverse_growth(rhs, stable[k], p, dt) * (d_a + floor) + floor)
+    return stable, distances, bounds, anchor

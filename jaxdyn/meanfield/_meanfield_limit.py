@@ -18,13 +18,15 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxdyn._custom_types import Key
 from jaxdyn._status import Status, mark_nonfinite
 
 from ._analysis import bures_wasserstein, empirical_mean_cov
-from ._particles import fixed_step_particles
+from ._particles import RK4
+from ._simulate_particles import simulate_particles
 from .fields._base import AbstractGaussianClosed
 
 
@@ -100,7 +102,15 @@ def meanfield_error(
     if not isinstance(field, AbstractGaussianClosed):
         raise ValueError(f"meanfield_error: {type(field).__name__} is not Gaussian-closed")
     x0 = jnp.asarray(x0)
-    particles = fixed_step_particles(field, x0, t1, steps)
+    particles = simulate_particles(
+        field,
+        x0,
+        t1,
+        dt0=t1 / steps,
+        solver=RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        blowup_norm=None,
+    )
     m0, c0 = empirical_mean_cov(x0)
     m_t, c_t = empirical_mean_cov(particles.final_x)
 
@@ -151,3 +161,27 @@ def _gaussian_pair(field, means, covs, t1, rtol, atol):
     final_means, final_covs = sol.ys[0][-1], sol.ys[1][-1]
     status = mark_nonfinite(Status.promote(sol.result), (final_means, final_covs))
     return final_means, final_covs, status
+
+
+def rk4_linear_bound(V, t1, steps, size):
+    """Global error bound of RK4 on ``dm/dt = V m``: per step the remainder of the exponential
+    series after degree 4, ``(h|V|)^5 / 120 e^{h|V|}``, carried by ``e^{|V| t}``."""
+    v, h = float(np.linalg.norm(V, 2)), t1 / steps
+    return steps * (h * v) ** 5 / 120 * np.exp(h * v) * np.exp(v * t1) * size
+
+
+def closure_defect(field, x):
+    """``|d Sigma/dt (particles) - d Sigma/dt (Gaussian ODE at the sample's moments)|_F`` at
+    ``t = 0``: the integrand of the dynamic error."""
+    m, c = empirical_mean_cov(x)
+    v = field.velocity(x, x)
+    dc = (x - m).T @ (v - v.mean(0)) / x.shape[0]
+    return jnp.linalg.norm(dc + dc.T - field.gaussian_rhs(m, c)[1])
+
+
+def near_blowup_problem(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(A, Sigma_0)`` of the near-blow-up part: ``A`` symmetric positive definite (so
+    ``A + A^T`` is, and softmax with ``V = I`` blows up at ``t*``), ``Sigma_0 = I / 2``."""
+    rng = np.random.default_rng(seed + 31)
+    P = rng.standard_normal((d, d))
+    return 0.5 * (P @ P.T) / d + 0.2 * np.eye(d), 0.5 * np.eye(d)

@@ -17,20 +17,15 @@ blows up in finite time (transformer_pde.md, Closed forms) and there is nothing 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import ClassVar
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, PyTree
+from jaxtyping import Array, Float
 
-from jaxdyn._status import Status, mark_nonfinite
-
-from ._solve_common import requested_and_final_saveat
-from .fields._base import AbstractVelocityField
+from jaxdyn._status import Status
 
 _rk4_tableau = diffrax.ButcherTableau(
     a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
@@ -43,8 +38,10 @@ _rk4_tableau = diffrax.ButcherTableau(
 class RK4(diffrax.AbstractERK):
     """The classical 4th-order Runge-Kutta method (4 stages, fixed steps only: no error estimate).
 
-    diffrax ships no classical RK4; benchmarks against hand-written RK4 loops use this so that
-    both sides take the same steps.
+    diffrax ships no classical RK4. With ``diffrax.ConstantStepSize()``, a step ``dt0`` that
+    divides ``t1`` and no event (``blowup_norm=None``), :func:`jaxdyn.meanfield.simulate_particles`
+    runs it as a plain ``lax`` loop (its fixed-step path): the lean choice for sweeps of many
+    fixed-step particle systems.
     """
 
     tableau: ClassVar[diffrax.ButcherTableau] = _rk4_tableau
@@ -60,75 +57,19 @@ def uniform_on_sphere(key, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
     return z / jnp.linalg.norm(z, axis=-1, keepdims=True)
 
 
-class FixedStepSolution(eqx.Module):
-    """Result of :func:`fixed_step_particles`: saved outputs at ``ts``, the final particles and a
-    :class:`jaxdyn.Status`."""
-
-    ts: Float[Array, " s"]
-    xs: PyTree
-    final_x: Float[Array, "n d"]
-    status: Status
-
-
-def fixed_step_particles(
-    field: AbstractVelocityField,
-    x0: Float[ArrayLike, "n d"],
-    t1: Float[ArrayLike, ""],
-    steps: int,
-    *,
-    ts: Float[ArrayLike, " s"] | None = None,
-    save_fn: Callable[[Float[Array, ""], Float[Array, "n d"]], PyTree] | None = None,
-    solver: diffrax.AbstractSolver | None = None,
-    adjoint: diffrax.AbstractAdjoint | None = None,
-) -> FixedStepSolution:
-    """``dx_i/dt = Gamma_mu(x_i)`` with ``steps`` equal steps of ``solver`` (default :class:`RK4`).
-
-    The lean path for sweeps of many fixed-step particle systems: the same vector field as
-    :func:`jaxdyn.meanfield.simulate_particles`, without its blow-up event (whose root finder
-    roughly doubles compilation time); a non-finite state gives ``Status.nonfinite`` instead. Use
-    ``simulate_particles`` when blow-up must be located. ``adjoint=diffrax.ForwardMode()``
-    allows forward-mode differentiation (``jax.jacfwd``) through the solve.
-
-    Numerical choice: with the default solver, and saves ``ts`` (if any) given as concrete
-    values on the step grid ``k t1 / steps`` at equal spacing, the steps run as a plain
-    ``lax`` loop of classical RK4 (the same arithmetic as :class:`RK4` to rounding; forward
-    and reverse differentiation work through it, whatever ``adjoint``): a fraction of the
-    compilation of ``diffrax.diffeqsolve``. Other saves (between steps: diffrax's Hermite
-    interpolation) and other solvers go through diffrax. (The loop cannot call
-    ``RK4().step`` instead of restating its four stages: diffrax's step is a ``custom_vjp``,
-    which forward mode (``jax.jacfwd``, the flow Jacobians of the stability checks) cannot
-    differentiate.)
-    """
-    x0 = jnp.asarray(x0)
-    if x0.ndim != 2:
-        raise ValueError(f"fixed_step_particles: x0 must be (n, d), got shape {x0.shape}")
-    if int(steps) < 1:
-        raise ValueError(f"fixed_step_particles: steps must be >= 1, got {steps}")
-    steps = int(steps)
-    dtype = jnp.result_type(x0, float)
-    t1_arr = jnp.asarray(t1, dtype)
-    if solver is None:
-        save_steps = _saves_on_the_step_grid(ts, t1, steps)
-        if save_steps is not None:
-            return _rk4_loop(field, x0.astype(dtype), t1_arr, steps, ts, save_fn, save_steps)
-
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(lambda t, x, args: field.velocity(x, x, t=t)),
-        solver if solver is not None else RK4(),
-        t0=jnp.zeros((), dtype),
-        t1=t1_arr,
-        dt0=t1_arr / steps,
-        y0=x0.astype(dtype),
-        saveat=requested_and_final_saveat(ts, save_fn, dtype),
-        stepsize_controller=diffrax.ConstantStepSize(),
-        max_steps=steps + 1,
-        adjoint=adjoint if adjoint is not None else diffrax.RecursiveCheckpointAdjoint(),
-        throw=False,
-    )
-    out, final = sol.ys
-    final_x = final[-1]
-    status = mark_nonfinite(Status.promote(sol.result), final_x)
-    return FixedStepSolution(ts=sol.ts[0], xs=out, final_x=final_x, status=status)
+def fixed_steps(t1, dt0) -> int | None:
+    """The number of equal steps ``dt0`` that end exactly at ``t1`` (``None`` when either is
+    traced or ``t1 / dt0`` is not an integer to rounding)."""
+    try:
+        t1, dt0 = float(t1), float(dt0)
+    except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        return None
+    if not (t1 > 0 and dt0 > 0):
+        return None
+    steps = round(t1 / dt0)
+    if steps < 1 or abs(steps * dt0 - t1) > 1e-9 * t1:
+        return None
+    return int(steps)
 
 
 def _saves_on_the_step_grid(ts, t1, steps: int) -> tuple[int, int, int] | None:
@@ -153,9 +94,16 @@ def _saves_on_the_step_grid(ts, t1, steps: int) -> tuple[int, int, int] | None:
     return (int(k[0]), int(gaps[0]) if gaps.size else 1, int(k.size))
 
 
-def _rk4_loop(field, x0, t1, steps, ts, save_fn, save_steps) -> FixedStepSolution:
+def rk4_loop(field, x0, t1, steps, ts, save_fn, save_steps):
     """Classical RK4 at ``steps`` equal steps as ``lax`` loops, saving at the steps
-    ``first + j spacing`` (see :func:`fixed_step_particles`)."""
+    ``first + j spacing``: ``(save times, saved outputs, final particles, status)``.
+
+    The fixed-step path of :func:`jaxdyn.meanfield.simulate_particles` (:class:`RK4` with a
+    constant step size and no event): the same arithmetic as ``RK4`` to rounding, forward and
+    reverse differentiable, with a fraction of ``diffrax.diffeqsolve``'s compilation. (It cannot
+    call ``RK4().step`` instead of restating its four stages: diffrax's step is a
+    ``custom_vjp``, which forward mode (``jax.jacfwd``, the flow Jacobians of the stability
+    checks) cannot differentiate.)"""
     first, spacing, count = save_steps
     dtype = x0.dtype
     h = t1 / steps
@@ -192,4 +140,4 @@ def _rk4_loop(field, x0, t1, steps, ts, save_fn, save_steps) -> FixedStepSolutio
     # no event fills slots with inf here: any non-finite final state is a failure
     finite = jnp.all(jnp.isfinite(final_x))
     status = Status.where(finite, Status.successful, Status.nonfinite)
-    return FixedStepSolution(ts=save_ts, xs=xs, final_x=final_x, status=status)
+    return save_ts, xs, final_x, status

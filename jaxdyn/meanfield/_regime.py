@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import equinox as eqx
 import numpy as np
+from jaxtyping import ArrayLike, Float
 
 from ._closed_forms import blowup_time
 from ._solve_common import _check_gaussian_inputs
 from .fields._base import AbstractGaussianClosed
-from .fields._heads import Softmax
+from .fields._heads import MultiHead, Softmax
 
 
 class Regime(eqx.Enumeration):
@@ -75,6 +76,7 @@ class GaussianRegime(eqx.Module):
             ``V = c I``); ``inf`` otherwise.
         trace_bound: for the bounded regimes, a bound on ``tr Sigma(t)`` for all ``t``
             (``inf`` where none is derived).
+        reduction: how a multi-head field was reduced to one softmax head ("" for none).
         rank_bound: an upper bound on the rank of the limit points (``d`` where unknown).
             From a rank-deficient ``Sigma_0`` it is the exact flow's: the rank is kept, but the
             rank-deficient set can repel, so a numerical solve's round-off may grow to a
@@ -86,10 +88,46 @@ class GaussianRegime(eqx.Module):
     blowup_time_bound: float
     trace_bound: float
     rank_bound: int
+    reduction: str = ""
 
 
 def _result(regime, condition, t=np.inf, trace=np.inf, rank=0) -> GaussianRegime:
     return GaussianRegime(regime, condition, float(t), float(trace), int(rank))
+
+
+def _common_value(C: np.ndarray, tol: float):
+    """``(c, V)`` with every ``C_h = c_h V`` (``V`` the largest head's ``C_h``), or ``None``."""
+    norms = np.linalg.norm(C, axis=(1, 2))
+    if norms.max() == 0:
+        return np.zeros(len(C)), np.zeros_like(C[0])
+    V = C[int(np.argmax(norms))]
+    c = np.einsum("hij,ij->h", C, V) / np.sum(V * V)
+    if np.max(np.linalg.norm(C - c[:, None, None] * V, axis=(1, 2))) > tol * norms.max():
+        return None
+    return c, V
+
+
+def _reduced_softmax(field: MultiHead, tol: float):
+    """The softmax field with the same covariance ODE as a multi-head ``field`` whose heads
+    share one value matrix up to scale, ``C_h = c_h V``:
+    ``sum_h C_h Sigma A_h Sigma = V Sigma (sum_h c_h A_h) Sigma`` exactly; else ``None``."""
+    A, C = (np.asarray(a, float) for a in field.head_matrices())
+    common = _common_value(C, tol)
+    if common is None:
+        return None, ""
+    c, V = common
+    d = V.shape[0]
+    A_sum = np.einsum("h,hij->ij", c, A)
+    scalar = np.linalg.norm(V - np.trace(V) / d * np.eye(d)) <= tol * max(np.linalg.norm(V), 1e-300)
+    reduction = (
+        "every head's value is c_h I: softmax with V = I, A = sum_h c_h A_h"
+        if scalar
+        else "the heads share one value matrix up to scale (C_h = c_h V): softmax with V, "
+        "A = sum_h c_h A_h"
+    )
+    if scalar:
+        A_sum, V = np.trace(V) / d * A_sum, np.eye(d)
+    return Softmax(Q=np.sqrt(d) * A_sum, K=np.eye(d), V=V), reduction
 
 
 def _definite_similarity(V: np.ndarray, tol: float):
@@ -112,12 +150,20 @@ def _definite_similarity(V: np.ndarray, tol: float):
 
 
 def gaussian_regime(
-    field: AbstractGaussianClosed, mean0, cov0, *, tol: float = 1e-9
+    field: AbstractGaussianClosed,
+    mean0: Float[ArrayLike, " d"],
+    cov0: Float[ArrayLike, "d d"],
+    *,
+    tol: float = 1e-9,
 ) -> GaussianRegime:
     """Classify the softmax Gaussian ``N(mean0, cov0)`` under ``field`` (module docstring).
 
     Args:
-        field: the softmax field (weights ``Q, K, V``); any other field is ``inconclusive``.
+        field: the softmax field (weights ``Q, K, V``), or a :class:`MultiHead` whose heads'
+            value matrices ``C_h = c_h V`` share one matrix up to scale (every ``V_h = c_h I``
+            included): its covariance ODE is exactly softmax's with ``V`` and
+            ``A = sum_h c_h A_h``, decided as such (``reduction`` says so). Any other field
+            is ``inconclusive``.
         mean0: initial mean (the softmax covariance ODE does not depend on it).
         cov0: initial covariance (symmetric PSD).
         tol: relative size below which an eigenvalue counts as zero.
@@ -129,6 +175,16 @@ def gaussian_regime(
     mean0, cov0 = _check_gaussian_inputs("gaussian_regime", field, mean0, cov0)
     cov0 = np.asarray(cov0, float)
     d = cov0.shape[0]
+    if isinstance(field, MultiHead):
+        reduced, reduction = _reduced_softmax(field, tol)
+        if reduced is None:
+            return eqx.tree_at(
+                lambda r: r.reduction,
+                _result(Regime.inconclusive, RegimeCondition.undecided, rank=d),
+                "heads with value matrices not proportional to one matrix: no reduction",
+            )
+        out = gaussian_regime(reduced, mean0, cov0, tol=tol)
+        return eqx.tree_at(lambda r: r.reduction, out, reduction)
     if not isinstance(field, Softmax):
         return _result(Regime.inconclusive, RegimeCondition.not_softmax, rank=d)
     A, V = np.asarray(field.A(), float), np.asarray(field.V, float)

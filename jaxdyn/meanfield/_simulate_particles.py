@@ -22,6 +22,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 from jaxdyn._status import Status, mark_nonfinite
 from jaxdyn.sweep import DiffeqProblem
 
+from ._particles import RK4, _saves_on_the_step_grid, fixed_steps, rk4_loop
 from ._solve_common import (
     _check_times,
     _root_finder,
@@ -71,7 +72,7 @@ def simulate_particles(
     stepsize_controller: diffrax.AbstractStepSizeController = _DEFAULT_CONTROLLER,
     dt0: Float[ArrayLike, ""] | None = None,
     max_steps: int = 4096,
-    blowup_norm: Float[ArrayLike, ""] = 1e6,
+    blowup_norm: Float[ArrayLike, ""] | None = 1e6,
     events: Mapping[str, ParticleCondition] | None = None,
     save_fn: Callable[[Float[Array, ""], Float[Array, "n d"]], PyTree] | None = None,
     adjoint: diffrax.AbstractAdjoint | None = None,
@@ -82,8 +83,16 @@ def simulate_particles(
     the first user event (status ``event_occurred``). Pure and jit/vmap-able; never raises at
     run time.
 
+    Fixed steps are a solver choice: ``solver=RK4()``,
+    ``stepsize_controller=diffrax.ConstantStepSize()``, ``dt0 = t1 / steps`` and
+    ``blowup_norm=None`` (no event to locate) take ``steps`` classical RK4 steps as a plain
+    ``lax`` loop when ``t1`` and ``dt0`` are concrete and the saves ``ts`` (if any) lie on the
+    step grid at equal spacing: a fraction of ``diffrax.diffeqsolve``'s compilation, forward
+    and reverse differentiable (``jax.jacfwd`` included). A non-finite state then gives
+    ``Status.nonfinite``. Otherwise the solve goes through diffrax.
+
     Args:
-        field: the velocity field (any :class:`jaxdyn.meanfield.AbstractVelocityField`).
+        field: the velocity field (any :class:`jaxdyn.meanfield.fields.AbstractVelocityField`).
         x0: initial particles ``(n, d)``.
         t1: final time (depth).
         ts: save times (default: ``t1`` only).
@@ -96,7 +105,8 @@ def simulate_particles(
         dt0: initial step (``None``: chosen by the controller); the step of a constant
             controller.
         max_steps: step budget (status ``max_steps_reached`` when exhausted).
-        blowup_norm: ``max_i |x_i|`` at which the blow-up event fires.
+        blowup_norm: ``max_i |x_i|`` at which the blow-up event fires (``None``: no blow-up
+            event).
         events: named user events, ``condition(t, x)`` negative before the event and crossing
             zero at it; the crossing time is ``t_event``.
         save_fn: ``save_fn(t, x)`` saved at ``ts`` instead of the particles (memory).
@@ -114,18 +124,36 @@ def simulate_particles(
     _check_times(name, t1, ts, dt0)
     events = check_events(name, events, "(t, x)", reserved=("blowup",))
     dtype = jnp.result_type(x0, float)
+    if isinstance(stepsize_controller, diffrax.ConstantStepSize) and dt0 is None:
+        raise ValueError(f"{name}: a ConstantStepSize controller needs the step dt0")
+    steps = fixed_steps(t1, dt0) if dt0 is not None else None
+    if (
+        isinstance(solver, RK4)
+        and isinstance(stepsize_controller, diffrax.ConstantStepSize)
+        and blowup_norm is None
+        and not events
+        and steps is not None
+    ):
+        save_steps = _saves_on_the_step_grid(ts, t1, steps)
+        if save_steps is not None:
+            out = rk4_loop(field, x0.astype(dtype), jnp.asarray(t1, dtype), steps, ts, save_fn,
+                           save_steps)  # fmt: skip
+            return _fixed_step_solution(*out, jnp.asarray(t1, dtype), steps)
+    if steps is not None and isinstance(stepsize_controller, diffrax.ConstantStepSize):
+        max_steps = max(int(max_steps), steps + 1)  # constant steps: the budget is known
     t1 = jnp.asarray(t1, dtype)
 
     def conditions(t, x, norm):
-        out = {"blowup": jnp.sqrt(jnp.max(jnp.sum(x**2, axis=-1))) / norm - 1.0}
+        out = {}
+        if norm is not None:
+            out["blowup"] = jnp.sqrt(jnp.max(jnp.sum(x**2, axis=-1))) / norm - 1.0
         out.update({key: jnp.asarray(cond(t, x), dtype) for key, cond in events.items()})
         return out
 
     def merged_condition(t, y, args, **kwargs):  # diffrax passes t, y, args by keyword
         return jnp.max(jnp.stack(list(conditions(t, y, args[1]).values())))
 
-    if isinstance(stepsize_controller, diffrax.ConstantStepSize) and dt0 is None:
-        raise ValueError(f"{name}: a ConstantStepSize controller needs the step dt0")
+    has_event = blowup_norm is not None or bool(events)
     # diffeqsolve(..., throw=False) through DiffeqProblem.solve(): inside run_sweep the engine
     # continues it in segments (straggler-free), with the same solution. The field and the
     # threshold are the problem's args (array leaves), not closed over, so that the engine's
@@ -140,7 +168,11 @@ def simulate_particles(
         args=(field, blowup_norm),
         saveat=requested_and_final_saveat(ts, save_fn, dtype),
         stepsize_controller=stepsize_controller,
-        event=diffrax.Event(merged_condition, root_finder=_root_finder(), direction=True),
+        event=(
+            diffrax.Event(merged_condition, root_finder=_root_finder(), direction=True)
+            if has_event
+            else None
+        ),
         max_steps=int(max_steps),
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
     ).solve()
@@ -153,17 +185,40 @@ def _particle_solution(sol: diffrax.Solution, conditions, user_events: list[str]
     final_x = final[-1]
     t_final = sol.ts[1][-1]
     values = conditions(t_final, final_x)
+    if not values:  # no event
+        status = mark_nonfinite(Status.promote(sol.result), final_x)
+        return ParticleSolution(
+            ts=sol.ts[0], xs=saved, final_x=final_x, t_final=t_final,
+            t_event=jnp.full((), jnp.inf, final_x.dtype), status=status, events={},
+            num_steps=sol.stats["num_steps"],
+        )  # fmt: skip
+    event_mask = sol.event_mask
     winner = jnp.argmax(jnp.stack(list(values.values())))
-    fired = {key: sol.event_mask & (winner == i) for i, key in enumerate(values)}
-    status = Status.where(fired["blowup"], Status.blowup, Status.promote(sol.result))
+    fired = {key: event_mask & (winner == i) for i, key in enumerate(values)}
+    blew_up = fired.get("blowup", jnp.zeros((), bool))
+    status = Status.where(blew_up, Status.blowup, Status.promote(sol.result))
     status = mark_nonfinite(status, final_x)
     return ParticleSolution(
         ts=sol.ts[0],
         xs=saved,
         final_x=final_x,
         t_final=t_final,
-        t_event=jnp.where(sol.event_mask, t_final, jnp.inf),
+        t_event=jnp.where(event_mask, t_final, jnp.inf),
         status=status,
         events={key: fired[key] for key in user_events},
         num_steps=sol.stats["num_steps"],
+    )
+
+
+def _fixed_step_solution(ts, xs, final_x, status, t1, steps: int) -> ParticleSolution:
+    """The :class:`ParticleSolution` of the fixed-step path (no event: it never fires)."""
+    return ParticleSolution(
+        ts=ts,
+        xs=xs,
+        final_x=final_x,
+        t_final=t1,
+        t_event=jnp.full((), jnp.inf, final_x.dtype),
+        status=status,
+        events={},
+        num_steps=jnp.asarray(steps),
     )

@@ -34,7 +34,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxdyn._validation import require_positive
 
-from ._particles import fixed_step_particles
+from ._particles import RK4
+from ._simulate_particles import simulate_particles
 from .fields._base import AbstractVelocityField, weight_at
 from .fields._heads import Softmax
 
@@ -116,8 +117,15 @@ def flow_jacobian_norms(
     ts = jnp.asarray(ts, x0.dtype)
 
     def flow(x):
-        return fixed_step_particles(
-            field, x, ts[-1], steps, ts=ts, adjoint=diffrax.ForwardMode()
+        return simulate_particles(
+            field,
+            x,
+            ts[-1],
+            dt0=ts[-1] / steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
+            ts=ts,
         ).xs
 
     J = jax.jacfwd(flow)(x0)  # (s, n, d, n, d)

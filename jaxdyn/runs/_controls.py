@@ -6,7 +6,7 @@ and returns the :class:`~jaxdyn.evidence.Evidence` of the same check function on
 
     @negative_control("focus-dilution", "escape_time_scaling")
     def _escape_time_without_instability():
-        return escape_time_evidence(times_from_a_stable_flow, ...)
+        return claims.escape_time_log_eps(times_from_a_stable_flow, ...)
 
 ``tests/test_negative_controls.py`` runs every registered control and asserts that its verdict
 is ``refuted`` or ``inconclusive``; ``summary.json`` records for each evidence check whether

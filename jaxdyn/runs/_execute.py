@@ -339,10 +339,10 @@ def run_experiment(
     worker processes cannot import; register it in a module to use every core. Bad
     arguments raise :class:`ConfigError` before any process starts; a failed worker raises
     ``RuntimeError`` (the finished chunks stay on disk for ``resume=True``). Worker processes
-    use jaxdyn's XLA:CPU options like the command line; a run in this process uses this
-    process's settings (``jaxdyn.sweep._devices.xla_cpu_setup`` before JAX starts, with
-    ``elemental_emitters=quick``, gives the same; other settings can differ at round-off
-    level).
+    use jaxdyn's XLA:CPU options like the command line. A run in this process gets the same
+    options for the sweep engine's programs (it compiles each with them) and this process's
+    ``XLA_FLAGS`` for the rest, where other settings can differ at round-off level
+    (docs/scaling.md).
     """
     prepared = prepare_run(
         name,

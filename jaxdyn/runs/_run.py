@@ -244,8 +244,8 @@ class Run:
     ) -> SweepResult:
         """Run a sweep into this run directory: checkpoint, resume, record, in one call.
 
-        ``member(params, key) -> dict`` (or a segmented member such as a
-        :class:`~jaxdyn.sweep.DiffeqMember`) and ``grid`` are as in
+        ``member(params, key) -> dict`` (or a
+        :class:`~jaxdyn.sweep.AbstractSegmentedMember`) and ``grid`` are as in
         :func:`jaxdyn.sweep.run_sweep`; the run's :class:`~jaxdyn.sweep.SweepOptions` apply
         (``options`` replaces them for this sweep). In a multi-process run every process
         calls this and gets the whole result; only process 0 writes. Finished chunks go to

@@ -39,9 +39,10 @@ class AbstractSegmentedMember(eqx.Module):
     int (a compile-time constant) or ``None``.
 
     A member's result must not depend on where its work is cut into segments; for ODE
-    solves :class:`jaxdyn.sweep.DiffeqMember` guarantees this. ``run_sweep`` and
+    solves a plain member calling :meth:`jaxdyn.sweep.DiffeqProblem.solve` once needs no
+    class: the engine segments it and guarantees this (docs/sweep.md). ``run_sweep`` and
     :meth:`jaxdyn.runs.Run.sweep` accept a segmented member wherever they accept a member
-    function; :func:`unsegmented` turns one into a plain member function.
+    function.
     """
 
     @abc.abstractmethod
@@ -84,7 +85,7 @@ def unsegmented(
     """A plain member function that runs ``member`` to completion in one call.
 
     ``init`` with no step bound, then ``advance`` in a ``while_loop`` until ``done`` (for a
-    :class:`~jaxdyn.sweep.DiffeqMember` ``init`` already completes the solve), then
+    ``DiffeqMember`` ``init`` already completes the solve), then
     ``finish``. Vmapped, this costs what the engine's plain path costs: ``width x`` the
     slowest member; it is what ``SweepOptions(segment_steps=0)`` runs.
     """

@@ -4,21 +4,14 @@ analysis, the checks one analysis supports, and its figures."""
 from __future__ import annotations
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
 from ... import entropy, gradflow as gf
-from ..._status import Status, status_code, status_name
-from ...gradflow import STAGE_NAMES
+from ...gradflow._checks import EIGEN_RTOL as EIGEN_RTOL
 from ...runs import ConfigError, Run, negative_control
 
 HEADLINE_PI = (0.75, 0.19, 0.05, 0.01)
-
-# Float64 Hessians and ``eigh`` have backward errors ~ n u ||J|| (about 1e-13 for the sizes
-# used); root-found points leave gradient residuals below 1e-10. A formula that is wrong is off
-# by O(1), so agreement to 1e-8 relative separates the two with room on both sides.
-EIGEN_RTOL = 1e-8
 
 
 def check_lam(lam: float) -> None:
@@ -57,245 +50,6 @@ ANALYSIS_EXPERIMENTS = (
 )
 
 
-def _rates(run: Run, a, tag: str) -> None:
-    """Closed-form rates against the Jacobian and the trajectory: two computations of one
-    quantity each (consistency)."""
-    r = a.rates
-    c, mu1 = float(r.focus), float(r.condensation)
-    run.consistency(
-        f"condensation_rate{tag}",
-        expected=mu1,
-        measured=float(r.condensation_jacobian),
-        tolerance=EIGEN_RTOL,
-        relative=True,
-        basis="eigh backward error",
-        note="top eigenvalue of J = -Hess L at theta = 0 vs ||pi|| ||pi - 1/d 1||",
-    )
-    fit, bound = gf.condensation_fit(
-        a.ts,
-        a.metrics["condensation_amplitude"],
-        a.metrics["condensation_nonlinearity"],
-        mu1,
-        float(a.stages.condensation.time),
-    )
-    if fit is None:  # no save in the linear regime (e.g. t1 ends before condensation)
-        run.report(
-            f"condensation_rate_fit{tag}",
-            measured=float("nan"),
-            claim="growth rate of theta's projection on the unstable eigenspace at 0 = mu1",
-            note="not measurable: no save of the flow lies in the linear regime before the "
-            "condensation (a longer t1 or more saves)",
-        )
-    else:
-        run.consistency(
-            f"condensation_rate_fit{tag}",
-            expected=mu1,
-            measured=fit.slope,
-            tolerance=bound,
-            basis="the linearisation's largest rate error in the fit window",
-            note=f"growth rate of theta's projection on the unstable eigenspace at 0, fitted on "
-            f"{fit.n} saves where the flow is linear: only a solver error can fail it (the "
-            "window is chosen where the linearisation holds)",
-        )
-    run.consistency(
-        f"focus_rate_closed_form_saddle{tag}",
-        expected=c,
-        measured=float(r.focus_jacobian),
-        tolerance=EIGEN_RTOL * max(abs(c), 1e-12),
-        basis="eigh backward error",
-        note="signed top attention eigenvalue of J at the closed-form saddle vs "
-        "c = Var_pi(gamma) Cov_pi(gamma, P beta)",
-    )
-    c_v = float(r.focus_visited_formula)
-    run.consistency(
-        f"focus_rate{tag}",
-        expected=c_v,
-        measured=float(r.focus_visited),
-        tolerance=EIGEN_RTOL * max(abs(c_v), 1e-12),
-        basis="eigh backward error",
-        note="signed top attention eigenvalue of J at the saddle the flow visits vs "
-        f"Var_pi(gamma) Cov_pi(gamma, P beta) of that saddle (closed-form balanced saddle: "
-        f"c = {c:.6g})",
-    )
-
-
-def _saddle_evidence(run: Run, a, tag: str) -> None:
-    """The plateau, the condensation's alignments and the saddle's unstable mode."""
-    H, d = float(a.stages.uniform_entropy), len(a.pi)
-    t_p, loss_p, bound_p = gf.plateau(
-        a.ts,
-        a.metrics["loss"],
-        a.metrics["grad_norm"],
-        float(a.stages.condensation.time),
-        float(a.stages.departure.time)
-        if np.isfinite(float(a.stages.departure.time))
-        else float(a.end_time),
-        a.spectrum_saddle.eigenvalues,
-    )
-    plateau = gf.plateau_evidence(loss_p, bound_p, H, float(np.log(d)))
-    run.evidence(
-        f"unigram_plateau{tag}",
-        plateau,
-        note=f"loss at the save nearest a critical point (t = {t_p:.4g})",
-    )
-    mu1 = float(a.rates.condensation)
-    i = gf.linear_window(
-        a.ts, a.metrics["condensation_nonlinearity"], mu1, float(a.stages.condensation.time)
-    )
-    noise = float(np.linalg.norm(jax.flatten_util.ravel_pytree(_at(a.trajectory, 0))[0]))
-    model = _at(a.trajectory, max(i, 0))
-    err = a.metrics["condensation_nonlinearity"]
-    run.evidence(
-        f"condensation_alignment{tag}",
-        gf.alignment_evidence(
-            model.W0,
-            model.W1,
-            a.pi,
-            noise=noise,
-            amplitude=float(a.metrics["condensation_amplitude"][i]) if i >= 0 else 0.0,
-            nonlinearity=float(np.max(err[1 : i + 1])) if i >= 1 else 0.0,
-            rate=mu1,
-        ),
-        note=f"at t = {float(a.ts[max(i, 0)]):.4g}, the last save of the linear regime",
-    )
-    m_attn = int(a.trajectory.WQ.shape[-1])
-    c_v = float(a.rates.focus_visited)
-    run.evidence(
-        f"unstable_attention_mode{tag}",
-        gf.unstable_mode_evidence(
-            a.spectrum_saddle.eigenvalues,
-            a.spectrum_saddle.attention_weight,
-            c_v,
-            m_attn,
-            tolerance=EIGEN_RTOL * max(float(np.max(np.abs(a.spectrum_saddle.eigenvalues))), 1.0),
-        ),
-        note="spectrum of J at the saddle the flow visits",
-    )
-    t_dep = float(a.stages.departure.time)
-    sd = gf.score_direction(
-        a.ts,
-        a.trajectory.W0,
-        a.trajectory.WQ,
-        a.trajectory.WK,
-        a.pi,
-        c_v,
-        a.visited_saddle.model.W0,
-        t_p,
-        t_dep if np.isfinite(t_dep) else float(a.end_time),
-        t_noise=float(a.stages.condensation.time),
-    )
-    run.evidence(
-        f"score_direction{tag}",
-        gf.score_direction_evidence(sd["angle"], sd["bound"], at_saddle=plateau.holds),
-        note=f"angle between Phi and sign(c) pi pi^T at t = {sd['time']:.4g} (from the save "
-        f"nearest the saddle to the departure, the one with the smallest bound): e = "
-        f"{sd['embedding_offset']:.2g}, nu = {sd['attention_ratio']:.2g}, sin(gamma_v, pi) = "
-        f"{sd['saddle_sin']:.2g}",
-    )
-
-
-def _at(tree, i: int):
-    return jax.tree_util.tree_map(lambda x: x[i], tree)
-
-
-def _stage_evidence(
-    run: Run, a, tag: str, tolerances: tuple[float, float], horizon: str = ""
-) -> None:
-    """Stage order from each stage's own signature, the low-query entropy's down-up-down and
-    the embedding PCA (``c > 0``)."""
-    st = a.stages
-    sig = st.signature_times()
-    names = list(sig)
-    times = np.asarray(list(sig.values()))
-    horizon = f" ({horizon or f'horizon t1 = {float(a.end_time):.4g}'}, {int(a.num_steps)} steps)"
-    run.evidence(
-        f"stages_in_order{tag}",
-        gf.stage_order_evidence(
-            times, gf.stage_resolution(a.ts, times), names, horizon_note=horizon
-        ),
-        note="first crossing of each stage's own signature, searched from t = 0",
-    )
-    drops = gf.query_drop_times(a.ts, a.metrics["entropy_query"], float(st.uniform_entropy))
-    run.evidence(
-        f"focus_fastest_for_frequent_queries{tag}",
-        gf.frequent_first_evidence(a.pi, drops, gf.stage_resolution(a.ts, drops)),
-        note="first save where each query's attention entropy is 1% below H(pi)",
-    )
-    dip, peak, H = float(st.entropy_dip), float(st.entropy_peak), float(st.uniform_entropy)
-    rtol, atol = tolerances
-    after = float(st.entropy_after_peak)
-    # the entropy's scale: its peak, or H(pi) when dilution was not reached (peak NaN)
-    scale = float(np.nanmax([abs(peak), H]))
-    solver_error = int(a.num_steps) * (rtol * scale + atol)
-    run.evidence(
-        f"entropy_down_up_down{tag}",
-        gf.entropy_course_evidence(
-            dip,
-            peak,
-            after,
-            H,
-            solver_error,
-            complete=bool(np.isfinite(sig["new_direction"])),
-        ),
-        note="low-query entropy: minimum before dilution, maximum after it, minimum after that",
-    )
-    _dilution_rate_evidence(run, a, tag)
-    pca = gf.pca_stage_changes(
-        a.ts,
-        a.trajectory.W0,
-        a.pi,
-        float(st.departure.time),
-        float(st.new_direction.time),
-        float(st.dilution.time),
-    )
-    run.report(
-        f"pca_stage_changes{tag}",
-        measured=pca,
-        claim="stage III moves the frequent and low-frequency embedding rows apart along PC1; "
-        "stage IV spreads them along PC2",
-        note="the PCA picture of the paper, reported: its axes are fitted to the trajectory",
-    )
-
-
-def _dilution_rate_evidence(run: Run, a, tag: str) -> None:
-    """The dilution mode's growth rate out of the saddle (from the save nearest the saddle to
-    the departure) against ``c`` (the paper) and ``2 c`` (forced by ``Phi``)."""
-    c_v = float(a.rates.focus_visited)
-    t_dep = float(a.stages.departure.time)
-    t_saddle, loss_p, bound_p = gf.plateau(
-        a.ts,
-        a.metrics["loss"],
-        a.metrics["grad_norm"],
-        float(a.stages.condensation.time),
-        t_dep if np.isfinite(t_dep) else float(a.end_time),
-        a.spectrum_saddle.eigenvalues,
-    )
-    dr = gf.dilution_rate(
-        a.ts,
-        a.metrics["gamma"],
-        a.pi,
-        a.visited_saddle.model.W0,
-        a.metrics["focus_rate_path"],
-        c_v,
-        t_saddle,
-        t_dep if np.isfinite(t_dep) else float(a.end_time),
-    )
-    at_saddle = gf.plateau_evidence(
-        loss_p, bound_p, float(a.stages.uniform_entropy), float(np.log(len(a.pi)))
-    ).holds
-    ev = gf.dilution_rate_evidence(
-        dr["rate"], dr["half_rates"], dr["rate_error"], c_v, at_saddle=at_saddle
-    )
-    run.evidence(
-        f"dilution_mode_rate{tag}",
-        ev,
-        note=f"log-slope of the dilution mode above its visited-saddle value over {dr['n']} "
-        f"saves from t = {t_saddle:.4g} to the departure; rate / c = "
-        f"{dr['rate'] / c_v:.4g} (2 would be a mode forced by Phi, quadratic in the attention "
-        "amplitude)",
-    )
-
-
 def record_analysis(
     run: Run,
     a,
@@ -303,49 +57,11 @@ def record_analysis(
     tolerances: tuple[float, float] = (1e-7, 1e-10),
     horizon: str = "",
 ) -> dict:
-    """The checks one :class:`gradflow.FlowAnalysis` supports, named ``name[label]``: rates
-    (consistency), the plateau, alignments, the saddle's unstable mode and the first attention
-    phase (evidence); the stage order and the entropy's down-up-down when the theory predicts
-    them (``c > 0``, a successful flow). ``tolerances``: the ``(rtol, atol)`` the flow was
-    solved with (they size the entropy's solver error); ``horizon``: why the horizon stopped
-    (:func:`gradflow.analyse_flow_to_new_direction`), said by an inconclusive stage verdict."""
-    tag = f"[{label}]" if label else ""
-    c, lam_t, mu1 = float(a.rates.focus), float(a.rates.transverse), float(a.rates.condensation)
-    flow_ok = status_code(a.status) == status_code(Status.successful)
-    stall_status = "not searched" if a.stall is None else status_name(a.stall.point.status)
-    run.scalar(
-        f"flow{tag}",
-        {"status": status_name(a.status), "steps": int(a.num_steps), "t1": float(a.end_time)},
-    )
-    run.report(
-        f"transverse_rate{tag}",
-        measured=lam_t,
-        claim="lambda_T: the top transverse eigenvalue at the rank-one stall",
-        note=f"stall root-find: {stall_status}"
-        + ("" if np.isfinite(lam_t) else " (lambda_T unknown: the end time leaves its term out)"),
-    )
-    _rates(run, a, tag)
-    _saddle_evidence(run, a, tag)
-    st = a.stages
-    run.evidence(f"first_attention_phase{tag}", gf.first_phase_evidence(c, int(st.departure_sign)))
-    run.scalar(f"stages{tag}", st.times())
-    run.scalar(f"stage_status{tag}", st.status())
-    run.scalar(f"stage_signatures{tag}", st.signature_times())
-    run.scalar(
-        f"low_query_entropy{tag}",
-        {
-            "uniform": float(st.uniform_entropy),
-            "dip": float(st.entropy_dip),
-            "peak": float(st.entropy_peak),
-            "after_peak": float(st.entropy_after_peak),
-        },
-    )
-    if flow_ok and c > 0:
-        _stage_evidence(run, a, tag, tolerances, horizon)
-    else:
-        why = "c <= 0" if flow_ok else f"the flow failed ({status_name(a.status)})"
-        run.log(f"{label or 'flow'}: stage order and dilution not predicted ({why}); reported")
-    return {"c": c, "mu1": mu1, "lambda_T": lam_t}
+    """Records :meth:`gradflow.FlowAnalysis.checks` on ``run``; returns the rates."""
+    calls, rates = a.checks(label, tolerances, horizon)
+    for method, args, kwargs in calls:
+        getattr(run, method)(*args, **kwargs)
+    return rates
 
 
 def _register_controls(experiment: str) -> None:
@@ -354,7 +70,7 @@ def _register_controls(experiment: str) -> None:
     @negative_control(experiment, "unigram_plateau")
     def _plateau_off_the_saddle():
         # a flow that never reaches the saddle: the nearest save is far from critical
-        return gf.plateau_evidence(1.2, 0.8, float(np.log(4) * 0.52), float(np.log(4)))
+        return gf.claims.unigram_plateau(1.2, 0.8, float(np.log(4) * 0.52), float(np.log(4)))
 
     @negative_control(experiment, "condensation_alignment")
     def _rank_one_growth_along_another_direction():
@@ -364,7 +80,7 @@ def _register_controls(experiment: str) -> None:
         a = rng.normal(size=3)
         W0 = np.outer(other, a) + 1e-4 * rng.normal(size=(4, 3))
         W1 = np.outer(a, other - 0.25) + 1e-4 * rng.normal(size=(3, 4))
-        return gf.alignment_evidence(
+        return gf.claims.condensation_alignment(
             W0,
             W1,
             pi,
@@ -376,53 +92,46 @@ def _register_controls(experiment: str) -> None:
 
     @negative_control(experiment, "first_attention_phase")
     def _chain_of_the_opposite_sign():
-        return gf.first_phase_evidence(0.08, -1)
+        return gf.claims.first_attention_phase(0.08, -1)
 
     @negative_control(experiment, "unstable_attention_mode")
     def _perturbed_saddle_with_an_unstable_embedding_mode():
         ev = np.array([0.08, 0.08, 0.03, 0.0, -0.5])
         att = np.array([1.0, 1.0, 0.0, 0.5, 0.0])
-        return gf.unstable_mode_evidence(ev, att, 0.08, 2, tolerance=1e-10)
+        return gf.claims.unstable_attention_mode(ev, att, 0.08, 2, tolerance=1e-10)
 
     @negative_control(experiment, "stages_in_order")
     def _focus_signature_before_condensation():
-        times = np.array([15.0, 5.0, 100.0, 300.0])
-        return gf.stage_order_evidence(times, np.full(4, 0.1), list(STAGE_NAMES))
+        ts = np.linspace(0.0, 400.0, 4001)
+        times = dict(zip(("condensation", "focus", "dilution", "new_direction"), [15.0, 5.0, 100.0, 300.0], strict=True))
+        return gf.claims.stages_in_order(ts, times)
 
     @negative_control(experiment, "focus_fastest_for_frequent_queries")
     def _rare_queries_first():
+        # each query's entropy drops at a time that decreases with pi_q
         pi = np.array([0.75, 0.19, 0.05, 0.01])
-        return gf.frequent_first_evidence(pi, [90.0, 80.0, 70.0, 60.0], np.full(4, 0.5))
+        ts = np.linspace(0.0, 120.0, 241)
+        H = 0.72714
+        drop = np.array([90.0, 80.0, 70.0, 60.0])
+        entropy_query = np.where(ts[:, None] >= drop[None, :], 0.5 * H, H)
+        return gf.claims.focus_fastest_for_frequent_queries(ts, entropy_query, pi, H)
 
     @negative_control(experiment, "score_direction")
     def _attention_growing_with_the_other_sign():
-        # the linearised saddle (W0 = gamma alpha^T + noise, the unstable attention mode
-        # growing like e^{|c| t} over a fixed part) with WK = -WQ: Phi along -pi pi^T while
-        # c > 0 predicts +pi pi^T
-        rng = np.random.default_rng(0)
-        pi = np.array([0.75, 0.19, 0.05, 0.01])
-        ts = np.linspace(0.0, 80.0, 81)
-        gamma = 2.0 * pi / np.linalg.norm(pi)
-        alpha, q = np.eye(3)[0], np.array([0.6, 0.8])
-        saddle = np.outer(gamma, alpha)
-        W0 = np.stack([np.outer(gamma, alpha) + 1e-4 * rng.normal(size=(4, 3)) for _ in ts])
-        amp = 1e-3 * np.exp(0.08 * ts)
-        rest = 1e-3 * rng.normal(size=(2, 3, 2))
-        WQ = np.stack([a * np.outer(alpha, q) + rest[0] for a in amp])
-        WK = np.stack([-a * np.outer(alpha, q) + rest[1] for a in amp])
-        sd = gf.score_direction(ts, W0, WQ, WK, pi, 0.08, saddle, 0.0, 80.0)
-        return gf.score_direction_evidence(sd["angle"], sd["bound"])
+        # Phi along -sign(c) pi pi^T (angle pi - 0.05) while the linearisation's bound at the
+        # saddle is 0.2 (tests/test_focus_dilution_claims.py builds the arrays of such a flow)
+        return gf.claims.score_direction(np.pi - 0.05, 0.2)
 
     @negative_control(experiment, "dilution_mode_rate")
     def _dilution_mode_that_does_not_grow():
         # attention held frozen: the mode stays at its saddle value (rate 0)
-        return gf.dilution_rate_evidence(0.0, [0.0, 0.0], 0.004, 0.0798)
+        return gf.claims.dilution_mode_rate(0.0, [0.0, 0.0], 0.004, 0.0798)
 
     @negative_control(experiment, "entropy_down_up_down")
     def _attention_held_frozen():
         # attention frozen at uniform: the entropy stays at H(pi) through the whole horizon
         H = 0.72714
-        return gf.entropy_course_evidence(H, H, H, H, 1e-6, complete=True)
+        return gf.claims.entropy_down_up_down(H, H, H, H, 1e-6, complete=True)
 
 
 for _name in ANALYSIS_EXPERIMENTS:

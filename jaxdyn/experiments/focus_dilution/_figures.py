@@ -18,7 +18,7 @@ def dynamics_figure(run: Run, a, name: str = "dynamics") -> None:
     keep = ts > 0
     t = ts[keep]
     met = {k: np.asarray(v)[keep] for k, v in a.metrics.items()}
-    pi = a.pi
+    pi = a.chain.pi
     d = len(pi)
     H = float(a.stages.uniform_entropy)
     stages = {k: v for k, v in a.stages.times().items() if math.isfinite(v)}
@@ -68,7 +68,7 @@ def dynamics_figure(run: Run, a, name: str = "dynamics") -> None:
         stages=stages,
         title="singular values of W0",
     )
-    pca = gf.embedding_pca(a.trajectory.W0)
+    pca = a.embedding_pca()
     ax = axes[1, 2]
     for i in range(min(d, 8)):
         y = pca[:, i, 1] if pca.shape[2] > 1 else 0 * pca[:, i, 0]

@@ -75,14 +75,14 @@ def descents(run: Run, config, corpus, pi, P, model0, queries) -> tuple[Descents
         else:
             starts = jax.random.choice(k_real, available, (n,), replace=False)
         real = jnp.asarray(tokens)[starts[:, None] + offsets]
-        sampled = gf.sample_sequences(k_chain, P, n, length, pi).astype(jnp.int32)
+        sampled = gf.sample_sequences(k_chain, chain, n, length, pi).astype(jnp.int32)
         return jnp.where(source == 0, real, sampled)
 
     def member(params, key):
-        batch = gf.prepare_batch(draw_windows(params["source"], key), d, f32)
+        batch = gf.Batch.from_sequences(draw_windows(params["source"], key), d, f32)
         tr = gf.descend(
             model0,
-            lambda mm: gf.batch_loss(mm, batch),
+            batch.loss,
             chain,
             lr=config.lr,
             num_steps=steps,
@@ -138,15 +138,10 @@ def proxy_not_run(run: Run, config) -> None:
 
 
 def proxy_check(run: Run, name: str, t, real, proxy, what: str, effect: float) -> None:
-    """Equivalence within ``effect`` at every record (:func:`gradflow.equivalence_evidence`)."""
+    """Equivalence within ``effect`` at every record (:func:`gradflow.claims.bigram_proxy_agrees`)."""
     run.evidence(
         name,
-        gf.equivalence_evidence(
-            f"{what}: real-text and bigram-chain training agree within {effect:g}",
-            real,
-            proxy,
-            effect,
-        ),
+        gf.claims.bigram_proxy_agrees(what, real, proxy, effect),
         note=f"{real.shape[0]} window draws each, {len(t)} records up to t = {t[-1]:.4g}",
     )
 
@@ -156,14 +151,14 @@ def _data_without_the_bigram_structure():
     rng = np.random.default_rng(2)
     real = 0.70 + 0.002 * rng.normal(size=(6, 10))
     proxy = 0.72 + 0.002 * rng.normal(size=(6, 10))
-    return gf.equivalence_evidence("agree within 0.01", real, proxy, 0.01)
+    return gf.claims.bigram_proxy_agrees("loss", real, proxy, 0.01)
 
 
 def _too_few_draws_to_tell():
     rng = np.random.default_rng(3)
     real = 0.3 + 0.05 * rng.normal(size=(2, 10))
     proxy = 0.3 + 0.05 * rng.normal(size=(2, 10))
-    return gf.equivalence_evidence("agree within 0.02", real, proxy, 0.02)
+    return gf.claims.bigram_proxy_agrees("attention", real, proxy, 0.02)
 
 
 for _name in ("focus-dilution-text", "focus-dilution-tinystories"):

@@ -71,25 +71,27 @@ class AblationConfig(ExperimentConfig):
     "focus-dilution-ablation",
     AblationConfig,
     "focus and dilution for other transition matrices with the same pi (the paper's ablation)",
+    title="Ablation: other transition matrices with the same pi",
+    docs="focus_dilution.md#ablation",
 )
 def run_ablation(config: AblationConfig, run: Run) -> None:
     """The population flow's rates and stages for several transition matrices sharing ``pi``."""
     pi = np.asarray(chain(config.pi, 0.5).pi)
     chains = {
-        f"paper lam={lam:g}": np.asarray(gf.paper_transition(jnp.asarray(pi), lam))
+        f"paper lam={lam:g}": gf.MarkovChain.paper(jnp.asarray(pi), lam)
         for lam in config.lams
     }
     keys = jax.random.split(jax.random.key(config.seed + 1000), max(config.n_random, 1))
     for i in range(config.n_random):
-        P = gf.reversible_transition(pi, keys[i], laziness=config.laziness)
-        chains[f"reversible #{i}"] = np.asarray(P)
+        chains[f"reversible #{i}"] = gf.MarkovChain.reversible(
+            pi, keys[i], laziness=config.laziness
+        )
     fig, axes = new_figure(1, 3)
     signs = {}
-    for name, P in chains.items():
+    for name, mc in chains.items():
         a = to_host(
             gf.analyse_flow(
-                P,
-                pi=pi,
+                mc,
                 key=jax.random.key(config.seed),
                 m=config.m,
                 m_attn=config.m_attn,

@@ -68,7 +68,7 @@ class DeltaConfig(ExperimentConfig):
 
     def direction_vector(self) -> np.ndarray:
         """The centred asymmetry direction ``c``."""
-        c = np.asarray(self.direction or gf.default_direction(self.d), dtype=float)
+        c = np.asarray(self.direction or np.linspace(1.0, -1.0, self.d - 1), dtype=float)
         return c - c.mean()
 
     def validate(self) -> None:
@@ -112,25 +112,24 @@ def _member(config: DeltaConfig):
     ``lambda_T`` (the parts of :func:`gradflow.analyse_flow` the escape times need: no
     attention-free flow, visited saddle or spectra, which would only add to the program)."""
     direction = jnp.asarray(config.direction_vector())
-    ts = gf.log_time_grid(config.t1, config.num_saves)
+    ts = _save_times(config)
     solve = dict(rtol=config.rtol, atol=config.atol, max_steps=config.max_steps)
 
     def member(params, key):
         pi = gf.symmetry_breaking_pi(config.pi_top, params["delta"], direction)
-        chain = gf.MarkovChain(gf.paper_transition(pi, config.lam), pi)
+        chain = gf.MarkovChain.paper(pi, config.lam)
         k_flow, k_stall = jax.random.split(key)
         d, eps = pi.shape[0], params["eps"]
         model0 = gf.init_transformer(k_flow, d, config.m, config.m_attn, eps)
         sol = gf.population_flow(model0, chain, ts, **solve)
-        metrics = gf.trajectory_metrics(sol.models, chain.pi, chain.P)
+        metrics = gf.trajectory_metrics(sol.models, chain)
         stages = gf.detect_stages(
             ts, metrics, chain.pi, new_direction_ratio=config.new_direction_ratio
         )
         # the stall: the rank-one flow stops when steady (t1 only bounds it), then root-found
         stall = gf.rank_one_critical_point(
             gf.init_transformer(k_stall, d, 1, 1, eps),
-            chain.pi,
-            chain.P,
+            chain,
             config.t1,
             max_steps=config.max_steps,
         )
@@ -153,33 +152,57 @@ def _member(config: DeltaConfig):
     return member
 
 
-def _escape_fits(run: Run, delta, eps, lam_t, escape, ok, t_cond, mu1) -> None:
+def _save_times(config: DeltaConfig) -> np.ndarray:
+    """``0`` then ``num_saves - 1`` log-spaced times from 0.05 to ``t1``."""
+    return np.concatenate([[0.0], np.geomspace(0.05, config.t1, config.num_saves - 1)])
+
+
+def _spacing(ts, times) -> np.ndarray:
+    """The save spacing around each crossing time (a crossing lies between two saves)."""
+    i = np.clip(np.searchsorted(ts, np.nan_to_num(times, nan=0.0, posinf=ts[-1])), 1, len(ts) - 1)
+    return np.where(np.isfinite(times), ts[i] - ts[i - 1], np.nan)
+
+
+def _escape_fits(run: Run, ts, delta, eps, lam_t, escape, ok, t_cond, t_dil, mu1) -> None:
     """Lemma 3.1's escape times: from the stall (``(log(1/eps) + K(delta)) / lambda_T``) and
     from the origin (``(log(1/eps) + K) / mu1``), each a pooled fit with one offset per delta,
     and the escape time's exponent in delta against -1 (lambda_T linear in delta)."""
     pos = ok & (delta > 0) & np.isfinite(escape)
     cond = ok & np.isfinite(t_cond)
-    for name, claim, sel, scaled, note in (
+    r_stall = lam_t * (_spacing(ts, t_dil) + _spacing(ts, t_dil + escape))
+    r_cond = mu1 * _spacing(ts, t_cond)
+    for name, claim, sel, scaled, res, note in (
         (
             "escape_time_log_eps",
-            "escape from the stall: lambda_T (t_new - t_dil) has slope 1 in log(1/eps)",
+            gf.claims.escape_time_log_eps,
             pos,
             escape * lam_t,
+            r_stall,
             f"{int(pos.sum())} members with delta > 0 that escaped, one offset per delta",
         ),
         (
             "condensation_escape_time",
-            "escape from the origin: mu1 t_condensation has slope 1 in log(1/eps)",
+            gf.claims.condensation_escape_time,
             cond,
             t_cond * mu1,
+            r_cond,
             f"{int(cond.sum())} members, one offset per delta",
         ),
     ):
         run.evidence(
             name,
-            gf.escape_time_evidence(claim, np.log(1 / eps[sel]), scaled[sel], delta[sel]),
+            claim(
+                np.log(1 / eps[sel]), scaled[sel], delta[sel], eps=eps[sel], resolution=res[sel]
+            ),
             note=note,
         )
+    # K(delta) = lambda_T (t_new - t_dil) - log(1/eps): reported per delta, without a law
+    k_of = {
+        f"{v:g}": np.round(escape[pos & (delta == v)] * lam_t[pos & (delta == v)]
+                           - np.log(1 / eps[pos & (delta == v)]), 4).tolist()
+        for v in np.unique(delta[pos])
+    }
+    run.scalar("escape_offset_K", k_of)
     fits = {}
     for e in np.unique(eps[pos]):
         sel = pos & (eps == e)
@@ -201,7 +224,7 @@ def _escape_fits(run: Run, delta, eps, lam_t, escape, ok, t_cond, mu1) -> None:
         )
     run.evidence(
         "escape_time_exponent",
-        gf.escape_exponent_evidence(delta[pos], eps[pos], escape[pos], lam_t[pos]),
+        gf.claims.escape_time_exponent(delta[pos], eps[pos], escape[pos], lam_t[pos]),
         note="only the deltas where lambda_T, measured at the stall, is linear in delta",
     )
 
@@ -211,7 +234,7 @@ def _escape_that_ignores_the_initial_scale():
     x = np.log(1 / np.array([1e-2, 1e-3, 1e-4] * 3))
     groups = np.repeat([0.01, 0.02, 0.03], 3)
     y = 5.0 + 0.01 * np.sin(7 * x) + groups  # flat in log(1/eps)
-    return gf.escape_time_evidence("slope 1", x, y, groups)
+    return gf.claims.escape_time_log_eps(x, y, groups, eps=np.exp(-x), resolution=np.full(9, 0.01))
 
 
 @negative_control("focus-dilution-delta", "condensation_escape_time")
@@ -219,7 +242,9 @@ def _condensation_twice_as_slow():
     x = np.log(1 / np.array([1e-2, 1e-3, 1e-4] * 3))
     groups = np.repeat([0.01, 0.02, 0.03], 3)
     y = 2.0 * x + 1.0 + 0.01 * np.cos(5 * x)  # slope 2: escape at half the predicted rate
-    return gf.escape_time_evidence("slope 1", x, y, groups)
+    return gf.claims.condensation_escape_time(
+        x, y, groups, eps=np.exp(-x), resolution=np.full(9, 0.01)
+    )
 
 
 @negative_control("focus-dilution-delta", "escape_time_exponent")
@@ -227,18 +252,20 @@ def _escape_independent_of_delta():
     deltas = np.repeat([0.005, 0.01, 0.02, 0.04], 3)
     eps = np.tile([1e-2, 1e-3, 1e-4], 4)
     t = 300.0 * np.log(1 / eps) * (1 + 0.01 * np.sin(40 * deltas))
-    return gf.escape_exponent_evidence(deltas, eps, t, 0.094 * deltas)
+    return gf.claims.escape_time_exponent(deltas, eps, t, 0.094 * deltas)
 
 
 @negative_control("focus-dilution-delta", "stall_at_delta_0")
 def _stall_of_an_asymmetric_chain():
-    return gf.stall_evidence(np.array([0.004, -0.004]), 0.5)
+    return gf.claims.degenerate_stall(np.array([0.004, -0.004]), 0.5)
 
 
 @register_experiment(
     "focus-dilution-delta",
     DeltaConfig,
     "symmetry breaking: escape from the rank-one stall vs delta (including 0) and eps",
+    title="Escape from the rank-one stall against delta and eps",
+    docs="focus_dilution.md#delta-and-eps",
 )
 def run_delta(config: DeltaConfig, run: Run) -> None:
     """The escape from the rank-one stall over a (delta, eps) grid, with its power-law fits."""
@@ -261,7 +288,7 @@ def run_delta(config: DeltaConfig, run: Run) -> None:
     scale = float(np.nanmax(np.abs(out["mu1"]))) if out["mu1"].size else 1.0
     run.evidence(
         "stall_at_delta_0",
-        gf.stall_evidence(out["lambda_T"][zero], scale, rtol=EIGEN_RTOL),
+        gf.claims.degenerate_stall(out["lambda_T"][zero], scale, rtol=EIGEN_RTOL),
         note="delta = 0: new direction at "
         f"{out['t_new_direction'][zero].tolist()}, sigma2/sigma1 at t1 = "
         f"{np.round(out['sigma_ratio'][zero, -1], 5).tolist()}",
@@ -269,7 +296,18 @@ def run_delta(config: DeltaConfig, run: Run) -> None:
     censored = ok & (delta > 0) & ~np.isfinite(escape)
     if censored.any():
         run.log(f"{int(censored.sum())} positive-delta members did not escape by t1 (censored)")
-    _escape_fits(run, delta, eps, out["lambda_T"], escape, ok, out["t_condensation"], out["mu1"])
+    _escape_fits(
+        run,
+        _save_times(config),
+        delta,
+        eps,
+        out["lambda_T"],
+        escape,
+        ok,
+        out["t_condensation"],
+        out["t_dilution"],
+        out["mu1"],
+    )
     fig, axes = new_figure(1, 2)
     ax = axes[0, 0]
     for e in config.eps_values:
@@ -281,7 +319,7 @@ def run_delta(config: DeltaConfig, run: Run) -> None:
     ax.legend(fontsize=7)
     note_excluded(ax, int(np.sum(~ok)), len(ok))
     ax = axes[0, 1]
-    ts = np.asarray(gf.log_time_grid(config.t1, config.num_saves))
+    ts = _save_times(config)
     for i in np.nonzero(ok & (eps == min(config.eps_values)))[0]:
         ax.loglog(ts[1:], out["sigma_ratio"][i, 1:], label=f"delta={delta[i]:g}")
     ax.axhline(config.new_direction_ratio, color="0.4", ls=":")

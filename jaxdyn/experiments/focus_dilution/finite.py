@@ -16,6 +16,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from ... import fit_power_law, gradflow as gf
 from ...plotting import band, new_figure
@@ -91,7 +92,7 @@ class FiniteConfig(ExperimentConfig):
         }
 
 
-def _prefix_batch(sequences, n, s, d: int) -> tuple[gf.Batch, jax.Array]:
+def _prefix_batch(sequences, n, s, d: int):
     """The :class:`gradflow.Batch` of the first ``n`` sequences cut to their first ``s + 1``
     tokens (``n``, ``s`` traced; the arrays keep the padded shape), and ``n_max / n``, the
     factor that turns the padded mean into the mean over the ``n`` sequences. A prefix of a
@@ -110,6 +111,13 @@ def _prefix_batch(sequences, n, s, d: int) -> tuple[gf.Batch, jax.Array]:
     return batch, n_max / n
 
 
+# the optimisers the sweeps compare, learning rate injected at run time (descend sets it)
+_OPTIMIZERS = {
+    "gd": optax.inject_hyperparams(optax.sgd)(learning_rate=0.0),
+    "adam": optax.inject_hyperparams(optax.adam)(learning_rate=0.0),
+}
+
+
 def _member(config: FiniteConfig, mc: gf.MarkovChain, optimizer: str, num_steps: int):
     """GD (or Adam) on ``n`` sampled sequences of length ``s``, ``(n, s)`` a parameter: one
     compiled program for every size (sequences drawn at the largest size and cut, the data
@@ -119,17 +127,17 @@ def _member(config: FiniteConfig, mc: gf.MarkovChain, optimizer: str, num_steps:
     def member(params, key):
         k_data, k_init = jax.random.split(key)  # k_init: the references' initialisation
         k_data = jax.random.fold_in(k_data, params["size"])
-        sequences = gf.sample_sequences(k_data, mc.P, n_max, s_max + 1)
+        sequences = gf.sample_sequences(k_data, mc, n_max, s_max + 1)
         batch, scale = _prefix_batch(sequences, params["n"], params["s"], mc.d)
         model0 = gf.init_transformer(k_init, mc.d, config.m, config.m_attn, config.eps)
         tr = gf.descend(
             model0,
-            lambda mm: scale * gf.batch_loss(mm, batch),
+            lambda mm: scale * batch.loss(mm),
             mc,
             lr=params["lr"],
             num_steps=num_steps,
             record_every=config.record_every,
-            optimizer=gf.make_optimizer(optimizer),
+            optimizer=_OPTIMIZERS[optimizer],
         )
         return {
             "population_loss": tr.population_loss,
@@ -153,7 +161,7 @@ def _references(
         model0 = gf.init_transformer(k_init, mc.d, config.m, config.m_attn, config.eps)
         ref = gf.descend(
             model0,
-            lambda mm: gf.population_loss(mm, mc.pi, mc.P),
+            lambda mm: gf.population_loss(mm, mc),
             mc,
             lr=config.lr,
             num_steps=config.num_steps,
@@ -161,7 +169,7 @@ def _references(
         )
         out = {"loss_descent": ref.population_loss, "attention_descent": ref.attention}
         if config.flow_reference:
-            flow = gf.trajectory_metrics(gf.population_flow(model0, mc, ts).models, mc.pi, mc.P)
+            flow = gf.trajectory_metrics(gf.population_flow(model0, mc, ts).models, mc)
             out.update(loss_flow=flow["loss"], attention_flow=flow["attention"])
         return out
 
@@ -172,6 +180,8 @@ def _references(
     "focus-dilution-finite",
     FiniteConfig,
     "finite-(N, s) gradient descent and Adam approach the population flow along the trajectory",
+    title="Finite samples against the population flow",
+    docs="focus_dilution.md#finite-sizes",
 )
 def run_finite(config: FiniteConfig, run: Run) -> None:
     """Finite-(N, s) gradient descent and Adam against the population flow along the trajectory."""
@@ -222,9 +232,7 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
         what = key.split("_")[0]
         run.evidence(
             f"finite_converges[{what}]",
-            gf.finite_size_evidence(
-                f"the finite-(n, s) {what} error shrinks like max(n^-1/2, 1/s)", scale, err
-            ),
+            gf.claims.finite_converges(what, scale, err),
             note=f"max over the trajectory of |{what} difference| between GD on samples and GD "
             "on the population loss (same step, same initialisation), power law in "
             "h = max(n^-1/2, 1/s) over (size, seed) runs",
@@ -253,7 +261,7 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
     final = np.asarray(res.outputs["population_loss"])[res.ok()][:, -1]
     run.evidence(
         "adam_escapes_unigram_plateau",
-        gf.below_plateau_evidence(final, H),
+        gf.claims.adam_escapes_unigram_plateau(final, H),
         note=f"final population loss of every Adam run ({final.tolist()}) vs H(pi)",
     )
     axes[0, 0].axhline(H, color="0.3", ls=":", lw=0.8)
@@ -268,10 +276,10 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
 def _error_that_does_not_shrink():
     rng = np.random.default_rng(1)
     scale = np.repeat([1 / 8, 1 / 16, 1 / 32], 3)
-    return gf.finite_size_evidence("exponent 1", scale, 0.02 * np.exp(0.1 * rng.normal(size=9)))
+    return gf.claims.finite_converges("loss", scale, 0.02 * np.exp(0.1 * rng.normal(size=9)))
 
 
 @negative_control("focus-dilution-finite", "adam_escapes_unigram_plateau")
 def _adam_with_attention_frozen():
     # uniform attention cannot beat H(pi): the runs end on the plateau
-    return gf.below_plateau_evidence([0.7271401, 0.7271405], 0.72714)
+    return gf.claims.adam_escapes_unigram_plateau([0.7271401, 0.7271405], 0.72714)

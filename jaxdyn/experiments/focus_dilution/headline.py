@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from ... import gradflow as gf
-from ..._status import Status, status_code
+from ..._status import Status
 from ...runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from ._common import HEADLINE_PI, chain, record_analysis, to_host
 from ._figures import dynamics_figure, spectra_figure
@@ -89,10 +89,10 @@ class FocusDilutionConfig(ExperimentConfig):
 
 
 def analyse(config: FocusDilutionConfig, mc: gf.MarkovChain):
-    """:func:`gradflow.analyse_flow_to_new_direction` with the config's settings: the horizon
+    """:func:`gradflow.analyse_flow_until` with the config's settings: the horizon
     grows from ``t1`` (or the default) until stage IV's signature appears or ``horizon_budget``
     times the first horizon is spent. Returns ``(analysis, why the horizon stopped)``."""
-    return gf.analyse_flow_to_new_direction(
+    return gf.analyse_flow_until(
         mc,
         budget=config.horizon_budget,
         key=jax.random.key(config.seed),
@@ -124,7 +124,7 @@ def origin_orders(mc: gf.MarkovChain, direction, eps, amplitude: float, **kwargs
     return eps, o.deviation[:, -1], lemma, o.attention_change[:, -1], o
 
 
-def _origin_evidence(run: Run, config: FocusDilutionConfig, mc: gf.MarkovChain, a) -> None:
+def origin_evidence(run: Run, config, mc: gf.MarkovChain, a, *, tolerances=None) -> None:
     """Lemma 3.1 at the origin and the frozen attention, as orders in ``eps`` at equal times:
     the paper's bounds and the orders derived here (``gradflow.origin_scaling``, float64), from
     the analysis's own initial direction."""
@@ -139,62 +139,37 @@ def _origin_evidence(run: Run, config: FocusDilutionConfig, mc: gf.MarkovChain, 
         config.origin_amplitude,
         # the analysis's flow settings: its compiled flow is reused
         num_saves=config.num_saves,
-        rtol=config.rtol,
-        atol=config.atol,
+        rtol=(tolerances or (config.rtol, config.atol))[0],
+        atol=(tolerances or (config.rtol, config.atol))[1],
         max_steps=config.max_steps,
     )
     run.consistency(
         "origin_flows_converged",
         expected=len(eps),
-        measured=int(np.sum(status_code(o.status) == status_code(Status.successful))),
+        measured=int(np.sum(Status.code(o.status) == Status.code(Status.successful))),
         basis="solver status per eps",
         note=f"steps {np.asarray(o.num_steps).tolist()}",
     )
     window = f"at t = {float(o.ts[-1]):.4g} (max eps e^(mu1 t) = {config.origin_amplitude:g})"
     run.evidence(
         "linearisation_bound",
-        gf.order_bound_evidence(
-            "Lemma 3.1: ||theta(t) - e^{Jt} theta(0)|| <= C eps^2 e^{2 mu1 t} (order in eps of "
-            "the sup over t of the deviation / e^{2 mu1 t} at least 2)",
-            eps,
-            lemma,
-            2.0,
-        ),
+        gf.claims.linearisation_bound(eps, lemma),
         note=f"C estimates max_t dev / (eps^2 e^(2 mu1 t)) = {np.round(lemma / eps**2, 6).tolist()}"
         f" for eps = {eps.tolist()}, t in [0, {float(o.ts[-1]):.4g}]",
     )
     run.evidence(
         "linearisation_error_order",
-        gf.local_order_evidence(
-            "the deviation from the linearisation at 0 is of order 3 in eps (grad L is odd: no "
-            "quadratic term)",
-            eps,
-            dev,
-            3.0,
-            2.0,
-        ),
+        gf.claims.linearisation_error_order(eps, dev),
         note=window,
     )
     run.evidence(
         "attention_frozen_at_origin",
-        gf.order_bound_evidence(
-            "attention frozen to O(eps^3) at the origin (order in eps of the change of (WQ, WK) "
-            "at least 3)",
-            eps,
-            att,
-            3.0,
-        ),
+        gf.claims.attention_frozen_at_origin(eps, att),
         note=window + f"; changes {np.asarray(att).tolist()}",
     )
     run.evidence(
         "attention_change_order",
-        gf.local_order_evidence(
-            "the attention parameters move by O(eps^5) near the origin (dL/dPhi = O(eps^2))",
-            eps,
-            att,
-            5.0,
-            3.0,
-        ),
+        gf.claims.attention_change_order(eps, att),
         note=window,
     )
     run.save_arrays(
@@ -210,6 +185,20 @@ def _origin_evidence(run: Run, config: FocusDilutionConfig, mc: gf.MarkovChain, 
     )
 
 
+def _for_origin_experiments(check: str):
+    """Register a counterfactual for every experiment that records the origin's orders."""
+
+    def register(fn):
+        for experiment in ORIGIN_EXPERIMENTS:
+            negative_control(experiment, check)(fn)
+        return fn
+
+    return register
+
+
+ORIGIN_EXPERIMENTS = ("focus-dilution", "focus-dilution-text", "focus-dilution-tinystories")
+
+
 def _embedding_not_small():
     # counterfactual: W0 initialised at scale 1 (the other blocks at eps): the linearisation at
     # 0 and the frozen attention both fail
@@ -218,35 +207,37 @@ def _embedding_not_small():
     return origin_orders(mc, direction, (0.02, 0.01, 0.005, 0.0025), 0.1, embedding_scale=1.0)
 
 
-@negative_control("focus-dilution", "linearisation_bound")
+@_for_origin_experiments("linearisation_bound")
 def _lemma_with_an_embedding_not_small():
     eps, _, lemma, _, _ = _embedding_not_small()
-    return gf.order_bound_evidence("order >= 2", eps, lemma, 2.0)
+    return gf.claims.linearisation_bound(eps, lemma)
 
 
-@negative_control("focus-dilution", "attention_frozen_at_origin")
+@_for_origin_experiments("attention_frozen_at_origin")
 def _attention_with_an_embedding_not_small():
     eps, _, _, att, _ = _embedding_not_small()
-    return gf.order_bound_evidence("order >= 3", eps, att, 3.0)
+    return gf.claims.attention_frozen_at_origin(eps, att)
 
 
-@negative_control("focus-dilution", "linearisation_error_order")
+@_for_origin_experiments("linearisation_error_order")
 def _a_quadratic_deviation():
     # a field with a quadratic term: the deviation is O(eps^2)
     x = np.array([0.0025, 0.005, 0.01, 0.02])
-    return gf.local_order_evidence("order 3", x, 0.7 * x**2 * (1 + x), 3.0, 2.0)
+    return gf.claims.linearisation_error_order(x, 0.7 * x**2 * (1 + x))
 
 
-@negative_control("focus-dilution", "attention_change_order")
+@_for_origin_experiments("attention_change_order")
 def _a_cubic_attention_change():
     x = np.array([0.0025, 0.005, 0.01, 0.02])
-    return gf.local_order_evidence("order 5", x, 0.7 * x**3 * (1 + x**2), 5.0, 3.0)
+    return gf.claims.attention_change_order(x, 0.7 * x**3 * (1 + x**2))
 
 
 @register_experiment(
     "focus-dilution",
     FocusDilutionConfig,
     "population gradient flow on any Markov chain: condensation, focus, dilution, new direction",
+    title="Focus and dilution on one Markov chain",
+    docs="focus_dilution.md#headline",
 )
 def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     """One chain's :class:`gradflow.FlowAnalysis`: its checks, arrays and figures."""
@@ -269,7 +260,7 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     run.save_arrays(
         ts=a.ts,
         W0=a.trajectory.W0,
-        embedding_pca=gf.embedding_pca(a.trajectory.W0),
+        embedding_pca=a.embedding_pca(),
         spectrum_origin=a.spectrum_origin.eigenvalues,
         spectrum_saddle=a.spectrum_saddle.eigenvalues,
         stall_tangential=a.stall.tangential,
@@ -296,4 +287,4 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     )
     dynamics_figure(run, a)
     spectra_figure(run, a)
-    _origin_evidence(run, config, mc, a)
+    origin_evidence(run, config, mc, a)

@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import fit_power_law, gradflow as gf
-from ..._status import Status, status_code
+from ... import evidence, fit_power_law, gradflow as gf
+from ..._status import Status
 from ...plotting import new_figure
 from ...runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from ._common import EIGEN_RTOL, check_lam
@@ -64,7 +64,7 @@ class LyapunovConfig(ExperimentConfig):
         check_lam(self.lam)
         if not 0 < self.delta_min < self.delta_max or self.n_deltas < 4:
             raise ConfigError("need 0 < delta_min < delta_max and n_deltas >= 4")
-        c = gf.default_direction(self.d)
+        c = np.linspace(1.0, -1.0, self.d - 1)
         if np.any((1 - self.pi_top) / (self.d - 1) + self.delta_max * (c - c.mean()) <= 0):
             raise ConfigError(f"delta_max={self.delta_max} makes a probability non-positive")
         if not (0 < self.eps < 0.1 and self.t_stall > 0):
@@ -76,17 +76,15 @@ class LyapunovConfig(ExperimentConfig):
 
 
 def local_exponents(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``log(y_{i+1} / y_i) / log(x_{i+1} / x_i)`` for consecutive points."""
-    return np.diff(np.log(np.abs(y))) / np.diff(np.log(x))
+    """The local exponents of ``|y|`` in ``x`` between consecutive points."""
+    return evidence.local_exponents(x, np.abs(y))[0]
 
 
-def _order_check(run: Run, name: str, x, y, expected: float, alternative: float, what: str):
+def _order_check(run: Run, name: str, claim, x, y):
     e = local_exponents(x, y)
     run.evidence(
         name,
-        gf.local_order_evidence(
-            f"{what} is of order {expected:g} in delta", x, y, expected, alternative
-        ),
+        claim(x, y),
         note=f"local exponent at the two smallest deltas; error the change of the local exponent "
         f"over one refinement (all: {np.round(e, 4).tolist()})",
     )
@@ -96,32 +94,33 @@ def _order_check(run: Run, name: str, x, y, expected: float, alternative: float,
 @negative_control("focus-dilution-lyapunov", "transverse_rate_order")
 def _a_quadratic_rate():
     x = np.geomspace(1e-3, 1e-2, 5)
-    return gf.local_order_evidence("order 1", x, 0.3 * x**2 * (1 + x), 1.0, 2.0)
+    return gf.claims.transverse_rate_order(x, 0.3 * x**2 * (1 + x))
 
 
 @negative_control("focus-dilution-lyapunov", "tangential_order")
 def _a_linear_change():
     x = np.geomspace(1e-3, 1e-2, 5)
-    return gf.local_order_evidence("order 2", x, 0.3 * x * (1 + x), 2.0, 1.0)
+    return gf.claims.tangential_order(x, 0.3 * x * (1 + x))
 
 
 @negative_control("focus-dilution-lyapunov", "degenerate_stall_at_delta_0")
 def _an_asymmetric_stall():
-    return gf.stall_evidence(np.array([0.002, -0.002]), 0.7)
+    return gf.claims.degenerate_stall(np.array([0.002, -0.002]), 0.7)
 
 
 def _branch(config: LyapunovConfig):
-    direction = jnp.asarray(gf.default_direction(config.d))
+    direction = jnp.linspace(1.0, -1.0, config.d - 1)
     deltas = np.concatenate(
         [[0.0], np.geomspace(config.delta_min, config.delta_max, config.n_deltas)]
     )
     pis = jax.vmap(lambda x: gf.symmetry_breaking_pi(config.pi_top, x, direction))(
         jnp.asarray(deltas)
     )
-    Ps = jax.vmap(lambda p: gf.paper_transition(p, config.lam))(pis)
+    chains = jax.vmap(lambda p: gf.MarkovChain.paper(p, config.lam))(pis)
+    first = jax.tree_util.tree_map(lambda x: x[0], chains)
     model0 = gf.init_transformer(jax.random.key(config.seed), config.d, 1, 1, config.eps)
-    stall = gf.rank_one_critical_point(model0, pis[0], Ps[0], config.t_stall)
-    branch = gf.track_rank_one_branch(stall.point.model, pis, Ps)
+    stall = gf.rank_one_critical_point(model0, first, config.t_stall)
+    branch = gf.track_rank_one_branch(stall.point.model, chains)
     return deltas, jax.tree_util.tree_map(np.asarray, branch)
 
 
@@ -144,8 +143,9 @@ def _tangential_orders(run: Run, deltas, b, scale):
     x = deltas[pos]
     steps = np.abs(np.diff(tang[pos], axis=0))
     for i in np.nonzero(~zero & ~degenerate)[0]:
-        what = f"the change of tangential eigenvalue {tang[0, i]:.4g} between deltas"
-        _order_check(run, f"tangential_order[{i}]", x[:-1], steps[:, i], 2.0, 1.0, what)
+        _order_check(
+            run, f"tangential_order[{i}]", gf.claims.tangential_order, x[:-1], steps[:, i]
+        )
         fit = fit_power_law(x[:-1], steps[:, i])
         run.scalar(f"tangential_order_power_law_fit[{i}]", fit.as_dict())
     pairs = [i for i in np.nonzero(degenerate)[0][:-1] if degenerate[i + 1] and close[i]]
@@ -188,11 +188,13 @@ def _figure(run: Run, deltas, b, steps, zero, degenerate) -> None:
     "focus-dilution-lyapunov",
     LyapunovConfig,
     "rank-one critical points vs delta: transverse eigenvalue Theta(delta), tangential O(delta^2)",
+    title="Rank-one critical points against delta",
+    docs="focus_dilution.md#lyapunov",
 )
 def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
     """Rank-one critical points tracked over delta, their tangential and transverse spectra."""
     deltas, b = _branch(config)
-    ok = status_code(b.point.status) == status_code(Status.successful)
+    ok = Status.code(b.point.status) == Status.code(Status.successful)
     run.consistency(
         "branch_converged",
         expected=len(deltas),
@@ -214,11 +216,13 @@ def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
     )
     run.evidence(
         "degenerate_stall_at_delta_0",
-        gf.stall_evidence(b.transverse[0], scale, rtol=EIGEN_RTOL),
+        gf.claims.degenerate_stall(b.transverse[0], scale, rtol=EIGEN_RTOL),
         note="every transverse eigenvalue at delta = 0 (symmetric low-frequency tokens)",
     )
     pos = deltas > 0
-    _order_check(run, "transverse_rate_order", deltas[pos], lam_t[pos], 1.0, 2.0, "lambda_T")
+    _order_check(
+        run, "transverse_rate_order", gf.claims.transverse_rate_order, deltas[pos], lam_t[pos]
+    )
     fit = fit_power_law(deltas[pos][:4], lam_t[pos][:4])
     run.scalar("transverse_rate_fit_smallest_4", fit.as_dict())
     run.scalar("lambda_T_over_delta", (lam_t[pos] / deltas[pos]).tolist())

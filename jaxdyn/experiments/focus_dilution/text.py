@@ -25,6 +25,7 @@ from ... import data, gradflow as gf
 from ...plotting import band, new_figure, time_series
 from ...runs import ConfigError, ExperimentConfig, Run, register_experiment
 from ._common import record_analysis, to_host
+from .headline import origin_evidence
 from ._proxy import descents, proxy_checks, proxy_not_run
 
 
@@ -40,6 +41,9 @@ class TextConfig(ExperimentConfig):
             command line gives ``JAXDYN_DATA``).
         corpus_format: "auto" (detected), "wikitext", "tinystories" or "plain".
         level: "word" (top-k words + queries + <oov>) or "char".
+        line_breaks: what line breaks become (:class:`jaxdyn.data.LineBreaks`): "keep" (each
+            one the token <nl>), "spaces" (no token: a hard-wrapped text reads as running
+            text) or "paragraph" (one <par> token per blank-line paragraph break).
         vocab_size: the k most frequent tokens kept (including <oov>).
         oov: "drop" (default): out-of-vocabulary tokens are removed from the stream, so every
             attention target is a real token (bigrams skip over the removed words); "keep":
@@ -53,12 +57,16 @@ class TextConfig(ExperimentConfig):
         m: embedding width.
         m_attn: attention width m'.
         eps: initialisation scale.
-        t1: end of the flow and of the training (t = steps * lr).
+        t1: end of the training (t = steps * lr) and the flow's first horizon.
+        horizon_budget: the flow's horizon grows (doubling, with its step budget) from ``t1``
+            until the attention has left the unigram saddle (the departure), up to this many
+            times ``t1``.
         t_early: end of the early training where the bigram proxy is tested.
         num_saves: log-spaced save times of the flow.
         rtol: relative tolerance of the adaptive solver.
         atol: absolute tolerance of the adaptive solver.
-        solver: "tsit5" or "kvaerno5" (stiff flows).
+        stiff: solve the flow with :func:`jaxdyn.gradflow.stiff_solver` (implicit Kvaerno5 with
+            Newton-GMRES, for stiff late stages) instead of ``diffrax.Tsit5()``.
         max_steps: solver step budget.
         n_windows: training windows per draw (distinct windows of the stream).
         s: window length (inputs; the target is one more token).
@@ -72,6 +80,10 @@ class TextConfig(ExperimentConfig):
         proxy_effect_loss: the loss difference (nats) between real-text and bigram-chain
             training that the proxy test must exclude (equivalence margin).
         proxy_effect_attention: the same for the attention the frequent token receives.
+        origin_eps: initialisation scales of the flows near the origin (the frozen attention
+            and Lemma 3.1 on the text chain, as in ``focus-dilution``).
+        origin_amplitude: the window near the origin ends where the largest ``eps`` has grown
+            to this amplitude.
         find_stall: search the rank-one stall for ``lambda_T`` (reported only: ``t1`` is
             fixed, so the horizon does not need it; --quick leaves it out).
         proxy: run the bigram-proxy test (the descents on real and bigram-chain windows,
@@ -84,6 +96,7 @@ class TextConfig(ExperimentConfig):
     data_dir: str = ""
     corpus_format: str = "auto"
     level: str = "word"
+    line_breaks: str = "keep"
     vocab_size: int = 64
     oov: str = "drop"
     queries: tuple[str, ...] = ("continue",)
@@ -93,11 +106,12 @@ class TextConfig(ExperimentConfig):
     m_attn: int = 8
     eps: float = 1e-3
     t1: float = 600.0
+    horizon_budget: float = 16.0
     t_early: float = 200.0
     num_saves: int = 150
     rtol: float = 1e-6
     atol: float = 1e-9
-    solver: str = "tsit5"
+    stiff: bool = False
     max_steps: int = 50_000
     n_windows: int = 4096
     s: int = 32
@@ -107,6 +121,8 @@ class TextConfig(ExperimentConfig):
     record_every: int = 20
     proxy_effect_loss: float = 0.02
     proxy_effect_attention: float = 0.02
+    origin_eps: tuple[float, ...] = (0.02, 0.01, 0.005, 0.0025)
+    origin_amplitude: float = 0.1
     find_stall: bool = True
     proxy: bool = True
 
@@ -126,12 +142,23 @@ class TextConfig(ExperimentConfig):
             )
         if self.oov not in ("drop", "keep"):
             raise ConfigError(f"oov must be 'drop' or 'keep', got {self.oov!r}")
+        if self.line_breaks not in [lb.value for lb in data.LineBreaks]:
+            raise ConfigError(
+                "line_breaks must be one of "
+                f"{[lb.value for lb in data.LineBreaks]}, got {self.line_breaks!r}"
+            )
         if self.level not in ("word", "char"):
             raise ConfigError(f"level must be 'word' or 'char', got {self.level!r}")
-        if self.solver not in gf.SOLVERS:
-            raise ConfigError(f"solver must be one of {gf.SOLVERS}, got {self.solver!r}")
         if self.vocab_size < 3 or self.s < 2 or self.n_windows < 2 or self.n_draws < 2:
             raise ConfigError("need vocab_size >= 3, s >= 2, n_windows >= 2 and n_draws >= 2")
+        if len(set(self.origin_eps)) < 3 or not all(0 < e < 0.1 for e in self.origin_eps):
+            raise ConfigError(
+                f"need at least 3 distinct origin_eps in (0, 0.1), got {self.origin_eps}"
+            )
+        if not 0 < self.origin_amplitude < 1:
+            raise ConfigError(f"origin_amplitude must be in (0, 1), got {self.origin_amplitude}")
+        if not self.horizon_budget >= 1:
+            raise ConfigError(f"horizon_budget must be >= 1, got {self.horizon_budget}")
         if self.descent_width < 1:
             raise ConfigError(f"descent_width must be >= 1, got {self.descent_width}")
         if not (self.smoothing > 0 and 0 < self.eps < 0.1 and self.lr > 0):
@@ -150,7 +177,7 @@ class TextConfig(ExperimentConfig):
             "max_chars": 300_000,
             "n_windows": 2048,
             "n_draws": 6,
-            "num_saves": 100,
+            "num_saves": 80,
             "t1": 200.0,
             "find_stall": False,
             "proxy": False,
@@ -167,6 +194,7 @@ def _corpus_and_queries(config: TextConfig, run: Run):
         vocab_size=config.vocab_size,
         max_chars=config.max_chars or None,
         drop_oov=config.oov == "drop",
+        line_breaks=data.LineBreaks(config.line_breaks),
     )
     corpus = data.load_corpus(config.corpus(), include=config.queries, missing="skip", **kwargs)
     queries = [q.lower() for q in config.queries if q.lower() not in corpus.missing]
@@ -183,17 +211,61 @@ def _corpus_and_queries(config: TextConfig, run: Run):
     return corpus, tuple(queries)
 
 
-def _text_labels(names) -> dict:
-    """Labels of the flow's arrays: attention over time, query and key by vocabulary word;
-    ``P[i, j]`` the chance that ``names[j]`` follows ``names[i]``."""
-    return {
-        "dims": {
-            "flow_attention": ("time", "query", "key"),
-            "pi": ("token",),
-            "P": ("token", "next_token"),
-        },
-        "coords": {"query": names, "key": names, "token": names, "next_token": names},
+ORIGIN_TOLERANCES = (1e-10, 1e-14)
+
+
+def _save_arrays(run: Run, a, pi, P, names, queries, t=None, real=None, proxy=None) -> None:
+    """The flow's arrays labelled with the vocabulary (``flow_attention``: time x query x key),
+    and the descents' curves when they ran (``train_time``: ``step * lr``)."""
+    vocab = np.asarray(names, dtype=str)
+    arrays = dict(flow_loss=a.metrics["loss"], flow_attention=a.metrics["attention"], pi=pi, P=P)
+    dims = {
+        "flow_loss": ("time",),
+        "flow_attention": ("time", "query", "key"),
+        "pi": ("key",),
+        "P": ("query", "key"),
     }
+    coords = {"time": np.asarray(a.ts), "query": vocab, "key": vocab}
+    if real is not None:
+        arrays.update(
+            real_loss=real.population_loss,
+            proxy_loss=proxy.population_loss,
+            real_query_attention=real.query_attention[0],
+        )
+        dims.update(
+            real_loss=("real_draw", "train_time"),
+            proxy_loss=("proxy_draw", "train_time"),
+            real_query_attention=("train_time", "story_query", "key"),
+        )
+        coords.update(train_time=np.asarray(t), story_query=np.asarray(queries, dtype=str))
+    run.save_arrays(dims=dims, coords=coords, **arrays)
+
+
+def _departure(run: Run, a, names) -> None:
+    """Which token the attention first moves onto, against ``sign(c)``'s prediction (onto the
+    most frequent token for ``c > 0``, off it for ``c < 0``)."""
+    first = a.first_attention_target()
+    c = float(a.rates.focus)
+    top = names[int(np.argmax(a.chain.pi))]
+    target = names[first["key"]] if first["key"] >= 0 else None
+    run.scalar(
+        "first_attention_target",
+        {
+            "time": first["time"],
+            "token": target,
+            "frequency_rank": first["rank"],
+            "received": first["received"],
+            "most_frequent_token": top,
+            "c": c,
+            "departure_sign": int(a.stages.departure_sign),
+            "t_departure": float(a.stages.departure.time),
+        },
+    )
+    run.log(
+        f"the attention first moves onto {target!r} (frequency rank {first['rank']}) at t = "
+        f"{first['time']:.4g}; c = {c:.3g} predicts a first move "
+        f"{'onto' if c > 0 else 'off'} {top!r}"
+    )
 
 
 def _query_stories(run: Run, queries, a, real, pi, names, counts) -> None:
@@ -271,6 +343,8 @@ def _flow_figure(run: Run, queries, a, pi, names) -> None:
     "focus-dilution-text",
     TextConfig,
     "real text (WikiText / TinyStories): bigram population flow, proxy test, attention stories",
+    title="Real text: the bigram flow past the departure",
+    docs="focus_dilution.md#real-text",
 )
 def run_text(config: TextConfig, run: Run) -> None:
     """Real text: its bigram chain's population flow, the proxy test and the attention stories."""
@@ -291,6 +365,7 @@ def run_text(config: TextConfig, run: Run) -> None:
             "vocab_head": names[:10],
             "oov_share_of_text": corpus.oov_share,
             "oov": config.oov,
+            "line_breaks": config.line_breaks,
             "most_frequent_token": names[int(np.argmax(pi))],
             "pi_top": float(np.max(pi)),
             "queries": list(queries),
@@ -298,35 +373,35 @@ def run_text(config: TextConfig, run: Run) -> None:
         },
     )
     key = jax.random.key(config.seed)
-    a = to_host(
-        gf.analyse_flow(
-            P,
-            pi=pi,
-            key=key,
-            m=config.m,
-            m_attn=config.m_attn,
-            eps=config.eps,
-            t1=config.t1,
-            num_saves=config.num_saves,
-            rtol=config.rtol,
-            atol=config.atol,
-            solver=gf.make_solver(config.solver),
-            max_steps=config.max_steps,
-            find_stall=config.find_stall,
-        )
+    chain = gf.MarkovChain(P, pi)
+    a, horizon = gf.analyse_flow_until(
+        chain,
+        lambda st: st.departure.time,
+        budget=config.horizon_budget,
+        key=key,
+        m=config.m,
+        m_attn=config.m_attn,
+        eps=config.eps,
+        t1=config.t1,
+        num_saves=config.num_saves,
+        rtol=config.rtol,
+        atol=config.atol,
+        solver=gf.stiff_solver() if config.stiff else None,
+        max_steps=config.max_steps,
+        find_stall=config.find_stall,
     )
-    record_analysis(run, a, tolerances=(config.rtol, config.atol))
+    a = to_host(a)
+    run.log(f"horizon: {horizon}")
+    record_analysis(run, a, tolerances=(config.rtol, config.atol), horizon=horizon)
+    _departure(run, a, names)
+    # the orders in eps compare deviations of relative size (eps e^{mu1 t})^2 ~ 1e-4 between
+    # flows: the text flow's tolerances (rtol 1e-6) would be of their size, so the origin's
+    # short flows are solved tighter
+    origin_evidence(run, config, chain, a, tolerances=ORIGIN_TOLERANCES)
     if not config.proxy:
         proxy_not_run(run, config)
         _query_stories(run, queries, a, None, pi, names, counts)
-        run.save_arrays(
-            ts=a.ts,
-            flow_loss=a.metrics["loss"],
-            flow_attention=a.metrics["attention"],
-            pi=pi,
-            P=P,
-            **_text_labels(names),
-        )
+        _save_arrays(run, a, pi, P, names, queries)
         _flow_figure(run, queries, a, pi, names)
         return
     # the flow's initial point (saved at t = 0) is the descents' initialisation too
@@ -344,18 +419,7 @@ def run_text(config: TextConfig, run: Run) -> None:
         },
     )
     _query_stories(run, queries, a, real, pi, names, counts)
-    run.save_arrays(
-        ts=a.ts,
-        flow_loss=a.metrics["loss"],
-        flow_attention=a.metrics["attention"],
-        pi=pi,
-        P=P,
-        train_t=t,
-        real_loss=real.population_loss,
-        proxy_loss=proxy.population_loss,
-        real_query_attention=real.query_attention[0],
-        **_text_labels(names),
-    )
+    _save_arrays(run, a, pi, P, names, queries, t, real, proxy)
     _text_figure(run, config, queries, a, t, real, proxy, pi, names)
 
 
@@ -372,6 +436,8 @@ class TinyStoriesConfig(TextConfig):
     "focus-dilution-tinystories",
     TinyStoriesConfig,
     "TinyStories: bigram population flow, proxy test, attention stories of the paper's queries",
+    title="TinyStories: the paper's queries",
+    docs="focus_dilution.md#real-text",
 )
 def run_tinystories(config: TinyStoriesConfig, run: Run) -> None:
     """:func:`run_text` on TinyStories."""

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...llc import claims, estimate_llc, step_size_effect
 from ...runs import ExperimentConfig, Run, register_experiment
-from . import _controls as _controls, _problems
+from . import _controls as _controls, _problems, _transition
 
 __all__: list[str] = []
 
@@ -37,6 +37,13 @@ class LLCConfig(ExperimentConfig):
             true point; empty skips them.
         num_chains, num_draws, num_burnin: chains per estimate and their length.
         step_size, localization: SGLD's eps (BlackJAX convention) and gamma.
+        transition: the copy-head networks (head, L, V) whose transition is predicted from
+            the LLC (docs/llc.md, "Copy-head transition"); empty records it as not run.
+        transition_points: P values per network, log-spaced over [0.8 P*, 1.3 P*] around the
+            reduced action's P* and rounded (the phases coexist as posterior modes only in a
+            narrow window at finite data).
+        transition_chains, transition_draws, transition_burnin, transition_step_size: the LLC
+            estimates at the posterior modes (localisation ``localization``).
     """
 
     n: float = 1e4
@@ -52,6 +59,16 @@ class LLCConfig(ExperimentConfig):
     num_burnin: int = 3000
     step_size: float = 4e-5
     localization: float = 1.0
+    transition: tuple[tuple[str, int, int], ...] = (
+        ("softmax", 24, 4),
+        ("softmax", 32, 4),
+        ("softmax", 32, 8),
+    )
+    transition_points: int = 8
+    transition_chains: int = 8
+    transition_draws: int = 600
+    transition_burnin: int = 300
+    transition_step_size: float = 1e-3
 
     def validate(self) -> None:
         for name in ("regression_d", "regression_samples", "L", "V", "P", "num_draws"):
@@ -66,6 +83,13 @@ class LLCConfig(ExperimentConfig):
         for h in self.heads:
             if h not in ("linear", "softmax"):
                 raise ValueError(f"heads must be 'linear' or 'softmax', got {h!r}")
+        for head, L, V in self.transition:
+            if head not in ("linear", "softmax") or L < 2 or V < 2:
+                raise ValueError(
+                    f"transition entries are (head, L >= 2, V >= 2), got {(head, L, V)}"
+                )
+        if self.transition_points < 2 or self.transition_chains < 2:
+            raise ValueError("transition_points and transition_chains must be >= 2")
         for t in self.rrr:
             if len(t) != 4 or min(t[:3]) < 1 or not 0 <= t[3] <= min(t[:3]):
                 raise ValueError(f"rrr entries are (M, N, H, r) with 0 <= r <= min(M, N, H): {t}")
@@ -75,6 +99,7 @@ class LLCConfig(ExperimentConfig):
         return {
             "heads": ("softmax",),
             "rrr": (),
+            "transition": (),
             "num_chains": 16,
             "num_draws": 1500,
             "num_burnin": 500,
@@ -118,23 +143,92 @@ def _estimate(config: LLCConfig, problem, key):
     )
 
 
-def _register(fn):
-    desc = "LLC estimator vs exact learning coefficients (regression, RRR, copy-head symmetries)"
-    try:  # title/docs arrive with the core issue's register_experiment
-        deco = register_experiment(
-            "copy-head-llc",
-            LLCConfig,
-            desc,
-            paper=False,
-            title="Learning coefficients against exact answers",
-            docs="llc.md#calibration",
+def _copy_head_transition(config: LLCConfig, run: Run, key) -> None:
+    """The copy head's transition predicted from the LLC against the reduced action's P*."""
+    if not config.transition:
+        run.not_run(
+            "free_energy_transition",
+            "the phase with the lower n L_n + lambda ln n wins: its P* is the exact P*",
+            needs={"transition": LLCConfig.transition},
+            why="two posterior modes, their Laplace determinants and two LLC estimates per P",
         )
-    except TypeError:
-        deco = register_experiment("copy-head-llc", LLCConfig, desc, paper=False)
-    return deco(fn)
+        return
+    for k, (head, L, V) in enumerate(config.transition):
+        tag = f"{head}_L{L}_V{V}"
+        P_exact, order = _transition.exact_transition(head, L, V, 1.0, 1e3)
+        run.scalar(f"transition_{tag}_P_exact", P_exact)
+        if not np.isfinite(P_exact):
+            run.evidence(
+                f"free_energy_transition[{tag}]",
+                claims.free_energy_transition(
+                    f"free_energy_transition[{tag}]",
+                    predicted=np.nan,
+                    exact=np.nan,
+                    alternatives=(np.nan,),
+                    correction=0.0,
+                    stderr=np.nan,
+                ),
+            )
+            continue
+        Ps = np.unique(
+            np.round(np.geomspace(0.8 * P_exact, 1.3 * P_exact, config.transition_points)).astype(
+                int
+            )
+        )
+        posterior = _transition.posterior(head)
+        points = _transition.measure(
+            posterior,
+            L,
+            V,
+            Ps,
+            key=jax.random.fold_in(key, k),
+            P_max=int(Ps[-1]),
+            start_gap=2 * math.log(L) if head == "softmax" else float(L),
+            num_chains=config.transition_chains,
+            num_draws=config.transition_draws,
+            num_burnin=config.transition_burnin,
+            step_size=config.transition_step_size,
+            localization=config.localization,
+        )
+        pred = _transition.predicted_transitions(points)
+        lam = np.array([p.llc for p in points])
+        swapped = _transition.predicted_transitions(points, llc=lam[:, ::-1])
+        correction = abs(pred["ln_P_laplace"] - pred["ln_P_llc"])
+        run.evidence(
+            f"free_energy_transition[{tag}]",
+            claims.free_energy_transition(
+                f"free_energy_transition[{tag}]",
+                predicted=pred["ln_P_llc"],
+                exact=math.log(P_exact),
+                alternatives=(pred["ln_P_loss"], swapped["ln_P_llc"]),
+                correction=correction if np.isfinite(correction) else math.inf,
+                stderr=pred["stat_stderr"],
+                basis=(
+                    "finite-n correction: the Laplace free energy of the exact G-marginal "
+                    "(O(1) terms kept) crossing minus the LLC crossing; alternatives: the loss "
+                    f"alone, the LLC terms swapped; exact: reduced action ({order} order)"
+                ),
+            ),
+        )
+        for name in ("ln_P_llc", "ln_P_loss", "ln_P_laplace", "stat_stderr"):
+            run.scalar(f"transition_{tag}_{name}", float(pred[name]))
+        fields = ("energy", "llc", "llc_stderr", "laplace", "copy_weight")
+        run.save_arrays(
+            dims={f"transition_{tag}_{v}": (f"P_{tag}", "phase") for v in fields},
+            coords={f"P_{tag}": Ps, "phase": np.array(["pool", "copy"])},
+            **{f"transition_{tag}_{v}": np.array([getattr(p, v) for p in points]) for v in fields},
+        )
 
 
-@_register
+@register_experiment(
+    "copy-head-llc",
+    LLCConfig,
+    "LLC estimator vs exact learning coefficients (regression, RRR, copy-head symmetries) and "
+    "the copy head's transition predicted from the LLC",
+    paper=False,
+    title="Learning coefficients against exact answers",
+    docs="llc.md#calibration",
+)
 def run_llc(config: LLCConfig, run: Run) -> None:
     """copy-head-llc: calibrate the LLC estimator against exact learning coefficients."""
     keys = jax.random.split(jax.random.key(config.seed), 8)
@@ -159,7 +253,10 @@ def run_llc(config: LLCConfig, run: Run) -> None:
     )
     _judge(run, "regression_d_over_2", lr, est, bias=bias, basis=quad)
     run.evidence("regression_stationary", claims.stationary(est))
-    run.save_arrays(regression_loss_trace=np.asarray(est.loss_trace))
+    run.save_arrays(
+        dims={"regression_loss_trace": ("chain", "draw")},
+        regression_loss_trace=np.asarray(est.loss_trace),
+    )
 
     # (c) the copy-head network: its symmetries remove directions from d / 2.
     for i, head in enumerate(config.heads):
@@ -204,3 +301,5 @@ def run_llc(config: LLCConfig, run: Run) -> None:
             name = f"{check}[M{M}_N{N}_H{H}_r{r}]"
             _judge(run, name, pr, eff.fine, bias=bias, basis=step_basis)
             run.scalar(f"{check}_M{M}_N{N}_H{H}_r{r}_coarse_llc", float(eff.coarse.llc))
+
+    _copy_head_transition(config, run, jax.random.fold_in(keys[7], 10_000))

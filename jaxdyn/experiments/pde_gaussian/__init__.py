@@ -3,13 +3,14 @@ and "The paper's numerical experiments"), one module each: ``pde-ranks`` (the pa
 histograms, certified), ``pde-blowup`` (blow-up times against the closed form, the general-V
 regime criterion), ``pde-cone`` (the d = 2 cone pictures).
 
-The paper's rank-histogram inputs (``_paper``), the published projected-Euler integrator
-(``_published_euler``) and the accurate solve of one published run (``_rank_member``) live
-here, with the experiments that reproduce them.
+The paper's rank-histogram inputs, the published projected-Euler integrator, SciPy's third
+method and the random problem families are science: they live in ``jaxdyn.meanfield``'s
+private modules (``_paper_inputs``, ``_published_euler``, ``_third_method``, ``_problems``) and
+are re-exported here for the experiments and the tests; ``_rank_member`` is the sweep member of
+the rank runs.
 """
 
-from . import blowup as blowup, cone as cone, ranks as ranks
-from ._paper import (
+from jaxdyn.meanfield._paper_inputs import (
     PUBLISHED_DIMS as PUBLISHED_DIMS,
     RANK_ATTENTIONS as RANK_ATTENTIONS,
     RANK_CONSTRUCTIONS as RANK_CONSTRUCTIONS,
@@ -21,13 +22,15 @@ from ._paper import (
     published_rank_settings as published_rank_settings,
     rank_panels as rank_panels,
 )
-from ._published_euler import (
+from jaxdyn.meanfield._published_euler import (
     EulerResult as EulerResult,
     RankAttempts as RankAttempts,
     projected_euler as projected_euler,
     published_rank_attempts as published_rank_attempts,
     rank_histogram as rank_histogram,
 )
+
+from . import blowup as blowup, cone as cone, ranks as ranks
 from ._rank_member import (
     pad_rank_member as pad_rank_member,
     rank_member as rank_member,

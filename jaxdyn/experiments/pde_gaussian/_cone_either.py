@@ -25,36 +25,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn.evidence import Evidence
-from jaxdyn.experiments._pde_gaussian_evidence import (
-    error_bound_evidence,
-)
-from jaxdyn.meanfield import (
-    Softmax,
-    blowup_directions,
-    disk_coordinates,
-    isotropic_line_stability,
-    line_transverse_growth,
+from jaxdyn.meanfield import claims, simulate_gaussian
+from jaxdyn.meanfield._cone import blowup_directions
+from jaxdyn.meanfield._cone_limits import (
+    LIMIT_LOG_RADIUS,
+    blowup_limit_errors,
+    nearest_direction_distance,
     rank_one_angle_flow,
-    rank_one_angle_rate,
-    simulate_gaussian,
+    stable_line_distances,
+    wrapped_angle,
 )
+from jaxdyn.meanfield._paper_inputs import cone_cases
+from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.runs import negative_control
-
-from ._paper import cone_cases
 
 CONTINUE_FACTOR = 1e6  # blow-ups are followed from tr = blowup_trace to this times more
 ENTRY_ERROR = 1e-5  # accepted entry error of the solves (the two-lines exact check)
-LIMIT_LOG_RADIUS = 60.0  # how far in ln r the angle flow is run on to find its limit
-
-
-def _wrapped(angle):
-    """An angle difference of directions (lines), in ``[-pi/2, pi/2)``."""
-    return (np.asarray(angle) + np.pi / 2) % np.pi - np.pi / 2
-
-
-def _top_angle(cov):
-    w, U = np.linalg.eigh(cov)
-    return w, np.arctan2(U[1, -1], U[0, -1])
 
 
 def _continue_blowups(config, field, covs):
@@ -77,15 +63,6 @@ def _continue_blowups(config, field, covs):
     return np.asarray(final), np.asarray(steps), np.isfinite(np.asarray(t_event))
 
 
-def _nearest_direction_distance(ends, directions) -> float | None:
-    """Largest disk distance of ``ends`` to the nearest of ``directions`` (the old measure)."""
-    if not len(ends) or not directions:
-        return None
-    points = disk_coordinates(ends)
-    targets = np.array([disk_coordinates(np.outer(u, u)) for u in directions])
-    return float(np.max(np.min(np.linalg.norm(points[:, None] - targets[None], axis=-1), 1)))
-
-
 def softmax_field(case) -> Softmax:
     """The softmax head of one cone case; its ``A()`` is the case's interaction matrix."""
     return Softmax(Q=jnp.asarray(case["Q"]), K=jnp.asarray(case["K"]), V=jnp.asarray(case["V"]))
@@ -95,55 +72,39 @@ def either_blowup_checks(config, run, field: Softmax, ends) -> None:
     """Blow-ups follow the rank-one direction flow and end on an attracting direction."""
     A, V = np.asarray(field.A()), np.asarray(field.V)
     directions = blowup_directions(A, V)
-    thetas_u = [float(np.arctan2(u[1], u[0])) for u in directions]
     run.scalar(
         "either_blowup_max_distance_to_direction_at_event",
-        _nearest_direction_distance(ends, directions),
+        nearest_direction_distance(ends, directions),
     )
     if not len(ends):
         return
     later, steps, reached = _continue_blowups(config, field, ends)
     # A continuation that did not reach its trace counts as a miss below; its state (maybe
-    # NaN, which eigh rejects) is replaced by the event state so the loop still runs.
+    # NaN, which eigh rejects) is replaced by the event state so the measurement still runs.
     reached &= np.all(np.isfinite(later), axis=(1, 2))
     later = np.where(reached[:, None, None], later, ends)
-    errors, allowed, limits, starts = [], [], [], []
-    for cov1, cov2, n in zip(ends, later, steps, strict=True):
-        w1, theta1 = _top_angle(cov1)
-        w2, theta2 = _top_angle(cov2)
-        log_r1, log_r2 = 0.5 * np.log(w1[-1]), 0.5 * np.log(w2[-1])
-        predicted = rank_one_angle_flow(V, theta1, log_r1, log_r2)
-        errors.append(abs(_wrapped(theta2 - predicted)))
-        allowed.append(w1[0] / w1[-1] + int(n) * config.rtol)
-        limit = rank_one_angle_flow(V, theta1, log_r1, log_r1 + LIMIT_LOG_RADIUS)
-        limits.append(min((abs(_wrapped(limit - t)) for t in thetas_u), default=np.inf))
-        starts.append(min((abs(_wrapped(theta1 - t)) for t in thetas_u), default=np.inf))
-    errors, allowed = np.array(errors), np.array(allowed)
-    run.scalar("either_blowup_angle_flow_max_error", float(errors.max()))
-    run.scalar("either_blowup_angle_flow_max_allowed", float(allowed.max()))
-    misses = np.where(reached, errors, np.inf)
+    m = blowup_limit_errors(V, directions, ends, later, steps, config.rtol)
+    run.scalar("either_blowup_angle_flow_max_error", float(m["errors"].max()))
+    run.scalar("either_blowup_angle_flow_max_allowed", float(m["allowed"].max()))
     run.evidence(
         "softmax_either_blowups_follow_the_rank_one_direction_flow",
-        angle_flow_evidence(misses, allowed),
+        angle_flow_evidence(np.where(reached, m["errors"], np.inf), m["allowed"]),
         note=f"blow-up runs continued from tr = {config.blowup_trace:g} to "
         f"{config.blowup_trace * CONTINUE_FACTOR:g}; a continuation that did not get there "
         "counts as an infinite error",
     )
-    # Near an attracting angle theta_u the flow contracts like exp(slope * ln r): what is
-    # left of the largest start after LIMIT_LOG_RADIUS, plus the direction solve's own
-    # error (rtol 1e-12 on an O(1) angle, atol 1e-14, over its steps: under 1e-10).
-    slopes = [float(jax.grad(lambda t: rank_one_angle_rate(V, t))(t)) for t in thetas_u]
-    left = max(starts) * np.exp(LIMIT_LOG_RADIUS * max(slopes, default=np.inf))
+    # plus the direction solve's own error (rtol 1e-12 on an O(1) angle, atol 1e-14, over its
+    # steps: under 1e-10)
     run.evidence(
         "softmax_either_blowup_direction",
-        blowup_direction_evidence(np.array(limits), left + 1e-10),
+        blowup_direction_evidence(m["limits"], m["left"] + 1e-10),
         note=f"eigenvectors of V {[np.round(u, 4).tolist() for u in directions]}",
     )
 
 
 def angle_flow_evidence(errors, allowed) -> Evidence:
     """Top-eigenvector angle after the continuation against the rank-one direction flow."""
-    return error_bound_evidence(
+    return claims.error_bound(
         "either: blow-ups follow the rank-one direction flow d theta / d ln r = g / h",
         errors,
         allowed,
@@ -153,7 +114,7 @@ def angle_flow_evidence(errors, allowed) -> Evidence:
 
 def blowup_direction_evidence(limits, allowed) -> Evidence:
     """Angle between the rank-one flow's limit and the nearest attracting eigenvector of V."""
-    return error_bound_evidence(
+    return claims.error_bound(
         "either: blow-ups end on an attracting eigenvector of V",
         limits,
         allowed,
@@ -164,7 +125,7 @@ def blowup_direction_evidence(limits, allowed) -> Evidence:
 
 def stable_line_evidence(distances, bounds) -> Evidence:
     """Disk distance of convergent runs to the stable isotropic line at ``t1``."""
-    return error_bound_evidence(
+    return claims.error_bound(
         "either: convergent runs end on the stable isotropic line",
         distances,
         bounds,
@@ -178,7 +139,7 @@ def _angle_held_at_its_event_value():
     # A continuation whose direction did not move: the angle at the event read as the later one.
     V = np.asarray(cone_cases()["either"]["V"])
     predicted = rank_one_angle_flow(V, 0.6, 0.0, 1.0)  # towards the attracting 0.6435
-    return angle_flow_evidence(np.array([abs(_wrapped(0.6 - predicted))]), np.array([1e-6]))
+    return angle_flow_evidence(np.array([abs(wrapped_angle(0.6 - predicted))]), np.array([1e-6]))
 
 
 @negative_control("pde-cone", "softmax_either_blowup_direction")
@@ -186,7 +147,7 @@ def _repelling_eigenvector_as_the_limit():
     # The eigenvector (1, 0) of V (eigenvalue 0.5) repels: a limit there is 0.6435 rad from
     # the attracting (4, 3).
     attracting = np.arctan2(3.0, 4.0)
-    return blowup_direction_evidence(np.array([abs(_wrapped(0.0 - attracting))]), 1e-6)
+    return blowup_direction_evidence(np.array([abs(wrapped_angle(0.0 - attracting))]), 1e-6)
 
 
 @negative_control("pde-cone", "softmax_either_converged_on_stable_line")
@@ -198,28 +159,10 @@ def _convergent_run_on_the_unstable_line():
 def either_converged_checks(config, run, field: Softmax, paths, ends, ts) -> None:
     """Convergent runs approach the stable isotropic line at least as fast as the flow
     linearised there allows, from the save nearest ``t1 / 2``."""
-    A, V = np.asarray(field.A()), np.asarray(field.V)
-    stable = [e for e, kappa in isotropic_line_stability(A, V) if kappa < 0]
-    targets = [disk_coordinates(np.outer(e, e)) for e in stable]
-
-    def rhs(cov):
-        return field.gaussian_rhs(jnp.zeros(2, cov.dtype), cov)[1]
-
-    anchor = int(np.argmin(np.abs(ts - ts[-1] / 2)))
-    dt = float(ts[-1] - ts[anchor])
-    end_distance, ratios, bounds_checked = [], [], []
-    for path, end in zip(paths, ends, strict=True):
-        dists = [np.linalg.norm(disk_coordinates(end) - t) for t in targets]
-        k = int(np.argmin(dists))
-        d1 = dists[k]
-        d_a = float(np.linalg.norm(disk_coordinates(path[anchor]) - targets[k]))
-        p = float(np.trace(end))
-        floor = 4 * np.sqrt(2) * ENTRY_ERROR / p
-        bound = line_transverse_growth(rhs, stable[k], p, dt) * (d_a + floor) + floor
-        end_distance.append(d1)
-        ratios.append(d1 / bound)
-        bounds_checked.append(bound)
-    end_distance_checked = np.array(end_distance)
+    stable, end_distance, bounds, anchor = stable_line_distances(
+        field, paths, ends, ts, ENTRY_ERROR
+    )
+    ratios = [d / b for d, b in zip(end_distance, bounds, strict=True)]
     run.scalar(
         "either_converged_max_distance_to_stable_line_at_t1",
         float(max(end_distance)) if end_distance else None,
@@ -227,7 +170,7 @@ def either_converged_checks(config, run, field: Softmax, paths, ends, ts) -> Non
     run.scalar("either_converged_max_distance_over_bound", float(max(ratios)) if ratios else None)
     run.evidence(
         "softmax_either_converged_on_stable_line",
-        stable_line_evidence(end_distance_checked, bounds_checked)
+        stable_line_evidence(np.array(end_distance), bounds)
         if stable
         else stable_line_evidence(np.full(len(ends), np.inf), np.zeros(len(ends))),
         note=f"stable line(s) {[np.round(e, 4).tolist() for e in stable]}, bound from "

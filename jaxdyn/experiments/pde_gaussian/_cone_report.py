@@ -9,27 +9,25 @@ import numpy as np
 
 from jaxdyn._status import status_code
 from jaxdyn.evidence import ErrorModel, Evidence, at_most
-from jaxdyn.experiments._pde_gaussian_evidence import (
-    covariance_evidence,
-    error_bound_evidence,
-    l2_growth_excess,
-    outcome_evidence,
-)
 from jaxdyn.meanfield import (
-    ConeOutcome,
     blowup_time,
-    disk_coordinates,
-    isotropic_line_stability,
+    claims,
     limiting_rank,
     low_rank_limit,
     softmax_identity_covariance,
+)
+from jaxdyn.meanfield._blowup import l2_growth_excess
+from jaxdyn.meanfield._cone import (
+    ConeOutcome,
+    disk_coordinates,
+    isotropic_line_stability,
     trace_one_covariances,
     two_lines_covariance,
 )
+from jaxdyn.meanfield._paper_inputs import CONE_CASES
 from jaxdyn.runs import negative_control
 
 from ._cone_either import either_blowup_checks, either_converged_checks, softmax_field
-from ._paper import CONE_CASES
 
 CONVERGED = status_code(ConeOutcome.converged)
 BLOWUP = status_code(ConeOutcome.blowup)
@@ -104,7 +102,7 @@ ENTRY_BASIS = "solver global error on O(1) entries (rtol 1e-8 accumulated)"
 
 def to_line_evidence(exact, final) -> Evidence:
     """Softmax ``V = I``, ``A + A^T <= 0`` of rank one: ``Sigma(t1)`` is the closed form."""
-    return covariance_evidence(
+    return claims.covariance(
         "softmax V = I: Sigma(t) = (Sigma_0^-1 - t (A + A^T))^-1",
         exact,
         final,
@@ -115,7 +113,7 @@ def to_line_evidence(exact, final) -> Evidence:
 
 def two_lines_evidence(exact, final) -> Evidence:
     """The two-lines case (V A = -I): ``Sigma(t1)`` is the exact Riccati solution."""
-    return covariance_evidence(
+    return claims.covariance(
         "two lines: c constant, a and b solve y' = -2 (y^2 - c^2)",
         exact,
         final,
@@ -128,7 +126,7 @@ def line_distance_evidence(distance, exact_distance, tr) -> Evidence:
     """Disk distance to the limit line at ``t1`` against the exact flow's: an entry error eps
     moves each disk coordinate by at most ``4 eps / tr``, so the distance by ``4 sqrt 2 eps /
     tr``."""
-    return error_bound_evidence(
+    return claims.error_bound(
         "two lines: Sigma / tr Sigma approaches the isotropic line of sign(c0) as the exact "
         "flow does",
         np.abs(np.asarray(distance) - np.asarray(exact_distance)),
@@ -150,7 +148,7 @@ def cone_checks(config, run, cases, covs0, out, ok, variants, ts) -> None:
     ranks = np.asarray(jax.vmap(limiting_rank)(jnp.asarray(final[ci, soft])))
     run.evidence(
         "softmax_to_line_rank_one",
-        outcome_evidence(
+        claims.outcome(
             "softmax V = I, rank-one A + A^T <= 0: Sigma(t1) has rank one",
             predicted=1,
             measured=ranks,
@@ -165,7 +163,7 @@ def cone_checks(config, run, cases, covs0, out, ok, variants, ts) -> None:
     t_star = np.array([float(blowup_time(c, _interaction(cases["blowup"]))) for c in covs0])
     run.evidence(
         "softmax_blowup_event_before_closed_form_time",
-        outcome_evidence(
+        claims.outcome(
             "softmax V = I, A + A^T > 0: the trace reaches blowup_trace before t*",
             predicted=True,
             measured=(outcome[ci, soft] == BLOWUP) & (out["t_event"][ci, soft] <= t_star),
@@ -177,7 +175,7 @@ def cone_checks(config, run, cases, covs0, out, ok, variants, ts) -> None:
     l2 = variants.index("l2")
     run.evidence(
         "l2_never_blows_up",
-        outcome_evidence(
+        claims.outcome(
             "L2 Gaussians never blow up (all five cases)",
             predicted=False,
             measured=outcome[:, l2] == BLOWUP,
@@ -190,7 +188,7 @@ def cone_checks(config, run, cases, covs0, out, ok, variants, ts) -> None:
     decreasing = (tr_end < tr_mid[ok[ci, soft]]) & (tr_mid[ok[ci, soft]] < 1.0)
     run.evidence(
         "softmax_to_zero_trace_decreases",
-        outcome_evidence(
+        claims.outcome(
             "V SPD, A + A^T < 0: Sigma -> 0 (the trace decreases)",
             predicted=True,
             measured=decreasing,
@@ -237,7 +235,7 @@ def _growth_at_twice_the_sinkhorn_rate():
 
 
 def sinkhorn_to_zero_evidence(decreasing) -> Evidence:
-    return outcome_evidence(
+    return claims.outcome(
         SINKHORN_TO_ZERO,
         predicted=True,
         measured=np.asarray(decreasing, bool),
@@ -339,7 +337,7 @@ def _two_lines_checks(config, run, covs0, final, end, outcome, soft) -> None:
     off = np.abs(c0) > 1e-12
     run.evidence(
         "softmax_two_lines_no_run_blows_up",
-        outcome_evidence(
+        claims.outcome(
             "two lines (V A = -I): no run blows up",
             predicted=False,
             measured=outcome[ci, soft] == BLOWUP,
@@ -348,7 +346,7 @@ def _two_lines_checks(config, run, covs0, final, end, outcome, soft) -> None:
     )
     run.evidence(
         "softmax_two_lines_off_axis_runs_converge",
-        outcome_evidence(
+        claims.outcome(
             "two lines: every run with c0 != 0 converges (c0 = 0 decays like 1/t)",
             predicted=True,
             measured=outcome[ci, soft][off] == CONVERGED,
@@ -371,7 +369,7 @@ def _two_lines_checks(config, run, covs0, final, end, outcome, soft) -> None:
     )
     run.evidence(
         "softmax_two_lines_both_lines_reached",
-        outcome_evidence(
+        claims.outcome(
             "two lines: both isotropic lines are limits (signs of 2c / tr at t1)",
             predicted=[-1.0, 1.0],
             measured=_signs_reached(end[ci, soft][off, 1]),
@@ -401,12 +399,12 @@ def _to_line_ranks_of_the_initial_conditions():
     # Sigma_0 on the grid has full rank: a flow that did not collapse.
     covs = trace_one_covariances(3, 0.5)
     ranks = np.asarray(jax.vmap(lambda c: limiting_rank(c))(jnp.asarray(covs)))
-    return outcome_evidence("rank one", predicted=1, measured=ranks, basis="counterfactual")
+    return claims.outcome("rank one", predicted=1, measured=ranks, basis="counterfactual")
 
 
 @negative_control("pde-cone", "softmax_blowup_event_before_closed_form_time")
 def _events_after_the_closed_form_time():
-    return outcome_evidence(
+    return claims.outcome(
         "blow-up before t*",
         predicted=True,
         measured=np.array([True, False]),
@@ -416,28 +414,28 @@ def _events_after_the_closed_form_time():
 
 @negative_control("pde-cone", "l2_never_blows_up")
 def _softmax_outcomes_as_l2():
-    return outcome_evidence(
+    return claims.outcome(
         "L2 never blows up", predicted=False, measured=np.array([False, True]), basis="softmax"
     )
 
 
 @negative_control("pde-cone", "softmax_to_zero_trace_decreases")
 def _trace_of_a_blowup():
-    return outcome_evidence(
+    return claims.outcome(
         "trace decreases", predicted=True, measured=np.array([False, False]), basis="blowup case"
     )
 
 
 @negative_control("pde-cone", "softmax_two_lines_no_run_blows_up")
 def _two_lines_with_a_blowup():
-    return outcome_evidence(
+    return claims.outcome(
         "no blow-up", predicted=False, measured=np.array([True, False]), basis="counterfactual"
     )
 
 
 @negative_control("pde-cone", "softmax_two_lines_off_axis_runs_converge")
 def _two_lines_undecided():
-    return outcome_evidence(
+    return claims.outcome(
         "converge", predicted=True, measured=np.array([True, False]), basis="counterfactual"
     )
 
@@ -467,7 +465,7 @@ def _two_lines_distance_at_another_time():
 
 @negative_control("pde-cone", "softmax_two_lines_both_lines_reached")
 def _one_line_only():
-    return outcome_evidence(
+    return claims.outcome(
         "both lines",
         predicted=[-1.0, 1.0],
         measured=_signs_reached([0.9, 0.8, 0.95]),
@@ -488,7 +486,7 @@ def _either_checks(config, run, cases, out, outcome, soft, ts) -> None:
     run.scalar("either_softmax_converged_runs", n_conv)
     run.evidence(
         "softmax_either_both_outcomes_occur",
-        outcome_evidence(
+        claims.outcome(
             "either: some starts blow up, others converge",
             predicted=[True, True],
             measured=[n_blow > 0, n_conv > 0],
@@ -497,7 +495,7 @@ def _either_checks(config, run, cases, out, outcome, soft, ts) -> None:
     )
     run.evidence(
         "softmax_either_every_run_decided",
-        outcome_evidence(
+        claims.outcome(
             "either: each run blows up or converges by t1",
             predicted=True,
             measured=(out_e == BLOWUP) | (out_e == CONVERGED),
@@ -515,13 +513,13 @@ def _either_checks(config, run, cases, out, outcome, soft, ts) -> None:
 
 @negative_control("pde-cone", "softmax_either_both_outcomes_occur")
 def _either_with_one_outcome():
-    return outcome_evidence(
+    return claims.outcome(
         "both outcomes", predicted=[True, True], measured=[True, False], basis="counterfactual"
     )
 
 
 @negative_control("pde-cone", "softmax_either_every_run_decided")
 def _either_with_an_undecided_run():
-    return outcome_evidence(
+    return claims.outcome(
         "decided", predicted=True, measured=np.array([True, False]), basis="counterfactual"
     )

@@ -13,7 +13,7 @@ Euler step.
 :func:`rank_outcome` post-processes it; :func:`rank_member` is the sweep member of many runs
 (a :class:`jaxdyn.sweep.DiffeqMember`, solved in segments so that a sweep costs the sum of its
 runs' steps; softmax and L2 members share one field,
-:meth:`jaxdyn.meanfield.QuadraticKeySoftmax.softmax_or_l2`). :func:`pad_rank_member` embeds a
+:meth:`jaxdyn.meanfield.fields.QuadraticKeySoftmax.softmax_or_l2`). :func:`pad_rank_member` embeds a
 ``d``-dimensional run in ``D`` dimensions so that runs of every dimension share one compiled
 program.
 """
@@ -21,18 +21,11 @@ program.
 from __future__ import annotations
 
 import diffrax
-import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
 
-from jaxdyn.meanfield import (
-    AbstractGaussianClosed,
-    GaussianODE,
-    GaussianSolution,
-    QuadraticKeySoftmax,
-    gaussian_ode,
-    limiting_rank,
-)
+from jaxdyn.meanfield import rank_ode, rank_outcome
+from jaxdyn.meanfield._simulate_gaussian import GaussianODE
+from jaxdyn.meanfield.fields import QuadraticKeySoftmax
 from jaxdyn.sweep._diffeq import DiffeqMember
 
 
@@ -54,67 +47,6 @@ def pad_rank_member(
     Vp, Sp = np.zeros((D, D)), np.zeros((D, D))
     Vp[:d, :d], Sp[:d, :d] = V, Sigma0
     return Qp, Kp, Vp, Sp
-
-
-def rank_ode(
-    field: AbstractGaussianClosed,
-    cov0: Float[ArrayLike, "d d"],
-    *,
-    tol_low: Float[ArrayLike, ""],
-    tol_high: Float[ArrayLike, ""],
-    t1: Float[ArrayLike, ""],
-    rtol: Float[ArrayLike, ""] = 1e-8,
-    atol: Float[ArrayLike, ""] = 1e-10,
-    max_steps: int = 100_000,
-    solver: diffrax.AbstractSolver | None = None,
-) -> GaussianODE:
-    """The covariance ODE of one rank run with the published stopping rule (module docstring).
-
-    Args:
-        field: a Gaussian-closed field (e.g.
-            :meth:`jaxdyn.meanfield.QuadraticKeySoftmax.softmax_or_l2`).
-        cov0: initial covariance.
-        tol_low: converged when ``|dSigma/dt|_F`` falls to ``tol_low``.
-        tol_high: diverged when ``tr Sigma`` reaches ``tol_high``.
-        t1: horizon (the published ``max_steps * h``).
-        rtol: relative tolerance of the adaptive solve.
-        atol: absolute tolerance of the adaptive solve.
-        max_steps: solver steps before ``Status.max_steps_reached``.
-        solver: a diffrax solver (default ``Tsit5``).
-
-    Returns:
-        The `jaxdyn.meanfield.GaussianODE` (no loss-of-definiteness check: the flow is a
-        congruence of ``Sigma_0``).
-    """
-    cov0 = jnp.asarray(cov0)
-    return gaussian_ode(
-        field,
-        jnp.zeros(cov0.shape[0], cov0.dtype),
-        cov0,
-        t1,
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        blowup_trace=tol_high,
-        steady_tol=tol_low,
-        psd_tol=None,
-    )
-
-
-def rank_outcome(sol: GaussianSolution, threshold: float = 0.1) -> dict[str, Array]:
-    """The sweep outputs of a rank run: ``rank``, ``final_cov``, ``eigenvalues``, ``t_final``,
-    ``num_steps`` and ``status`` (``steady_state`` converged, ``blowup`` diverged,
-    ``successful`` not finished by ``t1``)."""
-    cov = sol.final_cov
-    return {
-        "rank": limiting_rank(cov, threshold),
-        "final_cov": cov,
-        "eigenvalues": jnp.linalg.eigvalsh(0.5 * (cov + cov.T)),
-        "t_final": sol.t_final,
-        "num_steps": sol.num_steps,
-        "status": sol.status,
-    }
 
 
 RANK_MEMBER_PARAMS = ("Q", "K", "V", "Sigma0", "attention", "tol_low", "tol_high", "t1")

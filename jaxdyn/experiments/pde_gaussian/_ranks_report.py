@@ -8,24 +8,20 @@ import numpy as np
 
 from jaxdyn._status import Status, status_code
 from jaxdyn.evidence import Evidence, classified
-from jaxdyn.experiments._pde_gaussian_evidence import (
-    error_bound_evidence,
-    outcome_evidence,
-)
 from jaxdyn.meanfield import (
+    claims,
     limiting_rank,
     softmax_identity_covariance,
 )
-from jaxdyn.runs import negative_control
-
-from ._paper import (
+from jaxdyn.meanfield._paper_inputs import (
     RANK_ATTENTIONS,
     RANK_VALUES,
     rank_panels,
 )
-from ._published_euler import (
+from jaxdyn.meanfield._published_euler import (
     rank_histogram,
 )
+from jaxdyn.runs import negative_control
 
 CONVERGED = status_code(Status.steady_state)
 
@@ -150,7 +146,7 @@ def _one_published_rank_off():
 
 def closed_form_rank_evidence(exact_ranks, solver_ranks) -> Evidence:
     """Softmax ``V = I``: the accurate stop's rank is the exact ``Sigma(t_stop)``'s."""
-    return outcome_evidence(
+    return claims.outcome(
         "softmax V = I: the rank at the stop is that of (Sigma_0^-1 - t (A + A^T))^-1",
         predicted=np.asarray(exact_ranks),
         measured=np.asarray(solver_ranks),
@@ -167,7 +163,7 @@ def _ranks_at_the_initial_state():
 def stop_rate_evidence(rates, tol_low, bounds) -> Evidence:
     """The accurate stop lies where the exact rate ``|F(Sigma(t))|_F`` equals ``tol_low``,
     within the first-order effect of the solver's state error."""
-    return error_bound_evidence(
+    return claims.error_bound(
         "softmax V = I: the accurate stop is where the exact |F(Sigma)|_F equals tol_low",
         np.abs(np.asarray(rates) - np.asarray(tol_low)),
         np.asarray(bounds) + 1e-12 * np.asarray(tol_low),

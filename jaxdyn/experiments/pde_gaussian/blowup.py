@@ -12,23 +12,13 @@ import numpy as np
 from jaxdyn._status import Status
 from jaxdyn._validation import require_positive
 from jaxdyn.evidence import ErrorModel, at_most
-from jaxdyn.experiments._pde_gaussian_evidence import (
-    blowup_time_evidence,
-    error_bound_evidence,
-    l2_growth_excess,
-    outcome_evidence,
-    rank_one_blowup_bound,
-)
-from jaxdyn.meanfield import (
-    QuadraticKeySoftmax,
-    blowup_time,
-    l2_growth_rate,
-    simulate_gaussian,
-)
+from jaxdyn.meanfield import blowup_time, claims, simulate_gaussian
+from jaxdyn.meanfield._blowup import l2_growth_excess, l2_growth_rate, rank_one_blowup_bound
+from jaxdyn.meanfield._problems import random_blowup_problems
+from jaxdyn.meanfield.fields import QuadraticKeySoftmax
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
 
-from ._problems import random_blowup_problems
 from ._regimes import regime_checks
 from .ranks import ONE_GROUP_WIDTH
 
@@ -121,6 +111,8 @@ def _member(config: BlowupConfig):
     "pde-blowup",
     BlowupConfig,
     "softmax blow-up times vs the closed form over random A; L2 stays finite on the same inputs",
+    title="softmax blow-up times against the closed form",
+    docs="transformer_pde.md#gaussian-closure-the-papers-rank-histograms-and-the-gaussian-experiments",
     sweep=ONE_GROUP_WIDTH,
 )
 def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
@@ -138,7 +130,7 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
     soft_ok = result.has_status(Status.blowup)[:n]
     run.evidence(
         "softmax_all_runs_blow_up",
-        outcome_evidence(
+        claims.outcome(
             "A + A^T with a positive eigenvalue (V = I): finite-time blow-up",
             predicted=True,
             measured=soft_ok,
@@ -147,7 +139,7 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
     )
     run.evidence(
         "softmax_blowup_time_matches_closed_form",
-        blowup_time_evidence(
+        claims.softmax_blowup_time(
             t_star[soft_ok], out["t_blowup"][:n][soft_ok], tolerance=BLOWUP_TIME_TOLERANCE
         ),
     )
@@ -158,7 +150,7 @@ def run_pde_blowup(config: BlowupConfig, run: Run) -> None:
     l2_ok = result.ok()[n:]
     run.evidence(
         "l2_stays_finite_on_same_inputs",
-        outcome_evidence(
+        claims.outcome(
             "L2 never blows up (on inputs where softmax does)",
             predicted=True,
             measured=l2_ok,
@@ -185,7 +177,7 @@ RANK_ONE_STATE_ERROR = 1e-8
 
 def _rank_one_evidence(ratio, bound, blew_up):
     blew_up = np.asarray(blew_up, bool)
-    return error_bound_evidence(
+    return claims.error_bound(
         "softmax (V = I) blows up along one direction: lambda_2 / lambda_1 <= d / (mu_2 tr)",
         np.asarray(ratio)[blew_up],
         np.asarray(bound)[blew_up] + RANK_ONE_STATE_ERROR,
@@ -197,7 +189,7 @@ def _rank_one_evidence(ratio, bound, blew_up):
 @negative_control("pde-blowup", "softmax_all_runs_blow_up")
 def _no_blowup_when_the_symmetric_part_is_negative():
     # A + A^T < 0 (V = I): Sigma(t) = (Sigma0^-1 + t |A + A^T|)^-1 stays bounded, no event.
-    return outcome_evidence(
+    return claims.outcome(
         "A + A^T with a positive eigenvalue (V = I): finite-time blow-up",
         predicted=True,
         measured=np.array([True, False, False]),
@@ -209,7 +201,7 @@ def _no_blowup_when_the_symmetric_part_is_negative():
 def _blowup_time_of_a_faster_value_matrix():
     # V = 1.001 I runs the V = I flow at speed 1.001: its blow-up time is t* / 1.001.
     t_star = np.array([0.3, 1.2, 2.5])
-    return blowup_time_evidence(t_star, t_star / 1.001, tolerance=BLOWUP_TIME_TOLERANCE)
+    return claims.softmax_blowup_time(t_star, t_star / 1.001, tolerance=BLOWUP_TIME_TOLERANCE)
 
 
 @negative_control("pde-blowup", "softmax_blowup_direction_rank_one")
@@ -223,7 +215,7 @@ def _initial_shape_instead_of_the_event_state():
 
 @negative_control("pde-blowup", "l2_stays_finite_on_same_inputs")
 def _softmax_outcomes_read_as_l2():
-    return outcome_evidence(
+    return claims.outcome(
         "L2 never blows up (on inputs where softmax does)",
         predicted=True,
         measured=np.array([True, True, False]),

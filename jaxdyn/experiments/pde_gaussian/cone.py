@@ -12,22 +12,14 @@ import numpy as np
 
 from jaxdyn._status import Status, count_outcomes, item_code, status_code
 from jaxdyn._validation import require_positive
-from jaxdyn.meanfield import (
-    L2,
-    ConeOutcome,
-    MultiHead,
-    SelectField,
-    Sinkhorn,
-    Softmax,
-    cone_outcome,
-    simulate_gaussian,
-    trace_one_covariances,
-)
+from jaxdyn.meanfield import simulate_gaussian
+from jaxdyn.meanfield._cone import ConeOutcome, cone_outcome, trace_one_covariances
+from jaxdyn.meanfield._paper_inputs import CONE_CASES, cone_cases
+from jaxdyn.meanfield.fields import L2, MultiHead, SelectField, Sinkhorn, Softmax
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 from jaxdyn.sweep import Grid
 
 from ._cone_report import cone_checks, cone_figures
-from ._paper import CONE_CASES, cone_cases
 
 CONE_VARIANTS = ("softmax", "l2", "multihead", "sinkhorn")
 
@@ -120,6 +112,8 @@ def _member(config: ConeConfig, ts: np.ndarray):
     "pde-cone",
     ConeConfig,
     "d = 2 covariance flows in the PSD cone: to 0, to a line, two lines, blow-up, either",
+    title="covariance flows in the PSD cone (d = 2)",
+    docs="transformer_pde.md#gaussian-closure-the-papers-rank-histograms-and-the-gaussian-experiments",
     # Unsegmented: every run takes a few hundred steps at most, so re-batching saves little,
     # and one compiled program replaces init, finish and a segment program per width.
     sweep={"segment_steps": 0},

@@ -22,10 +22,7 @@ import numpy as np
 
 from jaxdyn._status import Status, status_code
 from jaxdyn._validation import require_positive
-from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
-from jaxdyn.sweep import Grid
-
-from ._paper import (
+from jaxdyn.meanfield._paper_inputs import (
     PUBLISHED_DIMS,
     RANK_ATTENTIONS,
     RANK_CONSTRUCTIONS,
@@ -36,10 +33,13 @@ from ._paper import (
     published_rank_settings,
     rank_panels,
 )
-from ._published_euler import published_rank_attempts, stacked_rank_attempts
+from jaxdyn.meanfield._published_euler import published_rank_attempts, stacked_rank_attempts
+from jaxdyn.meanfield._third_method import dop853_rank_outcome
+from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
+from jaxdyn.sweep import Grid
+
 from ._rank_member import pad_rank_member, rank_member
 from ._ranks_report import rank_checks, rank_figures, rank_summary
-from ._third_method import dop853_rank_outcome
 
 # Segmented sweeps in groups of one width, 8 (two float64 SIMD registers on CPUs): one
 # compiled segment program (each width is one more, seconds of compilation) and groups narrow
@@ -188,6 +188,8 @@ def rank_members(config: RanksConfig, panels) -> dict[str, np.ndarray]:
     "pde-ranks",
     RanksConfig,
     "the paper's rank histograms: published draws, published Euler vs accurate solve, certified",
+    title="the paper's rank histograms",
+    docs="transformer_pde.md#gaussian-closure-the-papers-rank-histograms-and-the-gaussian-experiments",
     sweep=ONE_GROUP_WIDTH,
 )
 def run_pde_ranks(config: RanksConfig, run: Run) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxdyn.meanfield import (
+from jaxdyn.meanfield.fields import (
     L2,
     AbstractVelocityField,
     Linear,

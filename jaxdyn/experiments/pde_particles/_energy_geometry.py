@@ -8,27 +8,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import fit_power_law
-from jaxdyn.evidence import ErrorModel, at_most, within
-from jaxdyn.experiments._pde_decisions import (
-    monotone_evidence,
-)
-from jaxdyn.meanfield import (
-    Sinkhorn,
-    Softmax,
+from jaxdyn.evidence import ErrorModel, at_most, monotone, within
+from jaxdyn.meanfield import interaction_energy, simulate_gaussian
+from jaxdyn.meanfield._analysis import bures_wasserstein_map, optimal_assignment
+from jaxdyn.meanfield._energy import (
     bures_wasserstein_geodesic,
     bures_wasserstein_gradient,
-    bures_wasserstein_map,
     bures_wasserstein_step,
     gaussian_interaction_energy,
     gaussian_sinkhorn_energy,
     geodesic_second_variation,
-    interaction_energy,
-    optimal_assignment,
-    simulate_gaussian,
 )
+from jaxdyn.meanfield._vstatistics import second_variation_and_allowed_gap
+from jaxdyn.meanfield.fields import Sinkhorn, Softmax
 from jaxdyn.runs import Run, negative_control
-
-from ._vstatistics import second_variation_and_allowed_gap
 
 
 def nonconvexity(config, run: Run, ax) -> None:
@@ -164,7 +157,7 @@ def _sinkhorn_ascent():
 
 def _half_ot_monotone_evidence(path):
     path = np.asarray(path, dtype=float)
-    return monotone_evidence(
+    return monotone(
         "1/2 OT_eps(mu, mu) decreases along the Sinkhorn flow with V = A",
         path,
         error=1e-9 * np.abs(path) + 1e-12,

@@ -7,21 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import fit_power_law
-from jaxdyn.experiments._pde_decisions import (
-    rate_evidence,
-)
-from jaxdyn.meanfield import (
-    Masked,
-    Softmax,
-    causal_influence,
-    fixed_step_particles,
-    sink_positions,
-)
+from jaxdyn.evidence import rate
+from jaxdyn.meanfield import RK4, simulate_particles
+from jaxdyn.meanfield._causal import causal_influence, sink_positions
+from jaxdyn.meanfield.fields import Masked, Softmax
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
@@ -69,6 +64,8 @@ class CausalConfig(ExperimentConfig):
     "pde-causal",
     CausalConfig,
     "masked attention: conditional structure, influence of earlier tokens with and without a sink",
+    title="causal attention and attention sinks",
+    docs="transformer_pde.md#causal-attention-_causalpy-masked",
 )
 def run_pde_causal(config: CausalConfig, run: Run) -> None:
     d = config.d
@@ -146,7 +143,7 @@ def run_pde_causal(config: CausalConfig, run: Run) -> None:
 def _sink_influence_evidence(n, influence):
     # theory ~ 1 / (sink mass n): exponent -1; the alternative 0 is an influence that does not
     # vanish (no sink)
-    return rate_evidence(
+    return rate(
         "with an attention sink one token's influence on the others decays like 1/n",
         n,
         influence,
@@ -156,7 +153,7 @@ def _sink_influence_evidence(n, influence):
 
 
 def _no_sink_influence_evidence(n, influence):
-    return rate_evidence(
+    return rate(
         "without a sink the earliest token's influence does not vanish as n grows",
         n,
         influence,
@@ -195,7 +192,15 @@ def _prefix_closed(config, run, base):
     whole, other = jax.jit(
         jax.vmap(
             lambda x: (
-                fixed_step_particles(Masked(base, positions), x, config.t1, config.steps).final_x
+                simulate_particles(
+                    Masked(base, positions),
+                    x,
+                    config.t1,
+                    dt0=config.t1 / config.steps,
+                    solver=RK4(),
+                    stepsize_controller=diffrax.ConstantStepSize(),
+                    blowup_norm=None,
+                ).final_x
             )
         )
     )(jnp.stack([x0, redrawn]))

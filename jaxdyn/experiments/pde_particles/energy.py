@@ -6,22 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn._status import Status, status_code, status_message
-from jaxdyn.experiments._pde_decisions import (
-    ensemble_mean_evidence,
-    monotone_evidence,
-)
-from jaxdyn.meanfield import (
-    Softmax,
-    fixed_step_particles,
-    gaussian_interaction_energy,
-    interaction_energy,
-    simulate_gaussian,
-)
+from jaxdyn.evidence import ensemble_mean, monotone
+from jaxdyn.meanfield import RK4, interaction_energy, simulate_gaussian, simulate_particles
+from jaxdyn.meanfield._energy import gaussian_interaction_energy
+from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 
@@ -78,6 +72,8 @@ class EnergyConfig(ExperimentConfig):
     "pde-energy",
     EnergyConfig,
     "interaction energy along trajectories, non-convexity witness, Sinkhorn vs BW gradient step",
+    title="interaction energy and the Sinkhorn gradient flow",
+    docs="transformer_pde.md#energy-convexity-and-the-sinkhorn-gradient-flow-_energypy",
 )
 def run_pde_energy(config: EnergyConfig, run: Run) -> None:
     d = config.d
@@ -99,8 +95,16 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
     def particle_energies(Q, V, key, steps):
         att = Softmax(Q=Q, K=jnp.eye(d), V=V)
         x0 = alpha0 + np.sqrt(0.5) * jax.random.normal(key, (config.n, d))
-        sol = fixed_step_particles(
-            att, x0, config.t1, steps, ts=ts, save_fn=lambda t, x: interaction_energy(att, x)
+        sol = simulate_particles(
+            att,
+            x0,
+            config.t1,
+            dt0=config.t1 / steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
+            ts=ts,
+            save_fn=lambda t, x: interaction_energy(att, x),
         )
         return sol.xs, sol.status
 
@@ -155,7 +159,7 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
 
 def _monotone_energy_evidence(series, error, increasing):
     word = "increases" if increasing else "decreases"
-    return monotone_evidence(
+    return monotone(
         f"the interaction energy {word} along the particle flow",
         series,
         error=error,
@@ -180,7 +184,7 @@ TRACKS = "the particle interaction energy follows the Gaussian closed form E(N(a
 
 
 def _tracking_evidence(samples, gaussian, frozen):
-    return ensemble_mean_evidence(TRACKS, samples, prediction=gaussian, alternative=frozen)
+    return ensemble_mean(TRACKS, samples, prediction=gaussian, alternative=frozen)
 
 
 @negative_control("pde-energy", "particle_energy_tracks_gaussian_closed_form")

@@ -12,33 +12,33 @@ from __future__ import annotations
 
 import dataclasses
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import Status, fit_power_law
-from jaxdyn.evidence import ErrorModel, Verdict, within
-from jaxdyn.experiments._pde_decisions import (
-    bounded_growth_evidence,
-    ensemble_mean_evidence,
-    not_run_evidence,
-    rate_evidence,
-)
+from jaxdyn.evidence import ErrorModel, Verdict, ensemble_mean, rate, within
 from jaxdyn.meanfield import (
-    DriftedClosure,
-    QuadraticKeySoftmax,
-    Softmax,
-    antithetic_gaussian_sample,
+    RK4,
     blowup_time,
-    bures_wasserstein,
+    claims,
     empirical_mean_cov,
-    fixed_step_particles,
-    l2_growth_rate,
     meanfield_error,
     simulate_gaussian,
+    simulate_particles,
     softmax_identity_covariance,
-    wasserstein2_exact,
 )
+from jaxdyn.meanfield._analysis import bures_wasserstein, wasserstein2_exact
+from jaxdyn.meanfield._blowup import l2_growth_rate, near_blowup_lag
+from jaxdyn.meanfield._meanfield_limit import (
+    antithetic_gaussian_sample,
+    closure_defect,
+    near_blowup_problem,
+    rk4_linear_bound,
+)
+from jaxdyn.meanfield.fields import QuadraticKeySoftmax, Softmax
+from jaxdyn.meanfield.fields._wrappers import DriftedClosure
 from jaxdyn.plotting import new_figure, note_excluded
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
@@ -62,9 +62,12 @@ class MeanFieldConfig(ExperimentConfig):
     variants: tuple[str, ...] = CLOSED_VARIANTS
     # n >= 256: below it a correction of order 1/n flattens the decay (docs, findings)
     n_values: tuple[int, ...] = (256, 1024, 2048)
+    # the samples per size come from the power computation of the rate claim
+    # (claims.rate_samples(n_values, noise=0.5), the measured log scatter of one sample's
+    # dynamic error): power 0.8 to reject slopes -0.5 +- 0.2 at 99% confidence
     # Sinkhorn's velocity costs iterations x n^2 log-sum-exp terms per stage
     sinkhorn_n_values: tuple[int, ...] = (128, 256, 512)
-    systems: int = 16
+    systems: int = 43
     # one sample's log dynamic error scatters twice as much for Sinkhorn: 64 samples per n
     # decide its rate (docs, findings)
     sinkhorn_systems: int = 64
@@ -193,7 +196,7 @@ RATE_CLAIM = "the particles' dynamic error decays like n^-1/2 (mean-field limit)
 
 def _rate_evidence(result):
     ok = result.ok()
-    return rate_evidence(RATE_CLAIM, result.params["n"][ok], result.outputs["dynamic"][ok])
+    return claims.meanfield_rate(RATE_CLAIM, result.params["n"][ok], result.outputs["dynamic"][ok])
 
 
 def _rate_check(run, name, result, note):
@@ -222,13 +225,15 @@ def _rate_of_a_biased_closure():
     # a closure converging to another limit: the error stops decaying at a floor of 3e-3
     # (the measured dynamic errors are ~1e-3..1e-2 at these n)
     n, err = _synthetic_errors((32, 64, 128, 256), 16, -0.5, 3e-3, seed=0)
-    return rate_evidence(RATE_CLAIM, n, err)
+    return claims.meanfield_rate(RATE_CLAIM, n, err)
 
 
 @register_experiment(
     "pde-meanfield",
     MeanFieldConfig,
     "particles vs the Gaussian ODE: dynamic error ~ n^-1/2, closure-bias probe, stability ratio",
+    title="the mean-field limit of the particles",
+    docs="transformer_pde.md#the-mean-field-limit-_meanfield_limitpy",
 )
 def run_pde_meanfield(config: MeanFieldConfig, run: Run) -> None:
     alpha0, cov0 = initial_gaussian(config.d)
@@ -329,53 +334,21 @@ def _closure_gap_of_softmax():
     return _linear_closure_evidence(1e-3, 1.2)
 
 
-MEAN_DECOUPLED = (
-    "Sinkhorn's mean evolves by d alpha/dt = V alpha whatever the covariance and the measure "
-    "(both marginals of the coupling are mu)"
-)
-
-
-def _rk4_linear_bound(V, t1, steps, size):
-    """Global error bound of RK4 on ``dm/dt = V m``: per step the remainder of the exponential
-    series after degree 4, ``(h|V|)^5 / 120 e^{h|V|}``, carried by ``e^{|V| t}``."""
-    v, h = float(np.linalg.norm(V, 2)), t1 / steps
-    return steps * (h * v) ** 5 / 120 * np.exp(h * v) * np.exp(v * t1) * size
-
-
-def _mean_decoupling_evidence(gap, bound):
-    return within(
-        MEAN_DECOUPLED,
-        prediction=0.0,
-        measured=gap,
-        error_model=ErrorModel.bound(
-            bound,
-            basis="RK4 remainder bound on the linear mean ODE plus 1e-9 |alpha_0| (the Gaussian "
-            "solve at rtol 1e-10; the Sinkhorn column marginals at convergence)",
-        ),
-    )
-
-
-@negative_control("pde-meanfield", "sinkhorn_mean_decoupled_from_covariance")
-def _softmax_mean_is_coupled():
-    # softmax: the particle mean moves by V mean_i E_{p_i}[y], not V mean: the gap after one
-    # Euler step of 0.05 from a skewed cloud
-    x = jnp.array([[0.0, 0.0], [1.0, 0.2], [2.5, -0.4], [0.3, 1.1]])
-    field = make_field("softmax", np.eye(2), np.eye(2), np.eye(2))
-    v, x = np.asarray(field.velocity(x, x)), np.asarray(x)
-    gap = 0.05 * float(np.linalg.norm(v.mean(0) - x.mean(0)))
-    return _mean_decoupling_evidence(gap, _rk4_linear_bound(np.eye(2), 0.05, 1, 1.0) + 1e-9)
-
-
 def _sinkhorn_mean_decoupled(config, run, result, alpha0, V):
-    """The particles' mean against ``exp(t V) m_0``: the Sinkhorn Gaussian ODE's mean, which
-    is exact for every measure (the column marginal of the coupling is ``mu``)."""
+    """The particles' mean against ``exp(t V) m_0``: an identity of the column-normalised
+    coupling (its column marginal is ``mu``, so the mean moves by ``V m`` for every measure),
+    which only a code bug can break: a consistency check, not evidence."""
     ok = result.ok()
     gap = float(np.max(np.linalg.norm(result.outputs["mean_gap"][ok], axis=-1)))
     size = float(np.linalg.norm(alpha0))
-    bound = _rk4_linear_bound(V, config.t1, config.steps, size) + 1e-9 * size
-    run.evidence(
+    bound = rk4_linear_bound(V, config.t1, config.steps, size) + 1e-9 * size
+    run.consistency(
         "sinkhorn_mean_decoupled_from_covariance",
-        _mean_decoupling_evidence(gap, bound),
+        expected=0.0,
+        measured=gap,
+        tolerance=bound,
+        basis="RK4 remainder bound on the linear mean ODE plus 1e-9 |alpha_0| (the Sinkhorn "
+        "column marginals at convergence)",
         note="max over members of |m_t - exp(t V) m_0| for the particles' mean m",
     )
 
@@ -387,7 +360,7 @@ SINKHORN_DEFECT = (
 
 
 def _defect_evidence(n, defect):
-    return rate_evidence(SINKHORN_DEFECT, n, defect, prediction=-1.0, alternatives=(-0.5, 0.0))
+    return rate(SINKHORN_DEFECT, n, defect, prediction=-1.0, alternatives=(-0.5, 0.0))
 
 
 @negative_control("pde-meanfield", "sinkhorn_closure_defect_second_order")
@@ -395,15 +368,6 @@ def _first_order_defect():
     # a defect of first order, as softmax's: n^-1/2 with the measured log scatter
     n, err = _synthetic_errors((256, 512, 1024, 2048, 4096), 16, -0.5, 0.0, seed=3)
     return _defect_evidence(n, err)
-
-
-def _closure_defect(field, x):
-    """``|d Sigma/dt (particles) - d Sigma/dt (Gaussian ODE at the sample's moments)|_F`` at
-    ``t = 0``: the integrand of the dynamic error."""
-    m, c = empirical_mean_cov(x)
-    v = field.velocity(x, x)
-    dc = (x - m).T @ (v - v.mean(0)) / x.shape[0]
-    return jnp.linalg.norm(dc + dc.T - field.gaussian_rhs(m, c)[1])
 
 
 def _sinkhorn_defect(config, run, field, alpha0, cov0):
@@ -426,7 +390,7 @@ def _sinkhorn_defect(config, run, field, alpha0, cov0):
     for n in config.defect_n_values:
 
         def one(key, n=n):
-            return _closure_defect(field, antithetic_gaussian_sample(key, alpha0, cov0, n))
+            return closure_defect(field, antithetic_gaussian_sample(key, alpha0, cov0, n))
 
         keys = jax.random.split(jax.random.key(config.seed + 41 + n), config.defect_systems)
         defects.append(np.asarray(jax.jit(jax.vmap(one))(keys)))
@@ -449,7 +413,7 @@ L2_BOUNDED = "L2 attention never blows up: |Sigma(t)| <= |Sigma_0| exp(r t), r =
 
 
 def _l2_bounded_evidence(growth, reached):
-    return bounded_growth_evidence(
+    return claims.bounded_growth(
         L2_BOUNDED,
         growth,
         reached,
@@ -467,7 +431,7 @@ def _l2_bounded_decision(growth, reached, growth_at_stop):
     at_stop = np.asarray(growth_at_stop, float)
     failed = ~reached & np.isfinite(at_stop) & (at_stop <= 1.0)
     if failed.all():
-        return not_run_evidence(L2_BOUNDED, 1.0, (), "every draw failed numerically"), failed
+        return claims.not_run(L2_BOUNDED, 1.0, (), "every draw failed numerically"), failed
     return _l2_bounded_evidence(growth[~failed], reached[~failed]), failed
 
 
@@ -547,19 +511,18 @@ def _l2_bounded(config, run):
     )
 
 
+@negative_control("pde-meanfield", "near_blowup_particles_lag")
+def _lag_of_a_random_shift():
+    # a random shift of each sample's blow-up time: ratios on both sides of 1
+    rng = np.random.default_rng(5)
+    return claims.particles_lag_their_gaussian(np.exp(0.3 * rng.standard_normal(8)))
+
+
 @negative_control("pde-meanfield", "near_blowup_error_rate")
 def _near_blowup_error_of_a_shifted_blowup_time():
     # a limit that differs from the Gaussian's (an error floor of 5%) near the blow-up
     n, err = _synthetic_errors((64, 256, 1024, 4096), 8, -0.5, 0.05, seed=2)
-    return rate_evidence(RATE_CLAIM, n, err)
-
-
-def near_blowup_problem(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(A, Sigma_0)`` of the near-blow-up part: ``A`` symmetric positive definite (so
-    ``A + A^T`` is, and softmax with ``V = I`` blows up at ``t*``), ``Sigma_0 = I / 2``."""
-    rng = np.random.default_rng(seed + 31)
-    P = rng.standard_normal((d, d))
-    return 0.5 * (P @ P.T) / d + 0.2 * np.eye(d), 0.5 * np.eye(d)
+    return claims.meanfield_rate(RATE_CLAIM, n, err)
 
 
 def _near_blowup(config, run):
@@ -582,11 +545,14 @@ def _near_blowup(config, run):
         x = antithetic_gaussian_sample(key, mean0, cov0, n_max)
         z_index = jnp.arange(half) % (params["n"] // 2)
         x = jnp.concatenate([x[:half][z_index], x[half:][z_index]])
-        sol = fixed_step_particles(
+        sol = simulate_particles(
             field,
             x,
             ts[-1],
-            config.near_steps,
+            dt0=ts[-1] / config.near_steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
             ts=ts,
             save_fn=lambda t, y: empirical_mean_cov(y)[1],
         )
@@ -598,9 +564,12 @@ def _near_blowup(config, run):
 
         exact = jax.vmap(lambda t: softmax_identity_covariance(cov0, A, t))(ts[1:])
         own = jax.vmap(lambda t: softmax_identity_covariance(c0, A, t))(ts[1:])
+        lag, bound = near_blowup_lag(x, covs[1:], A, ts[1:])
         return {
             "total": jax.vmap(rel)(covs[1:], exact),
             "dynamic": jax.vmap(rel)(covs[1:], own),
+            "lag": lag,
+            "lag_bound": bound,
             "status": sol.status,
         }
 
@@ -625,10 +594,32 @@ def _near_blowup(config, run):
         measured=int(result.n_failed()),
         note="members whose particles blew up (or failed) before the last fraction: left out",
     )
+    lag = np.where(ok[:, None], result.outputs["lag"], np.nan)
+    bound = np.where(ok[:, None], result.outputs["lag_bound"], np.nan)
+    largest = result.params["n"] == max(config.near_n_values)
+    run.save_arrays(near_blowup_lag=lag, near_blowup_lag_bound=bound)
+    run.report(
+        "near_blowup_lag_minus_one",
+        measured=np.nanmean(lag[largest], axis=0) - 1.0,
+        note="signed: mean over systems at the largest n of lambda_max(particles) / "
+        f"lambda_max(their own Gaussian) - 1, columns t/t* = {list(config.near_fractions)}",
+    )
+    run.consistency(
+        "near_blowup_lag_within_the_extreme_value_bound",
+        expected=True,
+        measured=bool(np.all((lag <= bound * (1 + 1e-9)) | np.isnan(lag))),
+        basis="V = I: |x_i(t)| <= max_j |x_j(0)| e^t (convex combinations), so the particles' "
+        "top eigenvalue is at most max_j |x_j(0)|^2 e^{2t}",
+    )
     for j, f in enumerate(fractions):
         run.evidence(
+            f"near_blowup_particles_lag[{f:g}]",
+            claims.particles_lag_their_gaussian(lag[largest][:, j], where=f"t = {f:g} t*"),
+            note=f"n = {max(config.near_n_values)}, {int(np.sum(largest & ok))} systems",
+        )
+        run.evidence(
             f"near_blowup_error_rate[{f:g}]",
-            rate_evidence(RATE_CLAIM, n, result.outputs["total"][ok][:, j]),
+            claims.meanfield_rate(RATE_CLAIM, n, result.outputs["total"][ok][:, j]),
             note=f"relative covariance error at t = {f:g} t* against the closed form from "
             "Sigma_0 (sampling error included: particles from N(0, Sigma_0) vs the Gaussian ODE)",
         )
@@ -659,7 +650,7 @@ def _closure_probe(config, run, variant, result, sizes, ax):
 
 
 def _stability_ratio_evidence(ratios, gaussian_ratio):
-    return ensemble_mean_evidence(
+    return ensemble_mean(
         "W2(mu_t, nu_t) / W2(mu_0, nu_0) of coupled particle clouds equals the Gaussian ODE's "
         "Bures-Wasserstein ratio",
         np.asarray(ratios)[:, None],
@@ -687,7 +678,19 @@ def _stability_ratio(config, run, Q, K, V, alpha0, cov0, ax):
     def pair(key):
         x0 = antithetic_gaussian_sample(key, alpha0, cov0, config.stability_n)
         y0 = alpha0 + shift + stretch * (x0 - alpha0)  # OT map: identity assignment optimal
-        flow = jax.vmap(lambda x: fixed_step_particles(field, x, config.t1, config.steps).final_x)
+        flow = jax.vmap(
+            lambda x: (
+                simulate_particles(
+                    field,
+                    x,
+                    config.t1,
+                    dt0=config.t1 / config.steps,
+                    solver=RK4(),
+                    stepsize_controller=diffrax.ConstantStepSize(),
+                    blowup_norm=None,
+                ).final_x
+            )
+        )
         return x0, y0, flow(jnp.stack([x0, y0]))
 
     keys = jax.random.split(jax.random.key(config.seed + 1), config.stability_systems)

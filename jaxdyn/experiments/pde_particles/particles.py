@@ -6,23 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn._status import Status, status_code, status_name
-from jaxdyn.experiments._pde_decisions import (
-    single_cluster_evidence,
-    trend_evidence,
-)
+from jaxdyn.evidence import trend
 from jaxdyn.meanfield import (
-    SelectVelocity,
+    RK4,
+    claims,
     detect_clusters,
     empirical_mean_cov,
-    fixed_step_particles,
-    sphere_softmax,
+    simulate_particles,
     uniform_on_sphere,
 )
+from jaxdyn.meanfield.fields import SelectField, SphereSoftmax
 from jaxdyn.plotting import heatmap, new_figure, note_excluded, time_series
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from jaxdyn.sweep import Grid
@@ -38,7 +37,7 @@ class ParticlesConfig(ExperimentConfig):
     axis and contracts along the others; L2 stays bounded). Clusters are counted by
     single linkage at ``cluster_radius`` on the cloud standardised by its RMS radius [open].
     Phase diagram: tokens uniform on the sphere ``S^{phase_d - 1}`` under the sphere-projected
-    softmax with ``A = beta I`` (``jaxdyn.meanfield.sphere_softmax``), clusters at chord
+    softmax with ``A = beta I`` (``jaxdyn.meanfield.fields.SphereSoftmax``), clusters at chord
     distance ``phase_radius``, ``betas`` log-spaced; one sweep over ``beta`` x systems.
     """
 
@@ -132,6 +131,8 @@ def _draw_row(axes, variant, clouds, counts, depth, ts, positions, status) -> No
     "pde-particles",
     ParticlesConfig,
     "particle clouds of every attention variant, clusters over depth, beta phase diagram",
+    title="particle clusters over depth",
+    docs="transformer_pde.md#particle-simulation-and-events",
     # small groups keep each group's score blocks in cache on CPUs
     sweep={"vmap_width": 8},
 )
@@ -160,13 +161,17 @@ def run_pde_particles(config: ParticlesConfig, run: Run) -> None:
     @jax.jit
     def cloud(index):
         # One compiled program for every variant (the variant is a traced index).
-        return fixed_step_particles(
-            SelectVelocity(fields, index),
+        return simulate_particles(
+            SelectField(fields, index),
             x0,
             config.t1,
-            config.steps,
+            dt0=config.t1 / config.steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
             ts=depth,
-            save_fn=lambda t, y: (y, detect_clusters(_standardised(y), radius)[1]),
+            # float counts: the solver fills saves after a stop with inf, which no integer holds
+            save_fn=lambda t, y: (y, detect_clusters(_standardised(y), radius)[1].astype(y.dtype)),
         )
 
     for row, variant in enumerate(config.variants):
@@ -220,14 +225,17 @@ def _phase_diagram(config: ParticlesConfig, run: Run) -> None:
 
     def member(params, key):
         x0 = uniform_on_sphere(key, n, d)
-        sol = fixed_step_particles(
-            sphere_softmax(params["beta"], d, bounded=True),
+        sol = simulate_particles(
+            SphereSoftmax(params["beta"], d),
             x0,
             config.phase_t1,
-            config.phase_steps,
+            dt0=config.phase_t1 / config.phase_steps,
+            solver=RK4(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            blowup_norm=None,
             ts=ts,
             save_fn=lambda t, x: (
-                detect_clusters(x, radius)[1],
+                detect_clusters(x, radius)[1].astype(x.dtype),
                 jnp.max(jnp.abs(jnp.linalg.norm(x, axis=-1) - 1.0)),
             ),
         )
@@ -292,7 +300,7 @@ def _phase_diagram(config: ParticlesConfig, run: Run) -> None:
 
 
 def _cluster_trend_evidence(log_beta, counts):
-    return trend_evidence(
+    return trend(
         "more clusters survive at larger beta (metastability)", log_beta, counts, increasing=True
     )
 
@@ -305,7 +313,7 @@ def _cluster_counts_without_trend():
 
 
 def _one_cluster_evidence(counts):
-    return single_cluster_evidence(
+    return claims.single_cluster(
         "at the smallest beta every system reaches one cluster",
         counts,
         basis="single-linkage cluster count at chord distance phase_radius",

@@ -13,21 +13,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import fit_power_law
-from jaxdyn.evidence import ErrorModel, at_most
-from jaxdyn.experiments._pde_decisions import (
-    stability_bound_evidence,
-    trend_evidence,
-)
-from jaxdyn.meanfield import (
-    Sinkhorn,
-    Softmax,
+from jaxdyn.evidence import ErrorModel, at_most, trend
+from jaxdyn.meanfield import RK4, claims, simulate_particles
+from jaxdyn.meanfield._analysis import wasserstein2_exact
+from jaxdyn.meanfield._stability import (
     field_lipschitz_constants,
-    fixed_step_particles,
     flow_jacobian_norms,
     softmax_lipschitz_bounds,
     softmax_stability_constant,
-    wasserstein2_exact,
 )
+from jaxdyn.meanfield.fields import Sinkhorn, Softmax
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 
@@ -92,6 +87,8 @@ def _disc_cloud(key, n, d, radius):
     "pde-stability",
     StabilityConfig,
     "stability constant C(t, R0) vs measured constants; Lipschitz constants softmax vs Sinkhorn",
+    title="stability of the mean-field flow",
+    docs="transformer_pde.md#stability-and-regularity-_stabilitypy-derived",
 )
 def run_pde_stability(config: StabilityConfig, run: Run) -> None:
     fig, axes = new_figure(1, 2, width=4.6)
@@ -121,7 +118,7 @@ BOUND = "the stability estimate W_p(mu_t, nu_t) <= C(t, R_0) W_p(mu_0, nu_0) (p 
 
 
 def _bound_evidence(p, ratios, constants, relative_error):
-    return stability_bound_evidence(
+    return claims.stability_bound(
         BOUND.format(p=p),
         ratios,
         constants,
@@ -176,15 +173,34 @@ def _stability_constants(config, run, ax):
 
     def flows(steps):
         return jax.jit(
-            jax.vmap(lambda x: fixed_step_particles(field, x, config.t1, steps, ts=ts).xs)
+            jax.vmap(
+                lambda x: (
+                    simulate_particles(
+                        field,
+                        x,
+                        config.t1,
+                        dt0=config.t1 / steps,
+                        solver=RK4(),
+                        stepsize_controller=diffrax.ConstantStepSize(),
+                        blowup_norm=None,
+                        ts=ts,
+                    ).xs
+                )
+            )
         )
 
     coarse, fine = flows(config.steps), flows(2 * config.steps)
 
     def top_direction(x):
         def flow(y):
-            return fixed_step_particles(
-                field, y, config.t1, config.steps, adjoint=diffrax.ForwardMode()
+            return simulate_particles(
+                field,
+                y,
+                config.t1,
+                dt0=config.t1 / config.steps,
+                solver=RK4(),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                blowup_norm=None,
             ).final_x
 
         J = jax.jacfwd(flow)(x)
@@ -285,7 +301,7 @@ def _lipschitz_above_bound():
 
 
 def _regularity_evidence(log_radius, log_ratio):
-    return trend_evidence(
+    return trend(
         "Sinkhorn is more regular than softmax: the ratio of their W2-Lipschitz constants grows "
         "with the radius of the tokens",
         log_radius,

@@ -5,20 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn.experiments._pde_decisions import (
-    dissipation_evidence,
-    gradient_structure_evidence,
-)
-from jaxdyn.meanfield import (
-    Exponential,
-    Softmax,
-    fixed_step_particles,
-    interaction_energy,
+from jaxdyn.meanfield import RK4, claims, interaction_energy, simulate_particles
+from jaxdyn.meanfield._gradient_flow import (
     softmax_normaliser,
     twisted_force_jacobian,
     twisted_metric,
@@ -26,6 +20,7 @@ from jaxdyn.meanfield import (
     twisted_wasserstein,
     weighted_twisted_speed_squared,
 )
+from jaxdyn.meanfield.fields import Exponential, Softmax
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 
@@ -93,7 +88,7 @@ def _unnormalised_rate_against_the_plain_w2_speed():
     d = x.shape[1]
     field = Exponential(Q=np.sqrt(d) * A, K=np.eye(d), V=M @ A)
     plain = eqx.filter_jit(lambda f, y: jnp.mean(jnp.sum(f.velocity(y, y) ** 2, axis=-1)))(field, x)
-    return dissipation_evidence(UNNORMALISED, _energy_rate(field, x), plain)
+    return claims.dissipation(UNNORMALISED, _energy_rate(field, x), plain)
 
 
 @negative_control("pde-twisted", "normalised_energy_rate_equals_weighted_speed")
@@ -102,7 +97,7 @@ def _normalised_rate_against_the_unweighted_speed():
     d = x.shape[1]
     field = Softmax(Q=np.sqrt(d) * A, K=np.eye(d), V=M @ A)
     speed = eqx.filter_jit(weighted_twisted_speed_squared)(field, x, M)
-    return dissipation_evidence(WEIGHTED, _energy_rate(field, x), speed)
+    return claims.dissipation(WEIGHTED, _energy_rate(field, x), speed)
 
 
 @negative_control("pde-twisted", "normalised_softmax_gradient_in_weighted_metric")
@@ -111,7 +106,7 @@ def _unweighted_normalised_jacobian():
     d = x.shape[1]
     field = Softmax(Q=np.sqrt(d) * A, K=np.eye(d), V=M @ A)
     jacobian = eqx.filter_jit(twisted_force_jacobian)(field, x, M)
-    return gradient_structure_evidence(WEIGHTED_GRADIENT, jacobian)
+    return claims.gradient_structure(WEIGHTED_GRADIENT, jacobian)
 
 
 @negative_control("pde-twisted", "normalised_softmax_gradient_in_d_AV")
@@ -120,13 +115,15 @@ def _rotation_field_jacobian():
     n = 6
     R = np.array([[0.0, -1.0], [1.0, 0.0]])
     J = np.kron(np.eye(n), R)
-    return gradient_structure_evidence(NORMALISED_GRADIENT, J)
+    return claims.gradient_structure(NORMALISED_GRADIENT, J)
 
 
 @register_experiment(
     "pde-twisted",
     TwistedConfig,
     "un/normalised softmax: energy dissipation in the (weighted) twisted distance d_AV, not W2",
+    title="energy dissipation in the twisted distance",
+    docs="transformer_pde.md#sigmoid-attention-and-the-twisted-distance-_gradient_flowpy-derived",
 )
 def run_pde_twisted(config: TwistedConfig, run: Run) -> None:
     _twisted_distance(config, run)
@@ -149,7 +146,7 @@ def _twisted_distance(config: TwistedConfig, run: Run) -> None:
     plain = float(jnp.mean(jnp.sum(v**2, axis=-1)))
     run.evidence(
         "energy_rate_equals_twisted_metric_speed",
-        dissipation_evidence(UNNORMALISED, rate, twisted),
+        claims.dissipation(UNNORMALISED, rate, twisted),
         note="dE/dt vs (1/n) sum Gamma^T M^-1 Gamma",
     )
     run.report(
@@ -158,7 +155,19 @@ def _twisted_distance(config: TwistedConfig, run: Run) -> None:
         note="(1/n) sum |Gamma|^2 is not the dissipation (the negative control of the check above)",
     )
     speeds = {}
-    moved_by = jax.jit(lambda h: fixed_step_particles(field, x, h, 4).final_x)  # h traced
+    moved_by = jax.jit(
+        lambda h: (
+            simulate_particles(
+                field,
+                x,
+                h,
+                dt0=h / 4,
+                solver=RK4(),
+                stepsize_controller=diffrax.ConstantStepSize(),
+                blowup_norm=None,
+            ).final_x
+        )
+    )  # h traced
     for h in (2e-3, 1e-3):
         moved = moved_by(jnp.asarray(h))
         speeds[h] = twisted_wasserstein(moved, x, metric) / h
@@ -199,7 +208,7 @@ def _normalised(config: TwistedConfig, run: Run) -> None:
     unweighted = float(weighted_twisted_speed_squared(field, x, M))
     run.evidence(
         "normalised_energy_rate_equals_weighted_speed",
-        dissipation_evidence(WEIGHTED, rate, weighted),
+        claims.dissipation(WEIGHTED, rate, weighted),
         note="dE/dt vs (1/n) sum (k * mu)(x_i) Gamma_i^T M^-1 Gamma_i",
     )
     run.report(
@@ -210,12 +219,12 @@ def _normalised(config: TwistedConfig, run: Run) -> None:
     xj = x[: config.jacobian_n]
     run.evidence(
         "normalised_softmax_gradient_in_d_AV",
-        gradient_structure_evidence(NORMALISED_GRADIENT, twisted_force_jacobian(field, xj, M)),
+        claims.gradient_structure(NORMALISED_GRADIENT, twisted_force_jacobian(field, xj, M)),
         note=f"{config.jacobian_n} tokens: a symmetric Jacobian is necessary for any energy",
     )
     run.evidence(
         "normalised_softmax_gradient_in_weighted_metric",
-        gradient_structure_evidence(
+        claims.gradient_structure(
             WEIGHTED_GRADIENT,
             twisted_force_jacobian(field, xj, M, weight_fn=lambda y: softmax_normaliser(field, y)),
         ),

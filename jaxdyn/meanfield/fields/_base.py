@@ -11,14 +11,14 @@ field can do, as types:
   affine, ``Gamma(x) = B x + c``; they implement ``affine_velocity`` and inherit the Gaussian
   ODE ``d alpha/dt = B alpha + c``, ``d Sigma/dt = B Sigma + Sigma B^T`` written once here;
 - :class:`AbstractCausalField`: fields that evaluate causal (masked) attention directly;
-  :class:`jaxdyn.meanfield.Masked` uses it when present and a generic evaluation otherwise;
+  :class:`jaxdyn.meanfield.fields.Masked` uses it when present and a generic evaluation otherwise;
 - :class:`AbstractBilinearHead`: one attention head with weights ``Q, K, V``
   (abstract variables) and scores ``s(x, y)``; :class:`AbstractSoftmaxHead` (weights
   ``softmax_k s(x, y_k)``) and :class:`AbstractKernelHead` (weights ``kernel(s(x, y_k)) / n``)
   implement its averaging, dense or chunked (memory linear in ``n``).
 
 ``Q``, ``K``, ``V`` are arrays or callables ``t -> array`` (time-dependent weights); a stack of
-layers with different weights is a :class:`jaxdyn.meanfield.TimeSwitch` of fields.
+layers with different weights is a :class:`jaxdyn.meanfield.fields.TimeSwitch` of fields.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class AbstractVelocityField(eqx.Module):
 
     Subclass it and implement :meth:`velocity` to simulate your own attention: the particle
     simulators (:func:`jaxdyn.meanfield.simulate_particles`,
-    :func:`jaxdyn.meanfield.fixed_step_particles`), the wrappers (``Masked``,
+    :func:`jaxdyn.meanfield.simulate_particles` at fixed steps), the wrappers (``Masked``,
     ``TimeSwitch``, ``SphereProjected``) and ``jaxdyn.sweep.run_sweep`` need nothing else.
     """
 

@@ -217,6 +217,33 @@ class MultiHead(AbstractCausalField, AbstractGaussianClosed):
         """Token dimension ``d``."""
         return weight_shape(self.Q)[1]
 
+    @classmethod
+    def from_heads(cls, heads, *, chunk_size: int | None = None) -> MultiHead:
+        """Heads with their own ``(Q_h, K_h, V_h)``, each a :class:`Softmax` with constant
+        weights: ``Gamma(x) = sum_h V_h sum_k softmax_k(y_k^T A_h x) y_k``, ``A_h`` each head's
+        own ``K_h^T Q_h / sqrt(d)``.
+
+        Built as ``Q = vstack(sqrt(d) A_h)``, ``K = vstack(I)`` (so each head's ``A_h`` is its
+        own, whatever its key size), ``V = vstack(V_h)`` and ``W = vstack(I)``, so that
+        ``C_h = W_h^T V_h = V_h``.
+        """
+        heads = tuple(heads)
+        if not heads or not all(isinstance(h, Softmax) for h in heads):
+            raise TypeError("MultiHead.from_heads: heads must be a non-empty sequence of Softmax")
+        if any(callable(w) for h in heads for w in (h.Q, h.K, h.V)):
+            raise ValueError(
+                "MultiHead.from_heads: the heads' weights must be arrays, not callables"
+            )
+        dims = {h.dim for h in heads}
+        if len(dims) != 1:
+            raise ValueError(f"MultiHead.from_heads: the heads must share d, got {sorted(dims)}")
+        d = dims.pop()
+        eye = jnp.eye(d)
+        Q = jnp.concatenate([jnp.sqrt(d) * h.A() for h in heads])
+        V = jnp.concatenate([jnp.asarray(h.V) for h in heads])
+        stack = jnp.concatenate([eye] * len(heads))
+        return cls(Q=Q, K=stack, V=V, heads=len(heads), W=stack, chunk_size=chunk_size)
+
     def head_matrices(
         self, t: Float[ArrayLike, ""] = 0.0
     ) -> tuple[Float[Array, "H d d"], Float[Array, "H d d"]]:

@@ -12,7 +12,7 @@ attention ``softmax_k(-|Q x / sqrt(d) - K y_k|^2)`` is ``A = 2 K^T Q / sqrt(d)``
 (the ``|Q x|^2`` term is the same for every key and cancels). With both expressed through
 ``A`` and ``M``, a sweep over softmax and L2 members evaluates one field per step instead of
 both (:meth:`QuadraticKeySoftmax.softmax_or_l2`): this is jaxdyn's one softmax/L2 mixer;
-:class:`jaxdyn.meanfield.SelectField` chooses among fields of any kinds (and evaluates every
+:class:`jaxdyn.meanfield.fields.SelectField` chooses among fields of any kinds (and evaluates every
 candidate under ``vmap``).
 """
 

@@ -23,12 +23,15 @@ def _switched_velocity(fields, index, x, tokens, t):
     return jax.lax.switch(index, branches, x, tokens, t)
 
 
-class SelectVelocity(AbstractVelocityField):
-    """The velocity of ``fields[index]``, with ``index`` an integer array: particle runs of
-    several attention variants (Gaussian-closed or not) share one compiled program. Outside
-    ``vmap`` (a scalar index) only the selected candidate runs; under ``vmap`` with a batched
-    index every candidate is evaluated. An index outside ``0 .. len(fields) - 1`` is clamped.
-    :class:`SelectField` is the Gaussian-closed counterpart (it also selects the Gaussian ODE).
+class SelectField(AbstractVelocityField):
+    """The field ``fields[index]``, with ``index`` an integer array (traced inside a sweep):
+    runs of several attention variants share one compiled program.
+
+    Outside ``vmap`` (a scalar index) only the selected candidate runs; under ``vmap`` with a
+    batched index every candidate is evaluated and one is kept. An index outside
+    ``0 .. len(fields) - 1`` is clamped. When every candidate is Gaussian-closed,
+    ``SelectField(fields, index)`` returns a Gaussian-closed ``SelectField`` (its affine
+    velocity, hence its Gaussian ODE, is the selected candidate's).
 
     Attributes:
         fields: the candidate velocity fields (same token dimension).
@@ -38,39 +41,22 @@ class SelectVelocity(AbstractVelocityField):
     fields: tuple[AbstractVelocityField, ...] = eqx.field(converter=tuple)
     index: Int[Array, ""] = eqx.field(converter=lambda i: jnp.asarray(i, jnp.int32))
 
-    def __check_init__(self):
-        if not self.fields:
-            raise ValueError("SelectVelocity needs at least one field")
-        bad = [type(f).__name__ for f in self.fields if not isinstance(f, AbstractVelocityField)]
-        if bad:
-            raise TypeError(f"SelectVelocity: fields must be velocity fields, got {bad}")
-        if self.index.shape != ():
-            raise ValueError(f"SelectVelocity: index must be a scalar, got {self.index.shape}")
-
-    def velocity(self, x, tokens, *, t=0.0):
-        return _switched_velocity(self.fields, self.index, x, tokens, t)
-
-
-class SelectField(AbstractGaussianClosed):
-    """The field ``fields[index]``, with ``index`` an integer array (traced inside a sweep).
-
-    Its velocity and its affine velocity (hence its Gaussian ODE) are the selected candidate's;
-    an index outside ``0 .. len(fields) - 1`` is clamped.
-
-    Attributes:
-        fields: the candidate Gaussian-closed fields (same token dimension).
-        index: which candidate is active.
-    """
-
-    fields: tuple[AbstractGaussianClosed, ...] = eqx.field(converter=tuple)
-    index: Int[Array, ""] = eqx.field(converter=lambda i: jnp.asarray(i, jnp.int32))
+    def __new__(cls, fields=(), *args, **kwargs):
+        fields = kwargs.get("fields", fields)
+        if (
+            cls is SelectField
+            and fields
+            and all(isinstance(f, AbstractGaussianClosed) for f in fields)
+        ):
+            cls = _GaussianSelectField
+        return super().__new__(cls)
 
     def __check_init__(self):
         if not self.fields:
             raise ValueError("SelectField needs at least one field")
-        bad = [type(f).__name__ for f in self.fields if not isinstance(f, AbstractGaussianClosed)]
+        bad = [type(f).__name__ for f in self.fields if not isinstance(f, AbstractVelocityField)]
         if bad:
-            raise TypeError(f"SelectField: fields must be Gaussian-closed, got {bad}")
+            raise TypeError(f"SelectField: fields must be velocity fields, got {bad}")
         if self.index.shape != ():
             raise ValueError(f"SelectField: index must be a scalar, got shape {self.index.shape}")
         dims = {f.dim for f in self.fields if hasattr(f, "dim")}
@@ -79,6 +65,10 @@ class SelectField(AbstractGaussianClosed):
 
     def velocity(self, x, tokens, *, t=0.0):
         return _switched_velocity(self.fields, self.index, x, tokens, t)
+
+
+class _GaussianSelectField(SelectField, AbstractGaussianClosed):
+    """A :class:`SelectField` of Gaussian-closed candidates; Gaussian-closed itself."""
 
     def affine_velocity(self, mean, cov, *, t=0.0):
         branches = [lambda m, c, t, f=f: f.affine_velocity(m, c, t=t) for f in self.fields]

@@ -5,14 +5,14 @@
 Tokens normalised to the unit sphere (a layer norm) move by
 ``dx_i/dt = P_{x_i}^perp ( sum_j softmax_j(beta <x_i, x_j>) x_j )``, ``P_x^perp = I - x x^T``:
 softmax attention with ``A = beta I``, ``V = I`` projected on the tangent space
-(:class:`jaxdyn.meanfield.SphereProjected` of a :class:`jaxdyn.meanfield.Softmax`).
+(:class:`jaxdyn.meanfield.fields.SphereProjected` of a :class:`jaxdyn.meanfield.fields.Softmax`).
 """
 
 from __future__ import annotations
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 from jaxdyn.attention import bounded_softmax_average, online_softmax_average
 
@@ -36,17 +36,21 @@ class SphereSoftmax(AbstractVelocityField):
     exponent range (RK4 stages leave the sphere by ``O(h^2)``, harmless) and no query row
     underflows entirely: queries that are tokens always see themselves with
     ``E_ii = exp(beta (|x_i|^2 - 1)) ~ 1``; for other queries keep ``2 beta`` below ~80
-    (float32) or use the general path (``sphere_softmax(beta, d)``). With ``chunk_size`` the
-    general online log-sum-exp of ``jaxdyn.attention`` is used.
+    (float32) or use ``bounded=False``. With ``chunk_size`` the
+    general online log-sum-exp of ``jaxdyn.attention`` is used. ``bounded=False`` shifts by
+    the row maximum instead (the velocity of ``SphereProjected(Softmax(Q = beta sqrt(d) I,
+    K = I, V = I))``), valid for tokens anywhere.
 
     Attributes:
-        beta: inverse temperature (a scalar; may be traced).
+        beta: inverse temperature (a scalar; may be traced: one compilation for a beta sweep).
         d: token dimension.
+        bounded: shift the scores by their bound ``beta`` (default) or by the row maximum.
         chunk_size: evaluate in chunks of this many queries and keys (``None``: dense).
     """
 
     beta: Float[Array, ""] = eqx.field(converter=jnp.asarray)
     d: int = eqx.field(static=True)
+    bounded: bool = eqx.field(static=True, default=True)
     chunk_size: int | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
@@ -66,6 +70,10 @@ class SphereSoftmax(AbstractVelocityField):
                 f"{x.shape} and {tokens.shape}"
             )
         beta = self.beta.astype(jnp.result_type(x, tokens))
+        if not self.bounded:
+            eye = jnp.eye(self.d, dtype=beta.dtype)
+            general = SphereProjected(base=Softmax(Q=beta * jnp.sqrt(self.d) * eye, K=eye, V=eye))
+            return general.velocity(x, tokens, t=t)
         sq = jnp.sum(x * x, axis=-1, keepdims=True)
         if self.chunk_size is not None:
             avg = online_softmax_average(
@@ -74,21 +82,3 @@ class SphereSoftmax(AbstractVelocityField):
             return avg - (jnp.sum(avg * x, axis=-1, keepdims=True) / sq) * x
         avg = bounded_softmax_average(beta * (x @ tokens.T), tokens, beta)
         return avg - (jnp.sum(avg * x, axis=-1, keepdims=True) / sq) * x
-
-
-def sphere_softmax(
-    beta: Float[ArrayLike, ""], d: int, *, bounded: bool = False
-) -> SphereProjected | SphereSoftmax:
-    """The clustering model of the token-clustering literature: softmax with ``A = beta I``,
-    ``V = I`` (``Q = beta sqrt(d) I``, ``K = I``, so ``K^T Q / sqrt(d) = beta I``), on the sphere.
-
-    ``beta`` is the inverse temperature and may be traced (one compilation for a beta sweep).
-    ``bounded=False`` (default): the general path, ``SphereProjected(Softmax(...))``.
-    ``bounded=True``: :class:`SphereSoftmax`, the same velocity for tokens known to lie on
-    the unit sphere, shifting scores by their bound ``beta`` instead of a row maximum (no
-    max pass over the score matrix; see its docstring for when the bound is valid).
-    """
-    if bounded:
-        return SphereSoftmax(beta=beta, d=d)
-    eye = jnp.eye(d)
-    return SphereProjected(base=Softmax(Q=beta * jnp.sqrt(d) * eye, K=eye, V=eye))

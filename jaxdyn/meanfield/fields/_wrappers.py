@@ -1,6 +1,7 @@
 """Wrappers that turn any velocity field into another (transformer_pde.md, "The model"):
 causal masking with an optional attention sink, switching fields over depth, and projection on
-the sphere. Each takes any :class:`jaxdyn.meanfield.AbstractVelocityField`, a user's included.
+the sphere. Each takes any :class:`jaxdyn.meanfield.fields.AbstractVelocityField`, a user's
+included.
 """
 
 from __future__ import annotations
@@ -145,9 +146,11 @@ class AbstractTimeSwitch(AbstractVelocityField):
 
 
 class TimeSwitch(AbstractTimeSwitch):
-    """Switches between any velocity fields over depth (see :class:`AbstractTimeSwitch`).
+    """Switches between velocity fields over depth (see :class:`AbstractTimeSwitch`).
 
-    When every field is Gaussian-closed, use :class:`GaussianTimeSwitch` to keep the closure.
+    When every field is Gaussian-closed, the switch is too: ``TimeSwitch(fields, breaks)`` then
+    returns a Gaussian-closed ``TimeSwitch`` (``(B, c)`` of the field in force), so one
+    constructor serves particles and the Gaussian ODE.
 
     Attributes:
         fields: the field in force on each interval (``len(breaks) + 1`` of them).
@@ -157,23 +160,19 @@ class TimeSwitch(AbstractTimeSwitch):
     fields: tuple[AbstractVelocityField, ...] = eqx.field(converter=tuple)
     breaks: Float[Array, " b"] = eqx.field(converter=jnp.asarray)
 
+    def __new__(cls, fields=(), *args, **kwargs):
+        fields = kwargs.get("fields", fields)
+        if (
+            cls is TimeSwitch
+            and fields
+            and all(isinstance(f, AbstractGaussianClosed) for f in fields)
+        ):
+            cls = _GaussianTimeSwitch
+        return super().__new__(cls)
 
-class GaussianTimeSwitch(AbstractTimeSwitch, AbstractGaussianClosed):
-    """Switches between Gaussian-closed fields over depth; the switched field is Gaussian-closed
-    (``(B, c)`` of the field in force).
 
-    Attributes:
-        fields: the Gaussian-closed field in force on each interval.
-        breaks: increasing switching times.
-    """
-
-    fields: tuple[AbstractGaussianClosed, ...] = eqx.field(converter=tuple)
-    breaks: Float[Array, " b"] = eqx.field(converter=jnp.asarray)
-
-    def __check_init__(self):
-        bad = [type(f).__name__ for f in self.fields if not isinstance(f, AbstractGaussianClosed)]
-        if bad:
-            raise TypeError(f"GaussianTimeSwitch: fields must be Gaussian-closed, got {bad}")
+class _GaussianTimeSwitch(TimeSwitch, AbstractGaussianClosed):
+    """A :class:`TimeSwitch` of Gaussian-closed fields; Gaussian-closed itself."""
 
     def affine_velocity(self, mean, cov, *, t=0.0):
         branches = [lambda m, c, t, f=f: f.affine_velocity(m, c, t=t) for f in self.fields]

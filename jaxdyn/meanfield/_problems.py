@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxdyn._status import status_code
+
+from ._regime import Regime, gaussian_regime, seed_criterion
+from .fields._heads import Softmax
+
 
 def random_blowup_problems(d: int, samples: int, seed: int) -> dict[str, np.ndarray]:
     """Random interaction matrices ``A`` and covariances for blow-up tests.
@@ -142,3 +147,45 @@ def random_regime_problems(d: int, samples: int, seed: int) -> dict[str, np.ndar
         "A": A,
         "family": np.array(out["family"]),
     }
+
+
+def _pad(M: np.ndarray, size: int, fill: float) -> np.ndarray:
+    out = fill * np.eye(size)
+    out[: M.shape[-1], : M.shape[-1]] = M
+    return out
+
+
+def padded_regime_problems(
+    dims, samples: int, seed: int, horizon: float
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """:func:`random_regime_problems` for every ``d`` in ``dims`` (seed ``seed + d``), each
+    classified by :func:`~jaxdyn.meanfield.gaussian_regime` and the seed criterion, embedded in
+    one size ``max(dims)`` so that one compiled solve runs them all: ``Q, K, V`` padded with
+    zeros (``Q`` scaled by ``sqrt(max / d)`` keeps ``A = K^T Q / sqrt(dim)``), ``Sigma_0``
+    with an identity block (a decoupled block that adds ``max - d`` to the trace), horizon
+    ``min(1.05 * blow-up time bound, horizon)``.
+
+    Returns ``(params, meta)``: the padded inputs (``Q, K, V, Sigma0, t1``) and per draw its
+    ``d``, ``family``, the criterion's ``regime`` and ``condition`` (codes), ``seed`` (the seed
+    criterion says blow-up) and ``trace_bound``."""
+    pad = max(dims)
+    rows = {k: [] for k in ("Q", "K", "V", "Sigma0", "t1")}
+    meta = {k: [] for k in ("d", "family", "regime", "seed", "trace_bound", "condition")}
+    for d in dims:
+        draws = random_regime_problems(d, samples, seed + d)
+        for i in range(samples):
+            field = Softmax(Q=draws["Q"][i], K=draws["K"][i], V=draws["V"][i])
+            verdict = gaussian_regime(field, np.zeros(d), draws["Sigma0"][i])
+            rows["Q"].append(_pad(draws["Q"][i] * np.sqrt(pad / d), pad, 0.0))
+            rows["K"].append(_pad(draws["K"][i], pad, 0.0))
+            rows["V"].append(_pad(draws["V"][i], pad, 0.0))
+            rows["Sigma0"].append(_pad(draws["Sigma0"][i], pad, 1.0))
+            rows["t1"].append(min(1.05 * verdict.blowup_time_bound, horizon))
+            meta["d"].append(d)
+            meta["family"].append(int(draws["family"][i]))
+            meta["regime"].append(status_code(verdict.regime))
+            meta["seed"].append(status_code(seed_criterion(field)) == status_code(Regime.blowup))
+            meta["trace_bound"].append(verdict.trace_bound)
+            meta["condition"].append(status_code(verdict.condition))
+    params = {k: np.stack(v) if k != "t1" else np.array(v) for k, v in rows.items()}
+    return params, {k: np.array(v) for k, v in meta.items()}

@@ -23,7 +23,7 @@ import numpy as np
 
 from jaxdyn._status import Status, status_code
 
-from ._paper import PaperRankInputs, RankPanelSettings
+from ._paper_inputs import PaperRankInputs, RankPanelSettings
 
 CONVERGED = status_code(Status.steady_state)
 DIVERGED = status_code(Status.blowup)

@@ -1,0 +1,394 @@
+"""The Transformer PDE's claims, each decided by evidence (transformer_pde.md, claims table).
+
+Every function takes measurements (numbers, arrays) and returns a
+:class:`jaxdyn.evidence.Evidence`; none runs a simulation. Each has a negative control in
+``tests/test_meanfield_claims.py``: a counterfactual input on which it does not say ``holds``.
+
+- :func:`outcome`: a discrete outcome per member (blew up, converged, a rank) against the one
+  the theory predicts.
+- :func:`softmax_blowup_time`: solver blow-up times against the closed form ``t*``.
+- :func:`covariance`: covariances against an exact solution.
+- :func:`error_bound`: per-member errors against a derived bound on each.
+- :func:`stability_bound`, :func:`bounded_growth`: measured ratios below a derived bound;
+  :func:`dissipation`: an energy-dissipation equality; :func:`gradient_structure`: a flow is a
+  gradient flow iff its configuration Jacobian is symmetric; :func:`single_cluster`: every
+  system ends in one cluster; :func:`not_run`: ``inconclusive`` without a measurement.
+- :func:`particles_lag_their_gaussian`: near a softmax blow-up the particles' top eigenvalue
+  falls below their own Gaussian's (a systematic lag, not a random shift of the blow-up time).
+- :func:`meanfield_rate`: the particles' error ``~ n^a`` with ``a = -1/2``, decided only by a
+  design with the power to reject the nearest alternatives ``-1/2 +- margin``
+  (:func:`rate_power` computes that power; :func:`rate_samples` sizes a design from it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from jaxtyping import ArrayLike
+
+from jaxdyn._numerics import fit_power_law
+from jaxdyn.evidence import ErrorModel, Evidence, Verdict, at_most, classified, within
+
+# measured numbers: arrays, scalars or (nested) sequences of them
+Numbers = ArrayLike | Sequence
+
+__all__ = [
+    "bounded_growth",
+    "covariance",
+    "dissipation",
+    "error_bound",
+    "gradient_structure",
+    "meanfield_rate",
+    "not_run",
+    "outcome",
+    "particles_lag_their_gaussian",
+    "rate_power",
+    "rate_samples",
+    "single_cluster",
+    "softmax_blowup_time",
+    "stability_bound",
+]
+
+
+def outcome(claim: str, *, predicted, measured, basis: str) -> Evidence:
+    """``holds`` iff every member's ``measured`` outcome equals ``predicted`` (broadcast).
+
+    Recorded as counts: the prediction is the number of members, the measurement the number
+    whose outcome is the predicted one."""
+    predicted, measured = np.broadcast_arrays(np.asarray(predicted), np.asarray(measured))
+    if predicted.size == 0:
+        return classified(claim, prediction=0, measured=0, basis=basis, decided=False)
+    agree = int(np.sum(predicted == measured))
+    return classified(claim, prediction=int(predicted.size), measured=agree, basis=basis)
+
+
+def softmax_blowup_time(closed_form, measured, *, tolerance: float) -> Evidence:
+    """Solver blow-up times ``measured`` against the closed-form ``t*`` (softmax, ``V = I``):
+    ``holds`` iff every relative error is at most ``tolerance``.
+
+    The pole extrapolation ``t + tr / (d tr/dt)`` at ``tr = blowup_trace`` is exact up to
+    ``O(blowup_trace^{-2})`` relative, so ``tolerance`` is the solver's global error."""
+    return within(
+        "softmax (V = I) blows up at t* = 1 / lambda_max(Sigma0^1/2 (A + A^T) Sigma0^1/2)",
+        prediction=np.asarray(closed_form, float),
+        measured=np.asarray(measured, float),
+        relative=True,
+        error_model=ErrorModel.solver_tolerance(
+            tolerance,
+            basis="relative global error of the tight solve; pole extrapolation "
+            "O(1 / blowup_trace^2)",
+        ),
+    )
+
+
+def covariance(claim: str, exact, measured, *, tolerance: float, basis: str) -> Evidence:
+    """Covariances ``measured`` against an exact solution: every entry within ``tolerance``."""
+    return within(
+        claim,
+        prediction=np.asarray(exact, float),
+        measured=np.asarray(measured, float),
+        error_model=ErrorModel.solver_tolerance(tolerance, basis=basis),
+    )
+
+
+def error_bound(claim: str, errors, bounds, *, basis: str) -> Evidence:
+    """Per-member ``errors >= 0`` against a derived bound on each: ``holds`` iff every error
+    is at most its bound (an empty set of members is ``inconclusive``)."""
+    errors = np.asarray(errors, float)
+    bounds = np.broadcast_to(np.asarray(bounds, float), errors.shape)
+    if errors.size == 0:
+        return classified(claim, prediction=0, measured=0, basis=basis, decided=False)
+    return within(
+        claim,
+        prediction=np.zeros_like(errors),
+        measured=errors,
+        error_model=ErrorModel.bound(bounds, basis=basis),
+    )
+
+
+# generic: move to jaxdyn.evidence (a rate decision with a power requirement)
+def _quantiles(confidence: float, power: float, dof: int) -> tuple[float, float]:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + confidence / 2, dof)), float(stats.norm.ppf(power))
+
+
+def rate_power(
+    sizes: ArrayLike,
+    samples: int,
+    noise: float,
+    *,
+    margin: float = 0.2,
+    confidence: float = 0.99,
+) -> float:
+    """Probability that :func:`meanfield_rate` says ``holds`` when the rate is the predicted
+    one, for a design of ``samples`` independent errors at each of ``sizes``.
+
+    The fitted slope is normal about the true one with standard error
+    ``s = noise / sqrt(samples sum_k (log n_k - mean log n)^2)`` (``noise``: the standard
+    deviation of one sample's ``log error`` about the line). ``holds`` needs the interval
+    ``slope +- q s`` (Student-t quantile ``q`` at ``confidence``) to contain the prediction and
+    exclude both alternatives ``prediction +- margin``: the slope within ``min(q s, margin - q s)``
+    of the prediction, probability ``2 Phi(min(q, margin / s - q)) - 1`` (0 when
+    ``margin <= q s``)."""
+    from scipy import stats
+
+    logn = np.log(np.asarray(sizes, float).ravel())
+    points = logn.size * int(samples)
+    spread = int(samples) * float(np.sum((logn - logn.mean()) ** 2))
+    if points < 3 or spread <= 0 or not noise > 0:
+        return 0.0
+    s = noise / np.sqrt(spread)
+    q, _ = _quantiles(confidence, 0.5, points - 2)
+    half = min(q, margin / s - q)
+    return float(max(2.0 * stats.norm.cdf(half) - 1.0, 0.0))
+
+
+def rate_samples(
+    sizes: ArrayLike,
+    noise: float,
+    *,
+    margin: float = 0.2,
+    confidence: float = 0.99,
+    power: float = 0.8,
+    max_samples: int = 4096,
+) -> int:
+    """The fewest independent samples per size for which :func:`rate_power` reaches ``power``
+    (``max_samples + 1`` if none up to ``max_samples`` does)."""
+
+    def enough(samples: int) -> bool:
+        return rate_power(sizes, samples, noise, margin=margin, confidence=confidence) >= power
+
+    # the power grows with the samples (a smaller standard error, a smaller quantile)
+    if not enough(max_samples):
+        return max_samples + 1
+    lo, hi = 1, max_samples  # enough(hi), and lo is too few
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi
+
+
+def meanfield_rate(
+    claim: str,
+    n: ArrayLike | Sequence,
+    errors: ArrayLike | Sequence,
+    *,
+    prediction: float = -0.5,
+    margin: float = 0.2,
+    confidence: float = 0.99,
+    power: float = 0.8,
+) -> Evidence:
+    """The exponent of ``errors ~ n^a`` (least squares of ``log error`` on ``log n``, one point
+    per independent sample) against ``prediction``, deciding only where the design can reject
+    the nearest alternatives ``prediction +- margin``.
+
+    The design's power (:func:`rate_power`) must be able to reach ``power``: where it does not
+    even at the smallest noise the residuals allow (their chi-square bound at ``confidence``),
+    the verdict is ``inconclusive`` and the reason states the power and the samples per size
+    (:func:`rate_samples`) that would reach it; the summary reports the power at the residual
+    spread. With the power: ``refuted``
+    when the slope's Student-t interval at ``confidence`` excludes the prediction, ``holds``
+    when it contains the prediction and excludes both alternatives, ``inconclusive`` otherwise.
+    A true slope at an alternative is then called ``holds`` with probability at most
+    ``(1 - confidence) / 2`` (its interval must exclude it). Non-positive or non-finite
+    errors are left out.
+    """
+    n = np.asarray(n, dtype=float).ravel()
+    errors = np.asarray(errors, dtype=float).ravel()
+    keep = np.isfinite(errors) & (errors > 0) & (n > 0)
+    alternatives = [prediction - margin, prediction + margin]
+    sizes, counts = np.unique(n[keep], return_counts=True)
+    if sizes.size < 2 or keep.sum() < 4:
+        model = ErrorModel.standard_error(0.0, dof=None, confidence=confidence)
+        return Evidence(
+            claim, prediction, float("nan"), model, Verdict.inconclusive, alternatives,
+            "fewer than two sizes with a finite error",
+        )  # fmt: skip
+    fit = fit_power_law(n[keep], errors[keep])
+    dof = max(fit.n - 2, 1)
+    logn = np.log(n[keep])
+    residual = np.log(errors[keep]) - (fit.intercept + fit.slope * logn)
+    noise = float(np.sqrt(np.sum(residual**2) / dof))
+    samples = int(counts.min())
+    achieved = rate_power(sizes, samples, noise, margin=margin, confidence=confidence)
+    needed = rate_samples(sizes, noise, margin=margin, confidence=confidence, power=power)
+    model = ErrorModel.standard_error(
+        fit.slope_stderr,
+        dof=dof,
+        confidence=confidence,
+        basis=f"slope standard error of the log-log fit over {fit.n} independent samples; "
+        f"power {achieved:.2f} against slopes {alternatives[0]:+.2f}, {alternatives[1]:+.2f} "
+        f"({samples} samples per size at {', '.join(f'{s:g}' for s in sizes)}; "
+        f"{needed} per size reach power {power:g})",
+    )
+    q, _ = _quantiles(confidence, 0.5, dof)
+    lo, hi = fit.slope - q * fit.slope_stderr, fit.slope + q * fit.slope_stderr
+    # underpowered: even the smallest noise the residuals allow (chi-square bound at
+    # `confidence`) leaves the design short of `power`
+    from scipy import stats
+
+    least_noise = noise * np.sqrt(dof / stats.chi2.ppf(0.5 + confidence / 2, dof))
+    best = rate_power(sizes, samples, least_noise, margin=margin, confidence=confidence)
+    if not lo <= prediction <= hi:
+        verdict, reason = Verdict.refuted, f"slope {fit.slope:.3f} in [{lo:.3f}, {hi:.3f}]"
+    elif best < power:
+        verdict = Verdict.inconclusive
+        reason = (
+            f"the design's power {achieved:.2f} < {power:g} to reject slopes +-{margin:g} "
+            f"from {prediction:g}: {needed} samples per size would reach it"
+        )
+    elif all(not lo <= a <= hi for a in alternatives):
+        verdict, reason = Verdict.holds, ""
+    else:
+        verdict = Verdict.inconclusive
+        reason = f"the interval [{lo:.3f}, {hi:.3f}] contains an alternative"
+    return Evidence(claim, prediction, fit.slope, model, verdict, alternatives, reason)
+
+
+def particles_lag_their_gaussian(
+    ratios: ArrayLike | Sequence, *, confidence: float = 0.99, where: str = ""
+) -> Evidence:
+    """Near a softmax (``V = I``) blow-up, the ratio of the particles' top eigenvalue to their
+    own Gaussian's (``jaxdyn.meanfield``'s near-blow-up measurement, one ratio per independent
+    system) is below 1: a one-sided sign test.
+
+    The alternative is a random shift of each sample's blow-up time, which puts the ratio on
+    either side of 1 with probability 1/2: ``holds`` when the count below 1 is improbable under
+    it (binomial tail at most ``1 - confidence``), ``refuted`` when the count above 1 is,
+    ``inconclusive`` otherwise (with ``m`` systems the test can decide only if
+    ``2^-m <= 1 - confidence``: 7 systems at 99%). Non-finite ratios are left out."""
+    from scipy import stats
+
+    r = np.asarray(ratios, float).ravel()
+    r = r[np.isfinite(r)]
+    m, below = int(r.size), int(np.sum(r < 1.0))
+    claim = "near a softmax blow-up the particles lag their own Gaussian (top eigenvalue ratio < 1)"
+    if where:
+        claim = f"{claim} at {where}"
+    p_below = float(stats.binom.sf(below - 1, m, 0.5)) if m else 1.0
+    p_above = float(stats.binom.sf(m - below - 1, m, 0.5)) if m else 1.0
+    model = ErrorModel.exact(
+        basis=f"count of {m} independent systems below 1; one-sided sign-test p = "
+        f"{p_below:.2g} (below) / {p_above:.2g} (above) against a random shift (median 1)"
+    )
+    if m and p_below <= 1.0 - confidence:
+        verdict, reason = Verdict.holds, ""
+    elif m and p_above <= 1.0 - confidence:
+        verdict, reason = Verdict.refuted, f"{m - below} of {m} ratios above 1"
+    else:
+        need = int(np.ceil(np.log2(1.0 / (1.0 - confidence))))
+        verdict = Verdict.inconclusive
+        reason = (
+            f"{below} of {m} below 1: the sign test needs a clearer majority (>= {need} systems)"
+        )
+    return Evidence(claim, m, below, model, verdict, m / 2, reason)
+
+
+def not_run(claim: str, prediction: float, alternatives: Sequence[float], reason: str) -> Evidence:
+    """``inconclusive`` without a measurement: the check needs more work than this
+    configuration gives it (e.g. the quick size), and ``reason`` says what decides it."""
+    model = ErrorModel.standard_error(0.0, dof=None, confidence=0.99)
+    return Evidence(
+        claim, prediction, float("nan"), model, Verdict.inconclusive, list(alternatives), reason
+    )
+
+
+def stability_bound(
+    claim: str,
+    ratios: Numbers,
+    constants: Numbers,
+    *,
+    relative_error: float | Numbers,
+    basis: str,
+) -> Evidence:
+    """Measured stability ratios ``W_p(mu_t, nu_t) / W_p(mu_0, nu_0)`` never exceed the bound
+    ``C(t)``: ``at_most(ratio / C, 1)`` with the ratios' relative error (solver error of the
+    two flows) as a derived bound; ``inconclusive`` where the bound is infinite."""
+    c = np.asarray(constants, dtype=float)
+    r = np.asarray(ratios, dtype=float) / c
+    model = ErrorModel.bound(np.max(np.asarray(relative_error, dtype=float) * r), basis=basis)
+    if not np.all(np.isfinite(c)):
+        return Evidence(
+            claim,
+            1.0,
+            float(np.max(r)),
+            model,
+            Verdict.inconclusive,
+            None,
+            "the bound C(t) overflows: it says nothing here (weaker interaction or a shorter "
+            "horizon would decide)",
+        )
+    return at_most(claim, measured=float(np.max(r)), limit=1.0, error_model=model)
+
+
+def dissipation(
+    claim: str,
+    rate: float | Numbers,
+    speed_squared: float | Numbers,
+    *,
+    relative_tolerance: float = 1e-9,
+) -> Evidence:
+    """An energy-dissipation equality ``dE/dt = +-|mu'|^2`` (a gradient flow in the metric the
+    speed is measured in): ``within`` float64 rounding, relative to ``|dE/dt|``."""
+    rate = np.asarray(rate, dtype=float)
+    speed = np.asarray(speed_squared, dtype=float)
+    model = ErrorModel.rounding(
+        relative_tolerance, basis="float64 round-off of the two sums, relative to |dE/dt|"
+    )
+
+    return within(
+        claim, prediction=np.abs(rate), measured=np.abs(speed), error_model=model, relative=True
+    )
+
+
+def gradient_structure(
+    claim: str, jacobian: Numbers, *, relative_tolerance: float = 1e-9
+) -> Evidence:
+    """A velocity field on the configuration space is the gradient of a function (in the metric
+    it was twisted by) iff its Jacobian is symmetric: the relative asymmetry
+    ``|J - J^T|_F / |J|_F`` is 0 within float64 rounding (``holds``), or beyond it
+    (``refuted``: no energy has this flow as its gradient flow in that metric)."""
+
+    J = np.asarray(jacobian, dtype=float)
+    asym = float(np.linalg.norm(J - J.T) / max(np.linalg.norm(J), 1e-300))
+    model = ErrorModel.rounding(
+        relative_tolerance, basis="float64 round-off of a forward-mode Jacobian"
+    )
+    return within(claim, prediction=0.0, measured=asym, error_model=model)
+
+
+def bounded_growth(
+    claim: str,
+    growth: Numbers,
+    reached: Numbers,
+    *,
+    relative_error: float,
+    basis: str,
+) -> Evidence:
+    """A flow stays below a derived growth bound up to its horizon: ``growth`` is the measured
+    size over the bound (e.g. ``|Sigma(t)| / (|Sigma_0| e^{r t})``) at every save of every
+    draw, ``reached`` whether each draw's solve reached its horizon (no blow-up, no failure).
+
+    ``refuted`` when a draw stopped early (a blow-up) or exceeds the bound beyond
+    ``relative_error``; ``holds`` otherwise."""
+    g = np.asarray(growth, dtype=float)
+    ok = np.asarray(reached, dtype=bool)
+    model = ErrorModel.solver_tolerance(relative_error, basis=basis)
+    if not np.all(ok):
+        reason = f"{int(np.sum(~ok))} of {ok.size} draws did not reach their horizon"
+        return Evidence(claim, 1.0, g, model, Verdict.refuted, None, reason)
+    return at_most(claim, measured=float(np.nanmax(g)), limit=1.0, error_model=model)
+
+
+def single_cluster(claim: str, counts: ArrayLike | Sequence[float], *, basis: str) -> Evidence:
+    """Every system's cluster count is one (``classified``; no systems: ``inconclusive``)."""
+    counts = np.asarray(counts, dtype=float)
+    return classified(
+        claim,
+        prediction=np.ones_like(counts),
+        measured=counts,
+        basis=basis,
+        decided=counts.size > 0,
+    )
