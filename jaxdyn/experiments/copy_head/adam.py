@@ -3,12 +3,10 @@
 For each P (a ladder away from the transition, plus nested grids refined around it), seed
 (dataset) and start (small init / copy pattern): Adam on E(W, G). The run of the two starts
 with the lower energy is the network's MAP; each run's remaining optimisation error is its
-Newton estimate at the end point (:func:`jaxdyn.copyhead.newton_estimate`). Checked against
-the reduced action with
-``objective=ch.Objective.map``: order parameters and population test loss away from the transition, the
-transition order from grid refinement of the trained networks, the test-loss jump, hysteresis
-between the starts, and the coverage of span{U, S}.
-"""
+Newton estimate at the end point (:func:`jaxdyn.copyhead.newton_estimate`). Checked against the
+reduced action with ``objective=ch.Objective.map``: order parameters and population test loss
+away from the transition, the transition order from grid refinement of the trained networks,
+the test-loss jump, hysteresis between the starts, and the coverage of span{U, S}."""
 
 from __future__ import annotations
 

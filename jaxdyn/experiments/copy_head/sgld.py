@@ -1,11 +1,10 @@
 """copy-head-sgld: the Bayesian posterior sampled by SGLD over (W, G) and MALA on G.
 
-Checked against the reduced action with ``objective=ch.Objective.marginal`` (its saddle point predicts
-the posterior's modes): SGLD against MALA (the same law), posterior modes against the theory,
-hysteresis between starts and bimodality inside the theory's coexistence window (and their
-absence elsewhere), precursor fluctuations below the transition against the Laplace
-(Gaussian) variance at the mode, and the coverage of span{U, S}.
-"""
+Checked against the reduced action with ``objective=ch.Objective.marginal`` (its saddle point
+predicts the posterior's modes): SGLD against MALA (the same law), posterior modes against the
+theory, hysteresis between starts and bimodality inside the theory's coexistence window (and
+their absence elsewhere), precursor fluctuations below the transition against the Laplace
+(Gaussian) variance at the mode, and the coverage of span{U, S}."""
 
 from __future__ import annotations
 
