@@ -226,3 +226,24 @@ def test_cpu_group_mb_must_be_finite_and_non_negative():
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ConfigError, match="cpu_group_mb"):
             SGLDConfig(cpu_group_mb=bad).validate()
+
+
+def test_an_extra_settings_arrays_carry_their_own_coordinates(tmp_path):
+    """SettingRun.save_arrays passes labels through: the arrays as ``L16_V8.<name>``, and a
+    coordinate the setting declares as ``L16_V8_<name>`` (its values are the setting's own,
+    so they do not collide with the run's coordinate of the same name)."""
+    from jaxdyn.experiments.copy_head._common import SettingRun
+    from jaxdyn.runs import Run, load
+
+    run = Run(tmp_path / "r", experiment="toy", echo=False)
+    P, P_setting = np.arange(3.0), np.arange(4.0)
+    run.save_arrays(x=np.zeros(3), dims={"x": ("theory_P",)}, coords={"theory_P": P})
+    SettingRun(run, 16, 8).save_arrays(
+        x=np.zeros((4, 2)), dims={"x": ("theory_P", "state")}, coords={"theory_P": P_setting}
+    )
+    run.finish()
+    data = load(tmp_path / "r")
+    assert data.unlabelled() == []
+    assert data.arrays["L16_V8.x"].dims == ("L16_V8_theory_P", "state")
+    np.testing.assert_array_equal(data.arrays["L16_V8.x"]["L16_V8_theory_P"].values, P_setting)
+    np.testing.assert_array_equal(data.arrays["x"]["theory_P"].values, P)

@@ -63,7 +63,7 @@ class _Recorder:
     def scalar(self, name, value):
         self.calls.append(("scalar", name))
 
-    def save_arrays(self, **arrays):
+    def save_arrays(self, *, dims=None, coords=None, **arrays):
         self.calls.extend(("array", k) for k in arrays)
 
     def report(self, name, **kw):

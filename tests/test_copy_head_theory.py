@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jaxdyn.copyhead as ch
-from jaxdyn.copyhead import _models, _phase, _reduced, _task
+from jaxdyn.copyhead import _models, _order, _phase, _reduced, _task
 from jaxdyn.copyhead._reduced import softmax_copy_probability, softmax_order_parameters
 
 
@@ -27,7 +27,7 @@ def test_coverage_of_random_patterns_is_small():
 def test_logit_gap_of_row_centred_copy_scores_ignores_the_softmax_gauge():
     L, delta = 9, 1.7
     G = delta * (_task.shift_matrix(L) - 1.0 / L) + jnp.arange(L)[:, None]  # row constants
-    assert abs(float(ch.logit_gap(G)) - delta * L / (L - 1) * (L - 1) / L) < 1e-12
+    assert abs(float(_order.logit_gap(G)) - delta * L / (L - 1) * (L - 1) / L) < 1e-12
     p = softmax_copy_probability(delta, L)
     A = ch.SoftmaxCopyHead().weights(G)
     assert abs(float(A[3, 2]) - float(p)) < 1e-12

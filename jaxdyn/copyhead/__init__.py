@@ -19,28 +19,19 @@ from ._heads import (
     LinearCopyHead as LinearCopyHead,
     SoftmaxCopyHead as SoftmaxCopyHead,
 )
-from ._mass import LaplacePhase as LaplacePhase, laplace_phase as laplace_phase
+from ._mass import laplace_phase as laplace_phase
 from ._models import (
     AbstractReducedModel as AbstractReducedModel,
     HeadReduced as HeadReduced,
     LinearReduced as LinearReduced,
     MinimumStatus as MinimumStatus,
-    ReducedMinimum as ReducedMinimum,
     RowHeadReduced as RowHeadReduced,
     SoftmaxReduced as SoftmaxReduced,
     global_minimum as global_minimum,
     local_minimum as local_minimum,
 )
-from ._order import (
-    coverage as coverage,
-    logit_gap as logit_gap,
-    order_parameters as order_parameters,
-)
-from ._phase import (
-    PhaseDiagram as PhaseDiagram,
-    locate_transition as locate_transition,
-    phase_diagram as phase_diagram,
-)
+from ._order import coverage as coverage, order_parameters as order_parameters
+from ._phase import locate_transition as locate_transition, phase_diagram as phase_diagram
 from ._posterior import CopyHeadPosterior as CopyHeadPosterior
 from ._reduced import Objective as Objective
 from ._samplers import (
@@ -54,11 +45,7 @@ from ._task import (
     copy_task as copy_task,
 )
 from ._train import train_map as train_map
-from ._transition import (
-    RefinementOrder as RefinementOrder,
-    TransitionOrder as TransitionOrder,
-    transition_order as transition_order,
-)
+from ._transition import TransitionOrder as TransitionOrder, transition_order as transition_order
 
 __all__ = [
     "AbstractCopyHead",
@@ -67,14 +54,10 @@ __all__ = [
     "CopyHeadPosterior",
     "CopyStatistics",
     "HeadReduced",
-    "LaplacePhase",
     "LinearCopyHead",
     "LinearReduced",
     "MinimumStatus",
     "Objective",
-    "PhaseDiagram",
-    "ReducedMinimum",
-    "RefinementOrder",
     "RowHeadReduced",
     "SoftmaxCopyHead",
     "SoftmaxReduced",
@@ -87,7 +70,6 @@ __all__ = [
     "laplace_phase",
     "local_minimum",
     "locate_transition",
-    "logit_gap",
     "newton_estimate",
     "order_parameters",
     "phase_diagram",

@@ -16,6 +16,9 @@ from ...evidence import Evidence, Verdict
 from ...runs import ConfigError, ExperimentConfig
 
 ATTENTIONS = ("linear", "softmax")
+# The dims of an L x L score matrix G: a row is the position that attends (the query), a
+# column the position it attends to (the key).
+SCORE_DIMS = ("query_position", "key_position")
 
 
 def require(condition: bool | np.bool_, message: str) -> None:
@@ -169,14 +172,15 @@ class NetworkConfig(CopyHeadConfig):
         )
 
 
-def snug_sweep(run, name: str, member, grid, config: CopyHeadConfig):
+def snug_sweep(run, name: str, member, grid, config: CopyHeadConfig, **labels):
     """``run.sweep`` with the vmap width narrowed so that the members fill whole groups: the
     fewest groups of at most the run's ``vmap_width``, of equal width (a 66-member sweep runs
     as 3 x 22, not as 3 x 32 with 30 padding members computed and discarded). On a CPU the
     width is at most :func:`cache_width` (unless ``config.cpu_group_mb`` is 0), so that one
     group's statistics stay in cache through its chains; the run's log says so when that
     narrows it. The width depends only on the grid, the config and the platform, so results
-    stay bitwise the same for any process count."""
+    stay bitwise the same for any process count. ``labels`` (``dims=``, ``coords=``,
+    ``expected=``) go to ``run.sweep``."""
     width = run.options.vmap_width
     if jax.default_backend() == "cpu" and config.cpu_group_mb > 0 and cache_width(config) < width:
         width = cache_width(config)
@@ -185,7 +189,8 @@ def snug_sweep(run, name: str, member, grid, config: CopyHeadConfig):
             f"{statistics_bytes(config) / 2**20:g} MB of statistics per member)"
         )
     snug = snug_width(len(grid), width)
-    return run.sweep(name, member, grid, options=dataclasses.replace(run.options, vmap_width=snug))
+    options = dataclasses.replace(run.options, vmap_width=snug)
+    return run.sweep(name, member, grid, options=options, **labels)
 
 
 def statistics_bytes(config: CopyHeadConfig) -> int:
@@ -272,7 +277,9 @@ def check_hysteresis(run, prefix, result, values, order, info, diagram, margin):
     """
     P, seeds, start, ok = result.params["P"], result.seeds, result.params["start"], result.ok()
     if order is ch.TransitionOrder.first and info["coexistence"] is not None:
-        hyst = _hysteresis.pair_disagreement(P, seeds, start, values, ok, tolerance=0.5 * info["jump"])
+        hyst = _hysteresis.pair_disagreement(
+            P, seeds, start, values, ok, tolerance=0.5 * info["jump"]
+        )
         lo, hi = info["coexistence"]
         inside = (hyst.P > lo * margin) & (hyst.P < hi / margin)
         outside = (hyst.P < lo / margin**2) | (hyst.P > hi * margin**2)
@@ -397,8 +404,23 @@ class SettingRun:
     def report(self, name, **kwargs):
         return self._run.report(f"{name}[{self.tag}]", **kwargs)
 
-    def save_arrays(self, **arrays):
-        return self._run.save_arrays(**{f"{self._file}.{k}": v for k, v in arrays.items()})
+    def save_arrays(self, *, dims=None, coords=None, **arrays):
+        """The arrays as ``<setting>.<name>``; a coordinate this call declares (and every
+        dimension named after it) as ``<setting>_<coordinate>``, since its values are the
+        setting's own (dimensions without values keep their names)."""
+        rename = {name: f"{self._file}_{name}" for name in (coords or {})}
+
+        def renamed(names):
+            return tuple(rename.get(d, d) for d in names)
+
+        coords = {
+            rename[name]: (renamed(value[0]), value[1]) if isinstance(value, tuple) else value
+            for name, value in (coords or {}).items()
+        }
+        dims = {f"{self._file}.{k}": renamed(v) for k, v in (dims or {}).items()}
+        return self._run.save_arrays(
+            dims=dims, coords=coords, **{f"{self._file}.{k}": v for k, v in arrays.items()}
+        )
 
     def save_figure(self, fig, name, **kwargs):
         return self._run.save_figure(fig, f"{name}_{self._file}", **kwargs)

@@ -49,7 +49,7 @@ def laplace_shifts(a: PosteriorAnalysis, posterior, Ps, log=None) -> dict[str, n
     (:func:`aligned_mean`; below a pooling onset, at the symmetric mode 0, it is
     sqrt(2 / pi) Cov(c, s) / sd(s), not 0). ``log(message)``: progress, one line per P
     (a Laplace phase takes about 40 CPU s at L = 64). ``twice_differentiable``: per P,
-    whether the action is smooth at the mode (:class:`jaxdyn.copyhead.LaplacePhase`); where
+    whether the action is smooth at the mode (:func:`jaxdyn.copyhead.laplace_phase`); where
     it is not, the shift is not a prediction."""
     odd = isinstance(posterior.head, _heads.AbstractOddCopyHead)
     out = {key: [] for key in order_keys(a.config)}

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ...copyhead import _measure, _models, _reduced
+from ...copyhead import _measure, _models, _phase, _reduced
 from ._common import info_json, power_record, powered, standard_error, transition
 
 # The allowance for optimisation error these checks used before the per-run Newton estimate
@@ -61,7 +61,7 @@ class NetworkAnalysis:
 
     config: object
     model: ch.AbstractReducedModel
-    diagram: ch.PhaseDiagram
+    diagram: _phase.PhaseDiagram
     info: dict
     expected_order: ch.TransitionOrder
     P_t: float
@@ -107,7 +107,13 @@ class NetworkAnalysis:
                 "theory.test_loss": loss,
                 "theory.test_loss_up": up,
                 "theory.test_loss_down": down,
-            }
+            },
+            dims={
+                "theory.x_global": ("theory_P", "state"),
+                **{f"theory.{k}": ("theory_P",) for k in ("P", "test_loss", "test_loss_up")},
+                "theory.test_loss_down": ("theory_P",),
+            },
+            coords={"theory_P": diagram.P},
         )
         return cls(
             c,
@@ -273,7 +279,12 @@ def compare_away(run, name, a: NetworkAnalysis, result, keep, key) -> None:
             f"{name}.check_{key}_se": ses,
             f"{name}.check_{key}_optimiser": opt,
             f"{name}.check_{key}_theory_solver": solver,
-        }
+        },
+        dims={
+            f"{name}.check_{key}_{k}": (f"{name}_check_{key}_P",)
+            for k in ("P", "measured", "uncorrected", "theory", "se", "optimiser", "theory_solver")
+        },
+        coords={f"{name}_check_{key}_P": Ps},
     )
     run.scalar(
         f"{name}_{key}_vs_theory",

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ...copyhead import _bimodality, _hysteresis, _reduced
+from ...copyhead import _bimodality, _hysteresis, _phase, _reduced
 from . import _figures
 from ._common import critical_value, info_json, standard_error, transition
 from ._networks import (
@@ -24,7 +24,7 @@ class PosteriorAnalysis:
 
     config: object
     model: ch.AbstractReducedModel
-    diagram: ch.PhaseDiagram
+    diagram: _phase.PhaseDiagram
     info: dict
     P_t: float
     window_P: np.ndarray
@@ -61,7 +61,12 @@ class PosteriorAnalysis:
                 "theory.x_global": diagram.x_global,
                 "theory.x_up": diagram.x_up,
                 "theory.x_down": diagram.x_down,
-            }
+            },
+            dims={
+                "theory.P": ("theory_P",),
+                **{f"theory.{k}": ("theory_P", "state") for k in ("x_global", "x_up", "x_down")},
+            },
+            coords={"theory_P": diagram.P},
         )
         return cls(c, model, diagram, info, P_t, window, P_grid, precursor_P)
 
@@ -139,13 +144,17 @@ def check_hysteresis_and_bimodality(run, a: PosteriorAnalysis, result) -> None:
         if first
         else 0.1 * float(np.max(np.abs(a.diagram.order_global["amplitude"])))
     )
-    hyst = _hysteresis.pair_disagreement(P, seeds, start, chain_means(result, key), ok, tolerance=tol)
+    hyst = _hysteresis.pair_disagreement(
+        P, seeds, start, chain_means(result, key), ok, tolerance=tol
+    )
     samples = np.where(ok[:, None], result.outputs[key], np.nan)
     bimodal = np.array(
         [
             np.mean(
                 [
-                    _bimodality.bimodality(samples[(P == p) & (seeds == s)], min_separation=tol).bimodal
+                    _bimodality.bimodality(
+                        samples[(P == p) & (seeds == s)], min_separation=tol
+                    ).bimodal
                     for s in np.unique(seeds)
                 ]
             )

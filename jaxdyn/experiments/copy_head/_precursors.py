@@ -66,7 +66,9 @@ def check_precursors(run, a, pre, posterior, P_max: int) -> None:
             "precursor.P_over_P_t": Ps / a.P_t,
             "precursor.variance": measured,
             "precursor.laplace": laplace,
-        }
+        },
+        dims={f"precursor.{k}": ("precursor_P",) for k in ("P_over_P_t", "variance", "laplace")},
+        coords={"precursor_P": Ps},
     )
     run.scalar(
         "precursor",

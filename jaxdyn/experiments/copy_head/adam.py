@@ -3,12 +3,10 @@
 For each P (a ladder away from the transition, plus nested grids refined around it), seed
 (dataset) and start (small init / copy pattern): Adam on E(W, G). The run of the two starts
 with the lower energy is the network's MAP; each run's remaining optimisation error is its
-Newton estimate at the end point (:func:`jaxdyn.copyhead.newton_estimate`). Checked against
-the reduced action with
-``objective=ch.Objective.map``: order parameters and population test loss away from the transition, the
-transition order from grid refinement of the trained networks, the test-loss jump, hysteresis
-between the starts, and the coverage of span{U, S}.
-"""
+Newton estimate at the end point (:func:`jaxdyn.copyhead.newton_estimate`). Checked against the
+reduced action with ``objective=ch.Objective.map``: order parameters and population test loss
+away from the transition, the transition order from grid refinement of the trained networks,
+the test-loss jump, hysteresis between the starts, and the coverage of span{U, S}."""
 
 from __future__ import annotations
 
@@ -24,6 +22,7 @@ from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _figures
 from ._common import (
+    SCORE_DIMS,
     NetworkConfig,
     for_each_setting,
     padded_statistics,
@@ -33,6 +32,8 @@ from ._common import (
 )
 from ._network_checks import check_networks
 from ._networks import BOOTSTRAP_KEYS, NetworkAnalysis, optimiser_error
+
+ENERGY_EVERY = 10  # Adam steps between the recorded energies (the sweep's energy_trace)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -107,6 +108,7 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
             learning_rate=learning_rate,
             init_scale=c.init_scale,
             G0=G0,
+            record_every=ENERGY_EVERY,
         )
         p = _task.cast_floating(p, stats.N.dtype)
         out = _measure.measure(posterior, p["G"], p["W"], stats)
@@ -142,7 +144,16 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
         seeds=c.seeds,
         base_seed=c.seed,
     )
-    result = snug_sweep(run, "adam", member, grid, c)
+    recorded = max(c.steps // ENERGY_EVERY, 1)  # train_map's energy trace: every ENERGY_EVERY
+    result = snug_sweep(
+        run,
+        "adam",
+        member,
+        grid,
+        c,
+        dims={"G": SCORE_DIMS, "energy_trace": ("step",)},
+        coords={"step": ENERGY_EVERY * np.arange(1, recorded + 1)},
+    )
     run.scalar("failed_members", result.n_failed())
     check_networks(run, "adam", analysis, result)
     keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")

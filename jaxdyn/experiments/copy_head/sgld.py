@@ -1,11 +1,10 @@
 """copy-head-sgld: the Bayesian posterior sampled by SGLD over (W, G) and MALA on G.
 
-Checked against the reduced action with ``objective=ch.Objective.marginal`` (its saddle point predicts
-the posterior's modes): SGLD against MALA (the same law), posterior modes against the theory,
-hysteresis between starts and bimodality inside the theory's coexistence window (and their
-absence elsewhere), precursor fluctuations below the transition against the Laplace
-(Gaussian) variance at the mode, and the coverage of span{U, S}.
-"""
+Checked against the reduced action with ``objective=ch.Objective.marginal`` (its saddle point
+predicts the posterior's modes): SGLD against MALA (the same law), posterior modes against the
+theory, hysteresis between starts and bimodality inside the theory's coexistence window (and
+their absence elsewhere), precursor fluctuations below the transition against the Laplace
+(Gaussian) variance at the mode, and the coverage of span{U, S}."""
 
 from __future__ import annotations
 
@@ -21,6 +20,7 @@ from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _posterior_checks as checks
 from ._common import (
+    SCORE_DIMS,
     NetworkConfig,
     for_each_setting,
     padded_statistics,
@@ -193,7 +193,16 @@ def _run_sgld(c: SGLDConfig, run: Run) -> None:
         "precursor": np.concatenate([0.0 * ladder_P, 1.0 + 0.0 * a.precursor_P]),
     }
     grid = Grid.zip(members, seeds=c.seeds, base_seed=c.seed)
-    both = snug_sweep(run, "sgld", _chains(c, posterior, copy_G, P_max), grid, c)
+    # ArviZ's labels: a member's datasets are its chains, a chain's samples its draws.
+    both = snug_sweep(
+        run,
+        "sgld",
+        _chains(c, posterior, copy_G, P_max),
+        grid,
+        c,
+        dims={"seed": "chain", **{k: SCORE_DIMS for k in ("G_final", "mala_G_final", "mode_G")}},
+        coords={"draw": np.arange(c.num_samples)},
+    )
     result = both.select(both.params["precursor"] == 0)
     precursors = both.select(both.params["precursor"] == 1)
     run.scalar("failed_members", result.n_failed() + precursors.n_failed())
