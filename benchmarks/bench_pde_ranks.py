@@ -71,7 +71,8 @@ import json, sys, time
 import numpy as np
 import jax
 import jax.numpy as jnp
-from jaxdyn.meanfield import L2, Softmax, limiting_rank, simulate_gaussian
+from jaxdyn.meanfield import limiting_rank, simulate_gaussian
+from jaxdyn.meanfield.fields import L2, Softmax
 from jaxdyn.sweep import Grid, run_sweep
 
 jax.config.update("jax_enable_x64", True)

@@ -20,7 +20,7 @@ import time
 CHILD = r"""
 import json, sys, time
 import jax, jax.numpy as jnp
-from jaxdyn.meanfield import Softmax
+from jaxdyn.meanfield.fields import Softmax
 n, d, chunk, work = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 key = jax.random.key(0)
 k1, k2, k3, k4 = jax.random.split(key, 4)

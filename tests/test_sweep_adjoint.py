@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from jaxdyn import Status
-from jaxdyn.meanfield import Softmax, simulate_gaussian
+from jaxdyn.meanfield import simulate_gaussian
+from jaxdyn.meanfield.fields import Softmax
 
 D = 2
 _RNG = np.random.default_rng(7)

@@ -6,7 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn.meanfield import Softmax, simulate_gaussian
+from jaxdyn.meanfield import simulate_gaussian
+from jaxdyn.meanfield.fields import Softmax
 from jaxdyn.sweep import Grid, SweepCache, SweepOptions, run_sweep
 
 D = 3
