@@ -76,6 +76,9 @@ def causal_influence(
             solver=RK4(),
             stepsize_controller=diffrax.ConstantStepSize(),
             blowup_norm=None,
+            # forward mode (jax.jacfwd below): diffrax's default adjoint is reverse-only, and
+            # a traced end time (under jit) takes the diffeqsolve path
+            adjoint=diffrax.ForwardMode(),
         ).final_x
 
     J = jax.jacfwd(flow)(x0)  # (n, d, n, d)

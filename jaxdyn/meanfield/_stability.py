@@ -125,6 +125,9 @@ def flow_jacobian_norms(
             solver=RK4(),
             stepsize_controller=diffrax.ConstantStepSize(),
             blowup_norm=None,
+            # forward mode (jax.jacfwd below): diffrax's default adjoint is reverse-only, and
+            # a traced end time (under jit) takes the diffeqsolve path
+            adjoint=diffrax.ForwardMode(),
             ts=ts,
         ).xs
 
