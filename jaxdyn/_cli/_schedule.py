@@ -27,6 +27,7 @@ TIMES_FILE = "reproduce-times.json"
 QUICK_WALL_S: dict[str, float] = {
     "copy-head-adam": 21.9,
     "copy-head-adam-linear": 34.6,
+    "copy-head-llc": 12.3,
     "copy-head-scaling": 21.4,
     "copy-head-sgld": 50.5,
     "copy-head-sgld-linear": 20.5,
@@ -38,6 +39,7 @@ QUICK_WALL_S: dict[str, float] = {
     "focus-dilution-lyapunov": 3.1,
     "focus-dilution-text": 14.1,
     "focus-dilution-tinystories": 11.8,
+    "induction-head": 78.4,
     "pde-blowup": 15.3,
     "pde-causal": 8.2,
     "pde-cone": 13.3,

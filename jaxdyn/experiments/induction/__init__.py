@@ -127,7 +127,7 @@ def _register(fn):
         "two-layer attention-only transformer on in-context Markov chains: stages, heads, LLC",
         title="Induction heads on in-context Markov chains",
         docs="induction.md#experiment",
-        paper=False,
+        paper=True,
     )(fn)
 
 

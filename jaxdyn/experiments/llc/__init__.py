@@ -225,7 +225,7 @@ def _copy_head_transition(config: LLCConfig, run: Run, key) -> None:
     LLCConfig,
     "LLC estimator vs exact learning coefficients (regression, RRR, copy-head symmetries) and "
     "the copy head's transition predicted from the LLC",
-    paper=False,
+    paper=True,
     title="Learning coefficients against exact answers",
     docs="llc.md#calibration",
 )
