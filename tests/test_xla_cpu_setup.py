@@ -95,6 +95,7 @@ def test_xla_cpu_setup(mode, xla_flags, expected):
     assert json.loads(_probe(mode, xla_flags)) == expected
 
 
+@pytest.mark.slow  # five CLI start-ups (about a minute): CI runs it with the contract tests
 def test_the_command_line_sets_them_unless_the_user_did():
     """``--quick`` runs get the elemental emitters too; the setting a real run used is checked
     in config.json by the cluster tests (tests/test_sweep_processes.py)."""
