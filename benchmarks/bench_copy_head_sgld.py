@@ -32,7 +32,7 @@ import os
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
-from jaxdyn.sweep._devices import xla_cpu_setup  # noqa: E402
+from jaxdyn.distributed._devices import xla_cpu_setup  # noqa: E402
 
 xla_cpu_setup()  # single-threaded matrix kernels, before JAX starts (XLA's default emitters)
 

@@ -24,7 +24,7 @@ import os
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
-from jaxdyn.sweep._devices import xla_cpu_setup  # noqa: E402
+from jaxdyn.distributed._devices import xla_cpu_setup  # noqa: E402
 
 xla_cpu_setup()
 

@@ -38,7 +38,7 @@ def _pin(cores: int) -> list[int]:
     allowed = sorted(os.sched_getaffinity(0))[:cores]
     os.sched_setaffinity(0, allowed)
     if cores == 1:  # single-threaded matrix kernels, before JAX starts (XLA's default emitters)
-        from jaxdyn.sweep._devices import xla_cpu_setup
+        from jaxdyn.distributed._devices import xla_cpu_setup
 
         xla_cpu_setup()
     return allowed

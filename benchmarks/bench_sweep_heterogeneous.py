@@ -63,7 +63,7 @@ from jaxdyn.sweep import (
     SweepOptions,
     run_sweep,
 )
-from jaxdyn.sweep._devices import xla_cpu_setup
+from jaxdyn.distributed._devices import xla_cpu_setup
 from jaxdyn.sweep._diffeq import DiffeqMember
 
 # Calibration of the workload (not a threshold): num_steps ~ 205 w for w > 0.3 at these

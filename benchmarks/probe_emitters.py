@@ -37,7 +37,7 @@ def measure(elemental: bool, core: int) -> dict:
     """The timings in this process, pinned to ``core``, with jaxdyn's XLA:CPU options (and the
     elemental emitters if asked), and the results they computed (to compare across settings)."""
     os.sched_setaffinity(0, {core})
-    from jaxdyn.sweep._devices import xla_cpu_setup
+    from jaxdyn.distributed._devices import xla_cpu_setup
 
     xla_cpu_setup(elemental_emitters=elemental)  # before JAX starts
     sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -6,8 +6,6 @@ name of equinox, diffrax or jax (``tests/test_public_api.py`` greps for them).
 
 equinox
   - :func:`enumeration_items`: an Enumeration's items by name (``Enumeration._name_to_item``).
-  - :func:`set_error_if_default`: the default mode of ``eqx.error_if`` in a running process
-    (``equinox._errors.EQX_ON_ERROR``).
 """
 
 from __future__ import annotations
@@ -26,27 +24,6 @@ def enumeration_items(enumeration: type) -> dict:
     the item's one PyTree leaf, the message is ``enumeration[item]``.
     """
     return dict(enumeration._name_to_item)
-
-
-def set_error_if_default(mode: str) -> str:
-    """Make ``mode`` (``"raise"``, ``"nan"``, ...) what ``eqx.error_if`` does in this process
-    in programs traced from now on; returns the mode it replaces.
-
-    Relies on ``equinox._errors.EQX_ON_ERROR``, the module global that ``error_if`` reads
-    when its ``on_error`` is ``"default"`` (equinox 0.13), which equinox copies from the
-    ``EQX_ON_ERROR`` environment variable when it is imported. That variable is the public
-    way, and it is what the command line's worker processes get; the command's own process
-    has imported equinox (through ``import jaxdyn``) before it could set it. A runtime
-    setting in equinox would replace this. A check traced before keeps its mode in jax's
-    caches (equinox jits the check itself), so a change clears them (``jax.clear_caches``).
-    """
-    from equinox import _errors
-
-    previous = _errors.EQX_ON_ERROR
-    if mode != previous:
-        _errors.EQX_ON_ERROR = mode
-        jax.clear_caches()
-    return previous
 
 
 # --------------------------------------------------------------------------------------------

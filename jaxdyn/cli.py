@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the process's own command line (a call from Python keeps its mode)
         # before anything imports equinox: eqx.error_if as EQX_ON_ERROR, else nan
         use_error_mode()
-    from jaxdyn.sweep._devices import xla_cpu_setup
+    from jaxdyn.distributed._devices import xla_cpu_setup
 
     from ._cli._commands import COMMANDS
     from ._cli._parallel import apply_cpu_devices, launch_workers

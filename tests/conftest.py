@@ -38,7 +38,7 @@ jax.config.update("jax_enable_x64", True)
 TYPECHECKED = ("jaxdyn",)
 install_import_hook(TYPECHECKED, "beartype.beartype").__enter__()
 
-from jaxdyn.sweep._devices import xla_cpu_setup  # noqa: E402
+from jaxdyn.distributed._devices import xla_cpu_setup  # noqa: E402
 
 xla_cpu_setup(elemental_emitters=True)  # as the CLI's --quick runs (inherited by its subprocesses)
 

@@ -242,7 +242,7 @@ def test_importing_jaxdyn_does_not_start_jax_so_cpu_devices_can_be_set(tmp_path)
         "from jaxdyn.runs import list_experiments; list_experiments()\n"
         "from jaxdyn._compat import backends_are_initialized\n"
         "assert not backends_are_initialized()\n"
-        "from jaxdyn.sweep._devices import use_cpu_devices\n"
+        "from jaxdyn.distributed._devices import use_cpu_devices\n"
         "assert use_cpu_devices(3) == 3\n"
         "import jax; assert jax.device_count() == 3, jax.devices()\n"
         "try:\n"

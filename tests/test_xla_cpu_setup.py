@@ -16,7 +16,7 @@ BOTH = f"{EIGEN} {EMITTERS}"
 _PROBE = """
 import json, os, sys
 import jax
-from jaxdyn.sweep._devices import xla_cpu_setup
+from jaxdyn.distributed._devices import xla_cpu_setup
 mode = sys.argv[1]
 if mode == "started":
     jax.numpy.zeros(1).block_until_ready()

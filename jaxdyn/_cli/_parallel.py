@@ -21,9 +21,8 @@ def _processes(args) -> int:
 
 def apply_cpu_devices(args) -> None:
     """Split the CPU into ``--cpu-devices`` XLA devices (before JAX starts), if asked."""
+    from jaxdyn.distributed._devices import resolve_cpu_devices, use_cpu_devices
     from jaxdyn.runs import ConfigError
-    from jaxdyn.sweep._devices import use_cpu_devices
-    from jaxdyn.sweep._devices import resolve_cpu_devices
 
     value = getattr(args, "cpu_devices", None)
     try:

@@ -27,7 +27,7 @@ from ._task import CopyStatistics, uniform_matrix
 
 def _blackjax():
     """blackjax, imported on first use: importing it starts JAX's backends, and importing
-    jaxdyn must not (``jaxdyn.sweep._devices.use_cpu_devices`` has to run before that)."""
+    jaxdyn must not (``jaxdyn.distributed._devices.use_cpu_devices`` has to run before that)."""
     import blackjax
 
     return blackjax

@@ -62,7 +62,7 @@ def resolve_processes(
     devices (``cpu_devices``, or ``xla_force_host_platform_device_count`` in ``XLA_FLAGS``:
     the user chose that way of using the cores), else ``"auto"``. Raises ``ValueError`` (one
     line) on anything else."""
-    from jaxdyn.sweep._devices import resolve_cpu_devices
+    from jaxdyn.distributed._devices import resolve_cpu_devices
 
     if value is None:
         value = (launch or LaunchConfig.from_environ()).processes
