@@ -38,6 +38,7 @@ from ..evidence import (
     extrapolated_exponent,
     within,
 )
+from ..evidence._decisions import _between_forms
 from ._order import pooling_share
 from ._transition import RefinementOrder, TransitionOrder
 
@@ -314,31 +315,8 @@ def scaling_form(
     alternative's or farther than g / 4 from both on the far side of the law (another law),
     ``inconclusive`` when it lies between the two bands (the range reached does not separate
     the forms) or its error straddles a band's edge."""
-    m, p, a, d = float(measured), float(law), float(alternative), float(error)
-    g = abs(p - a)
-    band = 0.25 * g
-    model = ErrorModel.bound(band, basis=f"a quarter of the gap between the forms; {basis}")
-    args = (claim, p, m, model)
-    if not (np.isfinite(m) and np.isfinite(d)) or g == 0:
-        return Evidence(*args, Verdict.inconclusive, a, "not finite, or the forms coincide")
-    if abs(m - p) + d <= band:
-        return Evidence(*args, Verdict.holds, a, f"{m:.4f} within {band:.3g} of the law {p:.4f}")
-    between = min(p, a) + band < m < max(p, a) - band
-    straddles = abs(abs(m - p) - band) <= d or abs(abs(m - a) - band) <= d
-    if between or straddles:
-        return Evidence(
-            *args,
-            Verdict.inconclusive,
-            a,
-            f"{m:.4f} lies between the law {p:.4f} and the alternative {a:.4f}: a wider range "
-            "would decide",
-        )
-    return Evidence(
-        *args,
-        Verdict.refuted,
-        a,
-        f"{m:.4f} is outside the law's band {p:.4f} +- {band:.3g} (alternative {a:.4f})",
-    )
+    # the decision is jaxdyn.evidence's, shared with its extrapolated exponent
+    return _between_forms(claim, measured, law, alternative, error=error, basis=basis)
 
 
 def scaling_law(
