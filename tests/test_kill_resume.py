@@ -58,8 +58,17 @@ def test_a_killed_worker_says_how_to_resume_and_resuming_is_bitwise(tmp_path):
     assert launcher.returncode == 128 + signal.SIGKILL
     lines = [line for line in err.splitlines() if "--resume" in line]
     assert len(lines) == 1, err[-3000:]
+    assert all(
+        not Path(f"/proc/{w}").exists() or "zombie" in Path(f"/proc/{w}/status").read_text().lower()
+        for w in workers
+    )  # the other worker was stopped too
+    assert (
+        not (out / "summary.json").exists()
+        or '"complete"' not in (out / "summary.json").read_text()
+    )
     line = lines[0]
     finished = sorted(chunks.glob("chunk_*.npz"))
+    assert 2 <= len(finished) < 5
     last = int(finished[-1].stem.split("_")[-1])
     assert re.search(rf"worker 1 of 2 \(pid {workers[1]}\) was killed by SIGKILL", line), line
     assert (

@@ -3,11 +3,9 @@ after a killed worker, the run directory written once."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -138,76 +136,7 @@ def _children(pid: int) -> list[int]:
     return [int(c) for c in path.read_text().split()] if path.exists() else []
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
-def test_killed_worker_stops_the_run_and_resume_completes_it_identically(tmp_path):
-    one = tmp_path / "one"
-    ref = subprocess.run(
-        [sys.executable, "-m", "jaxdyn", *_TOY, "--processes", "1", "--out", str(one)],
-        capture_output=True,
-        text=True,
-        env=_cli_env(),
-        timeout=600,
-    )
-    assert ref.returncode == 0, ref.stderr[-3000:]
-
-    out = tmp_path / "two"
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "jaxdyn", *_TOY, "--processes", "2", "--out", str(out)],
-        env=_cli_env(JAXDYN_IMPORT="toy_experiment,slow_chunks", JAXDYN_TEST_CHUNK_DELAY="1.5"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    chunks = out / "checkpoints" / "toy"
-    deadline = time.time() + 400
-    while time.time() < deadline and launcher.poll() is None:
-        if len(list(chunks.glob("chunk_*.npz"))) >= 2:
-            break
-        time.sleep(0.05)
-    workers = _children(launcher.pid)
-    assert launcher.poll() is None and len(workers) == 2, "run ended before a worker was killed"
-    os.kill(workers[1], signal.SIGKILL)
-    _, err = launcher.communicate(timeout=120)
-    assert launcher.returncode != 0
-    assert all(
-        not Path(f"/proc/{w}").exists() or "zombie" in Path(f"/proc/{w}/status").read_text().lower()
-        for w in workers
-    )  # the other worker was stopped too
-    finished = len(list(chunks.glob("chunk_*.npz")))
-    assert 2 <= finished < 5
-    assert (
-        not (out / "summary.json").exists()
-        or '"complete"' not in (out / "summary.json").read_text()
-    )
-
-    resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxdyn",
-            "run",
-            "toy-blowup",
-            "--resume",
-            "--processes",
-            "2",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=_cli_env(),
-        timeout=600,
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"{finished} chunk(s) resumed" in resumed.stderr
-    # one process wrote the run directory: one log line per message, one config
-    log = (out / "log.txt").read_text()
-    assert log.count("resumed from checkpoints") == 1
-    with np.load(one / "results.npz") as a, np.load(out / "results.npz") as b:
-        assert sorted(a.files) == sorted(b.files)
-        for key in a.files:
-            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+# A killed worker, the other worker stopped, and the resume bitwise: tests/test_kill_resume.py.
 
 
 def _same_results(a: Path, b: Path):
