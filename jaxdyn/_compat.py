@@ -6,6 +6,7 @@ name of equinox, diffrax or jax (``tests/test_public_api.py`` greps for them).
 
 equinox
   - :func:`enumeration_items`: an Enumeration's items by name (``Enumeration._name_to_item``).
+  - :func:`enumeration_of`: the Enumeration an item belongs to (``EnumerationItem._enumeration``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ def enumeration_items(enumeration: type) -> dict:
     the item's one PyTree leaf, the message is ``enumeration[item]``.
     """
     return dict(enumeration._name_to_item)
+
+
+def enumeration_of(item) -> type:
+    """The equinox ``Enumeration`` class an item belongs to (``EnumerationItem._enumeration``,
+    equinox 0.13), so a result can print an item by its public name. A public accessor on
+    ``EnumerationItem`` would replace it."""
+    return item._enumeration
 
 
 # --------------------------------------------------------------------------------------------
