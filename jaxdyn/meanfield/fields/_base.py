@@ -184,6 +184,32 @@ def scaled_interaction(Q: Weight, K: Weight, t: Float[ArrayLike, ""]) -> Float[A
     return K_t.T @ Q_t / jnp.sqrt(Q_t.shape[1])
 
 
+QUERY_BLOCK = 256
+"""Queries per block of the dense softmax average of a large score matrix."""
+DENSE_BLOCK_ELEMENTS = 1 << 20
+"""Score matrices with more entries than this are evaluated by query blocks."""
+
+
+def _query_blocked_average(score_fn, x, tokens, log_weights):
+    """``softmax(score_fn(x, tokens) + log m) @ tokens`` by blocks of :data:`QUERY_BLOCK`
+    queries (``x`` zero-padded to a whole number of blocks), normalised after the product."""
+    m = x.shape[0]
+    blocks = -(-m // QUERY_BLOCK)
+    padded = jnp.concatenate([x, jnp.zeros((blocks * QUERY_BLOCK - m, *x.shape[1:]), x.dtype)])
+
+    def one_block(q):
+        logits = score_fn(q, tokens)
+        if log_weights is not None:
+            logits = logits + log_weights
+        row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+        E = jnp.exp(logits - jnp.where(jnp.isfinite(row_max), row_max, 0.0))
+        total = jnp.sum(E, axis=-1, keepdims=True)
+        return (E @ tokens) / jnp.where(total > 0, total, 1.0)
+
+    out = jax.lax.map(one_block, padded.reshape(blocks, QUERY_BLOCK, *x.shape[1:]))
+    return out.reshape(blocks * QUERY_BLOCK, -1)[:m]
+
+
 def softmax_average(
     score_fn: ScoreFn,
     x: Float[Array, "m d"],
@@ -195,10 +221,22 @@ def softmax_average(
 ) -> Float[Array, "m d"]:
     """``sum_k softmax_k(s(x, y_k) + log m_k) y_k``, over the keys at positions up to the
     query's when ``positions = (query_positions, key_positions)`` is given (masked keys get
-    weight zero; a query that sees no key gets zero). Dense, or in chunks of ``chunk_size``."""
+    weight zero; a query that sees no key gets zero). Dense, or in chunks of ``chunk_size``
+    (memory linear in ``n``).
+
+    Dense evaluation of a large score matrix (more than :data:`DENSE_BLOCK_ELEMENTS` entries)
+    runs over blocks of :data:`QUERY_BLOCK` queries: each block's scores, exponentials and
+    product stay in cache instead of four passes over an ``m x n`` matrix in memory, and the
+    rows are normalised after the product, ``(E y) / (E 1)``. The numbers are the dense
+    softmax's (each row's softmax is independent of the others) up to rounding.
+    """
     if chunk_size is None:
         mask = None if positions is None else causal_mask(*positions)
-        return softmax_weights(score_fn(x, tokens), log_weights=log_weights, mask=mask) @ tokens
+        m, n = x.shape[0], tokens.shape[0]
+        if mask is not None or m * n <= DENSE_BLOCK_ELEMENTS or m < 2 * QUERY_BLOCK:
+            weights = softmax_weights(score_fn(x, tokens), log_weights=log_weights, mask=mask)
+            return weights @ tokens
+        return _query_blocked_average(score_fn, x, tokens, log_weights)
     if positions is None:
         return online_softmax_average(
             score_fn, x, tokens, tokens, log_weights=log_weights, chunk_size=chunk_size
