@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn.meanfield import RK4, claims, interaction_energy, simulate_particles
+from jaxdyn.meanfield import _particle_measures as pm, claims
 from jaxdyn.meanfield._gradient_flow import (
     softmax_normaliser,
     twisted_force_jacobian,
@@ -22,43 +21,9 @@ from jaxdyn.meanfield._gradient_flow import (
 )
 from jaxdyn.meanfield.fields import Exponential, Softmax
 from jaxdyn.plotting import new_figure
-from jaxdyn.runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
+from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TwistedConfig(ExperimentConfig):
-    """``A = -0.1 (S S^T + I/2)``, ``M = G G^T + I/2`` (``S, G`` Gaussian), ``V = M A``; ``n``
-    tokens ``N(0, I/4)``; the configuration Jacobians use the first ``jacobian_n`` tokens."""
-
-    d: int = 2
-    n: int = 200
-    jacobian_n: int = 24
-
-    def validate(self) -> None:
-        if self.d < 1 or self.n < 2:
-            raise ConfigError(f"d must be >= 1 and n >= 2, got {self.d}, {self.n}")
-        if not 2 <= self.jacobian_n <= self.n:
-            raise ConfigError(f"jacobian_n must be in 2..n, got {self.jacobian_n}")
-
-    @classmethod
-    def quick(cls) -> dict:
-        return {"n": 100, "jacobian_n": 16}
-
-
-def _weights(d: int, seed: int):
-    rng = np.random.default_rng(seed + 13)
-    S, G = rng.standard_normal((d, d)), rng.standard_normal((d, d))
-    A = -0.1 * (S @ S.T + 0.5 * np.eye(d))
-    M = G @ G.T + 0.5 * np.eye(d)
-    return A, M
-
-
-@eqx.filter_jit
-def _energy_rate(field, x):
-    v = field.velocity(x, x)
-    _, rate = jax.jvp(lambda y: interaction_energy(field, y), (x,), (v,))
-    return rate
-
+from ._common import controls
 
 UNNORMALISED = "unnormalised softmax dissipates E at its squared speed in d_AV (gradient flow)"
 WEIGHTED = (
@@ -75,47 +40,60 @@ WEIGHTED_GRADIENT = (
 )
 
 
-def _control_cloud(seed: int = 0, n: int = 12, d: int = 2):
-    A, M = _weights(d, seed)
-    x = 0.5 * jax.random.normal(jax.random.key(seed), (n, d))
-    return A, M, x
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TwistedConfig(ExperimentConfig):
+    """``A = -0.1 (S S^T + I/2)``, ``M = G G^T + I/2`` (``S, G`` Gaussian), ``V = M A``; ``n``
+    tokens ``N(0, I/4)``; the configuration Jacobians use the first ``jacobian_n`` tokens."""
+
+    d: int = 2
+    n: int = 200
+    jacobian_n: int = 24
+
+    def validate(self) -> None:
+        if self.d < 1 or not 2 <= self.jacobian_n <= self.n:
+            raise ConfigError(f"d >= 1 and 2 <= jacobian_n <= n, got {self.d}, {self.jacobian_n}")
+
+    @classmethod
+    def quick(cls) -> dict:
+        return {"n": 100, "jacobian_n": 16}
 
 
-@negative_control("pde-twisted", "energy_rate_equals_twisted_metric_speed")
-def _unnormalised_rate_against_the_plain_w2_speed():
-    # the same dissipation measured in the plain W2 speed: not the flow's metric
-    A, M, x = _control_cloud()
-    d = x.shape[1]
-    field = Exponential(Q=np.sqrt(d) * A, K=np.eye(d), V=M @ A)
-    plain = eqx.filter_jit(lambda f, y: jnp.mean(jnp.sum(f.velocity(y, y) ** 2, axis=-1)))(field, x)
-    return claims.dissipation(UNNORMALISED, _energy_rate(field, x), plain)
+def _problem(seed, n, d=2, x_seed=None):
+    """The fields (unnormalised, normalised), ``M`` and ``n`` tokens ``N(0, I/4)``."""
+    A, M = pm.twisted_weights(d, seed)
+    x = 0.5 * jax.random.normal(jax.random.key(seed + 5 if x_seed is None else x_seed), (n, d))
+    kw = {"Q": np.sqrt(d) * A, "K": np.eye(d), "V": M @ A}
+    return Exponential(**kw), Softmax(**kw), M, x
 
 
-@negative_control("pde-twisted", "normalised_energy_rate_equals_weighted_speed")
-def _normalised_rate_against_the_unweighted_speed():
-    A, M, x = _control_cloud()
-    d = x.shape[1]
-    field = Softmax(Q=np.sqrt(d) * A, K=np.eye(d), V=M @ A)
-    speed = eqx.filter_jit(weighted_twisted_speed_squared)(field, x, M)
-    return claims.dissipation(WEIGHTED, _energy_rate(field, x), speed)
+def _plain_speed(field, x):
+    return jnp.mean(jnp.sum(field.velocity(x, x) ** 2, axis=-1))
 
 
-@negative_control("pde-twisted", "normalised_softmax_gradient_in_weighted_metric")
-def _unweighted_normalised_jacobian():
-    A, M, x = _control_cloud()
-    d = x.shape[1]
-    field = Softmax(Q=np.sqrt(d) * A, K=np.eye(d), V=M @ A)
-    jacobian = eqx.filter_jit(twisted_force_jacobian)(field, x, M)
-    return claims.gradient_structure(WEIGHTED_GRADIENT, jacobian)
+def _control(which):
+    exp_field, field, M, x = _problem(0, 12, x_seed=0)  # the controls' own cloud
+    if which == "plain":  # the unnormalised dissipation against the plain W2 speed
+        return claims.dissipation(
+            UNNORMALISED, pm.energy_rate(exp_field, x), eqx.filter_jit(_plain_speed)(exp_field, x)
+        )
+    if which == "unweighted":  # the normalised dissipation against the unweighted speed
+        speed = eqx.filter_jit(weighted_twisted_speed_squared)(field, x, M)
+        return claims.dissipation(WEIGHTED, pm.energy_rate(field, x), speed)
+    return claims.gradient_structure(
+        WEIGHTED_GRADIENT, eqx.filter_jit(twisted_force_jacobian)(field, x, M)
+    )
 
 
-@negative_control("pde-twisted", "normalised_softmax_gradient_in_d_AV")
-def _rotation_field_jacobian():
-    # a field that is no gradient in any metric: the particle map x_i -> R x_i, R a rotation
-    n = 6
-    R = np.array([[0.0, -1.0], [1.0, 0.0]])
-    J = np.kron(np.eye(n), R)
-    return claims.gradient_structure(NORMALISED_GRADIENT, J)
+controls(
+    "pde-twisted",
+    energy_rate_equals_twisted_metric_speed=lambda: _control("plain"),
+    normalised_energy_rate_equals_weighted_speed=lambda: _control("unweighted"),
+    normalised_softmax_gradient_in_weighted_metric=lambda: _control("jacobian"),
+    # the particle map x_i -> R x_i, R a rotation: no gradient in any metric
+    normalised_softmax_gradient_in_d_AV=lambda: claims.gradient_structure(
+        NORMALISED_GRADIENT, np.kron(np.eye(6), np.array([[0.0, -1.0], [1.0, 0.0]]))
+    ),
+)
 
 
 @register_experiment(
@@ -126,51 +104,23 @@ def _rotation_field_jacobian():
     docs="transformer_pde.md#sigmoid-attention-and-the-twisted-distance-_gradient_flowpy-derived",
 )
 def run_pde_twisted(config: TwistedConfig, run: Run) -> None:
-    _twisted_distance(config, run)
-    _normalised(config, run)
-
-
-def _twisted_distance(config: TwistedConfig, run: Run) -> None:
-    """Unnormalised softmax with symmetric ``A`` and ``M = V A^{-1}`` symmetric positive
-    definite: ``dE/dt`` equals the squared metric speed in ``d_{A,V}`` (energy-dissipation
-    equality of a gradient flow), not in the plain ``W_2``; the speed measured with the twisted
-    distance between nearby particle clouds matches it (transformer_pde.md)."""
-    d = config.d
-    A, M = _weights(d, config.seed)
-    field = Exponential(Q=np.sqrt(d) * A, K=np.eye(d), V=M @ A)
-    metric = twisted_metric(field)
-    x = 0.5 * np.asarray(jax.random.normal(jax.random.key(config.seed + 5), (config.n, d)))
-    v = field.velocity(jnp.asarray(x), jnp.asarray(x))
-    rate = float(_energy_rate(field, jnp.asarray(x)))
-    twisted = float(twisted_speed_squared(field, x))
-    plain = float(jnp.mean(jnp.sum(v**2, axis=-1)))
+    """Unnormalised softmax with ``M = V A^{-1}`` symmetric positive definite: ``dE/dt`` is the
+    squared metric speed in ``d_{A,V}`` (not in ``W_2``), and the twisted distance between
+    nearby clouds measures it; the normalised softmax with the same weights against the
+    unweighted and the normaliser-weighted metric, and its configuration Jacobians."""
+    exp_field, field, M, x = _problem(config.seed, config.n, config.d)
+    rate = float(pm.energy_rate(exp_field, x))
+    twisted = float(twisted_speed_squared(exp_field, np.asarray(x)))
+    plain = float(_plain_speed(exp_field, x))
     run.evidence(
         "energy_rate_equals_twisted_metric_speed",
         claims.dissipation(UNNORMALISED, rate, twisted),
         note="dE/dt vs (1/n) sum Gamma^T M^-1 Gamma",
     )
-    run.report(
-        "energy_rate_relative_gap_to_plain_w2_speed",
-        measured=abs(plain - rate) / abs(rate),
-        note="(1/n) sum |Gamma|^2 is not the dissipation (the negative control of the check above)",
-    )
-    speeds = {}
-    moved_by = jax.jit(
-        lambda h: (
-            simulate_particles(
-                field,
-                x,
-                h,
-                dt0=h / 4,
-                solver=RK4(),
-                stepsize_controller=diffrax.ConstantStepSize(),
-                blowup_norm=None,
-            ).final_x
-        )
-    )  # h traced
-    for h in (2e-3, 1e-3):
-        moved = moved_by(jnp.asarray(h))
-        speeds[h] = twisted_wasserstein(moved, x, metric) / h
+    run.report("energy_rate_relative_gap_to_plain_w2_speed", measured=abs(plain - rate) / abs(rate))
+    moved_by = jax.jit(lambda h: pm.rk4_flow(exp_field, x, h, 4).final_x)  # h traced
+    metric = twisted_metric(exp_field)
+    speeds = {h: twisted_wasserstein(moved_by(jnp.asarray(h)), x, metric) / h for h in (2e-3, 1e-3)}
     run.consistency(
         "twisted_distance_measures_the_metric_speed",
         expected=float(np.sqrt(twisted)),
@@ -179,32 +129,19 @@ def _twisted_distance(config: TwistedConfig, run: Run) -> None:
         basis="twice the O(h) change of d_AV(mu_h, mu_0) / h from h = 2e-3 to 1e-3",
         note="the twisted distance between nearby clouds vs the speed formula",
     )
+    quantities = ["dE/dt", "|mu'|^2 in d_AV", "|mu'|^2 in W2"]
     run.save_arrays(
         twisted_rates=np.array([rate, twisted, plain]),
         dims={"twisted_rates": ("quantity",)},
-        coords={"quantity": ["dE/dt", "|mu'|^2 in d_AV", "|mu'|^2 in W2"]},
+        coords={"quantity": quantities},
     )
     fig, axes = new_figure(1, 1, width=4.0)
-    axes[0, 0].bar(
-        ["dE/dt", "|mu'|^2 in d_AV", "|mu'|^2 in W2"], [rate, twisted, plain], color="C0"
-    )
+    axes[0, 0].bar(quantities, [rate, twisted, plain], color="C0")
     axes[0, 0].set_title("energy dissipation of unnormalised softmax", fontsize=9)
     run.save_figure(fig, "twisted_dissipation")
-
-
-def _normalised(config: TwistedConfig, run: Run) -> None:
-    """The normalised softmax with the same weights: the candidate energy is the interaction
-    energy ``E``; its dissipation along the flow is compared with the speed in ``d_{A,V}``
-    and in the normaliser-weighted metric; the configuration Jacobians decide whether any
-    energy has the flow as its gradient flow in each metric."""
-    d = config.d
-    A, M = _weights(d, config.seed)
-    field = Softmax(Q=np.sqrt(d) * A, K=np.eye(d), V=M @ A)
-    x = 0.5 * jax.random.normal(jax.random.key(config.seed + 5), (config.n, d))
-    rate = float(_energy_rate(field, x))
-    weighted = float(
-        weighted_twisted_speed_squared(field, x, M, weights=softmax_normaliser(field, x))
-    )
+    rate = float(pm.energy_rate(field, x))
+    weights = softmax_normaliser(field, x)
+    weighted = float(weighted_twisted_speed_squared(field, x, M, weights=weights))
     unweighted = float(weighted_twisted_speed_squared(field, x, M))
     run.evidence(
         "normalised_energy_rate_equals_weighted_speed",
@@ -214,7 +151,6 @@ def _normalised(config: TwistedConfig, run: Run) -> None:
     run.report(
         "normalised_energy_rate_relative_gap_to_d_AV_speed",
         measured=abs(unweighted - rate) / abs(rate),
-        note="the unweighted d_AV speed is not the dissipation of E",
     )
     xj = x[: config.jacobian_n]
     run.evidence(
@@ -222,11 +158,11 @@ def _normalised(config: TwistedConfig, run: Run) -> None:
         claims.gradient_structure(NORMALISED_GRADIENT, twisted_force_jacobian(field, xj, M)),
         note=f"{config.jacobian_n} tokens: a symmetric Jacobian is necessary for any energy",
     )
+    weight_fn = lambda y: softmax_normaliser(field, y)  # noqa: E731
     run.evidence(
         "normalised_softmax_gradient_in_weighted_metric",
         claims.gradient_structure(
-            WEIGHTED_GRADIENT,
-            twisted_force_jacobian(field, xj, M, weight_fn=lambda y: softmax_normaliser(field, y)),
+            WEIGHTED_GRADIENT, twisted_force_jacobian(field, xj, M, weight_fn=weight_fn)
         ),
         note=f"{config.jacobian_n} tokens",
     )
