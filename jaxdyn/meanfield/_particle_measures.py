@@ -200,6 +200,13 @@ def l2_growth_draws(d, draws, horizon, seed):
     return growth, reached, at_stop, t_end, horizons, t_soft
 
 
+def stalled_inside_bound(reached, growth_at_stop):
+    """Draws whose solve stopped early (``max_steps``) with the last state inside the growth
+    bound: numerical failures, not blow-ups."""
+    at_stop = np.asarray(growth_at_stop, float)
+    return ~np.asarray(reached, bool) & np.isfinite(at_stop) & (at_stop <= 1.0)
+
+
 def near_blowup_member(A, cov0, ts, n_max, steps):
     """Sweep member over ``n``: softmax, ``V = I``, particles from ``N(0, Sigma_0)`` against the
     closed form ``Sigma(t) = (Sigma_0^{-1} - t (A + A^T))^{-1}`` at ``ts[1:]``: relative
@@ -420,3 +427,18 @@ def stability_pairs(field, ts, steps, radius0, top_eps, pair_scales, keys, n) ->
                     out[f"w{p}"].append(r)
                     out[f"w{p}_err"].append(np.abs(r - r_fine) / r + 1e-12)
     return {k: v if k == "cloud" else np.array(v) for k, v in out.items()}
+
+
+def closure_defects(field, alpha0, cov0, n_values, systems, seed):
+    """The closure defect at ``t = 0`` (:func:`closure_defect`) of ``systems`` antithetic
+    samples per ``n`` (one compiled program per ``n``: Sinkhorn costs ``iterations n^2``)."""
+    from ._meanfield_limit import closure_defect
+
+    out = []
+    for n in n_values:
+        keys = jax.random.split(jax.random.key(seed + n), systems)
+        one = lambda key, n=n: closure_defect(
+            field, antithetic_gaussian_sample(key, alpha0, cov0, n)
+        )  # noqa: E731
+        out.append(np.asarray(jax.jit(jax.vmap(one))(keys)))
+    return np.repeat(n_values, systems), np.concatenate(out)

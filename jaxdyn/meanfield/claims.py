@@ -40,6 +40,7 @@ from jaxdyn.evidence import (
     trend,
     within,
 )
+from jaxdyn.meanfield._particle_measures import stalled_inside_bound
 
 # measured numbers: arrays, scalars or (nested) sequences of them
 Numbers = ArrayLike | Sequence
@@ -469,13 +470,17 @@ def stability_ratio(ratios: Numbers, gaussian_ratio: float) -> Evidence:
     )
 
 
-def l2_bounded(growth: Numbers, reached: Numbers, failed: Numbers | None = None) -> Evidence:
-    """:func:`bounded_growth` of L2 Gaussians (solves at rtol 1e-8) over random draws; draws
-    marked ``failed`` (a solve that stopped early with its last state inside the bound: a
-    numerical failure, not a blow-up, which leaves every exponential bound first) are left
-    out; ``inconclusive`` when every draw failed."""
+def l2_bounded(
+    growth: Numbers, reached: Numbers, growth_at_stop: Numbers | None = None
+) -> Evidence:
+    """:func:`bounded_growth` of L2 Gaussians (solves at rtol 1e-8) over random draws. A draw
+    whose solve stopped early with its last state inside the bound (``growth_at_stop <= 1``)
+    is a numerical failure, not a blow-up (which leaves every exponential bound first): it is
+    left out; ``inconclusive`` when every draw failed."""
     growth, reached = np.asarray(growth, float), np.asarray(reached, bool)
-    failed = np.zeros(reached.shape, bool) if failed is None else np.asarray(failed, bool)
+    failed = np.zeros(reached.shape, bool)
+    if growth_at_stop is not None:
+        failed = stalled_inside_bound(reached, growth_at_stop)
     if failed.all():
         return not_run(L2_BOUNDED, 1.0, (), "every draw failed numerically")
     return bounded_growth(

@@ -8,7 +8,7 @@ from jaxdyn.runs import ConfigError, negative_control
 def check_variants(variants, allowed, d) -> None:
     """Non-empty, known variants; multi-head (2 heads) needs an even ``d``."""
     if d < 1 or not variants or not set(variants) <= set(allowed):
-        raise ConfigError(f"d >= 1 and variants from {list(allowed)}, got {d}, {variants}")
+        raise ConfigError(f"d >= 1 and no unknown variants (from {list(allowed)}): {d}, {variants}")
     if "multihead" in variants and d % 2:
         raise ConfigError(f"multihead uses 2 heads, so d must be even, got d={d}")
 
@@ -21,7 +21,7 @@ def check_sizes(config, *names, divide=False, empty=False) -> None:
         if empty and not sizes:
             continue
         if len(sizes) < 2 or any(n < 2 or n % 2 or (divide and max(sizes) % n) for n in sizes):
-            raise ConfigError(f"{name}: >= 2 even sizes{' dividing the largest' * divide}")
+            raise ConfigError(f"{name}: >= 2 even sizes{' that must divide max' * divide}")
 
 
 def controls(experiment: str, **checks) -> None:
@@ -29,3 +29,15 @@ def controls(experiment: str, **checks) -> None:
     which the claim must not say ``holds``)."""
     for check, fn in checks.items():
         negative_control(experiment, check)(fn)
+
+
+def require(config, *, positive=(), at_least=None) -> None:
+    """One ``ConfigError`` naming every field that is not positive or below its minimum
+    (``at_least={2: ("n", "saves")}``)."""
+    bad = [f"{k} > 0" for k in positive if not getattr(config, k) > 0]
+    bad += [
+        f"{k} >= {m}" for m, ks in (at_least or {}).items() for k in ks if getattr(config, k) < m
+    ]
+    if bad:
+        got = {k.split()[0]: getattr(config, k.split()[0]) for k in bad}
+        raise ConfigError(f"need {', '.join(bad)}; got {got}")

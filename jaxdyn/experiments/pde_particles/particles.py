@@ -59,7 +59,7 @@ class ParticlesConfig(ExperimentConfig):
             raise ConfigError(f"need 0 < beta_min < beta_max, got {self.beta_min}, {self.beta_max}")
         # RK4 on the sphere is stable for beta * dt below ~2.8; keep a margin
         if self.beta_max * self.phase_t1 / self.phase_steps > 1.0:
-            raise ConfigError("beta_max * phase_t1 / phase_steps > 1: raise phase_steps")
+            raise ConfigError("beta_max * phase_t1 / phase_steps > 1: RK4 would be inaccurate")
 
     @classmethod
     def quick(cls) -> dict:

@@ -50,8 +50,8 @@ class TwistedConfig(ExperimentConfig):
     jacobian_n: int = 24
 
     def validate(self) -> None:
-        if self.d < 1 or not 2 <= self.jacobian_n <= self.n:
-            raise ConfigError(f"d >= 1 and 2 <= jacobian_n <= n, got {self.d}, {self.jacobian_n}")
+        if self.d < 1 or self.n < 2 or not 2 <= self.jacobian_n <= self.n:
+            raise ConfigError(f"need d >= 1, n >= 2, 2 <= jacobian_n <= n; got {self}")
 
     @classmethod
     def quick(cls) -> dict:
