@@ -27,6 +27,7 @@ from ._simulate_gaussian import simulate_gaussian
 from ._simulate_particles import simulate_particles
 from .fields import (
     L2,
+    Exponential,
     Linear,
     Masked,
     MultiHead,
@@ -442,3 +443,78 @@ def closure_defects(field, alpha0, cov0, n_values, systems, seed):
         )  # noqa: E731
         out.append(np.asarray(jax.jit(jax.vmap(one))(keys)))
     return np.repeat(n_values, systems), np.concatenate(out)
+
+
+def sphere_cluster_member(d, n, t1, steps, ts, radius):
+    """Sweep member over ``beta``: tokens uniform on ``S^{d-1}`` under ``SphereSoftmax(beta)``;
+    cluster counts at ``ts`` and the largest drift off the sphere."""
+
+    def member(params, key):
+        save = lambda t, x: (  # noqa: E731
+            cluster_count(x, radius),
+            jnp.max(jnp.abs(jnp.linalg.norm(x, axis=-1) - 1.0)),
+        )
+        x0 = uniform_on_sphere(key, n, d)
+        sol = rk4_flow(SphereSoftmax(params["beta"], d), x0, t1, steps, ts=ts, save_fn=save)
+        count, drift = sol.xs
+        return {"clusters": count, "norm_drift": jnp.max(drift), "status": sol.status}
+
+    return member
+
+
+def lipschitz_table(fields, radii, clouds, n, d, seed):
+    """``(radii, clouds, 3)`` Lipschitz constants (space, W2, W1 in the measure) per field, on
+    clouds uniform in the ball of each radius."""
+    from ._stability import field_lipschitz_constants
+
+    measure = {
+        k: jax.jit(lambda y, f=f: jnp.stack(field_lipschitz_constants(f, y)))
+        for k, f in fields.items()
+    }
+    values = {k: np.zeros((len(radii), clouds, 3)) for k in measure}
+    for i, R in enumerate(radii):
+        for c in range(clouds):
+            y = ball_cloud(jax.random.key(seed + c), n, d, R)
+            for k, fn in measure.items():
+                values[k][i, c] = np.asarray(fn(y))
+    return values
+
+
+def twisted_rates(field, x, h=(2e-3, 1e-3)):
+    """For unnormalised softmax: ``dE/dt``, the squared speed in ``d_{A,V}`` and in ``W_2``, and
+    the twisted distance ``d_{A,V}(mu_h, mu_0) / h`` for each step ``h``."""
+    from ._gradient_flow import twisted_metric, twisted_speed_squared, twisted_wasserstein
+
+    moved_by = jax.jit(lambda s: rk4_flow(field, x, s, 4).final_x)  # s traced
+    metric = twisted_metric(field)
+    speeds = [twisted_wasserstein(moved_by(jnp.asarray(s)), x, metric) / s for s in h]
+    plain = jnp.mean(jnp.sum(field.velocity(x, x) ** 2, axis=-1))
+    twisted = twisted_speed_squared(field, np.asarray(x))
+    return float(energy_rate(field, x)), float(twisted), float(plain), speeds
+
+
+def twisted_problem(seed, n, d=2, x_seed=None):
+    """Unnormalised and normalised softmax with ``V = M A`` (:func:`twisted_weights`), ``M``
+    and ``n`` tokens ``N(0, I/4)``."""
+    A, M = twisted_weights(d, seed)
+    x = 0.5 * jax.random.normal(jax.random.key(seed + 5 if x_seed is None else x_seed), (n, d))
+    kw = {"Q": np.sqrt(d) * A, "K": np.eye(d), "V": M @ A}
+    return Exponential(**kw), Softmax(**kw), M, x
+
+
+@jax.jit
+def sigmoid_identity_gap(V, beta):
+    """The sigmoid energy identity's relative gap on 16 tokens uniform on the sphere."""
+    d = V.shape[0]
+    x = uniform_on_sphere(jax.random.key(0), 16, d)
+    rate, identity = sigmoid_identity_terms(sigmoid_sphere_field(beta, d, V=V), beta, x)
+    return jnp.abs(rate - identity) / identity
+
+
+def fitted_slope(n, errors) -> float:
+    """The least-squares exponent of ``errors ~ n^a`` over the finite positive errors (NaN
+    without two sizes: linear attention's dynamic error sits at round-off, often exactly 0)."""
+    from jaxdyn._numerics import fit_power_law
+
+    keep = np.isfinite(errors) & (errors > 0)
+    return fit_power_law(n[keep], errors[keep]).slope if np.unique(n[keep]).size > 1 else np.nan

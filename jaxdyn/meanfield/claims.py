@@ -74,7 +74,10 @@ __all__ = [
     "sinkhorn_more_regular",
     "softmax_blowup_time",
     "stability_bound",
+    "stability_estimate",
     "stability_ratio",
+    "twisted_dissipation",
+    "twisted_gradient",
 ]
 
 
@@ -615,3 +618,45 @@ def sink_influence(n: Numbers, influence: Numbers, *, sink: bool) -> Evidence:
         return rate(claim, n, influence, prediction=-1.0, alternatives=(0.0,))
     claim = "without a sink the earliest token's influence does not vanish as n grows"
     return rate(claim, n, influence, prediction=0.0, alternatives=(-1.0,))
+
+
+def twisted_dissipation(rate: float, speed_squared: float, *, normalised: bool) -> Evidence:
+    """:func:`dissipation` of softmax with ``V = M A`` (``A`` symmetric, ``M`` positive
+    definite): unnormalised, at its squared speed in ``d_{A,V}``; normalised, in the metric
+    ``(k * mu)(x) M^-1`` weighted by its normaliser."""
+    if normalised:
+        claim = (
+            "normalised softmax dissipates E at its squared speed in the metric (k * mu)(x) M^-1 "
+            "(a gradient flow in the normaliser-weighted twisted metric)"
+        )
+    else:
+        claim = "unnormalised softmax dissipates E at its squared speed in d_AV (gradient flow)"
+    return dissipation(claim, rate, speed_squared)
+
+
+def twisted_gradient(jacobian: Numbers, *, weighted: bool) -> Evidence:
+    """:func:`gradient_structure` of normalised softmax: in ``d_{A,V}`` itself (its
+    ``M^-1``-twisted velocity), or weighted by its normaliser."""
+    if weighted:
+        claim = (
+            "normalised softmax, weighted by its normaliser, is a configuration gradient "
+            "(symmetric Jacobian of (k * mu)(x_i) M^-1 Gamma(x_i))"
+        )
+    else:
+        claim = (
+            "normalised softmax is a gradient flow in d_AV itself: its M^-1-twisted particle "
+            "velocity has a symmetric configuration Jacobian"
+        )
+    return gradient_structure(claim, jacobian)
+
+
+def stability_estimate(p: int, ratios: Numbers, constants: Numbers, relative_error) -> Evidence:
+    """:func:`stability_bound` of ``W_p`` ratios against ``C(t, R_0)`` with their RK4
+    step-doubling error."""
+    return stability_bound(
+        f"the stability estimate W_p(mu_t, nu_t) <= C(t, R_0) W_p(mu_0, nu_0) (p = {p})",
+        ratios,
+        constants,
+        relative_error=relative_error,
+        basis="RK4 step-doubling difference of the ratios, relative",
+    )

@@ -1,8 +1,8 @@
-"""Validation and negative-control registration shared by the particle experiments."""
+"""Validation and recording shared by the particle experiments."""
 
 from __future__ import annotations
 
-from jaxdyn.runs import ConfigError, negative_control
+from jaxdyn.runs import ConfigError
 
 
 def check_variants(variants, allowed, d) -> None:
@@ -24,13 +24,6 @@ def check_sizes(config, *names, divide=False, empty=False) -> None:
             raise ConfigError(f"{name}: >= 2 even sizes{' that must divide max' * divide}")
 
 
-def controls(experiment: str, **checks) -> None:
-    """Register each ``check=fn`` as ``experiment``'s negative control (a counterfactual on
-    which the claim must not say ``holds``)."""
-    for check, fn in checks.items():
-        negative_control(experiment, check)(fn)
-
-
 def require(config, *, positive=(), at_least=None) -> None:
     """One ``ConfigError`` naming every field that is not positive or below its minimum
     (``at_least={2: ("n", "saves")}``)."""
@@ -39,5 +32,12 @@ def require(config, *, positive=(), at_least=None) -> None:
         f"{k} >= {m}" for m, ks in (at_least or {}).items() for k in ks if getattr(config, k) < m
     ]
     if bad:
-        got = {k.split()[0]: getattr(config, k.split()[0]) for k in bad}
-        raise ConfigError(f"need {', '.join(bad)}; got {got}")
+        raise ConfigError(
+            f"need {', '.join(bad)}; got {[getattr(config, b.split()[0]) for b in bad]}"
+        )
+
+
+def record(run, checks: dict) -> None:
+    """``run.evidence(name, evidence, note=note)`` for each ``name: (evidence, note)``."""
+    for name, (evidence, note) in checks.items():
+        run.evidence(name, evidence, note=note)

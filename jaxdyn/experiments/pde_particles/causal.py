@@ -18,7 +18,7 @@ from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 from jaxdyn.sweep import Grid
 
-from ._common import controls
+from ._common import record
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -50,22 +50,6 @@ class CausalConfig(ExperimentConfig):
     @classmethod
     def quick(cls) -> dict:
         return {"n_values": (16, 32, 64), "systems": 2}
-
-
-def _influence_series(slope, seed):
-    n = np.repeat([16.0, 32.0, 64.0], 3)
-    return n, 0.5 * n**slope * np.exp(0.2 * np.random.default_rng(seed).standard_normal(n.size))
-
-
-controls(
-    "pde-causal",
-    sink_makes_single_token_influence_vanish=lambda: claims.sink_influence(
-        *_influence_series(0.0, 0), sink=True
-    ),
-    without_sink_influence_stays_order_one=lambda: claims.sink_influence(
-        *_influence_series(-1.0, 1), sink=False
-    ),
-)
 
 
 @register_experiment(
@@ -101,16 +85,14 @@ def run_pde_causal(config: CausalConfig, run: Run) -> None:
     for m, mass in enumerate(masses):
         slope = fit_power_law(n_points, values[:, m].ravel()).slope
         run.scalar(f"influence_exponent_sink_mass_{mass:g}", slope)
-    run.evidence(
-        "sink_makes_single_token_influence_vanish",
-        claims.sink_influence(n_points, values[:, 1].ravel(), sink=True),
-        note=f"influence of the earliest non-sink token vs n, sink mass {config.sink_mass:g}",
-    )
-    run.evidence(
-        "without_sink_influence_stays_order_one",
-        claims.sink_influence(n_points, values[:, 0].ravel(), sink=False),
-        note="without a sink tokens 0 and 1 form a closed pair: their influence is O(1) for all n",
-    )
+    record(run, {
+        "sink_makes_single_token_influence_vanish": (
+            claims.sink_influence(n_points, values[:, 1].ravel(), sink=True),
+            f"influence of the earliest non-sink token vs n, sink mass {config.sink_mass:g}"),
+        "without_sink_influence_stays_order_one": (
+            claims.sink_influence(n_points, values[:, 0].ravel(), sink=False),
+            "without a sink tokens 0 and 1 form a closed pair: O(1) influence for all n"),
+    })  # fmt: skip
     _prefix_closed(config, run, base)
     fig, axes = new_figure(1, 1, width=4.6)
     for m, label in enumerate(("no sink", f"sink mass {config.sink_mass:g}")):

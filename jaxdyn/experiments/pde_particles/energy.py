@@ -17,8 +17,6 @@ from jaxdyn.meanfield import (
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 
-from ._common import controls
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EnergyConfig(ExperimentConfig):
@@ -48,41 +46,7 @@ class EnergyConfig(ExperimentConfig):
 
     @classmethod
     def quick(cls) -> dict:
-        return {
-            "n": 256,
-            "geodesic_n": 600,
-            "steps": 20,
-            "bw_steps": (4, 8, 16, 32),
-            "ensembles": 8,
-        }
-
-
-_t = np.linspace(0.0, 1.0, 11)
-_A = np.array([[0.4, 0.1], [0.1, -0.2]])
-controls(
-    "pde-energy",
-    energy_decreases_when_AV_negative=lambda: claims.energy_monotone(
-        0.5 * np.exp(0.3 * _t), 1e-6, increasing=False
-    ),
-    energy_increases_when_AV_positive=lambda: claims.energy_monotone(
-        0.5 * np.exp(-0.3 * _t), 1e-6, increasing=True
-    ),
-    # ensembles frozen at E(mu_0) = 0.5 while the closed form moves to 0.45
-    particle_energy_tracks_gaussian_closed_form=lambda: claims.energy_tracks_gaussian(
-        0.5 + 0.005 * np.random.default_rng(0).standard_normal((8, 4)),
-        np.linspace(0.5, 0.45, 4),
-        np.full(4, 0.5),
-    ),
-    # A = +I along a translated Dirac: E''(s) > 0
-    gaussian_geodesic_second_variation_negative=lambda: claims.geodesic_nonconvexity(
-        np.exp(np.linspace(0.0, 1.0, 5) ** 2), 1.0
-    ),
-    # V = -A: the gradient ascent of 1/2 OT_eps (the sign an earlier version of the notes gave)
-    sinkhorn_rhs_equals_bw_gradient_of_half_ot=lambda: claims.sinkhorn_gradient_flow(
-        float(eg.sinkhorn_gradient_gap(_A, np.array([[1.0, 0.2], [0.2, 0.7]]), -_A))
-    ),
-    half_ot_decreases_along_sinkhorn_flow=lambda: claims.half_ot_decreases(-1.0 + 0.05 * _t),
-)
+        return dict(n=256, geodesic_n=600, steps=20, bw_steps=(4, 8, 16, 32), ensembles=8)
 
 
 @register_experiment(
@@ -104,11 +68,9 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
     for i, name in enumerate(cases):
         axes[0, 0].plot(ts, ens[0, i], label=f"{name}, particles")
         axes[0, 0].plot(ts, g_energies[i], "k:", lw=0.8)
-    labels = {"dims": ("case", "time"), "coords": {"case": list(cases), "time": ts}}
-    run.save_arrays(
-        energy=ens[0], gaussian_energy=g_energies,
-        dims={"energy": labels["dims"], "gaussian_energy": labels["dims"]}, coords=labels["coords"],
-    )  # fmt: skip
+    dims = {k: ("case", "time") for k in ("energy", "gaussian_energy")}
+    coords = {"case": list(cases), "time": ts}
+    run.save_arrays(energy=ens[0], gaussian_energy=g_energies, dims=dims, coords=coords)
     axes[0, 0].set(xlabel="t", ylabel="E(mu_t)", yscale="log", title="energy (dotted: Gaussian)")
     axes[0, 0].legend(fontsize=6)
     for name, case, increasing in (("negative", 0, False), ("positive", 1, True)):
@@ -140,9 +102,8 @@ def run_pde_energy(config: EnergyConfig, run: Run) -> None:
     _nonconvexity(config, run, axes[0, 1])
     _sinkhorn_vs_bw(config, run, axes[0, 2])
     run.save_figure(fig, "energy")
-    for i, s in enumerate(np.ravel(status_code(statuses))):
-        if s != status_code(Status.successful):
-            run.log(f"energy run {i}: {status_message(s)}")
+    for i in np.flatnonzero(np.ravel(status_code(statuses)) != status_code(Status.successful)):
+        run.log(f"energy run {i}: {status_message(np.ravel(status_code(statuses))[i])}")
 
 
 def _nonconvexity(config, run, ax) -> None:

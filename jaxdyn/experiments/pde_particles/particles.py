@@ -11,13 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn._status import Status, status_code, status_name
-from jaxdyn.meanfield import _particle_measures as pm, claims, uniform_on_sphere
-from jaxdyn.meanfield.fields import SelectField, SphereSoftmax
+from jaxdyn.meanfield import _particle_measures as pm, claims
+from jaxdyn.meanfield.fields import SelectField
 from jaxdyn.plotting import heatmap, new_figure, note_excluded, time_series
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
 from jaxdyn.sweep import Grid
 
-from ._common import check_variants, controls
+from ._common import check_variants
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -67,18 +67,6 @@ class ParticlesConfig(ExperimentConfig):
                     phase_steps=240, beta_max=16.0, phase_saves=8)  # fmt: skip
 
 
-controls(
-    "pde-particles",
-    clusters_increase_with_beta=lambda: claims.clusters_increase_with_beta(
-        np.repeat(np.log(np.geomspace(0.5, 16.0, 8)), 4),
-        np.random.default_rng(0).integers(1, 6, 32).astype(float),
-    ),
-    smallest_beta_reaches_one_cluster=lambda: claims.single_cluster(
-        "", [1.0, 2.0, 1.0, 1.0], basis=""
-    ),
-)
-
-
 @register_experiment(
     "pde-particles",
     ParticlesConfig,
@@ -110,23 +98,15 @@ def run_pde_particles(config: ParticlesConfig, run: Run) -> None:
                            save_fn=save)  # fmt: skip
 
     fig, axes = new_figure(len(config.variants), config.snapshots, width=2.4, height=2.3)
-    counts, finals = {}, {}
+    counts, finals, every = {}, {}, {}
     for row, variant in enumerate(config.variants):
         sol = cloud(jnp.asarray(row, jnp.int32))
         clouds, count = np.asarray(sol.xs[0]), np.asarray(sol.xs[1]).astype(float)
         finite = np.all(np.isfinite(clouds), axis=(1, 2))
         count[~finite] = np.nan  # a blown-up cloud has no cluster count
         status = status_code(sol.status)
-        counts[variant], finals[variant] = count, clouds[-1]
-        run.save_arrays(
-            **{f"clouds_{variant}": clouds, f"clusters_{variant}": count},
-            dims={f"clouds_{variant}": ("depth", "particle", "coordinate"),
-                  f"clusters_{variant}": ("depth",)},
-            coords={"depth": depth},
-        )  # fmt: skip
+        counts[variant], finals[variant], every[variant] = count, clouds[-1], clouds
         run.scalar(f"{variant}_status", status_name(status))
-        centred = clouds[-1] - clouds[-1].mean(0)
-        run.scalar(f"{variant}_final_rms_radius", float(np.sqrt(np.mean(np.sum(centred**2, -1)))))
         for ax, t in zip(axes[row], ts, strict=True):
             i = int(np.argmin(np.abs(depth - t)))
             colour = np.asarray(positions) if variant == "masked" else None  # position s
@@ -139,6 +119,12 @@ def run_pde_particles(config: ParticlesConfig, run: Run) -> None:
             if status != status_code(Status.successful):
                 ax.text(0.02, 0.02, status_name(status), transform=ax.transAxes, color="crimson")
     run.save_figure(fig, "clouds")
+    run.save_arrays(
+        clouds=np.stack(list(every.values())), clusters=np.stack(list(counts.values())),
+        dims={"clouds": ("variant", "depth", "particle", "coordinate"),
+              "clusters": ("variant", "depth")},
+        coords={"variant": list(config.variants), "depth": depth},
+    )  # fmt: skip
     fig, axes = new_figure(1, 1, width=5.0)
     time_series(
         axes[0, 0], depth, [counts[v] for v in config.variants], labels=list(config.variants),
@@ -162,16 +148,7 @@ def _phase_diagram(config: ParticlesConfig, run: Run) -> None:
     betas = np.geomspace(config.beta_min, config.beta_max, config.n_betas)
     ts = np.linspace(0.0, config.phase_t1, config.phase_saves)
 
-    def member(params, key):
-        save = lambda t, x: (  # noqa: E731
-            pm.cluster_count(x, radius),
-            jnp.max(jnp.abs(jnp.linalg.norm(x, axis=-1) - 1.0)),
-        )
-        sol = pm.rk4_flow(SphereSoftmax(params["beta"], d), uniform_on_sphere(key, n, d),
-                          config.phase_t1, config.phase_steps, ts=ts, save_fn=save)  # fmt: skip
-        count, drift = sol.xs
-        return {"clusters": count, "norm_drift": jnp.max(drift), "status": sol.status}
-
+    member = pm.sphere_cluster_member(d, n, config.phase_t1, config.phase_steps, ts, radius)
     grid = Grid.product({"beta": betas}, seeds=config.phase_systems, base_seed=config.seed)
     result = run.sweep("phase", member, grid, dims={"clusters": ("time",)}, coords={"time": ts})
     clusters = result.reshaped("clusters").astype(float)  # (betas, systems, saves)

@@ -8,30 +8,17 @@ from __future__ import annotations
 import dataclasses
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxdyn import fit_power_law
 from jaxdyn.meanfield import _particle_measures as pm, claims
 from jaxdyn.meanfield._stability import (
-    field_lipschitz_constants,
     softmax_lipschitz_bounds,
     softmax_stability_constant,
 )
 from jaxdyn.meanfield.fields import Sinkhorn, Softmax
 from jaxdyn.plotting import new_figure
 from jaxdyn.runs import ConfigError, ExperimentConfig, Run, register_experiment
-
-from ._common import controls
-
-BOUND = "the stability estimate W_p(mu_t, nu_t) <= C(t, R_0) W_p(mu_0, nu_0) (p = {p})"
-
-
-def _bound(p, ratios, constants, relative_error):
-    return claims.stability_bound(
-        BOUND.format(p=p), ratios, constants, relative_error=relative_error,
-        basis="RK4 step-doubling difference of the ratios, relative",
-    )  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -72,19 +59,6 @@ class StabilityConfig(ExperimentConfig):
         return {"n": 24, "clouds": 2, "lipschitz_radii": (0.5, 1.5, 3.0), "lipschitz_clouds": 2}
 
 
-controls(
-    "pde-stability",
-    # C = exp(L_x t), ignoring the measure's Lipschitz part, against ratios above it
-    stability_bound_w2=lambda: _bound(2, [1.3, 1.8, 2.5], [1.1, 1.2, 1.3], 1e-8),
-    stability_bound_w1=lambda: _bound(1, [1.05, 1.2], [1.0, 1.0], 1e-8),  # C = 1, ratios > 1
-    local_stability_constant_below_bound=lambda: _bound(2, 1.6, 1.0, 1e-9),
-    softmax_lipschitz_constants_below_bounds=lambda: claims.lipschitz_below_bounds(1.4),
-    sinkhorn_more_regular_than_softmax=lambda: claims.sinkhorn_more_regular(
-        np.repeat(np.log([0.5, 1.5, 3.0]), 2), 0.1 * np.random.default_rng(0).standard_normal(6)
-    ),
-)
-
-
 @register_experiment(
     "pde-stability",
     StabilityConfig,
@@ -119,13 +93,13 @@ def _stability_constants(config, run, ax):
     for p in (2, 1):
         run.evidence(
             f"stability_bound_w{p}",
-            _bound(p, m[f"w{p}"], constants, m[f"w{p}_err"]),
+            claims.stability_estimate(p, m[f"w{p}"], constants, m[f"w{p}_err"]),
             note=f"every pair, every save t > 0, d = {config.d}: W{p} ratio against C(t)",
         )
         run.report(f"best_w{p}_ratio_at_t1", measured=float(np.max(m[f"w{p}"][:, -1])))
     run.evidence(
         "local_stability_constant_below_bound",
-        _bound(2, float(np.max(local[:, 1:] / m["constant"][:, 1:])), 1.0, 1e-9),
+        claims.stability_estimate(2, float(np.max(local[:, 1:] / m["constant"][:, 1:])), 1.0, 1e-9),
         note="max over clouds and saves of |dx_t/dx_0|_2 / C(t) (infinitesimal pairs)",
     )
     c_t1, local_best = float(np.min(constants[:, -1])), float(np.max(local[:, -1]))
@@ -155,17 +129,10 @@ def _lipschitz(config, run, ax):
         "softmax": Softmax(np.sqrt(d) * A, np.eye(d), np.eye(d)),  # K^T Q / sqrt(d) = A
         "sinkhorn": Sinkhorn(A, np.eye(d), np.eye(d), iterations=config.sinkhorn_iterations),
     }
-    measure = {
-        k: jax.jit(lambda y, f=f: jnp.stack(field_lipschitz_constants(f, y)))
-        for k, f in fields.items()
-    }
     radii = np.array(config.lipschitz_radii)
-    values = {k: np.zeros((len(radii), config.lipschitz_clouds, 3)) for k in measure}
-    for i, R in enumerate(radii):
-        for c in range(config.lipschitz_clouds):
-            y = pm.ball_cloud(jax.random.key(config.seed + 100 + c), config.n, d, R)
-            for k, fn in measure.items():
-                values[k][i, c] = np.asarray(fn(y))
+    values = pm.lipschitz_table(
+        fields, radii, config.lipschitz_clouds, config.n, d, config.seed + 100
+    )
     bounds = np.array([softmax_lipschitz_bounds(fields["softmax"], R) for R in radii])
     top = values["softmax"].max(axis=1)
     worst = max(np.max(top[:, 0] / bounds[:, 0]), np.max(top[:, 2] / bounds[:, 1]))
