@@ -1,8 +1,10 @@
 """The Transformer PDE's claims, each decided by evidence (transformer_pde.md, claims table).
 
 Every function takes measurements (numbers, arrays) and returns a
-:class:`jaxdyn.evidence.Evidence`; none runs a simulation. Each has a negative control in
-``tests/test_meanfield_claims.py``: a counterfactual input on which it does not say ``holds``.
+:class:`jaxdyn.evidence.Evidence`; none runs a simulation. Each has a negative control, a
+counterfactual input on which it does not say ``holds``: in ``tests/test_meanfield_claims.py``,
+or, for the claims of the particle experiments (the functions after :func:`single_cluster`),
+in their experiments' registered negative controls.
 
 - :func:`outcome`: a discrete outcome per member (blew up, converged, a rank) against the one
   the theory predicts.
@@ -15,6 +17,13 @@ Every function takes measurements (numbers, arrays) and returns a
   system ends in one cluster; :func:`not_run`: ``inconclusive`` without a measurement.
 - :func:`particles_lag_their_gaussian`: near a softmax blow-up the particles' top eigenvalue
   falls below their own Gaussian's (a systematic lag, not a random shift of the blow-up time).
+- the particle experiments' claims, one per check: :func:`exact_closure`,
+  :func:`closure_defect_order`, :func:`stability_ratio`, :func:`l2_bounded`,
+  :func:`energy_monotone`, :func:`energy_tracks_gaussian`, :func:`geodesic_nonconvexity`,
+  :func:`sinkhorn_gradient_flow`, :func:`half_ot_decreases`, :func:`sigmoid_energy_identity`,
+  :func:`sigmoid_energy_nondecreasing`, :func:`clusters_increase_with_beta`,
+  :func:`lipschitz_below_bounds`, :func:`sinkhorn_more_regular`, :func:`sink_influence`,
+  :func:`twisted_dissipation`, :func:`twisted_gradient`, :func:`stability_estimate`.
 - :func:`meanfield_rate`: the particles' error ``~ n^a`` with ``a = -1/2``, decided only by a
   design with the power to reject the nearest alternatives ``-1/2 +- margin``
   (:func:`rate_power` computes that power; :func:`rate_samples` sizes a design from it).
@@ -40,7 +49,8 @@ from jaxdyn.evidence import (
     trend,
     within,
 )
-from jaxdyn.meanfield._particle_measures import stalled_inside_bound
+
+from ._particle_measures import stalled_inside_bound
 
 # measured numbers: arrays, scalars or (nested) sequences of them
 Numbers = ArrayLike | Sequence
@@ -620,7 +630,7 @@ def sink_influence(n: Numbers, influence: Numbers, *, sink: bool) -> Evidence:
     return rate(claim, n, influence, prediction=0.0, alternatives=(-1.0,))
 
 
-def twisted_dissipation(rate: float, speed_squared: float, *, normalised: bool) -> Evidence:
+def twisted_dissipation(rate: Numbers, speed_squared: Numbers, *, normalised: bool) -> Evidence:
     """:func:`dissipation` of softmax with ``V = M A`` (``A`` symmetric, ``M`` positive
     definite): unnormalised, at its squared speed in ``d_{A,V}``; normalised, in the metric
     ``(k * mu)(x) M^-1`` weighted by its normaliser."""
