@@ -145,15 +145,15 @@ def test_normalised_softmax_is_a_gradient_flow_only_in_the_weighted_twisted_metr
 
 
 def test_l2_bounded_decision_leaves_out_a_stall_inside_the_bound_only():
-    from jaxdyn.experiments.pde_particles.meanfield import _l2_bounded_decision
+    from jaxdyn.meanfield._particle_measures import stalled_inside_bound
 
     growth = np.array([[0.2, 0.3], [0.1, np.inf]])
     # the second draw stalled (max_steps) with its last state at 1e-40 of the bound
-    evidence, failed = _l2_bounded_decision(growth, [True, False], [0.3, 1e-40])
-    assert evidence.verdict is Verdict.holds and list(failed) == [False, True]
+    assert claims.l2_bounded(growth, [True, False], [0.3, 1e-40]).verdict is Verdict.holds
+    assert list(stalled_inside_bound([True, False], [0.3, 1e-40])) == [False, True]
     # the same stall beyond the bound, or not finite, is a blow-up: refuted
     for at_stop in (5.0, np.inf):
-        evidence, failed = _l2_bounded_decision(growth, [True, False], [0.3, at_stop])
-        assert evidence.verdict is Verdict.refuted and not failed.any()
-    evidence, _ = _l2_bounded_decision(growth[1:], [False], [1e-40])
-    assert evidence.verdict is Verdict.inconclusive
+        evidence = claims.l2_bounded(growth, [True, False], [0.3, at_stop])
+        assert evidence.verdict is Verdict.refuted
+        assert not stalled_inside_bound([True, False], [0.3, at_stop]).any()
+    assert claims.l2_bounded(growth[1:], [False], [1e-40]).verdict is Verdict.inconclusive

@@ -1,69 +1,43 @@
-"""Configuration glue shared by the particle experiments: variant names to fields, weights."""
+"""Validation and recording shared by the particle experiments."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from jaxdyn.meanfield.fields import (
-    L2,
-    AbstractVelocityField,
-    Linear,
-    Masked,
-    MultiHead,
-    Sigmoid,
-    Sinkhorn,
-    Softmax,
-)
 from jaxdyn.runs import ConfigError
-
-CLOSED_VARIANTS = ("softmax", "l2", "sinkhorn", "linear", "multihead")
-ALL_VARIANTS = CLOSED_VARIANTS + ("sigmoid", "masked")
-
-
-def make_field(
-    variant: str, Q, K, V, *, sinkhorn_iterations: int = 50, positions=None
-) -> AbstractVelocityField:
-    """The field of the named variant from one ``(Q, K, V)`` (``multihead``: 2 heads;
-    ``masked``: causal softmax over ``positions`` with an attention sink at position 0)."""
-    if variant == "softmax":
-        return Softmax(Q=Q, K=K, V=V)
-    if variant == "l2":
-        return L2(Q=Q, K=K, V=V)
-    if variant == "sinkhorn":
-        return Sinkhorn(Q=Q, K=K, V=V, iterations=sinkhorn_iterations)
-    if variant == "linear":
-        return Linear(Q=Q, K=K, V=V)
-    if variant == "multihead":
-        return MultiHead(Q=Q, K=K, V=V, heads=2)
-    if variant == "sigmoid":
-        return Sigmoid(Q=Q, K=K, V=V)
-    if variant == "masked":
-        return Masked(Softmax(Q=Q, K=K, V=V), positions=positions, sink=True)
-    raise ValueError(f"unknown attention variant {variant!r}")
 
 
 def check_variants(variants, allowed, d) -> None:
     """Non-empty, known variants; multi-head (2 heads) needs an even ``d``."""
-    if not variants:
-        raise ConfigError("variants must not be empty")
-    bad = [v for v in variants if v not in allowed]
-    if bad:
-        raise ConfigError(f"unknown variants {bad}; choose from {list(allowed)}")
+    if d < 1 or not variants or not set(variants) <= set(allowed):
+        raise ConfigError(f"d >= 1 and no unknown variants (from {list(allowed)}): {d}, {variants}")
     if "multihead" in variants and d % 2:
         raise ConfigError(f"multihead uses 2 heads, so d must be even, got d={d}")
 
 
-def random_weights(seed: int, d: int, scale: float):
-    """``Q, K ~ scale N(0, 1)`` and ``V = I + scale/2 N(0, 1)``, all ``(d, d)``."""
-    rng = np.random.default_rng(seed)
-    Q = scale * rng.standard_normal((d, d))
-    K = scale * rng.standard_normal((d, d))
-    V = np.eye(d) + 0.5 * scale * rng.standard_normal((d, d))
-    return Q, K, V
+def check_sizes(config, *names, divide=False, empty=False) -> None:
+    """Each named tuple holds >= 2 even sizes (dividing the largest with ``divide``, the
+    nested samples' static shape); ``empty`` allows none (the check is not run)."""
+    for name in names:
+        sizes = getattr(config, name)
+        if empty and not sizes:
+            continue
+        if len(sizes) < 2 or any(n < 2 or n % 2 or (divide and max(sizes) % n) for n in sizes):
+            raise ConfigError(f"{name}: >= 2 even sizes{' that must divide max' * divide}")
 
 
-def initial_gaussian(d: int):
-    """``(alpha_0, Sigma_0)`` of the mean-field experiments: an off-centre, correlated Gaussian."""
-    alpha0 = 0.5 * np.cos(np.arange(d) + 1.0)
-    G = np.eye(d) + 0.3 * np.ones((d, d)) / d
-    return alpha0, 0.6 * G @ G.T
+def require(config, *, positive=(), at_least=None) -> None:
+    """One ``ConfigError`` naming every field that is not positive or below its minimum
+    (``at_least={2: ("n", "saves")}``)."""
+    bad = [f"{k} > 0" for k in positive if not getattr(config, k) > 0]
+    bad += [
+        f"{k} >= {m}" for m, ks in (at_least or {}).items() for k in ks if getattr(config, k) < m
+    ]
+    if bad:
+        raise ConfigError(
+            f"need {', '.join(bad)}; got {[getattr(config, b.split()[0]) for b in bad]}"
+        )
+
+
+def record(run, checks: dict) -> None:
+    """``run.evidence(name, evidence, note=note)`` for each ``name: (evidence, note)``."""
+    for name, (evidence, note) in checks.items():
+        run.evidence(name, evidence, note=note)
