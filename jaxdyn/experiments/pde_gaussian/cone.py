@@ -402,7 +402,7 @@ _COUNTER = {
     "softmax_two_lines_limits_on_the_two_isotropic_lines": _line_distance_at_another_time,
     # A continuation whose direction did not move: the angle at the event read as the later one.
     "softmax_either_blowups_follow_the_rank_one_direction_flow": lambda: claims.blowup_angle_flow(
-        [abs(wrapped_angle(0.6 - rank_one_angle_flow(cone_cases()["either"]["V"], 0.6, 0, 1)))],
+        [abs(wrapped_angle(0.6 - rank_one_angle_flow(cone_cases()["either"]["V"], 0.6, 0.0, 1.0)))],
         [1e-6],
     ),
     # The eigenvector (1, 0) of V repels: a limit there is 0.6435 rad from the attracting (4, 3).
