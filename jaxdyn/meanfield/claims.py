@@ -18,6 +18,13 @@ Every function takes measurements (numbers, arrays) and returns a
 - :func:`meanfield_rate`: the particles' error ``~ n^a`` with ``a = -1/2``, decided only by a
   design with the power to reject the nearest alternatives ``-1/2 +- margin``
   (:func:`rate_power` computes that power; :func:`rate_samples` sizes a design from it).
+- The Gaussian experiments' claims (``pde-blowup``, ``pde-cone``, ``pde-ranks``; their negative
+  controls are registered beside each experiment): :func:`rank_one_blowup`,
+  :func:`growth_bound`, :func:`regime_agreement`, :func:`regime_trace_bound`,
+  :func:`seed_criterion`, :func:`closed_form_covariance`, :func:`line_distance`,
+  :func:`cone_case` (the cone pictures' outcome claims, ``CONE_OUTCOMES``),
+  :func:`blowup_angle_flow`, :func:`blowup_direction`, :func:`stable_line`,
+  :func:`published_histograms`, :func:`closed_form_ranks`, :func:`stop_rate`.
 """
 
 from __future__ import annotations
