@@ -6,7 +6,7 @@ them, with the published steps, tolerances and stopping rule.
 
 - Baseline: ``published_euler_numpy``, jaxdyn's faithful NumPy re-implementation of the
   published projected-Euler loop
-  (``jaxdyn.experiments.pde_gaussian.published_rank_attempts``), run in full:
+  (``jaxdyn.meanfield._published_euler.published_rank_attempts``), run in full:
   it decides the pairing, and the time of each of its attempts is measured. The baseline time
   is the sum over the 1,200 converged runs (``baseline_s``); the whole loop, attempts it set
   aside included, is reported as ``published_loop_s``. The same attempts stepped as stacks
@@ -71,7 +71,8 @@ import json, sys, time
 import numpy as np
 import jax
 import jax.numpy as jnp
-from jaxdyn.meanfield import limiting_rank, simulate_gaussian
+from jaxdyn.meanfield import simulate_gaussian
+from jaxdyn.meanfield._closed_forms import limiting_rank
 from jaxdyn.meanfield.fields import L2, Softmax
 from jaxdyn.sweep import Grid, run_sweep
 
@@ -136,7 +137,7 @@ def plain_script(panels, progress) -> dict:
     import tempfile
 
     arrays: dict = {"n_panels": len(panels), "max_steps": PLAIN_MAX_STEPS}
-    from jaxdyn.experiments.pde_gaussian import rank_panels
+    from jaxdyn.meanfield._paper_inputs import rank_panels
 
     for i, ((attention, _, _), (inputs, settings, attempts)) in enumerate(
         zip(rank_panels(), panels, strict=False)
@@ -193,24 +194,26 @@ def main() -> None:
 
     jax.config.update("jax_enable_x64", True)
     from jaxdyn import Status
-    from jaxdyn.experiments.pde_gaussian import rank_member
-    from jaxdyn.experiments.pde_gaussian.ranks import (
-        RanksConfig,
+    from jaxdyn.experiments.pde_gaussian.ranks import RanksConfig
+    from jaxdyn.meanfield._rank_runs import (
         published_attempts,
         rank_members,
         stacked_published_attempts,
     )
+    from jaxdyn.meanfield._ranks import rank_member
     from jaxdyn.sweep import Grid, SweepCache, SweepOptions, run_sweep
 
     config = RanksConfig(runs=args.quick_runs if args.quick else args.runs)
     t0, c0 = time.perf_counter(), time.process_time()
-    panels = published_attempts(config, progress)  # the published loop, every attempt timed
+    panels = published_attempts(
+        config.dims, config.runs, progress
+    )  # the published loop, every attempt timed
     loop_s, loop_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     progress(f"published loop: {loop_s:.1f} s")
     stacked_s = stacked_cpu_s = stacked_same = None
     if args.stacked:  # the same attempts stepped as stacks (stacked_rank_attempts; same bits)
         t0, c0 = time.perf_counter(), time.process_time()
-        stacked = stacked_published_attempts(config, progress)
+        stacked = stacked_published_attempts(config.dims, config.runs, progress)
         stacked_s, stacked_cpu_s = time.perf_counter() - t0, time.process_time() - c0
         progress(f"stacked loop: {stacked_s:.1f} s")
         stacked_same = all(
@@ -232,7 +235,7 @@ def main() -> None:
     # CPU seconds: the baseline's share of the published loop's CPU time (its converged runs)
     baseline_cpu_s = loop_cpu_s * baseline_s / loop_s
 
-    params = rank_members(config, panels)
+    params = rank_members(config.dims, panels)
     runs = {k: v[converged] for k, v in params.items()}
     member = rank_member(rtol=config.rtol, atol=config.atol, max_steps=config.max_steps)
     SweepCache.default.clear()
@@ -358,7 +361,8 @@ def natural_members(config) -> dict:
     with new function objects would be a new program for jit's cache, and compile again)."""
     import jax.numpy as jnp
 
-    from jaxdyn.meanfield import limiting_rank, simulate_gaussian
+    from jaxdyn.meanfield import simulate_gaussian
+    from jaxdyn.meanfield._closed_forms import limiting_rank
     from jaxdyn.meanfield.fields import L2, Softmax
 
     def member_of(field_class):
@@ -400,7 +404,7 @@ def natural_pass(panels, config, members, *, cold: bool, options=None, phases=No
     compiled solve (waiting for it included), summed over the pass."""
     import jax
 
-    from jaxdyn.experiments.pde_gaussian import rank_panels
+    from jaxdyn.meanfield._paper_inputs import rank_panels
     from jaxdyn.sweep import Grid, SweepCache, run_sweep
 
     compile_s: dict[str, list[float]] = {}

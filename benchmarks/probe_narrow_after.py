@@ -38,19 +38,18 @@ def main() -> None:
 
     jax.config.update("jax_enable_x64", True)
     from jaxdyn._atomic import atomic_write_bytes
-    from jaxdyn.experiments.pde_gaussian import rank_member
-    from jaxdyn.experiments.pde_gaussian.ranks import (
-        RanksConfig,
-        published_attempts,
-        rank_members,
-    )
+    from jaxdyn.experiments.pde_gaussian.ranks import RanksConfig
+    from jaxdyn.meanfield._rank_runs import published_attempts, rank_members
+    from jaxdyn.meanfield._ranks import rank_member
     from jaxdyn.sweep import Grid, SweepCache, SweepOptions, run_sweep
 
     config = RanksConfig(runs=args.runs)
     if args.panels is not None and args.panels.exists():
         panels = pickle.loads(args.panels.read_bytes())
     else:
-        panels = published_attempts(config, log=lambda msg: print(msg, file=sys.stderr))
+        panels = published_attempts(
+            config.dims, config.runs, log=lambda msg: print(msg, file=sys.stderr)
+        )
         if args.panels is not None:
             atomic_write_bytes(args.panels, pickle.dumps(panels))
     options = SweepOptions(narrow_after=args.narrow_after)
@@ -65,7 +64,7 @@ def main() -> None:
         extra = {"compilations": len(programs)}
     else:
         converged = np.concatenate([att.converged for _, _, att in panels])
-        runs = {k: v[converged] for k, v in rank_members(config, panels).items()}
+        runs = {k: v[converged] for k, v in rank_members(config.dims, panels).items()}
         member = rank_member(rtol=config.rtol, atol=config.atol, max_steps=config.max_steps)
         SweepCache.default.clear()
         t0 = time.perf_counter()

@@ -106,6 +106,24 @@ def test_a_sweep_reads_back_with_named_output_axes_and_expected_failures(tmp_pat
     )
 
 
+def test_an_array_parameter_has_named_axes(tmp_path):
+    run = Run(tmp_path / "r", experiment="toy", echo=False)
+    covs = np.stack([np.eye(2) * s for s in (1.0, 2.0, 3.0)])
+
+    def member(p, key):
+        return {"trace": jnp.trace(p["Sigma0"]), "status": Status.successful}
+
+    run.sweep("m", member, Grid.zip({"Sigma0": covs}), dims={"Sigma0": ("i", "j")})
+    with pytest.raises(ValueError, match="array parameters"):
+        run.sweep("n", member, Grid.zip({"Sigma0": covs}), dims={"nothing": ("i",)})
+    run.finish()
+    data = load(tmp_path / "r")
+    sigma0 = data.sweeps["m"]["Sigma0"]
+    assert sigma0.dims == ("member", "seed", "i", "j")
+    np.testing.assert_array_equal(sigma0.values[:, 0], covs)
+    assert data.unlabelled() == []
+
+
 def test_unexpected_failures_say_what_to_do(tmp_path):
     run = Run(tmp_path / "r", experiment="toy", echo=False)
     grid = Grid.product({"rate": np.array([0.5, 2.0])}, seeds=1)

@@ -9,11 +9,12 @@ import pytest
 import scipy.linalg
 import scipy.optimize
 
-from jaxdyn.meanfield import detect_clusters, empirical_mean_cov, sliced_wasserstein
+from jaxdyn.meanfield import detect_clusters, empirical_mean_cov
 from jaxdyn.meanfield._analysis import (
     bures_wasserstein,
     bures_wasserstein_map,
     optimal_assignment,
+    sliced_wasserstein,
     stability_ratio,
     wasserstein2_exact,
 )

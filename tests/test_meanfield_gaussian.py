@@ -10,11 +10,10 @@ import scipy.linalg
 from jaxdyn import Status
 from jaxdyn.meanfield import (
     blowup_time,
-    limiting_rank,
-    low_rank_limit,
     simulate_gaussian,
     softmax_identity_covariance,
 )
+from jaxdyn.meanfield._closed_forms import limiting_rank, low_rank_limit
 from jaxdyn.meanfield.fields import (
     L2,
     AbstractGaussianClosed,

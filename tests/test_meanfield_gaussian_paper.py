@@ -7,19 +7,16 @@ import numpy as np
 import pytest
 
 from jaxdyn import Status
-from jaxdyn.experiments.pde_gaussian import (
-    paper_rank_inputs,
-    projected_euler,
-    published_rank_attempts,
-    published_rank_settings,
-    rank_histogram,
-)
 from jaxdyn.meanfield import (
     softmax_identity_covariance,
 )
+from jaxdyn.meanfield._paper_inputs import paper_rank_inputs, published_rank_settings
 from jaxdyn.meanfield._published_euler import (
     paper_l2_rhs,
     paper_softmax_rhs,
+    projected_euler,
+    published_rank_attempts,
+    rank_histogram,
     stacked_rank_attempts,
 )
 
@@ -356,20 +353,14 @@ def test_third_method_agrees_with_the_accurate_solve_on_published_draws():
     ``pde-ranks``' third method (DOP853 on the published right-hand side, from the unpadded
     draws) and its accurate solve (diffrax Tsit5 on jaxdyn's field, padded members, one sweep)
     give the same outcome and rank, attempt by attempt."""
-    from jaxdyn.experiments.pde_gaussian import rank_member
-    from jaxdyn.experiments.pde_gaussian.ranks import (
-        RanksConfig,
-        rank_members,
-        stacked_published_attempts,
-        third_method,
-    )
+    from jaxdyn.meanfield._rank_runs import rank_members, stacked_published_attempts, third_method
+    from jaxdyn.meanfield._ranks import rank_member
     from jaxdyn.sweep import Grid, run_sweep
 
-    config = RanksConfig(dims=(3,), runs=2)
-    panels = stacked_published_attempts(config)
-    params = rank_members(config, panels)
+    panels = stacked_published_attempts((3,), 2)
+    params = rank_members((3,), panels)
     accurate = run_sweep(rank_member(), Grid.zip(params), name="third")
-    status, rank = third_method(config, panels, np.arange(len(params["panel"])))
+    status, rank = third_method((3,), panels, np.arange(len(params["panel"])))
     np.testing.assert_array_equal(status, accurate.status)
     np.testing.assert_array_equal(rank, accurate.outputs["rank"])
     assert set(np.unique(params["panel"])) == set(range(4))

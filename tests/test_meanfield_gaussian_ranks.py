@@ -8,14 +8,9 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from jaxdyn import Status
-from jaxdyn.experiments.pde_gaussian import (
-    pad_rank_member,
-    paper_rank_inputs,
-    published_rank_attempts,
-    published_rank_settings,
-    rank_member,
-    rank_panels,
-)
+from jaxdyn.meanfield._paper_inputs import paper_rank_inputs, published_rank_settings, rank_panels
+from jaxdyn.meanfield._published_euler import published_rank_attempts
+from jaxdyn.meanfield._ranks import pad_rank_member, rank_member
 from jaxdyn.meanfield.fields import L2, SelectField, Softmax
 from jaxdyn.sweep import Grid, run_sweep
 

@@ -4,14 +4,9 @@ of a Gaussian, the two geometries, the mean-field error, steering, and the paper
 (:mod:`jaxdyn.meanfield.claims`)."""
 
 from . import claims as claims, fields as fields
-from ._analysis import (
-    empirical_mean_cov as empirical_mean_cov,
-    sliced_wasserstein as sliced_wasserstein,
-)
+from ._analysis import empirical_mean_cov as empirical_mean_cov
 from ._closed_forms import (
     blowup_time as blowup_time,
-    limiting_rank as limiting_rank,
-    low_rank_limit as low_rank_limit,
     softmax_identity_covariance as softmax_identity_covariance,
 )
 from ._clusters import detect_clusters as detect_clusters
@@ -41,14 +36,11 @@ __all__ = [
     "fields",
     "gaussian_regime",
     "interaction_energy",
-    "limiting_rank",
-    "low_rank_limit",
     "meanfield_error",
     "rank_ode",
     "rank_outcome",
     "simulate_gaussian",
     "simulate_particles",
-    "sliced_wasserstein",
     "softmax_identity_covariance",
     "steer_gaussian",
     "uniform_on_sphere",

@@ -27,6 +27,13 @@ in their experiments' registered negative controls.
 - :func:`meanfield_rate`: the particles' error ``~ n^a`` with ``a = -1/2``, decided only by a
   design with the power to reject the nearest alternatives ``-1/2 +- margin``
   (:func:`rate_power` computes that power; :func:`rate_samples` sizes a design from it).
+- The Gaussian experiments' claims (``pde-blowup``, ``pde-cone``, ``pde-ranks``; their negative
+  controls are registered beside each experiment): :func:`rank_one_blowup`,
+  :func:`growth_bound`, :func:`regime_agreement`, :func:`regime_trace_bound`,
+  :func:`seed_criterion`, :func:`closed_form_covariance`, :func:`line_distance`,
+  :func:`cone_case` (the cone pictures' outcome claims, ``CONE_OUTCOMES``),
+  :func:`blowup_angle_flow`, :func:`blowup_direction`, :func:`stable_line`,
+  :func:`published_histograms`, :func:`closed_form_ranks`, :func:`stop_rate`.
 """
 
 from __future__ import annotations
@@ -56,9 +63,14 @@ from ._particle_measures import stalled_inside_bound
 Numbers = ArrayLike | Sequence
 
 __all__ = [
+    "blowup_angle_flow",
+    "blowup_direction",
     "bounded_growth",
+    "closed_form_covariance",
+    "closed_form_ranks",
     "closure_defect_order",
     "clusters_increase_with_beta",
+    "cone_case",
     "covariance",
     "dissipation",
     "energy_monotone",
@@ -67,15 +79,22 @@ __all__ = [
     "exact_closure",
     "geodesic_nonconvexity",
     "gradient_structure",
+    "growth_bound",
     "half_ot_decreases",
     "l2_bounded",
+    "line_distance",
     "lipschitz_below_bounds",
     "meanfield_rate",
     "not_run",
     "outcome",
     "particles_lag_their_gaussian",
+    "published_histograms",
+    "rank_one_blowup",
     "rate_power",
     "rate_samples",
+    "regime_agreement",
+    "regime_trace_bound",
+    "seed_criterion",
     "sigmoid_energy_identity",
     "sigmoid_energy_nondecreasing",
     "single_cluster",
@@ -86,6 +105,8 @@ __all__ = [
     "stability_bound",
     "stability_estimate",
     "stability_ratio",
+    "stable_line",
+    "stop_rate",
     "twisted_dissipation",
     "twisted_gradient",
 ]
@@ -669,4 +690,233 @@ def stability_estimate(p: int, ratios: Numbers, constants: Numbers, relative_err
         constants,
         relative_error=relative_error,
         basis="RK4 step-doubling difference of the ratios, relative",
+    )
+
+
+# -- the Gaussian experiments' claims (pde-blowup, pde-cone, pde-ranks) -------------------------
+# Accepted entry error of the cone solves (rtol 1e-8 over O(100) steps, entries O(1)).
+ENTRY_TOLERANCE = 1e-5
+_ENTRY_BASIS = "solver global error on O(1) entries (rtol 1e-8 accumulated)"
+
+
+_GROWTH = {
+    "l2": "L2: |Sigma(t)|_2 <= |Sigma_0|_2 exp(r t), r = 2 |V| |A| / lambda_min(K^T K)",
+    "sinkhorn": "Sinkhorn Gaussians grow at most exponentially (no finite-time blow-up): "
+    "|phi(A~)|_2 < 1, so tr Sigma(t) <= d |Sigma_0|_2 exp(2 |V|_2 t) (all five cases)",
+}
+
+
+def growth_bound(attention: str, excess: Numbers, *, rtol: float) -> Evidence:
+    """``log tr Sigma(t) - log(d |Sigma_0|_2 e^{r t})`` at every save (``excess``) at most 0,
+    up to the solve's relative state error ``100 rtol``: exponential growth, no blow-up
+    (``attention`` ``"l2"``: ``r = 2 |V| |A| / lambda_min(K^T K)``; ``"sinkhorn"``:
+    ``r = 2 |V|_2``)."""
+    return at_most(
+        _GROWTH[attention],
+        measured=float(np.max(np.asarray(excess, float))),
+        limit=0.0,
+        error_model=ErrorModel.solver_tolerance(
+            100 * rtol, basis="relative state error of the solve (100 rtol) on log tr"
+        ),
+    )
+
+
+def rank_one_blowup(ratio: Numbers, bound: Numbers) -> Evidence:
+    """Softmax (``V = I``) blows up along one direction: ``lambda_2 / lambda_1`` at the event
+    at most ``d / (mu_2 tr)`` plus the solver's relative state error (1e-8)."""
+    return error_bound(
+        "softmax (V = I) blows up along one direction: lambda_2 / lambda_1 <= d / (mu_2 tr)",
+        ratio,
+        np.asarray(bound, float) + 1e-8,
+        basis="Sigma^-1 decreases to M* = Sigma0^-1 - t* (A + A^T), mu_2 its second "
+        "eigenvalue; plus 100 rtol of state error",
+    )
+
+
+def regime_agreement(predicted: Numbers, observed: Numbers) -> Evidence:
+    """:func:`jaxdyn.meanfield.gaussian_regime`'s decided regimes (codes) are the solver's."""
+    return outcome(
+        "gaussian_regime: every decided regime is the solver's",
+        predicted=np.asarray(predicted),
+        measured=np.asarray(observed),
+        basis="regime codes; solver arbiter observed_regime on a solve to 1.05 x the blow-up "
+        "bound or the horizon",
+    )
+
+
+def seed_criterion(seed_blowup: Numbers, observed_blowup: Numbers) -> Evidence:
+    """The seed notes: "blow-up iff ``V A + A^T V^T`` has a positive eigenvalue" against the
+    solver's outcome (refuted both ways: transformer_pde.md)."""
+    return outcome(
+        "seed notes: Sigma blows up iff V A + A^T V^T has a positive eigenvalue",
+        predicted=np.asarray(seed_blowup, bool),
+        measured=np.asarray(observed_blowup, bool),
+        basis="blow-up event (trace 1e8) by the horizon, on draws the solver arbiter decides",
+    )
+
+
+def regime_trace_bound(ratios: Numbers) -> Evidence:
+    """``tr Sigma(t) / trace_bound <= 1`` at every save of every bounded decided draw, up to
+    the rtol 1e-8 solve's relative state error (1e-4)."""
+    excess = np.maximum(np.max(np.asarray(ratios, float), initial=0.0) - 1.0, 0.0)
+    return error_bound(
+        "gaussian_regime: tr Sigma(t) stays below the derived trace bound",
+        np.array([excess]),
+        1e-4,
+        basis="relative state error of the rtol 1e-8 solve over its steps (the bound is "
+        "attained when Sigma is constant)",
+    )
+
+
+_EXACT = {
+    "to_line": "softmax V = I: Sigma(t) = (Sigma_0^-1 - t (A + A^T))^-1",
+    "two_lines": "two lines: c constant, a and b solve y' = -2 (y^2 - c^2)",
+}
+
+
+def closed_form_covariance(case: str, exact: Numbers, final: Numbers) -> Evidence:
+    """A cone case's ``Sigma(t1)`` against its exact solution, every entry within
+    ``ENTRY_TOLERANCE`` (``"to_line"``, softmax ``V = I``: ``(Sigma_0^-1 - t (A + A^T))^-1``;
+    ``"two_lines"``: the Riccati solution)."""
+    return covariance(_EXACT[case], exact, final, tolerance=ENTRY_TOLERANCE, basis=_ENTRY_BASIS)
+
+
+_DECREASES = "trace 1 initially, smaller at the middle save, smaller still at t1"
+_NO_EVENT = "the blow-up event did not fire by t1"
+# The cone pictures' outcome claims: check name -> (claim, predicted outcome, basis).
+CONE_OUTCOMES = {
+    "softmax_to_line_rank_one": (
+        "softmax V = I, rank-one A + A^T <= 0: Sigma(t1) has rank one",
+        1,
+        "eigenvalues of Sigma(t1) above 0.1 (the other decays like 1/t)",
+    ),
+    "softmax_two_lines_no_run_blows_up": (
+        "two lines (V A = -I): no run blows up",
+        False,
+        _NO_EVENT,
+    ),
+    "softmax_two_lines_off_axis_runs_converge": (
+        "two lines: every run with c0 != 0 converges (c0 = 0 decays like 1/t)",
+        True,
+        "cone_outcome: |dSigma/dt| below converged_tol at t1",
+    ),
+    "softmax_two_lines_both_lines_reached": (
+        "two lines: both isotropic lines are limits (signs of 2c / tr at t1)",
+        [-1.0, 1.0],
+        "distinct signs of 2c / tr among the off-axis runs",
+    ),
+    "softmax_blowup_event_before_closed_form_time": (
+        "softmax V = I, A + A^T > 0: the trace reaches blowup_trace before t*",
+        True,
+        "blow-up event time against the closed-form t*",
+    ),
+    "softmax_to_zero_trace_decreases": (
+        "V SPD, A + A^T < 0: Sigma -> 0 (the trace decreases)",
+        True,
+        _DECREASES,
+    ),
+    "softmax_either_both_outcomes_occur": (
+        "either: some starts blow up, others converge",
+        [True, True],
+        "outcome counts of the case's runs (blow-up, converged)",
+    ),
+    "softmax_either_every_run_decided": (
+        "either: each run blows up or converges by t1",
+        True,
+        "cone_outcome at t1",
+    ),
+    "l2_never_blows_up": ("L2 Gaussians never blow up (all five cases)", False, _NO_EVENT),
+    "sinkhorn_to_zero_trace_decreases": (
+        "Sinkhorn, V SPD, A = -Q^T Q < 0: tr(V^-1 Sigma) decreases (d/dt = 2 tr(S phi(S A S) S) "
+        "< 0), so Sigma -> 0 (the trace decreases)",
+        True,
+        _DECREASES,
+    ),
+}
+
+
+def cone_case(check: str, measured: Numbers) -> Evidence:
+    """One of the cone pictures' outcome claims (``CONE_OUTCOMES``, by its check name): every
+    run's ``measured`` outcome is the predicted one (:func:`outcome`)."""
+    claim, predicted, basis = CONE_OUTCOMES[check]
+    return outcome(claim, predicted=predicted, measured=measured, basis=basis)
+
+
+def line_distance(distance: Numbers, exact_distance: Numbers, tr: Numbers) -> Evidence:
+    """Two lines: the disk distance to the limit line at ``t1`` against the exact flow's. An
+    entry error ``eps`` moves each disk coordinate by at most ``4 eps / tr``, so the distance
+    by ``4 sqrt 2 eps / tr``."""
+    return error_bound(
+        "two lines: Sigma / tr Sigma approaches the isotropic line of sign(c0) as the exact "
+        "flow does",
+        np.abs(np.asarray(distance) - np.asarray(exact_distance)),
+        4 * np.sqrt(2) * ENTRY_TOLERANCE / np.asarray(tr),
+        basis="the accepted entry error moves disk coordinates by <= 4 sqrt 2 eps / tr",
+    )
+
+
+def blowup_angle_flow(errors: Numbers, allowed: Numbers) -> Evidence:
+    """Case ``either``: the top-eigenvector angle after a blow-up's continuation against the
+    rank-one direction flow ``d theta / d ln r = g / h`` from the event's angle."""
+    return error_bound(
+        "either: blow-ups follow the rank-one direction flow d theta / d ln r = g / h",
+        errors,
+        allowed,
+        basis="neglected rank-two share lambda_min / lambda_max at the event + num_steps rtol",
+    )
+
+
+def blowup_direction(limits: Numbers, allowed: Numbers, log_radius: float = 60.0) -> Evidence:
+    """Case ``either``: the angle between the rank-one flow's limit and the nearest attracting
+    eigenvector of ``V``."""
+    return error_bound(
+        "either: blow-ups end on an attracting eigenvector of V",
+        limits,
+        allowed,
+        basis=f"contraction left after ln r + {log_radius:g} near the attracting angle "
+        "+ 1e-10 direction-solve error",
+    )
+
+
+def stable_line(distances: Numbers, bounds: Numbers) -> Evidence:
+    """Case ``either``: the disk distance of convergent runs to the stable isotropic line at
+    ``t1``, against the linearised transverse growth from the save nearest ``t1 / 2``."""
+    return error_bound(
+        "either: convergent runs end on the stable isotropic line",
+        distances,
+        bounds,
+        basis="linearised transverse growth from the save nearest t1 / 2, plus the entry-error "
+        "floor 4 sqrt 2 1e-5 / tr",
+    )
+
+
+def published_histograms(runs: int, agreeing: int) -> Evidence:
+    """The paper's rank histograms (projected Euler at published steps) show the ODE's limiting
+    ranks: ``holds`` iff every published run's rank is the accurate solve's."""
+    return classified(
+        "the published rank histograms count the ODE's limiting ranks",
+        prediction=int(runs),
+        measured=int(agreeing),
+        basis="published runs whose rank equals the accurate solve's (eigenvalues above 0.1)",
+    )
+
+
+def closed_form_ranks(exact_ranks: Numbers, solver_ranks: Numbers) -> Evidence:
+    """Softmax ``V = I``: the accurate stop's rank is the exact ``Sigma(t_stop)``'s."""
+    return outcome(
+        "softmax V = I: the rank at the stop is that of (Sigma_0^-1 - t (A + A^T))^-1",
+        predicted=np.asarray(exact_ranks),
+        measured=np.asarray(solver_ranks),
+        basis="eigenvalues above the rank threshold",
+    )
+
+
+def stop_rate(rates: Numbers, tol_low: Numbers, bounds: Numbers) -> Evidence:
+    """Softmax ``V = I``: the accurate stop lies where the exact rate ``|F(Sigma(t))|_F`` equals
+    ``tol_low``, within the first-order effect of the solver's state error."""
+    return error_bound(
+        "softmax V = I: the accurate stop is where the exact |F(Sigma)|_F equals tol_low",
+        np.abs(np.asarray(rates) - np.asarray(tol_low)),
+        np.asarray(bounds) + 1e-12 * np.asarray(tol_low),
+        basis="|dF|_F <= 2 |A + A^T|_2 |Sigma|_2 |Sigma_solver - Sigma_exact|_F",
     )

@@ -258,7 +258,8 @@ class Run:
         Labels (:func:`jaxdyn.runs.load` reads them): ``dims`` names each output's own axes
         after the grid's (``{"loss": ("time",)}``), or renames a grid axis
         (``{"seed": "chain"}``, ArviZ's naming for posterior chains); ``coords`` gives their
-        values as in :meth:`save_arrays`. An unnamed trailing axis is named after the one
+        values as in :meth:`save_arrays`; an array-valued parameter's own axes are named the
+        same way (``{"Sigma0": ("i", "j")}``). An unnamed trailing axis is named after the one
         coordinate of ``coords`` with its length, if exactly one has it.
 
         ``expected`` says which failures are expected and why, as ``(status, why)`` pairs
@@ -728,18 +729,22 @@ def _sweep_labels(result: SweepResult, dims: dict[str, Any], coords: dict[str, A
     unknown = {
         k
         for k, v in dims.items()
-        if k not in result.outputs and not (isinstance(v, str) and k in result.axes)
+        if k not in result.outputs
+        and not (isinstance(v, str) and k in result.axes)
+        and not (not isinstance(v, str) and k in result.params)
     }
     if unknown:
         raise ValueError(
             f"sweep {result.name!r}: dims for {sorted(unknown)}, which are neither outputs"
-            f" {sorted(result.outputs)} nor grid axes {list(result.axes)}"
+            f" {sorted(result.outputs)}, array parameters nor grid axes {list(result.axes)}"
         )
     named = {k: v for k, v in dims.items() if not isinstance(v, str)}
     per_member = {k: v[0] for k, v in result.outputs.items() if v.ndim == 2 and np.all(v == v[:1])}
     grids = _time_grids(per_member, declared, named)  # a time grid output shared by every member
+    # an array-valued parameter's own axes are named like an output's (its values stay params)
+    params = {k: v for k, v in result.params.items() if k in named and k not in result.outputs}
     outputs = {
         key: _label_axes(key, arr, named.get(key), declared, skip=1, time=_time_of(key, grids))
-        for key, arr in result.outputs.items()
+        for key, arr in {**result.outputs, **params}.items()
     }
     return grid_dims, outputs, declared
