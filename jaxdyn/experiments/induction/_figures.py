@@ -14,9 +14,7 @@ def _marks(ax, boundaries):
         ax.axvline(max(b, 1), color="0.6", ls=":", lw=1)
 
 
-def figures(
-    run, steps, loss, loss_se, prev, induction, baseline, *, levels, boundaries, llc, confidence
-):
+def figures(run, steps, loss, prev, induction, baseline, *, levels, boundaries, llc, confidence):
     z = stats.norm.ppf(0.5 + confidence / 2)
     x = np.maximum(steps, 1)
     fig, axes = new_figure(2, 2, width=4.6, height=3.4)
