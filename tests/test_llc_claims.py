@@ -121,6 +121,7 @@ def test_experiment_negative_controls_never_hold():
         "copy_head_symmetries",
         "rrr_aoyagi",
         "rrr_generic_point",
+        "free_energy_transition",
     }
     for fn in ours.values():
         assert fn().refuted

@@ -90,7 +90,7 @@ class InductionConfig(ExperimentConfig):
             "steps": 800,
             "learning_rate": 0.03,
             "checkpoints": 22,
-            "seeds": 4,
+            "seeds": 3,
             "x64": False,
             "held_out": 512,
             "predictor_sequences": 8192,

@@ -286,3 +286,13 @@ def _drifting_chains():
 
     est = SimpleNamespace(llc=2.0, half_drift=0.6, half_drift_stderr=0.05, num_chains=16)
     return claims.stationary(est)
+
+
+@negative_control(NAME, "free_energy_transition")
+def _swapped_llc_terms():
+    # the decision with the two phases' LLC terms exchanged taken as the prediction (P* = 20)
+    exact = math.log(20.0)
+    return claims.free_energy_transition(
+        "free_energy_transition", predicted=exact + 0.9, exact=exact,
+        alternatives=(exact + 0.03,), correction=0.05, stderr=0.02,
+    )  # fmt: skip
