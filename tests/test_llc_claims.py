@@ -3,65 +3,58 @@
 import jax
 import pytest
 
-from jaxdyn.experiments.llc import _problems
-from jaxdyn.llc import claims, estimate_llc
+from jaxdyn.llc import _problems, claims, estimate_llc
 
 
-def _judge(problem, est, prediction, alternatives, bias):
-    return claims.learning_coefficient(
-        "lambda",
-        prediction=prediction,
-        alternatives=alternatives,
-        value=float(est.llc),
-        stderr=float(est.stderr),
-        num_chains=est.num_chains,
-        bias=bias,
+def _decides(est, bias, exact, wrong):
+    """The calibration check holds at the exact lambda, and each wrong theory's value taken
+    as the prediction (the negative control) is refuted."""
+
+    def judge(prediction, alternatives):
+        return claims.learning_coefficient(
+            "lambda",
+            prediction=prediction,
+            alternatives=alternatives,
+            value=float(est.llc),
+            stderr=float(est.stderr),
+            num_chains=est.num_chains,
+            bias=bias,
+        )
+
+    assert judge(exact, wrong).holds
+    for value in wrong:
+        assert judge(value, [exact]).refuted
+
+
+def _estimate(problem, key, **sampler):
+    est = estimate_llc(problem.loss_fn, problem.w_star, problem.data, key=key, **sampler)
+    bias = _problems.sampler_bias(
+        problem, n=est.n, beta=est.beta, step_size=est.step_size, localization=est.localization
     )
+    return est, bias
 
 
 @pytest.fixture(scope="module")
 def regression():
     pr = _problems.linear_regression(jax.random.key(0), 4, 300)
-    est = estimate_llc(
-        pr.loss_fn,
-        pr.w_star,
-        pr.data,
-        key=jax.random.key(1),
-        num_chains=16,
-        num_draws=1000,
-        num_burnin=200,
-        step_size=1e-3,
-        localization=1.0,
-    )
-    bias = _problems.sampler_bias(pr, n=est.n, beta=est.beta, step_size=1e-3, localization=1.0)
-    return pr, est, bias
+    sampler = dict(num_chains=16, num_draws=1000, num_burnin=200, step_size=1e-3)
+    return pr, *_estimate(pr, jax.random.key(1), localization=1.0, **sampler)
 
 
 def test_regular_model_d_over_2_and_wrong_d_refuted(regression):
-    pr, est, bias = regression
+    _, est, bias = regression
     assert bias < 0.1  # the quadratic expansion's bias at these settings is small
-    assert _judge(pr, est, 2.0, [1.5, 2.5], bias).holds
-    # negative controls: a model with one parameter more or fewer
-    assert _judge(pr, est, 2.5, [2.0], bias).refuted
-    assert _judge(pr, est, 1.5, [2.0], bias).refuted
+    _decides(est, bias, 2.0, [1.5, 2.5])  # negative controls: one parameter more or fewer
 
 
 def test_stationarity_and_its_negative_control(regression):
-    _, est, _ = regression
+    pr, est, _ = regression
     assert not claims.stationary(est).refuted  # holds or, with this few draws, inconclusive
     # chains with no burn-in and a tiny step start at the minimum and are still climbing
-    pr = _problems.linear_regression(jax.random.key(0), 4, 300)
-    cold = estimate_llc(
-        pr.loss_fn,
-        pr.w_star,
-        pr.data,
-        key=jax.random.key(2),
-        num_chains=16,
-        num_draws=400,
-        num_burnin=0,
-        step_size=2e-5,
+    cold, _ = _estimate(
+        pr, jax.random.key(2), num_chains=16, num_draws=400, num_burnin=0, step_size=2e-5,
         localization=1.0,
-    )
+    )  # fmt: skip
     assert claims.stationary(cold).refuted
 
 
@@ -70,23 +63,12 @@ def test_softmax_copy_head_gauge_and_ignoring_it_refuted():
     L, V = 3, 2
     pr = _problems.copy_head_network(jax.random.key(3), "softmax", L, V, 20)
     assert _problems.flat_directions(pr.hessian) == L
-    n, eps, gamma = 1e4, 4e-5, 1.0
-    est = estimate_llc(
-        pr.loss_fn,
-        pr.w_star,
-        pr.data,
-        key=jax.random.key(4),
-        n=n,
-        num_chains=16,
-        num_draws=1500,
-        num_burnin=500,
-        step_size=eps,
-        localization=gamma,
-    )
-    bias = _problems.sampler_bias(pr, n=n, beta=est.beta, step_size=eps, localization=gamma)
+    est, bias = _estimate(
+        pr, jax.random.key(4), n=1e4, num_chains=16, num_draws=1500, num_burnin=500,
+        step_size=4e-5, localization=1.0,
+    )  # fmt: skip
     d = L * L + V * V
-    assert _judge(pr, est, (d - L) / 2, [d / 2], bias).holds
-    assert _judge(pr, est, d / 2, [(d - L) / 2], bias).refuted  # the gauge ignored
+    _decides(est, bias, (d - L) / 2, [d / 2])  # negative control: the gauge ignored
 
 
 def test_learning_coefficient_decision_rules():
@@ -125,8 +107,7 @@ def test_reduced_rank_regression_aoyagi_and_regular_count_refuted():
         localization=1.0,
     )
     bias = abs(float(eff.bias)) + 2 * float(eff.bias_stderr)
-    assert _judge(pr, eff.fine, 4.0, [9.0], bias).holds
-    assert _judge(pr, eff.fine, 9.0, [4.0], bias).refuted
+    _decides(eff.fine, bias, 4.0, [9.0])  # negative control: the regular count
 
 
 def test_experiment_negative_controls_never_hold():
@@ -140,6 +121,7 @@ def test_experiment_negative_controls_never_hold():
         "copy_head_symmetries",
         "rrr_aoyagi",
         "rrr_generic_point",
+        "free_energy_transition",
     }
     for fn in ours.values():
         assert fn().refuted

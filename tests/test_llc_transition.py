@@ -11,8 +11,7 @@ import pytest
 
 import jaxdyn.copyhead as ch
 from jaxdyn.evidence import Verdict
-from jaxdyn.experiments.llc import _transition as tr
-from jaxdyn.llc import claims
+from jaxdyn.llc import _transition as tr, claims
 
 
 def _points(Ps, dE, lam_pool, lam_copy, se=0.1):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 from typing import Any
 
@@ -353,6 +354,23 @@ def _censored_mask(claim: str, censored: Any, shape: tuple) -> np.ndarray:
         ) from None
 
 
+def _bound_check(*, upper: bool):
+    """The one implementation of :func:`at_most` (``upper``) and :func:`at_least`: the
+    decorated function gives the public signature and docstring, :func:`_one_sided` the body."""
+
+    def decorate(public):
+        @functools.wraps(public)
+        def check(claim, *, measured, limit, error_model, alternative=None, censored=None):
+            return _one_sided(
+                claim, measured, limit, error_model, alternative, censored, upper=upper
+            )
+
+        return check
+
+    return decorate
+
+
+@_bound_check(upper=True)
 def at_most(
     claim: str,
     *,
@@ -373,9 +391,9 @@ def at_most(
     horizon): such an entry refutes the claim when it exceeds the limit beyond its error and
     otherwise cannot confirm it (``inconclusive`` unless another entry refutes).
     """
-    return _one_sided(claim, measured, limit, error_model, alternative, censored, upper=True)
 
 
+@_bound_check(upper=False)
 def at_least(
     claim: str,
     *,
@@ -389,7 +407,6 @@ def at_least(
     (``alternative`` lies below the limit). A ``censored`` entry (a lower bound of the true
     value) confirms the claim when it lies above the limit beyond its error and can never
     refute it."""
-    return _one_sided(claim, measured, limit, error_model, alternative, censored, upper=False)
 
 
 def _one_sided(claim, measured, limit, error_model, alternative, censored, *, upper: bool):

@@ -18,6 +18,59 @@ def _fmt(x) -> str:
     return f"{float(x):.4g}"
 
 
+def _interval(
+    claim,
+    prediction,
+    measured,
+    alternatives,
+    *,
+    anchor,
+    q,
+    stderr,
+    bias,
+    dof,
+    confidence,
+    basis,
+    undecided,
+) -> Evidence:
+    """The verdict of an interval ``measured +- (q SE + bias)`` (``bias`` a bound on the
+    systematic error): ``refuted`` when it excludes ``prediction``; ``inconclusive`` when an
+    alternative (a finite one) is within the half-width of ``anchor``, or (``undecided`` the
+    reason) when a number is not finite; ``holds`` otherwise."""
+    alts = [float(a) for a in alternatives]
+    if not alts:
+        raise ValueError(f"{claim!r}: a statistical check needs an alternative to reject")
+    if not bias >= 0:
+        raise ValueError(f"the bias or correction must be a bound >= 0, got {bias}")
+    numbers = (prediction, measured, stderr)
+    if not all(np.isfinite(float(x)) for x in numbers):
+        model = ErrorModel(
+            "standard_error_plus_bias", 0.0, dof=dof, confidence=confidence, basis=basis
+        )
+        return Evidence(claim, prediction, measured, model, Verdict.inconclusive, alts, undecided)
+    half = q * float(stderr) + float(bias)
+    model = ErrorModel(
+        "standard_error_plus_bias",
+        half,
+        dof=dof,
+        confidence=confidence,
+        basis=f"{_fmt(q)} x SE {_fmt(stderr)} + bias {_fmt(bias)}; {basis}",
+    )
+    gap = abs(float(measured) - float(prediction))
+    close = [a for a in alts if np.isfinite(a) and abs(a - float(anchor)) <= half]
+    if gap > half:
+        verdict, reason = (
+            Verdict.refuted,
+            f"|{_fmt(measured)} - {_fmt(prediction)}| exceeds {_fmt(half)}",
+        )
+    elif close:
+        verdict = Verdict.inconclusive
+        reason = f"+-{_fmt(half)} also admits {close}: more chains or a smaller bias would decide"
+    else:
+        verdict, reason = Verdict.holds, f"within +-{_fmt(half)}; the alternatives {alts} are not"
+    return Evidence(claim, prediction, measured, model, verdict, alts, reason)
+
+
 def learning_coefficient(
     claim: str,
     *,
@@ -40,67 +93,22 @@ def learning_coefficient(
     """
     from scipy import stats
 
-    alts = [float(a) for a in alternatives]
-    if not alts:
-        raise ValueError(f"{claim!r}: a statistical check needs an alternative to reject")
     if num_chains < 2:
         raise ValueError("a standard error over chains needs num_chains >= 2")
-    if bias < 0:
-        raise ValueError(f"bias must be a bound >= 0, got {bias}")
-    value, stderr = float(value), float(stderr)
     q = float(stats.t.ppf(0.5 + confidence / 2, num_chains - 1))
-    if not (np.isfinite(value) and np.isfinite(stderr)):
-        model = ErrorModel(
-            "standard_error_plus_bias", 0.0, dof=num_chains - 1, confidence=confidence, basis=basis
-        )
-        return Evidence(
-            claim,
-            prediction,
-            value,
-            model,
-            Verdict.inconclusive,
-            alts,
-            "the estimate or its standard error is not finite",
-        )
-    half = q * stderr + float(bias)
-    model = ErrorModel(
-        "standard_error_plus_bias",
-        half,
-        dof=num_chains - 1,
-        confidence=confidence,
-        basis=f"t x SE ({_fmt(q)} x {_fmt(stderr)}) + bias {_fmt(bias)}; {basis}",
-    )
-    gap = abs(value - float(prediction))
-    if gap > half:
-        return Evidence(
-            claim,
-            prediction,
-            value,
-            model,
-            Verdict.refuted,
-            alts,
-            f"|estimate - prediction| = {_fmt(gap)} exceeds {_fmt(half)}",
-        )
-    close = [a for a in alts if abs(value - a) <= half]
-    if close:
-        return Evidence(
-            claim,
-            prediction,
-            value,
-            model,
-            Verdict.inconclusive,
-            alts,
-            f"the interval (half-width {_fmt(half)}) also contains {close}: "
-            "more chains or a smaller bias would decide",
-        )
-    return Evidence(
+    return _interval(
         claim,
         prediction,
         value,
-        model,
-        Verdict.holds,
-        alts,
-        f"the prediction is inside +-{_fmt(half)}, the alternatives {alts} outside",
+        alternatives,
+        anchor=value,
+        q=q,
+        stderr=stderr,
+        bias=bias,
+        dof=num_chains - 1,
+        confidence=confidence,
+        basis=basis,
+        undecided="the estimate or its standard error is not finite",
     )
 
 
@@ -145,62 +153,18 @@ def free_energy_transition(
     """
     from scipy import stats
 
-    alts = [float(a) for a in alternatives]
-    if not alts:
-        raise ValueError(f"{claim!r}: a statistical check needs an alternative to reject")
-    if not (correction >= 0):
-        raise ValueError(f"correction must be a bound >= 0, got {correction}")
-    predicted, exact, stderr = float(predicted), float(exact), float(stderr)
     z = float(stats.norm.ppf(0.5 + confidence / 2))
-    if not (np.isfinite(predicted) and np.isfinite(exact) and np.isfinite(stderr)):
-        model = ErrorModel("standard_error_plus_bias", 0.0, confidence=confidence, basis=basis)
-        return Evidence(
-            claim,
-            exact,
-            predicted,
-            model,
-            Verdict.inconclusive,
-            alts,
-            "no crossing of the free energies where both phases exist (or no exact P*)",
-        )
-    half = z * stderr + float(correction)
-    model = ErrorModel(
-        "standard_error_plus_bias",
-        half,
-        confidence=confidence,
-        basis=f"z x SE ({_fmt(z)} x {_fmt(stderr)}) + finite-n correction {_fmt(correction)} "
-        f"in ln P*; {basis}",
-    )
-    gap = abs(predicted - exact)
-    if gap > half:
-        return Evidence(
-            claim,
-            exact,
-            predicted,
-            model,
-            Verdict.refuted,
-            alts,
-            f"|ln P*_predicted - ln P*_exact| = {_fmt(gap)} exceeds {_fmt(half)}",
-        )
-    close = [a for a in alts if np.isfinite(a) and abs(a - exact) <= half]
-    if close:
-        return Evidence(
-            claim,
-            exact,
-            predicted,
-            model,
-            Verdict.inconclusive,
-            alts,
-            f"the exact ln P* is within +-{_fmt(half)} of the prediction, but an alternative "
-            f"{close} is as close: the prediction's LLC terms are not what decides it",
-        )
-    return Evidence(
+    return _interval(
         claim,
         exact,
         predicted,
-        model,
-        Verdict.holds,
-        alts,
-        f"the exact ln P* is within +-{_fmt(half)} of the prediction, "
-        f"the alternatives {alts} are not",
+        alternatives,
+        anchor=exact,
+        q=z,
+        stderr=stderr,
+        bias=correction,
+        dof=None,
+        confidence=confidence,
+        basis=f"bias: the finite-n correction in ln P*; {basis}",
+        undecided="no crossing of the free energies where both phases exist (or no exact P*)",
     )

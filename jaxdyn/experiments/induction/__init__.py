@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 
-import equinox as eqx
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
 
 from ... import induction as ind
-from ...evidence import ErrorModel, Evidence, Verdict
+from ...induction import _llc
+from ...induction._task import sequence_losses
 from ...runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from ...sweep import Grid
 from . import _figures
@@ -37,8 +36,7 @@ class InductionConfig(ExperimentConfig):
         width, layers: the attention-only transformer (d_model = d_head = width).
         steps, batch_size, learning_rate: Adam (optax.adam) on fresh batches.
         checkpoints: log-spaced checkpoints (0 included) where the held-out set is scored.
-        seeds: independently initialised and trained networks (>= 2: the induction score's
-            standard error is across seeds).
+        seeds: independently trained networks (>= 2: the induction score's SE is across seeds).
         held_out: held-out sequences scored at each checkpoint (sets the loss's error band).
         predictor_sequences: Monte-Carlo sequences for the predictors' expected losses.
         confidence: of every band and interval.
@@ -71,23 +69,19 @@ class InductionConfig(ExperimentConfig):
     llc_batch_size: int = 64
 
     def validate(self) -> None:
-        def need(ok, msg):
+        for ok, message in (
+            (self.states >= 2 and self.length >= 4, "need states >= 2 and length >= 4"),
+            (self.concentration > 0, "concentration must be > 0"),
+            (min(self.width, self.layers) >= 1, "width and layers must be >= 1"),
+            (self.seeds >= 2, "seeds must be >= 2 (standard errors across seeds)"),
+            (self.steps >= self.checkpoints >= 6, "need steps >= checkpoints >= 6"),
+            (min(self.held_out, self.predictor_sequences) >= 2, "need >= 2 sequences"),
+            (0 < self.confidence < 1, "confidence must be in (0, 1)"),
+            (self.llc_checkpoints >= 0, "llc_checkpoints must be >= 0"),
+            (self.learning_rate > 0 and self.llc_step_size > 0, "step sizes must be > 0"),
+        ):
             if not ok:
-                raise ConfigError(msg)
-
-        need(self.states >= 2, f"states must be >= 2, got {self.states}")
-        need(self.length >= 4, f"length must be >= 4, got {self.length}")
-        need(self.concentration > 0, f"concentration must be > 0, got {self.concentration}")
-        need(self.width >= 1 and self.layers >= 1, "width and layers must be >= 1")
-        need(
-            self.seeds >= 2, f"seeds must be >= 2 (standard errors across seeds), got {self.seeds}"
-        )
-        need(self.checkpoints >= 6, f"checkpoints must be >= 6, got {self.checkpoints}")
-        need(self.steps >= self.checkpoints, "steps must be >= checkpoints")
-        need(self.held_out >= 2 and self.predictor_sequences >= 2, "need >= 2 sequences")
-        need(0 < self.confidence < 1, f"confidence must be in (0, 1), got {self.confidence}")
-        need(self.llc_checkpoints >= 0, "llc_checkpoints must be >= 0")
-        need(self.learning_rate > 0 and self.llc_step_size > 0, "step sizes must be > 0")
+                raise ConfigError(message)
 
     @classmethod
     def quick(cls) -> dict:
@@ -96,7 +90,7 @@ class InductionConfig(ExperimentConfig):
             "steps": 800,
             "learning_rate": 0.03,
             "checkpoints": 22,
-            "seeds": 4,
+            "seeds": 3,
             "x64": False,
             "held_out": 512,
             "predictor_sequences": 8192,
@@ -108,76 +102,55 @@ class InductionConfig(ExperimentConfig):
             "llc_batch_size": 32,
         }
 
-    @property
-    def task(self) -> ind.InContextMarkov:
-        return ind.InContextMarkov(
-            states=self.states, length=self.length, concentration=self.concentration
-        )
-
     def model(self, key) -> ind.AttentionOnlyTransformer:
         return ind.AttentionOnlyTransformer(
             key=key, states=self.states, length=self.length, width=self.width, layers=self.layers
         )
 
 
-def _register(fn):
-    return register_experiment(
-        NAME,
-        InductionConfig,
-        "two-layer attention-only transformer on in-context Markov chains: stages, heads, LLC",
-        title="Induction heads on in-context Markov chains",
-        docs="induction.md#experiment",
-        paper=True,
-    )(fn)
-
-
-@_register
+@register_experiment(
+    NAME,
+    InductionConfig,
+    "two-layer attention-only transformer on in-context Markov chains: stages, heads, LLC",
+    title="Induction heads on in-context Markov chains",
+    docs="induction.md#experiment",
+    paper=True,
+)
 def run_induction(c: InductionConfig, run: Run) -> None:
     """Train the seeds (one sweep), decide the stage claims, estimate the LLC along training."""
-    task = c.task
+    task = ind.InContextMarkov(states=c.states, length=c.length, concentration=c.concentration)
     k_held, k_uni, k_bi, k_llc = jax.random.split(jax.random.key(c.seed + 10_000), 4)
     held = task.sample(k_held, c.held_out)
     steps = ind.checkpoint_steps(c.steps, c.checkpoints)
-    _, unravel = jax.flatten_util.ravel_pytree(
-        eqx.filter(c.model(jax.random.key(0)), eqx.is_inexact_array)
-    )
 
     def member(params, key):
         k_model, k_train = jax.random.split(key)
-        optimiser = optax.adam(params["learning_rate"])
         _, traj = ind.train(
             c.model(k_model),
             task,
-            optimiser,
+            optax.adam(params["learning_rate"]),
             key=k_train,
             checkpoints=steps,
             batch_size=c.batch_size,
             held_out=held,
         )
-        flat = jax.vmap(
-            lambda m: jax.flatten_util.ravel_pytree(eqx.filter(m, eqx.is_inexact_array))[0]
-        )(traj.models)
-        return {
-            "sequence_loss": traj.sequence_loss,
-            "previous_token": traj.previous_token,
-            "induction": traj.induction,
+        out = {k: getattr(traj, k) for k in ("sequence_loss", "previous_token", "induction")}
+        return out | {
             "induction_baseline": traj.induction_baseline,
-            "weights": flat,
+            "weights": jax.vmap(_llc.flat_weights)(traj.models),
         }
 
-    grid = Grid.product({"learning_rate": [c.learning_rate]}, seeds=c.seeds, base_seed=c.seed)
-    layer_names = np.array([f"layer {i + 1}" for i in range(c.layers)])
     result = run.sweep(
         "train",
         member,
-        grid,
+        Grid.product({"learning_rate": [c.learning_rate]}, seeds=c.seeds, base_seed=c.seed),
         dims={
             "sequence_loss": ("step", "sequence"),
             "previous_token": ("step", "layer"),
             "induction": ("step", "layer"),
             "weights": ("step", "weight"),
         },
-        coords={"step": steps, "layer": layer_names},
+        coords={"step": steps, "layer": np.array([f"layer {i + 1}" for i in range(c.layers)])},
     )
     ok = result.ok()
     run.consistency(
@@ -189,78 +162,52 @@ def run_induction(c: InductionConfig, run: Run) -> None:
     seq_loss = result.outputs["sequence_loss"][ok]
     loss = seq_loss.mean(-1)
     loss_se = seq_loss.std(-1, ddof=1) / np.sqrt(seq_loss.shape[-1])
-    prev = result.outputs["previous_token"][ok]
-    induction = result.outputs["induction"][ok]
+    prev, induction = result.outputs["previous_token"][ok], result.outputs["induction"][ok]
     baseline = float(result.outputs["induction_baseline"][0])
 
-    # the Bayes predictors, independently of the network, on fresh sequences
-    uni, uni_se = (
-        float(v) for v in task.expected_loss(k_uni, task.unigram, sequences=c.predictor_sequences)
-    )
-    bi, bi_se = (
-        float(v) for v in task.expected_loss(k_bi, task.bigram, sequences=c.predictor_sequences)
-    )
-    lnk = float(np.log(c.states))
-    run.scalar("unigram_loss", uni)
-    run.scalar("bigram_loss", bi)
-    run.scalar("final_loss", float(loss[:, -1].mean()))
-    # the networks and the predictors on the same held-out sequences: the plateau band is the
+    # the Bayes predictors, independently of the network: their expected losses on fresh
+    # sequences, and their per-sequence losses on the held-out ones; the plateau band is the
     # standard error of the paired per-sequence difference (the held-out set's own sampling
-    # variation cancels); the fresh-sequence estimates above are the predictors' expected losses
-    held_np = np.asarray(held)
-
-    def held_out_losses(predictor):
-        p = np.asarray(predictor(held))[:, :-1]
-        return -np.log(np.take_along_axis(p, held_np[:, 1:, None], -1))[..., 0].mean(-1)
-
-    uni_seq, bi_seq = held_out_losses(task.unigram), held_out_losses(task.bigram)
-    for name, seq, mc, mc_se in (("unigram", uni_seq, uni, uni_se), ("bigram", bi_seq, bi, bi_se)):
+    # variation cancels)
+    predictors = {"unigram": (task.unigram, k_uni), "bigram": (task.bigram, k_bi)}
+    level, paired_se, expected = {}, {}, {}
+    for name, (predictor, key) in predictors.items():
+        mc, mc_se = task.expected_loss(key, predictor, sequences=c.predictor_sequences)
+        expected[name] = mc = float(mc)
+        seq = np.asarray(sequence_losses(jnp.log(predictor(held)), held))
+        level[name] = float(seq.mean())
+        paired_se[name] = (seq_loss - seq).std(-1, ddof=1) / np.sqrt(seq.size)
+        run.scalar(f"{name}_loss", mc)
         run.report(
             f"{name}_loss_on_held_out",
-            measured=float(seq.mean()),
+            measured=level[name],
             prediction=mc,
             note=f"the Bayes {name} predictor on the held-out sequences (prediction: its expected"
-            f" loss on fresh sequences, SE {mc_se:.2g}; held-out SE"
+            f" loss on fresh sequences, SE {float(mc_se):.2g}; held-out SE"
             f" {seq.std(ddof=1) / np.sqrt(seq.size):.2g})",
         )
-
-    def paired_se(seq):
-        return (seq_loss - seq).std(-1, ddof=1) / np.sqrt(seq.size)
-
-    kw = dict(confidence=c.confidence)
-    run.evidence(
-        "unigram_plateau",
-        ind.claims.loss_plateau(
-            steps,
-            loss,
-            paired_se(uni_seq),
-            level=float(uni_seq.mean()),
-            level_se=0.0,
-            alternatives=(lnk, float(bi_seq.mean())),
-            name="the in-context unigram predictor",
-            **kw,
-        ),
-    )
-    run.evidence(
-        "bigram_plateau",
-        ind.claims.loss_plateau(
-            steps,
-            loss,
-            paired_se(bi_seq),
-            level=float(bi_seq.mean()),
-            level_se=0.0,
-            alternatives=(float(uni_seq.mean()),),
-            name="the in-context bigram predictor",
-            **kw,
-        ),
-    )
+    run.scalar("final_loss", float(loss[:, -1].mean()))
+    lnk = float(np.log(c.states))
+    alternatives = {"unigram": (lnk, level["bigram"]), "bigram": (level["unigram"],)}
+    for name in predictors:
+        run.evidence(
+            f"{name}_plateau",
+            ind.claims.loss_plateau(
+                steps, loss, paired_se[name], level=level[name], level_se=0.0,
+                alternatives=alternatives[name], name=f"the in-context {name} predictor",
+                confidence=c.confidence,
+            ),
+        )  # fmt: skip
     run.evidence(
         "previous_token_head_first",
-        ind.claims.previous_token_head_first(steps, prev[:, :, 0], loss, start_level=uni),
+        ind.claims.previous_token_head_first(
+            steps, prev[:, :, 0], loss, start_level=expected["unigram"]
+        ),
     )
     if c.layers >= 2:
         run.evidence(
-            "induction_head", ind.claims.induction_head(induction[:, -1, 1], baseline, **kw)
+            "induction_head",
+            ind.claims.induction_head(induction[:, -1, 1], baseline, confidence=c.confidence),
         )
     run.report("previous_token_final", measured=prev[:, -1, 0])
     run.report(
@@ -271,155 +218,102 @@ def run_induction(c: InductionConfig, run: Run) -> None:
     )
 
     # stage boundaries and the LLC along training (seed 0)
-    leave, settle = ind.stage_boundaries(
+    bounds = ind.stage_boundaries(
         steps,
         loss[0],
-        paired_se(uni_seq)[0],
-        unigram=float(uni_seq.mean()),
+        paired_se["unigram"][0],
+        unigram=level["unigram"],
         unigram_se=0.0,
         confidence=c.confidence,
     )
     run.report(
         "stage_boundaries",
-        measured=[np.nan if b is None else int(steps[b]) for b in (leave, settle)],
+        measured=[np.nan if b is None else int(steps[b]) for b in bounds],
         note="steps where seed 0's loss leaves the unigram plateau and where it settles",
     )
-    llc_idx, llc, llc_se = _llc_along_training(
-        c, run, result.outputs["weights"][np.flatnonzero(ok)[0]], unravel, k_llc, (leave, settle)
+    idx = _llc.llc_checkpoints(steps, c.llc_checkpoints, bounds) if c.llc_checkpoints else ()
+    idx = np.asarray(idx, int)
+    llc, llc_se = _llc.llc_along_training(
+        c.model(jax.random.key(0)),
+        result.outputs["weights"][np.flatnonzero(ok)[0]][idx],
+        task.sample(jax.random.split(k_llc)[0], c.llc_sequences),
+        key=jax.random.split(k_llc)[1],
+        num_chains=c.llc_chains,
+        num_draws=c.llc_draws,
+        num_burnin=c.llc_burnin,
+        step_size=c.llc_step_size,
+        localization=c.llc_localization,
+        batch_size=c.llc_batch_size,
     )
-    boundaries = [b for b in (leave, settle) if b is not None]
-    if llc is None:
-        ev = Evidence(
-            "the LLC's trend changes at the stage boundaries",
-            2,
-            np.nan,
-            ErrorModel.standard_error(0.0, dof=None),
-            Verdict.inconclusive,
-            0.0,
-            "not run: llc_checkpoints = 0",
-        )
-    else:
-        ev = ind.claims.llc_trend_changes(
-            steps[llc_idx], llc, llc_se, [steps[b] for b in boundaries], **kw
-        )
-    run.evidence("llc_trend_changes", ev)
-    llc_steps = steps[llc_idx] if llc is not None else np.zeros(0, int)
+    if idx.size:
+        run.log(f"LLC at steps {steps[idx].tolist()}: " + ", ".join(f"{v:.3g}" for v in llc))
+    boundaries = [steps[b] for b in bounds if b is not None]
+    run.evidence(
+        "llc_trend_changes",
+        ind.claims.llc_trend_changes(steps[idx], llc, llc_se, boundaries, confidence=c.confidence),
+    )
     run.save_arrays(
         loss=loss,
         loss_se=loss_se,
-        llc=llc if llc is not None else np.zeros(0),
-        llc_se=llc_se if llc is not None else np.zeros(0),
+        llc=llc,
+        llc_se=llc_se,
         dims={
             "loss": ("seed", "step"),
             "loss_se": ("seed", "step"),
             "llc": ("llc_step",),
             "llc_se": ("llc_step",),
         },
-        coords={"seed": result.seeds[ok], "step": steps, "llc_step": llc_steps},
+        coords={"seed": result.seeds[ok], "step": steps, "llc_step": steps[idx]},
     )
     _figures.figures(
         run,
         steps,
         loss,
-        loss_se,
         prev,
         induction,
         baseline,
-        levels={
-            "ln k": lnk,
-            "unigram": (float(uni_seq.mean()), float(np.median(paired_se(uni_seq)))),
-            "bigram": (float(bi_seq.mean()), float(np.median(paired_se(bi_seq)))),
-        },
-        boundaries=[steps[b] for b in boundaries],
-        llc=None if llc is None else (steps[llc_idx], llc, llc_se),
+        levels={"ln k": lnk} | {k: (level[k], float(np.median(paired_se[k]))) for k in level},
+        boundaries=boundaries,
+        llc=(steps[idx], llc, llc_se) if idx.size else None,
         confidence=c.confidence,
     )
 
 
-def _llc_along_training(c, run, weights, unravel, key, boundaries):
-    """LLC estimates at ``llc_checkpoints`` checkpoints of one seed, evenly spaced in the
-    checkpoint index (log-spaced in steps) from the first checkpoint at 1% of training on:
-    earlier weights are far from any critical point of the loss. Every checkpoint between the
-    two stage boundaries is added, so that the middle stage has estimates of its own."""
-    if c.llc_checkpoints == 0:
-        return None, None, None
-    from ... import llc
+# Negative controls (tests/test_negative_controls.py): counterfactual curves on the checkpoints
+# of a 1000-step run, x = ln(1 + step); each must not say ``holds``.
+_STEPS = ind.checkpoint_steps(1000, 24).astype(float)
+_X = np.log1p(_STEPS)
 
-    n_cp = weights.shape[0]
-    first = int(np.searchsorted(ind.checkpoint_steps(c.steps, c.checkpoints), c.steps / 100))
-    idx = np.round(np.linspace(first, n_cp - 1, c.llc_checkpoints)).astype(int)
-    leave, settle = boundaries
-    if leave is not None:
-        idx = np.concatenate([idx, np.arange(leave, n_cp if settle is None else settle + 1)])
-    idx = np.unique(idx)
-    k_data, k_chain = jax.random.split(key)
-    data = (c.task.sample(k_data, c.llc_sequences),)
-    template = c.model(jax.random.key(0))
-    loss_fn = lambda m, batch: ind.next_token_loss(m, batch[0])
-    est_llc, est_se = [], []
-    for j, i in enumerate(idx):
-        model = eqx.combine(
-            unravel(jnp.asarray(weights[i])),
-            eqx.filter(template, eqx.is_inexact_array, inverse=True),
-        )
-        est = llc.estimate_llc(
-            loss_fn,
-            model,
-            data,
-            key=jax.random.fold_in(k_chain, j),
-            num_chains=c.llc_chains,
-            num_draws=c.llc_draws,
-            num_burnin=c.llc_burnin,
-            step_size=c.llc_step_size,
-            localization=c.llc_localization,
-            batch_size=c.llc_batch_size,
-        )
-        est_llc.append(float(est.llc))
-        est_se.append(float(est.stderr))
-    run.log(
-        f"LLC at steps {ind.checkpoint_steps(c.steps, c.checkpoints)[idx].tolist()}: "
-        + ", ".join(f"{v:.3g}" for v in est_llc)
-    )
-    return idx, np.array(est_llc), np.array(est_se)
+
+def _sigmoid(center, width):
+    return 1 / (1 + np.exp(-(_X - center) / width))
 
 
 @negative_control(NAME, "unigram_plateau")
 def _no_unigram_stage():
     """A loss that falls from ln k to the bigram level in one step never pauses at unigram."""
-    steps = ind.checkpoint_steps(1000, 24).astype(float)
-    x = np.log1p(steps)
-    curve = 0.95 + (np.log(3) - 0.95) / (1 + np.exp(-(4.0 - x) / 0.3))
-    loss = np.stack([curve, curve])
+    loss = np.stack([0.95 + (np.log(3) - 0.95) * _sigmoid(4.0, -0.3)] * 2)
     return ind.claims.loss_plateau(
-        steps,
-        loss,
-        np.full_like(loss, 0.004),
-        level=1.04,
-        level_se=0.002,
+        _STEPS, loss, np.full_like(loss, 0.004), level=1.04, level_se=0.002,
         alternatives=(np.log(3), 0.95),
-    )
+    )  # fmt: skip
 
 
 @negative_control(NAME, "bigram_plateau")
 def _settles_above():
     """A loss that settles above the bigram loss (what a model unable to reach it shows)."""
-    steps = ind.checkpoint_steps(1000, 24).astype(float)
-    x = np.log1p(steps)
-    curve = 0.99 + (1.04 - 0.99) / (1 + np.exp(-(5.0 - x) / 0.15))
-    loss = np.stack([curve, curve])
+    loss = np.stack([0.99 + 0.05 * _sigmoid(5.0, -0.15)] * 2)
     return ind.claims.loss_plateau(
-        steps, loss, np.full_like(loss, 0.004), level=0.95, level_se=0.002, alternatives=(1.04,)
+        _STEPS, loss, np.full_like(loss, 0.004), level=0.95, level_se=0.002, alternatives=(1.04,)
     )
 
 
 @negative_control(NAME, "previous_token_head_first")
 def _head_after_the_fall():
     """The previous-token score rising a factor 4 in steps after the loss has fallen."""
-    steps = ind.checkpoint_steps(1000, 24).astype(float)
-    x = np.log1p(steps)
-    loss = 0.95 + 0.09 / (1 + np.exp(-(5.0 - x) / 0.15)) + 0.06 / (1 + np.exp(-(2.0 - x) / 0.15))
-    prev = 0.1 + 0.6 / (1 + np.exp(-(x - 5.0 - np.log(4.0)) / 0.2))
-    return ind.claims.previous_token_head_first(steps, prev[None], loss[None], start_level=1.04)
+    loss = 0.95 + 0.09 * _sigmoid(5.0, -0.15) + 0.06 * _sigmoid(2.0, -0.15)
+    prev = 0.1 + 0.6 * _sigmoid(5.0 + np.log(4.0), 0.2)
+    return ind.claims.previous_token_head_first(_STEPS, prev[None], loss[None], start_level=1.04)
 
 
 @negative_control(NAME, "induction_head")
@@ -431,7 +325,5 @@ def _content_blind():
 @negative_control(NAME, "llc_trend_changes")
 def _steady_llc():
     """An LLC with one steady trend in ln(step): no kink to find."""
-    rng = np.random.default_rng(0)
-    steps = ind.checkpoint_steps(1000, 24)[1:].astype(float)
-    llc = 3 + 0.5 * np.log1p(steps) + 0.05 * rng.normal(size=steps.size)
-    return ind.claims.llc_trend_changes(steps, llc, np.full(steps.size, 0.05), steps[[8, 15]])
+    llc = 3 + 0.5 * _X[1:] + 0.05 * np.random.default_rng(0).normal(size=_X.size - 1)
+    return ind.claims.llc_trend_changes(_STEPS[1:], llc, np.full(llc.size, 0.05), _STEPS[[9, 16]])

@@ -9,14 +9,7 @@ from scipy import stats
 from ...plotting import new_figure
 
 
-def _marks(ax, boundaries):
-    for b in boundaries:
-        ax.axvline(max(b, 1), color="0.6", ls=":", lw=1)
-
-
-def figures(
-    run, steps, loss, loss_se, prev, induction, baseline, *, levels, boundaries, llc, confidence
-):
+def figures(run, steps, loss, prev, induction, baseline, *, levels, boundaries, llc, confidence):
     z = stats.norm.ppf(0.5 + confidence / 2)
     x = np.maximum(steps, 1)
     fig, axes = new_figure(2, 2, width=4.6, height=3.4)
@@ -26,59 +19,32 @@ def figures(
     ax.axhline(levels["ln k"], color="k", ls="--", lw=0.8, label="ln k (uniform)")
     for name, color in (("unigram", "tab:orange"), ("bigram", "tab:green")):
         level, se = levels[name]  # on the held-out sequences, with the paired SE
-        half = z * se
-        ax.axhspan(
-            level - half,
-            level + half,
-            color=color,
-            alpha=0.25,
-            label=f"{name} predictor, held-out (band)",
-        )
-    ax.set(
-        xscale="log",
-        xlabel="Adam step",
-        ylabel="cross-entropy (nats)",
-        ylim=(levels["bigram"][0] - 0.05, levels["ln k"] + 0.08),
-        title="loss and the Bayes predictors",
-    )
-    ax.legend(fontsize=7)
-    _marks(ax, boundaries)
-    ax = axes[0, 1]
-    for s in range(prev.shape[0]):
-        ax.plot(x, prev[s, :, 0], lw=1)
-    ax.axhline(0.5, color="0.5", ls="--", lw=0.8)
-    ax.set(
-        xscale="log",
-        xlabel="Adam step",
-        ylabel="mean A[t, t-1]",
-        ylim=(0, 1),
-        title="layer 1: previous-token score (c_G)",
-    )
-    _marks(ax, boundaries)
-    ax = axes[1, 0]
-    for s in range(induction.shape[0]):
-        ax.plot(x, induction[s, :, -1], lw=1)
-    ax.axhline(baseline, color="k", ls="--", lw=0.8, label="uniform attention")
-    ax.set(
-        xscale="log",
-        xlabel="Adam step",
-        ylabel="induction score",
-        ylim=(0, 1),
-        title=f"layer {induction.shape[-1]}: induction score",
-    )
-    ax.legend(fontsize=7)
-    _marks(ax, boundaries)
+        label = f"{name} predictor, held-out (band)"
+        ax.axhspan(level - z * se, level + z * se, color=color, alpha=0.25, label=label)
+    ax.set(ylim=(levels["bigram"][0] - 0.05, levels["ln k"] + 0.08), ylabel="cross-entropy (nats)")
+    ax.set_title("loss and the Bayes predictors")
+    panels = (
+        (axes[0, 1], prev[..., 0], 0.5, None, "mean A[t, t-1]",
+         "layer 1: previous-token score (c_G)"),
+        (axes[1, 0], induction[..., -1], baseline, "uniform attention", "induction score",
+         f"layer {induction.shape[-1]}: induction score"),
+    )  # fmt: skip
+    for ax, curves, ref, ref_label, ylabel, title in panels:
+        for curve in curves:
+            ax.plot(x, curve, lw=1)
+        ax.axhline(ref, color="0.4", ls="--", lw=0.8, label=ref_label)
+        ax.set(ylim=(0, 1), ylabel=ylabel, title=title)
     ax = axes[1, 1]
     if llc is not None:
         ls, lv, le = llc
         ax.errorbar(np.maximum(ls, 1), lv, yerr=z * le, fmt="o-", ms=3, capsize=2)
     else:
         ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
-    ax.set(
-        xscale="log",
-        xlabel="Adam step",
-        ylabel="LLC estimate (seed 0)",
-        title="local learning coefficient",
-    )
-    _marks(ax, boundaries)
+    ax.set(ylabel="LLC estimate (seed 0)", title="local learning coefficient")
+    for ax in axes.flat:
+        ax.set(xscale="log", xlabel="Adam step")
+        for b in boundaries:
+            ax.axvline(max(b, 1), color="0.6", ls=":", lw=1)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     run.save_figure(fig, "induction_head")

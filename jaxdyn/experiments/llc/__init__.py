@@ -1,27 +1,28 @@
-"""copy-head-llc: the LLC estimator calibrated against exact learning coefficients, the
-copy-head network's symmetries included (docs/llc.md, "Calibration").
+"""copy-head-llc: the LLC estimator against exact learning coefficients, the copy-head network's
+symmetries included, and the copy head's transition predicted from the LLC (docs/llc.md).
 
-Each problem (``_problems.py``) has a minimum w* and an exact lambda; the estimate
-(:func:`jaxdyn.llc.estimate_llc`) is judged against it with the chains' standard error plus
-the sampler's bias at the chosen step size and localisation (exact for the quadratic part of the
-loss, :func:`jaxdyn.llc.quadratic_llc`; for reduced-rank regression the step size's effect is
-measured by :func:`jaxdyn.llc.step_size_effect`), against the alternative a wrong theory gives
-(a wrong d, the regular count, the symmetries ignored).
+Each calibration problem (``jaxdyn.llc._problems``) has a minimum w* and an exact lambda; the
+estimate is judged against it with the chains' standard error plus the sampler's bias at the
+chosen step size and localisation (exact for the quadratic part of the loss,
+:func:`jaxdyn.llc.quadratic_llc`; for reduced-rank regression measured by
+:func:`jaxdyn.llc.step_size_effect`), against the value a wrong theory gives.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
 import numpy as np
 
-from ...llc import claims, estimate_llc, step_size_effect
-from ...runs import ExperimentConfig, Run, register_experiment
-from . import _controls as _controls, _problems, _transition
+from ...llc import _problems, _transition, claims, estimate_llc, step_size_effect
+from ...runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 
 __all__: list[str] = []
+
+NAME = "copy-head-llc"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -39,9 +40,7 @@ class LLCConfig(ExperimentConfig):
         step_size, localization: SGLD's eps (BlackJAX convention) and gamma.
         transition: the copy-head networks (head, L, V) whose transition is predicted from
             the LLC (docs/llc.md, "Copy-head transition"); empty records it as not run.
-        transition_points: P values per network, log-spaced over [0.8 P*, 1.3 P*] around the
-            reduced action's P* and rounded (the phases coexist as posterior modes only in a
-            narrow window at finite data).
+        transition_points: P values per network, log-spaced over [0.8 P*, 1.3 P*].
         transition_chains, transition_draws, transition_burnin, transition_step_size: the LLC
             estimates at the posterior modes (localisation ``localization``).
     """
@@ -71,28 +70,20 @@ class LLCConfig(ExperimentConfig):
     transition_step_size: float = 1e-3
 
     def validate(self) -> None:
-        for name in ("regression_d", "regression_samples", "L", "V", "P", "num_draws"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.num_chains < 2:
-            raise ValueError(f"num_chains must be >= 2, got {self.num_chains}")
-        if not self.n > 1:
-            raise ValueError(f"n must be > 1, got {self.n}")
-        if not (self.step_size > 0 and self.localization >= 0):
-            raise ValueError("step_size must be > 0 and localization >= 0")
-        for h in self.heads:
-            if h not in ("linear", "softmax"):
-                raise ValueError(f"heads must be 'linear' or 'softmax', got {h!r}")
-        for head, L, V in self.transition:
-            if head not in ("linear", "softmax") or L < 2 or V < 2:
-                raise ValueError(
-                    f"transition entries are (head, L >= 2, V >= 2), got {(head, L, V)}"
-                )
-        if self.transition_points < 2 or self.transition_chains < 2:
-            raise ValueError("transition_points and transition_chains must be >= 2")
-        for t in self.rrr:
-            if len(t) != 4 or min(t[:3]) < 1 or not 0 <= t[3] <= min(t[:3]):
-                raise ValueError(f"rrr entries are (M, N, H, r) with 0 <= r <= min(M, N, H): {t}")
+        sizes = (self.regression_d, self.regression_samples, self.L, self.V, self.P)
+        rrr_ok = all(min(t[:3]) >= 1 and 0 <= t[3] <= min(t[:3]) for t in self.rrr)
+        heads = {*self.heads, *(t[0] for t in self.transition)} <= {"linear", "softmax"}
+        for ok, message in (
+            (min(*sizes, self.num_draws) >= 1, "sizes and num_draws must be >= 1"),
+            (self.num_chains >= 2 and self.n > 1, "need num_chains >= 2 and n > 1"),
+            (self.step_size > 0 and self.localization >= 0, "need step_size > 0, gamma >= 0"),
+            (heads, "heads are 'linear' or 'softmax'"),
+            (all(min(t[1:]) >= 2 for t in self.transition), "transition L and V must be >= 2"),
+            (min(self.transition_points, self.transition_chains) >= 2, "transition sizes >= 2"),
+            (rrr_ok, "rrr entries are (M, N, H, r) with 0 <= r <= min(M, N, H)"),
+        ):
+            if not ok:
+                raise ConfigError(message)
 
     @classmethod
     def quick(cls) -> dict:
@@ -122,30 +113,14 @@ def _judge(run: Run, name: str, problem, est, *, bias: float, basis: str) -> Non
     )
     base, _, index = name.partition("[")
     label = base + ("_" + index.rstrip("]") if index else "")
-    run.scalar(f"{label}_llc", float(est.llc))
-    run.scalar(f"{label}_stderr", float(est.stderr))
-    run.scalar(f"{label}_pull_fraction", float(est.pull_fraction))
+    for what in ("llc", "stderr", "pull_fraction"):
+        run.scalar(f"{label}_{what}", float(getattr(est, what)))
     run.consistency(f"{label}_chains_finite", expected=0, measured=int(est.diverged))
 
 
-def _estimate(config: LLCConfig, problem, key):
-    return estimate_llc(
-        problem.loss_fn,
-        problem.w_star,
-        problem.data,
-        key=key,
-        n=config.n,
-        num_chains=config.num_chains,
-        num_draws=config.num_draws,
-        num_burnin=config.num_burnin,
-        step_size=config.step_size,
-        localization=config.localization,
-    )
-
-
-def _copy_head_transition(config: LLCConfig, run: Run, key) -> None:
+def _copy_head_transition(c: LLCConfig, run: Run, key) -> None:
     """The copy head's transition predicted from the LLC against the reduced action's P*."""
-    if not config.transition:
+    if not c.transition:
         run.not_run(
             "free_energy_transition",
             "the phase with the lower n L_n + lambda ln n wins: its P* is the exact P*",
@@ -153,75 +128,55 @@ def _copy_head_transition(config: LLCConfig, run: Run, key) -> None:
             why="two posterior modes, their Laplace determinants and two LLC estimates per P",
         )
         return
-    for k, (head, L, V) in enumerate(config.transition):
-        tag = f"{head}_L{L}_V{V}"
-        P_exact, order = _transition.exact_transition(head, L, V, 1.0, 1e3)
-        run.scalar(f"transition_{tag}_P_exact", P_exact)
-        if not np.isfinite(P_exact):
-            run.evidence(
-                f"free_energy_transition[{tag}]",
-                claims.free_energy_transition(
-                    f"free_energy_transition[{tag}]",
-                    predicted=np.nan,
-                    exact=np.nan,
-                    alternatives=(np.nan,),
-                    correction=0.0,
-                    stderr=np.nan,
-                ),
-            )
-            continue
-        Ps = np.unique(
-            np.round(np.geomspace(0.8 * P_exact, 1.3 * P_exact, config.transition_points)).astype(
-                int
-            )
-        )
-        posterior = _transition.posterior(head)
-        points = _transition.measure(
-            posterior,
+    for k, (head, L, V) in enumerate(c.transition):
+        tag, name = f"{head}_L{L}_V{V}", f"free_energy_transition[{head}_L{L}_V{V}]"
+        tr = _transition.copy_head_transition(
+            head,
             L,
             V,
-            Ps,
             key=jax.random.fold_in(key, k),
-            P_max=int(Ps[-1]),
-            start_gap=2 * math.log(L) if head == "softmax" else float(L),
-            num_chains=config.transition_chains,
-            num_draws=config.transition_draws,
-            num_burnin=config.transition_burnin,
-            step_size=config.transition_step_size,
-            localization=config.localization,
+            points=c.transition_points,
+            localization=c.localization,
+            num_chains=c.transition_chains,
+            num_draws=c.transition_draws,
+            num_burnin=c.transition_burnin,
+            step_size=c.transition_step_size,
         )
-        pred = _transition.predicted_transitions(points)
-        lam = np.array([p.llc for p in points])
-        swapped = _transition.predicted_transitions(points, llc=lam[:, ::-1])
-        correction = abs(pred["ln_P_laplace"] - pred["ln_P_llc"])
+        run.scalar(f"transition_{tag}_P_exact", tr.P_exact)
+        pred = tr.predicted or dict.fromkeys(("ln_P_llc", "ln_P_loss", "stat_stderr"), np.nan)
         run.evidence(
-            f"free_energy_transition[{tag}]",
+            name,
             claims.free_energy_transition(
-                f"free_energy_transition[{tag}]",
+                name,
                 predicted=pred["ln_P_llc"],
-                exact=math.log(P_exact),
-                alternatives=(pred["ln_P_loss"], swapped["ln_P_llc"]),
-                correction=correction if np.isfinite(correction) else math.inf,
+                exact=math.log(tr.P_exact) if np.isfinite(tr.P_exact) else np.nan,
+                alternatives=(pred["ln_P_loss"], tr.swapped.get("ln_P_llc", np.nan)),
+                correction=tr.correction if tr.predicted else 0.0,
                 stderr=pred["stat_stderr"],
                 basis=(
                     "finite-n correction: the Laplace free energy of the exact G-marginal "
                     "(O(1) terms kept) crossing minus the LLC crossing; alternatives: the loss "
-                    f"alone, the LLC terms swapped; exact: reduced action ({order} order)"
+                    f"alone, the LLC terms swapped; exact: reduced action ({tr.order} order)"
                 ),
             ),
         )
-        for name in ("ln_P_llc", "ln_P_loss", "ln_P_laplace", "stat_stderr"):
-            run.scalar(f"transition_{tag}_{name}", float(pred[name]))
+        if not tr.points:
+            continue
+        for what in ("ln_P_llc", "ln_P_loss", "ln_P_laplace", "stat_stderr"):
+            run.scalar(f"transition_{tag}_{what}", float(pred[what]))
         fields = ("energy", "llc", "llc_stderr", "laplace", "copy_weight")
         run.save_arrays(
             dims={f"transition_{tag}_{v}": (f"P_{tag}", "phase") for v in fields},
-            coords={f"P_{tag}": Ps, "phase": np.array(["pool", "copy"])},
-            **{f"transition_{tag}_{v}": np.array([getattr(p, v) for p in points]) for v in fields},
+            coords={f"P_{tag}": tr.Ps, "phase": np.array(["pool", "copy"])},
+            **{
+                f"transition_{tag}_{v}": np.array([p._asdict()[v] for p in tr.points])
+                for v in fields
+            },
         )
 
 
 @register_experiment(
-    "copy-head-llc",
+    NAME,
     LLCConfig,
     "LLC estimator vs exact learning coefficients (regression, RRR, copy-head symmetries) and "
     "the copy head's transition predicted from the LLC",
@@ -229,29 +184,29 @@ def _copy_head_transition(config: LLCConfig, run: Run, key) -> None:
     title="Learning coefficients against exact answers",
     docs="llc.md#calibration",
 )
-def run_llc(config: LLCConfig, run: Run) -> None:
+def run_llc(c: LLCConfig, run: Run) -> None:
     """copy-head-llc: calibrate the LLC estimator against exact learning coefficients."""
-    keys = jax.random.split(jax.random.key(config.seed), 8)
-    beta = 1.0 / math.log(config.n)
+    keys = jax.random.split(jax.random.key(c.seed), 8)
+    sampler = dict(num_chains=c.num_chains, num_draws=c.num_draws, localization=c.localization)
     quad = "quadratic-expansion bias at this eps and gamma (jaxdyn.llc.quadratic_llc)"
 
+    def quadratic_bias(problem, est):
+        return _problems.sampler_bias(
+            problem, n=est.n, beta=est.beta, step_size=est.step_size, localization=est.localization
+        )
+
     # (a) a regular model: least squares with d parameters, lambda = d / 2.
-    lr = _problems.linear_regression(keys[0], config.regression_d, config.regression_samples)
+    lr = _problems.linear_regression(keys[0], c.regression_d, c.regression_samples)
     est = estimate_llc(
         lr.loss_fn,
         lr.w_star,
         lr.data,
         key=keys[1],
-        num_chains=config.num_chains,
-        num_draws=config.num_draws,
-        num_burnin=config.num_burnin,
-        step_size=config.step_size * 10,
-        localization=config.localization,
+        num_burnin=c.num_burnin,
+        step_size=c.step_size * 10,
+        **sampler,
     )
-    bias = _problems.sampler_bias(
-        lr, n=est.n, beta=est.beta, step_size=est.step_size, localization=est.localization
-    )
-    _judge(run, "regression_d_over_2", lr, est, bias=bias, basis=quad)
+    _judge(run, "regression_d_over_2", lr, est, bias=quadratic_bias(lr, est), basis=quad)
     run.evidence("regression_stationary", claims.stationary(est))
     run.save_arrays(
         dims={"regression_loss_trace": ("chain", "draw")},
@@ -259,47 +214,85 @@ def run_llc(config: LLCConfig, run: Run) -> None:
     )
 
     # (c) the copy-head network: its symmetries remove directions from d / 2.
-    for i, head in enumerate(config.heads):
-        pr = _problems.copy_head_network(keys[2 + i], head, config.L, config.V, config.P)
+    for i, head in enumerate(c.heads):
+        pr = _problems.copy_head_network(keys[2 + i], head, c.L, c.V, c.P)
         run.consistency(
             f"copy_head_hessian_flat_directions_{head}",
             expected=pr.removed,
             measured=_problems.flat_directions(pr.hessian),
             basis="Hessian eigenvalues below 1e-8 of the largest count the symmetry's directions",
         )
-        est = _estimate(config, pr, keys[4 + i])
-        bias = _problems.sampler_bias(
-            pr,
-            n=config.n,
-            beta=beta,
-            step_size=config.step_size,
-            localization=config.localization,
+        est = estimate_llc(
+            pr.loss_fn,
+            pr.w_star,
+            pr.data,
+            key=keys[4 + i],
+            n=c.n,
+            num_burnin=c.num_burnin,
+            step_size=c.step_size,
+            **sampler,
         )
-        _judge(run, f"copy_head_symmetries[{head}]", pr, est, bias=bias, basis=quad)
+        _judge(
+            run, f"copy_head_symmetries[{head}]", pr, est, bias=quadratic_bias(pr, est), basis=quad
+        )
 
     # (b) reduced-rank regression: Aoyagi's lambda at the most singular true point, against the
     # regular count; at a generic true point the codimension of the true set, against Aoyagi.
     step_basis = "step size's effect: estimate at eps minus eps / 2, plus two of its SE"
-    for j, (M, N, H, r) in enumerate(config.rrr):
+    for j, (M, N, H, r) in enumerate(c.rrr):
         for singular, check in ((True, "rrr_aoyagi"), (False, "rrr_generic_point")):
-            pr = _problems.reduced_rank(
-                jax.random.fold_in(keys[6], j), M, N, H, r, 64, singular=singular
-            )
+            key = jax.random.fold_in(keys[6], j)
+            pr = _problems.reduced_rank(key, M, N, H, r, 64, singular=singular)
             eff = step_size_effect(
                 pr.loss_fn,
                 pr.w_star,
                 pr.data,
                 key=jax.random.fold_in(keys[7], 2 * j + singular),
-                n=config.n,
-                num_chains=config.num_chains,
-                num_draws=config.num_draws,
-                num_burnin=2 * config.num_burnin,
-                step_size=config.step_size / 2,
-                localization=config.localization,
+                n=c.n,
+                num_burnin=2 * c.num_burnin,
+                step_size=c.step_size / 2,
+                **sampler,
             )
             bias = abs(float(eff.bias)) + 2 * float(eff.bias_stderr)
-            name = f"{check}[M{M}_N{N}_H{H}_r{r}]"
-            _judge(run, name, pr, eff.fine, bias=bias, basis=step_basis)
+            _judge(run, f"{check}[M{M}_N{N}_H{H}_r{r}]", pr, eff.fine, bias=bias, basis=step_basis)
             run.scalar(f"{check}_M{M}_N{N}_H{H}_r{r}_coarse_llc", float(eff.coarse.llc))
 
-    _copy_head_transition(config, run, jax.random.fold_in(keys[7], 10_000))
+    _copy_head_transition(c, run, jax.random.fold_in(keys[7], 10_000))
+
+
+# Negative controls: the same decision on an estimate at the wrong theory's value, which must
+# not say ``holds`` (tests/test_negative_controls.py runs them). Per check: (exact, the
+# alternatives, the wrong theory's estimate, its SE, chains, bias, what is wrong).
+_WRONG = {
+    "regression_d_over_2": (2.0, (1.5, 2.5), 2.5, 0.03, 16, 0.01, "one parameter more (d = 4)"),
+    "copy_head_symmetries": (7.5, (9.0,), 9.0, 0.15, 16, 0.05, "the gauge ignored: d / 2"),
+    "rrr_aoyagi": (4.0, (9.0,), 9.0, 0.1, 32, 0.2, "(3, 3, 3, 1) at the regular count 9"),
+    "rrr_generic_point": (4.5, (4.0, 9.0), 4.0, 0.03, 32, 0.1, "Aoyagi's 4 at a generic point"),
+}
+
+
+for _check, (_exact, _alts, _value, _se, _chains, _bias, _why) in _WRONG.items():
+    negative_control(NAME, _check)(
+        functools.partial(
+            claims.learning_coefficient, _check, prediction=_exact, alternatives=_alts,
+            value=_value, stderr=_se, num_chains=_chains, bias=_bias, basis=_why,
+        )
+    )  # fmt: skip
+
+
+@negative_control(NAME, "regression_stationary")
+def _drifting_chains():
+    from types import SimpleNamespace
+
+    est = SimpleNamespace(llc=2.0, half_drift=0.6, half_drift_stderr=0.05, num_chains=16)
+    return claims.stationary(est)
+
+
+@negative_control(NAME, "free_energy_transition")
+def _swapped_llc_terms():
+    # the decision with the two phases' LLC terms exchanged taken as the prediction (P* = 20)
+    exact = math.log(20.0)
+    return claims.free_energy_transition(
+        "free_energy_transition", predicted=exact + 0.9, exact=exact,
+        alternatives=(exact + 0.03,), correction=0.05, stderr=0.02,
+    )  # fmt: skip

@@ -28,8 +28,8 @@ import numpy as np
 import optax
 import scipy.optimize
 
-from ... import copyhead as ch
-from ...llc import estimate_llc
+from .. import copyhead as ch
+from ._estimate import estimate_llc
 
 
 class PhaseMode(NamedTuple):
@@ -282,3 +282,39 @@ def exact_transition(head: str, L: int, V: int, P_min: float, P_max: float) -> t
     _, _, info = ch.locate_transition(model, P_min, P_max, 40)
     star = info["P_star"]
     return (math.nan if star is None else float(star)), str(info["transition_order"].name)
+
+
+class Transition(NamedTuple):
+    """The free-energy prediction of one network's transition against the reduced action's."""
+
+    P_exact: float  # the reduced action's P* (nan when it has none in [1, 1e3])
+    order: str  # its transition order
+    Ps: np.ndarray  # the P measured
+    points: list  # a PhasePoint per P
+    predicted: dict  # predicted_transitions(points)
+    swapped: dict  # the same with the two phases' LLC terms exchanged
+    correction: float  # |Laplace crossing - LLC crossing| in ln P* (inf when either is missing)
+
+
+def copy_head_transition(
+    head: str, L: int, V: int, *, key, points: int, localization: float, **estimate
+) -> Transition:
+    """Both phases measured at ``points`` P log-spaced over [0.8 P*, 1.3 P*] around the reduced
+    action's P* (rounded: the phases coexist as posterior modes only in a narrow window at
+    finite data) and the crossings predicted from them; ``estimate``: ``num_chains``,
+    ``num_draws``, ``num_burnin``, ``step_size`` of each LLC estimate."""
+    P_exact, order = exact_transition(head, L, V, 1.0, 1e3)
+    if not np.isfinite(P_exact):
+        return Transition(P_exact, order, np.zeros(0, int), [], {}, {}, math.inf)
+    Ps = np.unique(np.round(np.geomspace(0.8 * P_exact, 1.3 * P_exact, points)).astype(int))
+    start_gap = 2 * math.log(L) if head == "softmax" else float(L)
+    pts = measure(
+        posterior(head), L, V, Ps, key=key, P_max=int(Ps[-1]), start_gap=start_gap,
+        localization=localization, **estimate,
+    )  # fmt: skip
+    pred = predicted_transitions(pts)
+    swapped = predicted_transitions(pts, llc=np.array([p.llc for p in pts])[:, ::-1])
+    correction = abs(pred["ln_P_laplace"] - pred["ln_P_llc"])
+    return Transition(
+        P_exact, order, Ps, pts, pred, swapped, correction if np.isfinite(correction) else math.inf
+    )

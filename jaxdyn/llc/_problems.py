@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ... import copyhead as ch
-from ...llc import quadratic_llc, reduced_rank_rlct
+from .. import copyhead as ch
+from ._exact import quadratic_llc, reduced_rank_rlct
 
 
 class Problem(NamedTuple):

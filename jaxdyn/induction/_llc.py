@@ -1,0 +1,57 @@
+"""The local learning coefficient along training (induction.md, "LLC along training"):
+devinterp's account of in-context learning reads the stages off where the LLC's trend changes.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+import numpy as np
+
+from ..llc import estimate_llc
+from ._train import next_token_loss
+
+
+def flat_weights(model) -> jax.Array:
+    """The model's floating-point arrays as one vector (what a sweep member returns)."""
+    return jax.flatten_util.ravel_pytree(eqx.filter(model, eqx.is_inexact_array))[0]
+
+
+def llc_checkpoints(steps, count: int, boundaries) -> np.ndarray:
+    """``count`` checkpoint indices evenly spaced in the index (log-spaced in steps) from the
+    first checkpoint at 1% of training on (earlier weights are far from any critical point of
+    the loss), plus every checkpoint between the two stage boundaries ``(leave, settle)``
+    (indices, ``None`` where not seen), so that the middle stage has estimates of its own."""
+    steps = np.asarray(steps)
+    first = int(np.searchsorted(steps, steps[-1] / 100))
+    idx = np.round(np.linspace(first, steps.size - 1, count)).astype(int)
+    leave, settle = boundaries
+    if leave is not None:
+        idx = np.concatenate([idx, np.arange(leave, steps.size if settle is None else settle + 1)])
+    return np.unique(idx)
+
+
+def _batch_loss(model, batch):
+    return next_token_loss(model, batch[0])
+
+
+def llc_along_training(template, weights, tokens, *, key, **estimate) -> tuple:
+    """:func:`jaxdyn.llc.estimate_llc` of :func:`next_token_loss` on ``tokens`` (n counts
+    sequences) at each row of ``weights`` (:func:`flat_weights` of checkpoints of a model
+    shaped like ``template``); ``estimate`` its other keywords. Returns ``(llc, stderr)``."""
+    _, unravel = jax.flatten_util.ravel_pytree(eqx.filter(template, eqx.is_inexact_array))
+    static = eqx.filter(template, eqx.is_inexact_array, inverse=True)
+    out = []
+    for j, w in enumerate(np.asarray(weights)):
+        est = estimate_llc(
+            _batch_loss,
+            eqx.combine(unravel(jnp.asarray(w)), static),
+            (tokens,),
+            key=jax.random.fold_in(key, j),
+            **estimate,
+        )
+        out.append((float(est.llc), float(est.stderr)))
+    llc, se = np.array(out).reshape(-1, 2).T
+    return llc, se
