@@ -213,7 +213,8 @@ def experiments_table(results: Path = RESULTS) -> str:
             verdicts,
         )
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    notes = [record[key] for key in ("quick_new_entries", "full_new_entries") if key in record]
+    return "\n".join(lines + ["", *(f"- {note}" for note in notes)] if notes else lines)
 
 
 def _between(page: str, start: str, end: str, text: str) -> str:

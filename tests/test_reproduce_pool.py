@@ -162,11 +162,6 @@ def test_the_full_size_times_are_the_full_size_table_of_every_paper_experiment()
 
     table = {name: row["wall_s"] for name, row in _experiment_times()["full"].items()}
     assert FULL_WALL_S == table
-    # the two experiments beyond the papers are not yet timed at full size: their estimate is
-    # the median of the others until a run records its own time
-    assert set(FULL_WALL_S) == {e.name for e in list_experiments() if e.paper} - {
-        "copy-head-llc",
-        "induction-head",
-    }
+    assert set(FULL_WALL_S) == {e.name for e in list_experiments() if e.paper}
     names = sorted(FULL_WALL_S)
     assert longest_first(names, False, None)[0] == max(FULL_WALL_S, key=FULL_WALL_S.get)

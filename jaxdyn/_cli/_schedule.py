@@ -59,6 +59,7 @@ QUICK_WALL_S: dict[str, float] = {
 FULL_WALL_S: dict[str, float] = {
     "copy-head-adam": 213.8,
     "copy-head-adam-linear": 107.4,
+    "copy-head-llc": 1554.5,
     "copy-head-scaling": 52.6,
     "copy-head-sgld": 1241.6,
     "copy-head-sgld-linear": 103.4,
@@ -70,6 +71,7 @@ FULL_WALL_S: dict[str, float] = {
     "focus-dilution-lyapunov": 19.1,
     "focus-dilution-text": 1124.3,
     "focus-dilution-tinystories": 103.6,
+    "induction-head": 2346.9,
     "pde-blowup": 58.2,
     "pde-causal": 78.6,
     "pde-cone": 44.7,
