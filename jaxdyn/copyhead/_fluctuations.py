@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
@@ -44,3 +45,36 @@ def laplace_covariance(
     J = jax.jacobian(lambda g: observable(g.reshape(L, L)))(g0)
     solve = lambda b: jax.scipy.sparse.linalg.cg(hvp, b, tol=tol, maxiter=maxiter)[0]
     return J @ jax.vmap(solve)(J).T
+
+
+@eqx.filter_jit
+def _laplace_variance(posterior, stats, G, index: int):
+    from ._order import order_parameters
+
+    observable = lambda g: jnp.stack(order_parameters(posterior.attention(g)))[index][None]
+    return laplace_covariance(posterior, stats, G, observable)[0, 0]
+
+
+def precursor_fluctuations(posterior, L, V, P, seeds, ok, samples, modes, mode_G, index, P_max):
+    """Per chain (P, dataset seed ``seeds``; the dataset is :func:`padded_statistics` of the
+    first key of ``jax.random.split(jax.random.key(seed), 3)``, as a sweep member's): the mean
+    squared deviation of the ``samples`` of order parameter ``index`` (0: c_1, 1: c_G) from
+    the mode, and the Laplace variance at that mode (``mode_G``) on the same data.
+
+    Odd heads (A(-G) = -A(G)): the symmetric state G = 0 is exactly stationary and samples are
+    reported modulo the mirror, so the fluctuation is E[o^2] about o = 0 (mirror invariant)."""
+    import numpy as np
+
+    from ._heads import AbstractOddCopyHead
+    from ._task import padded_statistics
+
+    odd = isinstance(posterior.head, AbstractOddCopyHead)
+    ref = np.zeros(P.shape) if odd else modes
+    dev = np.nanmean((samples - ref[:, None]) ** 2, axis=1)
+    lap = np.full(P.shape, np.nan)
+    for i in np.flatnonzero(ok):
+        k_data = jax.random.split(jax.random.key(int(seeds[i])), 3)[0]
+        stats, _ = padded_statistics(k_data, L, V, P[i], P_max)
+        G = np.zeros((L, L)) if odd else mode_G[i]
+        lap[i] = float(_laplace_variance(posterior, stats, jnp.asarray(G), index))
+    return dev, lap

@@ -1,12 +1,13 @@
-"""copy-head-adam: networks trained by Adam to the joint MAP against the MAP theory.
+"""copy-head-adam, copy-head-adam-linear: networks trained by Adam to the joint MAP against
+the reduced MAP theory (``objective=Objective.map``), one body for either head.
 
 For each P (a ladder away from the transition, plus nested grids refined around it), seed
-(dataset) and start (small init / copy pattern): Adam on E(W, G). The run of the two starts
-with the lower energy is the network's MAP; each run's remaining optimisation error is its
-Newton estimate at the end point (:func:`jaxdyn.copyhead.newton_estimate`). Checked against the
-reduced action with ``objective=ch.Objective.map``: order parameters and population test loss
-away from the transition, the transition order from grid refinement of the trained networks,
-the test-loss jump, hysteresis between the starts, and the coverage of span{U, S}."""
+(dataset) and start (small init / copy pattern): Adam on E(W, G); the start with the lower
+energy is the network's MAP. Each run's remaining optimisation error is its Newton estimate
+at the end point, and its finite-P bias a refit on a bootstrap resample. Checked: order
+parameters and population test loss away from the transition, the transition order from grid
+refinement, the test-loss jump (first order) or its bounded fall (continuous), hysteresis
+between the starts, and the coverage of span{U, S}."""
 
 from __future__ import annotations
 
@@ -17,21 +18,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ...copyhead import _measure, _task
+from ...copyhead import _compare as cmp, _measure, _phase, _reduced, _task
+from ...copyhead._compare import NEWTON_SAFETY
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _figures
 from ._common import (
     SCORE_DIMS,
     NetworkConfig,
+    check_hysteresis,
     for_each_setting,
-    padded_statistics,
+    info_json,
     require,
+    require_at_least,
     require_positive,
     snug_sweep,
 )
-from ._network_checks import check_networks
-from ._networks import BOOTSTRAP_KEYS, NetworkAnalysis, optimiser_error
 
 ENERGY_EVERY = 10  # Adam steps between the recorded energies (the sweep's energy_trace)
 
@@ -44,12 +46,9 @@ class AdamConfig(NetworkConfig):
         refine_levels, refine_width: nested grids of 2^k intervals (k <= refine_levels) on
             [P_t / refine_width, P_t refine_width] around the MAP theory's transition P_t.
         fall_width: for a continuous theory, the same nested grids on [P_f / fall_width,
-            P_f fall_width] around the steepest fall P_f of the theory's test loss (the
-            crossover to copying, above the onset).
+            P_f fall_width] around the steepest fall P_f of the theory's test loss.
         steps, learning_rate, init_scale: Adam (cosine-decayed learning rate).
-        settings: the full size also runs at (L, V) = (16, 8) (L <= 16, V > L^{1/2}) and
-            (24, 4) (V < L^{1/2}), 4 datasets each: a power computation from the
-            per-dataset SD of quick runs there needs 3 for SE <= effect / 5
+        settings: the full size also runs at (L, V) = (16, 8) and (24, 4), 4 datasets each
             (copy_head.md, "Power").
     """
 
@@ -64,8 +63,7 @@ class AdamConfig(NetworkConfig):
 
     def validate(self) -> None:
         super().validate()
-        require(self.refine_levels >= 3, f"refine_levels must be >= 3, got {self.refine_levels}")
-        require(self.steps >= 10, f"steps must be >= 10, got {self.steps}")
+        require_at_least(refine_levels=(self.refine_levels, 3), steps=(self.steps, 10))
         require(
             self.refine_width > 1 and self.fall_width > 1,
             f"refine_width and fall_width must be > 1, got {self.refine_width}, {self.fall_width}",
@@ -83,23 +81,117 @@ class AdamConfig(NetworkConfig):
         }
 
 
-def run_adam(c: AdamConfig, run: Run) -> None:
-    """The experiment for either head (registered as copy-head-adam and copy-head-adam-linear)
-    at its (L, V) and at each of its further ``settings``."""
-    for_each_setting(c, run, _run_adam)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LinearAdamConfig(AdamConfig):
+    """:class:`AdamConfig` with linear attention and P around its onset."""
+
+    attention: str = "linear"
+    P_values: tuple[float, ...] = (4.0, 8.0, 64.0, 128.0, 256.0)
+
+    @classmethod
+    def quick(cls) -> dict:
+        return {**AdamConfig.quick(), "P_values": (6.0, 96.0)}
+
+
+@dataclasses.dataclass
+class Analysis:
+    """The MAP theory a network experiment is checked against, and its P grids: the
+    ``P_values``, nested grids ``refine_grid`` around the transition P_t and, for a
+    continuous theory, ``fall_grid`` around its steepest test-loss fall (with the theory's
+    loss there, ``fall_theory``)."""
+
+    config: AdamConfig
+    model: ch.AbstractReducedModel
+    diagram: object
+    info: dict
+    order: ch.TransitionOrder
+    P_t: float
+    refine_grid: np.ndarray
+    P_grid: np.ndarray
+    loss: tuple[np.ndarray, np.ndarray, np.ndarray]  # global, uniform branch, copy branch
+    fall_grid: np.ndarray
+    fall_theory: np.ndarray
+
+    @classmethod
+    def from_theory(cls, c: AdamConfig, run) -> Analysis:
+        model = c.reduced(c.attention, "map")
+        posterior = c.posterior(c.attention)
+        lo, hi = 0.5 * min(c.P_values), 2.0 * max(c.P_values)
+        diagram, _, info = _phase.transition_with_onset(model, lo, hi)
+        refined = ch.transition_order(model, lo, hi)
+        P_t = info["P_star"] or float(np.sqrt(refined.window[0] * refined.window[1]))
+        refine_grid = np.geomspace(
+            P_t / c.refine_width, P_t * c.refine_width, 2**c.refine_levels + 1
+        )
+        loss = tuple(
+            cmp.theory_test_loss(posterior, model, x, diagram.P, c.L, c.V)
+            for x in (diagram.x_global, diagram.x_up, diagram.x_down)
+        )
+        fall_grid = fall_theory = np.array([])
+        if refined.order is not ch.TransitionOrder.first:
+            fall_grid = cmp.fall_grid(diagram.P, loss[0], c.fall_width, c.refine_levels)
+            xs = np.stack([np.asarray(ch.global_minimum(model, p).x) for p in fall_grid])
+            fall_theory = cmp.theory_test_loss(posterior, model, xs, fall_grid, c.L, c.V)
+        P_grid = np.unique(np.concatenate([np.asarray(c.P_values, float), refine_grid, fall_grid]))
+        run.scalar(
+            "theory",
+            {
+                "objective": _reduced.objective_label(model.objective),
+                **info_json(info),
+                "order_from_refinement": refined.as_dict(),
+            },
+        )
+        arrays = dict(zip(("test_loss", "test_loss_up", "test_loss_down"), loss, strict=True))
+        arrays.update(P=diagram.P, x_global=diagram.x_global)
+        run.save_arrays(
+            **{f"theory.{k}": v for k, v in arrays.items()},
+            dims={f"theory.{k}": ("theory_P", "state")[: np.ndim(v)] for k, v in arrays.items()},
+            coords={"theory_P": diagram.P},
+        )
+        return cls(
+            c,
+            model,
+            diagram,
+            info,
+            refined.order,
+            P_t,
+            refine_grid,
+            P_grid,
+            loss,
+            fall_grid,
+            fall_theory,
+        )
+
+    @property
+    def first(self) -> bool:
+        return self.order is ch.TransitionOrder.first
+
+    def effect(self, key: str) -> float:
+        """The jump of ``key`` between the branches at P_t (first order), else its change."""
+        if key == "test_loss":
+            curve, up, down = self.loss
+        else:
+            tk = cmp.theory_key(self.model, key)
+            d = self.diagram
+            curve, up, down = d.order_global[tk], d.order_up[tk], d.order_down[tk]
+        return cmp.effect_size(self.diagram.P, self.P_t, self.first, up, down, curve)
+
+    def curves(self) -> dict:
+        d = self.diagram
+        keys = ("c_G", "delta") if isinstance(self.model, ch.SoftmaxReduced) else ("c_1", "c_G")
+        out = {k: (d.P, d.order_global[cmp.theory_key(self.model, k)]) for k in keys}
+        return {**out, "test_loss": (d.P, self.loss[0])}
 
 
 def _run_adam(c: AdamConfig, run: Run) -> None:
-    analysis = NetworkAnalysis.from_theory(c, c.reduced(c.attention, "map"), run)
+    a = Analysis.from_theory(c, run)
     posterior = c.posterior(c.attention)
-    copy_G = c.copy_scores(c.attention)
-    P_max = int(np.ceil(analysis.P_grid.max()))
-
     posterior_low = c.lowered(posterior)
+    copy_G = c.copy_scores(c.attention)
+    P_max = int(np.ceil(a.P_grid.max()))
 
     def fit(key, stats, G0, learning_rate):
-        # Adam in c.loop_dtype; the measurements and the Newton estimate of the end point's
-        # distance to the exact minimum in float64, so their bound covers the precision.
+        # Adam in c.loop_dtype; measurements and the Newton estimate in float64.
         p, trace = ch.train_map(
             key,
             posterior_low,
@@ -113,38 +205,35 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
         p = _task.cast_floating(p, stats.N.dtype)
         out = _measure.measure(posterior, p["G"], p["W"], stats)
         out["test_loss"] = _measure.population_test_loss(posterior, p["G"], p["W"], V=c.V)
-        out.update(optimiser_error(posterior, stats, p, V=c.V))
+        out.update(cmp.optimiser_error(posterior, stats, p, V=c.V))
         return p, trace, out
 
     def member(params, key):
         k_data, k_train = jax.random.split(key)
-        stats, (X, Y, w) = padded_statistics(k_data, c.L, c.V, params["P"], P_max)
-        G0 = params["start"] * copy_G
-        # One bootstrap resample of the same data, refitted from this fit's scores: the
-        # finite-P bias of the fit against the population (reduced) theory. The two fits run
-        # as the two steps of one scan, so the program holds one copy of the training loop.
+        stats, (X, Y, w) = _task.padded_statistics(k_data, c.L, c.V, params["P"], P_max)
+        # The fit, then a refit of one bootstrap resample of the same data from its scores
+        # (the finite-P bias against the population theory): two steps of one scan.
         k_resample, k_refit = jax.random.split(jax.random.fold_in(key, 1))
         boot = ch.copy_statistics(X, Y, _task.bootstrap_weights(k_resample, w))
 
         def fit_from(G_start, data):
-            k, s = data
-            p, trace, out = fit(k, s, G_start, params["learning_rate"])
+            p, trace, out = fit(*data, G_start, params["learning_rate"])
             return p["G"], (p["G"], trace, out)
 
-        both = jax.tree.map(lambda a, b: jnp.stack([a, b]), stats, boot)
+        both = jax.tree.map(lambda u, v: jnp.stack([u, v]), stats, boot)
+        G0 = params["start"] * copy_G
         _, (G, trace, outs) = jax.lax.scan(fit_from, G0, (jnp.stack([k_train, k_refit]), both))
         out = {k: v[0] for k, v in outs.items()}
-        out["G"] = G[0]
-        out["energy_trace"] = trace[0]
-        out.update({f"bootstrap_{k}": v[1] for k, v in outs.items() if k in BOOTSTRAP_KEYS})
+        out.update(G=G[0], energy_trace=trace[0])
+        out.update({f"bootstrap_{k}": v[1] for k, v in outs.items() if k in cmp.BOOTSTRAP_KEYS})
         return out
 
     grid = Grid.product(
-        {"P": analysis.P_grid, "start": [0.0, 1.0], "learning_rate": [c.learning_rate]},
+        {"P": a.P_grid, "start": [0.0, 1.0], "learning_rate": [c.learning_rate]},
         seeds=c.seeds,
         base_seed=c.seed,
     )
-    recorded = max(c.steps // ENERGY_EVERY, 1)  # train_map's energy trace: every ENERGY_EVERY
+    recorded = max(c.steps // ENERGY_EVERY, 1)
     result = snug_sweep(
         run,
         "adam",
@@ -155,27 +244,222 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
         coords={"step": ENERGY_EVERY * np.arange(1, recorded + 1)},
     )
     run.scalar("failed_members", result.n_failed())
-    check_networks(run, "adam", analysis, result)
-    keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
-    _figures.network_figures(
+    P, seeds, ok = result.params["P"], result.seeds, result.ok()
+    keep = cmp.select_lower_energy(P, seeds, result.masked("energy")) & ok
+    for key in (*c.keys(), "test_loss"):
+        _compare_away(run, a, result, keep, key)
+    _check_refinement(run, a, result, keep)
+    check_hysteresis(
         run,
         "adam",
-        result.params["P"],
-        result.ok(),
         result,
-        keys,
-        analysis.curves(),
-        result.n_failed(),
+        result.masked(c.transition_key()),
+        a.order,
+        a.info,
+        a.diagram.order_global["amplitude"],
+        c.window_margin,
+    )
+    copy_phase = keep & (P >= 2 * a.P_t)
+    if copy_phase.any():
+        A = jax.vmap(posterior.attention)(jnp.asarray(result.outputs["G"]))
+        per_dataset = [
+            float(ch.coverage(A[copy_phase & (seeds == s)])) for s in np.unique(seeds[copy_phase])
+        ]
+        run.evidence(
+            "adam_coverage_of_copy_span",
+            ch.claims.copy_span_coverage(
+                "span{U, S} captures the vast majority (>= 0.9) of the attention pattern's "
+                "non-uniform variance in the copy phase",
+                per_dataset,
+            ),
+            note=f"networks at P >= 2 P_t, per dataset {np.round(per_dataset, 4).tolist()}",
+        )
+    keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
+    _figures.network_figures(run, "adam", result, keys, a.curves())
+
+
+def _compare_away(run, a: Analysis, result, keep, key) -> None:
+    """The lower-energy runs at the ``P_values`` farther than ``exclusion_factor`` from P_t
+    against the theory's global minimum at each P. Each run's value is bias-corrected by its
+    bootstrap refit, 2 x - x_boot; tolerance: 99% t x SE over datasets + NEWTON_SAFETY x the
+    mean Newton estimate of the optimisation error (2 e + e_boot) + the reduced solver's
+    error on the theory; inconclusive unless SE <= effect / 5."""
+    c = a.config
+    P, seeds = result.params["P"], result.seeds
+    far = np.isin(P, np.asarray(c.P_values, float)) & keep
+    far &= np.abs(np.log(P / a.P_t)) > np.log(c.exclusion_factor)
+    Ps = np.unique(P[far])
+    raw, boot = result.masked(key), result.masked(f"bootstrap_{key}")
+    error = 2.0 * result.outputs[f"optimiser_error_{key}"]
+    error = error + result.outputs[f"bootstrap_optimiser_error_{key}"]
+    table = cmp.per_dataset(Ps, P, seeds, 2.0 * raw - boot, far)
+    at = lambda v, f: np.array([f(v[(P == p) & far]) for p in Ps])
+    se = np.array([cmp.standard_error(col) for col in table.T])
+    theory, solver = cmp.theory_at(c.posterior(c.attention), a.model, key, Ps, c.L, c.V)
+    opt, effect = at(error, cmp.optimiser_allowance), a.effect(key)
+    record = {
+        "P": Ps,
+        "uncorrected": at(raw, np.nanmean),
+        "bootstrap_bias": at(boot - raw, np.nanmean),
+        "corrected": np.nanmean(table, axis=0),
+        "se": se,
+        "theory": theory,
+        "optimiser_allowance": opt,
+        "theory_solver_error": solver,
+    }
+    prefix = f"adam.check_{key}"
+    run.save_arrays(
+        **{f"{prefix}_{k}": v for k, v in record.items()},
+        dims={f"{prefix}_{k}": (f"adam_check_{key}_P",) for k in record},
+        coords={f"adam_check_{key}_P": Ps},
+    )
+    record = {k: np.asarray(v).tolist() for k, v in record.items()}
+    record.update(effect=effect, se_over_effect=(se / effect).tolist(), datasets=len(table))
+    run.scalar(f"adam_{key}_vs_theory", record)
+    power = cmp.power_record(table, effect)
+    run.scalar(f"adam_{key}_power", power)
+    claim = f"trained networks' {key} equals the MAP theory's away from the transition"
+    evidence = ch.claims.matches_theory(
+        claim,
+        table,
+        theory,
+        np.full(theory.shape, effect),
+        bound=opt + solver,
+        basis="bootstrap-corrected (2 x - x_boot) per dataset; alternative: off by the effect "
+        f"to detect; bound: {NEWTON_SAFETY:g} x mean Newton estimate + the reduced solver's error",
+    )
+    run.evidence(
+        f"adam_{key}_matches_theory_away_from_transition",
+        ch.claims.powered(evidence, power),
+        note=f"P = {Ps.tolist()}; effect {effect:.4g}; SE/effect {np.round(se / effect, 3).tolist()}",
     )
 
 
-@register_experiment(
-    "copy-head-adam",
-    AdamConfig,
-    "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, theory",
-    title="Softmax networks trained by Adam to the MAP",
-    docs="copy_head.md#what-the-experiments-find",
-)
-def run_adam_softmax(config: AdamConfig, run: Run) -> None:
-    """copy-head-adam: Adam to the MAP of a softmax copy head."""
-    run_adam(config, run)
+def _check_refinement(run, a: Analysis, result, keep) -> None:
+    """The transition's order from grid refinement of the trained networks against the
+    theory's; the test-loss signature: its jump against the theory's drop between the same P
+    (first order), or its bounded fall (continuous: :func:`_check_loss_fall`)."""
+    c = a.config
+    P, seeds = result.params["P"], result.seeds
+    table = lambda grid, key: cmp.per_dataset(grid, P, seeds, result.masked(key), keep)
+    key, levels = c.transition_key(), c.refine_levels
+    refined = cmp.refinement(a.refine_grid, levels, table(a.refine_grid, key))
+    run.scalar("adam_order_from_refinement", refined.as_dict())
+    run.evidence(
+        "adam_transition_order_from_refinement",
+        ch.claims.transition_order(
+            f"trained networks: a {a.order.name}-order transition, as the theory", a.order, refined
+        ),
+        note=f"largest step of {key} between neighbouring P (median over datasets) vs "
+        "spacing on nested grids around P_t; expected: the same method on the theory",
+    )
+    loss = table(a.refine_grid, "test_loss")
+    if a.first:
+        errors = table(a.refine_grid, "optimiser_error_test_loss")
+        measured, expected, error = cmp.largest_drops(
+            a.refine_grid, a.diagram.P, a.loss[1:], loss, errors
+        )
+        power = cmp.power_record((measured - expected)[:, None], np.mean(expected))
+        run.scalar("adam_test_loss_jump_power", power)
+        evidence = ch.claims.matches_theory(
+            "the test loss drops at P* by the theory's jump",
+            (measured - expected)[:, None],
+            np.zeros(1),
+            np.array([np.mean(expected)]),
+            bound=cmp.optimiser_allowance(error),
+            basis="per dataset: the largest drop between neighbouring P of the finest grid "
+            "minus the theory's drop between the same P; alternative: no drop",
+        )
+        run.evidence(
+            "adam_test_loss_jump_matches_theory",
+            ch.claims.powered(evidence, power),
+            note=f"measured drops {np.round(measured, 5).tolist()}, theory "
+            f"{np.round(expected, 5).tolist()}",
+        )
+    run.evidence(
+        "adam_test_loss_curve_signature",
+        ch.claims.loss_jump(
+            "the test loss has a sharp drop exactly where the transition is first order",
+            a.first,
+            cmp.refinement(a.refine_grid, levels, loss),
+        ),
+        note="refinement order of the test-loss curve around P_t",
+    )
+    if a.fall_grid.size:
+        _check_loss_fall(run, a, lambda key: table(a.fall_grid, key))
+
+
+def _check_loss_fall(run, a: Analysis, table) -> None:
+    """Continuous theories, around the theory's steepest test-loss fall (``table(key)``:
+    dataset x P of ``fall_grid``): the largest loss step shrinks like the spacing as the
+    theory's does (a bounded slope, no jump); and on the finest grid the bootstrap-corrected
+    slope d loss / d ln P of each interval matches the theory's (plateau, then bounded fall)
+    within 99% t x SE + the optimiser's Newton estimate over the interval."""
+    grid, levels = a.fall_grid, a.config.refine_levels
+    loss = table("test_loss")
+    measured = cmp.refinement(grid, levels, loss)
+    expected = cmp.refinement(grid, levels, a.fall_theory)
+    run.evidence(
+        "adam_test_loss_fall_order_from_refinement",
+        ch.claims.transition_order(
+            "the test loss falls as the theory's around its steepest fall (a bounded slope, "
+            "no jump)",
+            expected.order,
+            measured,
+        ),
+        note=f"P {grid[0]:.4g}-{grid[-1]:.4g}: exponent {measured.fit.slope:.3f} (theory "
+        f"{expected.fit.slope:.3f})",
+    )
+    h = np.diff(np.log(grid))
+    slopes = np.diff(2.0 * loss - table("bootstrap_test_loss"), axis=1) / h
+    error = 2.0 * table("optimiser_error_test_loss") + table("bootstrap_optimiser_error_test_loss")
+    opt = np.array([cmp.optimiser_allowance(e) for e in ((error[:, :-1] + error[:, 1:]) / h).T])
+    theory = np.diff(a.fall_theory) / h
+    run.scalar(
+        "adam_test_loss_fall",
+        {
+            "P": grid.tolist(),
+            "measured_order": measured.as_dict(),
+            "theory_order": expected.as_dict(),
+            "slope": np.mean(slopes, axis=0).tolist(),
+            "theory_slope": theory.tolist(),
+            "optimiser": opt.tolist(),
+        },
+    )
+    run.evidence(
+        "adam_test_loss_slope_matches_theory",
+        ch.claims.matches_theory(
+            "d test loss / d ln P follows the theory around its steepest fall (plateau, then a "
+            "bounded fall)",
+            slopes,
+            theory,
+            np.full(theory.shape, 0.5 * float(np.max(np.abs(theory)))),
+            bound=opt,
+            basis="bootstrap-corrected slopes per interval of the finest grid; alternative: "
+            "off by half the steepest slope; bound: the optimiser's Newton estimate",
+        ),
+    )
+
+
+def run_adam(config: AdamConfig, run: Run) -> None:
+    """Either head's experiment at its (L, V) and at each of its further ``settings``."""
+    for_each_setting(config, run, _run_adam)
+
+
+for _name, _config, _description, _title in (
+    (
+        "copy-head-adam",
+        AdamConfig,
+        "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, theory",
+        "Softmax networks trained by Adam to the MAP",
+    ),
+    (
+        "copy-head-adam-linear",
+        LinearAdamConfig,
+        "linear networks by Adam to the MAP: square-root onset, no jump, no hysteresis, theory",
+        "Linear networks trained by Adam to the MAP",
+    ),
+):
+    register_experiment(
+        _name, _config, _description, title=_title, docs="copy_head.md#what-the-experiments-find"
+    )(run_adam)
