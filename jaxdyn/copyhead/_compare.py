@@ -237,3 +237,42 @@ def power_record(table, effect) -> dict:
         "sufficient": finite and bool(np.all(se <= threshold)),
         "datasets_needed": needed,
     }
+
+
+def corrected_comparison(P, seeds, mask, raw, boot, error, posterior, model, key, L, V) -> dict:
+    """Runs (``mask``) against the reduced theory's global minimum at each of their P: per
+    dataset the bootstrap-corrected value 2 x - x_boot (a fit to P sequences is biased at
+    order 1 / P; the theory has population statistics), its standard error over datasets,
+    the optimisation bound :func:`optimiser_allowance` of the runs' Newton estimates
+    ``error`` (2 e + e_boot), and the theory with its solver's error (:func:`theory_at`)."""
+    Ps = np.unique(P[mask])
+    table = per_dataset(Ps, P, seeds, 2.0 * raw - boot, mask)
+    at = lambda v, f: np.array([f(v[(P == p) & mask]) for p in Ps])
+    theory, solver = theory_at(posterior, model, key, Ps, L, V)
+    return {
+        "P": Ps,
+        "table": table,
+        "uncorrected": at(raw, np.nanmean),
+        "bootstrap_bias": at(boot - raw, np.nanmean),
+        "corrected": np.nanmean(table, axis=0),
+        "se": np.array([standard_error(col) for col in table.T]),
+        "theory": theory,
+        "optimiser_allowance": at(error, optimiser_allowance),
+        "theory_solver_error": solver,
+    }
+
+
+def sampler_differences(P, start, keys, means) -> list[dict]:
+    """Per order parameter, P and start: the difference of two samplers' chain means
+    (``means[key]`` = (first, second), one value per chain) and its standard error over
+    datasets."""
+    rows = []
+    for key in keys:
+        first, second = means[key]
+        for p in np.unique(P):
+            for b in (0.0, 1.0):
+                sel = (P == p) & (start == b)
+                d = float(np.nanmean(first[sel]) - np.nanmean(second[sel]))
+                se = float(np.hypot(standard_error(first[sel]), standard_error(second[sel])))
+                rows.append({"key": key, "P": float(p), "start": b, "sgld_minus_mala": d, "se": se})
+    return rows

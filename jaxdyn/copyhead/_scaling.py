@@ -231,3 +231,44 @@ def crossover_root(model, weight: float) -> float:
     from ._transition import crossover
 
     return crossover(model, linear_onset(model), weight=weight, iterations=40)
+
+
+def exponent_table(axis_values, table, axis: int, tag: str, labels, candidates=()) -> dict:
+    """Power-law exponents of ``table`` along ``axis`` (:func:`per_axis_exponents`) per
+    other-axis label, with their confidence intervals and the ``candidates`` each contains."""
+    fits = per_axis_exponents(axis_values, table, axis=axis)
+    return {
+        f"{tag}{lab}": None
+        if f is None
+        else {
+            "exponent": f.slope,
+            "ci": [f.ci_low, f.ci_high],
+            "contains": [x for x in candidates if f.contains(x)],
+        }
+        for lab, f in zip(labels, fits, strict=True)
+    }
+
+
+def softmax_P_star_along_L(
+    reduced, Ls, P_min: float, P_max: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """P* (sequences) and the jump of a_G of ``reduced(L)`` (a softmax reduced model) at each
+    L where two minima coexist (NaN elsewhere). At large L the a_G jump shrinks while the
+    logit gap still jumps by ~ ln L: P* is taken from the coexistence, not from the jump."""
+    from ._phase import locate_transition
+
+    P, jump = np.full(len(Ls), np.nan), np.full(len(Ls), np.nan)
+    for i, L in enumerate(Ls):
+        _, _, info = locate_transition(reduced(L), P_min, P_max, 30)
+        if info["coexistence"] is not None and info["P_star"] is not None:
+            P[i], jump[i] = info["P_star"], info["jump"]
+    return P, jump
+
+
+def crossovers(reduced, Ls, V0, L1, Vs) -> tuple[np.ndarray, np.ndarray]:
+    """The linear crossover (:func:`crossover_root`) of ``reduced(L, V)`` along ``Ls`` at V0
+    and along ``Vs`` at L1: each (2, n), raw (c_G = c_1) then normalised (sqrt(L) c_G = c_1)."""
+    at = lambda L, V, w: crossover_root(reduced(L, V), w)
+    along_L = np.stack([[at(L, V0, 1.0) for L in Ls], [at(L, V0, np.sqrt(L)) for L in Ls]])
+    along_V = np.stack([[at(L1, V, 1.0) for V in Vs], [at(L1, V, np.sqrt(L1)) for V in Vs]])
+    return along_L, along_V

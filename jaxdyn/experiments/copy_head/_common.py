@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ...copyhead import _hysteresis, _task
+from ...copyhead import _compare, _hysteresis, _phase, _task
 from ...runs import ConfigError, ExperimentConfig
 
 ATTENTIONS = ("linear", "softmax")
@@ -249,6 +250,72 @@ def check_hysteresis(run, prefix, result, values, order, info, amplitude, margin
         f"{hyst.where(hyst.P > 0)}",
     )
     return hyst
+
+
+def network_theory(c: NetworkConfig, objective: str, *, refine: bool) -> types.SimpleNamespace:
+    """The reduced theory a network or posterior experiment is checked against, on
+    [P_min / 2, 2 P_max]: its transition (``info``), P_t (P*, the onset, or the refinement
+    window's centre) and ``order`` (by grid refinement with ``refine``, else the landscape's)."""
+    model = c.reduced(c.attention, objective)
+    lo, hi = 0.5 * min(c.P_values), 2.0 * max(c.P_values)
+    diagram, _, info = _phase.transition_with_onset(model, lo, hi)
+    refined = ch.transition_order(model, lo, hi) if refine or info["P_star"] is None else None
+    P_t = info["P_star"] or float(np.sqrt(np.prod(refined.window)))
+    order = refined.order if refine else info["transition_order"]
+    a = types.SimpleNamespace(config=c, model=model, diagram=diagram, info=info, P_t=P_t)
+    a.refined, a.order, a.first = refined, order, order is ch.TransitionOrder.first
+    return a
+
+
+def effect(a, key: str) -> float:
+    """What a comparison with the theory ``a`` must detect: the jump of ``key`` between the
+    branches at P_t (first order), else its change over the theory's P range."""
+    d = a.diagram
+    if key == "test_loss":
+        curve, up, down = a.loss
+    else:
+        tk = _compare.theory_key(a.model, key)
+        curve, up, down = d.order_global[tk], d.order_up[tk], d.order_down[tk]
+    return _compare.effect_size(d.P, a.P_t, a.first, up, down, curve)
+
+
+def check_theory(run, check: str, claim: str, comparison: dict, effect: float, power_name: str):
+    """Record a :func:`jaxdyn.copyhead._compare.corrected_comparison` as evidence: the
+    theory inside every 99% t x SE + bound interval, the alternative off by ``effect`` (the
+    transition's jump, or the change over the range); ``inconclusive`` unless the standard
+    errors are at most effect / 5 (its power, recorded as ``power_name``)."""
+    c = comparison
+    power = _compare.power_record(c["table"], effect)
+    run.scalar(power_name, power)
+    evidence = ch.claims.matches_theory(
+        claim,
+        c["table"],
+        c["theory"],
+        np.full(c["theory"].shape, effect),
+        bound=c["optimiser_allowance"] + c["theory_solver_error"],
+        basis="bootstrap-corrected (2 x - x_boot) per dataset; alternative: off by the effect; "
+        f"bound: {_compare.NEWTON_SAFETY:g} x mean Newton estimate + the reduced solver's error",
+    )
+    run.evidence(
+        check,
+        ch.claims.powered(evidence, power),
+        note=f"P = {c['P'].tolist()} (uncorrected {np.round(c['uncorrected'], 5).tolist()}); "
+        f"effect {effect:.4g}; SE/effect {np.round(c['se'] / effect, 3).tolist()}",
+    )
+
+
+def check_coverage(run, check: str, what: str, posterior, G, mask, seeds, note: str) -> None:
+    """Per dataset, the share of the attention patterns ``posterior.attention(G[mask])``'s
+    non-uniform part in span{U, S} (:func:`jaxdyn.copyhead.coverage`), claimed >= 0.9."""
+    A = jax.vmap(posterior.attention)(jnp.asarray(G[mask]))
+    seeds = seeds[mask]
+    per_dataset = [float(ch.coverage(A[seeds == s])) for s in np.unique(seeds)]
+    claim = f"span{{U, S}} captures the vast majority (>= 0.9) of {what} in the copy phase"
+    run.evidence(
+        check,
+        ch.claims.copy_span_coverage(claim, per_dataset),
+        note=f"{note}; per dataset {np.round(per_dataset, 4).tolist()}",
+    )
 
 
 def info_json(info: dict) -> dict:

@@ -12,23 +12,25 @@ between the starts, and the coverage of span{U, S}."""
 from __future__ import annotations
 
 import dataclasses
+import types
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ...copyhead import _compare as cmp, _measure, _phase, _reduced, _task
-from ...copyhead._compare import NEWTON_SAFETY
+from ...copyhead import _compare as cmp, _members, _reduced
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _figures
 from ._common import (
     SCORE_DIMS,
     NetworkConfig,
+    check_coverage,
     check_hysteresis,
+    check_theory,
+    effect,
     for_each_setting,
     info_json,
+    network_theory,
     require,
     require_at_least,
     require_positive,
@@ -93,141 +95,61 @@ class LinearAdamConfig(AdamConfig):
         return {**AdamConfig.quick(), "P_values": (6.0, 96.0)}
 
 
-@dataclasses.dataclass
-class Analysis:
-    """The MAP theory a network experiment is checked against, and its P grids: the
-    ``P_values``, nested grids ``refine_grid`` around the transition P_t and, for a
-    continuous theory, ``fall_grid`` around its steepest test-loss fall (with the theory's
-    loss there, ``fall_theory``)."""
-
-    config: AdamConfig
-    model: ch.AbstractReducedModel
-    diagram: object
-    info: dict
-    order: ch.TransitionOrder
-    P_t: float
-    refine_grid: np.ndarray
-    P_grid: np.ndarray
-    loss: tuple[np.ndarray, np.ndarray, np.ndarray]  # global, uniform branch, copy branch
-    fall_grid: np.ndarray
-    fall_theory: np.ndarray
-
-    @classmethod
-    def from_theory(cls, c: AdamConfig, run) -> Analysis:
-        model = c.reduced(c.attention, "map")
-        posterior = c.posterior(c.attention)
-        lo, hi = 0.5 * min(c.P_values), 2.0 * max(c.P_values)
-        diagram, _, info = _phase.transition_with_onset(model, lo, hi)
-        refined = ch.transition_order(model, lo, hi)
-        P_t = info["P_star"] or float(np.sqrt(refined.window[0] * refined.window[1]))
-        refine_grid = np.geomspace(
-            P_t / c.refine_width, P_t * c.refine_width, 2**c.refine_levels + 1
-        )
-        loss = tuple(
-            cmp.theory_test_loss(posterior, model, x, diagram.P, c.L, c.V)
-            for x in (diagram.x_global, diagram.x_up, diagram.x_down)
-        )
-        fall_grid = fall_theory = np.array([])
-        if refined.order is not ch.TransitionOrder.first:
-            fall_grid = cmp.fall_grid(diagram.P, loss[0], c.fall_width, c.refine_levels)
-            xs = np.stack([np.asarray(ch.global_minimum(model, p).x) for p in fall_grid])
-            fall_theory = cmp.theory_test_loss(posterior, model, xs, fall_grid, c.L, c.V)
-        P_grid = np.unique(np.concatenate([np.asarray(c.P_values, float), refine_grid, fall_grid]))
-        run.scalar(
-            "theory",
-            {
-                "objective": _reduced.objective_label(model.objective),
-                **info_json(info),
-                "order_from_refinement": refined.as_dict(),
-            },
-        )
-        arrays = dict(zip(("test_loss", "test_loss_up", "test_loss_down"), loss, strict=True))
-        arrays.update(P=diagram.P, x_global=diagram.x_global)
-        run.save_arrays(
-            **{f"theory.{k}": v for k, v in arrays.items()},
-            dims={f"theory.{k}": ("theory_P", "state")[: np.ndim(v)] for k, v in arrays.items()},
-            coords={"theory_P": diagram.P},
-        )
-        return cls(
-            c,
-            model,
-            diagram,
-            info,
-            refined.order,
-            P_t,
-            refine_grid,
-            P_grid,
-            loss,
-            fall_grid,
-            fall_theory,
-        )
-
-    @property
-    def first(self) -> bool:
-        return self.order is ch.TransitionOrder.first
-
-    def effect(self, key: str) -> float:
-        """The jump of ``key`` between the branches at P_t (first order), else its change."""
-        if key == "test_loss":
-            curve, up, down = self.loss
-        else:
-            tk = cmp.theory_key(self.model, key)
-            d = self.diagram
-            curve, up, down = d.order_global[tk], d.order_up[tk], d.order_down[tk]
-        return cmp.effect_size(self.diagram.P, self.P_t, self.first, up, down, curve)
-
-    def curves(self) -> dict:
-        d = self.diagram
-        keys = ("c_G", "delta") if isinstance(self.model, ch.SoftmaxReduced) else ("c_1", "c_G")
-        out = {k: (d.P, d.order_global[cmp.theory_key(self.model, k)]) for k in keys}
-        return {**out, "test_loss": (d.P, self.loss[0])}
+def _theory(c: AdamConfig, run) -> types.SimpleNamespace:
+    """The MAP theory and the P grid: the ``P_values``, nested grids ``refine_grid`` around
+    the transition P_t and, for a continuous theory, ``fall_grid`` around its steepest
+    test-loss fall (with the theory's loss there, ``fall_theory``)."""
+    a = network_theory(c, "map", refine=True)
+    posterior, d = c.posterior(c.attention), a.diagram
+    width, levels = c.refine_width, c.refine_levels
+    a.refine_grid = np.geomspace(a.P_t / width, a.P_t * width, 2**levels + 1)
+    a.loss = tuple(
+        cmp.theory_test_loss(posterior, a.model, x, d.P, c.L, c.V)
+        for x in (d.x_global, d.x_up, d.x_down)
+    )  # the global minimum's, the uniform branch's, the copy branch's
+    a.fall_grid = a.fall_theory = np.array([])
+    if not a.first:
+        a.fall_grid = cmp.fall_grid(d.P, a.loss[0], c.fall_width, levels)
+        xs = np.stack([np.asarray(ch.global_minimum(a.model, p).x) for p in a.fall_grid])
+        a.fall_theory = cmp.theory_test_loss(posterior, a.model, xs, a.fall_grid, c.L, c.V)
+    a.P_grid = np.unique(
+        np.concatenate([np.asarray(c.P_values, float), a.refine_grid, a.fall_grid])
+    )
+    run.scalar(
+        "theory",
+        {
+            "objective": _reduced.objective_label(a.model.objective),
+            **info_json(a.info),
+            "order_from_refinement": a.refined.as_dict(),
+        },
+    )
+    arrays = dict(zip(("test_loss", "test_loss_up", "test_loss_down"), a.loss, strict=True))
+    arrays.update(P=d.P, x_global=d.x_global)
+    run.save_arrays(
+        **{f"theory.{k}": v for k, v in arrays.items()},
+        dims={f"theory.{k}": ("theory_P", "state")[: np.ndim(v)] for k, v in arrays.items()},
+        coords={"theory_P": d.P},
+    )
+    keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
+    a.curves = {k: (d.P, d.order_global[cmp.theory_key(a.model, k)]) for k in keys}
+    a.curves["test_loss"] = (d.P, a.loss[0])
+    return a
 
 
 def _run_adam(c: AdamConfig, run: Run) -> None:
-    a = Analysis.from_theory(c, run)
+    a = _theory(c, run)
     posterior = c.posterior(c.attention)
-    posterior_low = c.lowered(posterior)
-    copy_G = c.copy_scores(c.attention)
-    P_max = int(np.ceil(a.P_grid.max()))
-
-    def fit(key, stats, G0, learning_rate):
-        # Adam in c.loop_dtype; measurements and the Newton estimate in float64.
-        p, trace = ch.train_map(
-            key,
-            posterior_low,
-            c.lowered(stats),
-            steps=c.steps,
-            learning_rate=learning_rate,
-            init_scale=c.init_scale,
-            G0=G0,
-            record_every=ENERGY_EVERY,
-        )
-        p = _task.cast_floating(p, stats.N.dtype)
-        out = _measure.measure(posterior, p["G"], p["W"], stats)
-        out["test_loss"] = _measure.population_test_loss(posterior, p["G"], p["W"], V=c.V)
-        out.update(cmp.optimiser_error(posterior, stats, p, V=c.V))
-        return p, trace, out
-
-    def member(params, key):
-        k_data, k_train = jax.random.split(key)
-        stats, (X, Y, w) = _task.padded_statistics(k_data, c.L, c.V, params["P"], P_max)
-        # The fit, then a refit of one bootstrap resample of the same data from its scores
-        # (the finite-P bias against the population theory): two steps of one scan.
-        k_resample, k_refit = jax.random.split(jax.random.fold_in(key, 1))
-        boot = ch.copy_statistics(X, Y, _task.bootstrap_weights(k_resample, w))
-
-        def fit_from(G_start, data):
-            p, trace, out = fit(*data, G_start, params["learning_rate"])
-            return p["G"], (p["G"], trace, out)
-
-        both = jax.tree.map(lambda u, v: jnp.stack([u, v]), stats, boot)
-        G0 = params["start"] * copy_G
-        _, (G, trace, outs) = jax.lax.scan(fit_from, G0, (jnp.stack([k_train, k_refit]), both))
-        out = {k: v[0] for k, v in outs.items()}
-        out.update(G=G[0], energy_trace=trace[0])
-        out.update({f"bootstrap_{k}": v[1] for k, v in outs.items() if k in cmp.BOOTSTRAP_KEYS})
-        return out
-
+    member = _members.map_fits(
+        posterior,
+        c.copy_scores(c.attention),
+        c.L,
+        c.V,
+        int(np.ceil(a.P_grid.max())),
+        steps=c.steps,
+        init_scale=c.init_scale,
+        record_every=ENERGY_EVERY,
+        dtype=c.loop_dtype,
+    )
     grid = Grid.product(
         {"P": a.P_grid, "start": [0.0, 1.0], "learning_rate": [c.learning_rate]},
         seeds=c.seeds,
@@ -244,10 +166,33 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
         coords={"step": ENERGY_EVERY * np.arange(1, recorded + 1)},
     )
     run.scalar("failed_members", result.n_failed())
-    P, seeds, ok = result.params["P"], result.seeds, result.ok()
-    keep = cmp.select_lower_energy(P, seeds, result.masked("energy")) & ok
+    P, seeds = result.params["P"], result.seeds
+    keep = cmp.select_lower_energy(P, seeds, result.masked("energy")) & result.ok()
+    # The lower-energy runs at the P_values farther than exclusion_factor from P_t.
+    far = np.isin(P, np.asarray(c.P_values, float)) & keep
+    far &= np.abs(np.log(P / a.P_t)) > np.log(c.exclusion_factor)
     for key in (*c.keys(), "test_loss"):
-        _compare_away(run, a, result, keep, key)
+        error = 2.0 * result.outputs[f"optimiser_error_{key}"]
+        error = error + result.outputs[f"bootstrap_optimiser_error_{key}"]
+        raw, boot = result.masked(key), result.masked(f"bootstrap_{key}")
+        comparison = cmp.corrected_comparison(
+            P, seeds, far, raw, boot, error, posterior, a.model, key, c.L, c.V
+        )
+        record = {k: v for k, v in comparison.items() if k != "table"}
+        run.save_arrays(
+            **{f"adam.check_{key}_{k}": v for k, v in record.items()},
+            dims={f"adam.check_{key}_{k}": (f"adam_check_{key}_P",) for k in record},
+            coords={f"adam_check_{key}_P": comparison["P"]},
+        )
+        run.scalar(f"adam_{key}_vs_theory", {k: v.tolist() for k, v in record.items()})
+        check_theory(
+            run,
+            f"adam_{key}_matches_theory_away_from_transition",
+            f"trained networks' {key} equals the MAP theory's away from the transition",
+            comparison,
+            effect(a, key),
+            f"adam_{key}_power",
+        )
     _check_refinement(run, a, result, keep)
     check_hysteresis(
         run,
@@ -261,81 +206,16 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
     )
     copy_phase = keep & (P >= 2 * a.P_t)
     if copy_phase.any():
-        A = jax.vmap(posterior.attention)(jnp.asarray(result.outputs["G"]))
-        per_dataset = [
-            float(ch.coverage(A[copy_phase & (seeds == s)])) for s in np.unique(seeds[copy_phase])
-        ]
-        run.evidence(
-            "adam_coverage_of_copy_span",
-            ch.claims.copy_span_coverage(
-                "span{U, S} captures the vast majority (>= 0.9) of the attention pattern's "
-                "non-uniform variance in the copy phase",
-                per_dataset,
-            ),
-            note=f"networks at P >= 2 P_t, per dataset {np.round(per_dataset, 4).tolist()}",
+        what = "the attention pattern's non-uniform variance"
+        note = "networks at P >= 2 P_t"
+        G = result.outputs["G"]
+        check_coverage(
+            run, "adam_coverage_of_copy_span", what, posterior, G, copy_phase, seeds, note
         )
-    keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
-    _figures.network_figures(run, "adam", result, keys, a.curves())
+    _figures.network_figures(run, "adam", result, tuple(a.curves)[:-1], a.curves)
 
 
-def _compare_away(run, a: Analysis, result, keep, key) -> None:
-    """The lower-energy runs at the ``P_values`` farther than ``exclusion_factor`` from P_t
-    against the theory's global minimum at each P. Each run's value is bias-corrected by its
-    bootstrap refit, 2 x - x_boot; tolerance: 99% t x SE over datasets + NEWTON_SAFETY x the
-    mean Newton estimate of the optimisation error (2 e + e_boot) + the reduced solver's
-    error on the theory; inconclusive unless SE <= effect / 5."""
-    c = a.config
-    P, seeds = result.params["P"], result.seeds
-    far = np.isin(P, np.asarray(c.P_values, float)) & keep
-    far &= np.abs(np.log(P / a.P_t)) > np.log(c.exclusion_factor)
-    Ps = np.unique(P[far])
-    raw, boot = result.masked(key), result.masked(f"bootstrap_{key}")
-    error = 2.0 * result.outputs[f"optimiser_error_{key}"]
-    error = error + result.outputs[f"bootstrap_optimiser_error_{key}"]
-    table = cmp.per_dataset(Ps, P, seeds, 2.0 * raw - boot, far)
-    at = lambda v, f: np.array([f(v[(P == p) & far]) for p in Ps])
-    se = np.array([cmp.standard_error(col) for col in table.T])
-    theory, solver = cmp.theory_at(c.posterior(c.attention), a.model, key, Ps, c.L, c.V)
-    opt, effect = at(error, cmp.optimiser_allowance), a.effect(key)
-    record = {
-        "P": Ps,
-        "uncorrected": at(raw, np.nanmean),
-        "bootstrap_bias": at(boot - raw, np.nanmean),
-        "corrected": np.nanmean(table, axis=0),
-        "se": se,
-        "theory": theory,
-        "optimiser_allowance": opt,
-        "theory_solver_error": solver,
-    }
-    prefix = f"adam.check_{key}"
-    run.save_arrays(
-        **{f"{prefix}_{k}": v for k, v in record.items()},
-        dims={f"{prefix}_{k}": (f"adam_check_{key}_P",) for k in record},
-        coords={f"adam_check_{key}_P": Ps},
-    )
-    record = {k: np.asarray(v).tolist() for k, v in record.items()}
-    record.update(effect=effect, se_over_effect=(se / effect).tolist(), datasets=len(table))
-    run.scalar(f"adam_{key}_vs_theory", record)
-    power = cmp.power_record(table, effect)
-    run.scalar(f"adam_{key}_power", power)
-    claim = f"trained networks' {key} equals the MAP theory's away from the transition"
-    evidence = ch.claims.matches_theory(
-        claim,
-        table,
-        theory,
-        np.full(theory.shape, effect),
-        bound=opt + solver,
-        basis="bootstrap-corrected (2 x - x_boot) per dataset; alternative: off by the effect "
-        f"to detect; bound: {NEWTON_SAFETY:g} x mean Newton estimate + the reduced solver's error",
-    )
-    run.evidence(
-        f"adam_{key}_matches_theory_away_from_transition",
-        ch.claims.powered(evidence, power),
-        note=f"P = {Ps.tolist()}; effect {effect:.4g}; SE/effect {np.round(se / effect, 3).tolist()}",
-    )
-
-
-def _check_refinement(run, a: Analysis, result, keep) -> None:
+def _check_refinement(run, a, result, keep) -> None:
     """The transition's order from grid refinement of the trained networks against the
     theory's; the test-loss signature: its jump against the theory's drop between the same P
     (first order), or its bounded fall (continuous: :func:`_check_loss_fall`)."""
@@ -389,7 +269,7 @@ def _check_refinement(run, a: Analysis, result, keep) -> None:
         _check_loss_fall(run, a, lambda key: table(a.fall_grid, key))
 
 
-def _check_loss_fall(run, a: Analysis, table) -> None:
+def _check_loss_fall(run, a, table) -> None:
     """Continuous theories, around the theory's steepest test-loss fall (``table(key)``:
     dataset x P of ``fall_grid``): the largest loss step shrinks like the spacing as the
     theory's does (a bounded slope, no jump); and on the finest grid the bootstrap-corrected

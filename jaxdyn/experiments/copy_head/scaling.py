@@ -20,7 +20,6 @@ from ...runs import Run, register_experiment
 from ._common import CopyHeadConfig, require
 
 AXES = ("L", "V")
-_one = lambda L: 1.0  # the raw crossover c_G = c_1; np.sqrt: sqrt(L) c_G = c_1
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -168,22 +167,6 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
     )
 
 
-def _exponents(axis_values, table, axis, tag, labels, candidates=()) -> dict:
-    """Power-law exponents of ``table`` along ``axis`` per row/column, with their CIs and the
-    ``candidates`` each CI contains."""
-    fits = _scaling.per_axis_exponents(axis_values, table, axis=axis)
-    return {
-        f"{tag}{lab}": None
-        if f is None
-        else {
-            "exponent": f.slope,
-            "ci": [f.ci_low, f.ci_high],
-            "contains": [x for x in candidates if f.contains(x)],
-        }
-        for lab, f in zip(labels, fits, strict=True)
-    }
-
-
 def _softmax_forms(c: ScalingConfig, run: Run, P_star: np.ndarray) -> None:
     LL, VV = np.meshgrid(
         np.asarray(c.L_values, float), np.asarray(c.V_values, float), indexing="ij"
@@ -193,7 +176,7 @@ def _softmax_forms(c: ScalingConfig, run: Run, P_star: np.ndarray) -> None:
     run.scalar("softmax_P_star_best_form", fits[0].name if fits else None)
     tokens = P_star * np.asarray(c.L_values, float)[:, None]
     paper = 1 + 2 / np.log(np.sqrt(min(c.L_values) * max(c.L_values)))  # L ln^2 L's exponent
-    exps = _exponents(c.L_values, tokens, 0, "V", c.V_values)
+    exps = _scaling.exponent_table(c.L_values, tokens, 0, "V", c.V_values)
     for v in exps.values():
         if v is not None:
             v.pop("contains")
@@ -227,33 +210,28 @@ def _linear_grid(c: ScalingConfig, run: Run, grid: dict) -> dict:
     run.save_arrays(**arrays, dims={k: AXES for k in arrays}, coords=grid)
     run.scalar(
         "linear_onset_in_V_exponent",
-        _exponents(c.V_values, table["P_c"], 1, "L", c.L_values, (1.5, 2.0)),
+        _scaling.exponent_table(c.V_values, table["P_c"], 1, "L", c.L_values, (1.5, 2.0)),
     )
     for name in ("raw", "normalised"):
         run.scalar(
             f"linear_crossover_{name}_in_L_exponent",
-            _exponents(c.L_values, table[name], 0, "V", c.V_values, (1.5,)),
+            _scaling.exponent_table(c.L_values, table[name], 0, "V", c.V_values, (1.5,)),
         )
         run.scalar(
             f"linear_crossover_{name}_in_V_exponent",
-            _exponents(c.V_values, table[name], 1, "L", c.L_values, (0.5,)),
+            _scaling.exponent_table(c.V_values, table[name], 1, "L", c.L_values, (0.5,)),
         )
     return table
 
 
-def _softmax_law(c: ScalingConfig, run: Run) -> dict:
-    """P* (sequences) of the reduced softmax action at each V of law_V over law_L, where two
-    minima coexist. (At large L the jump of a_G at P* shrinks, a_copy ~ L^(-0.3), while the
-    logit gap still jumps by ~ ln L: P* is taken from the coexistence.)"""
+def _softmax_law(c: ScalingConfig, run: Run) -> tuple:
+    """P* (sequences) of the reduced softmax action at each V of law_V over law_L."""
     Ls = np.asarray(c.law_L, float)
-    out = {}
     for V in c.law_V:
-        P, jump = np.full(Ls.shape, np.nan), np.full(Ls.shape, np.nan)
-        for i, L in enumerate(c.law_L):
-            model = dataclasses.replace(c, L=L, V=V).reduced("softmax")
-            _, _, info = ch.locate_transition(model, 0.05 * c.temperature, 1e6 * c.temperature, 30)
-            if info["coexistence"] is not None and info["P_star"] is not None:
-                P[i], jump[i] = info["P_star"], info["jump"]
+        reduced = lambda L, V=V: dataclasses.replace(c, L=L, V=V).reduced("softmax")
+        P, jump = _scaling.softmax_P_star_along_L(
+            reduced, c.law_L, 0.05 * c.temperature, 1e6 * c.temperature
+        )
         run.save_arrays(
             **{f"law_P_star_V{V}": P}, dims={f"law_P_star_V{V}": ("law_L",)}, coords={"law_L": Ls}
         )
@@ -277,8 +255,7 @@ def _softmax_law(c: ScalingConfig, run: Run) -> dict:
         run.evidence(
             f"softmax_P_star_L_ln2L_asymptotic[{V}]", ch.claims.softmax_P_star_asymptotic(Ls, P)
         )
-        out[V] = P
-    return Ls, out[c.law_V[-1]] * Ls
+    return Ls, P * Ls
 
 
 def _onset_law(c: ScalingConfig, run: Run) -> dict:
@@ -315,12 +292,9 @@ def _crossover_law(c: ScalingConfig, run: Run) -> dict:
     """The linear crossover (c_G = c_1, and sqrt(L) c_G = c_1 of the global minimum; a root
     find per point) along crossover_L at crossover_L_at_V and along crossover_V at
     crossover_V_at_L; each law decided where its local exponent has settled."""
-    at = lambda L, V, w: _scaling.crossover_root(
-        dataclasses.replace(c, L=L, V=V).reduced("linear"), w
-    )
     V0, L1 = c.crossover_L_at_V, c.crossover_V_at_L
-    along_L = np.stack([[at(L, V0, w(L)) for L in c.crossover_L] for w in (_one, np.sqrt)])
-    along_V = np.stack([[at(L1, V, w(L1)) for V in c.crossover_V] for w in (_one, np.sqrt)])
+    reduced = lambda L, V: dataclasses.replace(c, L=L, V=V).reduced("linear")
+    along_L, along_V = _scaling.crossovers(reduced, c.crossover_L, V0, L1, c.crossover_V)
     Ls, Vs = np.asarray(c.crossover_L, float), np.asarray(c.crossover_V, float)
     run.save_arrays(
         crossover_along_L=along_L,

@@ -11,6 +11,7 @@ coverage of span{U, S}."""
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import jax
 import jax.numpy as jnp
@@ -23,11 +24,8 @@ from ...copyhead import (
     _fluctuations,
     _hysteresis,
     _mass,
-    _measure,
-    _phase,
+    _members,
     _reduced,
-    _task,
-    _train,
 )
 from ...runs import Run, negative_control, register_experiment
 from ...sweep import Grid
@@ -35,8 +33,12 @@ from . import _figures
 from ._common import (
     SCORE_DIMS,
     NetworkConfig,
+    check_coverage,
+    check_theory,
+    effect,
     for_each_setting,
     info_json,
+    network_theory,
     require,
     require_at_least,
     require_positive,
@@ -97,16 +99,10 @@ class SGLDConfig(NetworkConfig):
 
     @classmethod
     def quick(cls) -> dict:
-        return {
-            "P_values": (10.0, 128.0),
-            "window_points": 3,
-            "burn_in": 1000,
-            "num_samples": 20,
-            "thin": 10,
-            "mode_steps": 600,
-            "precursor_fractions": (0.25, 0.9),
-            "mass_check": False,
-        }
+        return dict(
+            P_values=(10.0, 128.0), window_points=3, burn_in=1000, num_samples=20, thin=10,
+            mode_steps=600, precursor_fractions=(0.25, 0.9), mass_check=False,
+        )  # fmt: skip
 
     def mala_step(self, P):
         scale = float(self.L) ** (2.0 / 3.0) * (
@@ -130,138 +126,50 @@ class LinearSGLDConfig(SGLDConfig):
         return {**SGLDConfig.quick(), "P_values": (6.0, 96.0)}
 
 
-@dataclasses.dataclass
-class Analysis:
-    """The marginal theory a posterior experiment is checked against, and its P grids."""
-
-    config: SGLDConfig
-    model: ch.AbstractReducedModel
-    diagram: object
-    info: dict
-    P_t: float
-    window_P: np.ndarray
-    P_grid: np.ndarray
-    precursor_P: np.ndarray
-
-    @classmethod
-    def from_theory(cls, c: SGLDConfig, run) -> Analysis:
-        model = c.reduced(c.attention, "marginal")
-        lo, hi = 0.5 * min(c.P_values), 2.0 * max(c.P_values)
-        diagram, _, info = _phase.transition_with_onset(model, lo, hi)
-        P_t = info["P_star"]
-        if P_t is None:
-            P_t = float(np.sqrt(np.prod(ch.transition_order(model, lo, hi).window)))
-        window = np.array([])
-        if info["transition_order"] is ch.TransitionOrder.first and c.window_points > 0:
-            # The posterior's metastable window lies above the saddle point's (the uniform
-            # state's larger fluctuation entropy, copy_head.md): P* to twice the spinodal.
-            window = np.geomspace(P_t, 2.0 * info["coexistence"][1], c.window_points)
-        P_grid = np.unique(np.concatenate([np.asarray(c.P_values, float), window]))
-        precursor_P = P_t * np.asarray(c.precursor_fractions, float)
-        run.scalar(
-            "theory",
-            {
-                "objective": _reduced.objective_label(model.objective),
-                **info_json(info),
-                "window_P": window.tolist(),
-                "precursor_P": precursor_P.tolist(),
-            },
-        )
-        states = {f"theory.{k}": getattr(diagram, k) for k in ("x_global", "x_up", "x_down")}
-        run.save_arrays(
-            **states,
-            **{"theory.P": diagram.P},
-            dims={"theory.P": ("theory_P",), **{k: ("theory_P", "state") for k in states}},
-            coords={"theory_P": diagram.P},
-        )
-        return cls(c, model, diagram, info, P_t, window, P_grid, precursor_P)
-
-    @property
-    def first(self) -> bool:
-        return self.info["transition_order"] is ch.TransitionOrder.first
-
-    def ladder_mask(self, P) -> np.ndarray:
-        """Members at the configured P_values farther than exclusion_factor from P_t and
-        outside the saddle coexistence window (widened by window_margin^2)."""
-        c = self.config
-        far = np.isin(P, np.asarray(c.P_values, float))
-        far &= np.abs(np.log(np.asarray(P) / self.P_t)) > np.log(c.exclusion_factor)
-        if self.info["coexistence"] is not None:
-            lo, hi = self.info["coexistence"]
-            far &= (P < lo / c.window_margin**2) | (P > hi * c.window_margin**2)
-        return far
-
-    def effect(self, key: str) -> float:
-        """The jump of ``key`` at P* (first order), else its change over the theory's range."""
-        tk, d = cmp.theory_key(self.model, key), self.diagram
-        up, down, curve = d.order_up[tk], d.order_down[tk], d.order_global[tk]
-        return cmp.effect_size(d.P, self.P_t, self.first, up, down, curve)
+def _theory(c: SGLDConfig, run) -> types.SimpleNamespace:
+    """The marginal (saddle-point) theory and the P grids: the ``P_values``, ``window_P``
+    (first order: the posterior's metastable window lies above the saddle point's, the
+    uniform state having the larger fluctuation entropy, copy_head.md; P* to twice the
+    spinodal) and ``precursor_P`` below P_t."""
+    a = network_theory(c, "marginal", refine=False)
+    a.window_P = np.array([])
+    if a.first and c.window_points > 0:
+        a.window_P = np.geomspace(a.P_t, 2.0 * a.info["coexistence"][1], c.window_points)
+    a.P_grid = np.unique(np.concatenate([np.asarray(c.P_values, float), a.window_P]))
+    a.precursor_P = a.P_t * np.asarray(c.precursor_fractions, float)
+    run.scalar(
+        "theory",
+        {
+            "objective": _reduced.objective_label(a.model.objective),
+            **info_json(a.info),
+            "window_P": a.window_P.tolist(),
+            "precursor_P": a.precursor_P.tolist(),
+        },
+    )
+    d = a.diagram
+    states = {f"theory.{k}": getattr(d, k) for k in ("x_global", "x_up", "x_down")}
+    run.save_arrays(
+        **states,
+        **{"theory.P": d.P},
+        dims={"theory.P": ("theory_P",), **{k: ("theory_P", "state") for k in states}},
+        coords={"theory_P": d.P},
+    )
+    # The ladder: the P_values farther than exclusion_factor from P_t and outside the saddle
+    # coexistence window widened by window_margin^2.
+    ladder = np.asarray(c.P_values, float)
+    ladder = ladder[np.abs(np.log(ladder / a.P_t)) > np.log(c.exclusion_factor)]
+    if a.info["coexistence"] is not None:
+        lo, hi = a.info["coexistence"]
+        ladder = ladder[(ladder < lo / c.window_margin**2) | (ladder > hi * c.window_margin**2)]
+    a.ladder_mask = lambda P: np.isin(P, ladder)
+    return a
 
 
-def _member(c: SGLDConfig, posterior, copy_G, P_max: int):
-    """SGLD, MALA, the mode reached from the SGLD chain's end (from the MALA chain's end for
-    a precursor member) and the mode of a bootstrap resample. Chains and descents compute in
-    ``c.loop_dtype``; each mode's measurement and Newton estimate are float64 on the float64
-    statistics, so the mode checks' bound covers the precision."""
-    lowered = c.lowered
-    posterior_low = lowered(posterior)
-
-    def member(params, key):
-        k_data, k_sgld, k_mala = jax.random.split(key, 3)
-        k_mala, k_init = jax.random.split(k_mala)
-        P = params["P"]
-        stats, (X, Y, w) = _task.padded_statistics(k_data, c.L, c.V, P, P_max)
-        stats_low = lowered(stats)
-        G0 = lowered(params["start"] * copy_G)
-        out = ch.sample_sgld(
-            k_sgld,
-            posterior_low,
-            stats_low,
-            burn_in=c.burn_in,
-            num_samples=c.num_samples,
-            thin=c.thin,
-            step_size=ch.sgld_step_size(posterior_low, stats_low, scale=c.step_scale),
-            G0=G0,
-            g_preconditioner=c.g_preconditioner,
-        )
-        mala = ch.sample_mala(
-            k_mala,
-            posterior_low,
-            stats_low,
-            step_size=c.mala_step(P),
-            burn_in=c.burn_in,
-            num_samples=c.num_samples,
-            thin=c.thin,
-            G0=params["start"] * copy_G + 1e-2 * jax.random.normal(k_init, G0.shape),
-        )
-        out.update({f"mala_{k}": v for k, v in mala.items()})
-        G_end = lowered(jnp.where(params["precursor"] > 0, mala["G_final"], out["G_final"]))
-        # The mode from the chain's end, then the mode of a bootstrap resample from it (the
-        # finite-P bias against the population theory): two steps of one scan.
-        boot = ch.copy_statistics(X, Y, _task.bootstrap_weights(jax.random.fold_in(key, 1), w))
-
-        def mode_of(G_start, data):
-            G = _train.minimise_action(
-                posterior_low, lowered(data), G_start, steps=c.mode_steps, learning_rate=0.02
-            )
-            G64 = G.astype(stats.N.dtype)
-            measured = _measure.measure(posterior, G64, None, data)
-            return G, (G64, measured, cmp.mode_error(posterior, data, G64))
-
-        data = jax.tree.map(lambda *a: jnp.stack(a), stats, boot)
-        _, (modes, o, error) = jax.lax.scan(mode_of, G_end, data)
-        out.update({f"mode_{k}": v[0] for k, v in o.items()})
-        out.update({k: v[0] for k, v in error.items()})
-        out["mode_G"] = modes[0]
-        out.update({f"mode_bootstrap_{k}": o[k][1] for k in ("c_1", "c_G")})
-        out.update({k.replace("mode_", "mode_bootstrap_", 1): v[1] for k, v in error.items()})
-        return out
-
-    return member
+_CHAIN_SETTINGS = ("burn_in", "num_samples", "thin", "step_scale", "g_preconditioner", "mode_steps")
 
 
 def _run_sgld(c: SGLDConfig, run: Run) -> None:
-    a = Analysis.from_theory(c, run)
+    a = _theory(c, run)
     posterior = c.posterior(c.attention)
     P_max = int(np.ceil(max(a.P_grid.max(), a.precursor_P.max())))
     # The ladder (every P from both starts) and the precursor chains (from uniform) in one
@@ -272,10 +180,20 @@ def _run_sgld(c: SGLDConfig, run: Run) -> None:
         "start": np.concatenate([np.tile([0.0, 1.0], a.P_grid.size), 0.0 * a.precursor_P]),
         "precursor": np.concatenate([0.0 * ladder_P, 1.0 + 0.0 * a.precursor_P]),
     }
+    member = _members.posterior_chains(
+        posterior,
+        c.copy_scores(c.attention),
+        c.L,
+        c.V,
+        P_max,
+        mala_step=c.mala_step,
+        dtype=c.loop_dtype,
+        **{k: getattr(c, k) for k in _CHAIN_SETTINGS},
+    )
     both = snug_sweep(
         run,
         "sgld",
-        _member(c, posterior, c.copy_scores(c.attention), P_max),
+        member,
         Grid.zip(members, seeds=c.seeds, base_seed=c.seed),
         c,
         # ArviZ's labels: a member's datasets are its chains, a chain's samples its draws.
@@ -299,7 +217,7 @@ def _chain_means(result, key):
     return np.nanmean(np.where(result.ok()[:, None], result.outputs[key], np.nan), axis=1)
 
 
-def _check_samplers(run, a: Analysis, result) -> None:
+def _check_samplers(run, a, result) -> None:
     """SGLD's G-marginal and MALA sample the same law exp(-S(G)): per ladder P (away from the
     transition and the metastable window, where the two dynamics escape a metastable state at
     different times) and start, their chain means agree within k combined standard errors
@@ -307,16 +225,12 @@ def _check_samplers(run, a: Analysis, result) -> None:
     P, start = result.params["P"], result.params["start"]
     k = cmp.critical_value(a.config.seeds)
     ladder = np.unique(P[a.ladder_mask(P)])
-    rows, ok = [], True
-    for key in a.config.keys():
-        sg, ma = _chain_means(result, key), _chain_means(result, f"mala_{key}")
-        for p in np.unique(P):
-            for b in (0.0, 1.0):
-                sel = (P == p) & (start == b)
-                d = float(np.nanmean(sg[sel]) - np.nanmean(ma[sel]))
-                se = float(np.hypot(cmp.standard_error(sg[sel]), cmp.standard_error(ma[sel])))
-                ok &= p not in ladder or abs(d) <= k * se
-                rows.append({"key": key, "P": float(p), "start": b, "sgld_minus_mala": d, "se": se})
+    means = {
+        key: (_chain_means(result, key), _chain_means(result, f"mala_{key}"))
+        for key in a.config.keys()
+    }
+    rows = cmp.sampler_differences(P, start, a.config.keys(), means)
+    ok = all(abs(r["sgld_minus_mala"]) <= k * r["se"] for r in rows if r["P"] in ladder)
     run.scalar("sgld_minus_mala", rows)
     run.consistency(
         "sgld_matches_mala",
@@ -331,7 +245,7 @@ def _check_samplers(run, a: Analysis, result) -> None:
     )
 
 
-def _check_modes(run, a: Analysis, result) -> None:
+def _check_modes(run, a, result) -> None:
     """The saddle-point theory predicts the posterior's modes: the mode reached from each SGLD
     chain's end, bootstrap-corrected (2 x mode - bootstrap mode), averaged per dataset over
     both starts, against the marginal theory on the ladder: 99% t x SE over datasets +
@@ -340,41 +254,29 @@ def _check_modes(run, a: Analysis, result) -> None:
     c = a.config
     P, seeds = result.params["P"], result.seeds
     far = a.ladder_mask(P) & result.ok()
-    Ps = np.unique(P[far])
     for key in c.keys():
         modes, boot = result.masked(f"mode_{key}"), result.masked(f"mode_bootstrap_{key}")
         error = 2.0 * result.outputs[f"mode_error_{key}"]
         error = error + result.outputs[f"mode_bootstrap_error_{key}"]
-        table = cmp.per_dataset(Ps, P, seeds, 2.0 * modes - boot, far)
-        raw = np.array([np.nanmean(modes[(P == p) & far]) for p in Ps])
-        opt = np.array([cmp.optimiser_allowance(error[(P == p) & far]) for p in Ps])
-        theory, solver = cmp.theory_at(c.posterior(c.attention), a.model, key, Ps, c.L, c.V)
-        effect = a.effect(key)
-        power = cmp.power_record(table, effect)
-        run.scalar(f"posterior_mode_{key}_power", power)
-        evidence = ch.claims.matches_theory(
-            f"the posterior's modes have the saddle-point theory's {key}",
-            table,
-            theory,
-            np.full(theory.shape, effect),
-            bound=opt + solver,
-            basis="bootstrap-corrected modes per dataset over both starts; alternative: off "
-            f"by the effect to detect; bound: {cmp.NEWTON_SAFETY:g} x mean Newton estimate + "
-            "the reduced solver's error",
+        comparison = cmp.corrected_comparison(
+            P, seeds, far, modes, boot, error, c.posterior(c.attention), a.model, key, c.L, c.V
         )
-        run.evidence(
+        check_theory(
+            run,
             f"posterior_mode_{key}_matches_theory",
-            ch.claims.powered(evidence, power),
-            note=f"P = {Ps.tolist()} (uncorrected {np.round(raw, 5).tolist()}); effect {effect:.4g}",
+            f"the posterior's modes have the saddle-point theory's {key}",
+            comparison,
+            effect(a, key),
+            f"posterior_mode_{key}_power",
         )
         gap = _chain_means(result, key) - modes
         run.scalar(
             f"posterior_mean_minus_mode_{key}",
-            {f"{p:g}": float(np.nanmean(gap[(P == p) & far])) for p in Ps},
+            {f"{p:g}": float(np.nanmean(gap[(P == p) & far])) for p in comparison["P"]},
         )
 
 
-def _check_hysteresis_and_bimodality(run, a: Analysis, result) -> None:
+def _check_hysteresis_and_bimodality(run, a, result) -> None:
     """First-order theory: on the scan above P* a contiguous range of P where, in every
     dataset, the chains from the two starts stay more than half the theory's jump apart and
     the pooled samples are bimodal, the starts agreeing everywhere else. Continuous theory:
@@ -387,19 +289,7 @@ def _check_hysteresis_and_bimodality(run, a: Analysis, result) -> None:
         P, seeds, start, _chain_means(result, key), ok, tolerance=tol
     )
     samples = np.where(ok[:, None], result.outputs[key], np.nan)
-    bimodal = np.array(
-        [
-            np.mean(
-                [
-                    _bimodality.bimodality(
-                        samples[(P == p) & (seeds == s)], min_separation=tol
-                    ).bimodal
-                    for s in np.unique(seeds)
-                ]
-            )
-            for p in hyst.P
-        ]
-    )
+    bimodal = _bimodality.bimodal_fraction(P, seeds, samples, hyst.P, tol)
     run.scalar("hysteresis_per_P", hyst.where(np.ones_like(hyst.P, bool)))
     run.scalar(
         "bimodal_fraction_per_P",
@@ -440,100 +330,71 @@ def _check_hysteresis_and_bimodality(run, a: Analysis, result) -> None:
     )
 
 
-def _check_precursors(run, a: Analysis, pre, posterior, P_max: int) -> None:
-    """MALA from the uniform state at P = f P_t: the fluctuation of the transition's order
-    parameter against the Laplace variance at the mode
-    (:func:`jaxdyn.copyhead._fluctuations.precursor_fluctuations`). Compared for P <= 0.5 P_t
-    (where the Gaussian approximation holds; towards the onset the quartic terms cap the
-    fluctuations), 99% Student-t over datasets; the rise of the variance from the lowest to
-    the highest P against the Laplace rise, the alternative no rise (linear) or a divergent
-    1 / (P_t - P) rise (softmax, where the page predicts no precursor)."""
+def _check_precursors(run, a, pre, posterior, P_max: int) -> None:
+    """MALA from the uniform state at P = f P_t (:func:`jaxdyn.copyhead._fluctuations.precursors`):
+    for P <= 0.5 P_t (where the Gaussian approximation holds) the variance of the transition's
+    order parameter against the Laplace variance (99% Student-t over datasets); the rise of
+    the variance from the lowest to the highest P against the Laplace rise, the alternative no
+    rise (linear) or a divergent 1 / (P_t - P) rise (softmax: the page predicts none)."""
     c = a.config
-    key = c.transition_key()
-    P, seeds = pre.params["P"], pre.seeds
-    dev, lap = _fluctuations.precursor_fluctuations(
-        posterior,
-        c.L,
-        c.V,
-        P,
-        seeds,
-        pre.ok(),
-        pre.outputs[f"mala_{key}"],
-        pre.outputs[f"mode_{key}"],
-        pre.outputs["mode_G"],
-        1 if key == "c_G" else 0,
-        P_max,
-    )
-    Ps = np.unique(P)
-    by_dataset = lambda v: cmp.per_dataset(Ps, P, seeds, v, np.ones(P.shape, bool))
-    measured, laplace = (np.array([np.nanmean(v[P == p]) for p in Ps]) for v in (dev, lap))
-    ratio = by_dataset(dev / lap)
-    record = {"P_over_P_t": Ps / a.P_t, "variance": measured, "laplace": laplace}
+    p = _fluctuations.precursors(
+        posterior, c.L, c.V, pre.params["P"], pre.seeds, pre.ok(), pre.outputs,
+        c.transition_key(), P_max, a.P_t,
+    )  # fmt: skip
+    record = {"P_over_P_t": p["P"] / a.P_t, "variance": p["variance"], "laplace": p["laplace"]}
     run.save_arrays(
         **{f"precursor.{k}": v for k, v in record.items()},
         dims={f"precursor.{k}": ("precursor_P",) for k in record},
-        coords={"precursor_P": Ps},
+        coords={"precursor_P": p["P"]},
     )
     run.scalar("precursor", {k: v.tolist() for k, v in record.items()})
-    low = Ps / a.P_t <= 0.5
+    low = record["P_over_P_t"] <= 0.5
     run.evidence(
         "precursor_variance_matches_laplace",
         ch.claims.matches_theory(
             "below the transition (P <= 0.5 P_t) the posterior variance of the order parameter "
             "is the Laplace (Gaussian) variance at the mode",
-            ratio[:, low],
+            p["ratio"][:, low],
             np.ones(int(low.sum())),
             np.full(int(low.sum()), 0.5),
             basis="measured / Laplace variance per dataset; alternative: off by half",
         ),
-        note=f"P / P_t = {np.round(Ps[low] / a.P_t, 3).tolist()}",
+        note=f"P / P_t = {np.round(record['P_over_P_t'][low], 3).tolist()}",
     )
-    variance = by_dataset(dev)
-    rise = np.log(variance[:, -1] / variance[:, 0])
-    laplace_rise = float(np.log(laplace[-1] / laplace[0]))
-    f0, f1 = Ps[0] / a.P_t, Ps[-1] / a.P_t
-    divergent = float(np.log((1 - f0) / (1 - f1)))  # a mean-field precursor: 1 / (P_t - P)
-    alternative = 0.0 if c.attention == "linear" else divergent
-    run.scalar(
-        "precursor_rise",
-        {"measured_ln": rise.tolist(), "laplace_ln": laplace_rise, "divergent_ln": divergent},
-    )
+    rises = {k: p[k] for k in ("rise", "laplace_rise", "divergent_rise")}
+    run.scalar("precursor_rise", {k: np.asarray(v).tolist() for k, v in rises.items()})
+    alternative = 0.0 if c.attention == "linear" else p["divergent_rise"]
     run.evidence(
         "precursor_as_page_predicts",
         ch.claims.matches_theory(
             "precursors announce the linear onset (the variance rises as the Laplace variance "
             "diverging at P_c); none before softmax's first-order jump",
-            rise[:, None],
-            np.array([laplace_rise]),
-            np.array([abs(alternative - laplace_rise)]),
+            p["rise"][:, None],
+            np.array([p["laplace_rise"]]),
+            np.array([abs(alternative - p["laplace_rise"])]),
             alternative=np.array([alternative]),
-            basis=f"ln(variance at {f1:.2g} P_t / at {f0:.2g} P_t) per dataset; alternative: "
-            + ("no rise" if c.attention == "linear" else "the divergent rise ln((1-f0)/(1-f1))"),
+            basis=f"ln(variance at the highest / lowest P) per dataset; alternative {alternative:.3g}",
         ),
-        note=f"Laplace ln rise {laplace_rise:.3g}, divergent {divergent:.3g}",
+        note=f"P / P_t = {np.round(record['P_over_P_t'], 3).tolist()}",
     )
 
 
-def _check_coverage(run, a: Analysis, result, posterior) -> None:
+def _check_coverage(run, a, result, posterior) -> None:
     """Coverage of span{U, S} by the posterior modes (checked) and by single samples
     (reported: the prior's noise on all L^2 scores adds a non-uniform part outside the span,
     small for softmax, large for linear attention)."""
     sel = result.ok() & (result.params["P"] >= 2 * a.P_t)
     if not sel.any():
         return
-    seeds = result.seeds[sel]
-    A = lambda key: jax.vmap(posterior.attention)(jnp.asarray(result.outputs[key][sel]))
-    run.scalar("posterior_sample_coverage_of_copy_span", float(ch.coverage(A("G_final"))))
-    modes = A("mode_G")
-    per_dataset = [float(ch.coverage(modes[seeds == s])) for s in np.unique(seeds)]
-    run.evidence(
-        "posterior_mode_coverage_of_copy_span",
-        ch.claims.copy_span_coverage(
-            "span{U, S} captures the vast majority (>= 0.9) of the posterior modes' "
-            "non-uniform attention in the copy phase",
-            per_dataset,
-        ),
-        note=f"modes from SGLD states at P >= 2 P_t; per dataset {np.round(per_dataset, 4).tolist()}",
+    A = jax.vmap(posterior.attention)(jnp.asarray(result.outputs["G_final"][sel]))
+    run.scalar("posterior_sample_coverage_of_copy_span", float(ch.coverage(A)))
+    what, note = (
+        "the posterior modes' non-uniform attention",
+        "modes from SGLD states at P >= 2 P_t",
+    )
+    modes = result.outputs["mode_G"]
+    check_coverage(
+        run, "posterior_mode_coverage_of_copy_span", what, posterior, modes, sel, result.seeds, note
     )
 
 
@@ -541,7 +402,7 @@ MASS_CHECK = "posterior_mean_{}_matches_laplace"
 MASS_CLAIM = "SGLD's posterior mean of {} is the mode plus its Laplace shift"
 
 
-def _check_mass(run, a: Analysis, result, posterior) -> None:
+def _check_mass(run, a, result, posterior) -> None:
     """Per ladder P and dataset: the SGLD chain's mean minus the mode reached from its end,
     averaged over both starts, against the Laplace shift at the population mode
     (:func:`jaxdyn.copyhead._mass.laplace_shifts`; 99% Student-t over datasets; alternative:
