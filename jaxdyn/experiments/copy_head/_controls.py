@@ -62,152 +62,63 @@ def _random_attention_is_not_covered():
     return ch.claims.copy_span_coverage("coverage", [float(ch.coverage(a)) for a in A])
 
 
-_HYSTERESIS = [
-    f"{p}_exact_action_{c}"
-    for p in ("softmax", "linear")
-    for c in ("hysteresis_inside_window", "no_hysteresis_outside_window", "no_hysteresis")
-]
-_ADAM_THEORY = [
-    f"adam_{k}_matches_theory_away_from_transition" for k in ("c_1", "c_G", "test_loss")
-]
-_CONTROLS = [
-    # (experiments, checks, counterfactual)
-    (
-        (THEORY, *ADAM),
-        ["softmax_first_order_where_page_predicts"],
-        lambda: ch.claims.transition_order(FIRST_ORDER_CLAIM, _first, _smooth()),
-    ),
-    (
-        THEORY,
-        ["linear_transition_continuous"],
-        lambda: ch.claims.transition_order(CONTINUOUS_CLAIM, ch.TransitionOrder.second, _jump()),
-    ),
-    (
-        ADAM,
-        ["adam_transition_order_from_refinement", "adam_test_loss_fall_order_from_refinement"],
-        lambda: ch.claims.transition_order("network order", _first, _smooth()),
-    ),
-    (
-        ADAM,
-        ["adam_test_loss_curve_signature"],
-        lambda: ch.claims.loss_jump("jump", True, _smooth()),
-    ),
-    (
-        THEORY,
-        ["softmax_no_pooling_phase"],  # a third minimum
-        lambda: ch.claims.minima_at_most("no pooling", np.array([1, 2, 3, 2, 1]), 2, basis="x"),
-    ),
-    (
-        THEORY,
-        ["linear_onset_exponent"],  # a linear rise
-        lambda: ch.claims.square_root_onset(
-            ONSET_CLAIM, *(np.geomspace(1e-4, 1e-2, 8) * [[1], [0.7]])
-        ),
-    ),
-    (
-        THEORY,
-        ["linear_pools_first"],  # onset in the copy direction
-        lambda: ch.claims.pooling_first(POOLING_FIRST_CLAIM, 0.0, 0.1, 32),
-    ),
-    (THEORY, _HYSTERESIS, _hysteresis_against_the_claim),
-    (
-        ADAM,
-        [
-            "adam_hysteresis_inside_window",
-            "adam_no_hysteresis_outside_window",
-            "adam_no_hysteresis",
-        ],
-        _hysteresis_against_the_claim,
-    ),
-    (SGLD, ["sgld_hysteresis_window"], lambda: ch.claims.hysteresis_window("window", np.zeros(5))),
-    (
-        SGLD,
-        ["sgld_no_hysteresis"],
-        lambda: ch.claims.hysteresis("no hysteresis", np.array([0.0, 1.0, 1.0]), expected=False),
-    ),
-    (SGLD, ["posterior_bimodal_exactly_where_hysteresis"], _unimodal_posterior_with_hysteresis),
-    (
-        THEORY,
-        ["softmax_exact_action_switch_matches_reduced_P_star"],  # a switch at the spinodal
-        lambda: ch.claims.switch_at_P_star(
-            np.log(25.7) + 0.01 * _rng.normal(size=6), np.log(19.5), np.log(25.7), 0.05
-        ),
-    ),
-    (ADAM, [*_ADAM_THEORY, "adam_test_loss_slope_matches_theory"], _off_by_the_effect),
-    (
-        SGLD,
-        ["posterior_mode_c_1_matches_theory", "posterior_mode_c_G_matches_theory"],
-        _off_by_the_effect,
-    ),
-    (
-        ADAM,
-        ["adam_test_loss_jump_matches_theory"],  # no drop
-        lambda: ch.claims.matches_theory(
-            "jump",
-            (1e-3 * np.abs(_rng.normal(size=10)) - 0.2)[:, None],
-            np.zeros(1),
-            np.array([0.2]),
-        ),
-    ),
-    (ADAM, ["adam_coverage_of_copy_span"], _random_attention_is_not_covered),
-    (SGLD, ["posterior_mode_coverage_of_copy_span"], _random_attention_is_not_covered),
-    (
-        SGLD,
-        ["precursor_variance_matches_laplace"],  # fluctuations capped below Laplace's
-        lambda: ch.claims.matches_theory(
-            "laplace", 0.3 + 0.02 * _rng.normal(size=(8, 2)), np.ones(2), np.full(2, 0.5)
-        ),
-    ),
-    (
-        SGLD,
-        ["precursor_as_page_predicts"],  # a flat variance before an onset
-        lambda: ch.claims.matches_theory(
-            "rise",
-            0.02 * _rng.normal(size=(8, 1)),
-            np.array([1.2]),
-            np.array([1.2]),
-            alternative=np.zeros(1),
-        ),
-    ),
+cl, a_ = ch.claims, np.array
+_L4, _Lb = a_([4.0, 8, 16, 32, 64]), a_([16.0, 24, 32])
+_CONTROLS = [  # (experiment groups, checks, counterfactual)
+    ("theory adam", "softmax_first_order_where_page_predicts",
+     lambda: cl.transition_order(FIRST_ORDER_CLAIM, _first, _smooth())),
+    ("theory", "linear_transition_continuous",
+     lambda: cl.transition_order(CONTINUOUS_CLAIM, ch.TransitionOrder.second, _jump())),
+    ("adam", "adam_transition_order_from_refinement adam_test_loss_fall_order_from_refinement",
+     lambda: cl.transition_order("order", _first, _smooth())),
+    ("adam", "adam_test_loss_curve_signature", lambda: cl.loss_jump("jump", True, _smooth())),
+    ("theory", "softmax_no_pooling_phase",  # a third minimum
+     lambda: cl.minima_at_most("no pooling", a_([1, 2, 3, 2, 1]), 2, basis="x")),
+    ("theory", "linear_onset_exponent",  # a linear rise
+     lambda: cl.square_root_onset(ONSET_CLAIM, *(np.geomspace(1e-4, 1e-2, 8) * [[1], [0.7]]))),
+    ("theory", "linear_pools_first",  # onset in the copy direction
+     lambda: cl.pooling_first(POOLING_FIRST_CLAIM, 0.0, 0.1, 32)),
+    ("theory", " ".join(f"{p}_exact_action_{c}" for p in ("softmax", "linear") for c in (
+        "hysteresis_inside_window", "no_hysteresis_outside_window", "no_hysteresis")),
+     _hysteresis_against_the_claim),
+    ("adam", "adam_hysteresis_inside_window adam_no_hysteresis_outside_window adam_no_hysteresis",
+     _hysteresis_against_the_claim),
+    ("sgld", "sgld_hysteresis_window", lambda: cl.hysteresis_window("window", np.zeros(5))),
+    ("sgld", "sgld_no_hysteresis",
+     lambda: cl.hysteresis("no hysteresis", a_([0.0, 1.0, 1.0]), expected=False)),
+    ("sgld", "posterior_bimodal_exactly_where_hysteresis", _unimodal_posterior_with_hysteresis),
+    ("theory", "softmax_exact_action_switch_matches_reduced_P_star",  # at the spinodal
+     lambda: cl.switch_at_P_star(
+         np.log(25.7) + 0.01 * _rng.normal(size=6), np.log(19.5), np.log(25.7), 0.05)),
+    ("adam", " ".join(f"adam_{k}_matches_theory_away_from_transition" for k in (
+        "c_1", "c_G", "test_loss")) + " adam_test_loss_slope_matches_theory", _off_by_the_effect),
+    ("sgld", "posterior_mode_c_1_matches_theory posterior_mode_c_G_matches_theory",
+     _off_by_the_effect),
+    ("adam", "adam_test_loss_jump_matches_theory",  # no drop
+     lambda: cl.matches_theory(
+         "jump", (1e-3 * np.abs(_rng.normal(size=10)) - 0.2)[:, None], np.zeros(1), a_([0.2]))),
+    ("adam", "adam_coverage_of_copy_span", _random_attention_is_not_covered),
+    ("sgld", "posterior_mode_coverage_of_copy_span", _random_attention_is_not_covered),
+    ("sgld", "precursor_variance_matches_laplace",  # fluctuations capped below Laplace's
+     lambda: cl.matches_theory(
+         "laplace", 0.3 + 0.02 * _rng.normal(size=(8, 2)), np.ones(2), np.full(2, 0.5))),
+    ("sgld", "precursor_as_page_predicts",  # a flat variance before an onset
+     lambda: cl.matches_theory(
+         "rise", 0.02 * _rng.normal(size=(8, 1)), a_([1.2]), a_([1.2]), alternative=np.zeros(1))),
     # scaling laws: synthetic P*(L, V) following another law
-    (
-        SCALING,
-        ["softmax_P_star_L_ln2L_at_range"],
-        lambda: ch.claims.softmax_P_star_law(_L, 0.6 * np.log(_L) + 5.0),
-    ),
-    (
-        SCALING,
-        ["softmax_P_star_L_ln2L_asymptotic"],
-        lambda: ch.claims.softmax_P_star_asymptotic(_L, 0.6 * np.log(_L) + 5.0),
-    ),
-    (
-        SCALING,
-        ["linear_onset_V2", "linear_onset_V2_alpha0"],  # V^(3/2)
-        lambda: ch.claims.onset_V2(
-            np.array([4.0, 8, 16, 32, 64]), 1.3 * np.array([4.0, 8, 16, 32, 64]) ** 1.5
-        ),
-    ),
-    (
-        SCALING,
-        ["linear_crossover_L_three_halves"],  # linear in L
-        lambda: ch.claims.crossover_law(
-            CROSSOVER_L_CLAIM, 2.0 ** np.arange(5, 9), 2.0 ** np.arange(6, 10), 1.5, 1.0, 1e-3
-        ),
-    ),
-    (
-        SCALING,
-        ["linear_crossover_V_half"],  # linear in V
-        lambda: ch.claims.crossover_law(
-            CROSSOVER_V_CLAIM, 2.0 ** np.arange(2, 6), 2.0 ** np.arange(3, 7), 0.5, 1.0, 1e-3
-        ),
-    ),
-    (
-        SCALING,
-        ["first_order_line_extends_beyond_V_equals_L"],  # the line ends below V = L
-        lambda: ch.claims.first_order_line_above_L(
-            "V_c > L", np.array([16.0, 24, 32]), np.array([16.0, 24, 32])[:, None] * [0.5, 0.55]
-        ),
-    ),
-]
-for _experiments, _checks, _control in _CONTROLS:
-    _register(_experiments, *_checks)(_control)
+    ("scaling", "softmax_P_star_L_ln2L_at_range",
+     lambda: cl.softmax_P_star_law(_L, 0.6 * np.log(_L) + 5.0)),
+    ("scaling", "softmax_P_star_L_ln2L_asymptotic",
+     lambda: cl.softmax_P_star_asymptotic(_L, 0.6 * np.log(_L) + 5.0)),
+    ("scaling", "linear_onset_V2 linear_onset_V2_alpha0", lambda: cl.onset_V2(_L4, 1.3 * _L4**1.5)),
+    ("scaling", "linear_crossover_L_three_halves",  # linear in L
+     lambda: cl.crossover_law(CROSSOVER_L_CLAIM, 8 * _L4[:4], 16 * _L4[:4], 1.5, 1.0, 1e-3)),
+    ("scaling", "linear_crossover_V_half",  # linear in V
+     lambda: cl.crossover_law(CROSSOVER_V_CLAIM, _L4[:4], 2 * _L4[:4], 0.5, 1.0, 1e-3)),
+    ("scaling", "first_order_line_extends_beyond_V_equals_L",  # the line ends below V = L
+     lambda: cl.first_order_line_above_L("V_c > L", _Lb, _Lb[:, None] * [0.5, 0.55])),
+]  # fmt: skip
+_GROUPS = {"theory": (THEORY,), "scaling": (SCALING,), "adam": ADAM, "sgld": SGLD}
+for _groups, _checks, _control in _CONTROLS:
+    for _group in _groups.split():
+        _register(_GROUPS[_group], *_checks.split())(_control)

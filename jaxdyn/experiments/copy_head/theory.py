@@ -234,24 +234,17 @@ def _exact_hysteresis(c: TheoryConfig, run: Run, attention: str, res: dict) -> d
     coexistence window (or P* / 2 to 2 P*); against the reduced theory's window and P*."""
     info, diagram = res["info"], res["diagram"]
     if info["coexistence"] is not None:
-        lo, hi = (
-            info["coexistence"][0] / c.window_margin**3,
-            info["coexistence"][1] * c.window_margin**3,
-        )
+        (lo, hi), m = info["coexistence"], c.window_margin**3
+        lo, hi = lo / m, hi * m
     else:
         centre = info["P_star"] or float(np.sqrt(np.prod(res["refined"].window)))
         lo, hi = centre / 2.0, centre * 2.0
     Ps = np.geomspace(lo, hi, c.hysteresis_points)
     P_max = int(np.ceil(Ps.max()))
     posterior = c.posterior(attention)
+    copy_G, steps = c.copy_scores(attention), c.hysteresis_steps
     descend = _train.exact_descent(
-        posterior,
-        c.copy_scores(attention),
-        c.L,
-        c.V,
-        P_max,
-        steps=c.hysteresis_steps,
-        dtype=c.loop_dtype,
+        posterior, copy_G, c.L, c.V, P_max, steps=steps, dtype=c.loop_dtype
     )
 
     def member(params, key):
@@ -287,19 +280,10 @@ def _check_switch(run, c, attention, result, info, posterior, descend) -> None:
     P grid, then a root find in ln P (:func:`jaxdyn.copyhead._train.switch_root`) to a
     resolution finer than the finite-data offset it looks for; against the reduced P*."""
     P, start, seeds = result.params["P"], result.params["start"], result.seeds
-    S, Ps, datasets = result.masked("action"), np.unique(P), np.unique(seeds)
-    brackets, kept = [], []
-    for s in datasets:
-        per_start = [
-            np.array([S[(P == p) & (seeds == s) & (start == b)][0] for p in Ps]) for b in (0.0, 1.0)
-        ]
-        bracket = _hysteresis.switch_bracket(Ps, *per_start)
-        if bracket is not None:
-            brackets.append(bracket)
-            kept.append(int(s))
+    Ps, datasets = np.unique(P), np.unique(seeds)
+    b, kept = _hysteresis.switch_brackets(P, start, seeds, result.masked("action"))
     roots = np.full(len(datasets), np.nan)
     if kept:
-        b = np.asarray(brackets, float)
         grid = Grid(
             params={
                 "P_lo": b[:, 0],
