@@ -16,10 +16,13 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from ._heads import AbstractOddCopyHead
+from ._order import order_parameters
 from ._posterior import CopyHeadPosterior
-from ._task import CopyStatistics
+from ._task import CopyStatistics, padded_statistics
 
 
 def laplace_covariance(
@@ -49,8 +52,6 @@ def laplace_covariance(
 
 @eqx.filter_jit
 def _laplace_variance(posterior, stats, G, index: int):
-    from ._order import order_parameters
-
     observable = lambda g: jnp.stack(order_parameters(posterior.attention(g)))[index][None]
     return laplace_covariance(posterior, stats, G, observable)[0, 0]
 
@@ -68,11 +69,6 @@ def precursors(posterior, L: int, V: int, P, seeds, ok, outputs: dict, key: str,
     sorted ``Ps``: the mean variance and Laplace variance, per (dataset, P) their ratio and
     the variance, and the ln rise of the variance from the lowest to the highest P: measured
     per dataset, Laplace's, and a mean-field divergence 1 / (P_t - P)'s."""
-    import numpy as np
-
-    from ._heads import AbstractOddCopyHead
-    from ._task import padded_statistics
-
     index = 1 if key == "c_G" else 0
     odd = isinstance(posterior.head, AbstractOddCopyHead)
     ref = np.zeros(P.shape) if odd else outputs[f"mode_{key}"]

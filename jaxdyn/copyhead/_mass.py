@@ -30,6 +30,7 @@ copy-phase shift is 16% high).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import equinox as eqx
@@ -38,7 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
-from ._models import AbstractReducedModel
+from ._heads import AbstractOddCopyHead
+from ._models import AbstractReducedModel, global_minimum, local_minimum
 from ._order import order_parameters
 from ._posterior import CopyHeadPosterior
 from ._task import CopyStatistics, population_statistics
@@ -287,9 +289,6 @@ def laplace_shifts(posterior, model, Ps, keys, log=None) -> dict[str, np.ndarray
     (:func:`aligned_mean`; at the symmetric mode 0 it is sqrt(2 / pi) Cov(c, s) / sd(s), not
     0). ``twice_differentiable``: per P, whether the action is smooth at the mode (where it
     is not, the shift is no prediction). ``log(message)``: progress, one line per P."""
-    from ._heads import AbstractOddCopyHead
-    from ._models import global_minimum
-
     odd = isinstance(posterior.head, AbstractOddCopyHead)
     out = {key: [] for key in keys}
     out["twice_differentiable"] = []
@@ -310,8 +309,6 @@ def laplace_shifts(posterior, model, Ps, keys, log=None) -> dict[str, np.ndarray
 def aligned_mean(mean, covariance) -> np.ndarray:
     """E[sign(s) c] for Gaussian c = (c_1, c_G) with ``mean`` and ``covariance``, s = c_1 +
     c_G: m (1 - 2 Phi(-m_s / sd)) + 2 Cov(c, s) / sd phi(m_s / sd)."""
-    import math
-
     mean, covariance = np.asarray(mean, float), np.asarray(covariance, float)
     m_s, cov_cs = mean.sum(), covariance.sum(axis=1)
     sd = float(np.sqrt(max(covariance.sum(), 0.0)))
@@ -329,8 +326,6 @@ def phase_boundaries(posterior, model, diagram, coexistence, P_star, points=5, l
     ``points`` P across the ``coexistence`` window (2% in from each spinodal). ``mass`` is
     None when the free energies do not cross there (the sign of
     ``free_energy_copy_minus_uniform`` says which phase carries more mass)."""
-    from ._models import local_minimum
-
     lo, hi = coexistence
     Ps = np.geomspace(lo + 0.02 * (hi - lo), lo + 0.98 * (hi - lo), points)
     lP = np.log(diagram.P)

@@ -1,7 +1,7 @@
 """The copy-head experiments' training set-ups as sweep members ``member(params, key)``:
-one dataset per key (the first P of P_max sequences, :func:`jaxdyn.copyhead._task.padded_statistics`),
-a fit or chains from a start (``params["start"]``: 0 uniform, 1 the copy pattern), and a refit
-on a bootstrap resample of the same data (the finite-P bias against the population theory).
+one dataset per key (the first P of P_max sequences, :func:`_task.padded_statistics`), a fit
+or chains from a start (``params["start"]``: 0 uniform, 1 the copy pattern), and a refit on a
+bootstrap resample of the same data (the finite-P bias against the population theory).
 
 Loops compute in ``dtype`` (float32 halves their memory traffic); every end point, mode and
 Newton estimate is measured in float64 on the float64 statistics, so the rounding is inside

@@ -17,7 +17,14 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from ._models import SoftmaxReduced
-from ._transition import brute_force_coexistence
+from ._phase import instability_point, linear_onset, locate_transition, phase_diagram
+from ._transition import (
+    TransitionOrder,
+    brute_force_coexistence,
+    crossover,
+    crossover_point,
+    transition_order,
+)
 
 
 def softmax_coexists(
@@ -181,9 +188,6 @@ def softmax_orders(L: int, V: int, P_min: float, P_max: float, n_P: int, **kwarg
     (:func:`jaxdyn.copyhead.locate_transition`), grid refinement
     (:func:`jaxdyn.copyhead.transition_order`) and brute force (:func:`softmax_coexists`);
     ``agree`` says whether all three find the same order, ``P_star`` is None unless first."""
-    from ._phase import locate_transition
-    from ._transition import TransitionOrder, transition_order
-
     model = SoftmaxReduced(L=L, V=V, **kwargs)
     _, _, info = locate_transition(model, P_min, P_max, n_P)
     refined = transition_order(
@@ -209,9 +213,6 @@ def linear_points(model, n_P: int) -> dict:
     """A linear reduced model's onset P_c (closed form), its relative difference from the
     bisected instability, and the crossovers c_G = c_1 (``raw``) and sqrt(L) c_G = c_1
     (``normalised``) on a phase diagram from P_c / 2 to 1000 P_c."""
-    from ._phase import instability_point, linear_onset, phase_diagram
-    from ._transition import crossover_point
-
     P_c = linear_onset(model)
     bis = instability_point(model, 1e-3 * P_c, 1e3 * P_c)
     d = phase_diagram(model, np.geomspace(0.5 * P_c, 1e3 * P_c, n_P))
@@ -227,9 +228,6 @@ def linear_points(model, n_P: int) -> dict:
 def crossover_root(model, weight: float) -> float:
     """The crossover P of a linear reduced model (weight * c_G = c_1 of the global minimum)
     by 40 bisections in ln P above its onset."""
-    from ._phase import linear_onset
-    from ._transition import crossover
-
     return crossover(model, linear_onset(model), weight=weight, iterations=40)
 
 
@@ -255,8 +253,6 @@ def softmax_P_star_along_L(
     """P* (sequences) and the jump of a_G of ``reduced(L)`` (a softmax reduced model) at each
     L where two minima coexist (NaN elsewhere). At large L the a_G jump shrinks while the
     logit gap still jumps by ~ ln L: P* is taken from the coexistence, not from the jump."""
-    from ._phase import locate_transition
-
     P, jump = np.full(len(Ls), np.nan), np.full(len(Ls), np.nan)
     for i, L in enumerate(Ls):
         _, _, info = locate_transition(reduced(L), P_min, P_max, 30)

@@ -19,7 +19,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._custom_types import Key
 from ._posterior import CopyHeadPosterior
-from ._task import CopyStatistics
+from ._task import CopyStatistics, cast_floating, padded_statistics
 
 
 class MAPState(NamedTuple):
@@ -149,8 +149,6 @@ def exact_descent(
     P_max sequences (P traced, :func:`jaxdyn.copyhead._task.padded_statistics`), from
     ``start * copy_G`` lifted by 1e-2 noise (G = 0 is stationary by symmetry). The descent
     computes in ``dtype``; the minimum is returned in the statistics' float64."""
-    from ._task import cast_floating, padded_statistics
-
     posterior_low = cast_floating(posterior, dtype)
 
     def descend(P, start, learning_rate, key):

@@ -455,7 +455,7 @@ minima converged to ~1e-10 in action, whose difference has an O(1) slope in ln P
 _ONSET_ERROR = 1e-9
 """Relative error of the closed-form onset (roots of a quartic; tests compare it with
 bisection on the autodiff Hessian to 1e-8)."""
-CROSSOVER_ERROR = 1e-9
+_CROSSOVER_ERROR = 1e-9
 """Relative error bound of a crossover P: 40 bisections in ln P (2^-40 of a bracket of width
 < 0.4 in ln P) of c_G - c_1 between global minima converged to ~1e-10."""
 
@@ -497,7 +497,12 @@ def onset_V2(V: Numbers, P_c: Numbers, relative_error=_ONSET_ERROR) -> Evidence:
 
 
 def crossover_law(
-    claim: str, x: Numbers, P: Numbers, law: float, alternative: float, relative_error
+    claim: str,
+    x: Numbers,
+    P: Numbers,
+    law: float,
+    alternative: float,
+    relative_error=_CROSSOVER_ERROR,
 ) -> Evidence:
     """A linear-attention crossover P (c_G = c_1) against x^law where its local exponent has
     settled; alternative x^alternative."""

@@ -330,7 +330,8 @@ for _name, _config, _description, _title in (
     (
         "copy-head-adam",
         AdamConfig,
-        "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, theory",
+        "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, "
+        "theory",
         "Softmax networks trained by Adam to the MAP",
     ),
     (

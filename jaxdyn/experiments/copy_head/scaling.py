@@ -321,15 +321,14 @@ def _crossover_law(c: ScalingConfig, run: Run) -> dict:
             "normalised_V_local_exponents": lex(Vs, along_V[1]),
         },
     )
-    error = ch.claims.CROSSOVER_ERROR
     run.evidence(
         "linear_crossover_L_three_halves",
-        ch.claims.crossover_law(CROSSOVER_L_CLAIM, Ls, along_L[0], 1.5, 1.0, error),
+        ch.claims.crossover_law(CROSSOVER_L_CLAIM, Ls, along_L[0], 1.5, 1.0),
         note=f"V = {V0}; c_G = c_1 (raw convention)",
     )
     run.evidence(
         "linear_crossover_V_half",
-        ch.claims.crossover_law(CROSSOVER_V_CLAIM, Vs, along_V[0], 0.5, 1.0, error),
+        ch.claims.crossover_law(CROSSOVER_V_CLAIM, Vs, along_V[0], 0.5, 1.0),
         note=f"L = {L1}; c_G = c_1 (raw convention)",
     )
     return {"along_L": (Ls, along_L[0]), "along_V": (Vs, along_V[0])}

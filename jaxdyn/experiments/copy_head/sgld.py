@@ -373,7 +373,7 @@ def _check_precursors(run, a, pre, posterior, P_max: int) -> None:
             np.array([p["laplace_rise"]]),
             np.array([abs(alternative - p["laplace_rise"])]),
             alternative=np.array([alternative]),
-            basis=f"ln(variance at the highest / lowest P) per dataset; alternative {alternative:.3g}",
+            basis=f"ln(variance at the top / bottom P) per dataset; alternative {alternative:.3g}",
         ),
         note=f"P / P_t = {np.round(record['P_over_P_t'], 3).tolist()}",
     )
@@ -403,59 +403,45 @@ MASS_CLAIM = "SGLD's posterior mean of {} is the mode plus its Laplace shift"
 
 
 def _check_mass(run, a, result, posterior) -> None:
-    """Per ladder P and dataset: the SGLD chain's mean minus the mode reached from its end,
-    averaged over both starts, against the Laplace shift at the population mode
-    (:func:`jaxdyn.copyhead._mass.laplace_shifts`; 99% Student-t over datasets; alternative:
-    the mode alone). Its finite-P change (relative order 1 / P) is not in the bound. Costs
-    L^2 Hessian-vector products and an L^2 x L^2 eigendecomposition per P: with
-    ``mass_check=False`` it is recorded not run. First order: the two phase boundaries."""
+    """Per ladder P and dataset: the SGLD chain's mean minus the mode reached from its end
+    (both starts averaged) against the Laplace shift at the population mode
+    (:func:`jaxdyn.copyhead._mass.laplace_shifts`; its finite-P change, relative order 1 / P,
+    is not in the bound), and for a first-order theory the mode's and the mass's phase
+    boundaries. L^2 Hessian-vector products and an L^2 x L^2 eigendecomposition per P:
+    recorded not run with ``mass_check=False``."""
     c = a.config
     if not c.mass_check:
         for key in c.keys():
+            why = f"a Laplace phase costs {c.L**2} Hessian-vector products and an order-{c.L**2} "
+            why += "eigendecomposition per P"
+            needs = {"mass_check": True}
             run.not_run(
-                MASS_CHECK.format(key),
-                MASS_CLAIM.format(key),
-                needs={"mass_check": True},
-                full_size=True,
-                why=f"the Laplace phase costs {c.L**2} Hessian-vector products and an "
-                f"eigendecomposition of order {c.L**2} per P",
+                MASS_CHECK.format(key), MASS_CLAIM.format(key), needs=needs, full_size=True, why=why
             )
         return
     P, seeds = result.params["P"], result.seeds
     far = a.ladder_mask(P) & result.ok()
     Ps = np.unique(P[far])
     predicted = _mass.laplace_shifts(posterior, a.model, Ps, c.keys(), log=run.log)
-    smooth = np.asarray(predicted["twice_differentiable"], bool)
+    kinks = Ps[~np.asarray(predicted["twice_differentiable"], bool)]
+    basis = "chain mean minus the mode from its end per dataset; alternative: the mode alone"
+    if kinks.size:  # no prediction: the Laplace expansion needs a twice-differentiable action
+        basis = f"the mode sits on a kink of the action at P = {kinks.tolist()}"
     for key in c.keys():
-        shifts = cmp.per_dataset(
-            Ps, P, seeds, _chain_means(result, key) - result.outputs[f"mode_{key}"], far
-        )
-        why = (
-            "SGLD chain mean minus the mode from its end, per dataset over both starts; "
-            "prediction: Laplace shift on the population posterior; alternative: the mode"
-        )
-        if not smooth.all():
-            why = (
-                f"the mode sits on a kink of the action at P = {Ps[~smooth].tolist()}: the "
-                "Laplace expansion needs a twice-differentiable action there"
-            )
+        gap = _chain_means(result, key) - result.outputs[f"mode_{key}"]
+        shift = np.where(kinks.size, np.nan, predicted[key])
         run.evidence(
             MASS_CHECK.format(key),
             ch.claims.laplace_shift(
-                MASS_CLAIM.format(key),
-                shifts,
-                np.where(smooth.all(), predicted[key], np.nan),
-                basis=why,
+                MASS_CLAIM.format(key), cmp.per_dataset(Ps, P, seeds, gap, far), shift, basis=basis
             ),
             note=f"P = {Ps.tolist()}; Laplace shift {np.round(predicted[key], 5).tolist()}",
         )
     if a.first:
-        run.scalar(
-            "phase_boundaries",
-            _mass.phase_boundaries(
-                posterior, a.model, a.diagram, a.info["coexistence"], a.P_t, log=run.log
-            ),
+        boundaries = _mass.phase_boundaries(
+            posterior, a.model, a.diagram, a.info["coexistence"], a.P_t, log=run.log
         )
+        run.scalar("phase_boundaries", boundaries)
 
 
 def _mean_at_the_mode(key: str):
