@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import types
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -23,18 +24,6 @@ def require(condition, message: str) -> None:
     """Raise a one-line ConfigError unless ``condition``."""
     if not condition:
         raise ConfigError(message)
-
-
-def require_positive(**values) -> None:
-    """Raise a one-line ConfigError unless every value is positive and finite."""
-    for name, v in values.items():
-        require(np.isfinite(v) and v > 0, f"{name} must be positive and finite, got {v}")
-
-
-def require_at_least(**values) -> None:
-    """``name=(value, minimum)``: raise a one-line ConfigError unless value >= minimum."""
-    for name, (v, low) in values.items():
-        require(v >= low, f"{name} must be >= {low}, got {v}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -65,18 +54,22 @@ class CopyHeadConfig(ExperimentConfig):
     precision: str = "single"
     cpu_group_mb: float = 8.0
 
+    _minimum: ClassVar[dict[str, float]] = {"L": 2, "V": 1, "cpu_group_mb": 0}
+    _positive: ClassVar[tuple[str, ...]] = ("temperature", "sigma_w2", "sigma_g2")
+
     def validate(self) -> None:
-        require_at_least(L=(self.L, 2), V=(self.V, 1))
-        require(
-            np.isfinite(self.cpu_group_mb) and self.cpu_group_mb >= 0,
-            f"cpu_group_mb must be finite and >= 0, got {self.cpu_group_mb}",
-        )
+        """One-line errors for the bounds of every class in the hierarchy (``_minimum``: a
+        finite value at least this; ``_positive``: positive and finite), then the rest."""
+        for cls in type(self).__mro__:
+            for name, low in vars(cls).get("_minimum", {}).items():
+                v = getattr(self, name)
+                require(np.isfinite(v) and v >= low, f"{name} must be finite and >= {low}, got {v}")
+            for name in vars(cls).get("_positive", ()):
+                v = getattr(self, name)
+                require(np.isfinite(v) and v > 0, f"{name} must be positive and finite, got {v}")
         require(
             self.precision in ("single", "double"),
             f"precision must be 'single' or 'double', got {self.precision!r}",
-        )
-        require_positive(
-            temperature=self.temperature, sigma_w2=self.sigma_w2, sigma_g2=self.sigma_g2
         )
         require(np.isfinite(self.alpha), f"alpha must be finite, got {self.alpha}")
 
@@ -138,6 +131,7 @@ class NetworkConfig(CopyHeadConfig):
     exclusion_factor: float = 1.5
     window_margin: float = 1.1
     settings: tuple[tuple[int, int, int], ...] = ()
+    _minimum: ClassVar[dict[str, float]] = {"seeds": 3, "exclusion_factor": 1, "window_margin": 1}
 
     def validate(self) -> None:
         super().validate()
@@ -149,17 +143,11 @@ class NetworkConfig(CopyHeadConfig):
             bool(self.P_values) and min(self.P_values) > 0,
             f"P_values must be non-empty and > 0, got {self.P_values}",
         )
-        require(self.seeds >= 3, f"seeds must be >= 3 (standard errors), got {self.seeds}")
-        for s in self.settings:
+        for setting in self.settings:
             require(
-                len(s) == 3 and s[0] >= 2 and s[1] >= 1 and s[2] >= 3,
-                f"settings are (L >= 2, V >= 1, datasets >= 3), got {s}",
+                len(setting) == 3 and setting[0] >= 2 and setting[1] >= 1 and setting[2] >= 3,
+                f"settings are (L >= 2, V >= 1, datasets >= 3), got {setting}",
             )
-        require(
-            self.exclusion_factor >= 1 and self.window_margin >= 1,
-            f"exclusion_factor and window_margin must be >= 1, got "
-            f"{self.exclusion_factor}, {self.window_margin}",
-        )
 
     def keys(self) -> tuple[str, ...]:
         """Order parameters compared with theory: c_G (softmax); c_1 and c_G (linear)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from typing import ClassVar
 
 import numpy as np
 
@@ -32,8 +33,6 @@ from ._common import (
     info_json,
     network_theory,
     require,
-    require_at_least,
-    require_positive,
     snug_sweep,
 )
 
@@ -63,14 +62,15 @@ class AdamConfig(NetworkConfig):
     learning_rate: float = 0.03
     init_scale: float = 0.01
 
+    _minimum: ClassVar[dict[str, float]] = {"refine_levels": 3, "steps": 10}
+    _positive: ClassVar[tuple[str, ...]] = ("learning_rate", "init_scale")
+
     def validate(self) -> None:
         super().validate()
-        require_at_least(refine_levels=(self.refine_levels, 3), steps=(self.steps, 10))
         require(
             self.refine_width > 1 and self.fall_width > 1,
             f"refine_width and fall_width must be > 1, got {self.refine_width}, {self.fall_width}",
         )
-        require_positive(learning_rate=self.learning_rate, init_scale=self.init_scale)
 
     @classmethod
     def quick(cls) -> dict:

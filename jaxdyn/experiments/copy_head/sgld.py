@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -40,8 +41,6 @@ from ._common import (
     info_json,
     network_theory,
     require,
-    require_at_least,
-    require_positive,
     snug_sweep,
 )
 
@@ -80,21 +79,17 @@ class SGLDConfig(NetworkConfig):
     thin: int = 20
     mode_steps: int = 1500
     mass_check: bool = True
+    _minimum: ClassVar[dict[str, float]] = {
+        **dict.fromkeys(("burn_in", "num_samples", "thin", "mode_steps"), 1),
+        "window_points": 0,
+    }
+    _positive: ClassVar[tuple[str, ...]] = ("step_scale", "g_preconditioner", "mala_step_scale")
 
     def validate(self) -> None:
         super().validate()
         require(
             len(self.precursor_fractions) >= 2 and all(0 < f < 1 for f in self.precursor_fractions),
             f"precursor_fractions needs >= 2 values in (0, 1), got {self.precursor_fractions}",
-        )
-        require_at_least(
-            **{k: (getattr(self, k), 1) for k in ("burn_in", "num_samples", "thin", "mode_steps")},
-            window_points=(self.window_points, 0),
-        )
-        require_positive(
-            step_scale=self.step_scale,
-            g_preconditioner=self.g_preconditioner,
-            mala_step_scale=self.mala_step_scale,
         )
 
     @classmethod

@@ -4,6 +4,7 @@ hysteresis on the exact finite-data action (copy_head.md, "What the theory predi
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -18,8 +19,6 @@ from ._common import (
     check_hysteresis,
     info_json,
     require,
-    require_at_least,
-    require_positive,
     snug_sweep,
 )
 
@@ -48,23 +47,24 @@ class TheoryConfig(CopyHeadConfig):
     hysteresis_learning_rate: float = 0.02
     window_margin: float = 1.1
 
+    _minimum: ClassVar[dict[str, float]] = {
+        "n_P": 10,
+        "hysteresis_points": 4,
+        "hysteresis_steps": 10,
+        "hysteresis_seeds": 2,
+        "window_margin": 1,
+        "switch_bisections": 1,
+    }
+    _positive: ClassVar[tuple[str, ...]] = ("P_min", "hysteresis_learning_rate")
+
     def validate(self) -> None:
         super().validate()
-        require_positive(P_min=self.P_min, hysteresis_learning_rate=self.hysteresis_learning_rate)
         require(
             self.P_max > self.P_min, f"P_max must exceed P_min, got {self.P_max} <= {self.P_min}"
         )
         require(
             self.objective in ("marginal", "map"),
             f"objective must be 'marginal' or 'map', got {self.objective!r}",
-        )
-        require_at_least(
-            n_P=(self.n_P, 10),
-            hysteresis_points=(self.hysteresis_points, 4),
-            hysteresis_steps=(self.hysteresis_steps, 10),
-            hysteresis_seeds=(self.hysteresis_seeds, 2),
-            window_margin=(self.window_margin, 1),
-            switch_bisections=(self.switch_bisections, 1),
         )
 
     @classmethod
