@@ -196,8 +196,7 @@ def test_quick_size_records_the_mass_check_not_run():
     for attention, keys in (("softmax", ["c_G"]), ("linear", ["c_1", "c_G"])):
         recorded.clear()
         config = sgld.SGLDConfig(**{**sgld.SGLDConfig.quick(), "attention": attention})
-        analysis = object.__new__(sgld.Analysis)  # only its config is read at quick size
-        analysis.config = config
+        analysis = types.SimpleNamespace(config=config)  # only its config is read at quick size
         sgld._check_mass(run, analysis, None, None)
         assert sorted(recorded) == [f"posterior_mean_{k}_matches_laplace" for k in keys]
         assert all(
