@@ -1,13 +1,5 @@
 """copy-head-adam, copy-head-adam-linear: networks trained by Adam to the joint MAP against
-the reduced MAP theory (``objective=Objective.map``), one body for either head.
-
-For each P (a ladder away from the transition, plus nested grids refined around it), seed
-(dataset) and start (small init / copy pattern): Adam on E(W, G); the start with the lower
-energy is the network's MAP. Each run's remaining optimisation error is its Newton estimate
-at the end point, and its finite-P bias a refit on a bootstrap resample. Checked: order
-parameters and population test loss away from the transition, the transition order from grid
-refinement, the test-loss jump (first order) or its bounded fall (continuous), hysteresis
-between the starts, and the coverage of span{U, S}."""
+the reduced MAP theory, one body for either head (copy_head.md, "Experiments")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""copy-head-scaling: where softmax is first order in (L, V), and which laws P* follows.
-
-copy_head.md, "The three scaling laws": the first-order line ends at V_c(L) [open]; softmax
-P* ~ L ln^2 L (paper) or a ln^2 L + b V^2 ln L / L + c (reconstruction); linear onset
-P_c ~ V^2 (paper) or V^{3/2} (alpha = 1); linear crossover ~ L^{3/2} V^{1/2} (paper).
-"""
+"""copy-head-scaling: where softmax is first order in (L, V), and the three scaling laws
+(copy_head.md, "The three scaling laws")."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""copy-head-sgld, copy-head-sgld-linear: the Bayesian posterior sampled by SGLD over (W, G)
-and MALA on G, one body for either head.
-
-Checked against the reduced action with ``objective=Objective.marginal`` (its saddle point
-predicts the posterior's modes): SGLD against MALA (the same law), posterior modes against the
-theory, hysteresis between starts and bimodality inside the theory's coexistence window (and
-their absence elsewhere), precursor fluctuations below the transition against the Laplace
-(Gaussian) variance at the mode, the posterior means against the Laplace shift, and the
-coverage of span{U, S}."""
+"""copy-head-sgld, copy-head-sgld-linear: the posterior by SGLD over (W, G) and MALA on G
+against the marginal (saddle-point) theory, one body for either head (copy_head.md,
+"Experiments")."""
 
 from __future__ import annotations
 
