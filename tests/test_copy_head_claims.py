@@ -94,7 +94,7 @@ def test_a_law_is_not_decided_from_a_drifting_exponent():
     """The crossover's V exponents at L = 512 (issue 47): -0.19 .. 0.67 through 1/2. The last
     pair alone (0.55, within a quarter gap of 1/2) would say holds; two successive pairs do not."""
     x, y = _series([-0.19, 0.06, 0.24, 0.41, 0.55, 0.67])
-    power = lambda k: (lambda v: v**k)
+    power = lambda k: lambda v: v**k
     ev = ch.claims.scaling_law("V^1/2", x, y, power(0.5), power(1.0), relative_error=1e-6, basis="")
     assert ev.inconclusive and "drift" in ev.reason, ev
     x, y = _series([-0.19, 0.06, 0.24, 0.41, 0.55])
@@ -119,3 +119,56 @@ def test_scaling_law_needs_two_successive_pairs(exponents, verdict):
         "x^1/2", x, y, lambda v: v**0.5, lambda v: v**1.0, relative_error=1e-6, basis=""
     )
     assert ev.verdict is verdict, ev
+
+
+def test_the_experiments_named_claims_hold_on_their_law_and_not_on_a_counterfactual():
+    """The named claims of the experiments (a law, a switch, a Laplace shift, a power gate):
+    each holds on data following its claim and does not on a counterfactual (the alternative
+    law, a switch at the spinodal, a mean at the mode, an underpowered comparison)."""
+    rng = np.random.default_rng(0)
+    L = 2.0 ** np.arange(8, 41, 4)
+    x = np.array([4.0, 8, 16, 32, 64, 128])
+    cases = [
+        (
+            ch.claims.softmax_P_star_law(L, np.log(L) ** 2),
+            ch.claims.softmax_P_star_law(L, np.log(L)),
+        ),
+        (
+            ch.claims.softmax_P_star_asymptotic(L, np.log(L) ** 2),
+            ch.claims.softmax_P_star_asymptotic(L, np.log(L)),
+        ),
+        (ch.claims.onset_V2(x, 3.0 * x**2), ch.claims.onset_V2(x, 3.0 * x**1.5)),
+        (
+            ch.claims.crossover_law("c", x, x**1.5, 1.5, 1.0, 1e-9),
+            ch.claims.crossover_law("c", x, x, 1.5, 1.0, 1e-9),
+        ),
+        (
+            ch.claims.switch_at_P_star(
+                np.log(19.5) + 0.01 * rng.normal(size=6), np.log(19.5), np.log(25.7), 0.01
+            ),
+            ch.claims.switch_at_P_star(
+                np.log(25.7) + 0.01 * rng.normal(size=6), np.log(19.5), np.log(25.7), 0.01
+            ),
+        ),
+        (
+            ch.claims.laplace_shift("s", 0.034 + 0.002 * rng.normal(size=(5, 1)), [0.034]),
+            ch.claims.laplace_shift("s", 0.002 * rng.normal(size=(5, 1)), [0.034]),
+        ),
+    ]
+    for truth, counterfactual in cases:
+        assert truth.holds, truth
+        assert not counterfactual.holds, counterfactual
+    assert ch.claims.laplace_shift("s", np.zeros((5, 1)), [np.nan], basis="kink").inconclusive
+    data = 0.2 + 0.01 * rng.normal(size=(4, 1))
+    held = ch.claims.matches_theory("m", data, [0.2], [1.0])
+    assert held.holds
+    weak = {
+        "sufficient": False,
+        "se": [0.3],
+        "datasets": 4,
+        "dof": 3,
+        "threshold": 0.2,
+        "datasets_needed": 9,
+    }
+    assert ch.claims.powered(held, weak).inconclusive
+    assert ch.claims.powered(held, {**weak, "sufficient": True}).holds

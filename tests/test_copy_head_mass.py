@@ -155,7 +155,7 @@ def test_laplace_mean_evidence_decides():
     """The SGLD check's decision: shifts at the Laplace prediction hold; at zero (a posterior
     whose mean is its mode: the mode-only alternative) refuted; two noisy datasets decide
     nothing."""
-    from jaxdyn.experiments.copy_head._mass_checks import laplace_mean_evidence
+    laplace_mean_evidence = ch.claims.laplace_shift
 
     rng = np.random.default_rng(0)
     predicted = np.array([0.034, 0.02])
@@ -169,7 +169,7 @@ def test_laplace_mean_evidence_decides():
 def test_aligned_mean_is_the_sign_aligned_gaussian_mean():
     """The odd head's prediction: E[sign(c_1 + c_G) c] of a Gaussian, against samples (at
     the symmetric mode it is not the mode's 0)."""
-    from jaxdyn.experiments.copy_head._mass_checks import aligned_mean
+    from jaxdyn.copyhead._mass import aligned_mean
 
     rng = np.random.default_rng(0)
     cov = np.array([[4e-4, 1e-4], [1e-4, 2e-4]])
@@ -187,8 +187,6 @@ def test_quick_size_records_the_mass_check_not_run():
     import types
 
     from jaxdyn.experiments.copy_head import sgld
-    from jaxdyn.experiments.copy_head._mass_checks import check_mass
-    from jaxdyn.experiments.copy_head._posterior_checks import PosteriorAnalysis
 
     recorded = {}
     run = types.SimpleNamespace(
@@ -198,9 +196,8 @@ def test_quick_size_records_the_mass_check_not_run():
     for attention, keys in (("softmax", ["c_G"]), ("linear", ["c_1", "c_G"])):
         recorded.clear()
         config = sgld.SGLDConfig(**{**sgld.SGLDConfig.quick(), "attention": attention})
-        analysis = object.__new__(PosteriorAnalysis)  # only its config is read at quick size
-        analysis.config = config
-        check_mass(run, analysis, None, None)
+        analysis = types.SimpleNamespace(config=config)  # only its config is read at quick size
+        sgld._check_mass(run, analysis, None, None)
         assert sorted(recorded) == [f"posterior_mean_{k}_matches_laplace" for k in keys]
         assert all(
             kw["needs"] == {"mass_check": True} and kw["full_size"] for kw in recorded.values()

@@ -10,12 +10,10 @@ import pytest
 import jaxdyn.copyhead as ch
 from jaxdyn.copyhead import _mass, _task
 from jaxdyn.evidence import Verdict
-from jaxdyn.experiments.copy_head._common import (
-    SettingRun,
-    power_record,
-    powered,
-    setting_tag,
-)
+from jaxdyn.copyhead._compare import power_record
+from jaxdyn.experiments.copy_head._common import SettingRun
+
+powered = ch.claims.powered
 
 
 def test_power_record_against_closed_form():
@@ -88,7 +86,7 @@ def test_setting_run_indexes_every_record_and_shares_the_control():
         ("array", "L16_V8.x"),
         ("log", "through"),
     ]
-    assert setting_tag(16, 8) == "L=16,V=8"
+    assert SettingRun(None, 16, 8).tag == "L=16,V=8"
 
 
 def _phase(action, x):

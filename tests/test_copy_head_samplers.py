@@ -8,7 +8,7 @@ import pytest
 
 import jaxdyn.copyhead as ch
 from jaxdyn.copyhead import _heads, _measure, _samplers, _task, _train
-from jaxdyn.experiments.copy_head._common import critical_value
+from jaxdyn.copyhead._compare import critical_value
 
 
 def _stats(P, L, V, seed=0, P_max=None):

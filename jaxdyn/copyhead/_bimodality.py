@@ -77,3 +77,21 @@ def bimodality(
         d,
         bool(d > 2.0 and w.min() >= min_weight and mu[1] - mu[0] > min_separation),
     )
+
+
+def bimodal_fraction(P, seeds, samples, Ps, min_separation: float) -> np.ndarray:
+    """Per P of ``Ps``: the fraction of datasets whose pooled samples (every chain of that
+    P and dataset) are bimodal with components more than ``min_separation`` apart."""
+    return np.array(
+        [
+            np.mean(
+                [
+                    bimodality(
+                        samples[(P == p) & (seeds == s)], min_separation=min_separation
+                    ).bimodal
+                    for s in np.unique(seeds)
+                ]
+            )
+            for p in Ps
+        ]
+    )

@@ -93,3 +93,21 @@ def switch_bracket(
     if uniform_lower.max() > copy_lower.min():
         return None
     return float(P[uniform_lower.max()]), float(P[copy_lower.min()])
+
+
+def switch_brackets(P, start, seeds, action) -> tuple[np.ndarray, list[int]]:
+    """Per dataset (``seeds``) with a switch on the P grid (:func:`switch_bracket` of the
+    ``action`` of its uniform-start (``start == 0``) and copy-start runs): the (P_lo, P_hi)
+    brackets, and the datasets they belong to."""
+    Ps = np.unique(P)
+    brackets, kept = [], []
+    for s in np.unique(seeds):
+        per_start = [
+            np.array([action[(P == p) & (seeds == s) & (start == b)][0] for p in Ps])
+            for b in (0.0, 1.0)
+        ]
+        bracket = switch_bracket(Ps, *per_start)
+        if bracket is not None:
+            brackets.append(bracket)
+            kept.append(int(s))
+    return np.asarray(brackets, float).reshape(-1, 2), kept

@@ -30,6 +30,7 @@ copy-phase shift is 16% high).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import equinox as eqx
@@ -38,7 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
-from ._models import AbstractReducedModel
+from ._heads import AbstractOddCopyHead
+from ._models import AbstractReducedModel, global_minimum, local_minimum
 from ._order import order_parameters
 from ._posterior import CopyHeadPosterior
 from ._task import CopyStatistics, population_statistics
@@ -274,3 +276,79 @@ def phase_boundary(P: ArrayLike, first: ArrayLike, second: ArrayLike) -> float:
     i = int(change[0])
     lp = np.log(P[i]) + (np.log(P[i + 1]) - np.log(P[i])) * diff[i] / (diff[i] - diff[i + 1])
     return float(np.exp(lp))
+
+
+_INDEX = {"c_1": 0, "c_G": 1}
+
+
+def laplace_shifts(posterior, model, Ps, keys, log=None) -> dict[str, np.ndarray]:
+    """The Laplace shift (posterior mean minus mode) of each order parameter in ``keys`` at
+    the reduced theory's global minimum at each P, on the population posterior. For an odd
+    head the samples are sign-aligned (:func:`jaxdyn.copyhead._measure.measure` flips a
+    sample with c_1 + c_G < 0), so the prediction is the aligned Gaussian mean
+    (:func:`aligned_mean`; at the symmetric mode 0 it is sqrt(2 / pi) Cov(c, s) / sd(s), not
+    0). ``twice_differentiable``: per P, whether the action is smooth at the mode (where it
+    is not, the shift is no prediction). ``log(message)``: progress, one line per P."""
+    odd = isinstance(posterior.head, AbstractOddCopyHead)
+    out = {key: [] for key in keys}
+    out["twice_differentiable"] = []
+    for i, p in enumerate(Ps):
+        if log is not None:
+            log(f"Laplace phase at P = {float(p):g} ({i + 1} of {len(Ps)})")
+        phase = population_phase(posterior, model, global_minimum(model, p).x, p)
+        out["twice_differentiable"].append(bool(phase.twice_differentiable))
+        mode, mean = np.asarray(phase.mode), np.asarray(phase.mean)
+        if odd:
+            sign = 1.0 if mode.sum() >= 0 else -1.0
+            mode, mean = sign * mode, aligned_mean(mean, np.asarray(phase.covariance))
+        for key in keys:
+            out[key].append(float(mean[_INDEX[key]] - mode[_INDEX[key]]))
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def aligned_mean(mean, covariance) -> np.ndarray:
+    """E[sign(s) c] for Gaussian c = (c_1, c_G) with ``mean`` and ``covariance``, s = c_1 +
+    c_G: m (1 - 2 Phi(-m_s / sd)) + 2 Cov(c, s) / sd phi(m_s / sd)."""
+    mean, covariance = np.asarray(mean, float), np.asarray(covariance, float)
+    m_s, cov_cs = mean.sum(), covariance.sum(axis=1)
+    sd = float(np.sqrt(max(covariance.sum(), 0.0)))
+    if sd == 0.0:
+        return np.sign(m_s if m_s != 0 else 1.0) * mean
+    z = m_s / sd
+    Phi = 0.5 * math.erfc(z / math.sqrt(2.0))  # Phi(-z)
+    phi = math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    return mean * (1.0 - 2.0 * Phi) + 2.0 * cov_cs / sd * phi
+
+
+def phase_boundaries(posterior, model, diagram, coexistence, P_star, points=5, log=None) -> dict:
+    """The mode's boundary (equal action: the saddle point's P*) and the mass's (equal free
+    energy F = S + 1/2 ln det H) between the uniform and copy branches of ``diagram``, on
+    ``points`` P across the ``coexistence`` window (2% in from each spinodal). ``mass`` is
+    None when the free energies do not cross there (the sign of
+    ``free_energy_copy_minus_uniform`` says which phase carries more mass)."""
+    lo, hi = coexistence
+    Ps = np.geomspace(lo + 0.02 * (hi - lo), lo + 0.98 * (hi - lo), points)
+    lP = np.log(diagram.P)
+    S, F = [], []
+    for i, p in enumerate(Ps):
+        if log is not None:
+            log(f"free energies of both branches at P = {float(p):g} ({i + 1} of {points})")
+        found = []
+        for branch in (diagram.x_up, diagram.x_down):  # uniform, copy
+            x0 = np.array([np.interp(np.log(p), lP, branch[:, j]) for j in range(branch.shape[1])])
+            found.append(local_minimum(model, p, x0).x)
+        phases = [population_phase(posterior, model, x, p, corrections=False) for x in found]
+        # Both descents in one minimum (a branch's interpolation off its basin): no pair.
+        same = np.allclose(np.asarray(found[0]), np.asarray(found[1]), rtol=1e-6, atol=1e-9)
+        S.append([np.nan if same else float(ph.action) for ph in phases])
+        F.append([np.nan if same else float(ph.free_energy) for ph in phases])
+    S, F = np.array(S), np.array(F)
+    mass = phase_boundary(Ps, F[:, 1], F[:, 0])
+    return {
+        "mode": float(P_star),
+        "mode_on_scan": phase_boundary(Ps, S[:, 1], S[:, 0]),
+        "mass": None if np.isnan(mass) else mass,
+        "P": Ps.tolist(),
+        "action_copy_minus_uniform": (S[:, 1] - S[:, 0]).tolist(),
+        "free_energy_copy_minus_uniform": (F[:, 1] - F[:, 0]).tolist(),
+    }

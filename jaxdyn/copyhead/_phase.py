@@ -432,4 +432,17 @@ def locate_transition(
         else:  # no coexistence resolved yet: narrow in on the largest jump
             i = int(np.argmax(np.abs(np.diff(fine.order_global["amplitude"]))))
             lo, hi = fine.P[max(i - 3, 0)], fine.P[min(i + 4, n_P - 1)]
-    return diagram, fine, {**classify_transition(model, diagram, jump_tol=jump_tol), "clipped": False}
+    return (
+        diagram,
+        fine,
+        {**classify_transition(model, diagram, jump_tol=jump_tol), "clipped": False},
+    )
+
+
+def transition_with_onset(model: AbstractReducedModel, P_min, P_max, n_P: int = 60):
+    """:func:`locate_transition`, with a linear model's continuous onset P_c in closed form
+    (:func:`linear_onset`) as ``info["P_star"]``."""
+    diagram, fine, info = locate_transition(model, P_min, P_max, n_P)
+    if isinstance(model, LinearReduced) and info["transition_order"] is TransitionOrder.second:
+        info = {**info, "P_star": linear_onset(model)}
+    return diagram, fine, info

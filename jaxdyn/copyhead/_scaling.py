@@ -17,7 +17,14 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from ._models import SoftmaxReduced
-from ._transition import brute_force_coexistence
+from ._phase import instability_point, linear_onset, locate_transition, phase_diagram
+from ._transition import (
+    TransitionOrder,
+    brute_force_coexistence,
+    crossover,
+    crossover_point,
+    transition_order,
+)
 
 
 def softmax_coexists(
@@ -153,3 +160,111 @@ def per_axis_exponents(
         ok = np.isfinite(col) & (col > 0)
         fits.append(fit_power_law(np.asarray(axis_values)[ok], col[ok]) if ok.sum() >= 3 else None)
     return fits
+
+
+def lnln_exponents(L: ArrayLike, P_star: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Local exponents of P* (sequences) in ln ln L (2 for L ln^2 L tokens, 1 for L ln L)
+    between successive finite L, and the geometric mid-points of the pairs."""
+    L, P = np.asarray(L, float), np.asarray(P_star, float)
+    keep = np.isfinite(P) & (P > 0)
+    L, P = L[keep], P[keep]
+    return np.diff(np.log(P)) / np.diff(np.log(np.log(L))), np.sqrt(L[1:] * L[:-1])
+
+
+def boundary_bracket(L: int, iterations: int, **kwargs) -> tuple[float, float]:
+    """V_c(L) bracketed: V doubled from L until the first-order line has ended, then
+    :func:`first_order_boundary`; ``(nan, 2)`` when softmax is not first order at V = 2."""
+    V_lo, V_hi = 2.0, float(L)
+    while softmax_coexists(L, V_hi, **kwargs)[0] and V_hi < 1e4:
+        V_lo, V_hi = V_hi, 2.0 * V_hi
+    if not softmax_coexists(L, V_lo, **kwargs)[0]:
+        return float("nan"), V_lo
+    return first_order_boundary(L, V_lo, V_hi, iterations=iterations, **kwargs)
+
+
+def softmax_orders(L: int, V: int, P_min: float, P_max: float, n_P: int, **kwargs) -> dict:
+    """The softmax reduced model at (L, V) (``kwargs``: temperature and prior variances)
+    classified three independent ways: the landscape
+    (:func:`jaxdyn.copyhead.locate_transition`), grid refinement
+    (:func:`jaxdyn.copyhead.transition_order`) and brute force (:func:`softmax_coexists`);
+    ``agree`` says whether all three find the same order, ``P_star`` is None unless first."""
+    model = SoftmaxReduced(L=L, V=V, **kwargs)
+    _, _, info = locate_transition(model, P_min, P_max, n_P)
+    refined = transition_order(
+        model, P_min, P_max, levels=(16, 32, 64, 128), offsets=4, fit_levels=3
+    )
+    coexist, window, barrier = softmax_coexists(L, V, **kwargs)
+    first = TransitionOrder.first
+    landscape_first = info["transition_order"] is first
+    return {
+        "landscape": info["transition_order"].name,
+        "refinement": refined.order.name,
+        "brute_force_two_minima": bool(coexist),
+        "P_star": info["P_star"],
+        "barrier": barrier,
+        "refinement_exponent": refined.fit.slope,
+        "window": window,
+        "agree": (refined.order is first) == coexist and landscape_first == coexist,
+        "first": landscape_first,
+    }
+
+
+def linear_points(model, n_P: int) -> dict:
+    """A linear reduced model's onset P_c (closed form), its relative difference from the
+    bisected instability, and the crossovers c_G = c_1 (``raw``) and sqrt(L) c_G = c_1
+    (``normalised``) on a phase diagram from P_c / 2 to 1000 P_c."""
+    P_c = linear_onset(model)
+    bis = instability_point(model, 1e-3 * P_c, 1e3 * P_c)
+    d = phase_diagram(model, np.geomspace(0.5 * P_c, 1e3 * P_c, n_P))
+    o = d.order_global
+    return {
+        "P_c": P_c,
+        "bisection_error": abs((bis or np.nan) / P_c - 1),
+        "raw": crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c),
+        "normalised": crossover_point(d.P, o["c_1"], o["c_G"], np.sqrt(model.L), P_c),
+    }
+
+
+def crossover_root(model, weight: float) -> float:
+    """The crossover P of a linear reduced model (weight * c_G = c_1 of the global minimum)
+    by 40 bisections in ln P above its onset."""
+    return crossover(model, linear_onset(model), weight=weight, iterations=40)
+
+
+def exponent_table(axis_values, table, axis: int, tag: str, labels, candidates=()) -> dict:
+    """Power-law exponents of ``table`` along ``axis`` (:func:`per_axis_exponents`) per
+    other-axis label, with their confidence intervals and the ``candidates`` each contains."""
+    fits = per_axis_exponents(axis_values, table, axis=axis)
+    return {
+        f"{tag}{lab}": None
+        if f is None
+        else {
+            "exponent": f.slope,
+            "ci": [f.ci_low, f.ci_high],
+            "contains": [x for x in candidates if f.contains(x)],
+        }
+        for lab, f in zip(labels, fits, strict=True)
+    }
+
+
+def softmax_P_star_along_L(
+    reduced, Ls, P_min: float, P_max: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """P* (sequences) and the jump of a_G of ``reduced(L)`` (a softmax reduced model) at each
+    L where two minima coexist (NaN elsewhere). At large L the a_G jump shrinks while the
+    logit gap still jumps by ~ ln L: P* is taken from the coexistence, not from the jump."""
+    P, jump = np.full(len(Ls), np.nan), np.full(len(Ls), np.nan)
+    for i, L in enumerate(Ls):
+        _, _, info = locate_transition(reduced(L), P_min, P_max, 30)
+        if info["coexistence"] is not None and info["P_star"] is not None:
+            P[i], jump[i] = info["P_star"], info["jump"]
+    return P, jump
+
+
+def crossovers(reduced, Ls, V0, L1, Vs) -> tuple[np.ndarray, np.ndarray]:
+    """The linear crossover (:func:`crossover_root`) of ``reduced(L, V)`` along ``Ls`` at V0
+    and along ``Vs`` at L1: each (2, n), raw (c_G = c_1) then normalised (sqrt(L) c_G = c_1)."""
+    at = lambda L, V, w: crossover_root(reduced(L, V), w)
+    along_L = np.stack([[at(L, V0, 1.0) for L in Ls], [at(L, V0, np.sqrt(L)) for L in Ls]])
+    along_V = np.stack([[at(L1, V, 1.0) for V in Vs], [at(L1, V, np.sqrt(L1)) for V in Vs]])
+    return along_L, along_V

@@ -186,3 +186,13 @@ def population_statistics(
         yy=P * jnp.sum(rows),
         P=P,
     )
+
+
+def padded_statistics(key: Key, L: int, V: int, P, P_max: int):
+    """Statistics of the first P of P_max sampled sequences, and the data ``(X, Y, w)``.
+
+    P may be traced: a fractional P weights the last sequence by its fraction, so the data
+    term is continuous in P and the datasets of different P are nested."""
+    X, Y = copy_task(key, P_max, L, V)
+    w = jnp.clip(P - jnp.arange(P_max), 0.0, 1.0).astype(X.dtype)
+    return copy_statistics(X, Y, w), (X, Y, w)

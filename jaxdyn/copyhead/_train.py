@@ -19,7 +19,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._custom_types import Key
 from ._posterior import CopyHeadPosterior
-from ._task import CopyStatistics
+from ._task import CopyStatistics, cast_floating, padded_statistics
 
 
 class MAPState(NamedTuple):
@@ -139,3 +139,51 @@ def minimise_action(
 
     (G, _), _ = jax.lax.scan(step, (G0, opt.init(G0)), jnp.arange(steps, dtype=G0.dtype))
     return G
+
+
+def exact_descent(
+    posterior: CopyHeadPosterior, copy_G, L: int, V: int, P_max: int, *, steps, dtype
+):
+    """``descend(P, start, learning_rate, key) -> (G, stats)``: the minimum of the exact
+    action S(G) reached by :func:`minimise_action` on the dataset of the key's first P of
+    P_max sequences (P traced, :func:`jaxdyn.copyhead._task.padded_statistics`), from
+    ``start * copy_G`` lifted by 1e-2 noise (G = 0 is stationary by symmetry). The descent
+    computes in ``dtype``; the minimum is returned in the statistics' float64."""
+    posterior_low = cast_floating(posterior, dtype)
+
+    def descend(P, start, learning_rate, key):
+        k_data, k_init = jax.random.split(key)
+        stats, _ = padded_statistics(k_data, L, V, P, P_max)
+        G0 = start * copy_G + 1e-2 * jax.random.normal(k_init, (L, L))
+        G = minimise_action(
+            posterior_low,
+            cast_floating(stats, dtype),
+            cast_floating(G0, dtype),
+            steps=steps,
+            learning_rate=learning_rate,
+        )
+        return G.astype(stats.N.dtype), stats
+
+    return descend
+
+
+def switch_root(posterior: CopyHeadPosterior, descend, key, learning_rate, P_lo, P_hi, iterations):
+    """Bisection in ln P, ``iterations`` times, of the P in [P_lo, P_hi] where the minimum
+    reached from the copy start becomes the lower one (both starts descended again at each
+    midpoint, :func:`exact_descent`): ``ln_switch`` (the final bracket's centre) and
+    ``half_width`` (its resolution)."""
+
+    def lower_copy(ln_P):
+        P = jnp.exp(ln_P)
+        Gu, stats = descend(P, 0.0, learning_rate, key)
+        Gc, _ = descend(P, 1.0, learning_rate, key)
+        return posterior.action(Gc, stats) < posterior.action(Gu, stats)
+
+    def bisect(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * (lo + hi)
+        copy = lower_copy(mid)
+        return jnp.where(copy, lo, mid), jnp.where(copy, mid, hi)
+
+    lo, hi = jax.lax.fori_loop(0, iterations, bisect, (jnp.log(P_lo), jnp.log(P_hi)))
+    return {"ln_switch": 0.5 * (lo + hi), "half_width": 0.5 * (hi - lo)}

@@ -40,22 +40,30 @@ from ..evidence import (
 )
 from ..evidence._decisions import _between_forms
 from ._order import pooling_share
+from ._scaling import lnln_exponents
 from ._transition import RefinementOrder, TransitionOrder
 
 __all__ = [
     "asymptotic_law",
     "bimodal_where_hysteretic",
     "copy_span_coverage",
+    "crossover_law",
     "first_order_line_above_L",
     "hysteresis",
     "hysteresis_window",
+    "laplace_shift",
     "loss_jump",
     "matches_theory",
     "minima_at_most",
+    "onset_V2",
     "pooling_first",
+    "powered",
     "scaling_form",
     "scaling_law",
+    "softmax_P_star_asymptotic",
+    "softmax_P_star_law",
     "square_root_onset",
+    "switch_at_P_star",
     "transition_order",
 ]
 
@@ -439,3 +447,139 @@ def asymptotic_law(claim: str, x: Numbers, m: Numbers, law: float, alternative: 
     estimate), classified between the law's exponent and an alternative's (within a quarter
     of their gap of one of them, or in between)."""
     return extrapolated_exponent(claim, x, m, law, alternative)
+
+
+_P_STAR_ERROR = 1e-6
+"""Relative error bound of a reduced P*: 40 bisections in ln P of a grid cell (2^-40) between
+minima converged to ~1e-10 in action, whose difference has an O(1) slope in ln P."""
+_ONSET_ERROR = 1e-9
+"""Relative error of the closed-form onset (roots of a quartic; tests compare it with
+bisection on the autodiff Hessian to 1e-8)."""
+_CROSSOVER_ERROR = 1e-9
+"""Relative error bound of a crossover P: 40 bisections in ln P (2^-40 of a bracket of width
+< 0.4 in ln P) of c_G - c_1 between global minima converged to ~1e-10."""
+
+
+def softmax_P_star_law(L: Numbers, P_star: Numbers, relative_error=_P_STAR_ERROR) -> Evidence:
+    """P* (sequences) against L ln^2 L in supervised tokens (P* L) where the local exponent
+    has settled (:func:`scaling_law`); the alternative is L ln L (one log fewer)."""
+    L = np.asarray(L, float)
+    return scaling_law(
+        "softmax P* ~ L ln^2 L (P* in supervised tokens)",
+        L,
+        np.asarray(P_star, float) * L,
+        lambda x: x * np.log(x) ** 2,
+        lambda x: x * np.log(x),
+        relative_error=relative_error,
+        basis="P* at equal action of the two reduced minima",
+    )
+
+
+def softmax_P_star_asymptotic(L: Numbers, P_star: Numbers) -> Evidence:
+    """The local exponent of P* in ln ln L (:func:`lnln_exponents`) extrapolated to
+    L -> infinity (:func:`asymptotic_law`): 2 for L ln^2 L tokens against 1 for L ln L."""
+    m, mid = lnln_exponents(L, P_star)
+    return asymptotic_law("softmax P* ~ L ln^2 L asymptotically (L -> infinity)", mid, m, 2.0, 1.0)
+
+
+def onset_V2(V: Numbers, P_c: Numbers, relative_error=_ONSET_ERROR) -> Evidence:
+    """The linear onset P_c against V^2 where its local exponent has settled; alternative
+    V^(3/2)."""
+    return scaling_law(
+        "linear attention: onset P_c ~ V^2",
+        V,
+        P_c,
+        lambda v: v**2,
+        lambda v: v**1.5,
+        relative_error=relative_error,
+        basis="closed-form onset (quartic roots)",
+    )
+
+
+def crossover_law(
+    claim: str,
+    x: Numbers,
+    P: Numbers,
+    law: float,
+    alternative: float,
+    relative_error=_CROSSOVER_ERROR,
+) -> Evidence:
+    """A linear-attention crossover P (c_G = c_1) against x^law where its local exponent has
+    settled; alternative x^alternative."""
+    return scaling_law(
+        claim,
+        x,
+        P,
+        lambda v: v**law,
+        lambda v: v**alternative,
+        relative_error=relative_error,
+        basis="crossover c_G = c_1 of the global minimum; error: change between two P grids",
+    )
+
+
+def switch_at_P_star(
+    ln_switch: Numbers, ln_P_star: float, ln_spinodal: float, resolution: float
+) -> Evidence:
+    """Per-dataset ln P of the exact action's switch between its two minima (a root find)
+    against the reduced ln P*: Student-t over datasets plus the root find's resolution (half
+    its final bracket in ln P); the alternative is the uniform spinodal ln P_hi (a switch at
+    the end of the coexistence window instead of at equal action)."""
+    return matches_theory(
+        "the exact action's global switch between the two minima lies at the reduced P*",
+        np.asarray(ln_switch, float)[:, None],
+        np.array([ln_P_star]),
+        np.array([ln_spinodal - ln_P_star]),
+        bound=resolution,
+        alternative=np.array([ln_spinodal]),
+        basis="ln P; bound: half the root find's final bracket in ln P",
+    )
+
+
+def laplace_shift(
+    claim: str, shifts: Numbers, predicted: Numbers, *, confidence: float = 0.99, basis=""
+) -> Evidence:
+    """The posterior mean minus the mode, per dataset (rows) and P (columns), against the
+    Laplace shift ``predicted`` at each P. The alternative is the saddle point alone (no
+    shift), so ``holds`` needs the Laplace shift inside every Student-t interval and zero
+    outside one at least; too few datasets for that is ``inconclusive``. NaN predictions
+    (not run, or a kink at the mode) give ``inconclusive`` with ``basis`` as the reason."""
+    predicted = np.asarray(predicted, float)
+    if not np.all(np.isfinite(predicted)):
+        return Evidence(
+            claim,
+            float("nan"),
+            float("nan"),
+            ErrorModel.standard_error(float("inf"), dof=None, basis="Student-t over datasets"),
+            Verdict.inconclusive,
+            0.0,
+            basis,
+        )
+    return matches_theory(
+        claim,
+        shifts,
+        predicted,
+        np.abs(predicted),
+        confidence=confidence,
+        basis=basis,
+        alternative=np.zeros_like(predicted),
+    )
+
+
+def powered(evidence: Evidence, power: dict) -> Evidence:
+    """``evidence`` unless it holds on a comparison without power (``power["sufficient"]``
+    false: a standard error over a fifth of the effect): then ``inconclusive``, saying how
+    many datasets would decide it. A refutation stands (its interval already excludes the
+    prediction)."""
+    import dataclasses
+
+    if power["sufficient"] or evidence.verdict is not Verdict.holds:
+        return evidence
+    se = np.asarray(power["se"], float)
+    worst = float(np.nanmax(se)) if np.isfinite(se).any() else float("nan")
+    return dataclasses.replace(
+        evidence,
+        verdict=Verdict.inconclusive,
+        reason=f"too little power: SE {worst:.3g} over {power['datasets']} datasets "
+        f"(dof {power['dof']}) exceeds a fifth of the effect ({power['threshold']:.3g}); "
+        f"{power['datasets_needed']} datasets at the measured SD would resolve it",
+    )

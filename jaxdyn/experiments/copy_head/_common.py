@@ -1,40 +1,29 @@
-"""Shared pieces of the copy-head experiments: config validation, heads, datasets, theory."""
+"""Shared pieces of the copy-head experiments: configs, the cache-sized sweep, hysteresis
+between two starts, and the extra (L, V) settings of a run."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import types
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ..._validation import require_positive as _require_positive
-from ...copyhead import _hysteresis, _phase, _task
-from ...evidence import Evidence, Verdict
+from ...copyhead import _compare, _hysteresis, _phase, _task
 from ...runs import ConfigError, ExperimentConfig
 
 ATTENTIONS = ("linear", "softmax")
-# The dims of an L x L score matrix G: a row is the position that attends (the query), a
-# column the position it attends to (the key).
-SCORE_DIMS = ("query_position", "key_position")
+SCORE_DIMS = ("query_position", "key_position")  # an L x L score matrix: query row, key column
 
 
-def require(condition: bool | np.bool_, message: str) -> None:
+def require(condition, message: str) -> None:
     """Raise a one-line ConfigError unless ``condition``."""
     if not condition:
         raise ConfigError(message)
-
-
-def require_positive(**values: float | int) -> None:
-    """Raise a one-line ConfigError unless every value is positive and finite (the rule of
-    ``jaxdyn._validation.require_positive``)."""
-    for name, v in values.items():
-        try:
-            _require_positive(name, v)
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -45,22 +34,15 @@ class CopyHeadConfig(ExperimentConfig):
         L, V: sequence length and vocabulary.
         temperature, sigma_w2, sigma_g2: likelihood temperature and prior variances.
         alpha: linear attention A = G / L^alpha.
-        precision: "single" (default) or "double": the arithmetic of the experiments'
-            iterative loops over the O(L^2 V^2) statistics (SGLD, MALA's action, Adam).
-            Single precision halves their memory traffic (2-3x faster on CPUs). Every end
-            point, mode or chain state the checks use is measured in float64 on the float64
-            statistics, and the Newton estimate of its distance to the exact minimum (the
-            checks' optimisation bound) is float64 too, so the rounding is inside the error
-            model; chain means are compared with standard errors over datasets.
-        cpu_group_mb: on a CPU, the most megabytes of copy statistics (``N`` and ``NY``,
-            ``2 L^2 V^2`` numbers per member) in one vmapped group of a sweep's members; 0 for
-            no limit. The chains, MALA and Adam read every member's statistics at each step,
-            so a group whose statistics fit in the last-level cache reads them from cache
-            rather than from memory: at L = 64, V = 8 (2 MB per member in single
-            precision) groups of 4 run copy-head-sgld's sweep about twice as fast as groups
-            of 18 on a 32 MB-cache CPU, and a second experiment beside it slows it less
-            (docs/benchmarks.md). Results are the same science for any value; the bits
-            depend on the group width.
+        precision: "single" (default) or "double": the arithmetic of the iterative loops
+            (SGLD, MALA, Adam) over the O(L^2 V^2) statistics. Every end point, mode or chain
+            state a check uses is measured in float64 on the float64 statistics, with its
+            Newton estimate of the distance to the exact minimum, so rounding is inside the
+            error model.
+        cpu_group_mb: on a CPU, the most megabytes of copy statistics (``2 L^2 V^2`` numbers
+            per member) in one vmapped group of a sweep, so that a group's statistics stay in
+            the last-level cache through its loops; 0 for no limit. Results are the same
+            science for any value; the bits depend on the group width.
     """
 
     L: int = 32
@@ -72,25 +54,27 @@ class CopyHeadConfig(ExperimentConfig):
     precision: str = "single"
     cpu_group_mb: float = 8.0
 
+    _minimum: ClassVar[dict[str, float]] = {"L": 2, "V": 1, "cpu_group_mb": 0}
+    _positive: ClassVar[tuple[str, ...]] = ("temperature", "sigma_w2", "sigma_g2")
+
     def validate(self) -> None:
-        require(self.L >= 2, f"L must be >= 2, got {self.L}")
-        require(
-            np.isfinite(self.cpu_group_mb) and self.cpu_group_mb >= 0,
-            f"cpu_group_mb must be finite and >= 0, got {self.cpu_group_mb}",
-        )
+        """One-line errors for the bounds of every class in the hierarchy (``_minimum``: a
+        finite value at least this; ``_positive``: positive and finite), then the rest."""
+        for cls in type(self).__mro__:
+            for name, low in vars(cls).get("_minimum", {}).items():
+                v = getattr(self, name)
+                require(np.isfinite(v) and v >= low, f"{name} must be finite and >= {low}, got {v}")
+            for name in vars(cls).get("_positive", ()):
+                v = getattr(self, name)
+                require(np.isfinite(v) and v > 0, f"{name} must be positive and finite, got {v}")
         require(
             self.precision in ("single", "double"),
             f"precision must be 'single' or 'double', got {self.precision!r}",
-        )
-        require(self.V >= 1, f"V must be >= 1, got {self.V}")
-        require_positive(
-            temperature=self.temperature, sigma_w2=self.sigma_w2, sigma_g2=self.sigma_g2
         )
         require(np.isfinite(self.alpha), f"alpha must be finite, got {self.alpha}")
 
     @property
     def loop_dtype(self):
-        """dtype of the iterative loops (``precision``)."""
         return jnp.float32 if self.precision == "single" else jnp.float64
 
     def lowered(self, tree):
@@ -98,9 +82,9 @@ class CopyHeadConfig(ExperimentConfig):
         return _task.cast_floating(tree, self.loop_dtype)
 
     def head(self, attention: str) -> ch.AbstractCopyHead:
-        if attention == "linear":
-            return ch.LinearCopyHead(alpha=self.alpha)
-        return ch.SoftmaxCopyHead()
+        return (
+            ch.LinearCopyHead(alpha=self.alpha) if attention == "linear" else ch.SoftmaxCopyHead()
+        )
 
     def posterior(self, attention: str) -> ch.CopyHeadPosterior:
         return ch.CopyHeadPosterior(
@@ -138,8 +122,7 @@ class NetworkConfig(CopyHeadConfig):
         window_margin: hysteresis asserted inside a theory coexistence window shrunk by this
             factor at each end, its absence outside the window widened by its square.
         settings: further (L, V, datasets) at which the whole experiment runs again after
-            its own (L, V), its records indexed ``[L=..,V=..]`` (:func:`for_each_setting`);
-            datasets per setting from a power computation (copy_head.md, "Power").
+            its own (L, V), its records indexed ``[L=..,V=..]`` (copy_head.md, "Power").
     """
 
     attention: str = "softmax"
@@ -148,6 +131,7 @@ class NetworkConfig(CopyHeadConfig):
     exclusion_factor: float = 1.5
     window_margin: float = 1.1
     settings: tuple[tuple[int, int, int], ...] = ()
+    _minimum: ClassVar[dict[str, float]] = {"seeds": 3, "exclusion_factor": 1, "window_margin": 1}
 
     def validate(self) -> None:
         super().validate()
@@ -159,43 +143,24 @@ class NetworkConfig(CopyHeadConfig):
             bool(self.P_values) and min(self.P_values) > 0,
             f"P_values must be non-empty and > 0, got {self.P_values}",
         )
-        require(self.seeds >= 3, f"seeds must be >= 3 (standard errors), got {self.seeds}")
         for setting in self.settings:
             require(
                 len(setting) == 3 and setting[0] >= 2 and setting[1] >= 1 and setting[2] >= 3,
                 f"settings are (L >= 2, V >= 1, datasets >= 3), got {setting}",
             )
-        require(
-            self.exclusion_factor >= 1 and self.window_margin >= 1,
-            f"exclusion_factor and window_margin must be >= 1, got "
-            f"{self.exclusion_factor}, {self.window_margin}",
-        )
 
+    def keys(self) -> tuple[str, ...]:
+        """Order parameters compared with theory: c_G (softmax); c_1 and c_G (linear)."""
+        return ("c_G",) if self.attention == "softmax" else ("c_1", "c_G")
 
-def snug_sweep(run, name: str, member, grid, config: CopyHeadConfig, **labels):
-    """``run.sweep`` with the vmap width narrowed so that the members fill whole groups: the
-    fewest groups of at most the run's ``vmap_width``, of equal width (a 66-member sweep runs
-    as 3 x 22, not as 3 x 32 with 30 padding members computed and discarded). On a CPU the
-    width is at most :func:`cache_width` (unless ``config.cpu_group_mb`` is 0), so that one
-    group's statistics stay in cache through its chains; the run's log says so when that
-    narrows it. The width depends only on the grid, the config and the platform, so results
-    stay bitwise the same for any process count. ``labels`` (``dims=``, ``coords=``,
-    ``expected=``) go to ``run.sweep``."""
-    width = run.options.vmap_width
-    if jax.default_backend() == "cpu" and config.cpu_group_mb > 0 and cache_width(config) < width:
-        width = cache_width(config)
-        run.log(
-            f"sweep '{name}': groups of at most {width} (cpu_group_mb = {config.cpu_group_mb:g}: "
-            f"{statistics_bytes(config) / 2**20:g} MB of statistics per member)"
-        )
-    snug = snug_width(len(grid), width)
-    options = dataclasses.replace(run.options, vmap_width=snug)
-    return run.sweep(name, member, grid, options=options, **labels)
+    def transition_key(self) -> str:
+        """The order parameter that leaves zero at the transition: c_G (softmax), c_1
+        (linear pooling onset)."""
+        return "c_G" if self.attention == "softmax" else "c_1"
 
 
 def statistics_bytes(config: CopyHeadConfig) -> int:
-    """Bytes of one member's copy statistics ``N`` and ``NY`` (``L^2 V^2`` entries each) in
-    the loops' dtype: what every step of its chains and descents reads."""
+    """Bytes of one member's copy statistics (``2 L^2 V^2`` entries) in the loops' dtype."""
     return 2 * config.L**2 * config.V**2 * jnp.dtype(config.loop_dtype).itemsize
 
 
@@ -205,107 +170,62 @@ def cache_width(config: CopyHeadConfig) -> int:
 
 
 def snug_width(n_members: int, width: int) -> int:
-    """The narrowest vmap width that runs ``n_members`` in as few groups as ``width`` does,
-    all full but the last (at most one member short per group)."""
+    """The narrowest vmap width that runs ``n_members`` in as few groups as ``width`` does."""
     return math.ceil(n_members / math.ceil(n_members / width))
 
 
-def padded_statistics(key, L: int, V: int, P, P_max: int):
-    """Statistics of the first P of P_max sampled sequences (P traced; fractional P weights
-    the last sequence by its fraction, so the data term is continuous in P) and the data."""
-    X, Y = ch.copy_task(key, P_max, L, V)
-    w = jnp.clip(P - jnp.arange(P_max), 0.0, 1.0).astype(X.dtype)
-    return ch.copy_statistics(X, Y, w), (X, Y, w)
+def snug_sweep(run, name: str, member, grid, config: CopyHeadConfig, **labels):
+    """``run.sweep`` in the fewest equal groups of at most the run's ``vmap_width`` (at most
+    :func:`cache_width` on a CPU unless ``cpu_group_mb`` is 0). The width depends only on the
+    grid, the config and the platform, so results are the same for any process count."""
+    width = run.options.vmap_width
+    if jax.default_backend() == "cpu" and config.cpu_group_mb > 0 and cache_width(config) < width:
+        width = cache_width(config)
+        run.log(
+            f"sweep '{name}': groups of at most {width} (cpu_group_mb = {config.cpu_group_mb:g})"
+        )
+    options = dataclasses.replace(run.options, vmap_width=snug_width(len(grid), width))
+    return run.sweep(name, member, grid, options=options, **labels)
 
 
-def transition(model: ch.AbstractReducedModel, P_min: float, P_max: float, n_P: int = 60):
-    """Landscape classification of a reduced model (:func:`jaxdyn.copyhead.locate_transition`)
-    with the coexistence window and, for continuous onsets, the closed-form P_c."""
-    diagram, fine, info = ch.locate_transition(model, P_min, P_max, n_P)
-    if (
-        isinstance(model, ch.LinearReduced)
-        and info["transition_order"] is ch.TransitionOrder.second
-    ):
-        info = {**info, "P_star": _phase.linear_onset(model)}
-    return diagram, fine, info
-
-
-def branch_values(diagram, P, key: str):
-    """Theory values of ``key`` on the uniform (up) and copy (down) branches at P."""
-    lp = np.log(np.asarray(P, float))
-    up = np.interp(lp, np.log(diagram.P), diagram.order_up[key])
-    down = np.interp(lp, np.log(diagram.P), diagram.order_down[key])
-    return up, down
-
-
-def theory_at(diagram, P, key: str):
-    """Global-minimum theory value of ``key`` at P (log-linear interpolation)."""
-    return np.interp(np.log(np.asarray(P, float)), np.log(diagram.P), diagram.order_global[key])
-
-
-def critical_value(n: int) -> float:
-    """Two-sided 99% Student-t quantile for a mean over n independent datasets (n - 1 degrees
-    of freedom): with 3 datasets a standard error is itself uncertain, and 9.9 standard
-    errors, not 4, bound a 1% false alarm. NaN below two datasets."""
-    from scipy.stats import t
-
-    return float(t.ppf(0.995, n - 1)) if n >= 2 else float("nan")
-
-
-def standard_error(values: np.ndarray) -> float:
-    """Standard error of the mean of independent values (NaN with fewer than two)."""
-    v = np.asarray(values, float)
-    v = v[np.isfinite(v)]
-    return float(np.std(v, ddof=1) / np.sqrt(v.size)) if v.size >= 2 else float("nan")
-
-
-def _over(reduce, values, mask) -> float:
-    return float(reduce(values[mask])) if mask.any() else float("nan")
-
-
-def check_hysteresis(run, prefix, result, values, order, info, diagram, margin):
-    """Hysteresis between the uniform (``start = 0``) and the copying (``start = 1``)
-    initialisation, per dataset and P, as evidence against the theory's order
-    (:func:`jaxdyn.copyhead.hysteresis_evidence`).
-
-    First order (with a coexistence window ``(lo, hi)``): runs are in different minima when
-    they differ by more than half the jump; every dataset must disagree for P well inside the
-    window (``lo m < P < hi / m``) and agree well outside it (``P < lo / m^2`` or
-    ``P > hi m^2``). Otherwise one minimum at every P: the starts must agree within 0.1 x the
-    largest order-parameter amplitude. An empty P range is inconclusive.
-    Returns the :class:`jaxdyn.copyhead.PairDisagreement`.
-    """
+def check_hysteresis(run, prefix, result, values, order, info, amplitude, margin):
+    """Hysteresis between the uniform (``start = 0``) and the copying (``start = 1``) start per
+    dataset and P, against the theory's order. First order with a coexistence window
+    ``(lo, hi)``: runs more than half the jump apart are in different minima; every dataset
+    must disagree well inside the window (``lo m < P < hi / m``) and agree well outside it
+    (``P < lo / m^2`` or ``P > hi m^2``). Otherwise the starts must agree within 0.1 x the
+    largest order-parameter ``amplitude``. Returns the pair disagreement."""
     P, seeds, start, ok = result.params["P"], result.seeds, result.params["start"], result.ok()
     if order is ch.TransitionOrder.first and info["coexistence"] is not None:
         hyst = _hysteresis.pair_disagreement(
             P, seeds, start, values, ok, tolerance=0.5 * info["jump"]
         )
         lo, hi = info["coexistence"]
-        inside = (hyst.P > lo * margin) & (hyst.P < hi / margin)
-        outside = (hyst.P < lo / margin**2) | (hyst.P > hi * margin**2)
-        run.evidence(
-            f"{prefix}_hysteresis_inside_window",
-            ch.claims.hysteresis(
+        for name, claim, mask, expected, span in (
+            (
+                "hysteresis_inside_window",
                 "two coexisting minima: every dataset's two starts stay apart inside the "
                 "theory's coexistence window",
-                hyst.disagree_fraction[inside],
-                expected=True,
+                (hyst.P > lo * margin) & (hyst.P < hi / margin),
+                True,
+                f"theory coexistence ({lo:.4g}, {hi:.4g}); P in ({lo * margin:.4g}, "
+                f"{hi / margin:.4g})",
             ),
-            note=f"theory coexistence ({lo:.4g}, {hi:.4g}); P in ({lo * margin:.4g}, "
-            f"{hi / margin:.4g}); per P {hyst.where(inside)}",
-        )
-        run.evidence(
-            f"{prefix}_no_hysteresis_outside_window",
-            ch.claims.hysteresis(
+            (
+                "no_hysteresis_outside_window",
                 "one minimum outside the coexistence window: both starts agree",
-                hyst.disagree_fraction[outside],
-                expected=False,
+                (hyst.P < lo / margin**2) | (hyst.P > hi * margin**2),
+                False,
+                f"P outside ({lo / margin**2:.4g}, {hi * margin**2:.4g})",
             ),
-            note=f"P outside ({lo / margin**2:.4g}, {hi * margin**2:.4g}); per P "
-            f"{hyst.where(outside)}",
-        )
+        ):
+            run.evidence(
+                f"{prefix}_{name}",
+                ch.claims.hysteresis(claim, hyst.disagree_fraction[mask], expected=expected),
+                note=f"{span}; per P {hyst.where(mask)}",
+            )
         return hyst
-    scale = float(np.max(np.abs(diagram.order_global["amplitude"])))
+    scale = float(np.max(np.abs(amplitude)))
     hyst = _hysteresis.pair_disagreement(P, seeds, start, values, ok, tolerance=0.1 * scale)
     run.evidence(
         f"{prefix}_no_hysteresis",
@@ -320,74 +240,84 @@ def check_hysteresis(run, prefix, result, values, order, info, diagram, margin):
     return hyst
 
 
-def info_json(info: dict) -> dict:
-    """A transition's ``info`` (:func:`jaxdyn.copyhead.classify_transition`) for summary.json:
-    the order by name."""
-    return {k: (v.name if isinstance(v, ch.TransitionOrder) else v) for k, v in info.items()}
+def network_theory(c: NetworkConfig, objective: str, *, refine: bool) -> types.SimpleNamespace:
+    """The reduced theory a network or posterior experiment is checked against, on
+    [P_min / 2, 2 P_max]: its transition (``info``), P_t (P*, the onset, or the refinement
+    window's centre) and ``order`` (by grid refinement with ``refine``, else the landscape's)."""
+    model = c.reduced(c.attention, objective)
+    lo, hi = 0.5 * min(c.P_values), 2.0 * max(c.P_values)
+    diagram, _, info = _phase.transition_with_onset(model, lo, hi)
+    refined = ch.transition_order(model, lo, hi) if refine or info["P_star"] is None else None
+    P_t = info["P_star"] or float(np.sqrt(np.prod(refined.window)))
+    order = refined.order if refine else info["transition_order"]
+    a = types.SimpleNamespace(config=c, model=model, diagram=diagram, info=info, P_t=P_t)
+    a.refined, a.order, a.first = refined, order, order is ch.TransitionOrder.first
+    return a
 
 
-POWER_FRACTION = 0.2  # a comparison must resolve a fifth of the effect it is to detect
+def effect(a, key: str) -> float:
+    """What a comparison with the theory ``a`` must detect: the jump of ``key`` between the
+    branches at P_t (first order), else its change over the theory's P range."""
+    d = a.diagram
+    if key == "test_loss":
+        curve, up, down = a.loss
+    else:
+        tk = _compare.theory_key(a.model, key)
+        curve, up, down = d.order_global[tk], d.order_up[tk], d.order_down[tk]
+    return _compare.effect_size(d.P, a.P_t, a.first, up, down, curve)
 
 
-def power_record(table, effect) -> dict:
-    """The power of a comparison over datasets (rows of ``table``; columns: the P compared):
-    per column the standard deviation over datasets and the standard error of the mean,
-    against ``POWER_FRACTION`` x ``effect`` (the jump or drop the comparison must detect).
-    ``sufficient``: every column's standard error is at most that. ``datasets_needed``: the
-    fewest datasets (at least 3) whose standard error at the measured standard deviation
-    would be, (sd / (effect / 5))^2 rounded up, the number a rerun should use."""
-    x = np.atleast_2d(np.asarray(table, float))
-    n = np.sum(np.isfinite(x), axis=0)
-    cols = [c[np.isfinite(c)] for c in x.T]
-    sd = np.array([np.std(c, ddof=1) if c.size >= 2 else np.nan for c in cols])
-    se = sd / np.sqrt(np.maximum(n, 1))
-    threshold = POWER_FRACTION * abs(float(effect))
-    finite = bool(np.all(np.isfinite(se))) and threshold > 0
-    needed = max(3, int(np.ceil(np.max((sd / threshold) ** 2) - 1e-12))) if finite else None
-    return {
-        "datasets": int(np.min(n)) if n.size else 0,
-        "dof": int(max(np.min(n) - 1, 0)) if n.size else 0,
-        "sd": sd.tolist(),
-        "se": se.tolist(),
-        "effect": abs(float(effect)),
-        "threshold": threshold,
-        "se_over_effect": (se / abs(float(effect))).tolist() if effect else None,
-        "sufficient": finite and bool(np.all(se <= threshold)),
-        "datasets_needed": needed,
-    }
-
-
-def powered(evidence: Evidence, record: dict) -> Evidence:
-    """``evidence`` unless it holds on a comparison without power (:func:`power_record` not
-    ``sufficient``): then ``inconclusive``, saying how many datasets would decide it. A
-    refutation stands (its interval already excludes the prediction)."""
-    if record["sufficient"] or evidence.verdict is not Verdict.holds:
-        return evidence
-    se = np.asarray(record["se"], float)
-    worst = float(np.nanmax(se)) if np.isfinite(se).any() else float("nan")
-    return dataclasses.replace(
-        evidence,
-        verdict=Verdict.inconclusive,
-        reason=f"too little power: SE {worst:.3g} over {record['datasets']} datasets "
-        f"(dof {record['dof']}) exceeds a fifth of the effect ({record['threshold']:.3g}); "
-        f"{record['datasets_needed']} datasets at the measured SD would resolve it",
+def check_theory(run, check: str, claim: str, comparison: dict, effect: float, power_name: str):
+    """Record a :func:`jaxdyn.copyhead._compare.corrected_comparison` as evidence: the
+    theory inside every 99% t x SE + bound interval, the alternative off by ``effect`` (the
+    transition's jump, or the change over the range); ``inconclusive`` unless the standard
+    errors are at most effect / 5 (its power, recorded as ``power_name``)."""
+    c = comparison
+    power = _compare.power_record(c["table"], effect)
+    run.scalar(power_name, power)
+    evidence = ch.claims.matches_theory(
+        claim,
+        c["table"],
+        c["theory"],
+        np.full(c["theory"].shape, effect),
+        bound=c["optimiser_allowance"] + c["theory_solver_error"],
+        basis="bootstrap-corrected (2 x - x_boot) per dataset; alternative: off by the effect; "
+        f"bound: {_compare.NEWTON_SAFETY:g} x mean Newton estimate + the reduced solver's error",
+    )
+    run.evidence(
+        check,
+        ch.claims.powered(evidence, power),
+        note=f"P = {c['P'].tolist()} (uncorrected {np.round(c['uncorrected'], 5).tolist()}); "
+        f"effect {effect:.4g}; SE/effect {np.round(c['se'] / effect, 3).tolist()}",
     )
 
 
-def setting_tag(L: int, V: int) -> str:
-    """The index an extra (L, V) setting's records carry: ``check[L=16,V=8]``."""
-    return f"L={L},V={V}"
+def check_coverage(run, check: str, what: str, posterior, G, mask, seeds, note: str) -> None:
+    """Per dataset, the share of the attention patterns ``posterior.attention(G[mask])``'s
+    non-uniform part in span{U, S} (:func:`jaxdyn.copyhead.coverage`), claimed >= 0.9."""
+    A = jax.vmap(posterior.attention)(jnp.asarray(G[mask]))
+    seeds = seeds[mask]
+    per_dataset = [float(ch.coverage(A[seeds == s])) for s in np.unique(seeds)]
+    claim = f"span{{U, S}} captures the vast majority (>= 0.9) of {what} in the copy phase"
+    run.evidence(
+        check,
+        ch.claims.copy_span_coverage(claim, per_dataset),
+        note=f"{note}; per dataset {np.round(per_dataset, 4).tolist()}",
+    )
+
+
+def info_json(info: dict) -> dict:
+    """A transition's ``info`` for summary.json: the order by name."""
+    return {k: (v.name if isinstance(v, ch.TransitionOrder) else v) for k, v in info.items()}
 
 
 class SettingRun:
-    """A :class:`jaxdyn.runs.Run` seen through one extra (L, V) setting of a config's
-    ``settings``: every check, scalar, array, figure and sweep it records is named with the
-    setting (checks as ``name[L=16,V=8]``, which share the negative control of ``name``);
-    everything else is the run's."""
+    """A run seen through one extra (L, V) setting: every check, scalar, array, figure and
+    sweep it records is named with the setting (checks as ``name[L=16,V=8]``, sharing the
+    negative control of ``name``); everything else is the run's."""
 
     def __init__(self, run, L: int, V: int):
-        self._run, self.tag = run, setting_tag(L, V)
-        self._file = f"L{L}_V{V}"
+        self._run, self.tag, self._file = run, f"L={L},V={V}", f"L{L}_V{V}"
 
     def __getattr__(self, name):
         return getattr(self._run, name)
@@ -406,16 +336,13 @@ class SettingRun:
 
     def save_arrays(self, *, dims=None, coords=None, **arrays):
         """The arrays as ``<setting>.<name>``; a coordinate this call declares (and every
-        dimension named after it) as ``<setting>_<coordinate>``, since its values are the
-        setting's own (dimensions without values keep their names)."""
+        dimension named after it) as ``<setting>_<coordinate>`` (its values are the
+        setting's own)."""
         rename = {name: f"{self._file}_{name}" for name in (coords or {})}
-
-        def renamed(names):
-            return tuple(rename.get(d, d) for d in names)
-
+        renamed = lambda names: tuple(rename.get(d, d) for d in names)
         coords = {
-            rename[name]: (renamed(value[0]), value[1]) if isinstance(value, tuple) else value
-            for name, value in (coords or {}).items()
+            rename[k]: (renamed(v[0]), v[1]) if isinstance(v, tuple) else v
+            for k, v in (coords or {}).items()
         }
         dims = {f"{self._file}.{k}": renamed(v) for k, v in (dims or {}).items()}
         return self._run.save_arrays(
@@ -431,8 +358,7 @@ class SettingRun:
 
 def for_each_setting(c: NetworkConfig, run, experiment) -> None:
     """``experiment(config, run)`` at the config's own (L, V), then at each extra setting
-    ``(L, V, datasets)`` of ``c.settings`` with a :class:`SettingRun` (the full size's power
-    at several (L, V): copy_head.md, "Power")."""
+    ``(L, V, datasets)`` of ``c.settings`` through a :class:`SettingRun`."""
     experiment(c, run)
     for L, V, seeds in c.settings:
         run.log(f"setting L = {L}, V = {V} with {seeds} datasets")

@@ -7,20 +7,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
+from ...copyhead._compare import theory_key
 from ...plotting import heatmap, new_figure, note_excluded
 
 
 def theory_figures(run, c, results, hyst) -> None:
-    """Order parameters and hysteresis branches of both heads against P (copy-head-theory)."""
+    """copy-head-theory: the softmax reduced action, both heads' branches, grid refinement,
+    exact-action hysteresis and softmax attention on both sides of P*."""
     sm, lin = results["softmax"], results["linear"]
+    P_star = sm["info"]["P_star"] or float(np.sqrt(np.prod(sm["refined"].window)))
     fig, ax = new_figure(1, 3)
-    P_star = sm["info"]["P_star"] or float(np.sqrt(np.prod(sm["window"])))
     deltas = jnp.linspace(-0.5, 1.5 * np.log(c.L), 400)
     for f in (0.8, 0.9, 1.0, 1.15, 1.35):
         S = np.asarray(jax.vmap(sm["model"].action, in_axes=(0, None))(deltas[:, None], f * P_star))
         ax[0, 0].plot(deltas, S - S[0], label=f"P = {f * P_star:.1f}")
-    ax[0, 0].set_xlabel("logit gap Delta")
-    ax[0, 0].set_ylabel("S(Delta) - S(-0.5)")
+    ax[0, 0].set(xlabel="logit gap Delta", ylabel="S(Delta) - S(-0.5)")
     ax[0, 0].set_title(f"softmax reduced action, L={c.L}, V={c.V}", fontsize=9)
     ax[0, 0].legend(fontsize=7)
     for a, res, keys in ((ax[0, 1], sm, ("a_G",)), (ax[0, 2], lin, ("c_1", "c_G"))):
@@ -32,33 +33,26 @@ def theory_figures(run, c, results, hyst) -> None:
         if res["info"]["P_star"]:
             a.axvline(res["info"]["P_star"], color="0.5", ls="--")
         a.set_xlabel("P (sequences)")
-        a.set_title(
-            f"{res['refined'].order} (refinement exponent {res['refined'].fit.slope:.2f})",
-            fontsize=9,
-        )
+        r = res["refined"]
+        a.set_title(f"{r.order} (refinement exponent {r.fit.slope:.2f})", fontsize=9)
         a.legend(fontsize=6)
     run.save_figure(fig, "phase_diagram")
 
     fig, ax = new_figure(1, 2)
-    for j, res in enumerate((sm, lin)):
+    for j, (name, res) in enumerate((("softmax", sm), ("linear", lin))):
         r = res["refined"]
         ax[0, j].loglog(r.spacing, r.largest_step, "o-")
-        ax[0, j].set_xlabel("P-grid spacing h (ln P)")
-        ax[0, j].set_ylabel("largest step of the order parameter")
-        ax[0, j].set_title(
-            f"{'softmax' if j == 0 else 'linear'}: step ~ h^{r.fit.slope:.2f}", fontsize=9
-        )
+        ax[0, j].set(xlabel="P-grid spacing h (ln P)", ylabel="largest step of the order parameter")
+        ax[0, j].set_title(f"{name}: step ~ h^{r.fit.slope:.2f}", fontsize=9)
     run.save_figure(fig, "grid_refinement")
 
     fig, ax = new_figure(1, 2)
     for j, (name, res) in enumerate((("softmax", sm), ("linear", lin))):
-        h = hyst[name]
+        h, a, d = hyst[name], ax[0, j], res["diagram"]
         vals = h["values"][:, :, 0, :]  # (P, start, seed)
         for s in range(vals.shape[-1]):
-            ax[0, j].semilogx(
-                h["P"], vals[:, 0, s], "C0o", ms=3, label="from uniform" if s == 0 else None
-            )
-            ax[0, j].semilogx(
+            a.semilogx(h["P"], vals[:, 0, s], "C0o", ms=3, label="from uniform" if s == 0 else None)
+            a.semilogx(
                 h["P"],
                 vals[:, 1, s],
                 "C3s",
@@ -66,65 +60,55 @@ def theory_figures(run, c, results, hyst) -> None:
                 mfc="none",
                 label="from copy" if s == 0 else None,
             )
-        d = res["diagram"]
         key = "a_G" if name == "softmax" else "c_1"
-        ax[0, j].semilogx(d.P, d.order_up[key], "C0--", lw=0.8)
-        ax[0, j].semilogx(d.P, d.order_down[key], "C3:", lw=0.8)
-        ax[0, j].set_xlim(0.7 * h["P"].min(), 1.4 * h["P"].max())
-        ax[0, j].set_xlabel("P (sequences)")
-        ax[0, j].set_title(f"{name}: exact action from two starts", fontsize=9)
-        ax[0, j].legend(fontsize=7)
+        a.semilogx(d.P, d.order_up[key], "C0--", lw=0.8)
+        a.semilogx(d.P, d.order_down[key], "C3:", lw=0.8)
+        a.set_xlim(0.7 * h["P"].min(), 1.4 * h["P"].max())
+        a.set_xlabel("P (sequences)")
+        a.set_title(f"{name}: exact action from two starts", fontsize=9)
+        a.legend(fontsize=7)
     run.save_figure(fig, "hysteresis_exact_action")
 
     fig, ax = new_figure(1, 2)
     for j, f in enumerate((0.8, 1.25)):
         x = ch.global_minimum(sm["model"], jnp.asarray(f * P_star)).x
         A = ch.SoftmaxCopyHead().weights(sm["model"].scores(x, c.L))
-        heatmap(
-            ax[0, j],
-            np.asarray(A),
-            title=f"softmax A at P = {f * P_star:.1f}",
-            xlabel="key m",
-            ylabel="query l",
-        )
+        title = f"softmax A at P = {f * P_star:.1f}"
+        heatmap(ax[0, j], np.asarray(A), title=title, xlabel="key m", ylabel="query l")
     run.save_figure(fig, "attention_heatmaps")
 
 
-def network_figures(
-    run, name, P, keep, result, keys, theory_curves, n_failed, loss_key: str = "test_loss"
-) -> None:
-    """Order parameters and a loss (``loss_key``) of trained networks / chains against
-    theory curves; ``theory_curves`` maps a key to (P grid, values)."""
+def network_figures(run, name, result, keys, curves, loss_key: str = "test_loss") -> None:
+    """Order parameters and a loss (``loss_key``; chain means for samples) of the trained
+    networks or chains against the theory's ``curves`` (key -> (P grid, values))."""
+    P, keep = result.params["P"], result.ok()
     fig, ax = new_figure(1, len(keys) + 1)
-    for j, key in enumerate(keys):
+    for a, key in zip(ax[0], (*keys, loss_key), strict=True):
         vals = result.outputs[key]
-        if vals.ndim > 1:
-            vals = np.nanmean(vals, axis=1)
-        ax[0, j].semilogx(P[keep], vals[keep], "o", ms=3, alpha=0.6, label=name)
-        if key in theory_curves:
-            ax[0, j].semilogx(*theory_curves[key], "k-", label="theory")
-        ax[0, j].set_xlabel("P (sequences)")
-        ax[0, j].set_ylabel(key)
-        ax[0, j].legend(fontsize=7)
-        note_excluded(ax[0, j], n_failed, len(P))
-    a = ax[0, -1]
-    loss = result.outputs[loss_key]
-    if loss.ndim > 1:
-        loss = np.nanmean(loss, axis=1)
-    a.semilogx(P[keep], loss[keep], "s", ms=3, label=loss_key)
-    if loss_key in theory_curves:
-        a.semilogx(*theory_curves[loss_key], "k-", label="theory")
-    a.set_xlabel("P (sequences)")
-    a.legend(fontsize=7)
+        vals = np.nanmean(vals, axis=1) if vals.ndim > 1 else vals
+        a.semilogx(P[keep], vals[keep], "o", ms=3, alpha=0.6, label=key)
+        if key in curves:
+            a.semilogx(*curves[key], "k-", label="theory")
+        a.set(xlabel="P (sequences)", ylabel=key)
+        a.legend(fontsize=7)
+        note_excluded(a, result.n_failed(), len(P))
     run.save_figure(fig, f"{name}_order_parameters")
 
 
-def histograms(run, name, key, samples_by_P, title_extra="") -> None:
-    """Histograms of posterior samples of ``key`` at a few P (both starts pooled)."""
-    fig, ax = new_figure(1, max(len(samples_by_P), 1))
-    for j, (p, by_start) in enumerate(samples_by_P.items()):
-        for label, vals in by_start.items():
-            ax[0, j].hist(np.ravel(vals), bins=40, alpha=0.6, label=label)
-        ax[0, j].set_title(f"{name}: {key} at P = {p:g} {title_extra}", fontsize=8)
+def posterior_figures(run, a, result) -> None:
+    """copy-head-sgld: the chains' order parameters against the marginal theory, and
+    histograms of the transition's order parameter from both starts (at the first P of the
+    hysteresis scan and at the largest P)."""
+    key, keys, d = a.config.transition_key(), a.config.keys(), a.diagram
+    curves = {k: (d.P, d.order_global[theory_key(a.model, k)]) for k in keys}
+    network_figures(run, "sgld", result, keys, curves, loss_key="mode_" + key)
+    P, start = result.params["P"], result.params["start"]
+    shown = [*a.window_P[:1], float(np.unique(P)[-1])]
+    fig, ax = new_figure(1, len(shown))
+    for j, p in enumerate(shown):
+        for b in (0.0, 1.0):
+            samples = np.ravel(result.outputs[key][(P == p) & (start == b)])
+            ax[0, j].hist(samples, bins=40, alpha=0.6, label=f"from {'copy' if b else 'uniform'}")
+        ax[0, j].set_title(f"sgld: {key} at P = {p:g}", fontsize=8)
         ax[0, j].legend(fontsize=7)
-    run.save_figure(fig, f"{name}_posterior_histograms")
+    run.save_figure(fig, "sgld_posterior_histograms")

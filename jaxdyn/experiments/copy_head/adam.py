@@ -1,37 +1,32 @@
-"""copy-head-adam: networks trained by Adam to the joint MAP against the MAP theory.
-
-For each P (a ladder away from the transition, plus nested grids refined around it), seed
-(dataset) and start (small init / copy pattern): Adam on E(W, G). The run of the two starts
-with the lower energy is the network's MAP; each run's remaining optimisation error is its
-Newton estimate at the end point (:func:`jaxdyn.copyhead.newton_estimate`). Checked against the
-reduced action with ``objective=ch.Objective.map``: order parameters and population test loss
-away from the transition, the transition order from grid refinement of the trained networks,
-the test-loss jump, hysteresis between the starts, and the coverage of span{U, S}."""
+"""copy-head-adam, copy-head-adam-linear: networks trained by Adam to the joint MAP against
+the reduced MAP theory, one body for either head (copy_head.md, "Experiments")."""
 
 from __future__ import annotations
 
 import dataclasses
+import types
+from typing import ClassVar
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ...copyhead import _measure, _task
+from ...copyhead import _compare as cmp, _members, _reduced
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _figures
 from ._common import (
     SCORE_DIMS,
     NetworkConfig,
+    check_coverage,
+    check_hysteresis,
+    check_theory,
+    effect,
     for_each_setting,
-    padded_statistics,
+    info_json,
+    network_theory,
     require,
-    require_positive,
     snug_sweep,
 )
-from ._network_checks import check_networks
-from ._networks import BOOTSTRAP_KEYS, NetworkAnalysis, optimiser_error
 
 ENERGY_EVERY = 10  # Adam steps between the recorded energies (the sweep's energy_trace)
 
@@ -44,12 +39,9 @@ class AdamConfig(NetworkConfig):
         refine_levels, refine_width: nested grids of 2^k intervals (k <= refine_levels) on
             [P_t / refine_width, P_t refine_width] around the MAP theory's transition P_t.
         fall_width: for a continuous theory, the same nested grids on [P_f / fall_width,
-            P_f fall_width] around the steepest fall P_f of the theory's test loss (the
-            crossover to copying, above the onset).
+            P_f fall_width] around the steepest fall P_f of the theory's test loss.
         steps, learning_rate, init_scale: Adam (cosine-decayed learning rate).
-        settings: the full size also runs at (L, V) = (16, 8) (L <= 16, V > L^{1/2}) and
-            (24, 4) (V < L^{1/2}), 4 datasets each: a power computation from the
-            per-dataset SD of quick runs there needs 3 for SE <= effect / 5
+        settings: the full size also runs at (L, V) = (16, 8) and (24, 4), 4 datasets each
             (copy_head.md, "Power").
     """
 
@@ -62,15 +54,15 @@ class AdamConfig(NetworkConfig):
     learning_rate: float = 0.03
     init_scale: float = 0.01
 
+    _minimum: ClassVar[dict[str, float]] = {"refine_levels": 3, "steps": 10}
+    _positive: ClassVar[tuple[str, ...]] = ("learning_rate", "init_scale")
+
     def validate(self) -> None:
         super().validate()
-        require(self.refine_levels >= 3, f"refine_levels must be >= 3, got {self.refine_levels}")
-        require(self.steps >= 10, f"steps must be >= 10, got {self.steps}")
         require(
             self.refine_width > 1 and self.fall_width > 1,
             f"refine_width and fall_width must be > 1, got {self.refine_width}, {self.fall_width}",
         )
-        require_positive(learning_rate=self.learning_rate, init_scale=self.init_scale)
 
     @classmethod
     def quick(cls) -> dict:
@@ -83,68 +75,79 @@ class AdamConfig(NetworkConfig):
         }
 
 
-def run_adam(c: AdamConfig, run: Run) -> None:
-    """The experiment for either head (registered as copy-head-adam and copy-head-adam-linear)
-    at its (L, V) and at each of its further ``settings``."""
-    for_each_setting(c, run, _run_adam)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LinearAdamConfig(AdamConfig):
+    """:class:`AdamConfig` with linear attention and P around its onset."""
+
+    attention: str = "linear"
+    P_values: tuple[float, ...] = (4.0, 8.0, 64.0, 128.0, 256.0)
+
+    @classmethod
+    def quick(cls) -> dict:
+        return {**AdamConfig.quick(), "P_values": (6.0, 96.0)}
+
+
+def _theory(c: AdamConfig, run) -> types.SimpleNamespace:
+    """The MAP theory and the P grid: the ``P_values``, nested grids ``refine_grid`` around
+    the transition P_t and, for a continuous theory, ``fall_grid`` around its steepest
+    test-loss fall (with the theory's loss there, ``fall_theory``)."""
+    a = network_theory(c, "map", refine=True)
+    posterior, d = c.posterior(c.attention), a.diagram
+    width, levels = c.refine_width, c.refine_levels
+    a.refine_grid = np.geomspace(a.P_t / width, a.P_t * width, 2**levels + 1)
+    a.loss = tuple(
+        cmp.theory_test_loss(posterior, a.model, x, d.P, c.L, c.V)
+        for x in (d.x_global, d.x_up, d.x_down)
+    )  # the global minimum's, the uniform branch's, the copy branch's
+    a.fall_grid = a.fall_theory = np.array([])
+    if not a.first:
+        a.fall_grid = cmp.fall_grid(d.P, a.loss[0], c.fall_width, levels)
+        xs = np.stack([np.asarray(ch.global_minimum(a.model, p).x) for p in a.fall_grid])
+        a.fall_theory = cmp.theory_test_loss(posterior, a.model, xs, a.fall_grid, c.L, c.V)
+    a.P_grid = np.unique(
+        np.concatenate([np.asarray(c.P_values, float), a.refine_grid, a.fall_grid])
+    )
+    run.scalar(
+        "theory",
+        {
+            "objective": _reduced.objective_label(a.model.objective),
+            **info_json(a.info),
+            "order_from_refinement": a.refined.as_dict(),
+        },
+    )
+    arrays = dict(zip(("test_loss", "test_loss_up", "test_loss_down"), a.loss, strict=True))
+    arrays.update(P=d.P, x_global=d.x_global)
+    run.save_arrays(
+        **{f"theory.{k}": v for k, v in arrays.items()},
+        dims={f"theory.{k}": ("theory_P", "state")[: np.ndim(v)] for k, v in arrays.items()},
+        coords={"theory_P": d.P},
+    )
+    keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
+    a.curves = {k: (d.P, d.order_global[cmp.theory_key(a.model, k)]) for k in keys}
+    a.curves["test_loss"] = (d.P, a.loss[0])
+    return a
 
 
 def _run_adam(c: AdamConfig, run: Run) -> None:
-    analysis = NetworkAnalysis.from_theory(c, c.reduced(c.attention, "map"), run)
+    a = _theory(c, run)
     posterior = c.posterior(c.attention)
-    copy_G = c.copy_scores(c.attention)
-    P_max = int(np.ceil(analysis.P_grid.max()))
-
-    posterior_low = c.lowered(posterior)
-
-    def fit(key, stats, G0, learning_rate):
-        # Adam in c.loop_dtype; the measurements and the Newton estimate of the end point's
-        # distance to the exact minimum in float64, so their bound covers the precision.
-        p, trace = ch.train_map(
-            key,
-            posterior_low,
-            c.lowered(stats),
-            steps=c.steps,
-            learning_rate=learning_rate,
-            init_scale=c.init_scale,
-            G0=G0,
-            record_every=ENERGY_EVERY,
-        )
-        p = _task.cast_floating(p, stats.N.dtype)
-        out = _measure.measure(posterior, p["G"], p["W"], stats)
-        out["test_loss"] = _measure.population_test_loss(posterior, p["G"], p["W"], V=c.V)
-        out.update(optimiser_error(posterior, stats, p, V=c.V))
-        return p, trace, out
-
-    def member(params, key):
-        k_data, k_train = jax.random.split(key)
-        stats, (X, Y, w) = padded_statistics(k_data, c.L, c.V, params["P"], P_max)
-        G0 = params["start"] * copy_G
-        # One bootstrap resample of the same data, refitted from this fit's scores: the
-        # finite-P bias of the fit against the population (reduced) theory. The two fits run
-        # as the two steps of one scan, so the program holds one copy of the training loop.
-        k_resample, k_refit = jax.random.split(jax.random.fold_in(key, 1))
-        boot = ch.copy_statistics(X, Y, _task.bootstrap_weights(k_resample, w))
-
-        def fit_from(G_start, data):
-            k, s = data
-            p, trace, out = fit(k, s, G_start, params["learning_rate"])
-            return p["G"], (p["G"], trace, out)
-
-        both = jax.tree.map(lambda a, b: jnp.stack([a, b]), stats, boot)
-        _, (G, trace, outs) = jax.lax.scan(fit_from, G0, (jnp.stack([k_train, k_refit]), both))
-        out = {k: v[0] for k, v in outs.items()}
-        out["G"] = G[0]
-        out["energy_trace"] = trace[0]
-        out.update({f"bootstrap_{k}": v[1] for k, v in outs.items() if k in BOOTSTRAP_KEYS})
-        return out
-
+    member = _members.map_fits(
+        posterior,
+        c.copy_scores(c.attention),
+        c.L,
+        c.V,
+        int(np.ceil(a.P_grid.max())),
+        steps=c.steps,
+        init_scale=c.init_scale,
+        record_every=ENERGY_EVERY,
+        dtype=c.loop_dtype,
+    )
     grid = Grid.product(
-        {"P": analysis.P_grid, "start": [0.0, 1.0], "learning_rate": [c.learning_rate]},
+        {"P": a.P_grid, "start": [0.0, 1.0], "learning_rate": [c.learning_rate]},
         seeds=c.seeds,
         base_seed=c.seed,
     )
-    recorded = max(c.steps // ENERGY_EVERY, 1)  # train_map's energy trace: every ENERGY_EVERY
+    recorded = max(c.steps // ENERGY_EVERY, 1)
     result = snug_sweep(
         run,
         "adam",
@@ -155,27 +158,181 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
         coords={"step": ENERGY_EVERY * np.arange(1, recorded + 1)},
     )
     run.scalar("failed_members", result.n_failed())
-    check_networks(run, "adam", analysis, result)
-    keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
-    _figures.network_figures(
+    P, seeds = result.params["P"], result.seeds
+    keep = cmp.select_lower_energy(P, seeds, result.masked("energy")) & result.ok()
+    # The lower-energy runs at the P_values farther than exclusion_factor from P_t.
+    far = np.isin(P, np.asarray(c.P_values, float)) & keep
+    far &= np.abs(np.log(P / a.P_t)) > np.log(c.exclusion_factor)
+    for key in (*c.keys(), "test_loss"):
+        error = 2.0 * result.outputs[f"optimiser_error_{key}"]
+        error = error + result.outputs[f"bootstrap_optimiser_error_{key}"]
+        raw, boot = result.masked(key), result.masked(f"bootstrap_{key}")
+        comparison = cmp.corrected_comparison(
+            P, seeds, far, raw, boot, error, posterior, a.model, key, c.L, c.V
+        )
+        record = {k: v for k, v in comparison.items() if k != "table"}
+        run.save_arrays(
+            **{f"adam.check_{key}_{k}": v for k, v in record.items()},
+            dims={f"adam.check_{key}_{k}": (f"adam_check_{key}_P",) for k in record},
+            coords={f"adam_check_{key}_P": comparison["P"]},
+        )
+        run.scalar(f"adam_{key}_vs_theory", {k: v.tolist() for k, v in record.items()})
+        check_theory(
+            run,
+            f"adam_{key}_matches_theory_away_from_transition",
+            f"trained networks' {key} equals the MAP theory's away from the transition",
+            comparison,
+            effect(a, key),
+            f"adam_{key}_power",
+        )
+    _check_refinement(run, a, result, keep)
+    check_hysteresis(
         run,
         "adam",
-        result.params["P"],
-        result.ok(),
         result,
-        keys,
-        analysis.curves(),
-        result.n_failed(),
+        result.masked(c.transition_key()),
+        a.order,
+        a.info,
+        a.diagram.order_global["amplitude"],
+        c.window_margin,
+    )
+    copy_phase = keep & (P >= 2 * a.P_t)
+    if copy_phase.any():
+        what = "the attention pattern's non-uniform variance"
+        note = "networks at P >= 2 P_t"
+        G = result.outputs["G"]
+        check_coverage(
+            run, "adam_coverage_of_copy_span", what, posterior, G, copy_phase, seeds, note
+        )
+    _figures.network_figures(run, "adam", result, tuple(a.curves)[:-1], a.curves)
+
+
+def _check_refinement(run, a, result, keep) -> None:
+    """The transition's order from grid refinement of the trained networks against the
+    theory's; the test-loss signature: its jump against the theory's drop between the same P
+    (first order), or its bounded fall (continuous: :func:`_check_loss_fall`)."""
+    c = a.config
+    P, seeds = result.params["P"], result.seeds
+    table = lambda grid, key: cmp.per_dataset(grid, P, seeds, result.masked(key), keep)
+    key, levels = c.transition_key(), c.refine_levels
+    refined = cmp.refinement(a.refine_grid, levels, table(a.refine_grid, key))
+    run.scalar("adam_order_from_refinement", refined.as_dict())
+    run.evidence(
+        "adam_transition_order_from_refinement",
+        ch.claims.transition_order(
+            f"trained networks: a {a.order.name}-order transition, as the theory", a.order, refined
+        ),
+        note=f"largest step of {key} between neighbouring P (median over datasets) vs "
+        "spacing on nested grids around P_t; expected: the same method on the theory",
+    )
+    loss = table(a.refine_grid, "test_loss")
+    if a.first:
+        errors = table(a.refine_grid, "optimiser_error_test_loss")
+        measured, expected, error = cmp.largest_drops(
+            a.refine_grid, a.diagram.P, a.loss[1:], loss, errors
+        )
+        power = cmp.power_record((measured - expected)[:, None], np.mean(expected))
+        run.scalar("adam_test_loss_jump_power", power)
+        evidence = ch.claims.matches_theory(
+            "the test loss drops at P* by the theory's jump",
+            (measured - expected)[:, None],
+            np.zeros(1),
+            np.array([np.mean(expected)]),
+            bound=cmp.optimiser_allowance(error),
+            basis="per dataset: the largest drop between neighbouring P of the finest grid "
+            "minus the theory's drop between the same P; alternative: no drop",
+        )
+        run.evidence(
+            "adam_test_loss_jump_matches_theory",
+            ch.claims.powered(evidence, power),
+            note=f"measured drops {np.round(measured, 5).tolist()}, theory "
+            f"{np.round(expected, 5).tolist()}",
+        )
+    run.evidence(
+        "adam_test_loss_curve_signature",
+        ch.claims.loss_jump(
+            "the test loss has a sharp drop exactly where the transition is first order",
+            a.first,
+            cmp.refinement(a.refine_grid, levels, loss),
+        ),
+        note="refinement order of the test-loss curve around P_t",
+    )
+    if a.fall_grid.size:
+        _check_loss_fall(run, a, lambda key: table(a.fall_grid, key))
+
+
+def _check_loss_fall(run, a, table) -> None:
+    """Continuous theories, around the theory's steepest test-loss fall (``table(key)``:
+    dataset x P of ``fall_grid``): the largest loss step shrinks like the spacing as the
+    theory's does (a bounded slope, no jump); and on the finest grid the bootstrap-corrected
+    slope d loss / d ln P of each interval matches the theory's (plateau, then bounded fall)
+    within 99% t x SE + the optimiser's Newton estimate over the interval."""
+    grid, levels = a.fall_grid, a.config.refine_levels
+    loss = table("test_loss")
+    measured = cmp.refinement(grid, levels, loss)
+    expected = cmp.refinement(grid, levels, a.fall_theory)
+    run.evidence(
+        "adam_test_loss_fall_order_from_refinement",
+        ch.claims.transition_order(
+            "the test loss falls as the theory's around its steepest fall (a bounded slope, "
+            "no jump)",
+            expected.order,
+            measured,
+        ),
+        note=f"P {grid[0]:.4g}-{grid[-1]:.4g}: exponent {measured.fit.slope:.3f} (theory "
+        f"{expected.fit.slope:.3f})",
+    )
+    h = np.diff(np.log(grid))
+    slopes = np.diff(2.0 * loss - table("bootstrap_test_loss"), axis=1) / h
+    error = 2.0 * table("optimiser_error_test_loss") + table("bootstrap_optimiser_error_test_loss")
+    opt = np.array([cmp.optimiser_allowance(e) for e in ((error[:, :-1] + error[:, 1:]) / h).T])
+    theory = np.diff(a.fall_theory) / h
+    run.scalar(
+        "adam_test_loss_fall",
+        {
+            "P": grid.tolist(),
+            "measured_order": measured.as_dict(),
+            "theory_order": expected.as_dict(),
+            "slope": np.mean(slopes, axis=0).tolist(),
+            "theory_slope": theory.tolist(),
+            "optimiser": opt.tolist(),
+        },
+    )
+    run.evidence(
+        "adam_test_loss_slope_matches_theory",
+        ch.claims.matches_theory(
+            "d test loss / d ln P follows the theory around its steepest fall (plateau, then a "
+            "bounded fall)",
+            slopes,
+            theory,
+            np.full(theory.shape, 0.5 * float(np.max(np.abs(theory)))),
+            bound=opt,
+            basis="bootstrap-corrected slopes per interval of the finest grid; alternative: "
+            "off by half the steepest slope; bound: the optimiser's Newton estimate",
+        ),
     )
 
 
-@register_experiment(
-    "copy-head-adam",
-    AdamConfig,
-    "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, theory",
-    title="Softmax networks trained by Adam to the MAP",
-    docs="copy_head.md#what-the-experiments-find",
-)
-def run_adam_softmax(config: AdamConfig, run: Run) -> None:
-    """copy-head-adam: Adam to the MAP of a softmax copy head."""
-    run_adam(config, run)
+def run_adam(config: AdamConfig, run: Run) -> None:
+    """Either head's experiment at its (L, V) and at each of its further ``settings``."""
+    for_each_setting(config, run, _run_adam)
+
+
+for _name, _config, _description, _title in (
+    (
+        "copy-head-adam",
+        AdamConfig,
+        "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, "
+        "theory",
+        "Softmax networks trained by Adam to the MAP",
+    ),
+    (
+        "copy-head-adam-linear",
+        LinearAdamConfig,
+        "linear networks by Adam to the MAP: square-root onset, no jump, no hysteresis, theory",
+        "Linear networks trained by Adam to the MAP",
+    ),
+):
+    register_experiment(
+        _name, _config, _description, title=_title, docs="copy_head.md#what-the-experiments-find"
+    )(run_adam)

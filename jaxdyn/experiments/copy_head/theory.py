@@ -1,25 +1,26 @@
-"""copy-head-theory: the reduced action's transitions, classified two independent ways, and
+"""copy-head-theory: the reduced action's transitions, classified independent ways, and
 hysteresis on the exact finite-data action (copy_head.md, "What the theory predicts")."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
 from ... import copyhead as ch
-from ...copyhead import _phase, _transition
+from ...copyhead import _hysteresis, _measure, _phase, _train, _transition
 from ...runs import Run, register_experiment
+from ...sweep import Grid
 from . import _figures
 from ._common import (
     ATTENTIONS,
     CopyHeadConfig,
+    check_hysteresis,
     info_json,
     require,
-    require_positive,
-    transition,
+    snug_sweep,
 )
-from ._exact_hysteresis import exact_action_hysteresis
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -32,8 +33,7 @@ class TheoryConfig(CopyHeadConfig):
         hysteresis_points, hysteresis_seeds: P values and datasets of the exact-action runs.
         hysteresis_steps, hysteresis_learning_rate: Adam on S(G) from each start.
         switch_bisections: bisections in ln P of each dataset's switch between the minima.
-        window_margin: hysteresis is asserted inside the reduced coexistence window shrunk
-            by this factor at each end, its absence outside the window widened by its square.
+        window_margin: as :class:`NetworkConfig`'s.
     """
 
     P_min: float = 1.0
@@ -47,34 +47,42 @@ class TheoryConfig(CopyHeadConfig):
     hysteresis_learning_rate: float = 0.02
     window_margin: float = 1.1
 
+    _minimum: ClassVar[dict[str, float]] = {
+        "n_P": 10,
+        "hysteresis_points": 4,
+        "hysteresis_steps": 10,
+        "hysteresis_seeds": 2,
+        "window_margin": 1,
+        "switch_bisections": 1,
+    }
+    _positive: ClassVar[tuple[str, ...]] = ("P_min", "hysteresis_learning_rate")
+
     def validate(self) -> None:
         super().validate()
-        require_positive(P_min=self.P_min, hysteresis_learning_rate=self.hysteresis_learning_rate)
         require(
             self.P_max > self.P_min, f"P_max must exceed P_min, got {self.P_max} <= {self.P_min}"
         )
-        require(self.n_P >= 10, f"n_P must be >= 10, got {self.n_P}")
         require(
             self.objective in ("marginal", "map"),
             f"objective must be 'marginal' or 'map', got {self.objective!r}",
-        )
-        require(
-            self.hysteresis_points >= 4
-            and self.hysteresis_steps >= 10
-            and self.hysteresis_seeds >= 2,
-            "hysteresis_points must be >= 4, hysteresis_steps >= 10 and hysteresis_seeds "
-            f">= 2, got {self.hysteresis_points}, {self.hysteresis_steps}, "
-            f"{self.hysteresis_seeds}",
-        )
-        require(self.window_margin >= 1, f"window_margin must be >= 1, got {self.window_margin}")
-        require(
-            self.switch_bisections >= 1,
-            f"switch_bisections must be >= 1, got {self.switch_bisections}",
         )
 
     @classmethod
     def quick(cls) -> dict:
         return {"n_P": 40, "P_max": 1000.0, "hysteresis_points": 8, "hysteresis_seeds": 3}
+
+
+FIRST_ORDER_CLAIM = "softmax: a first-order transition (L >= 16, V not much larger than L)"
+CONTINUOUS_CLAIM = "linear attention: a continuous (second-order) onset, A -> -A symmetric"
+NO_POOLING_CLAIM = (
+    "softmax: no stable pooling phase between the unstructured and the copying state "
+    "(at most two local minima of the reduced action at every P)"
+)
+POOLING_FIRST_CLAIM = (
+    "linear attention pools first: at the onset the uniform pattern carries most of A "
+    "(share of U in ||A||^2 >= 1/2)"
+)
+ONSET_CLAIM = "linear onset: amplitude ~ (P - P_c)^(1/2)"
 
 
 @register_experiment(
@@ -91,37 +99,28 @@ def run_theory(config: TheoryConfig, run: Run) -> None:
     results = {a: _analyse(config, run, a) for a in ATTENTIONS}
     _check_orders(config, run, results)
     _check_linear_onset(config, run, results["linear"])
-    hyst = {a: exact_action_hysteresis(config, run, a, results[a]) for a in ATTENTIONS}
+    hyst = {a: _exact_hysteresis(config, run, a, results[a]) for a in ATTENTIONS}
     _figures.theory_figures(run, config, results, hyst)
 
 
 def _analyse(c: TheoryConfig, run: Run, attention: str) -> dict:
     model = c.reduced(attention, c.objective)
-    diagram, fine, info = transition(model, c.P_min, c.P_max, c.n_P)
+    diagram, _, info = _phase.transition_with_onset(model, c.P_min, c.P_max, c.n_P)
     refined = ch.transition_order(model, c.P_min, c.P_max)
-    window = refined.window
-    run.log(
-        f"{attention}: landscape {info_json(info)}; refinement {refined.order.name} "
-        f"(exponent {refined.fit.slope:.3f}) in {window}"
-    )
     for key, value in info_json(info).items():
         run.scalar(f"{attention}_{key}", value)
     run.scalar(f"{attention}_order_from_refinement", refined.as_dict())
+    states = {f"{attention}.{k}": getattr(diagram, k) for k in ("x_global", "x_up", "x_down")}
     run.save_arrays(
+        **states,
         **{
             f"{attention}.P": diagram.P,
-            f"{attention}.x_global": diagram.x_global,
-            f"{attention}.x_up": diagram.x_up,
-            f"{attention}.x_down": diagram.x_down,
             f"{attention}.S_global": diagram.S_global,
             f"{attention}.refinement_spacing": refined.spacing,
             f"{attention}.refinement_largest_step": refined.largest_step,
         },
         dims={
-            **{
-                f"{attention}.{k}": (f"{attention}_P", "state")
-                for k in ("x_global", "x_up", "x_down")
-            },
+            **{k: (f"{attention}_P", "state") for k in states},
             f"{attention}.P": (f"{attention}_P",),
             f"{attention}.S_global": (f"{attention}_P",),
             f"{attention}.refinement_spacing": (f"{attention}_spacing",),
@@ -129,26 +128,7 @@ def _analyse(c: TheoryConfig, run: Run, attention: str) -> dict:
         },
         coords={f"{attention}_P": diagram.P, f"{attention}_spacing": refined.spacing},
     )
-    return {
-        "model": model,
-        "diagram": diagram,
-        "fine": fine,
-        "info": info,
-        "refined": refined,
-        "window": window,
-    }
-
-
-FIRST_ORDER_CLAIM = "softmax: a first-order transition (L >= 16, V not much larger than L)"
-CONTINUOUS_CLAIM = "linear attention: a continuous (second-order) onset, A -> -A symmetric"
-NO_POOLING_CLAIM = (
-    "softmax: no stable pooling phase between the unstructured and the copying state "
-    "(at most two local minima of the reduced action at every P)"
-)
-POOLING_FIRST_CLAIM = (
-    "linear attention pools first: at the onset the uniform pattern carries most of A "
-    "(share of U in ||A||^2 >= 1/2)"
-)
+    return {"model": model, "diagram": diagram, "info": info, "refined": refined}
 
 
 def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
@@ -189,10 +169,7 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
         run.evidence(
             "softmax_no_pooling_phase",
             ch.claims.minima_at_most(
-                NO_POOLING_CLAIM,
-                counts,
-                2,
-                basis="strict local minima of the reduced action on 6000 Delta values",
+                NO_POOLING_CLAIM, counts, 2, basis="strict local minima on 6000 Delta values"
             ),
             note=f"P from {lo / 1.5:.4g} to {hi * 1.5:.4g} (200 points)",
         )
@@ -201,8 +178,8 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
             "softmax_order_outside_page_regime",
             measured=sm["refined"].order.value,
             claim=FIRST_ORDER_CLAIM,
-            note=f"L={c.L}, V={c.V} is outside the page's regime; the refinement exponent of "
-            f"the order found ({sm['refined'].order.name}) is recorded",
+            note=f"L={c.L}, V={c.V} is outside the page's regime; the order found "
+            f"({sm['refined'].order.name}) is recorded",
         )
     run.evidence(
         "linear_transition_continuous",
@@ -210,9 +187,6 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
             CONTINUOUS_CLAIM, ch.TransitionOrder.second, results["linear"]["refined"]
         ),
     )
-
-
-ONSET_CLAIM = "linear onset: amplitude ~ (P - P_c)^(1/2)"
 
 
 def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
@@ -252,3 +226,89 @@ def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
         )
     run.scalar("linear_onset_P_c", P_c)
     run.scalar("linear_onset_over_T_V_three_halves", P_c / (c.temperature * c.V**1.5))
+
+
+def _exact_hysteresis(c: TheoryConfig, run: Run, attention: str, res: dict) -> dict:
+    """The exact finite-data action S(G) (all L^2 scores) minimised from uniform (G = 0) and
+    from the copy pattern on ``hysteresis_seeds`` nested datasets, around the reduced
+    coexistence window (or P* / 2 to 2 P*); against the reduced theory's window and P*."""
+    info, diagram = res["info"], res["diagram"]
+    if info["coexistence"] is not None:
+        (lo, hi), m = info["coexistence"], c.window_margin**3
+        lo, hi = lo / m, hi * m
+    else:
+        centre = info["P_star"] or float(np.sqrt(np.prod(res["refined"].window)))
+        lo, hi = centre / 2.0, centre * 2.0
+    Ps = np.geomspace(lo, hi, c.hysteresis_points)
+    P_max = int(np.ceil(Ps.max()))
+    posterior = c.posterior(attention)
+    copy_G, steps = c.copy_scores(attention), c.hysteresis_steps
+    descend = _train.exact_descent(
+        posterior, copy_G, c.L, c.V, P_max, steps=steps, dtype=c.loop_dtype
+    )
+
+    def member(params, key):
+        G, stats = descend(params["P"], params["start"], params["learning_rate"], key)
+        return _measure.measure(posterior, G, None, stats)
+
+    grid = Grid.product(
+        {"P": Ps, "start": [0.0, 1.0], "learning_rate": [c.hysteresis_learning_rate]},
+        seeds=c.hysteresis_seeds,
+        base_seed=c.seed,
+    )
+    result = snug_sweep(run, f"exact_hysteresis_{attention}", member, grid, c)
+    key = "c_G" if attention == "softmax" else "c_1"
+    order = info["transition_order"]
+    hyst = check_hysteresis(
+        run,
+        f"{attention}_exact_action",
+        result,
+        result.outputs[key],
+        order,
+        info,
+        diagram.order_global["amplitude"],
+        c.window_margin,
+    )
+    if order is ch.TransitionOrder.first and info["coexistence"] is not None:
+        _check_switch(run, c, attention, result, info, posterior, descend)
+    run.scalar(f"{attention}_exact_action_disagreement", hyst.where(np.ones_like(hyst.P, bool)))
+    return {"P": Ps, "values": result.reshaped(key), "hysteresis": hyst}
+
+
+def _check_switch(run, c, attention, result, info, posterior, descend) -> None:
+    """Per dataset, the P where the copy-start minimum becomes the lower one: bracketed on the
+    P grid, then a root find in ln P (:func:`jaxdyn.copyhead._train.switch_root`) to a
+    resolution finer than the finite-data offset it looks for; against the reduced P*."""
+    P, start, seeds = result.params["P"], result.params["start"], result.seeds
+    Ps, datasets = np.unique(P), np.unique(seeds)
+    b, kept = _hysteresis.switch_brackets(P, start, seeds, result.masked("action"))
+    roots = np.full(len(datasets), np.nan)
+    if kept:
+        grid = Grid(
+            params={
+                "P_lo": b[:, 0],
+                "P_hi": b[:, 1],
+                "learning_rate": np.full(len(kept), c.hysteresis_learning_rate),
+            },
+            seeds=np.asarray(kept, np.int64),
+            shape=(len(kept),),
+            axes=("seed",),
+        )
+        member = lambda p, key: _train.switch_root(
+            posterior, descend, key, p["learning_rate"], p["P_lo"], p["P_hi"], c.switch_bisections
+        )
+        found = snug_sweep(run, f"exact_switch_{attention}", member, grid, c)
+        roots[np.searchsorted(datasets, kept)] = np.exp(found.outputs["ln_switch"])
+    resolution = 0.5 * float(np.log(Ps[1] / Ps[0])) / 2.0**c.switch_bisections
+    run.scalar(f"{attention}_exact_action_switch_per_dataset", roots.tolist())
+    run.evidence(
+        f"{attention}_exact_action_switch_matches_reduced_P_star",
+        ch.claims.switch_at_P_star(
+            np.log(roots),
+            float(np.log(info["P_star"])),
+            float(np.log(info["coexistence"][1])),
+            resolution,
+        ),
+        note=f"P* {info['P_star']:.4g}, spinodal {info['coexistence'][1]:.4g}; root find to "
+        f"{resolution:.2g} in ln P; datasets without a switch on the grid are left out",
+    )
