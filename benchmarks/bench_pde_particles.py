@@ -2,7 +2,7 @@
 
 1. A beta (temperature) sweep of tokens on the sphere (16 betas x 64 systems x 64 tokens,
    d = 8, 100 RK4 steps, float32), three ways, in the same run, on the same initial tokens:
-   - jaxdyn: ``run_sweep`` over a ``Grid`` of betas x seeds (``vmap_width=8``), each member
+   - jaxdyn: ``run_sweep`` over a ``Grid`` of betas x seeds (default ``SweepOptions``), each member
      ``simulate_particles`` at fixed RK4 steps (jaxdyn.meanfield.RK4) of
      ``sphere_softmax(beta, d, bounded=True)`` and a cluster count;
    - PyTorch: the loop a researcher writes, vectorised over the whole batch (all betas and
@@ -129,7 +129,7 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
     radius = 0.05
     member = sphere_member(n, d, t1, steps, radius)
     grid = Grid.product({"beta": betas}, seeds=systems)
-    options = SweepOptions(progress=False, vmap_width=8)
+    options = SweepOptions(progress=False)  # the defaults a user's script gets
     t_jaxdyn = _median_time(
         lambda: run_sweep(member, grid, options=options).outputs["clusters"], reps
     )
@@ -163,7 +163,7 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
     torch_gap = float(np.max(np.abs(jax_x - torch_x.reshape(jax_x.shape))))
     return {
         "size": {"betas": n_betas, "systems": systems, "tokens": n, "d": d, "rk4_steps": steps},
-        "jaxdyn_path": "run_sweep(vmap_width=8) of simulate_particles at fixed RK4 steps of "
+        "jaxdyn_path": "run_sweep (default SweepOptions) of simulate_particles at fixed RK4 steps of "
         "SphereSoftmax(beta, d)",
         "jaxdyn_s": t_jaxdyn,
         "pytorch_batched_loop_s": t_torch,
