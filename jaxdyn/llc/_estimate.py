@@ -35,8 +35,10 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Key
 
+from jaxdyn._printing import AbstractResult
 
-class LLCEstimate(eqx.Module):
+
+class LLCEstimate(AbstractResult):
     """An LLC estimate with its chains, standard error and diagnostics.
 
     Attributes:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
+
+from jaxdyn._printing import AbstractResult
 
 from ._estimate import (
     LLCEstimate,
@@ -17,7 +18,7 @@ from ._estimate import (
 )
 
 
-class StepSizeEffect(eqx.Module):
+class StepSizeEffect(AbstractResult):
     """Estimates at step sizes eps and eps / 2 and their extrapolation to eps -> 0.
 
     The Euler-Maruyama (SGLD) chain's stationary law differs from the target by O(eps), so

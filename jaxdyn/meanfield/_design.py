@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxdyn._printing import AbstractResult
+
 from ._simulate_gaussian import ATOL, BLOWUP_TRACE, RTOL, simulate_gaussian
 from .fields._base import AbstractGaussianClosed, AbstractVelocityField
 from .fields._heads import Softmax
@@ -94,7 +96,7 @@ def weight_gradients(fn, attention: AbstractVelocityField) -> dict[str, Array]:
     }
 
 
-class BlowupDesign(eqx.Module):
+class BlowupDesign(AbstractResult):
     """Trajectory of :func:`delay_blowup`: per step the loss, the solver's blow-up time (``t1`` if
     no blow-up before ``t1``), and the final weights."""
 

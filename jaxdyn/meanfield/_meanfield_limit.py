@@ -15,13 +15,13 @@ closure that is wrong by a small drift stands out against the ``n^{-1/2}`` decay
 from __future__ import annotations
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxdyn._custom_types import Key
+from jaxdyn._printing import AbstractResult
 from jaxdyn._status import Status, mark_nonfinite
 
 from ._analysis import bures_wasserstein, empirical_mean_cov
@@ -48,7 +48,7 @@ def antithetic_gaussian_sample(
     return mean + jnp.concatenate([half, -half])
 
 
-class MeanFieldError(eqx.Module):
+class MeanFieldError(AbstractResult):
     """Result of :func:`meanfield_error` (Bures-Wasserstein distances of moments).
 
     Attributes:

@@ -36,6 +36,8 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import ArrayLike, Float
 
+from jaxdyn._printing import AbstractResult
+
 from ._closed_forms import blowup_time
 from ._solve_common import _check_gaussian_inputs
 from .fields._base import AbstractGaussianClosed
@@ -44,6 +46,8 @@ from .fields._heads import MultiHead, Softmax
 
 class Regime(eqx.Enumeration):
     """The long-time regime of a Gaussian's covariance (:func:`gaussian_regime`)."""
+
+    __module__ = "jaxdyn.meanfield"  # items print with the public name
 
     blowup = "Sigma blows up in finite time"
     low_rank = "Sigma stays bounded and every limit point is rank-deficient"
@@ -66,7 +70,7 @@ class RegimeCondition(eqx.Enumeration):
     not_softmax = "only the softmax field has proved criteria"
 
 
-class GaussianRegime(eqx.Module):
+class GaussianRegime(AbstractResult):
     """Result of :func:`gaussian_regime`.
 
     Attributes:

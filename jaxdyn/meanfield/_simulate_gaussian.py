@@ -52,6 +52,7 @@ import jax.numpy as jnp
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
+from jaxdyn._printing import AbstractResult
 from jaxdyn._solvers import default_solver
 from jaxdyn._status import Status, mark_nonfinite
 from jaxdyn.sweep import DiffeqProblem
@@ -80,7 +81,7 @@ ATOL = 1e-10
 _BUILTIN_STATUS = {"blowup": Status.blowup, "steady": Status.steady_state, "psd": Status.not_psd}
 
 
-class GaussianSolution(eqx.Module):
+class GaussianSolution(AbstractResult):
     """Result of :func:`simulate_gaussian`.
 
     Attributes:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import diffrax
-import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 
+from jaxdyn._printing import AbstractResult
 from jaxdyn._status import Status, mark_nonfinite
 from jaxdyn.sweep import DiffeqProblem
 
@@ -37,7 +37,7 @@ _DEFAULT_CONTROLLER = diffrax.PIDController(rtol=1e-6, atol=1e-8)
 ParticleCondition = Callable[[Float[Array, ""], Float[Array, "n d"]], Float[Array, ""]]
 
 
-class ParticleSolution(eqx.Module):
+class ParticleSolution(AbstractResult):
     """Result of :func:`simulate_particles`.
 
     Attributes:

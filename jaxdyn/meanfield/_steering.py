@@ -29,6 +29,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
+from jaxdyn._printing import AbstractResult
 from jaxdyn._validation import require_psd
 
 from .fields._heads import Softmax
@@ -40,6 +41,8 @@ _OPTIMISER = optax.adam(3e-2)
 
 class SteerOutcome(eqx.Enumeration):
     """How :func:`steer_gaussian` ended."""
+
+    __module__ = "jaxdyn.meanfield"  # items print with the public name
 
     reached = "the target is reached within the tolerance"
     not_reached = "the target has the start's rank but the optimiser did not reach it"
@@ -64,7 +67,7 @@ class LayerWeights(eqx.Module):
         return Softmax(Q=self.Q[i], K=self.K[i], V=self.V[i])
 
 
-class SteeringResult(eqx.Module):
+class SteeringResult(AbstractResult):
     """Result of :func:`steer_gaussian`.
 
     Attributes:
