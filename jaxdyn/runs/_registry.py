@@ -232,12 +232,20 @@ def import_experiments(targets: Iterable[str]) -> None:
         _IMPORTED.add(target)
 
 
-def _load_entry_points() -> None:
+def _load_entry_points(until: str | None = None) -> None:
+    """Load the entry points (each once), all of them, or only until ``until`` is registered."""
     global _LOADED_ENTRY_POINTS
     if _LOADED_ENTRY_POINTS:
         return
-    _LOADED_ENTRY_POINTS = True
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    entries = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    if until is not None:  # an entry point named after the experiment's prefix first
+        entries.sort(key=lambda e: -len(e.name) if until.startswith(e.name) else 0)
+    for entry in entries:
+        if until is not None and until in _REGISTRY:
+            return
+        if entry.value in _IMPORTED:
+            continue
+        _IMPORTED.add(entry.value)
         try:
             entry.load()
         except Exception as err:  # one broken plugin must not hide the others
@@ -246,6 +254,7 @@ def _load_entry_points() -> None:
                 f"({entry.value}): {type(err).__name__}: {err}",
                 file=sys.stderr,
             )
+    _LOADED_ENTRY_POINTS = until is None or until not in _REGISTRY
 
 
 def load_experiments() -> None:
@@ -269,8 +278,15 @@ def list_experiments() -> list[Experiment]:
 
 def get_experiment(name: str, *, load: bool = True) -> Experiment:
     """The experiment called ``name``; :class:`ConfigError` (with a suggestion) if unknown.
-    ``load=False`` leaves a run function given by name unimported (its config is enough)."""
-    load_experiments()
+    ``load=False`` leaves a run function given by name unimported (its config is enough).
+    Entry points are loaded until ``name`` is registered (an experiments package that imports
+    no JAX keeps ``--show-config`` free of it)."""
+    from ..distributed._launch import LaunchConfig
+
+    import_experiments(LaunchConfig.from_environ().imports)
+    _load_entry_points(until=name)
+    if name not in _REGISTRY:
+        load_experiments()
     if name not in _REGISTRY:
         import difflib
 
