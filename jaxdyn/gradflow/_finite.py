@@ -100,3 +100,58 @@ def population_references(
         return out
 
     return {k: np.asarray(v) for k, v in jax.jit(jax.vmap(one))(jnp.asarray(seeds)).items()}
+
+
+def trajectory_errors(size, ok, loss, attention, refs: dict, sizes) -> list[dict]:
+    """Per size ``(n, s)`` (``size``: each run's index into ``sizes``): the maxima over the
+    trajectory of ``|loss - reference|`` and ``max_qk |w_qk - w*_qk|`` of the runs that finished
+    (``ok``), against each reference of ``refs`` (:func:`population_references`)."""
+    references = [k.split("_", 1)[1] for k in refs if k.startswith("loss_")]
+    rows = []
+    for i, (n, s) in enumerate(sizes):
+        sel = np.asarray(size) == i
+        good = np.asarray(ok)[sel]
+        row = {"n": n, "s": s, "ok": int(good.sum())}
+        for ref in references:
+            err = np.max(np.abs(np.asarray(loss)[sel] - refs[f"loss_{ref}"]), axis=1)
+            row[f"loss_error_{ref}"] = err[good]
+            err = np.max(
+                np.abs(np.asarray(attention)[sel] - refs[f"attention_{ref}"]), axis=(1, 2, 3)
+            )
+            row[f"attention_error_{ref}"] = err[good]
+        rows.append(row)
+    return rows
+
+
+def finite_checks(run, rows: list[dict]) -> None:
+    """Records on ``run`` that the errors against gradient descent on the population loss shrink
+    as a power law in ``h = max(n^-1/2, 1/s)`` (``claims.finite_converges``; the loss sits on one
+    target per sequence, ``n^-1/2``, and a window of ``s`` keys estimates the key distribution with
+    an ``O(1/s)`` bias of the softmax), the fits, and each size's mean and standard error."""
+    from .._numerics import fit_power_law
+    from . import claims
+
+    h = np.concatenate([np.full(r["ok"], max(r["n"] ** -0.5, 1.0 / r["s"])) for r in rows])
+    fits = {}
+    for what in ("loss", "attention"):
+        err = np.concatenate([r[f"{what}_error_descent"] for r in rows])
+        fits[f"{what}_error_descent"] = fit_power_law(h, err).as_dict()
+        run.evidence(
+            f"finite_converges[{what}]",
+            claims.finite_converges(what, h, err),
+            note=f"max over the trajectory of |{what} difference| between GD on samples and GD "
+            "on the population loss (same step, same initialisation), power law in "
+            "h = max(n^-1/2, 1/s) over (size, seed) runs",
+        )
+    run.scalar("error_fits", fits)
+    run.scalar(
+        "max_errors_mean_and_se",
+        {
+            f"n{r['n']}_s{r['s']}": {
+                k: [float(np.mean(v)), float(np.std(v, ddof=1) / np.sqrt(len(v)))]
+                for k, v in r.items()
+                if k.endswith(("descent", "flow"))
+            }
+            for r in rows
+        },
+    )

@@ -43,14 +43,15 @@ class _Config(ExperimentConfig):
     m_attn: attention width m'.
     """
 
-    # field -> "(lo, hi)", "[lo, hi)", ... or ">= x", "> x" (every entry of a tuple field)
-    RANGES: ClassVar[dict[str, str]] = {"m": ">= 2", "m_attn": ">= 1"}
+    # "field range; ...": "(lo, hi)", "[lo, hi)", ... or ">= x", "> x" (each entry of a tuple)
+    RANGES: ClassVar[str] = "m >= 2; m_attn >= 1"
     m: int = 6
     m_attn: int = 6
 
     def validate(self) -> None:
         for cls in type(self).__mro__:
-            for name, spec in vars(cls).get("RANGES", {}).items():
+            for rule in filter(None, vars(cls).get("RANGES", "").split(";")):
+                name, spec = rule.strip().split(" ", 1)
                 value = getattr(self, name)
                 ok = all(_inside(v, spec) for v in np.ravel(value).tolist())
                 need(ok, f"{name} must be {'in ' * (spec[0] in '([')}{spec}, got {value}")
@@ -65,7 +66,7 @@ class _Solved(_Config):
     num_saves: log-spaced save times of the flow (a phase shorter than their spacing is missed).
     """
 
-    RANGES: ClassVar = {"eps": "(0, 0.1)", "rtol": "> 0", "atol": "> 0", "num_saves": ">= 50"}
+    RANGES: ClassVar[str] = "eps (0, 0.1); rtol > 0; atol > 0; num_saves >= 50"
     eps: float = 1e-3
     rtol: float = 1e-7
     atol: float = 1e-10
@@ -82,12 +83,9 @@ class _Analysis(_Solved):
     origin_amplitude: the window near the origin ends where the largest eps has grown to this.
     """
 
-    RANGES: ClassVar = {
-        "max_steps": "> 0",
-        "horizon_budget": ">= 1",
-        "origin_eps": "(0, 0.1)",
-        "origin_amplitude": "(0, 1)",
-    }
+    RANGES: ClassVar[str] = (
+        "max_steps > 0; horizon_budget >= 1; origin_eps (0, 0.1); origin_amplitude (0, 1)"
+    )
     max_steps: int = 100_000
     horizon_budget: float = 4.0
     origin_eps: tuple[float, ...] = (0.02, 0.01, 0.005, 0.0025)
@@ -113,12 +111,7 @@ class FocusDilutionConfig(_Analysis):
         new_direction_ratio: stage threshold (``gradflow.detect_stages``).
     """
 
-    RANGES: ClassVar = {
-        "lam": "[0, 1)",
-        "t1": ">= 0",
-        "departure": "(0, 1)",
-        "new_direction_ratio": "(0, 1)",
-    }
+    RANGES: ClassVar[str] = "lam [0, 1); t1 >= 0; departure (0, 1); new_direction_ratio (0, 1)"
     P: tuple[tuple[float, ...], ...] = ()
     pi: tuple[float, ...] = ()
     lam: float = 0.5
@@ -148,7 +141,7 @@ class AblationConfig(_Solved):
         laziness: holding mass of the random chains.
     """
 
-    RANGES: ClassVar = {"lams": "[0, 1)", "n_random": ">= 0", "laziness": "[0, 1)"}
+    RANGES: ClassVar[str] = "lams [0, 1); n_random >= 0; laziness [0, 1)"
     pi: tuple[float, ...] = HEADLINE_PI
     lams: tuple[float, ...] = (0.2, 0.5, 0.8)
     n_random: int = 3
@@ -203,13 +196,9 @@ class DeltaConfig(_Family, _Config):
         new_direction_ratio: sigma2(W0)/sigma1(W0) level of the new-direction stage.
     """
 
-    RANGES: ClassVar = {
-        "eps_values": "(0, 0.1)",
-        "t1": "> 0",
-        "num_saves": ">= 50",
-        "max_steps": "> 0",
-        "deltas": ">= 0",
-    }
+    RANGES: ClassVar[str] = (
+        "eps_values (0, 0.1); t1 > 0; num_saves >= 50; max_steps > 0; deltas >= 0"
+    )
     direction: tuple[float, ...] = ()
     deltas: tuple[float, ...] = (0.0, 0.002, 0.003, 0.004, 0.005, 0.0075)
     eps_values: tuple[float, ...] = (1e-2, 1e-3, 1e-4)
@@ -261,15 +250,9 @@ class FiniteConfig(_Config):
         flow_reference: also compare with the flow itself (reported beside the evidence).
     """
 
-    RANGES: ClassVar = {
-        "lam": "[0, 1)",
-        "eps": "(0, 0.1)",
-        "sizes_n": ">= 1",
-        "sizes_s": ">= 2",
-        "n_seeds": ">= 2",
-        "lr": "> 0",
-        "adam_lr": "> 0",
-    }
+    RANGES: ClassVar[str] = (
+        "lam [0, 1); eps (0, 0.1); sizes_n >= 1; sizes_s >= 2; n_seeds >= 2; lr > 0; adam_lr > 0"
+    )
     pi: tuple[float, ...] = HEADLINE_PI
     lam: float = 0.5
     eps: float = 0.05
@@ -375,16 +358,10 @@ class TextConfig(_Analysis):
         proxy: run the bigram-proxy test (most of the time; without it its checks are not_run).
     """
 
-    RANGES: ClassVar = {
-        "vocab_size": ">= 3",
-        "s": ">= 2",
-        "n_windows": ">= 2",
-        "n_draws": ">= 2",
-        "descent_width": ">= 1",
-        "smoothing": "> 0",
-        "lr": "> 0",
-        "t_early": "> 0",
-    }
+    RANGES: ClassVar[str] = (
+        "vocab_size >= 3; s >= 2; n_windows >= 2; n_draws >= 2; "
+        "descent_width >= 1; smoothing > 0; lr > 0; t_early > 0"
+    )
     corpus_path: str = "wikitext-2"
     data_dir: str = ""
     corpus_format: str = "auto"

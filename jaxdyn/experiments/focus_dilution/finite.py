@@ -1,19 +1,18 @@
-"""``focus-dilution-finite``: finite-(N, s) training approaches the population flow along the
-whole trajectory (focus_dilution.md, "Population loss").
-
-Full-batch gradient descent with step ``lr`` on ``n`` sampled sequences of length ``s`` is
-compared, record by record (``t = k lr``), with gradient descent on the population loss with the
-same step from the same initialisation (the difference is the finite-sample effect alone) and,
-reported, with the flow itself: the maxima over the trajectory of the loss difference and of
-``max_qk |w_qk - w*_qk|``.
-"""
+"""``focus-dilution-finite``: finite-(N, s) gradient descent and Adam against the population
+references from the same initialisation (``gradflow._finite``; focus_dilution.md, "Population
+loss"), record by record along the whole trajectory."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ... import entropy, fit_power_law, gradflow as gf
-from ...gradflow._finite import finite_member, population_references
+from ... import entropy, gradflow as gf
+from ...gradflow._finite import (
+    finite_checks,
+    finite_member,
+    population_references,
+    trajectory_errors,
+)
 from ...plotting import band, new_figure
 from ...runs import Run
 from ...sweep import Grid
@@ -61,48 +60,15 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
     }
     res = sweep("gd", "gd", config.num_steps, Grid.zip(columns, seeds=seeds), "time", ts)
     references = ("descent", "flow") if config.flow_reference else ("descent",)
-    rows = []
+    loss, att = res.outputs["population_loss"], res.outputs["attention"]
+    rows = trajectory_errors(res.params["size"], res.ok(), loss, att, refs, sizes)
+    finite_checks(run, rows)
     fig, axes = new_figure(1, 3)
     for i, (n, s) in enumerate(sizes):
         sel = np.asarray(res.params["size"]) == i
-        ok = res.ok()[sel]
-        loss = np.asarray(res.outputs["population_loss"])[sel]
-        att = np.asarray(res.outputs["attention"])[sel]
-        row = {"n": n, "s": s, "ok": int(ok.sum())}
-        for ref in references:
-            row[f"loss_error_{ref}"] = np.max(np.abs(loss - refs[f"loss_{ref}"]), axis=1)[ok]
-            att_error = np.max(np.abs(att - refs[f"attention_{ref}"]), axis=(1, 2, 3))
-            row[f"attention_error_{ref}"] = att_error[ok]
-        rows.append(row)
-        band(axes[0, 0], ts, loss, ok=ok, label=f"GD n={n}, s={s}")
+        band(axes[0, 0], ts, np.asarray(loss)[sel], ok=res.ok()[sel], label=f"GD n={n}, s={s}")
     if config.flow_reference:
         axes[0, 0].plot(ts, refs["loss_flow"][0], "k--", lw=1, label="population flow")
-    # the predicted error scale: the loss sits on one target per sequence (n^{-1/2}) and a
-    # window of s keys estimates the key distribution with an O(1/s) bias of the softmax
-    h = np.concatenate([np.full(r["ok"], max(r["n"] ** -0.5, 1.0 / r["s"])) for r in rows])
-    fits = {}
-    for what in ("loss", "attention"):
-        err = np.concatenate([r[f"{what}_error_descent"] for r in rows])
-        fits[f"{what}_error_descent"] = fit_power_law(h, err).as_dict()
-        run.evidence(
-            f"finite_converges[{what}]",
-            gf.claims.finite_converges(what, h, err),
-            note=f"max over the trajectory of |{what} difference| between GD on samples and GD "
-            "on the population loss (same step, same initialisation), power law in "
-            "h = max(n^-1/2, 1/s) over (size, seed) runs",
-        )
-    run.scalar("error_fits", fits)
-    run.scalar(
-        "max_errors_mean_and_se",
-        {
-            f"n{r['n']}_s{r['s']}": {
-                k: [float(np.mean(v)), float(np.std(v, ddof=1) / np.sqrt(len(v)))]
-                for k, v in r.items()
-                if k.endswith(("descent", "flow"))
-            }
-            for r in rows
-        },
-    )
     for key, ax in (("loss_error", axes[0, 1]), ("attention_error", axes[0, 2])):
         for ref, style in zip(references, ("o-", "s--"), strict=False):
             means = [np.mean(r[f"{key}_{ref}"]) for r in rows]
