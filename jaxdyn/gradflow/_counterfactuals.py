@@ -99,6 +99,18 @@ def _error_that_does_not_shrink():
     return claims.finite_converges("loss", scale, 0.02 * np.exp(0.1 * rng.normal(size=9)))
 
 
+# the checks FlowAnalysis.checks and origin_checks record (the proxy's: proxy_checks)
+ANALYSIS_CHECKS = (
+    "unigram_plateau", "condensation_alignment", "first_attention_phase",
+    "unstable_attention_mode", "stages_in_order", "focus_fastest_for_frequent_queries",
+    "score_direction", "dilution_mode_rate", "entropy_down_up_down",
+)  # fmt: skip
+ORIGIN_CHECKS = (
+    "linearisation_bound", "attention_frozen_at_origin", "linearisation_error_order",
+    "attention_change_order",
+)  # fmt: skip
+PROXY_CHECKS = ("bigram_proxy_loss", "bigram_proxy_attention")
+
 _X = np.array([0.0025, 0.005, 0.01, 0.02])
 _DELTAS = np.geomspace(1e-3, 1e-2, 5)
 

@@ -34,7 +34,8 @@ _EXPERIMENTS = (  # name, config, module:function, description, title, docs anch
         "focus-dilution",
         c.FocusDilutionConfig,
         "headline:run_focus_dilution",
-        "population gradient flow on any Markov chain: condensation, focus, dilution, new direction",
+        "population gradient flow on any Markov chain: condensation, focus, dilution, new "
+        "direction",
         "Focus and dilution on one Markov chain",
         "headline",
     ),
@@ -58,7 +59,7 @@ _EXPERIMENTS = (  # name, config, module:function, description, title, docs anch
     (
         "focus-dilution-tinystories",
         c.TinyStoriesConfig,
-        "text:run_tinystories",
+        "text:run_text",
         "TinyStories: bigram population flow, proxy test, attention stories of the paper's queries",
         "TinyStories: the paper's queries",
         "real-text",

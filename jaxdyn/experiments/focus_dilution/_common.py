@@ -7,7 +7,12 @@ import jax
 import numpy as np
 
 from ... import gradflow as gf
-from ...gradflow._counterfactuals import COUNTERFACTUALS
+from ...gradflow._counterfactuals import (
+    ANALYSIS_CHECKS,
+    COUNTERFACTUALS,
+    ORIGIN_CHECKS,
+    PROXY_CHECKS,
+)
 from ...gradflow._origin import origin_checks
 from ...runs import ConfigError, Run, negative_control
 from ._configs import HEADLINE_PI
@@ -57,28 +62,11 @@ def origin_evidence(run: Run, config, mc: gf.MarkovChain, a, tolerances=None) ->
     origin_checks(run, mc, direction, config.origin_eps, config.origin_amplitude, **flow)
 
 
-_ANALYSIS = (
-    "unigram_plateau",
-    "condensation_alignment",
-    "first_attention_phase",
-    "unstable_attention_mode",
-    "stages_in_order",
-    "focus_fastest_for_frequent_queries",
-    "score_direction",
-    "dilution_mode_rate",
-    "entropy_down_up_down",
-)
-_ORIGIN = (
-    "linearisation_bound",
-    "attention_frozen_at_origin",
-    "linearisation_error_order",
-    "attention_change_order",
-)
-_TEXT = _ANALYSIS + _ORIGIN + ("bigram_proxy_loss", "bigram_proxy_attention")
+_TEXT = ANALYSIS_CHECKS + ORIGIN_CHECKS + PROXY_CHECKS
 # each experiment's evidence checks, whose counterfactuals are their negative controls
 CHECKS = {
-    "focus-dilution": _ANALYSIS + _ORIGIN,
-    "focus-dilution-ablation": _ANALYSIS,
+    "focus-dilution": ANALYSIS_CHECKS + ORIGIN_CHECKS,
+    "focus-dilution-ablation": ANALYSIS_CHECKS,
     "focus-dilution-text": _TEXT,
     "focus-dilution-tinystories": _TEXT,
     "focus-dilution-delta": (

@@ -215,8 +215,3 @@ def _figure(run: Run, config: TextConfig, queries, rows, a, pi, names, real, pro
             title=f"{'flow' if real is None else 'trained'}: query {q!r}",
         )
     run.save_figure(fig, "text_proxy" if real is not None else "text_flow")
-
-
-def run_tinystories(config: TextConfig, run: Run) -> None:
-    """:func:`run_text` on TinyStories."""
-    run_text(config, run)
