@@ -1,13 +1,6 @@
 """``focus-dilution-lyapunov``: the rank-one critical points as the asymmetry ``delta`` grows
-from 0, and the eigenvalues that decide the escape from them (focus_dilution.md, stage 4).
-
-The branch starts at the stall of the symmetric chain and is followed by continuation
-(``gradflow._lyapunov.symmetry_breaking_branch``). Its transverse block is ``+-sigma_i(dL/dM)``:
-zero at ``delta = 0``, top eigenvalue ``lambda_T = a |delta| + O(|delta|^3)``; simple
-tangential eigenvalues move by ``O(delta^2)``, pairs degenerate at ``delta = 0`` split by
-``O(|delta|)``. Orders are local exponents on a geometric grid, the one at the two smallest
-deltas with the a-posteriori error ``|e_1 - e_2|`` (the change over one refinement).
-"""
+from 0 and the eigenvalues that decide the escape from them (focus_dilution.md, stage 4;
+``gradflow._lyapunov.symmetry_breaking_branch`` and ``branch_checks``)."""
 
 from __future__ import annotations
 

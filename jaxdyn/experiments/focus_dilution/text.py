@@ -1,13 +1,6 @@
-"""``focus-dilution-text`` and ``focus-dilution-tinystories``: real text (focus_dilution.md,
-"Real text").
-
-The corpus gives a bigram chain ``(pi, P)`` whose population flow is analysed like any chain,
-its horizon grown past the departure from the unigram saddle (which token the attention first
-moves onto, against ``sign(c)``). The bigram-Markov proxy is tested on early training
-(``gradflow._proxy``: real windows against bigram-chain windows, several draws each, record by
-record within the spread of the draws); the query words' attention is read as a story of focus
-and dilution phases and reported as measured.
-"""
+"""``focus-dilution-text`` and ``focus-dilution-tinystories``: a corpus's bigram chain, its
+population flow past the departure from the unigram saddle, the bigram-proxy test
+(``gradflow._proxy``) and the query words' attention stories (focus_dilution.md, "Real text")."""
 
 from __future__ import annotations
 
