@@ -319,7 +319,7 @@ def describe_config(config: ExperimentConfig) -> str:
         mark = " " if value == default else "*"
         rows.append((mark + f.name, text(value), text(default), meanings.get(f.name, "")))
     rows.insert(0, (" name", "value", "default", "meaning"))
-    widths = [min(max(len(r[i]) for r in rows), 28) for i in range(3)]
+    w = [min(max(len(r[i]) for r in rows), 28) for i in range(3)]
     return "\n".join(
-        f" {a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}".rstrip() for a, b, c, d in rows
+        f" {a:<{w[0]}}  {b:<{w[1]}}  {c:<{w[2]}}  {d}".rstrip() for a, b, c, d in rows
     )
