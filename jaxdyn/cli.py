@@ -32,8 +32,6 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the process's own command line (a call from Python keeps its mode)
         # before anything imports equinox: eqx.error_if as EQX_ON_ERROR, else nan
         use_error_mode()
-    from jaxdyn.distributed._devices import xla_cpu_setup
-
     from ._cli._commands import COMMANDS
     from ._cli._parallel import apply_cpu_devices, launch_workers
     from ._cli._parser import build_parser
@@ -51,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
             setattr(args, option, getattr(launch, option))
     # Before JAX starts; in every worker too (same entry point and arguments). Quick runs are
     # mostly compilation: XLA's elemental emitters compile faster and run slower.
-    xla_cpu_setup(elemental_emitters=bool(getattr(args, "quick", False)))
+    if not getattr(args, "show_config", False):  # --show-config runs nothing: no JAX import
+        from jaxdyn.distributed._devices import xla_cpu_setup
+
+        xla_cpu_setup(elemental_emitters=bool(getattr(args, "quick", False)))
     # --profile and (once they import) --import hold for this process's runs and for the
     # processes it starts: they join the launch configuration in the environment
     launch = launch.replace(profile=launch.profile or bool(getattr(args, "profile", False)))

@@ -106,21 +106,24 @@ def prepare_from_args(args):
         resume=args.resume,
         overwrite=args.overwrite,
         data_dir=launch_config().data_dir,
+        load=not args.show_config,  # --show-config needs the config, not the run function
     )
 
 
 def cmd_run(args) -> int:
     """``jaxdyn run EXPERIMENT``: one experiment into a run directory."""
-    import dataclasses
-    import json
-
     from jaxdyn.runs import read_summary
+    from jaxdyn.runs._config import describe_config
     from jaxdyn.runs._execute import execute_run
 
     prepared = prepare_from_args(args)
     if args.show_config:
-        shown = {"config": dataclasses.asdict(prepared.config), "sweep": prepared.options.as_dict()}
-        print(json.dumps(shown, indent=2))
+        config = prepared.config
+        print(f"{args.experiment}: {type(config).__name__} (* = not the default; --set NAME=VALUE)")
+        print(describe_config(config))
+        print("sweep options (--sweep NAME=VALUE):")
+        for name, value in prepared.options.as_dict().items():
+            print(f"  {name} = {value}")
         return EXIT_OK
     enable_compilation_cache()
     execute_run(prepared, overwrite=args.overwrite)

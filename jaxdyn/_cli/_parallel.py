@@ -21,6 +21,8 @@ def _processes(args) -> int:
 
 def apply_cpu_devices(args) -> None:
     """Split the CPU into ``--cpu-devices`` XLA devices (before JAX starts), if asked."""
+    if getattr(args, "show_config", False):  # nothing runs
+        return
     from jaxdyn.distributed._devices import resolve_cpu_devices, use_cpu_devices
     from jaxdyn.runs import ConfigError
 
@@ -37,11 +39,11 @@ def launch_workers(args, argv: list[str]) -> int | None:
 
     Arguments are validated here first, so that bad input fails once, with one line.
     """
+    if getattr(args, "show_config", False):
+        return None
     from jaxdyn.distributed import is_worker, launch_local
 
     if args.command not in ("run", "reproduce") or is_worker():
-        return None
-    if getattr(args, "show_config", False):
         return None
     n = _processes(args)
     if n <= 1:

@@ -20,13 +20,14 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from .._custom_types import Array, ArrayLike, Float, Scalar
 from ._flow import gradient_field
 from ._linearise import CriticalPoint, _find_critical_point, _jacobian
-from ._markov import MarkovChain
-from ._model import OneLayerTransformer, population_loss_from_matrices
+from ._markov import MarkovChain, symmetry_breaking_pi
+from ._model import OneLayerTransformer, init_transformer, population_loss_from_matrices
 
 
 def embed_rank_one(model: OneLayerTransformer, m: int, m_attn: int) -> OneLayerTransformer:
@@ -219,3 +220,95 @@ def track_rank_one_branch(
 
     _, branch = jax.lax.scan(step, start, (chains.pi, chains.P))
     return branch
+
+
+def symmetry_breaking_branch(
+    pi_top: float, d: int, lam: float, deltas, eps: float, t_stall: float, key
+):
+    """The rank-one critical points of ``pi = symmetry_breaking_pi(pi_top, delta, c)`` (``c``
+    linear from 1 to -1) in the paper's family at each of ``deltas`` (``deltas[0] = 0``):
+    the stall of the symmetric chain found by the rank-one flow from an ``eps``-scale
+    initialisation, then followed by continuation (:func:`track_rank_one_branch`). Host arrays."""
+    direction = jnp.linspace(1.0, -1.0, d - 1)
+    pis = jax.vmap(lambda x: symmetry_breaking_pi(pi_top, x, direction))(jnp.asarray(deltas))
+    chains = jax.vmap(lambda p: MarkovChain.paper(p, lam))(pis)
+    first = jax.tree_util.tree_map(lambda x: x[0], chains)
+    stall = rank_one_critical_point(init_transformer(key, d, 1, 1, eps), first, t_stall)
+    return jax.tree_util.tree_map(np.asarray, track_rank_one_branch(stall.point.model, chains))
+
+
+def branch_checks(run, deltas, branch) -> tuple:
+    """Records on ``run`` the claims on a :func:`symmetry_breaking_branch` (``deltas[0] = 0``):
+    the root-finder's status and ``lambda_T = sigma_1(dL/dM)`` (consistency), the degenerate
+    stall at 0, ``lambda_T``'s order 1 and each simple tangential eigenvalue's order 2 in delta
+    (local exponents at the two smallest deltas, error their change over one refinement), the
+    split of pairs degenerate at 0 and the power-law fits (reported). Returns ``(zero,
+    degenerate, steps)``: the tangential eigenvalues zero and degenerate at 0, and their
+    changes between consecutive deltas."""
+    from .._numerics import fit_power_law
+    from .._status import Status
+    from ..evidence import local_exponents
+    from . import claims
+    from ._checks import EIGEN_RTOL
+
+    def exponents(x, y):
+        return local_exponents(x, np.abs(y))[0]
+
+    def order(name, claim, x, y):
+        note = "local exponent at the two smallest deltas; error its change over one refinement"
+        run.evidence(
+            name, claim(x, y), note=f"{note} (all: {np.round(exponents(x, y), 4).tolist()})"
+        )
+
+    b = branch
+    ok = Status.code(b.point.status) == Status.code(Status.successful)
+    residual = f"max ||grad L|| = {float(np.max(b.point.grad_norm)):.2e}"
+    run.consistency(
+        "branch_converged",
+        expected=len(deltas),
+        measured=int(ok.sum()),
+        basis="root-finder status per delta",
+        note=f"root-finder residuals {residual}",
+    )
+    tang, scale = b.tangential, float(np.max(np.abs(b.tangential)))
+    lam_t, sv = b.transverse[:, 0], b.grad_M_singular_values
+    run.consistency(
+        "transverse_block_is_grad_M",
+        expected=0.0,
+        measured=float(np.max(np.abs(lam_t - sv[:, 0]))),
+        tolerance=EIGEN_RTOL * scale,
+        basis="eigh backward error x ||J||",
+        note="max over deltas of |lambda_T - sigma_1(dL/dM)|; max ||dL/dPhi|| = "
+        f"{float(np.max(b.grad_Phi_norm)):.2e}",
+    )
+    run.evidence(
+        "degenerate_stall_at_delta_0",
+        claims.degenerate_stall(b.transverse[0], scale, rtol=EIGEN_RTOL),
+        note="every transverse eigenvalue at delta = 0 (symmetric low-frequency tokens)",
+    )
+    pos = deltas > 0
+    x = deltas[pos]
+    order("transverse_rate_order", claims.transverse_rate_order, x, lam_t[pos])
+    run.scalar("transverse_rate_fit_smallest_4", fit_power_law(x[:4], lam_t[pos][:4]).as_dict())
+    run.scalar("lambda_T_over_delta", (lam_t[pos] / x).tolist())
+    # simple tangential eigenvalues: lambda(delta_{k+1}) - lambda(delta_k) is O(delta_k^2)
+    # exactly when lambda = lambda(0+) + O(delta^2), whichever point the root-finder picked at
+    # delta = 0; the power-law fit beside it models scatter, not that bias: reported
+    zero = np.abs(tang[0]) <= EIGEN_RTOL * scale
+    close = np.abs(np.diff(tang[0])) <= 1e-6 * scale
+    degenerate = (np.r_[close, False] | np.r_[False, close]) & ~zero
+    steps = np.abs(np.diff(tang[pos], axis=0))
+    for i in np.nonzero(~zero & ~degenerate)[0]:
+        order(f"tangential_order[{i}]", claims.tangential_order, x[:-1], steps[:, i])
+        fit = fit_power_law(x[:-1], steps[:, i])
+        run.scalar(f"tangential_order_power_law_fit[{i}]", fit.as_dict())
+    pairs = [i for i in np.nonzero(degenerate)[0][:-1] if degenerate[i + 1] and close[i]]
+    run.scalar(
+        "degenerate_pair_split_exponents",
+        {
+            f"{tang[0, i]:.4g}": exponents(x, tang[pos, i] - tang[pos, i + 1]).tolist()
+            for i in pairs
+        },
+    )
+    run.scalar("second_transverse_exponents", exponents(x, sv[pos, 1]).tolist())
+    return zero, degenerate, steps

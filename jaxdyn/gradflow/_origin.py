@@ -150,3 +150,63 @@ def _compare(model0, models, ts, spectrum):
     dk = models.WK - model0.WK[None]
     change = jnp.sqrt(jnp.sum(dq**2, axis=(1, 2)) + jnp.sum(dk**2, axis=(1, 2)))
     return jnp.linalg.norm(flat - linear, axis=1), change
+
+
+def origin_orders(chain: MarkovChain, direction, eps, amplitude: float, **kwargs):
+    """:func:`origin_scaling` on ``[0, t1]`` with ``max(eps) e^{mu1 t1} = amplitude`` (the
+    linear regime), read at equal times: the deviation from the linearisation at ``t1``, the
+    lemma's ``max_t deviation / e^{2 mu1 t}`` (``C eps^2``) and the attention parameters' change
+    at ``t1``. Returns ``(eps ascending, those three (E,) arrays, the host scaling)``."""
+    eps = np.sort(np.asarray(eps, float))
+    pi = np.asarray(chain.pi)
+    mu1 = float(np.linalg.norm(pi) * np.linalg.norm(pi - 1.0 / pi.size))  # condensation_rate
+    t1 = float(np.log(amplitude / eps[-1]) / mu1)
+    o = jax.tree_util.tree_map(np.asarray, origin_scaling(chain, direction, eps, t1, **kwargs))
+    lemma = np.max(o.deviation[:, 1:] / np.exp(2 * float(o.rate) * o.ts[1:])[None, :], axis=1)
+    return eps, o.deviation[:, -1], lemma, o.attention_change[:, -1], o
+
+
+def origin_checks(run, chain: MarkovChain, direction, eps, amplitude: float, **flow) -> None:
+    """Lemma 3.1 at the origin and the frozen attention as orders in ``eps`` at equal times
+    (:func:`origin_orders` from ``direction``, float64): the solver status (consistency), the
+    paper's bounds and the orders derived here (evidence), and the arrays, recorded on ``run``
+    (anything with a run's ``consistency``, ``evidence`` and ``save_arrays``)."""
+    from . import claims
+
+    eps, dev, lemma, att, o = origin_orders(chain, direction, eps, amplitude, **flow)
+    ok = Status.code(o.status) == Status.code(Status.successful)
+    run.consistency(
+        "origin_flows_converged",
+        expected=len(eps),
+        measured=int(np.sum(ok)),
+        basis="solver status per eps",
+        note=f"steps {o.num_steps.tolist()}",
+    )
+    window = f"at t = {float(o.ts[-1]):.4g} (max eps e^(mu1 t) = {amplitude:g})"
+    run.evidence(
+        "linearisation_bound",
+        claims.linearisation_bound(eps, lemma),
+        note=f"C estimates max_t dev / (eps^2 e^(2 mu1 t)) = "
+        f"{np.round(lemma / eps**2, 6).tolist()} for eps = {eps.tolist()}, "
+        f"t in [0, {float(o.ts[-1]):.4g}]",
+    )
+    run.evidence(
+        "linearisation_error_order", claims.linearisation_error_order(eps, dev), note=window
+    )
+    run.evidence(
+        "attention_frozen_at_origin",
+        claims.attention_frozen_at_origin(eps, att),
+        note=window + f"; changes {att.tolist()}",
+    )
+    run.evidence("attention_change_order", claims.attention_change_order(eps, att), note=window)
+    run.save_arrays(
+        origin_eps=eps,
+        origin_ts=o.ts,
+        origin_deviation=o.deviation,
+        origin_attention_change=o.attention_change,
+        dims={
+            "origin_eps": ("eps",),
+            "origin_deviation": ("eps", "origin_time"),
+            "origin_attention_change": ("eps", "origin_time"),
+        },
+    )

@@ -60,3 +60,45 @@ def attention_story(
         if not story or story[-1] != phase:
             story.append(phase)
     return story
+
+
+def first_move(run, a, names) -> None:
+    """Records on ``run`` which token the attention of the flow analysed in ``a`` (a
+    :class:`FlowAnalysis`) first moves onto, named by the vocabulary ``names``, against
+    ``sign(c)``'s prediction (onto the most frequent token for ``c > 0``, off it for ``c < 0``)."""
+    first, c = a.first_attention_target(), float(a.rates.focus)
+    top = names[int(np.argmax(a.chain.pi))]
+    target = names[first["key"]] if first["key"] >= 0 else None
+    run.scalar(
+        "first_attention_target",
+        {
+            "time": first["time"],
+            "token": target,
+            "frequency_rank": first["rank"],
+            "received": first["received"],
+            "most_frequent_token": top,
+            "c": c,
+            "departure_sign": int(a.stages.departure_sign),
+            "t_departure": float(a.stages.departure.time),
+        },
+    )
+    run.log(
+        f"the attention first moves onto {target!r} (frequency rank {first['rank']}) at t = "
+        f"{first['time']:.4g}; c = {c:.3g} predicts a first move "
+        f"{'onto' if c > 0 else 'off'} {top!r}"
+    )
+
+
+def query_stories(run, a, queries, rows, pi, names, counts, trained=None) -> None:
+    """Records on ``run`` the :func:`attention_story` of each query (token index ``rows``) along
+    the flow of ``a`` and, when given, along training (``trained``: records x queries x keys)."""
+    stories = {}
+    for j, (q, i) in enumerate(zip(queries, rows, strict=True)):
+        stories[q] = {"flow": attention_story(a.metrics["attention"][:, i, :], pi, names)}
+        if trained is not None:
+            stories[q]["trained"] = attention_story(trained[:, j, :], pi, names)
+        run.log(
+            f"query {q!r} ({counts[i]} occurrences): "
+            + "; ".join(f"{k} {' -> '.join(v)}" for k, v in stories[q].items())
+        )
+    run.scalar("query_stories", stories)

@@ -268,3 +268,58 @@ def resolve_sweep_options(
             message = str(err) if source in str(err) else f"{err} ({source})"
             raise ConfigError(message) from None
     return options
+
+
+def field_meanings(cls: type) -> dict[str, str]:
+    """Each field's meaning, from the ``Attributes:`` sections of the docstrings of ``cls`` and
+    its bases (a subclass's line overrides its base's), joined into one line."""
+    import inspect
+    import re
+
+    meanings: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        lines = inspect.cleandoc(vars(klass).get("__doc__") or "").splitlines()
+        starts = [i for i, line in enumerate(lines) if line.strip() == "Attributes:"]
+        if not starts:
+            continue
+        entries = [line for line in lines[starts[0] + 1 :] if line.strip()]
+        indent = len(entries[0]) - len(entries[0].lstrip()) if entries else 0
+        name = None
+        for line in entries:
+            depth = len(line) - len(line.lstrip())
+            match = re.match(r"(\w+): ?(.*)", line.strip())
+            if depth < indent:
+                break
+            if depth == indent and match:
+                name = match.group(1)
+                meanings[name] = match.group(2).strip()
+            elif name is not None:
+                meanings[name] += " " + line.strip()
+    return meanings
+
+
+def describe_config(config: ExperimentConfig) -> str:
+    """Every field of ``config``: its value (``*`` where it is not the default), its default and
+    its meaning (:func:`field_meanings`), one field a line."""
+    import json
+
+    def text(value) -> str:
+        return json.dumps(value) if isinstance(value, str | bool | int | float) else str(value)
+
+    meanings = field_meanings(type(config))
+    rows = []
+    for f in dataclasses.fields(config):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        value = getattr(config, f.name)
+        mark = " " if value == default else "*"
+        rows.append((mark + f.name, text(value), text(default), meanings.get(f.name, "")))
+    rows.insert(0, (" name", "value", "default", "meaning"))
+    w = [min(max(len(r[i]) for r in rows), 28) for i in range(3)]
+    return "\n".join(
+        f" {a:<{w[0]}}  {b:<{w[1]}}  {c:<{w[2]}}  {d}".rstrip() for a, b, c, d in rows
+    )

@@ -25,9 +25,7 @@ from ._config import (
     resolve_config,
     resolve_sweep_options,
 )
-from ._profile import profiled, profiling_enabled
 from ._registry import Experiment, get_experiment
-from ._run import Run
 
 
 def default_run_dir(experiment: str, root: str | Path = "runs") -> Path:
@@ -102,6 +100,7 @@ def prepare_run(
     resume: bool = False,
     overwrite: bool = False,
     data_dir: str | Path | None = None,
+    load: bool = True,
 ) -> PreparedRun:
     """Resolve the experiment, config, sweep options and run directory; create nothing.
 
@@ -109,10 +108,11 @@ def prepare_run(
     ``data_dir`` (the command line's ``JAXDYN_DATA``) is given to a config with a
     ``data_dir`` field that the config leaves empty: the folder of full corpora, recorded in
     the run's ``config.json``. With ``resume`` the stored config is continued (changing it is
-    refused); sweep options other than the stored vector width may change. Raises
+    refused); sweep options other than the stored vector width may change. ``load=False``
+    leaves a run function registered by name unimported (:func:`get_experiment`). Raises
     :class:`ConfigError`.
     """
-    experiment = get_experiment(name)
+    experiment = get_experiment(name, load=load)
     out = _run_directory(name, out, resume)
     stored = _stored_run(name, out, resume, overwrite)
     if resume and stored is not None and not overwrite:
@@ -212,6 +212,9 @@ def execute_run(prepared: PreparedRun, *, overwrite: bool = False, echo: bool = 
 
 def _execute(prepared: PreparedRun, *, overwrite: bool, echo: bool) -> Path:
     import jax
+
+    from ._profile import profiled, profiling_enabled
+    from ._run import Run  # JAX: imported here, so that preparing a run (--show-config) is fast
 
     barrier = distributed.barrier
     experiment, config, out = prepared.experiment, prepared.config, prepared.out

@@ -90,6 +90,27 @@ def _check_docs_link(name: str, docs: str) -> None:
         )
 
 
+class _Body:
+    """An experiment's run function named ``"module:function"`` and imported at its first use,
+    so that registering it (and reading its config) imports neither the module nor JAX."""
+
+    def __init__(self, target: str):
+        module, _, name = target.partition(":")
+        if not module or not name:
+            raise ValueError(f"a run function by name must read 'module:function', got {target!r}")
+        self.target, self.__module__, self.__qualname__ = target, module, name
+        self._fn: Callable | None = None
+
+    def load(self) -> Callable:
+        if self._fn is None:
+            module, _, name = self.target.partition(":")
+            self._fn = getattr(importlib.import_module(module), name)
+        return self._fn
+
+    def __call__(self, *args, **kwargs):
+        return self.load()(*args, **kwargs)
+
+
 _REGISTRY: dict[str, Experiment] = {}
 _LOADED_ENTRY_POINTS = False
 _IMPORTED: set[str] = set()
@@ -112,6 +133,10 @@ def register_experiment(
     (e.g. ``"focus_dilution.md#ablation"``); ``paper`` puts it in ``jaxdyn reproduce``;
     ``sweep`` gives its default sweep options (a :class:`SweepOptions` or a mapping of its
     fields), e.g. ``{"vmap_width": 8}`` for members that run best in narrow groups.
+
+    The decorated function may also be given by name, ``register_experiment(...)("pkg.mod:fn")``:
+    it is imported when the experiment is first run or listed, so a module that only registers
+    (and whose configs import no JAX) keeps ``--show-config`` fast.
     """
     if not isinstance(title, str) or not isinstance(docs, str):
         raise TypeError(f"experiment '{name}': title and docs must be strings")
@@ -129,7 +154,9 @@ def register_experiment(
         defaults = SweepOptions().updated(sweep, source=f"experiment '{name}'")
         explicit = frozenset(sweep)
 
-    def decorator(fn: Callable) -> Callable:
+    def decorator(fn: Callable | str) -> Callable:
+        if isinstance(fn, str):
+            fn = _Body(fn)
         existing = _REGISTRY.get(name)
         module = getattr(fn, "__module__", "")
         if existing is not None and (existing.module, existing.fn.__qualname__) != (
@@ -205,12 +232,20 @@ def import_experiments(targets: Iterable[str]) -> None:
         _IMPORTED.add(target)
 
 
-def _load_entry_points() -> None:
+def _load_entry_points(until: str | None = None) -> None:
+    """Load the entry points (each once), all of them, or only until ``until`` is registered."""
     global _LOADED_ENTRY_POINTS
     if _LOADED_ENTRY_POINTS:
         return
-    _LOADED_ENTRY_POINTS = True
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    entries = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    if until is not None:  # an entry point named after the experiment's prefix first
+        entries.sort(key=lambda e: -len(e.name) if until.startswith(e.name) else 0)
+    for entry in entries:
+        if until is not None and until in _REGISTRY:
+            return
+        if entry.value in _IMPORTED:
+            continue
+        _IMPORTED.add(entry.value)
         try:
             entry.load()
         except Exception as err:  # one broken plugin must not hide the others
@@ -219,6 +254,7 @@ def _load_entry_points() -> None:
                 f"({entry.value}): {type(err).__name__}: {err}",
                 file=sys.stderr,
             )
+    _LOADED_ENTRY_POINTS = until is None or until not in _REGISTRY
 
 
 def load_experiments() -> None:
@@ -231,18 +267,33 @@ def load_experiments() -> None:
 
 
 def list_experiments() -> list[Experiment]:
-    """Every registered experiment, in registration order."""
+    """Every registered experiment, in registration order (run functions given by name are
+    imported, with what their modules register)."""
     load_experiments()
+    for experiment in _REGISTRY.values():
+        if isinstance(experiment.fn, _Body):
+            experiment.fn.load()
     return list(_REGISTRY.values())
 
 
-def get_experiment(name: str) -> Experiment:
-    """The experiment called ``name``; :class:`ConfigError` (with a suggestion) if unknown."""
-    load_experiments()
+def get_experiment(name: str, *, load: bool = True) -> Experiment:
+    """The experiment called ``name``; :class:`ConfigError` (with a suggestion) if unknown.
+    ``load=False`` leaves a run function given by name unimported (its config is enough).
+    Entry points are loaded until ``name`` is registered (an experiments package that imports
+    no JAX keeps ``--show-config`` free of it)."""
+    from ..distributed._launch import LaunchConfig
+
+    import_experiments(LaunchConfig.from_environ().imports)
+    _load_entry_points(until=name)
+    if name not in _REGISTRY:
+        load_experiments()
     if name not in _REGISTRY:
         import difflib
 
         close = difflib.get_close_matches(name, _REGISTRY, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else "; see `jaxdyn list`"
         raise ConfigError(f"unknown experiment '{name}'{hint}")
-    return _REGISTRY[name]
+    experiment = _REGISTRY[name]
+    if load and isinstance(experiment.fn, _Body):
+        experiment.fn.load()
+    return experiment

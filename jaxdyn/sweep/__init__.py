@@ -15,13 +15,17 @@ solve through it), or ``DiffeqProblem(...).solve()`` itself, is segmented by the
 between sweeps is a :class:`SweepCache`.
 """
 
-from ._cache import SweepCache as SweepCache
-from ._diffeq import DiffeqProblem as DiffeqProblem
-from ._engine import run_sweep as run_sweep
-from ._grid import Grid as Grid
-from ._options import SweepOptions as SweepOptions
-from ._result import SweepResult as SweepResult
-from ._segmented import AbstractSegmentedMember as AbstractSegmentedMember
+import importlib as _importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names, for type checkers and readers; loaded on first use below
+    from ._cache import SweepCache as SweepCache
+    from ._diffeq import DiffeqProblem as DiffeqProblem
+    from ._engine import run_sweep as run_sweep
+    from ._grid import Grid as Grid
+    from ._options import SweepOptions as SweepOptions
+    from ._result import SweepResult as SweepResult
+    from ._segmented import AbstractSegmentedMember as AbstractSegmentedMember
 
 __all__ = [
     "AbstractSegmentedMember",
@@ -32,3 +36,28 @@ __all__ = [
     "SweepResult",
     "run_sweep",
 ]
+
+# Loaded on first use (as ``jaxdyn``'s own names): importing this package imports no JAX, so
+# that the command line reads configs (``--show-config``) fast.
+_HOMES = {
+    "SweepCache": "._cache",
+    "DiffeqProblem": "._diffeq",
+    "run_sweep": "._engine",
+    "Grid": "._grid",
+    "SweepOptions": "._options",
+    "SweepResult": "._result",
+    "AbstractSegmentedMember": "._segmented",
+}
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
