@@ -121,8 +121,7 @@ def check_head(head) -> AbstractCopyHead:
     if isinstance(head, AbstractCopyHead):
         return head
     raise TypeError(
-        "head must be an AbstractCopyHead (e.g. jaxdyn.copyhead.SoftmaxCopyHead()), "
-        f"got {head!r}"
+        f"head must be an AbstractCopyHead (e.g. jaxdyn.copyhead.SoftmaxCopyHead()), got {head!r}"
     )
 
 

@@ -39,6 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
+from jaxdyn._printing import AbstractResult
+
 from ._heads import AbstractOddCopyHead
 from ._models import AbstractReducedModel, global_minimum, local_minimum
 from ._order import order_parameters
@@ -46,7 +48,7 @@ from ._posterior import CopyHeadPosterior
 from ._task import CopyStatistics, population_statistics
 
 
-class LaplacePhase(eqx.Module):
+class LaplacePhase(AbstractResult):
     """A mode of a posterior exp(-S(x)) and the Gaussian (Laplace) mass around it.
 
     Attributes:
@@ -233,7 +235,7 @@ def population_phase(
     return copy_head_phase(posterior, stats, G, corrections=corrections, chunk=chunk)
 
 
-class MassMixture(eqx.Module):
+class MassMixture(AbstractResult):
     """Phases weighted by their mass: ``weights`` w_k ~ m_k exp(-F_k) (summing to 1) and the
     mass-weighted ``mean`` sum_k w_k E_k[o]; ``mode_weights`` are what the actions alone
     give (m_k exp(-S_k): the saddle point's ranking, for comparison)."""

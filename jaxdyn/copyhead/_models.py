@@ -19,6 +19,8 @@ import lineax as lx
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxdyn._printing import AbstractResult
+
 from .._validation import is_traced, require_positive
 from ._heads import AbstractCopyHead, AbstractRowHead, LinearCopyHead, SoftmaxCopyHead
 from ._order import order_parameters
@@ -39,6 +41,8 @@ from ._task import shift_matrix, uniform_matrix
 class MinimumStatus(eqx.Enumeration):
     """Whether a point returned by the reduced minimisers is a minimum (an equinox
     Enumeration, like :class:`jaxdyn.Status`: traced, vmapped, compared with ``==``)."""
+
+    __module__ = "jaxdyn.copyhead"  # items print with the public name
 
     converged = "small gradient and no lower probe point: a minimum"
     stalled = "the gradient is not small: the descent stopped on a slope"
@@ -232,7 +236,9 @@ class SoftmaxReduced(AbstractReducedModel):
     temperature: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    objective: Float[Array, ""] = eqx.field(converter=objective_weight, default=1.0)  # Objective.marginal
+    objective: Float[Array, ""] = eqx.field(
+        converter=objective_weight, default=1.0
+    )  # Objective.marginal
     grid_points: int = eqx.field(static=True, default=2001)
     symmetric_state: ClassVar[bool] = False
 
@@ -323,7 +329,9 @@ class RowHeadReduced(AbstractReducedModel):
             )
         super().__check_init__()
 
-    def copy_weights(self, delta: Float[ArrayLike, ""]) -> tuple[Float[Array, ""], Float[Array, ""]]:
+    def copy_weights(
+        self, delta: Float[ArrayLike, ""]
+    ) -> tuple[Float[Array, ""], Float[Array, ""]]:
         """(p, q): the head's weight on the copy position and on each other position of a row
         with logit gap ``delta``."""
         delta = jnp.asarray(delta, self.L.dtype)
@@ -376,7 +384,9 @@ class LinearReduced(AbstractReducedModel):
     sigma_w2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     sigma_g2: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
     alpha: Float[Array, ""] = eqx.field(converter=_as_float, default=1.0)
-    objective: Float[Array, ""] = eqx.field(converter=objective_weight, default=1.0)  # Objective.marginal
+    objective: Float[Array, ""] = eqx.field(
+        converter=objective_weight, default=1.0
+    )  # Objective.marginal
     grid_points: int = eqx.field(static=True, default=161)
     symmetric_state: ClassVar[bool] = True
 
@@ -424,7 +434,7 @@ class LinearReduced(AbstractReducedModel):
         return jnp.where(x[0] + x[1] < 0, -x, x)
 
 
-class ReducedMinimum(eqx.Module):
+class ReducedMinimum(AbstractResult):
     """A minimiser's result: the point ``x``, the ``action`` there and its ``status``, a
     :class:`MinimumStatus` (arrays with a leading axis when batched; compare with ``==``,
     e.g. ``found.status == MinimumStatus.converged``). ``converged()`` says whether every

@@ -114,7 +114,9 @@ class CopyHeadPosterior(eqx.Module):
         G = jnp.asarray(G)
         L = stats.L
         if G.ndim < 2 or G.shape[-2:] != (L, L):
-            raise ValueError(f"G must have shape (..., {L}, {L}) to match the statistics, got {G.shape}")
+            raise ValueError(
+                f"G must have shape (..., {L}, {L}) to match the statistics, got {G.shape}"
+            )
         if G.ndim == 2:
             M, B = stats.moments(self.attention(G))
             return self.action_from_moments(G, M, B)

@@ -40,6 +40,8 @@ class Objective(eqx.Enumeration):
     program.
     """
 
+    __module__ = "jaxdyn.copyhead"  # items print with the public name
+
     marginal = "W integrated out: -ln p(G | D), the posterior of G"
     map = "W profiled out: min_W E(W, G), the joint MAP"
 
@@ -75,7 +77,16 @@ def objective_of(weight) -> Objective:
 
 
 def population_data_term(
-    frob2, rowsum2, tau, total, P, *, V: Size, temperature=1.0, sigma_w2=1.0, objective=Objective.marginal
+    frob2,
+    rowsum2,
+    tau,
+    total,
+    P,
+    *,
+    V: Size,
+    temperature=1.0,
+    sigma_w2=1.0,
+    objective=Objective.marginal,
 ) -> Float[Array, "..."]:
     """The data part of the population action from the four invariants of A (equation above);
     ``objective``: an :class:`Objective` or its :func:`objective_weight`."""

@@ -27,22 +27,25 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from jaxdyn._printing import AbstractResult
+
 from .._custom_types import Array, ArrayLike, Float, Int, Key, Scalar
 from .._status import Status
 from .._validation import require_in_interval, require_positive
 from ..sweep._diffeq import in_sweep
+from . import _measure as _m
 from ._end_time import END_TIME_MARGIN, default_end_time, log_save_times
 from ._flow import flow_problem, flow_solution, population_flow
 from ._linearise import (
     CriticalPoint,
     Spectrum,
     UnigramSaddle,
-    condensation_rate,
     _find_critical_point,
     _focus_rate,
     _jacobian_spectrum,
     _loss_gradient,
     _signed_focus_eigenvalue,
+    condensation_rate,
     unigram_saddle,
 )
 from ._lyapunov import (
@@ -51,7 +54,6 @@ from ._lyapunov import (
     rank_one_critical_point,
     rank_one_part,
 )
-from . import _measure as _m
 from ._markov import MarkovChain
 from ._measure import dilution_mode_growth, plateau_loss, score_angle
 from ._metrics import _trajectory_metrics, embedding_pca, embedding_profile
@@ -62,7 +64,7 @@ ROOT_TOL = 1e-13  # eigenvalues move with a critical point to first order
 STALL_HORIZON = 25.0  # the rank-one flow stops when steady; this only bounds it
 
 
-class Rates(eqx.Module):
+class Rates(AbstractResult):
     """Closed-form rates and the Jacobian eigenvalues that test them (all signed).
 
     Attributes:
@@ -86,7 +88,7 @@ class Rates(eqx.Module):
     transverse: Scalar
 
 
-class FlowAnalysis(eqx.Module):
+class FlowAnalysis(AbstractResult):
     """Everything :func:`analyse_flow` measured on one chain.
 
     Attributes:
@@ -558,7 +560,10 @@ def analyse_flow_until(
         if Status.code(a.status) != Status.code(Status.successful):
             return a, f"the flow stopped before t1 = {end:.4g} ({Status.name(a.status)})"
         if end >= limit * (1 - 1e-12):
-            return a, f"the stage was not reached by the horizon budget t1 = {end:.4g} ({budget:g}x)"
+            return (
+                a,
+                f"the stage was not reached by the horizon budget t1 = {end:.4g} ({budget:g}x)",
+            )
         t1 = min(growth * end, limit)
         max_steps = int(max_steps * t1 / end) + 1
         a = analyse_flow(chain, t1=t1, max_steps=max_steps, **kwargs)

@@ -256,7 +256,9 @@ def _record_analysis(
     _rates(run, a, tag)
     _saddle_evidence(run, a, tag)
     st = a.stages
-    run.evidence(f"first_attention_phase{tag}", claims.first_attention_phase(c, int(st.departure_sign)))
+    run.evidence(
+        f"first_attention_phase{tag}", claims.first_attention_phase(c, int(st.departure_sign))
+    )
     run.scalar(f"stages{tag}", st.times())
     run.scalar(f"stage_status{tag}", st.status())
     run.scalar(f"stage_signatures{tag}", st.signature_times())
@@ -275,7 +277,6 @@ def _record_analysis(
         why = "c <= 0" if flow_ok else f"the flow failed ({Status.name(a.status)})"
         run.log(f"{label or 'flow'}: stage order and dilution not predicted ({why}); reported")
     return {"c": c, "mu1": mu1, "lambda_T": lam_t}
-
 
 
 def analysis_checks(

@@ -13,6 +13,8 @@ import lineax as lx
 import numpy as np
 import optimistix as optx
 
+from jaxdyn._printing import AbstractResult
+
 from .._custom_types import Array, ArrayLike, Float, Int
 from .._status import Status, mark_nonfinite
 from ..sweep import DiffeqProblem
@@ -20,7 +22,7 @@ from ._markov import MarkovChain
 from ._model import OneLayerTransformer, _population_loss
 
 
-class FlowSolution(eqx.Module):
+class FlowSolution(AbstractResult):
     """Saved trajectory of a population flow.
 
     ``ts``: save times; ``models``: the parameters at each save time (leading time axis on every

@@ -16,6 +16,8 @@ import jax.numpy as jnp
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
+from jaxdyn._printing import AbstractResult
+
 from .._custom_types import Array, ArrayLike, Float, Scalar
 from .._status import Status
 from ._markov import MarkovChain
@@ -34,7 +36,7 @@ def condensation_rate(pi: Float[ArrayLike, " d"]) -> Scalar:
     return jnp.linalg.norm(pi) * jnp.linalg.norm(pi - 1.0 / pi.shape[0])
 
 
-class UnigramSaddle(eqx.Module):
+class UnigramSaddle(AbstractResult):
     """The stage-II saddle ``theta_c1``: ``W0 = gamma alpha^T``, ``W1 = alpha beta^T``,
     ``WQ = WK = 0``.
 
@@ -109,7 +111,7 @@ def _jacobian(model: OneLayerTransformer, pi, P) -> Float[Array, "n n"]:
     return -0.5 * (H + H.T)
 
 
-class Spectrum(eqx.Module):
+class Spectrum(AbstractResult):
     """Eigen-decomposition of the (symmetric) flow Jacobian at a point.
 
     ``eigenvalues`` in decreasing order, ``eigenvectors[:, i]`` the matching unit vectors,
@@ -158,7 +160,7 @@ def _signed_focus_eigenvalue(model: OneLayerTransformer, spectrum: Spectrum, pi)
     return spectrum.eigenvalues[i] * jnp.sign((g @ dWQ) @ (g @ dWK))
 
 
-class CriticalPoint(eqx.Module):
+class CriticalPoint(AbstractResult):
     """Result of :func:`find_critical_point`: the point, ``||grad L||`` there, the loss and a
     :class:`jaxdyn.Status` (``not_converged`` if the root finder failed)."""
 
@@ -239,6 +241,4 @@ def find_critical_point(
     pseudo-inverse drifts along the critical manifold to unbalanced points; the damped
     Gauss-Newton steps stay near the start and converge to the nearby critical point.
     """
-    return _find_critical_point(
-        model, chain.pi, chain.P, rtol=rtol, atol=atol, max_steps=max_steps
-    )
+    return _find_critical_point(model, chain.pi, chain.P, rtol=rtol, atol=atol, max_steps=max_steps)

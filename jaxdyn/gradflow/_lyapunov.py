@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from jaxdyn._printing import AbstractResult
+
 from .._custom_types import Array, ArrayLike, Float, Scalar
 from ._flow import gradient_field
 from ._linearise import CriticalPoint, _find_critical_point, _jacobian
@@ -79,7 +81,7 @@ def balance_rank_one(model: OneLayerTransformer) -> OneLayerTransformer:
     )
 
 
-class RankOneCriticalPoint(eqx.Module):
+class RankOneCriticalPoint(AbstractResult):
     """A critical point on the rank-one manifold and its split spectrum.
 
     Attributes:

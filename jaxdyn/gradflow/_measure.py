@@ -165,13 +165,21 @@ def _attention_modes(alpha, WQ, WK, WQ_prev, WK_prev) -> tuple[float, float]:
     modes at the saddle, the growing one first (the larger log-growth since the previous save;
     the larger amplitude when there is no previous save)."""
     now = np.array([np.linalg.norm(alpha @ (WQ + WK)), np.linalg.norm(alpha @ (WQ - WK))]) / 2
-    before = np.array(
-        [np.linalg.norm(alpha @ (WQ_prev + WK_prev)), np.linalg.norm(alpha @ (WQ_prev - WK_prev))]
-    ) / 2
+    before = (
+        np.array(
+            [
+                np.linalg.norm(alpha @ (WQ_prev + WK_prev)),
+                np.linalg.norm(alpha @ (WQ_prev - WK_prev)),
+            ]
+        )
+        / 2
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         growth = np.log(now) - np.log(before)
-    k = int(np.argmax(now)) if not np.all(np.isfinite(growth)) or np.allclose(growth, 0) else (
-        int(np.argmax(growth))
+    k = (
+        int(np.argmax(now))
+        if not np.all(np.isfinite(growth)) or np.allclose(growth, 0)
+        else (int(np.argmax(growth)))
     )
     return float(now[k]), float(now[1 - k])
 

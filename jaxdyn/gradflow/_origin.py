@@ -24,6 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from jaxdyn._printing import AbstractResult
+
 from .._custom_types import ArrayLike, Float, Int
 from .._status import Status
 from ._flow import population_flow
@@ -32,7 +34,7 @@ from ._markov import MarkovChain
 from ._model import OneLayerTransformer
 
 
-class OriginScaling(eqx.Module):
+class OriginScaling(AbstractResult):
     """Result of :func:`origin_scaling` (host arrays).
 
     Attributes:

@@ -41,6 +41,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdyn._printing import AbstractResult
+
 from .._custom_types import Array, ArrayLike, Bool, Float, Int, Scalar
 from .._numerics import entropy
 from .._validation import require_in_interval
@@ -51,7 +53,7 @@ STAGE_NAMES = ("condensation", "focus", "dilution", "new_direction")
 ENTROPY_FALL = 0.01
 
 
-class StageEvidence(eqx.Module):
+class StageEvidence(AbstractResult):
     """When one stage was reached and the measurement that says so.
 
     Attributes:
@@ -102,7 +104,7 @@ def first_crossing(
     )
 
 
-class Stages(eqx.Module):
+class Stages(AbstractResult):
     """The stages of one trajectory (module docstring), each a :class:`StageEvidence`.
 
     Attributes:

@@ -16,16 +16,18 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxdyn._printing import AbstractResult
+
 from .._custom_types import Array, ArrayLike, Float, Int, Key, PyTree, Scalar
 from .._status import Status, mark_nonfinite
 from ._markov import MarkovChain, _sample_sequences
 from ._model import (
     Batch,
     OneLayerTransformer,
+    _population_loss,
     batch_loss,
     init_transformer,
     population_attention,
-    _population_loss,
     prepare_batch,
 )
 
@@ -82,7 +84,7 @@ def position_entropy(model: OneLayerTransformer, sequences: Int[ArrayLike, "n s1
     return jnp.mean(attention_entropy(a)) / jnp.log(x.shape[1])
 
 
-class TrainingRun(eqx.Module):
+class TrainingRun(AbstractResult):
     """Recorded training curve (leading axis = records, the first at step 0).
 
     Attributes:

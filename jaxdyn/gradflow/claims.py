@@ -701,7 +701,11 @@ def tangential_order(delta, tangential_change) -> Evidence:
     """The stall's tangential eigenvalues move by ``O(delta^2)`` (the asymmetry enters them
     at second order), against order 1."""
     return _local_order(
-        "the tangential spectrum's change is of order 2 in delta", delta, tangential_change, 2.0, 1.0
+        "the tangential spectrum's change is of order 2 in delta",
+        delta,
+        tangential_change,
+        2.0,
+        1.0,
     )
 
 
