@@ -13,7 +13,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, ClassVar, Literal, get_args, get_origin
 
 from ..sweep._options import SweepOptions
 
@@ -32,17 +32,25 @@ class ExperimentConfig:
     Science only: how a sweep is executed (vector width, chunk size, memory budget, devices,
     processes) is a :class:`jaxdyn.sweep.SweepOptions`, set separately.
 
+    A config states the valid range of its numeric fields in ``RANGES`` (its own and its
+    bases' are all checked before :meth:`validate`): ``"field spec; ..."`` with ``spec`` an
+    interval ``(lo, hi)``, ``[lo, hi)``, ``(lo, hi]``, ``[lo, hi]`` or a bound ``>= x``,
+    ``> x``, applied to every entry of a tuple field, e.g. ``"eps (0, 0.1); steps >= 1"``.
+
     Attributes:
         seed: base seed; sweeps use ``seed, seed + 1, ...`` for their seed axis.
         x64: run in float64 (recommended on CPU; set false for speed on GPUs).
     """
 
+    RANGES: ClassVar[str] = "seed >= 0"
     seed: int = 0
     x64: bool = True
 
     def validate(self) -> None:
         """Check science inputs; raise :class:`ConfigError` (or ``ValueError``) with a
-        one-line reason. Called before anything is created or compiled."""
+        one-line reason. Called before anything is created or compiled. This default checks
+        ``RANGES``; an override adds its own checks and calls ``super().validate()``."""
+        self.validate_common()
 
     @classmethod
     def quick(cls) -> dict[str, Any]:
@@ -50,8 +58,31 @@ class ExperimentConfig:
         return {}
 
     def validate_common(self) -> None:
-        if self.seed < 0:
-            raise ConfigError(f"seed must be >= 0, got {self.seed}")
+        """Every ``RANGES`` entry of the config's classes, with a one-line error naming the
+        field, its range and its value."""
+        for cls in type(self).__mro__:
+            for rule in filter(None, vars(cls).get("RANGES", "").split(";")):
+                name, spec = rule.strip().split(" ", 1)
+                value = getattr(self, name)
+                if not all(_inside(v, spec) for v in _entries(value)):
+                    where = "in " if spec[0] in "([" else ""
+                    raise ConfigError(f"{name} must be {where}{spec}, got {value}")
+
+
+def _entries(value) -> list:
+    if isinstance(value, (tuple, list)):
+        return [v for item in value for v in _entries(item)]
+    return [value]
+
+
+def _inside(v, spec: str) -> bool:
+    """``v`` within ``spec``: ``(lo, hi)``, ``[lo, hi]`` (either end open or closed), ``>= x``
+    or ``> x``; a NaN is never inside."""
+    if spec[0] not in "([":
+        op, bound = spec.split()
+        return v >= float(bound) if op == ">=" else v > float(bound)
+    lo, hi = (float(x) for x in spec[1:-1].split(","))
+    return (lo <= v if spec[0] == "[" else lo < v) and (v <= hi if spec[-1] == "]" else v < hi)
 
 
 def _type_name(tp) -> str:
@@ -320,6 +351,4 @@ def describe_config(config: ExperimentConfig) -> str:
         rows.append((mark + f.name, text(value), text(default), meanings.get(f.name, "")))
     rows.insert(0, (" name", "value", "default", "meaning"))
     w = [min(max(len(r[i]) for r in rows), 28) for i in range(3)]
-    return "\n".join(
-        f" {a:<{w[0]}}  {b:<{w[1]}}  {c:<{w[2]}}  {d}".rstrip() for a, b, c, d in rows
-    )
+    return "\n".join(f" {a:<{w[0]}}  {b:<{w[1]}}  {c:<{w[2]}}  {d}".rstrip() for a, b, c, d in rows)

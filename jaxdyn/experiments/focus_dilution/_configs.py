@@ -1,6 +1,6 @@
 """The focus-and-dilution experiments' configs, without JAX (``--show-config`` stays fast). A
 field's meaning is its line in an ``Attributes`` section (of its class or a base); its range is
-its entry in a ``RANGES`` table (of its class or a base), checked by ``validate``."""
+its entry in a ``RANGES`` table (of its class or a base), checked by ``ExperimentConfig``."""
 
 from __future__ import annotations
 
@@ -21,14 +21,6 @@ def need(ok, message: str) -> None:
         raise ConfigError(message)
 
 
-def _inside(v, spec: str) -> bool:
-    if spec[0] not in "([":
-        op, bound = spec.split()
-        return v >= float(bound) if op == ">=" else v > float(bound)
-    lo, hi = (float(x) for x in spec[1:-1].split(","))
-    return (lo <= v if spec[0] == "[" else lo < v) and (v <= hi if spec[-1] == "]" else v < hi)
-
-
 def check_pi(pi) -> None:
     """A strictly positive probability vector (``gradflow.MarkovChain`` checks it again)."""
     p = np.asarray(pi, float)
@@ -43,18 +35,9 @@ class _Config(ExperimentConfig):
     m_attn: attention width m'.
     """
 
-    # "field range; ...": "(lo, hi)", "[lo, hi)", ... or ">= x", "> x" (each entry of a tuple)
-    RANGES: ClassVar[str] = "m >= 2; m_attn >= 1"
+    RANGES: ClassVar[str] = "m >= 2; m_attn >= 1"  # checked by ExperimentConfig
     m: int = 6
     m_attn: int = 6
-
-    def validate(self) -> None:
-        for cls in type(self).__mro__:
-            for rule in filter(None, vars(cls).get("RANGES", "").split(";")):
-                name, spec = rule.strip().split(" ", 1)
-                value = getattr(self, name)
-                ok = all(_inside(v, spec) for v in np.ravel(value).tolist())
-                need(ok, f"{name} must be {'in ' * (spec[0] in '([')}{spec}, got {value}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
