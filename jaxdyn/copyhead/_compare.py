@@ -198,6 +198,17 @@ def fall_grid(P, loss, width: float, levels: int) -> np.ndarray:
     return np.geomspace(P_f / width, P_f * width, 2**levels + 1)
 
 
+def fall_slopes(grid, table, theory) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per interval of ``grid``: the bootstrap-corrected slopes d loss / d ln P per dataset
+    (``table(name)``: dataset x P of an output), the optimiser's allowance over the interval
+    (its Newton estimates at both ends over the spacing), and the ``theory`` loss's slope."""
+    h = np.diff(np.log(grid))
+    slopes = np.diff(2.0 * table("test_loss") - table("bootstrap_test_loss"), axis=1) / h
+    error = 2.0 * table("optimiser_error_test_loss") + table("bootstrap_optimiser_error_test_loss")
+    opt = np.array([optimiser_allowance(e) for e in ((error[:, :-1] + error[:, 1:]) / h).T])
+    return slopes, opt, np.diff(theory) / h
+
+
 def critical_value(n: int) -> float:
     """Two-sided 99% Student-t quantile for a mean over n independent datasets (n - 1
     degrees of freedom): 9.9 standard errors for 3 datasets. NaN below two."""

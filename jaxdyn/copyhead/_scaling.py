@@ -209,6 +209,24 @@ def softmax_orders(L: int, V: int, P_min: float, P_max: float, n_P: int, **kwarg
     }
 
 
+def softmax_grid(Ls, Vs, P_min: float, P_max: float, n_P: int, log=print, **kwargs):
+    """:func:`softmax_orders` at every (L, V) of ``Ls`` x ``Vs``: P* (NaN unless first order),
+    the classifications by ``"L<L>_V<V>"`` and the (L, V) where they disagree (``"L=..,V=.."``);
+    ``log`` gets each point's line."""
+    P_star, orders, mismatches = np.full((len(Ls), len(Vs)), np.nan), {}, []
+    for i, L in enumerate(Ls):
+        for j, V in enumerate(Vs):
+            found = softmax_orders(L, V, P_min, P_max, n_P, **kwargs)
+            window, agree, first = (found.pop(k) for k in ("window", "agree", "first"))
+            orders[f"L{L}_V{V}"] = found
+            if not agree:
+                mismatches.append(f"L={L},V={V}")
+            if first:
+                P_star[i, j] = found["P_star"]
+            log(f"softmax L={L} V={V}: {found}, coexistence window {window}")
+    return P_star, orders, mismatches
+
+
 def linear_points(model, n_P: int) -> dict:
     """A linear reduced model's onset P_c (closed form), its relative difference from the
     bisected instability, and the crossovers c_G = c_1 (``raw``) and sqrt(L) c_G = c_1

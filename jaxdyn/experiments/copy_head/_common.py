@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ...copyhead import _compare, _hysteresis, _phase, _task
+from ...copyhead import _compare, _hysteresis, _phase, _reduced, _task
 from ...runs import ConfigError, ExperimentConfig
 
 ATTENTIONS = ("linear", "softmax")
@@ -196,47 +196,28 @@ def check_hysteresis(run, prefix, result, values, order, info, amplitude, margin
     (``P < lo / m^2`` or ``P > hi m^2``). Otherwise the starts must agree within 0.1 x the
     largest order-parameter ``amplitude``. Returns the pair disagreement."""
     P, seeds, start, ok = result.params["P"], result.seeds, result.params["start"], result.ok()
-    if order is ch.TransitionOrder.first and info["coexistence"] is not None:
-        hyst = _hysteresis.pair_disagreement(
-            P, seeds, start, values, ok, tolerance=0.5 * info["jump"]
-        )
-        lo, hi = info["coexistence"]
-        for name, claim, mask, expected, span in (
-            (
-                "hysteresis_inside_window",
-                "two coexisting minima: every dataset's two starts stay apart inside the "
-                "theory's coexistence window",
-                (hyst.P > lo * margin) & (hyst.P < hi / margin),
-                True,
-                f"theory coexistence ({lo:.4g}, {hi:.4g}); P in ({lo * margin:.4g}, "
-                f"{hi / margin:.4g})",
-            ),
-            (
-                "no_hysteresis_outside_window",
-                "one minimum outside the coexistence window: both starts agree",
-                (hyst.P < lo / margin**2) | (hyst.P > hi * margin**2),
-                False,
-                f"P outside ({lo / margin**2:.4g}, {hi * margin**2:.4g})",
-            ),
-        ):
-            run.evidence(
-                f"{prefix}_{name}",
-                ch.claims.hysteresis(claim, hyst.disagree_fraction[mask], expected=expected),
-                note=f"{span}; per P {hyst.where(mask)}",
-            )
-        return hyst
-    scale = float(np.max(np.abs(amplitude)))
-    hyst = _hysteresis.pair_disagreement(P, seeds, start, values, ok, tolerance=0.1 * scale)
-    run.evidence(
-        f"{prefix}_no_hysteresis",
-        ch.claims.hysteresis(
-            f"theory {order.name}: one minimum at every P, both starts agree",
-            hyst.disagree_fraction,
-            expected=False,
-        ),
-        note=f"the starts agree within 0.1 x max amplitude ({0.1 * scale:.3g}); per P "
-        f"{hyst.where(hyst.P > 0)}",
-    )
+    first = order is ch.TransitionOrder.first and info["coexistence"] is not None
+    tol = 0.5 * info["jump"] if first else 0.1 * float(np.max(np.abs(amplitude)))
+    hyst = _hysteresis.pair_disagreement(P, seeds, start, values, ok, tolerance=tol)
+    if first:
+        (lo, hi), m = info["coexistence"], margin
+        inside = "two coexisting minima: every dataset's two starts stay apart inside the theory's"
+        rows = (
+            ("hysteresis_inside_window", inside + " coexistence window",
+             (hyst.P > lo * m) & (hyst.P < hi / m), True,
+             f"theory coexistence ({lo:.4g}, {hi:.4g}); P in ({lo * m:.4g}, {hi / m:.4g})"),
+            ("no_hysteresis_outside_window",
+             "one minimum outside the coexistence window: both starts agree",
+             (hyst.P < lo / m**2) | (hyst.P > hi * m**2), False,
+             f"P outside ({lo / m**2:.4g}, {hi * m**2:.4g})"),
+        )  # fmt: skip
+    else:
+        claim = f"theory {order.name}: one minimum at every P, both starts agree"
+        span = f"the starts agree within 0.1 x max amplitude ({tol:.3g})"
+        rows = (("no_hysteresis", claim, hyst.P > 0, False, span),)
+    for name, claim, mask, expected, span in rows:
+        evidence = ch.claims.hysteresis(claim, hyst.disagree_fraction[mask], expected=expected)
+        run.evidence(f"{prefix}_{name}", evidence, note=f"{span}; per P {hyst.where(mask)}")
     return hyst
 
 
@@ -255,6 +236,14 @@ def network_theory(c: NetworkConfig, objective: str, *, refine: bool) -> types.S
     return a
 
 
+def record_theory(run, a, arrays: dict, **extra) -> None:
+    """The theory ``a`` as the scalar ``theory`` (objective, transition, ``extra``) and its
+    ``arrays`` as ``theory.<name>`` along its P grid ``theory_P``."""
+    label = _reduced.objective_label(a.model.objective)
+    run.scalar("theory", {"objective": label, **info_json(a.info), **extra})
+    save_record(run, "theory.", {**arrays, "P": a.diagram.P}, "theory_P", a.diagram.P)
+
+
 def effect(a, key: str) -> float:
     """What a comparison with the theory ``a`` must detect: the jump of ``key`` between the
     branches at P_t (first order), else its change over the theory's P range."""
@@ -267,19 +256,28 @@ def effect(a, key: str) -> float:
     return _compare.effect_size(d.P, a.P_t, a.first, up, down, curve)
 
 
-def check_theory(run, check: str, claim: str, comparison: dict, effect: float, power_name: str):
-    """Record a :func:`jaxdyn.copyhead._compare.corrected_comparison` as evidence: the
-    theory inside every 99% t x SE + bound interval, the alternative off by ``effect`` (the
-    transition's jump, or the change over the range); ``inconclusive`` unless the standard
-    errors are at most effect / 5 (its power, recorded as ``power_name``)."""
-    c = comparison
-    power = _compare.power_record(c["table"], effect)
-    run.scalar(power_name, power)
+def check_theory(run, a, result, mask, key: str, names: str, check: str, claim: str) -> dict:
+    """The runs ``mask`` of ``result`` against the theory ``a`` at their P
+    (:func:`jaxdyn.copyhead._compare.corrected_comparison` of the outputs ``names`` formats:
+    the value, its bootstrap, their optimiser errors), recorded as evidence: the theory inside
+    every 99% t x SE + bound interval, the alternative off by :func:`effect` (the transition's
+    jump, or the change over the range); ``inconclusive`` unless the standard errors are at
+    most effect / 5 (its power, recorded as ``<check before _matches_theory>_power``)."""
+    value, boot, error, boot_error = (n.format(key) for n in names.split())
+    error = 2.0 * result.outputs[error] + result.outputs[boot_error]
+    cfg, raw, boot = a.config, result.masked(value), result.masked(boot)
+    c = _compare.corrected_comparison(
+        result.params["P"], result.seeds, mask, raw, boot, error, cfg.posterior(cfg.attention),
+        a.model, key, cfg.L, cfg.V,
+    )  # fmt: skip
+    effect_size = effect(a, key)
+    power = _compare.power_record(c["table"], effect_size)
+    run.scalar(check.split("_matches_theory")[0] + "_power", power)
     evidence = ch.claims.matches_theory(
         claim,
         c["table"],
         c["theory"],
-        np.full(c["theory"].shape, effect),
+        np.full(c["theory"].shape, effect_size),
         bound=c["optimiser_allowance"] + c["theory_solver_error"],
         basis="bootstrap-corrected (2 x - x_boot) per dataset; alternative: off by the effect; "
         f"bound: {_compare.NEWTON_SAFETY:g} x mean Newton estimate + the reduced solver's error",
@@ -288,8 +286,9 @@ def check_theory(run, check: str, claim: str, comparison: dict, effect: float, p
         check,
         ch.claims.powered(evidence, power),
         note=f"P = {c['P'].tolist()} (uncorrected {np.round(c['uncorrected'], 5).tolist()}); "
-        f"effect {effect:.4g}; SE/effect {np.round(c['se'] / effect, 3).tolist()}",
+        f"effect {effect_size:.4g}; SE/effect {np.round(c['se'] / effect_size, 3).tolist()}",
     )
+    return c
 
 
 def check_coverage(run, check: str, what: str, posterior, G, mask, seeds, note: str) -> None:
@@ -303,6 +302,15 @@ def check_coverage(run, check: str, what: str, posterior, G, mask, seeds, note: 
         check,
         ch.claims.copy_span_coverage(claim, per_dataset),
         note=f"{note}; per dataset {np.round(per_dataset, 4).tolist()}",
+    )
+
+
+def save_record(run, prefix: str, record: dict, dim: str, coord) -> None:
+    """``record``'s arrays as ``<prefix><name>`` along ``dim`` (coordinate ``coord``), a
+    second axis (a reduced state) named ``state``."""
+    dims = {f"{prefix}{k}": (dim, "state")[: np.ndim(v)] for k, v in record.items()}
+    run.save_arrays(
+        dims=dims, coords={dim: coord}, **{f"{prefix}{k}": v for k, v in record.items()}
     )
 
 
@@ -322,17 +330,10 @@ class SettingRun:
     def __getattr__(self, name):
         return getattr(self._run, name)
 
-    def evidence(self, name, evidence, **kwargs):
-        return self._run.evidence(f"{name}[{self.tag}]", evidence, **kwargs)
-
-    def consistency(self, name, **kwargs):
-        return self._run.consistency(f"{name}[{self.tag}]", **kwargs)
-
-    def scalar(self, name, value):
-        return self._run.scalar(f"{name}[{self.tag}]", value)
-
-    def report(self, name, **kwargs):
-        return self._run.report(f"{name}[{self.tag}]", **kwargs)
+    evidence, consistency, scalar, report = (
+        lambda self, name, *a, _m=m, **k: getattr(self._run, _m)(f"{name}[{self.tag}]", *a, **k)
+        for m in ("evidence", "consistency", "scalar", "report")
+    )
 
     def save_arrays(self, *, dims=None, coords=None, **arrays):
         """The arrays as ``<setting>.<name>``; a coordinate this call declares (and every

@@ -23,16 +23,6 @@ _L = 4.0 ** np.arange(2, 11)
 _first = ch.TransitionOrder.first
 
 
-def _register(experiments, *checks):
-    def wrap(fn):
-        for e in (experiments,) if isinstance(experiments, str) else experiments:
-            for check in checks:
-                negative_control(e, check)(fn)
-        return fn
-
-    return wrap
-
-
 def _hysteresis_against_the_claim():
     """Starts that agree where the claim says they disagree (and the reverse): one function
     decides both, so the control feeds each expectation its opposite."""
@@ -120,5 +110,6 @@ _CONTROLS = [  # (experiment groups, checks, counterfactual)
 ]  # fmt: skip
 _GROUPS = {"theory": (THEORY,), "scaling": (SCALING,), "adam": ADAM, "sgld": SGLD}
 for _groups, _checks, _control in _CONTROLS:
-    for _group in _groups.split():
-        _register(_GROUPS[_group], *_checks.split())(_control)
+    for _experiment in (e for g in _groups.split() for e in _GROUPS[g]):
+        for _check in _checks.split():
+            negative_control(_experiment, _check)(_control)

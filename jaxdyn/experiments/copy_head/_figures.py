@@ -52,14 +52,8 @@ def theory_figures(run, c, results, hyst) -> None:
         vals = h["values"][:, :, 0, :]  # (P, start, seed)
         for s in range(vals.shape[-1]):
             a.semilogx(h["P"], vals[:, 0, s], "C0o", ms=3, label="from uniform" if s == 0 else None)
-            a.semilogx(
-                h["P"],
-                vals[:, 1, s],
-                "C3s",
-                ms=3,
-                mfc="none",
-                label="from copy" if s == 0 else None,
-            )
+            label = "from copy" if s == 0 else None
+            a.semilogx(h["P"], vals[:, 1, s], "C3s", ms=3, mfc="none", label=label)
         key = "a_G" if name == "softmax" else "c_1"
         a.semilogx(d.P, d.order_up[key], "C0--", lw=0.8)
         a.semilogx(d.P, d.order_down[key], "C3:", lw=0.8)

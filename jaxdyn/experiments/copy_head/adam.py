@@ -10,29 +10,17 @@ from typing import ClassVar
 import numpy as np
 
 from ... import copyhead as ch
-from ...copyhead import _compare as cmp, _members, _reduced
+from ...copyhead import _compare as cmp, _members
 from ...runs import Run, register_experiment
 from ...sweep import Grid
-from . import _figures
-from ._common import (
-    SCORE_DIMS,
-    NetworkConfig,
-    check_coverage,
-    check_hysteresis,
-    check_theory,
-    effect,
-    for_each_setting,
-    info_json,
-    network_theory,
-    require,
-    snug_sweep,
-)
+from . import _common as cm, _figures
 
+_OUTPUTS = "{} bootstrap_{} optimiser_error_{} bootstrap_optimiser_error_{}"  # cm.check_theory
 ENERGY_EVERY = 10  # Adam steps between the recorded energies (the sweep's energy_trace)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class AdamConfig(NetworkConfig):
+class AdamConfig(cm.NetworkConfig):
     """Adam (optax) to the joint MAP over (W, G), vmapped over P, seeds and two starts.
 
     Attributes:
@@ -41,8 +29,6 @@ class AdamConfig(NetworkConfig):
         fall_width: for a continuous theory, the same nested grids on [P_f / fall_width,
             P_f fall_width] around the steepest fall P_f of the theory's test loss.
         steps, learning_rate, init_scale: Adam (cosine-decayed learning rate).
-        settings: the full size also runs at (L, V) = (16, 8) and (24, 4), 4 datasets each
-            (copy_head.md, "Power").
     """
 
     seeds: int = 4
@@ -59,20 +45,14 @@ class AdamConfig(NetworkConfig):
 
     def validate(self) -> None:
         super().validate()
-        require(
+        cm.require(
             self.refine_width > 1 and self.fall_width > 1,
             f"refine_width and fall_width must be > 1, got {self.refine_width}, {self.fall_width}",
         )
 
     @classmethod
     def quick(cls) -> dict:
-        return {
-            "steps": 1500,
-            "seeds": 3,
-            "refine_levels": 3,
-            "P_values": (6.0, 64.0),
-            "settings": (),
-        }
+        return dict(steps=1500, seeds=3, refine_levels=3, P_values=(6.0, 64.0), settings=())
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -91,7 +71,7 @@ def _theory(c: AdamConfig, run) -> types.SimpleNamespace:
     """The MAP theory and the P grid: the ``P_values``, nested grids ``refine_grid`` around
     the transition P_t and, for a continuous theory, ``fall_grid`` around its steepest
     test-loss fall (with the theory's loss there, ``fall_theory``)."""
-    a = network_theory(c, "map", refine=True)
+    a = cm.network_theory(c, "map", refine=True)
     posterior, d = c.posterior(c.attention), a.diagram
     width, levels = c.refine_width, c.refine_levels
     a.refine_grid = np.geomspace(a.P_t / width, a.P_t * width, 2**levels + 1)
@@ -107,21 +87,9 @@ def _theory(c: AdamConfig, run) -> types.SimpleNamespace:
     a.P_grid = np.unique(
         np.concatenate([np.asarray(c.P_values, float), a.refine_grid, a.fall_grid])
     )
-    run.scalar(
-        "theory",
-        {
-            "objective": _reduced.objective_label(a.model.objective),
-            **info_json(a.info),
-            "order_from_refinement": a.refined.as_dict(),
-        },
-    )
     arrays = dict(zip(("test_loss", "test_loss_up", "test_loss_down"), a.loss, strict=True))
-    arrays.update(P=d.P, x_global=d.x_global)
-    run.save_arrays(
-        **{f"theory.{k}": v for k, v in arrays.items()},
-        dims={f"theory.{k}": ("theory_P", "state")[: np.ndim(v)] for k, v in arrays.items()},
-        coords={"theory_P": d.P},
-    )
+    arrays["x_global"] = d.x_global
+    cm.record_theory(run, a, arrays, order_from_refinement=a.refined.as_dict())
     keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
     a.curves = {k: (d.P, d.order_global[cmp.theory_key(a.model, k)]) for k in keys}
     a.curves["test_loss"] = (d.P, a.loss[0])
@@ -131,32 +99,16 @@ def _theory(c: AdamConfig, run) -> types.SimpleNamespace:
 def _run_adam(c: AdamConfig, run: Run) -> None:
     a = _theory(c, run)
     posterior = c.posterior(c.attention)
-    member = _members.map_fits(
-        posterior,
-        c.copy_scores(c.attention),
-        c.L,
-        c.V,
-        int(np.ceil(a.P_grid.max())),
-        steps=c.steps,
-        init_scale=c.init_scale,
-        record_every=ENERGY_EVERY,
-        dtype=c.loop_dtype,
+    fits = dict(
+        steps=c.steps, init_scale=c.init_scale, record_every=ENERGY_EVERY, dtype=c.loop_dtype
     )
-    grid = Grid.product(
-        {"P": a.P_grid, "start": [0.0, 1.0], "learning_rate": [c.learning_rate]},
-        seeds=c.seeds,
-        base_seed=c.seed,
-    )
-    recorded = max(c.steps // ENERGY_EVERY, 1)
-    result = snug_sweep(
-        run,
-        "adam",
-        member,
-        grid,
-        c,
-        dims={"G": SCORE_DIMS, "energy_trace": ("step",)},
-        coords={"step": ENERGY_EVERY * np.arange(1, recorded + 1)},
-    )
+    P_max, copy_G = int(np.ceil(a.P_grid.max())), c.copy_scores(c.attention)
+    member = _members.map_fits(posterior, copy_G, c.L, c.V, P_max, **fits)
+    axes = {"P": a.P_grid, "start": [0.0, 1.0], "learning_rate": [c.learning_rate]}
+    grid = Grid.product(axes, seeds=c.seeds, base_seed=c.seed)
+    dims = {"G": cm.SCORE_DIMS, "energy_trace": ("step",)}
+    coords = {"step": ENERGY_EVERY * np.arange(1, max(c.steps // ENERGY_EVERY, 1) + 1)}
+    result = cm.snug_sweep(run, "adam", member, grid, c, dims=dims, coords=coords)
     run.scalar("failed_members", result.n_failed())
     P, seeds = result.params["P"], result.seeds
     keep = cmp.select_lower_energy(P, seeds, result.masked("energy")) & result.ok()
@@ -164,46 +116,22 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
     far = np.isin(P, np.asarray(c.P_values, float)) & keep
     far &= np.abs(np.log(P / a.P_t)) > np.log(c.exclusion_factor)
     for key in (*c.keys(), "test_loss"):
-        error = 2.0 * result.outputs[f"optimiser_error_{key}"]
-        error = error + result.outputs[f"bootstrap_optimiser_error_{key}"]
-        raw, boot = result.masked(key), result.masked(f"bootstrap_{key}")
-        comparison = cmp.corrected_comparison(
-            P, seeds, far, raw, boot, error, posterior, a.model, key, c.L, c.V
-        )
-        record = {k: v for k, v in comparison.items() if k != "table"}
-        run.save_arrays(
-            **{f"adam.check_{key}_{k}": v for k, v in record.items()},
-            dims={f"adam.check_{key}_{k}": (f"adam_check_{key}_P",) for k in record},
-            coords={f"adam_check_{key}_P": comparison["P"]},
-        )
-        run.scalar(f"adam_{key}_vs_theory", {k: v.tolist() for k, v in record.items()})
-        check_theory(
-            run,
+        check, claim = (
             f"adam_{key}_matches_theory_away_from_transition",
             f"trained networks' {key} equals the MAP theory's away from the transition",
-            comparison,
-            effect(a, key),
-            f"adam_{key}_power",
         )
+        comparison = cm.check_theory(run, a, result, far, key, _OUTPUTS, check, claim)
+        record = {k: v for k, v in comparison.items() if k != "table"}
+        cm.save_record(run, f"adam.check_{key}_", record, f"adam_check_{key}_P", comparison["P"])
+        run.scalar(f"adam_{key}_vs_theory", {k: v.tolist() for k, v in record.items()})
     _check_refinement(run, a, result, keep)
-    check_hysteresis(
-        run,
-        "adam",
-        result,
-        result.masked(c.transition_key()),
-        a.order,
-        a.info,
-        a.diagram.order_global["amplitude"],
-        c.window_margin,
-    )
+    values, amplitude = result.masked(c.transition_key()), a.diagram.order_global["amplitude"]
+    cm.check_hysteresis(run, "adam", result, values, a.order, a.info, amplitude, c.window_margin)
     copy_phase = keep & (P >= 2 * a.P_t)
     if copy_phase.any():
-        what = "the attention pattern's non-uniform variance"
-        note = "networks at P >= 2 P_t"
-        G = result.outputs["G"]
-        check_coverage(
-            run, "adam_coverage_of_copy_span", what, posterior, G, copy_phase, seeds, note
-        )
+        what, note = "the attention pattern's non-uniform variance", "networks at P >= 2 P_t"
+        G, check = result.outputs["G"], "adam_coverage_of_copy_span"
+        cm.check_coverage(run, check, what, posterior, G, copy_phase, seeds, note)
     _figures.network_figures(run, "adam", result, tuple(a.curves)[:-1], a.curves)
 
 
@@ -217,11 +145,10 @@ def _check_refinement(run, a, result, keep) -> None:
     key, levels = c.transition_key(), c.refine_levels
     refined = cmp.refinement(a.refine_grid, levels, table(a.refine_grid, key))
     run.scalar("adam_order_from_refinement", refined.as_dict())
+    claim = f"trained networks: a {a.order.name}-order transition, as the theory"
     run.evidence(
         "adam_transition_order_from_refinement",
-        ch.claims.transition_order(
-            f"trained networks: a {a.order.name}-order transition, as the theory", a.order, refined
-        ),
+        ch.claims.transition_order(claim, a.order, refined),
         note=f"largest step of {key} between neighbouring P (median over datasets) vs "
         "spacing on nested grids around P_t; expected: the same method on the theory",
     )
@@ -282,22 +209,11 @@ def _check_loss_fall(run, a, table) -> None:
         note=f"P {grid[0]:.4g}-{grid[-1]:.4g}: exponent {measured.fit.slope:.3f} (theory "
         f"{expected.fit.slope:.3f})",
     )
-    h = np.diff(np.log(grid))
-    slopes = np.diff(2.0 * loss - table("bootstrap_test_loss"), axis=1) / h
-    error = 2.0 * table("optimiser_error_test_loss") + table("bootstrap_optimiser_error_test_loss")
-    opt = np.array([cmp.optimiser_allowance(e) for e in ((error[:, :-1] + error[:, 1:]) / h).T])
-    theory = np.diff(a.fall_theory) / h
-    run.scalar(
-        "adam_test_loss_fall",
-        {
-            "P": grid.tolist(),
-            "measured_order": measured.as_dict(),
-            "theory_order": expected.as_dict(),
-            "slope": np.mean(slopes, axis=0).tolist(),
-            "theory_slope": theory.tolist(),
-            "optimiser": opt.tolist(),
-        },
-    )
+    slopes, opt, theory = cmp.fall_slopes(grid, table, a.fall_theory)
+    orders = dict(measured_order=measured.as_dict(), theory_order=expected.as_dict())
+    slope = np.mean(slopes, axis=0).tolist()
+    record = dict(slope=slope, theory_slope=theory.tolist(), optimiser=opt.tolist())
+    run.scalar("adam_test_loss_fall", {"P": grid.tolist(), **orders, **record})
     run.evidence(
         "adam_test_loss_slope_matches_theory",
         ch.claims.matches_theory(
@@ -315,7 +231,7 @@ def _check_loss_fall(run, a, table) -> None:
 
 def run_adam(config: AdamConfig, run: Run) -> None:
     """Either head's experiment at its (L, V) and at each of its further ``settings``."""
-    for_each_setting(config, run, _run_adam)
+    cm.for_each_setting(config, run, _run_adam)
 
 
 for _name, _config, _description, _title in (

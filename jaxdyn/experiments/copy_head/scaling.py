@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -46,6 +47,10 @@ class ScalingConfig(CopyHeadConfig):
     crossover_L_at_V: int = 4
     crossover_V_at_L: int = 512
 
+    _minimum: ClassVar[dict[str, float]] = {
+        "boundary_iterations": 1, "n_P": 10, "crossover_V_at_L": 2, "crossover_L_at_V": 1
+    }  # fmt: skip
+
     def validate(self) -> None:
         super().validate()
         for name, low in (("L_values", 2), ("V_values", 1), ("boundary_L", 2)):
@@ -53,33 +58,20 @@ class ScalingConfig(CopyHeadConfig):
             require(
                 len(v) >= 3 and min(v) >= low, f"{name} needs >= 3 values, each >= {low}, got {v}"
             )
-        for name in ("law_L", "onset_V", "crossover_L", "crossover_V"):
+        for name, low in (("law_L", 2), ("onset_V", 1), ("crossover_L", 2), ("crossover_V", 1)):
             v = getattr(self, name)
             require(
-                len(v) >= 3 and min(v) >= 1 and list(v) == sorted(set(v)),
-                f"{name} needs >= 3 increasing values >= 1, got {v}",
+                len(v) >= 3 and min(v) >= low and list(v) == sorted(set(v)),
+                f"{name} needs >= 3 increasing values >= {low}, got {v}",
             )
-        require(self.boundary_iterations >= 1, "boundary_iterations must be >= 1")
-        require(self.n_P >= 10, f"n_P must be >= 10, got {self.n_P}")
-        require(
-            min(self.law_L) >= 2 and min(self.crossover_L) >= 2 and self.crossover_V_at_L >= 2,
-            "L values must be >= 2",
-        )
-        require(self.crossover_L_at_V >= 1, "crossover_L_at_V must be >= 1")
 
     @classmethod
     def quick(cls) -> dict:
-        return {
-            "L_values": (16, 32, 64),
-            "V_values": (4, 8, 16),
-            "n_P": 30,
-            "boundary_L": (16, 24, 32),
-            "boundary_iterations": 4,
-            "law_L": tuple(2**k for k in range(8, 25, 4)),
-            "law_V": (16,),
-            "crossover_L": (256, 1024, 4096, 8192),
-            "crossover_V": (8, 32, 128, 256),
-        }
+        return dict(
+            L_values=(16, 32, 64), V_values=(4, 8, 16), n_P=30, boundary_L=(16, 24, 32),
+            boundary_iterations=4, law_L=tuple(2**k for k in range(8, 25, 4)), law_V=(16,),
+            crossover_L=(256, 1024, 4096, 8192), crossover_V=(8, 32, 128, 256),
+        )  # fmt: skip
 
     def priors(self) -> dict:
         return dict(temperature=self.temperature, sigma_w2=self.sigma_w2, sigma_g2=self.sigma_g2)
@@ -111,20 +103,10 @@ def run_scaling(c: ScalingConfig, run: Run) -> None:
 
 def _softmax_grid(c: ScalingConfig, run: Run, grid: dict) -> np.ndarray:
     """Every (L, V): landscape, refinement and brute-force classifications and P*."""
-    P_star = np.full((len(c.L_values), len(c.V_values)), np.nan)
-    orders, mismatches = {}, []
-    for i, L in enumerate(c.L_values):
-        for j, V in enumerate(c.V_values):
-            found = _scaling.softmax_orders(
-                L, V, 0.05 * c.temperature, 1e4 * c.temperature, c.n_P, **c.priors()
-            )
-            window, agree, first = (found.pop(k) for k in ("window", "agree", "first"))
-            orders[f"L{L}_V{V}"] = found
-            if not agree:
-                mismatches.append(f"L={L},V={V}")
-            if first:
-                P_star[i, j] = found["P_star"]
-            run.log(f"softmax L={L} V={V}: {found}, coexistence window {window}")
+    P_star, orders, mismatches = _scaling.softmax_grid(
+        c.L_values, c.V_values, 0.05 * c.temperature, 1e4 * c.temperature, c.n_P, run.log,
+        **c.priors(),
+    )  # fmt: skip
     run.scalar("softmax_classification", orders)
     run.save_arrays(softmax_P_star=P_star, dims={"softmax_P_star": AXES}, coords=grid)
     run.consistency(
@@ -153,9 +135,8 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
     run.scalar(
         "first_order_boundary", {f"L{x}": b.tolist() for x, b in zip(L, brackets, strict=True)}
     )
-    run.scalar(
-        "first_order_boundary_exponent", {"V_c ~ L^x": fit.slope, "ci": [fit.ci_low, fit.ci_high]}
-    )
+    exponent = {"V_c ~ L^x": fit.slope, "ci": [fit.ci_low, fit.ci_high]}
+    run.scalar("first_order_boundary_exponent", exponent)
     run.evidence(
         "first_order_line_extends_beyond_V_equals_L",
         ch.claims.first_order_line_above_L(BOUNDARY_CLAIM, L[L >= 16], brackets[L >= 16]),
@@ -223,6 +204,7 @@ def _linear_grid(c: ScalingConfig, run: Run, grid: dict) -> dict:
 def _softmax_law(c: ScalingConfig, run: Run) -> tuple:
     """P* (sequences) of the reduced softmax action at each V of law_V over law_L."""
     Ls = np.asarray(c.law_L, float)
+    tokens = lambda y: local_exponents(Ls, y * Ls)[0].tolist()
     for V in c.law_V:
         reduced = lambda L, V=V: dataclasses.replace(c, L=L, V=V).reduced("softmax")
         P, jump = _scaling.softmax_P_star_along_L(
@@ -240,10 +222,8 @@ def _softmax_law(c: ScalingConfig, run: Run) -> tuple:
                 "a_G_jump": jump.tolist(),
                 "lnlnL_local_exponent": m.tolist(),
                 "at_L": mid.tolist(),
-                "tokens_local_exponent": local_exponents(Ls, P * Ls)[0].tolist(),
-                "paper_tokens_local_exponent": local_exponents(Ls, Ls * np.log(Ls) ** 2)[
-                    0
-                ].tolist(),
+                "tokens_local_exponent": tokens(P),
+                "paper_tokens_local_exponent": tokens(np.log(Ls) ** 2),
                 "extrapolated_lnlnL_exponent": list(_extrapolate(mid, m)),
             },
         )
@@ -260,14 +240,8 @@ def _onset_law(c: ScalingConfig, run: Run) -> dict:
     Vs = np.asarray(c.onset_V, float)
     out = {}
     for alpha in sorted({float(c.alpha), 0.0}, reverse=True):
-        P_c = np.array(
-            [
-                _phase.linear_onset(
-                    dataclasses.replace(c, L=c.onset_L, V=V, alpha=alpha).reduced("linear")
-                )
-                for V in c.onset_V
-            ]
-        )
+        at = lambda V, alpha=alpha: dataclasses.replace(c, L=c.onset_L, V=V, alpha=alpha)
+        P_c = np.array([_phase.linear_onset(at(V).reduced("linear")) for V in c.onset_V])
         out[alpha] = P_c
         tag = "" if alpha == c.alpha else "_alpha0"
         run.evidence(f"linear_onset_V2{tag}", ch.claims.onset_V2(Vs, P_c))
@@ -302,31 +276,18 @@ def _crossover_law(c: ScalingConfig, run: Run) -> dict:
         coords={"crossover_L": Ls, "crossover_V": Vs, "crossover": ["raw", "normalised"]},
     )
     lex = lambda x, y: local_exponents(x, y)[0].tolist()
-    run.scalar(
-        "linear_crossover_law",
-        {
-            "L": c.crossover_L,
-            "at_V": V0,
-            "V": c.crossover_V,
-            "at_L": L1,
-            "P_sequences_along_L": along_L[0].tolist(),
-            "P_sequences_along_V": along_V[0].tolist(),
-            "L_local_exponents": lex(Ls, along_L[0]),
-            "V_local_exponents": lex(Vs, along_V[0]),
-            "normalised_L_local_exponents": lex(Ls, along_L[1]),
-            "normalised_V_local_exponents": lex(Vs, along_V[1]),
-        },
-    )
-    run.evidence(
-        "linear_crossover_L_three_halves",
-        ch.claims.crossover_law(CROSSOVER_L_CLAIM, Ls, along_L[0], 1.5, 1.0),
-        note=f"V = {V0}; c_G = c_1 (raw convention)",
-    )
-    run.evidence(
-        "linear_crossover_V_half",
-        ch.claims.crossover_law(CROSSOVER_V_CLAIM, Vs, along_V[0], 0.5, 1.0),
-        note=f"L = {L1}; c_G = c_1 (raw convention)",
-    )
+    law = dict(L=c.crossover_L, at_V=V0, V=c.crossover_V, at_L=L1)
+    law.update(P_sequences_along_L=along_L[0].tolist(), P_sequences_along_V=along_V[0].tolist())
+    law.update(L_local_exponents=lex(Ls, along_L[0]), V_local_exponents=lex(Vs, along_V[0]))
+    law["normalised_L_local_exponents"] = lex(Ls, along_L[1])
+    law["normalised_V_local_exponents"] = lex(Vs, along_V[1])
+    run.scalar("linear_crossover_law", law)
+    for check, claim, x, y, power, at in (
+        ("linear_crossover_L_three_halves", CROSSOVER_L_CLAIM, Ls, along_L[0], 1.5, f"V = {V0}"),
+        ("linear_crossover_V_half", CROSSOVER_V_CLAIM, Vs, along_V[0], 0.5, f"L = {L1}"),
+    ):
+        evidence = ch.claims.crossover_law(claim, x, y, power, 1.0)
+        run.evidence(check, evidence, note=f"{at}; c_G = c_1 (raw convention)")
     return {"along_L": (Ls, along_L[0]), "along_V": (Vs, along_V[0])}
 
 
@@ -335,16 +296,12 @@ def _figures(c: ScalingConfig, run: Run, P_star, lin: dict, laws: dict) -> None:
     law log-log with the paper's form and a power law through the top two points."""
     fig, ax = new_figure(1, 3)
     Ls = np.asarray(c.L_values)
-    for j, V in enumerate(c.V_values):
-        for a, y in zip(
-            ax[0], (P_star[:, j] * Ls, lin["P_c"][:, j], lin["raw"][:, j]), strict=True
-        ):
-            a.loglog(Ls, y, "o-", label=f"V={V}")
-    for a, title in zip(
-        ax[0],
-        ("softmax P* (tokens)", "linear onset P_c", "linear crossover c_G = c_1"),
-        strict=True,
+    titles = ("softmax P* (tokens)", "linear onset P_c", "linear crossover c_G = c_1")
+    for a, y, title in zip(
+        ax[0], (P_star * Ls[:, None], lin["P_c"], lin["raw"]), titles, strict=True
     ):
+        for j, V in enumerate(c.V_values):
+            a.loglog(Ls, y[:, j], "o-", label=f"V={V}")
         a.set(title=title, xlabel="L")
         a.legend(fontsize=7)
     run.save_figure(fig, "scaling")

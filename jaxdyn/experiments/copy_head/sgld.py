@@ -20,27 +20,14 @@ from ...copyhead import (
     _hysteresis,
     _mass,
     _members,
-    _reduced,
 )
 from ...runs import Run, negative_control, register_experiment
 from ...sweep import Grid
-from . import _figures
-from ._common import (
-    SCORE_DIMS,
-    NetworkConfig,
-    check_coverage,
-    check_theory,
-    effect,
-    for_each_setting,
-    info_json,
-    network_theory,
-    require,
-    snug_sweep,
-)
+from . import _common as cm, _figures
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SGLDConfig(NetworkConfig):
+class SGLDConfig(cm.NetworkConfig):
     """SGLD (blackjax) over (W, G) and MALA on G alone, vmapped over P, seeds and two starts.
 
     Step sizes (blackjax convention, no 1/2): SGLD h = :func:`jaxdyn.copyhead.sgld_step_size`
@@ -81,7 +68,7 @@ class SGLDConfig(NetworkConfig):
 
     def validate(self) -> None:
         super().validate()
-        require(
+        cm.require(
             len(self.precursor_fractions) >= 2 and all(0 < f < 1 for f in self.precursor_fractions),
             f"precursor_fractions needs >= 2 values in (0, 1), got {self.precursor_fractions}",
         )
@@ -120,28 +107,15 @@ def _theory(c: SGLDConfig, run) -> types.SimpleNamespace:
     (first order: the posterior's metastable window lies above the saddle point's, the
     uniform state having the larger fluctuation entropy, copy_head.md; P* to twice the
     spinodal) and ``precursor_P`` below P_t."""
-    a = network_theory(c, "marginal", refine=False)
+    a = cm.network_theory(c, "marginal", refine=False)
     a.window_P = np.array([])
     if a.first and c.window_points > 0:
         a.window_P = np.geomspace(a.P_t, 2.0 * a.info["coexistence"][1], c.window_points)
     a.P_grid = np.unique(np.concatenate([np.asarray(c.P_values, float), a.window_P]))
     a.precursor_P = a.P_t * np.asarray(c.precursor_fractions, float)
-    run.scalar(
-        "theory",
-        {
-            "objective": _reduced.objective_label(a.model.objective),
-            **info_json(a.info),
-            "window_P": a.window_P.tolist(),
-            "precursor_P": a.precursor_P.tolist(),
-        },
-    )
-    d = a.diagram
-    states = {f"theory.{k}": getattr(d, k) for k in ("x_global", "x_up", "x_down")}
-    run.save_arrays(
-        **states,
-        **{"theory.P": d.P},
-        dims={"theory.P": ("theory_P",), **{k: ("theory_P", "state") for k in states}},
-        coords={"theory_P": d.P},
+    states = {k: getattr(a.diagram, k) for k in ("x_global", "x_up", "x_down")}
+    cm.record_theory(
+        run, a, states, window_P=a.window_P.tolist(), precursor_P=a.precursor_P.tolist()
     )
     # The ladder: the P_values farther than exclusion_factor from P_t and outside the saddle
     # coexistence window widened by window_margin^2.
@@ -154,6 +128,7 @@ def _theory(c: SGLDConfig, run) -> types.SimpleNamespace:
     return a
 
 
+_OUTPUTS = "mode_{} mode_bootstrap_{} mode_error_{} mode_bootstrap_error_{}"  # cm.check_theory
 _CHAIN_SETTINGS = ("burn_in", "num_samples", "thin", "step_scale", "g_preconditioner", "mode_steps")
 
 
@@ -169,26 +144,15 @@ def _run_sgld(c: SGLDConfig, run: Run) -> None:
         "start": np.concatenate([np.tile([0.0, 1.0], a.P_grid.size), 0.0 * a.precursor_P]),
         "precursor": np.concatenate([0.0 * ladder_P, 1.0 + 0.0 * a.precursor_P]),
     }
+    chains = {k: getattr(c, k) for k in _CHAIN_SETTINGS}
+    copy_G, grid = c.copy_scores(c.attention), Grid.zip(members, seeds=c.seeds, base_seed=c.seed)
     member = _members.posterior_chains(
-        posterior,
-        c.copy_scores(c.attention),
-        c.L,
-        c.V,
-        P_max,
-        mala_step=c.mala_step,
-        dtype=c.loop_dtype,
-        **{k: getattr(c, k) for k in _CHAIN_SETTINGS},
+        posterior, copy_G, c.L, c.V, P_max, mala_step=c.mala_step, dtype=c.loop_dtype, **chains
     )
-    both = snug_sweep(
-        run,
-        "sgld",
-        member,
-        Grid.zip(members, seeds=c.seeds, base_seed=c.seed),
-        c,
-        # ArviZ's labels: a member's datasets are its chains, a chain's samples its draws.
-        dims={"seed": "chain", **{k: SCORE_DIMS for k in ("G_final", "mala_G_final", "mode_G")}},
-        coords={"draw": np.arange(c.num_samples)},
-    )
+    # ArviZ's labels: a member's datasets are its chains, a chain's samples its draws.
+    dims = {"seed": "chain", **dict.fromkeys(("G_final", "mala_G_final", "mode_G"), cm.SCORE_DIMS)}
+    coords = {"draw": np.arange(c.num_samples)}
+    both = cm.snug_sweep(run, "sgld", member, grid, c, dims=dims, coords=coords)
     result = both.select(both.params["precursor"] == 0)
     precursors = both.select(both.params["precursor"] == 1)
     run.scalar("failed_members", result.n_failed() + precursors.n_failed())
@@ -214,19 +178,16 @@ def _check_samplers(run, a, result) -> None:
     P, start = result.params["P"], result.params["start"]
     k = cmp.critical_value(a.config.seeds)
     ladder = np.unique(P[a.ladder_mask(P)])
-    means = {
-        key: (_chain_means(result, key), _chain_means(result, f"mala_{key}"))
-        for key in a.config.keys()
-    }
-    rows = cmp.sampler_differences(P, start, a.config.keys(), means)
+    keys = a.config.keys()
+    means = {x: (_chain_means(result, x), _chain_means(result, f"mala_{x}")) for x in keys}
+    rows = cmp.sampler_differences(P, start, keys, means)
     ok = all(abs(r["sgld_minus_mala"]) <= k * r["se"] for r in rows if r["P"] in ladder)
     run.scalar("sgld_minus_mala", rows)
+    z = max(abs(r["sgld_minus_mala"]) / max(r["se"], 1e-300) for r in rows if r["P"] in ladder)
     run.consistency(
         "sgld_matches_mala",
         expected=0.0,
-        measured=max(
-            abs(r["sgld_minus_mala"]) / max(r["se"], 1e-300) for r in rows if r["P"] in ladder
-        ),
+        measured=z,
         passed=bool(ok),
         basis="two samplers of one law exp(-S(G)): max |SGLD - MALA| / SE (chain means, SE "
         f"over datasets) over P = {ladder.tolist()}, starts and order parameters; passes "
@@ -236,29 +197,20 @@ def _check_samplers(run, a, result) -> None:
 
 def _check_modes(run, a, result) -> None:
     """The saddle-point theory predicts the posterior's modes: the mode reached from each SGLD
-    chain's end, bootstrap-corrected (2 x mode - bootstrap mode), averaged per dataset over
-    both starts, against the marginal theory on the ladder: 99% t x SE over datasets +
-    NEWTON_SAFETY x the mean Newton estimate + the reduced solver's error. The posterior
-    mean minus the mode (fluctuation shift) is reported."""
+    chain's end, bootstrap-corrected and averaged per dataset over both starts, against the
+    marginal theory on the ladder (:func:`._common.check_theory`: 99% t x SE + NEWTON_SAFETY x
+    the mean Newton estimate + the reduced solver's error). The posterior mean minus the mode
+    (fluctuation shift) is reported."""
     c = a.config
-    P, seeds = result.params["P"], result.seeds
+    P = result.params["P"]
     far = a.ladder_mask(P) & result.ok()
     for key in c.keys():
-        modes, boot = result.masked(f"mode_{key}"), result.masked(f"mode_bootstrap_{key}")
-        error = 2.0 * result.outputs[f"mode_error_{key}"]
-        error = error + result.outputs[f"mode_bootstrap_error_{key}"]
-        comparison = cmp.corrected_comparison(
-            P, seeds, far, modes, boot, error, c.posterior(c.attention), a.model, key, c.L, c.V
-        )
-        check_theory(
-            run,
+        check, claim = (
             f"posterior_mode_{key}_matches_theory",
             f"the posterior's modes have the saddle-point theory's {key}",
-            comparison,
-            effect(a, key),
-            f"posterior_mode_{key}_power",
         )
-        gap = _chain_means(result, key) - modes
+        comparison = cm.check_theory(run, a, result, far, key, _OUTPUTS, check, claim)
+        gap = _chain_means(result, key) - result.masked(f"mode_{key}")
         run.scalar(
             f"posterior_mean_minus_mode_{key}",
             {f"{p:g}": float(np.nanmean(gap[(P == p) & far])) for p in comparison["P"]},
@@ -286,26 +238,15 @@ def _check_hysteresis_and_bimodality(run, a, result) -> None:
     )
     frac = hyst.disagree_fraction
     if a.first:
-        run.evidence(
-            "sgld_hysteresis_window",
-            ch.claims.hysteresis_window(
-                "first order: the posterior's chains from the two starts stay in different "
-                "states over a contiguous range of P above P*",
-                frac,
-            ),
-            note=f"chains > {tol:.3g} apart at P = {hyst.P[frac > 0].tolist()} (saddle "
-            f"coexistence {a.info['coexistence']})",
-        )
+        claim = "first order: the posterior's chains from the two starts stay in different "
+        claim += "states over a contiguous range of P above P*"
+        note = f"chains > {tol:.3g} apart at P = {hyst.P[frac > 0].tolist()} (saddle "
+        note += f"coexistence {a.info['coexistence']})"
+        run.evidence("sgld_hysteresis_window", ch.claims.hysteresis_window(claim, frac), note=note)
     else:
-        run.evidence(
-            "sgld_no_hysteresis",
-            ch.claims.hysteresis(
-                f"theory {a.info['transition_order'].name}: chains from both starts agree",
-                frac,
-                expected=False,
-            ),
-            note=f"per P {hyst.where(hyst.P > 0)}",
-        )
+        claim = f"theory {a.info['transition_order'].name}: chains from both starts agree"
+        evidence = ch.claims.hysteresis(claim, frac, expected=False)
+        run.evidence("sgld_no_hysteresis", evidence, note=f"per P {hyst.where(hyst.P > 0)}")
     settled = (frac == 0) | (frac == 1)
     run.evidence(
         "posterior_bimodal_exactly_where_hysteresis",
@@ -331,11 +272,7 @@ def _check_precursors(run, a, pre, posterior, P_max: int) -> None:
         c.transition_key(), P_max, a.P_t,
     )  # fmt: skip
     record = {"P_over_P_t": p["P"] / a.P_t, "variance": p["variance"], "laplace": p["laplace"]}
-    run.save_arrays(
-        **{f"precursor.{k}": v for k, v in record.items()},
-        dims={f"precursor.{k}": ("precursor_P",) for k in record},
-        coords={"precursor_P": p["P"]},
-    )
+    cm.save_record(run, "precursor.", record, "precursor_P", p["P"])
     run.scalar("precursor", {k: v.tolist() for k, v in record.items()})
     low = record["P_over_P_t"] <= 0.5
     run.evidence(
@@ -377,14 +314,10 @@ def _check_coverage(run, a, result, posterior) -> None:
         return
     A = jax.vmap(posterior.attention)(jnp.asarray(result.outputs["G_final"][sel]))
     run.scalar("posterior_sample_coverage_of_copy_span", float(ch.coverage(A)))
-    what, note = (
-        "the posterior modes' non-uniform attention",
-        "modes from SGLD states at P >= 2 P_t",
-    )
-    modes = result.outputs["mode_G"]
-    check_coverage(
-        run, "posterior_mode_coverage_of_copy_span", what, posterior, modes, sel, result.seeds, note
-    )
+    what = "the posterior modes' non-uniform attention"
+    note, modes = "modes from SGLD states at P >= 2 P_t", result.outputs["mode_G"]
+    check = "posterior_mode_coverage_of_copy_span"
+    cm.check_coverage(run, check, what, posterior, modes, sel, result.seeds, note)
 
 
 MASS_CHECK = "posterior_mean_{}_matches_laplace"
@@ -400,13 +333,11 @@ def _check_mass(run, a, result, posterior) -> None:
     recorded not run with ``mass_check=False``."""
     c = a.config
     if not c.mass_check:
+        why = f"a Laplace phase costs {c.L**2} Hessian-vector products and an order-{c.L**2} "
+        why, needs = why + "eigendecomposition per P", {"mass_check": True}
         for key in c.keys():
-            why = f"a Laplace phase costs {c.L**2} Hessian-vector products and an order-{c.L**2} "
-            why += "eigendecomposition per P"
-            needs = {"mass_check": True}
-            run.not_run(
-                MASS_CHECK.format(key), MASS_CLAIM.format(key), needs=needs, full_size=True, why=why
-            )
+            check, claim = MASS_CHECK.format(key), MASS_CLAIM.format(key)
+            run.not_run(check, claim, needs=needs, full_size=True, why=why)
         return
     P, seeds = result.params["P"], result.seeds
     far = a.ladder_mask(P) & result.ok()
@@ -442,7 +373,7 @@ def _mean_at_the_mode(key: str):
 
 def run_sgld(config: SGLDConfig, run: Run) -> None:
     """Either head's experiment at its (L, V) and at each of its further ``settings``."""
-    for_each_setting(config, run, _run_sgld)
+    cm.for_each_setting(config, run, _run_sgld)
 
 
 for _name, _config, _description, _title in (

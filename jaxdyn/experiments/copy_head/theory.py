@@ -12,19 +12,11 @@ from ... import copyhead as ch
 from ...copyhead import _hysteresis, _measure, _phase, _train, _transition
 from ...runs import Run, register_experiment
 from ...sweep import Grid
-from . import _figures
-from ._common import (
-    ATTENTIONS,
-    CopyHeadConfig,
-    check_hysteresis,
-    info_json,
-    require,
-    snug_sweep,
-)
+from . import _common as cm, _figures
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TheoryConfig(CopyHeadConfig):
+class TheoryConfig(cm.CopyHeadConfig):
     """Reduced-action phase diagrams of softmax and linear copy heads (P in sequences).
 
     Attributes:
@@ -48,21 +40,17 @@ class TheoryConfig(CopyHeadConfig):
     window_margin: float = 1.1
 
     _minimum: ClassVar[dict[str, float]] = {
-        "n_P": 10,
-        "hysteresis_points": 4,
-        "hysteresis_steps": 10,
-        "hysteresis_seeds": 2,
-        "window_margin": 1,
-        "switch_bisections": 1,
-    }
+        "n_P": 10, "hysteresis_points": 4, "hysteresis_steps": 10, "hysteresis_seeds": 2,
+        "window_margin": 1, "switch_bisections": 1,
+    }  # fmt: skip
     _positive: ClassVar[tuple[str, ...]] = ("P_min", "hysteresis_learning_rate")
 
     def validate(self) -> None:
         super().validate()
-        require(
+        cm.require(
             self.P_max > self.P_min, f"P_max must exceed P_min, got {self.P_max} <= {self.P_min}"
         )
-        require(
+        cm.require(
             self.objective in ("marginal", "map"),
             f"objective must be 'marginal' or 'map', got {self.objective!r}",
         )
@@ -96,10 +84,10 @@ ONSET_CLAIM = "linear onset: amplitude ~ (P - P_c)^(1/2)"
 def run_theory(config: TheoryConfig, run: Run) -> None:
     """copy-head-theory: the reduced theory's transitions for softmax and linear heads, and
     hysteresis of the exact finite-data action."""
-    results = {a: _analyse(config, run, a) for a in ATTENTIONS}
+    results = {a: _analyse(config, run, a) for a in cm.ATTENTIONS}
     _check_orders(config, run, results)
     _check_linear_onset(config, run, results["linear"])
-    hyst = {a: _exact_hysteresis(config, run, a, results[a]) for a in ATTENTIONS}
+    hyst = {a: _exact_hysteresis(config, run, a, results[a]) for a in cm.ATTENTIONS}
     _figures.theory_figures(run, config, results, hyst)
 
 
@@ -107,34 +95,20 @@ def _analyse(c: TheoryConfig, run: Run, attention: str) -> dict:
     model = c.reduced(attention, c.objective)
     diagram, _, info = _phase.transition_with_onset(model, c.P_min, c.P_max, c.n_P)
     refined = ch.transition_order(model, c.P_min, c.P_max)
-    for key, value in info_json(info).items():
+    for key, value in cm.info_json(info).items():
         run.scalar(f"{attention}_{key}", value)
     run.scalar(f"{attention}_order_from_refinement", refined.as_dict())
-    states = {f"{attention}.{k}": getattr(diagram, k) for k in ("x_global", "x_up", "x_down")}
-    run.save_arrays(
-        **states,
-        **{
-            f"{attention}.P": diagram.P,
-            f"{attention}.S_global": diagram.S_global,
-            f"{attention}.refinement_spacing": refined.spacing,
-            f"{attention}.refinement_largest_step": refined.largest_step,
-        },
-        dims={
-            **{k: (f"{attention}_P", "state") for k in states},
-            f"{attention}.P": (f"{attention}_P",),
-            f"{attention}.S_global": (f"{attention}_P",),
-            f"{attention}.refinement_spacing": (f"{attention}_spacing",),
-            f"{attention}.refinement_largest_step": (f"{attention}_spacing",),
-        },
-        coords={f"{attention}_P": diagram.P, f"{attention}_spacing": refined.spacing},
-    )
+    states = {k: getattr(diagram, k) for k in ("x_global", "x_up", "x_down", "P", "S_global")}
+    cm.save_record(run, f"{attention}.", states, f"{attention}_P", diagram.P)
+    steps = {"refinement_spacing": refined.spacing, "refinement_largest_step": refined.largest_step}
+    cm.save_record(run, f"{attention}.", steps, f"{attention}_spacing", refined.spacing)
     return {"model": model, "diagram": diagram, "info": info, "refined": refined}
 
 
 def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
     """Three classifications of one reduced model must agree (consistency); the page's claims
     are evidence where the page makes them and reported elsewhere."""
-    for a in ATTENTIONS:
+    for a in cm.ATTENTIONS:
         run.consistency(
             f"{a}_order_refinement_matches_landscape",
             expected=results[a]["info"]["transition_order"].value,
@@ -147,30 +121,26 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
     coexist, window, barrier = _transition.brute_force_coexistence(
         sm["model"], c.P_min, c.P_max, deltas
     )
-    run.scalar(
-        "softmax_brute_force", {"coexistence": coexist, "window": window, "barrier": barrier}
-    )
+    run.scalar("softmax_brute_force", dict(coexistence=coexist, window=window, barrier=barrier))
     run.consistency(
         "softmax_refinement_matches_brute_force",
         expected=float(coexist),
         measured=float(sm["refined"].order is ch.TransitionOrder.first),
         basis="brute force: two local minima on a fine Delta grid near the jump",
     )
-    run.scalar("transition_order", {a: results[a]["refined"].order.name for a in ATTENTIONS})
+    run.scalar("transition_order", {a: results[a]["refined"].order.name for a in cm.ATTENTIONS})
     if c.L >= 16 and c.V <= c.L:
         run.evidence(
             "softmax_first_order_where_page_predicts",
             ch.claims.transition_order(FIRST_ORDER_CLAIM, ch.TransitionOrder.first, sm["refined"]),
         )
         lo, hi = window if window is not None else (c.P_min, c.P_max)
-        counts, _ = _transition.landscape_minima(
-            sm["model"], np.geomspace(lo / 1.5, hi * 1.5, 200), deltas
-        )
+        Ps = np.geomspace(lo / 1.5, hi * 1.5, 200)
+        counts, _ = _transition.landscape_minima(sm["model"], Ps, deltas)
+        basis = "strict local minima on 6000 Delta values"
         run.evidence(
             "softmax_no_pooling_phase",
-            ch.claims.minima_at_most(
-                NO_POOLING_CLAIM, counts, 2, basis="strict local minima on 6000 Delta values"
-            ),
+            ch.claims.minima_at_most(NO_POOLING_CLAIM, counts, 2, basis=basis),
             note=f"P from {lo / 1.5:.4g} to {hi * 1.5:.4g} (200 points)",
         )
     else:
@@ -181,12 +151,9 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
             note=f"L={c.L}, V={c.V} is outside the page's regime; the order found "
             f"({sm['refined'].order.name}) is recorded",
         )
-    run.evidence(
-        "linear_transition_continuous",
-        ch.claims.transition_order(
-            CONTINUOUS_CLAIM, ch.TransitionOrder.second, results["linear"]["refined"]
-        ),
-    )
+    second, refined = ch.TransitionOrder.second, results["linear"]["refined"]
+    evidence = ch.claims.transition_order(CONTINUOUS_CLAIM, second, refined)
+    run.evidence("linear_transition_continuous", evidence)
 
 
 def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
@@ -208,10 +175,8 @@ def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
     eps, amp = _phase.onset_amplitudes(model, P_c)
     run.evidence("linear_onset_exponent", ch.claims.square_root_onset(ONSET_CLAIM, eps, amp))
     _, plain = _phase.onset_exponent(model, P_c)
-    run.scalar(
-        "linear_onset_exponent_plain_fit",
-        {"slope": plain.slope, "ci": [plain.ci_low, plain.ci_high]},
-    )
+    fit = {"slope": plain.slope, "ci": [plain.ci_low, plain.ci_high]}
+    run.scalar("linear_onset_exponent_plain_fit", fit)
     x = np.asarray(ch.global_minimum(model, P_c * (1 + 1e-3)).x)
     run.evidence(
         "linear_pools_first",
@@ -251,24 +216,13 @@ def _exact_hysteresis(c: TheoryConfig, run: Run, attention: str, res: dict) -> d
         G, stats = descend(params["P"], params["start"], params["learning_rate"], key)
         return _measure.measure(posterior, G, None, stats)
 
-    grid = Grid.product(
-        {"P": Ps, "start": [0.0, 1.0], "learning_rate": [c.hysteresis_learning_rate]},
-        seeds=c.hysteresis_seeds,
-        base_seed=c.seed,
-    )
-    result = snug_sweep(run, f"exact_hysteresis_{attention}", member, grid, c)
+    axes = {"P": Ps, "start": [0.0, 1.0], "learning_rate": [c.hysteresis_learning_rate]}
+    grid = Grid.product(axes, seeds=c.hysteresis_seeds, base_seed=c.seed)
+    result = cm.snug_sweep(run, f"exact_hysteresis_{attention}", member, grid, c)
     key = "c_G" if attention == "softmax" else "c_1"
-    order = info["transition_order"]
-    hyst = check_hysteresis(
-        run,
-        f"{attention}_exact_action",
-        result,
-        result.outputs[key],
-        order,
-        info,
-        diagram.order_global["amplitude"],
-        c.window_margin,
-    )
+    order, amplitude = info["transition_order"], diagram.order_global["amplitude"]
+    values, prefix = result.outputs[key], f"{attention}_exact_action"
+    hyst = cm.check_hysteresis(run, prefix, result, values, order, info, amplitude, c.window_margin)
     if order is ch.TransitionOrder.first and info["coexistence"] is not None:
         _check_switch(run, c, attention, result, info, posterior, descend)
     run.scalar(f"{attention}_exact_action_disagreement", hyst.where(np.ones_like(hyst.P, bool)))
@@ -284,31 +238,20 @@ def _check_switch(run, c, attention, result, info, posterior, descend) -> None:
     b, kept = _hysteresis.switch_brackets(P, start, seeds, result.masked("action"))
     roots = np.full(len(datasets), np.nan)
     if kept:
-        grid = Grid(
-            params={
-                "P_lo": b[:, 0],
-                "P_hi": b[:, 1],
-                "learning_rate": np.full(len(kept), c.hysteresis_learning_rate),
-            },
-            seeds=np.asarray(kept, np.int64),
-            shape=(len(kept),),
-            axes=("seed",),
-        )
+        rate = np.full(len(kept), c.hysteresis_learning_rate)
+        params = {"P_lo": b[:, 0], "P_hi": b[:, 1], "learning_rate": rate}
+        grid = Grid(params, np.asarray(kept, np.int64), shape=(len(kept),), axes=("seed",))
         member = lambda p, key: _train.switch_root(
             posterior, descend, key, p["learning_rate"], p["P_lo"], p["P_hi"], c.switch_bisections
         )
-        found = snug_sweep(run, f"exact_switch_{attention}", member, grid, c)
+        found = cm.snug_sweep(run, f"exact_switch_{attention}", member, grid, c)
         roots[np.searchsorted(datasets, kept)] = np.exp(found.outputs["ln_switch"])
     resolution = 0.5 * float(np.log(Ps[1] / Ps[0])) / 2.0**c.switch_bisections
+    lines = [info["P_star"], info["coexistence"][1]]  # P* and the spinodal
     run.scalar(f"{attention}_exact_action_switch_per_dataset", roots.tolist())
     run.evidence(
         f"{attention}_exact_action_switch_matches_reduced_P_star",
-        ch.claims.switch_at_P_star(
-            np.log(roots),
-            float(np.log(info["P_star"])),
-            float(np.log(info["coexistence"][1])),
-            resolution,
-        ),
+        ch.claims.switch_at_P_star(np.log(roots), *np.log(lines).tolist(), resolution),
         note=f"P* {info['P_star']:.4g}, spinodal {info['coexistence'][1]:.4g}; root find to "
         f"{resolution:.2g} in ln P; datasets without a switch on the grid are left out",
     )
