@@ -44,20 +44,22 @@ def llc_along_training(template, weights, tokens, *, key, **estimate) -> tuple:
 
     Row ``j`` samples with key ``fold_in(key, j)``; all rows run as one compiled program
     (vmapped over the checkpoints), each exactly as a separate call would."""
-    weights = jnp.asarray(weights)
+    weights = np.asarray(weights)
     if weights.shape[0] == 0:
         return np.zeros(0), np.zeros(0)
-    _, unravel = jax.flatten_util.ravel_pytree(eqx.filter(template, eqx.is_inexact_array))
-    static = eqx.filter(template, eqx.is_inexact_array, inverse=True)
+    params, static = eqx.partition(template, eqx.is_inexact_array)
 
     @eqx.filter_jit
-    @eqx.filter_vmap(in_axes=(0, 0, None))
-    def at(w, k, tokens):
-        est = estimate_llc(
-            _batch_loss, eqx.combine(unravel(w), static), (tokens,), key=k, **estimate
-        )
-        return est.llc, est.stderr
+    def at(params, weights, key, tokens):
+        _, unravel = jax.flatten_util.ravel_pytree(params)  # traced here: no eager programs
+        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(len(weights)))
 
-    keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(weights.shape[0]))
-    llc, se = at(weights, keys, tokens)
+        def one(w, k):
+            model = eqx.combine(unravel(w), static)
+            est = estimate_llc(_batch_loss, model, (tokens,), key=k, **estimate)
+            return est.llc, est.stderr
+
+        return eqx.filter_vmap(one)(weights, keys)
+
+    llc, se = at(params, weights, key, tokens)
     return np.asarray(llc, float), np.asarray(se, float)
