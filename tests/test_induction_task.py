@@ -107,3 +107,18 @@ def test_bigram_beats_unigram_by_more_than_the_error():
 def test_invalid_tasks_are_rejected(bad):
     with pytest.raises(ValueError):
         ind.InContextMarkov(**{"states": 3, "length": 8, **bad})
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_transition_rows_are_dirichlet(alpha):
+    """Each entry of a Dirichlet(alpha 1_k) row is Beta(alpha, (k - 1) alpha): a KS test against
+    it (alpha = 1 takes the normalised-exponential path, other alphas the gamma sampler), and
+    rows sum to one."""
+    from scipy import stats
+
+    k = 4
+    task = ind.InContextMarkov(states=k, length=4, concentration=alpha)
+    P = np.asarray(task.transition_matrices(jax.random.key(3), 2000), np.float64)
+    np.testing.assert_allclose(P.sum(-1), 1.0, atol=1e-5)
+    entry = P[:, 1, 2]  # one entry per independent matrix
+    assert stats.kstest(entry, stats.beta(alpha, (k - 1) * alpha).cdf).pvalue > 1e-3

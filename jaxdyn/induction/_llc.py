@@ -40,18 +40,26 @@ def _batch_loss(model, batch):
 def llc_along_training(template, weights, tokens, *, key, **estimate) -> tuple:
     """:func:`jaxdyn.llc.estimate_llc` of :func:`next_token_loss` on ``tokens`` (n counts
     sequences) at each row of ``weights`` (:func:`flat_weights` of checkpoints of a model
-    shaped like ``template``); ``estimate`` its other keywords. Returns ``(llc, stderr)``."""
-    _, unravel = jax.flatten_util.ravel_pytree(eqx.filter(template, eqx.is_inexact_array))
-    static = eqx.filter(template, eqx.is_inexact_array, inverse=True)
-    out = []
-    for j, w in enumerate(np.asarray(weights)):
-        est = estimate_llc(
-            _batch_loss,
-            eqx.combine(unravel(jnp.asarray(w)), static),
-            (tokens,),
-            key=jax.random.fold_in(key, j),
-            **estimate,
-        )
-        out.append((float(est.llc), float(est.stderr)))
-    llc, se = np.array(out).reshape(-1, 2).T
-    return llc, se
+    shaped like ``template``); ``estimate`` its other keywords. Returns ``(llc, stderr)``.
+
+    Row ``j`` samples with key ``fold_in(key, j)``; all rows run as one compiled program
+    (vmapped over the checkpoints), each exactly as a separate call would."""
+    weights = np.asarray(weights)
+    if weights.shape[0] == 0:
+        return np.zeros(0), np.zeros(0)
+    params, static = eqx.partition(template, eqx.is_inexact_array)
+
+    @eqx.filter_jit
+    def at(params, weights, key, tokens):
+        _, unravel = jax.flatten_util.ravel_pytree(params)  # traced here: no eager programs
+        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(len(weights)))
+
+        def one(w, k):
+            model = eqx.combine(unravel(w), static)
+            est = estimate_llc(_batch_loss, model, (tokens,), key=k, **estimate)
+            return est.llc, est.stderr
+
+        return eqx.filter_vmap(one)(weights, keys)
+
+    llc, se = at(params, weights, key, tokens)
+    return np.asarray(llc, float), np.asarray(se, float)

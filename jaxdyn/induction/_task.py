@@ -52,8 +52,13 @@ class InContextMarkov(eqx.Module):
         repeated when ``in_context`` is false)."""
         k = self.states
         n = batch if self.in_context else 1
-        alpha = jnp.full((k,), self.concentration)
-        P = jax.random.dirichlet(key, alpha, shape=(n, k))
+        if self.concentration == 1.0:
+            # Dirichlet(1, ..., 1) is exactly iid Exp(1) draws normalised by their sum (uniform
+            # on the simplex), without the gamma sampler's rejection loop
+            e = jax.random.exponential(key, (n, k, k))
+            P = e / e.sum(-1, keepdims=True)
+        else:
+            P = jax.random.dirichlet(key, jnp.full((k,), self.concentration), shape=(n, k))
         return jnp.broadcast_to(P, (batch, k, k))
 
     @eqx.filter_jit
@@ -112,6 +117,13 @@ def _expected_loss(task, key, predictor, sequences):
     tokens = task.sample(key, sequences)
     per_sequence = sequence_losses(jnp.log(predictor(tokens)), tokens)
     return per_sequence.mean(), per_sequence.std(ddof=1) / jnp.sqrt(sequences)
+
+
+@eqx.filter_jit
+def predictor_losses(predictor, tokens: Int[Array, "*batch T"]) -> Float[Array, "*batch"]:
+    """Per-sequence loss (:func:`sequence_losses`) of ``predictor(tokens) -> probabilities``
+    on ``tokens``, as one compiled program."""
+    return sequence_losses(jnp.log(predictor(tokens)), tokens)
 
 
 def sequence_losses(

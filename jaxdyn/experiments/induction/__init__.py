@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 
 from ... import induction as ind
 from ...induction import _llc
-from ...induction._task import sequence_losses
+from ...induction._task import predictor_losses
 from ...runs import ConfigError, ExperimentConfig, Run, negative_control, register_experiment
 from ...sweep import Grid
 from . import _figures
@@ -174,7 +174,7 @@ def run_induction(c: InductionConfig, run: Run) -> None:
     for name, (predictor, key) in predictors.items():
         mc, mc_se = task.expected_loss(key, predictor, sequences=c.predictor_sequences)
         expected[name] = mc = float(mc)
-        seq = np.asarray(sequence_losses(jnp.log(predictor(held)), held))
+        seq = np.asarray(predictor_losses(predictor, held))
         level[name] = float(seq.mean())
         paired_se[name] = (seq_loss - seq).std(-1, ddof=1) / np.sqrt(seq.size)
         run.scalar(f"{name}_loss", mc)
@@ -234,7 +234,7 @@ def run_induction(c: InductionConfig, run: Run) -> None:
     idx = _llc.llc_checkpoints(steps, c.llc_checkpoints, bounds) if c.llc_checkpoints else ()
     idx = np.asarray(idx, int)
     llc, llc_se = _llc.llc_along_training(
-        c.model(jax.random.key(0)),
+        eqx.filter_jit(c.model)(jax.random.key(0)),  # one program, not one per eager op
         result.outputs["weights"][np.flatnonzero(ok)[0]][idx],
         task.sample(jax.random.split(k_llc)[0], c.llc_sequences),
         key=jax.random.split(k_llc)[1],
