@@ -18,12 +18,14 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+from jaxdyn._printing import AbstractResult
+
 from ._model import AttentionOnlyTransformer
 from ._scores import induction_score, previous_token_score
 from ._task import InContextMarkov, sequence_losses
 
 
-class Trajectory(eqx.Module):
+class Trajectory(AbstractResult):
     """What :func:`train` measured at its checkpoints (leading axis ``checkpoint``).
 
     Attributes:
