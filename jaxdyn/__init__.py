@@ -6,8 +6,8 @@ Top-level names are the small shared vocabulary of every theory package:
   ``diffrax.RESULTS``), with its host-side helpers as classmethods (``Status.code``,
   ``Status.name``, ``Status.message``, ``Status.count``, ``Status.mark_nonfinite``);
 - :func:`entropy` and the straight-line fits :func:`fit_line`, :func:`fit_power_law`,
-  :func:`fit_exponential` returning a :class:`LinearFit` with standard error and
-  confidence interval;
+  :func:`fit_exponential`, each returning its slope and intercept with their standard
+  errors and confidence interval;
 - :class:`UnrolledERK`, a diffrax explicit Runge-Kutta solver with its stages unrolled (the
   default of ``jaxdyn.meanfield.simulate_gaussian``).
 
@@ -20,12 +20,12 @@ the theories :mod:`jaxdyn.gradflow`,
 
 __version__ = "0.2.0"
 
-import importlib as _importlib
 from typing import TYPE_CHECKING
+
+from jaxdyn._lazy import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:  # the names, for type checkers and readers; loaded on first use below
     from ._numerics import (
-        LinearFit as LinearFit,
         entropy as entropy,
         fit_exponential as fit_exponential,
         fit_line as fit_line,
@@ -35,7 +35,6 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; loaded on first u
     from ._status import Status as Status
 
 __all__ = [
-    "LinearFit",
     "Status",
     "UnrolledERK",
     "entropy",
@@ -48,7 +47,6 @@ __all__ = [
 # command line sets what equinox reads from the environment at import (``EQX_ON_ERROR``)
 # before anything imports it, and commands that need no JAX (``--help``, ``list``) start fast.
 _HOMES = {
-    "LinearFit": "._numerics",
     "entropy": "._numerics",
     "fit_exponential": "._numerics",
     "fit_line": "._numerics",
@@ -58,14 +56,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'jaxdyn' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_attributes(globals(), _HOMES)

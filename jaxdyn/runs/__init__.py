@@ -7,8 +7,9 @@ checks (evidence, consistency, report: :mod:`jaxdyn.evidence`) into one run dire
 a run directory back (its sweeps as xarray Datasets), :func:`write_report` reports over runs.
 """
 
-import importlib as _importlib
 from typing import TYPE_CHECKING
+
+from jaxdyn._lazy import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:  # the names, for type checkers and readers; loaded on first use below
     from ._config import (
@@ -68,14 +69,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_attributes(globals(), _HOMES)

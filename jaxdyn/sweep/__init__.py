@@ -15,8 +15,9 @@ solve through it), or ``DiffeqProblem(...).solve()`` itself, is segmented by the
 between sweeps is a :class:`SweepCache`.
 """
 
-import importlib as _importlib
 from typing import TYPE_CHECKING
+
+from jaxdyn._lazy import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:  # the names, for type checkers and readers; loaded on first use below
     from ._cache import SweepCache as SweepCache
@@ -50,14 +51,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_attributes(globals(), _HOMES)
