@@ -12,12 +12,12 @@ from jaxdyn.cli import main
 from jaxdyn.data import (
     CORPORA,
     FetchError,
-    corpus_path,
     excerpt_path,
     fetch_corpus,
     load_text,
     locate_corpus,
 )
+from jaxdyn.data._corpora import corpus_path
 
 
 @pytest.fixture

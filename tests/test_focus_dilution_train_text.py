@@ -9,9 +9,9 @@ import pytest
 
 import jaxdyn.data as jdata
 import jaxdyn.gradflow as gf
-from jaxdyn.gradflow import _markov, _metrics, _model, _stages, _text, _train
 from jaxdyn import Status
-from jaxdyn.data import corpus_path
+from jaxdyn.data._corpora import corpus_path
+from jaxdyn.gradflow import _markov, _metrics, _model, _stages, _text, _train
 
 PI = jnp.array([0.75, 0.19, 0.05, 0.01])
 WIKI = corpus_path("wikitext-2")  # the full split when available, else the packaged excerpt
@@ -203,9 +203,13 @@ def test_stream_windows_are_distinct_and_cover_a_short_stream():
         jdata.stream_windows(tokens[:5], 10, 3, rng)
 
 
-def test_loader_rejects_missing_file():
-    with pytest.raises(ValueError, match="does not exist"):
+def test_loader_rejects_missing_file_and_reads_a_corpus_by_name():
+    with pytest.raises(ValueError, match="neither a file nor a known corpus"):
         jdata.load_corpus(WIKI.parent / "no_such_file.txt")
+    by_name = jdata.load_corpus("wikitext-2", vocab_size=16, max_chars=20_000)
+    by_path = jdata.load_corpus(WIKI, vocab_size=16, max_chars=20_000)
+    assert by_name.vocab == by_path.vocab
+    np.testing.assert_array_equal(by_name.tokens, by_path.tokens)
 
 
 def test_attention_story_reads_focus_and_dilution_phases():

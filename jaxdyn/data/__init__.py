@@ -1,9 +1,9 @@
 """Real text for the experiments: packaged excerpts, full corpora on demand.
 
 ```python
-from jaxdyn.data import LineBreaks, bigram_chain, corpus_path, load_corpus
+from jaxdyn.data import LineBreaks, bigram_chain, load_corpus
 
-corpus = load_corpus(corpus_path("wikitext-2"), vocab_size=64, line_breaks=LineBreaks.spaces)
+corpus = load_corpus("wikitext-2", vocab_size=64, line_breaks=LineBreaks.spaces)
 P, pi = bigram_chain(corpus.tokens, corpus.d)   # the corpus's Markov chain
 ```
 
@@ -19,7 +19,6 @@ from ._corpora import (
     CORPORA as CORPORA,
     CorpusSpec as CorpusSpec,
     cache_dir as cache_dir,
-    corpus_path as corpus_path,
     corpus_spec as corpus_spec,
     excerpt_path as excerpt_path,
     load_text as load_text,
@@ -46,6 +45,5 @@ __all__ = [
     "Corpus",
     "LineBreaks",
     "bigram_chain",
-    "corpus_path",
     "load_corpus",
 ]

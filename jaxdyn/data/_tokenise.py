@@ -170,6 +170,7 @@ class Corpus:
 def load_corpus(
     path: str | Path,
     *,
+    data_dir: str | Path | None = None,
     fmt: Format = "auto",
     level: Level = "word",
     vocab_size: int = 32,
@@ -181,7 +182,9 @@ def load_corpus(
     missing: Literal["raise", "skip"] = "raise",
     line_breaks: LineBreaks = LineBreaks.keep,
 ) -> Corpus:
-    """Read ``path``, tokenise it and map tokens to the ``vocab_size - 1`` most frequent ones
+    """Read ``path`` (a text file, or a known corpus's name such as ``"wikitext-2"``: its full
+    file in ``data_dir`` or the cache when there, else the packaged excerpt), tokenise it and
+    map tokens to the ``vocab_size - 1`` most frequent ones
     plus ``OOV`` (ties broken alphabetically, so the vocabulary is deterministic).
 
     ``include`` adds tokens to the vocabulary even if they are rarer (e.g. a medium-frequency
@@ -193,9 +196,9 @@ def load_corpus(
     ``line_breaks``: a :class:`LineBreaks` (each line break the token ``<nl>``, the default;
     spaces; or one ``<par>`` per paragraph: for hard-wrapped text).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"corpus_path does not exist or is not a file: {path}")
+    from ._corpora import corpus_path  # a name -> its file; a path as given (ValueError, one line)
+
+    path = corpus_path(path, data_dir=data_dir)
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be at least 2, got {vocab_size}")
     text = path.read_text(encoding="utf-8", errors="replace")

@@ -377,8 +377,8 @@ class TextConfig(_Analysis):
     proxy: bool = True
 
     def corpus(self):
-        """The corpus file (:func:`jaxdyn.data.corpus_path`)."""
-        return data.corpus_path(self.corpus_path, data_dir=self.data_dir or None)
+        """The corpus file (a known corpus's best copy, or the file given)."""
+        return data._corpora.corpus_path(self.corpus_path, data_dir=self.data_dir or None)
 
     def validate(self) -> None:
         try:
