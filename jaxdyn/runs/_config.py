@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 import tomllib
 import types
 import typing
@@ -33,7 +34,8 @@ class ExperimentConfig:
     processes) is a :class:`jaxdyn.sweep.SweepOptions`, set separately.
 
     A config states the valid range of its numeric fields in ``RANGES`` (its own and its
-    bases' are all checked before :meth:`validate`): ``"field spec; ..."`` with ``spec`` an
+    bases' are all checked before :meth:`validate`; a value must be finite): ``"field spec;
+    ..."`` with ``spec`` an
     interval ``(lo, hi)``, ``[lo, hi)``, ``(lo, hi]``, ``[lo, hi]`` or a bound ``>= x``,
     ``> x``, applied to every entry of a tuple field, e.g. ``"eps (0, 0.1); steps >= 1"``.
 
@@ -76,8 +78,10 @@ def _entries(value) -> list:
 
 
 def _inside(v, spec: str) -> bool:
-    """``v`` within ``spec``: ``(lo, hi)``, ``[lo, hi]`` (either end open or closed), ``>= x``
-    or ``> x``; a NaN is never inside."""
+    """``v`` finite and within ``spec``: ``(lo, hi)``, ``[lo, hi]`` (either end open or
+    closed), ``>= x`` or ``> x``."""
+    if not math.isfinite(v):
+        return False
     if spec[0] not in "([":
         op, bound = spec.split()
         return v >= float(bound) if op == ">=" else v > float(bound)

@@ -54,19 +54,13 @@ class CopyHeadConfig(ExperimentConfig):
     precision: str = "single"
     cpu_group_mb: float = 8.0
 
-    _minimum: ClassVar[dict[str, float]] = {"L": 2, "V": 1, "cpu_group_mb": 0}
-    _positive: ClassVar[tuple[str, ...]] = ("temperature", "sigma_w2", "sigma_g2")
+    RANGES: ClassVar[str] = (
+        "L >= 2; V >= 1; cpu_group_mb >= 0; temperature > 0; sigma_w2 > 0; sigma_g2 > 0"
+    )
 
     def validate(self) -> None:
-        """One-line errors for the bounds of every class in the hierarchy (``_minimum``: a
-        finite value at least this; ``_positive``: positive and finite), then the rest."""
-        for cls in type(self).__mro__:
-            for name, low in vars(cls).get("_minimum", {}).items():
-                v = getattr(self, name)
-                require(np.isfinite(v) and v >= low, f"{name} must be finite and >= {low}, got {v}")
-            for name in vars(cls).get("_positive", ()):
-                v = getattr(self, name)
-                require(np.isfinite(v) and v > 0, f"{name} must be positive and finite, got {v}")
+        """The ``RANGES`` of every class in the hierarchy (``ExperimentConfig``), then the rest."""
+        super().validate()
         require(
             self.precision in ("single", "double"),
             f"precision must be 'single' or 'double', got {self.precision!r}",
@@ -131,7 +125,7 @@ class NetworkConfig(CopyHeadConfig):
     exclusion_factor: float = 1.5
     window_margin: float = 1.1
     settings: tuple[tuple[int, int, int], ...] = ()
-    _minimum: ClassVar[dict[str, float]] = {"seeds": 3, "exclusion_factor": 1, "window_margin": 1}
+    RANGES: ClassVar[str] = "seeds >= 3; exclusion_factor >= 1; window_margin >= 1"
 
     def validate(self) -> None:
         super().validate()

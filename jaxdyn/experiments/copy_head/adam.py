@@ -40,8 +40,7 @@ class AdamConfig(cm.NetworkConfig):
     learning_rate: float = 0.03
     init_scale: float = 0.01
 
-    _minimum: ClassVar[dict[str, float]] = {"refine_levels": 3, "steps": 10}
-    _positive: ClassVar[tuple[str, ...]] = ("learning_rate", "init_scale")
+    RANGES: ClassVar[str] = "refine_levels >= 3; steps >= 10; learning_rate > 0; init_scale > 0"
 
     def validate(self) -> None:
         super().validate()

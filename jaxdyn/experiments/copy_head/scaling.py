@@ -47,9 +47,9 @@ class ScalingConfig(CopyHeadConfig):
     crossover_L_at_V: int = 4
     crossover_V_at_L: int = 512
 
-    _minimum: ClassVar[dict[str, float]] = {
-        "boundary_iterations": 1, "n_P": 10, "crossover_V_at_L": 2, "crossover_L_at_V": 1
-    }  # fmt: skip
+    RANGES: ClassVar[str] = (
+        "boundary_iterations >= 1; n_P >= 10; crossover_V_at_L >= 2; crossover_L_at_V >= 1"
+    )
 
     def validate(self) -> None:
         super().validate()

@@ -60,11 +60,10 @@ class SGLDConfig(cm.NetworkConfig):
     thin: int = 20
     mode_steps: int = 1500
     mass_check: bool = True
-    _minimum: ClassVar[dict[str, float]] = {
-        **dict.fromkeys(("burn_in", "num_samples", "thin", "mode_steps"), 1),
-        "window_points": 0,
-    }
-    _positive: ClassVar[tuple[str, ...]] = ("step_scale", "g_preconditioner", "mala_step_scale")
+    RANGES: ClassVar[str] = (
+        "burn_in >= 1; num_samples >= 1; thin >= 1; mode_steps >= 1; window_points >= 0; "
+        "step_scale > 0; g_preconditioner > 0; mala_step_scale > 0"
+    )
 
     def validate(self) -> None:
         super().validate()

@@ -39,11 +39,10 @@ class TheoryConfig(cm.CopyHeadConfig):
     hysteresis_learning_rate: float = 0.02
     window_margin: float = 1.1
 
-    _minimum: ClassVar[dict[str, float]] = {
-        "n_P": 10, "hysteresis_points": 4, "hysteresis_steps": 10, "hysteresis_seeds": 2,
-        "window_margin": 1, "switch_bisections": 1,
-    }  # fmt: skip
-    _positive: ClassVar[tuple[str, ...]] = ("P_min", "hysteresis_learning_rate")
+    RANGES: ClassVar[str] = (
+        "n_P >= 10; hysteresis_points >= 4; hysteresis_steps >= 10; hysteresis_seeds >= 2; "
+        "window_margin >= 1; switch_bisections >= 1; P_min > 0; hysteresis_learning_rate > 0"
+    )
 
     def validate(self) -> None:
         super().validate()
