@@ -122,3 +122,10 @@ def test_transition_rows_are_dirichlet(alpha):
     np.testing.assert_allclose(P.sum(-1), 1.0, atol=1e-5)
     entry = P[:, 1, 2]  # one entry per independent matrix
     assert stats.kstest(entry, stats.beta(alpha, (k - 1) * alpha).cdf).pvalue > 1e-3
+    # counterfactuals the test has the power to reject (2000 draws): the same mean at twice the
+    # concentration, and rows of normalised uniforms (a plausible wrong sampler for alpha = 1)
+    wrong = stats.beta(2 * alpha, 2 * (k - 1) * alpha).cdf
+    assert stats.kstest(entry, wrong).pvalue < 1e-3
+    U = np.random.default_rng(0).uniform(size=(2000, k))
+    normalised = (U / U.sum(-1, keepdims=True))[:, 2]
+    assert stats.kstest(normalised, stats.beta(alpha, (k - 1) * alpha).cdf).pvalue < 1e-3
