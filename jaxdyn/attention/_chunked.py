@@ -52,6 +52,24 @@ def _map_query_chunks(fn, queries, chunk_size: int):
     return jax.tree_util.tree_map(lambda a: a.reshape((m_pad,) + a.shape[2:])[:m], out)
 
 
+def query_blocked_softmax_average(score_fn: ScoreFn, queries, keys, log_weights, block: int):
+    """``softmax(score_fn(queries, keys) + log m) @ keys`` over blocks of ``block`` queries,
+    every key at once, normalised after the product ``(E y) / (E 1)``: each block's scores,
+    exponentials and product stay in cache (the dense evaluation of a large score matrix;
+    :func:`online_softmax_average` also chunks the keys, for memory linear in ``n``)."""
+
+    def one_block(q):
+        logits = score_fn(q, keys)
+        if log_weights is not None:
+            logits = logits + log_weights
+        row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+        E = jnp.exp(logits - jnp.where(jnp.isfinite(row_max), row_max, 0.0))
+        total = jnp.sum(E, axis=-1, keepdims=True)
+        return (E @ keys) / jnp.where(total > 0, total, 1.0)
+
+    return _map_query_chunks(one_block, queries, block)
+
+
 def _prepare_keys(keys, values, log_weights, chunk_size: int):
     n = _leading(keys)
     chunk = min(chunk_size, n)

@@ -37,6 +37,7 @@ from jaxdyn.attention import (
     online_weighted_sum,
     softmax_weights,
 )
+from jaxdyn.attention._chunked import query_blocked_softmax_average
 
 Weight = Float[Array, "..."] | Callable[..., Float[Array, "..."]]
 ScoreFn = Callable[[Float[Array, "m d"], Float[Array, "n d"]], Float[Array, "m n"]]
@@ -190,26 +191,6 @@ DENSE_BLOCK_ELEMENTS = 1 << 20
 """Score matrices with more entries than this are evaluated by query blocks."""
 
 
-def _query_blocked_average(score_fn, x, tokens, log_weights):
-    """``softmax(score_fn(x, tokens) + log m) @ tokens`` by blocks of :data:`QUERY_BLOCK`
-    queries (``x`` zero-padded to a whole number of blocks), normalised after the product."""
-    m = x.shape[0]
-    blocks = -(-m // QUERY_BLOCK)
-    padded = jnp.concatenate([x, jnp.zeros((blocks * QUERY_BLOCK - m, *x.shape[1:]), x.dtype)])
-
-    def one_block(q):
-        logits = score_fn(q, tokens)
-        if log_weights is not None:
-            logits = logits + log_weights
-        row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
-        E = jnp.exp(logits - jnp.where(jnp.isfinite(row_max), row_max, 0.0))
-        total = jnp.sum(E, axis=-1, keepdims=True)
-        return (E @ tokens) / jnp.where(total > 0, total, 1.0)
-
-    out = jax.lax.map(one_block, padded.reshape(blocks, QUERY_BLOCK, *x.shape[1:]))
-    return out.reshape(blocks * QUERY_BLOCK, -1)[:m]
-
-
 def softmax_average(
     score_fn: ScoreFn,
     x: Float[Array, "m d"],
@@ -236,7 +217,7 @@ def softmax_average(
         if mask is not None or m * n <= DENSE_BLOCK_ELEMENTS or m < 2 * QUERY_BLOCK:
             weights = softmax_weights(score_fn(x, tokens), log_weights=log_weights, mask=mask)
             return weights @ tokens
-        return _query_blocked_average(score_fn, x, tokens, log_weights)
+        return query_blocked_softmax_average(score_fn, x, tokens, log_weights, QUERY_BLOCK)
     if positions is None:
         return online_softmax_average(
             score_fn, x, tokens, tokens, log_weights=log_weights, chunk_size=chunk_size
