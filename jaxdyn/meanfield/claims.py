@@ -563,15 +563,25 @@ def geodesic_nonconvexity(second_variation: Numbers, scale: float) -> Evidence:
     )
 
 
+def _zero_to_round_off(claim: str, relative_gap: float, basis: str) -> Evidence:
+    """An identity of the theory (two independent computations of one quantity) holds to
+    float64 round-off: the relative gap within 1e-10."""
+    return within(
+        claim,
+        prediction=0.0,
+        measured=relative_gap,
+        error_model=ErrorModel.rounding(1e-10, basis=basis),
+    )
+
+
 def sinkhorn_gradient_flow(relative_gap: float) -> Evidence:
     """Sinkhorn attention with ``V = A`` symmetric is the Bures-Wasserstein gradient descent of
     ``1/2 OT_eps(mu, mu)`` on Gaussians: ``dSigma/dt`` equals the BW gradient to round-off."""
-    return within(
+    return _zero_to_round_off(
         "Sinkhorn attention with V = A symmetric is the Bures-Wasserstein gradient descent of "
         "1/2 OT_eps(mu, mu) on Gaussians",
-        prediction=0.0,
-        measured=relative_gap,
-        error_model=ErrorModel.rounding(1e-10, basis="float64 round-off, relative"),
+        relative_gap,
+        "float64 round-off, relative",
     )
 
 
@@ -590,11 +600,10 @@ def half_ot_decreases(path: Numbers) -> Evidence:
 def sigmoid_energy_identity(relative_gap: float) -> Evidence:
     """Sigmoid attention on the sphere is a gradient flow of its energy:
     ``dE/dt = (beta/n) sum_i |dx_i/dt|^2`` to round-off."""
-    return within(
+    return _zero_to_round_off(
         "sigmoid attention on the sphere: dE/dt = (beta/n) sum_i |dx_i/dt|^2 (a gradient flow)",
-        prediction=0.0,
-        measured=relative_gap,
-        error_model=ErrorModel.rounding(1e-10, basis="float64 round-off of forward-mode dE/dt"),
+        relative_gap,
+        "float64 round-off of forward-mode dE/dt",
     )
 
 
