@@ -33,3 +33,19 @@ def test_every_focus_dilution_field_has_a_meaning():
         meanings = field_meanings(config)
         missing = [f.name for f in dataclasses.fields(config) if not meanings.get(f.name)]
         assert not missing, (name, missing)
+
+
+def test_every_command_prints_its_help():
+    import contextlib
+    import io
+
+    import pytest
+
+    from jaxdyn._cli._parser import build_parser
+
+    for command in (["run"], ["reproduce"], ["report"], ["list"], ["data", "fetch"]):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args([*command, "--help"])
+        assert exit_.value.code == 0, command
+        assert "usage: jaxdyn" in out.getvalue(), command

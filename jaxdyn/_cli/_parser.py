@@ -21,13 +21,13 @@ def _add_parallel_options(parser) -> None:
             "default: one per core on a CPU-only install, one with a GPU/TPU jaxlib or "
             "--cpu-devices); reproduce of several experiments runs them side by side on N "
             "single-process workers instead; results are identical for any N (default: "
-            "JAXDYN_LAUNCH's processes, else auto)",
+            "JAXDYN_LAUNCH's processes, else auto)"
         ),
         "--cpu-devices": (
             "split the CPU into N XLA devices in one process (auto: one per core); unsafe "
             "for members with batched LAPACK calls (eigh, solve: an XLA CPU deadlock, "
             "docs/scaling.md), so --processes is the default way to use every core "
-            "(default: JAXDYN_LAUNCH's cpu_devices, else one device)",
+            "(default: JAXDYN_LAUNCH's cpu_devices, else one device)"
         ),
     }
     for flag, text in options.items():
