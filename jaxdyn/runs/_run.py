@@ -525,12 +525,17 @@ class Run:
         return check_counts(self._checks)
 
     def save_figure(self, fig, name: str, *, dpi: int = 120) -> Path:
-        """Save a matplotlib figure as ``figures/<name>.png`` atomically and close it."""
+        """Save a matplotlib figure as ``figures/<name>.png`` atomically and close it.
+
+        A figure with a layout engine (:func:`jaxdyn.plotting.new_figure`'s constrained layout)
+        is saved as laid out; one without is cropped to its artists (``bbox_inches="tight"``,
+        which draws the figure twice)."""
         import matplotlib.pyplot as plt
 
         path = self.figures_dir / f"{name}.png"
         if self.writer:
-            atomic_savefig(fig, path, dpi=dpi, bbox_inches="tight")
+            crop = {} if fig.get_layout_engine() is not None else {"bbox_inches": "tight"}
+            atomic_savefig(fig, path, dpi=dpi, **crop)
         plt.close(fig)
         if name not in self._figures:
             self._figures.append(name)
