@@ -10,12 +10,13 @@ import jax
 import numpy as np
 
 from ... import data, gradflow as gf
+from ...gradflow._counterfactuals import PROXY_CHECKS
 from ...gradflow._proxy import Descents, proxy_checks, proxy_member
 from ...gradflow._text import first_move, query_stories
 from ...plotting import band, new_figure, time_series
 from ...runs import ConfigError, Run
 from ...sweep import Grid
-from ._common import origin_evidence, record_analysis, to_host
+from ._common import keywords, origin_evidence, record_analysis, to_host
 from ._configs import TextConfig
 
 # the orders in eps compare deviations of relative size (eps e^{mu1 t})^2 ~ 1e-4 between flows:
@@ -108,18 +109,17 @@ def run_text(config: TextConfig, run: Run) -> None:
         },
     )
     chain = gf.MarkovChain(P, pi)
-    settings = ("m", "m_attn", "eps", "t1", "num_saves", "rtol", "atol", "max_steps", "find_stall")
     a, horizon = gf.analyse_flow_until(
         chain,
         lambda st: st.departure.time,
         budget=config.horizon_budget,
         key=jax.random.key(config.seed),
         solver=gf.stiff_solver() if config.stiff else None,
-        **{k: getattr(config, k) for k in settings},
+        **keywords(config, gf.analyse_flow),
     )
     a = to_host(a)
     run.log(f"horizon: {horizon}")
-    record_analysis(run, a, tolerances=(config.rtol, config.atol), horizon=horizon)
+    record_analysis(run, a, config, horizon=horizon)
     first_move(run, a, names)
     origin_evidence(run, config, chain, a, tolerances=ORIGIN_TOLERANCES)
     rows = [names.index(q) for q in queries]
@@ -133,27 +133,19 @@ def run_text(config: TextConfig, run: Run) -> None:
     }
     coords = {"time": np.asarray(a.ts), "query": vocab, "key": vocab}
     real = proxy = None
+    effects = (config.proxy_effect_loss, config.proxy_effect_attention)
     if not config.proxy:
         why = (
             "its descents are most of the experiment's time, and at the quick size the window "
             "draws' loss curves spread several times wider than the margin "
             f"{config.proxy_effect_loss:g}, so it cannot decide there"
         )
-        for name, effect in (
-            ("bigram_proxy_loss", config.proxy_effect_loss),
-            ("bigram_proxy_attention", config.proxy_effect_attention),
-        ):
-            run.not_run(
-                name,
-                f"real-text and bigram-chain training agree within {effect:g}",
-                needs={"proxy": True},
-                full_size=True,
-                why=why,
-            )
+        for name, effect in zip(PROXY_CHECKS, effects, strict=True):
+            claim = f"real-text and bigram-chain training agree within {effect:g}"
+            run.not_run(name, claim, needs={"proxy": True}, full_size=True, why=why)
     else:
         real, proxy = _descents(run, config, corpus, pi, P, a, rows)
         t = np.asarray(real.steps[0]) * config.lr
-        effects = (config.proxy_effect_loss, config.proxy_effect_attention)
         proxy_checks(run, t, real, proxy, config.t_early, effects, top)
         flow_loss = np.interp(t, a.ts, a.metrics["loss"])
         run.scalar(
