@@ -42,12 +42,8 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
             dims={"population_loss": (clock,), "attention": (clock, "query", "key")},
         )
 
-    columns = {
-        "n": [n for n, _ in sizes],
-        "s": [s for _, s in sizes],
-        "size": list(range(len(sizes))),
-        "lr": [config.lr] * len(sizes),
-    }
+    columns = {"n": list(config.sizes_n), "s": list(config.sizes_s)}
+    columns |= {"size": list(range(len(sizes))), "lr": [config.lr] * len(sizes)}
     res = sweep("gd", "gd", config.num_steps, Grid.zip(columns, seeds=seeds), "time", ts)
     references = ("descent", "flow") if config.flow_reference else ("descent",)
     loss, att = res.outputs["population_loss"], res.outputs["attention"]

@@ -49,40 +49,20 @@ def dynamics_figure(run: Run, a, name: str = "dynamics") -> None:
     d, H = len(pi), float(a.stages.uniform_entropy)
     stages = {k: v for k, v in a.stages.times().items() if math.isfinite(v)}
     queries = [f"query {q} (pi={pi[q]:.3g})" for q in range(d)] if d <= 8 else None
-    panels = (  # (curves, labels, reference levels, log y, title)
+    sv = met["sv_W0"]
+    panels = (  # curves, labels, reference levels, log y, title
         ({"loss": met["loss"]}, None, (math.log(d), H), False, "population loss"),
         (met["entropy_query"], queries, (H,), False, "attention entropy per query"),
-        (
-            {
-                "sum_q pi_q w_q,top": met["frequent_weight"],
-                "w_top,top": met["frequent_query_weight"],
-            },
-            None,
-            (float(np.max(pi)),),
-            False,
-            "attention on the most frequent token",
-        ),
-        (
-            {"k(t) = -gamma^T dL/dPhi gamma": met["focus_rate_path"]},
-            None,
-            (float(a.rates.focus),),
-            False,
-            "signed focus rate along the flow",
-        ),
-        (
-            met["sv_W0"],
-            [f"sigma{i + 1}(W0)" for i in range(met["sv_W0"].shape[1])],
-            (),
-            True,
-            "singular values of W0",
-        ),
-    )
+        ({"sum_q pi_q w_q,top": met["frequent_weight"], "w_top,top": met["frequent_query_weight"]},
+         None, (float(np.max(pi)),), False, "attention on the most frequent token"),
+        ({"k(t) = -gamma^T dL/dPhi gamma": met["focus_rate_path"]}, None, (float(a.rates.focus),),
+         False, "signed focus rate along the flow"),
+        (sv, [f"sigma{i + 1}(W0)" for i in range(sv.shape[1])], (), True, "singular values of W0"),
+    )  # fmt: skip
     fig, axes = new_figure(2, 3)
     for ax, (ys, labels, levels, logy, title) in zip(axes.flat, panels, strict=False):
         time_series(ax, t, ys, labels=labels, logx=True, logy=logy, stages=stages, title=title)
-        for level, shade in zip(
-            levels, ("0.5", "0.3")[-len(levels) :] if levels else (), strict=True
-        ):
+        for level, shade in zip(levels[::-1], ("0.3", "0.5"), strict=False):  # the last darker
             ax.axhline(level, color=shade, ls=":", lw=0.8)
     pca, ax = a.embedding_pca(), axes[1, 2]
     for i in range(min(d, 8)):
