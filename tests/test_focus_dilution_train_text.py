@@ -254,6 +254,22 @@ def test_experiment_configs_reject_bad_inputs_before_running():
         ).validate()
 
 
+def test_text_config_choices_are_the_tokeniser_s_and_checked_before_running():
+    from typing import get_args, get_type_hints
+
+    from jaxdyn.data._tokenise import Format, Level
+    from jaxdyn.runs import ConfigError, get_experiment, resolve_config
+
+    text = get_experiment("focus-dilution-text")
+    hints = get_type_hints(text.config_cls)
+    assert set(get_args(hints["line_breaks"])) == {lb.value for lb in jdata.LineBreaks}
+    assert get_args(hints["corpus_format"]) == get_args(Format)
+    assert get_args(hints["level"]) == get_args(Level)
+    for bad in ("level=words", "line_breaks=merge", "oov=bucket", "corpus_format=html"):
+        with pytest.raises(ConfigError, match=bad.split("=")[0]):
+            resolve_config(text.config_cls, experiment=text.name, overrides=[bad])
+
+
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_gradient_descent_on_the_population_loss_converges_to_the_flow_at_first_order():
