@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
-from jaxdyn.gradflow import _end_time, _linearise, _markov, _measure, _stages
 from jaxdyn import Status
+from jaxdyn.gradflow import _end_time, _linearise, _markov, _measure, _stages
 from jaxdyn.sweep import Grid, SweepOptions, run_sweep
 from jaxdyn.sweep._diffeq import plan_member
 
@@ -118,11 +118,34 @@ def test_chain_with_negative_c_reports_attention_moving_off_the_frequent_token()
     assert float(a.metrics["cos_Phi_pipi"][i]) < 0  # Phi along -pi pi^T
 
 
+@pytest.mark.slow
+def test_labelled_arrays_name_every_axis_and_keep_the_values():
+    """On a chain whose d (3) differs from m (2) and from the saves: every axis is named, the
+    time coordinate is ``ts``, the values are the analysis's own; no stall when not searched."""
+    P = np.array([[0.6, 0.3, 0.1], [0.5, 0.4, 0.1], [0.7, 0.1, 0.2]])
+    kw = dict(m=2, m_attn=2, num_saves=24, t1=40.0, find_stall=False)
+    a = jax.tree_util.tree_map(np.asarray, gf.analyse_flow(gf.MarkovChain(P), **kw))
+    arrays = a.labelled_arrays()
+    assert "gamma" not in arrays and "stall_tangential" not in arrays
+    assert arrays["W0"].dims == ("time", "token", "embedding") and arrays["W0"].shape == (24, 3, 2)
+    assert arrays["attention"].dims == ("time", "query", "key")
+    assert arrays["spectrum_origin"].dims == ("eigenvalue",)
+    assert arrays["sv_Phi"].dims[0] == "time" and arrays["loss"].dims == ("time",)
+    np.testing.assert_array_equal(arrays["entropy_query"].coords["time"], a.ts)
+    np.testing.assert_array_equal(arrays["attention"].coords["key"], np.arange(3))
+    np.testing.assert_array_equal(arrays["attention"].values, a.metrics["attention"])
+    np.testing.assert_array_equal(arrays["embedding_pca"].values, a.embedding_pca())
+    assert set(arrays) == {"W0", "embedding_pca", "spectrum_origin", "spectrum_saddle"} | (
+        set(a.metrics) - {"gamma"}
+    )
+
+
 def test_default_end_time_is_the_sum_of_the_escape_times():
     t = _end_time.default_end_time(1e-3, 0.5, -0.1, 0.02)
     np.testing.assert_allclose(t, 2 * np.log(1e3) * (2 + 10 + 50))
     # a rate that is not positive and finite drops out
-    np.testing.assert_allclose(_end_time.default_end_time(1e-3, 0.5, 0.1, jnp.nan), 2 * np.log(1e3) * 12)
+    t = _end_time.default_end_time(1e-3, 0.5, 0.1, jnp.nan)
+    np.testing.assert_allclose(t, 2 * np.log(1e3) * 12)
 
 
 @pytest.mark.parametrize(

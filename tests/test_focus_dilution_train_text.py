@@ -147,7 +147,8 @@ def test_dilution_mode_vanishes_on_pi_and_matches_the_symmetric_formula():
     pi = np.array([0.7, 0.1, 0.1, 0.1])
     assert abs(float(_metrics.dilution_mode(3.0 * pi, pi))) < 1e-14
     gamma = np.array([2.0, -0.5, -0.5, -0.5])
-    np.testing.assert_allclose(_metrics.dilution_mode(gamma, pi), (1 - 0.7) * 2.0 - 3 * 0.7 * (-0.5))
+    expected = (1 - 0.7) * 2.0 - 3 * 0.7 * (-0.5)
+    np.testing.assert_allclose(_metrics.dilution_mode(gamma, pi), expected)
 
 
 def test_embedding_pca_recovers_a_planar_trajectory():
@@ -221,7 +222,8 @@ def test_attention_story_reads_focus_and_dilution_phases():
 
 def test_attention_by_token_sums_to_one_per_query():
     model = gf.init_transformer(jax.random.key(0), 5, 3, 2, 0.5)
-    w = _markov._sample_sequences(jax.random.key(1), _markov.paper_transition(jnp.ones(5) / 5, 0.2), 200, 11)
+    P = _markov.paper_transition(jnp.ones(5) / 5, 0.2)
+    w = _markov._sample_sequences(jax.random.key(1), P, 200, 11)
     A, F, counts = jax.jit(_text.attention_by_token, static_argnums=2)(model, w, 5)
     seen = np.asarray(counts) > 0
     np.testing.assert_allclose(np.asarray(A).sum(1)[seen], 1.0, atol=1e-12)
@@ -254,6 +256,22 @@ def test_experiment_configs_reject_bad_inputs_before_running():
         ).validate()
 
 
+def test_text_config_choices_are_the_tokeniser_s_and_checked_before_running():
+    from typing import get_args, get_type_hints
+
+    from jaxdyn.data._tokenise import Format, Level
+    from jaxdyn.runs import ConfigError, get_experiment, resolve_config
+
+    text = get_experiment("focus-dilution-text")
+    hints = get_type_hints(text.config_cls)
+    assert set(get_args(hints["line_breaks"])) == {lb.value for lb in jdata.LineBreaks}
+    assert get_args(hints["corpus_format"]) == get_args(Format)
+    assert get_args(hints["level"]) == get_args(Level)
+    for bad in ("level=words", "line_breaks=merge", "oov=bucket", "corpus_format=html"):
+        with pytest.raises(ConfigError, match=bad.split("=")[0]):
+            resolve_config(text.config_cls, experiment=text.name, overrides=[bad])
+
+
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_gradient_descent_on_the_population_loss_converges_to_the_flow_at_first_order():
@@ -263,7 +281,8 @@ def test_gradient_descent_on_the_population_loss_converges_to_the_flow_at_first_
     flow = gf.population_flow(
         model0, gf.MarkovChain(P, PI), jnp.array([0.0, T]), rtol=1e-10, atol=1e-12
     )
-    target = float(_model._population_loss(jax.tree_util.tree_map(lambda x: x[-1], flow.models), PI, P))
+    last = jax.tree_util.tree_map(lambda x: x[-1], flow.models)
+    target = float(_model._population_loss(last, PI, P))
     errors = []
     for lr in (0.2, 0.1, 0.05):
         steps = round(T / lr)

@@ -215,9 +215,8 @@ class FlowAnalysis(AbstractResult):
         )
 
     def dilution_mode_growth(self) -> dict:
-        """The growth rate of the dilution mode out of the saddle (``_measure.dilution_mode_growth``)
-        from the save nearest the saddle to
-        the departure."""
+        """The growth rate of the dilution mode out of the saddle
+        (``_measure.dilution_mode_growth``) from the save nearest the saddle to the departure."""
         return dilution_mode_growth(
             self.ts,
             self.metrics["gamma"],
@@ -273,6 +272,38 @@ class FlowAnalysis(AbstractResult):
             float(st.new_direction.time),
             float(st.dilution.time),
         )
+
+    def labelled_arrays(self) -> dict:
+        """The measurements as ``xarray.DataArray`` objects, each with its dimensions named and
+        its coordinates: the trajectory's ``W0`` and its :meth:`embedding_pca`, every metric
+        but ``gamma`` (over ``time``, the saves ``ts``; ``query`` and ``key`` the token
+        indices), the spectra of ``J`` at the origin and at the visited saddle (``eigenvalue``)
+        and, when it was searched, the stall's (``tangential_exponent``,
+        ``transverse_exponent``). Host-side; what ``jaxdyn.runs.Run.save_arrays`` takes."""
+        import xarray as xr
+
+        tokens = np.arange(self.chain.d)
+        coords = {"time": np.asarray(self.ts), "token": tokens, "query": tokens, "key": tokens}
+        arrays = {
+            "W0": (("time", "token", "embedding"), self.trajectory.W0),
+            "embedding_pca": (("time", "token", "component"), self.embedding_pca()),
+            "spectrum_origin": (("eigenvalue",), self.spectrum_origin.eigenvalues),
+            "spectrum_saddle": (("eigenvalue",), self.spectrum_saddle.eigenvalues),
+        }
+        if self.stall is not None:
+            arrays["stall_tangential"] = (("tangential_exponent",), self.stall.tangential)
+            arrays["stall_transverse"] = (("transverse_exponent",), self.stall.transverse)
+        over_time = {"attention": ("query", "key"), "entropy_query": ("query",)}
+        for name, values in self.metrics.items():
+            if name != "gamma":
+                axes = over_time.get(name, ("singular_value",) if name.startswith("sv_") else ())
+                arrays[name] = (("time", *axes), values)
+        return {
+            name: xr.DataArray(
+                np.asarray(values), dims=dims, coords={k: coords[k] for k in dims if k in coords}
+            )
+            for name, (dims, values) in arrays.items()
+        }
 
 
 def _condensation_projection(trajectory, spectrum, pi, P):

@@ -99,7 +99,7 @@ def _error_that_does_not_shrink():
     return claims.finite_converges("loss", scale, 0.02 * np.exp(0.1 * rng.normal(size=9)))
 
 
-# the checks FlowAnalysis.checks and origin_checks record (the proxy's: proxy_checks)
+# the checks FlowAnalysis.checks, origin_checks and proxy_checks record
 ANALYSIS_CHECKS = (
     "unigram_plateau", "condensation_alignment", "first_attention_phase",
     "unstable_attention_mode", "stages_in_order", "focus_fastest_for_frequent_queries",
@@ -110,6 +110,12 @@ ORIGIN_CHECKS = (
     "attention_change_order",
 )  # fmt: skip
 PROXY_CHECKS = ("bigram_proxy_loss", "bigram_proxy_attention")
+# and those of escape_checks, branch_checks and finite_checks (with Adam's plateau)
+ESCAPE_CHECKS = (
+    "escape_time_log_eps", "condensation_escape_time", "escape_time_exponent", "stall_at_delta_0",
+)  # fmt: skip
+BRANCH_CHECKS = ("transverse_rate_order", "tangential_order", "degenerate_stall_at_delta_0")
+FINITE_CHECKS = ("finite_converges", "adam_escapes_unigram_plateau")
 
 _X = np.array([0.0025, 0.005, 0.01, 0.02])
 _DELTAS = np.geomspace(1e-3, 1e-2, 5)

@@ -32,24 +32,27 @@ def save_times(t1: float, num_saves: int) -> np.ndarray:
     return np.concatenate([[0.0], np.geomspace(0.05, t1, num_saves - 1)])
 
 
-def escape_member(pi_top, lam, direction, ts, *, m, m_attn, new_direction_ratio, **solve):
+def escape_member(
+    pi_top, lam, direction, ts, *, m, m_attn, new_direction_ratio, rtol, atol, max_steps
+):
     """``member(params, key)`` for a sweep over ``params = {"delta", "eps"}``: the population
     flow of ``pi = symmetry_breaking_pi(pi_top, delta, direction)`` in the paper's family, its
     stage times (a stage not reached is ``inf``), ``sigma2/sigma1(W0)`` and the rank-one stall's
     ``lambda_T`` (``nan`` unless its root-finder converged); only the parts of
-    :func:`analyse_flow` the escape times need. ``solve``: ``rtol``, ``atol``, ``max_steps``."""
+    :func:`analyse_flow` the escape times need, solved with ``rtol``, ``atol``, ``max_steps``."""
     direction = jnp.asarray(direction)
 
     def member(params, key):
         chain = MarkovChain.paper(symmetry_breaking_pi(pi_top, params["delta"], direction), lam)
         k_flow, k_stall = jax.random.split(key)
         d, eps = chain.pi.shape[0], params["eps"]
-        sol = population_flow(init_transformer(k_flow, d, m, m_attn, eps), chain, ts, **solve)
+        model0 = init_transformer(k_flow, d, m, m_attn, eps)
+        sol = population_flow(model0, chain, ts, rtol=rtol, atol=atol, max_steps=max_steps)
         metrics = trajectory_metrics(sol.models, chain)
         stages = detect_stages(ts, metrics, chain.pi, new_direction_ratio=new_direction_ratio)
         # the stall: the rank-one flow stops when steady (ts[-1] only bounds it), then root-found
         model1 = init_transformer(k_stall, d, 1, 1, eps)
-        stall = rank_one_critical_point(model1, chain, float(ts[-1]), max_steps=solve["max_steps"])
+        stall = rank_one_critical_point(model1, chain, float(ts[-1]), max_steps=max_steps)
         converged = stall.point.status == Status.successful
         sv = metrics["sv_W0"]
         out = {

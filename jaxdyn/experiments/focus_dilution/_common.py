@@ -1,7 +1,11 @@
-"""What the focus-and-dilution experiments share: chains from configs, host copies, replaying
-the library's checks on a run, the origin's orders, and the negative controls."""
+"""What the focus-and-dilution experiments share: chains from configs, a config's library
+keywords, host copies, recording an analysis's checks and the origin's orders, and the negative
+controls."""
 
 from __future__ import annotations
+
+import dataclasses
+import inspect
 
 import jax
 import numpy as np
@@ -9,7 +13,10 @@ import numpy as np
 from ... import gradflow as gf
 from ...gradflow._counterfactuals import (
     ANALYSIS_CHECKS,
+    BRANCH_CHECKS,
     COUNTERFACTUALS,
+    ESCAPE_CHECKS,
+    FINITE_CHECKS,
     ORIGIN_CHECKS,
     PROXY_CHECKS,
 )
@@ -31,21 +38,26 @@ def chain(pi, lam: float, P=()) -> gf.MarkovChain:
         raise ConfigError(str(err)) from None
 
 
+def keywords(config, fn) -> dict:
+    """The fields of ``config`` that are keyword-only parameters of the library function ``fn``
+    (the configs name their fields after them), with their values."""
+    params = inspect.signature(fn).parameters
+    kw_only = {k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    fields = [f.name for f in dataclasses.fields(config)]
+    return {k: getattr(config, k) for k in fields if k in kw_only}
+
+
 def to_host(tree):
     """NumPy copy of every array leaf (an analysis read on the host)."""
     return jax.tree_util.tree_map(np.asarray, tree)
 
 
-def replay(run: Run, calls) -> None:
-    """Make the library's recorded ``(method, args, kwargs)`` calls on ``run``."""
+def record_analysis(run: Run, a, config, label: str = "", horizon: str = "") -> dict:
+    """Records :meth:`gradflow.FlowAnalysis.checks` (its flow solved with the config's ``rtol``
+    and ``atol``) on ``run``; returns the rates."""
+    calls, rates = a.checks(label, (config.rtol, config.atol), horizon)
     for method, args, kwargs in calls:
         getattr(run, method)(*args, **kwargs)
-
-
-def record_analysis(run: Run, a, label: str = "", tolerances=(1e-7, 1e-10), horizon="") -> dict:
-    """Records :meth:`gradflow.FlowAnalysis.checks` on ``run``; returns the rates."""
-    calls, rates = a.checks(label, tolerances, horizon)
-    replay(run, calls)
     return rates
 
 
@@ -54,8 +66,7 @@ def origin_evidence(run: Run, config, mc: gf.MarkovChain, a, tolerances=None) ->
     from the analysis's own initial direction, with its flow settings (its compiled flow is
     reused) unless ``tolerances`` are given."""
     if mc.pi.dtype != np.float64:
-        run.log("origin orders not measured: they need float64 (x64 = true)")
-        return
+        return run.log("origin orders not measured: they need float64 (x64 = true)")
     rtol, atol = tolerances or (config.rtol, config.atol)
     direction = jax.tree_util.tree_map(lambda x: np.asarray(x[0]) / config.eps, a.trajectory)
     flow = dict(num_saves=config.num_saves, rtol=rtol, atol=atol, max_steps=config.max_steps)
@@ -63,24 +74,14 @@ def origin_evidence(run: Run, config, mc: gf.MarkovChain, a, tolerances=None) ->
 
 
 _TEXT = ANALYSIS_CHECKS + ORIGIN_CHECKS + PROXY_CHECKS
-# each experiment's evidence checks, whose counterfactuals are their negative controls
-CHECKS = {
+CHECKS = {  # each experiment's evidence checks, whose counterfactuals are their negative controls
     "focus-dilution": ANALYSIS_CHECKS + ORIGIN_CHECKS,
     "focus-dilution-ablation": ANALYSIS_CHECKS,
     "focus-dilution-text": _TEXT,
     "focus-dilution-tinystories": _TEXT,
-    "focus-dilution-delta": (
-        "escape_time_log_eps",
-        "condensation_escape_time",
-        "escape_time_exponent",
-        "stall_at_delta_0",
-    ),
-    "focus-dilution-lyapunov": (
-        "transverse_rate_order",
-        "tangential_order",
-        "degenerate_stall_at_delta_0",
-    ),
-    "focus-dilution-finite": ("finite_converges", "adam_escapes_unigram_plateau"),
+    "focus-dilution-delta": ESCAPE_CHECKS,
+    "focus-dilution-lyapunov": BRANCH_CHECKS,
+    "focus-dilution-finite": FINITE_CHECKS,
 }
 for _experiment, _checks in CHECKS.items():
     for _check in _checks:

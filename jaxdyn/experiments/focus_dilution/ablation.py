@@ -8,7 +8,7 @@ import numpy as np
 from ... import gradflow as gf
 from ...plotting import new_figure
 from ...runs import Run
-from ._common import record_analysis, to_host
+from ._common import keywords, record_analysis, to_host
 from ._configs import AblationConfig
 
 
@@ -23,11 +23,10 @@ def run_ablation(config: AblationConfig, run: Run) -> None:
             pi, keys[i], laziness=config.laziness
         )
     fig, axes = new_figure(1, 3)
-    signs, settings = {}, ("m", "m_attn", "eps", "num_saves", "rtol", "atol")
+    signs, kwargs = {}, keywords(config, gf.analyse_flow)
     for name, mc in chains.items():
-        kwargs = {k: getattr(config, k) for k in settings}
         a = to_host(gf.analyse_flow(mc, key=jax.random.key(config.seed), **kwargs))
-        signs[name] = record_analysis(run, a, name, tolerances=(config.rtol, config.atol))["c"]
+        signs[name] = record_analysis(run, a, config, name)["c"]
         t = a.ts[a.ts > 0]
         for ax, metric in zip(
             axes[0], ("loss", "frequent_weight", "entropy_low_queries"), strict=True

@@ -9,25 +9,15 @@ from ...gradflow._escape import escape_checks, escape_member, save_times
 from ...plotting import new_figure, note_excluded
 from ...runs import Run
 from ...sweep import Grid
-from . import _common as _common  # registers the negative controls
+from ._common import keywords
 from ._configs import DeltaConfig
 
 
 def run_delta(config: DeltaConfig, run: Run) -> None:
     """The escape from the rank-one stall over a (delta, eps) grid, with its power-law fits."""
     ts = save_times(config.t1, config.num_saves)
-    member = escape_member(
-        config.pi_top,
-        config.lam,
-        config.direction_vector(),
-        ts,
-        m=config.m,
-        m_attn=config.m_attn,
-        new_direction_ratio=config.new_direction_ratio,
-        rtol=config.rtol,
-        atol=config.atol,
-        max_steps=config.max_steps,
-    )
+    family = (config.pi_top, config.lam, config.direction_vector())
+    member = escape_member(*family, ts, **keywords(config, escape_member))
     axes = {"delta": list(config.deltas), "eps": list(config.eps_values)}
     grid = Grid.product(axes, seeds=[config.seed])
     result = run.sweep("delta", member, grid, dims={"sigma_ratio": ("time",)}, coords={"time": ts})

@@ -16,7 +16,7 @@ from ...gradflow._finite import (
 from ...plotting import band, new_figure
 from ...runs import Run
 from ...sweep import Grid
-from . import _common as _common  # registers the negative controls
+from ._common import keywords
 from ._configs import FiniteConfig
 
 
@@ -26,24 +26,14 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
     H = float(entropy(mc.pi))
     ts = np.arange(config.num_steps // config.record_every + 1) * config.record_every * config.lr
     seeds = Grid.product({"lr": [config.lr]}, seeds=config.n_seeds, base_seed=config.seed).seeds
-    model = dict(m=config.m, m_attn=config.m_attn, eps=config.eps)
-    steps = dict(num_steps=config.num_steps, record_every=config.record_every)
-    refs = population_references(
-        mc, seeds, lr=config.lr, flow=config.flow_reference, **model, **steps
-    )
+    settings = keywords(config, population_references)
+    refs = population_references(mc, seeds, flow=config.flow_reference, **settings)
     sizes = list(zip(config.sizes_n, config.sizes_s, strict=True))
     n_max, s_max, tokens = max(config.sizes_n), max(config.sizes_s), np.arange(mc.d)
 
     def sweep(name, optimizer, num_steps, grid, clock, times):
-        member = finite_member(
-            mc,
-            n_max,
-            s_max,
-            optimizer=optimizer,
-            num_steps=num_steps,
-            record_every=config.record_every,
-            **model,
-        )
+        own = {"optimizer": optimizer, "num_steps": num_steps}
+        member = finite_member(mc, n_max, s_max, **keywords(config, finite_member) | own)
         return run.sweep(
             name,
             member,
@@ -52,12 +42,8 @@ def run_finite(config: FiniteConfig, run: Run) -> None:
             dims={"population_loss": (clock,), "attention": (clock, "query", "key")},
         )
 
-    columns = {
-        "n": [n for n, _ in sizes],
-        "s": [s for _, s in sizes],
-        "size": list(range(len(sizes))),
-        "lr": [config.lr] * len(sizes),
-    }
+    columns = {"n": list(config.sizes_n), "s": list(config.sizes_s)}
+    columns |= {"size": list(range(len(sizes))), "lr": [config.lr] * len(sizes)}
     res = sweep("gd", "gd", config.num_steps, Grid.zip(columns, seeds=seeds), "time", ts)
     references = ("descent", "flow") if config.flow_reference else ("descent",)
     loss, att = res.outputs["population_loss"], res.outputs["attention"]

@@ -17,15 +17,8 @@ from ._configs import LyapunovConfig
 def run_lyapunov(config: LyapunovConfig, run: Run) -> None:
     """Rank-one critical points tracked over delta, their tangential and transverse spectra."""
     deltas = np.r_[0.0, np.geomspace(config.delta_min, config.delta_max, config.n_deltas)]
-    b = symmetry_breaking_branch(
-        config.pi_top,
-        config.d,
-        config.lam,
-        deltas,
-        config.eps,
-        config.t_stall,
-        jax.random.key(config.seed),
-    )
+    family, key = (config.pi_top, config.d, config.lam), jax.random.key(config.seed)
+    b = symmetry_breaking_branch(*family, deltas, config.eps, config.t_stall, key)
     zero, degenerate, steps = branch_checks(run, deltas, b)
     tang, lam_t, sv = b.tangential, b.transverse[:, 0], b.grad_M_singular_values
     pos = deltas > 0

@@ -10,12 +10,13 @@ import jax
 import numpy as np
 
 from ... import data, gradflow as gf
+from ...gradflow._counterfactuals import PROXY_CHECKS
 from ...gradflow._proxy import Descents, proxy_checks, proxy_member
 from ...gradflow._text import first_move, query_stories
 from ...plotting import band, new_figure, time_series
 from ...runs import ConfigError, Run
 from ...sweep import Grid
-from ._common import origin_evidence, record_analysis, to_host
+from ._common import keywords, origin_evidence, record_analysis, to_host
 from ._configs import TextConfig
 
 # the orders in eps compare deviations of relative size (eps e^{mu1 t})^2 ~ 1e-4 between flows:
@@ -56,18 +57,9 @@ def _descents(run: Run, config: TextConfig, corpus, pi, P, a, rows) -> tuple[Des
     (source, draw): one compiled program, chunks checkpointed for ``--resume``; a draw whose
     training failed numerically is left out of its source's draws and logged."""
     model0 = jax.tree_util.tree_map(lambda x: x[0], a.trajectory)
-    member = proxy_member(
-        corpus.tokens,
-        pi,
-        P,
-        model0,
-        rows,
-        n_windows=config.n_windows,
-        s=config.s,
-        lr=config.lr,
-        num_steps=round(config.t1 / config.lr),
-        record_every=config.record_every,
-    )
+    steps = round(config.t1 / config.lr)
+    settings = keywords(config, proxy_member)  # n_windows, s, lr, record_every
+    member = proxy_member(corpus.tokens, pi, P, model0, rows, num_steps=steps, **settings)
     grid = Grid.zip({"source": [0, 1]}, seeds=config.n_draws, base_seed=config.seed)
     width = config.descent_width
     options = dataclasses.replace(
@@ -108,52 +100,42 @@ def run_text(config: TextConfig, run: Run) -> None:
         },
     )
     chain = gf.MarkovChain(P, pi)
-    settings = ("m", "m_attn", "eps", "t1", "num_saves", "rtol", "atol", "max_steps", "find_stall")
     a, horizon = gf.analyse_flow_until(
         chain,
         lambda st: st.departure.time,
         budget=config.horizon_budget,
         key=jax.random.key(config.seed),
         solver=gf.stiff_solver() if config.stiff else None,
-        **{k: getattr(config, k) for k in settings},
+        **keywords(config, gf.analyse_flow),
     )
     a = to_host(a)
     run.log(f"horizon: {horizon}")
-    record_analysis(run, a, tolerances=(config.rtol, config.atol), horizon=horizon)
+    record_analysis(run, a, config, horizon=horizon)
     first_move(run, a, names)
     origin_evidence(run, config, chain, a, tolerances=ORIGIN_TOLERANCES)
     rows = [names.index(q) for q in queries]
     vocab = np.asarray(names, dtype=str)
-    arrays = dict(flow_loss=a.metrics["loss"], flow_attention=a.metrics["attention"], pi=pi, P=P)
-    dims = {
-        "flow_loss": ("time",),
-        "flow_attention": ("time", "query", "key"),
-        "pi": ("key",),
-        "P": ("query", "key"),
-    }
     coords = {"time": np.asarray(a.ts), "query": vocab, "key": vocab}
+    arrays = {  # name: (dims, values)
+        "flow_loss": (("time",), a.metrics["loss"]),
+        "flow_attention": (("time", "query", "key"), a.metrics["attention"]),
+        "pi": (("key",), pi),
+        "P": (("query", "key"), P),
+    }
     real = proxy = None
+    effects = (config.proxy_effect_loss, config.proxy_effect_attention)
     if not config.proxy:
         why = (
             "its descents are most of the experiment's time, and at the quick size the window "
             "draws' loss curves spread several times wider than the margin "
             f"{config.proxy_effect_loss:g}, so it cannot decide there"
         )
-        for name, effect in (
-            ("bigram_proxy_loss", config.proxy_effect_loss),
-            ("bigram_proxy_attention", config.proxy_effect_attention),
-        ):
-            run.not_run(
-                name,
-                f"real-text and bigram-chain training agree within {effect:g}",
-                needs={"proxy": True},
-                full_size=True,
-                why=why,
-            )
+        for name, effect in zip(PROXY_CHECKS, effects, strict=True):
+            claim = f"real-text and bigram-chain training agree within {effect:g}"
+            run.not_run(name, claim, needs={"proxy": True}, full_size=True, why=why)
     else:
         real, proxy = _descents(run, config, corpus, pi, P, a, rows)
         t = np.asarray(real.steps[0]) * config.lr
-        effects = (config.proxy_effect_loss, config.proxy_effect_attention)
         proxy_checks(run, t, real, proxy, config.t_early, effects, top)
         flow_loss = np.interp(t, a.ts, a.metrics["loss"])
         run.scalar(
@@ -163,20 +145,16 @@ def run_text(config: TextConfig, run: Run) -> None:
                 "loss_bigram": float(np.max(np.abs(proxy.population_loss.mean(0) - flow_loss))),
             },
         )
-        arrays.update(
-            real_loss=real.population_loss,
-            proxy_loss=proxy.population_loss,
-            real_query_attention=real.query_attention[0],
-        )
-        dims.update(
-            real_loss=("real_draw", "train_time"),
-            proxy_loss=("proxy_draw", "train_time"),
-            real_query_attention=("train_time", "story_query", "key"),
-        )
+        arrays |= {
+            "real_loss": (("real_draw", "train_time"), real.population_loss),
+            "proxy_loss": (("proxy_draw", "train_time"), proxy.population_loss),
+            "real_query_attention": (("train_time", "story_query", "key"), real.query_attention[0]),
+        }
         coords.update(train_time=t, story_query=np.asarray(queries, dtype=str))
     trained = None if real is None else real.query_attention[0]
     query_stories(run, a, queries, rows, pi, names, counts, trained)
-    run.save_arrays(dims=dims, coords=coords, **arrays)
+    dims = {name: axes for name, (axes, _) in arrays.items()}
+    run.save_arrays(dims=dims, coords=coords, **{name: v for name, (_, v) in arrays.items()})
     _figure(run, config, queries, rows, a, pi, names, real, proxy)
 
 
