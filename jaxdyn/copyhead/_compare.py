@@ -132,6 +132,18 @@ def effect_size(P, P_t: float, first: bool, up, down, curve) -> float:
     return float(np.max(curve) - np.min(curve))
 
 
+def theory_effect(model, diagram, P_t: float, first: bool, key: str, loss=()) -> float:
+    """:func:`effect_size` of the order parameter ``key`` along a phase diagram of ``model``
+    (its global curve and both branches), or of the test loss (``key == "test_loss"``:
+    ``loss`` = the global minimum's, the uniform branch's and the copy branch's curves)."""
+    if key == "test_loss":
+        curve, up, down = loss
+    else:
+        tk = theory_key(model, key)
+        curve, up, down = (getattr(diagram, f"order_{b}")[tk] for b in ("global", "up", "down"))
+    return effect_size(diagram.P, P_t, first, up, down, curve)
+
+
 def select_lower_energy(P, seeds, energy) -> np.ndarray:
     """Mask of the member with the lower finite ``energy`` of each (P, seed) group: the
     network's MAP among its starts."""

@@ -89,6 +89,9 @@ _CONTROLS = [  # (experiment groups, checks, counterfactual)
          "jump", (1e-3 * np.abs(_rng.normal(size=10)) - 0.2)[:, None], np.zeros(1), a_([0.2]))),
     ("adam", "adam_coverage_of_copy_span", _random_attention_is_not_covered),
     ("sgld", "posterior_mode_coverage_of_copy_span", _random_attention_is_not_covered),
+    ("sgld", "posterior_mean_c_1_matches_laplace posterior_mean_c_G_matches_laplace",
+     lambda: cl.laplace_shift(  # the mean at the mode, against softmax's shift at L=64, P=64
+         "mean = mode + shift", 0.002 * _rng.normal(size=(4, 2)), a_([0.034, 0.03]))),
     ("sgld", "precursor_variance_matches_laplace",  # fluctuations capped below Laplace's
      lambda: cl.matches_theory(
          "laplace", 0.3 + 0.02 * _rng.normal(size=(8, 2)), np.ones(2), np.full(2, 0.5))),

@@ -70,7 +70,7 @@ def _theory(c: AdamConfig, run) -> types.SimpleNamespace:
     """The MAP theory and the P grid: the ``P_values``, nested grids ``refine_grid`` around
     the transition P_t and, for a continuous theory, ``fall_grid`` around its steepest
     test-loss fall (with the theory's loss there, ``fall_theory``)."""
-    a = cm.network_theory(c, "map", refine=True)
+    a = cm.reduced_theory(c, c.attention, "map")
     posterior, d = c.posterior(c.attention), a.diagram
     width, levels = c.refine_width, c.refine_levels
     a.refine_grid = np.geomspace(a.P_t / width, a.P_t * width, 2**levels + 1)
@@ -115,17 +115,14 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
     far = np.isin(P, np.asarray(c.P_values, float)) & keep
     far &= np.abs(np.log(P / a.P_t)) > np.log(c.exclusion_factor)
     for key in (*c.keys(), "test_loss"):
-        check, claim = (
-            f"adam_{key}_matches_theory_away_from_transition",
-            f"trained networks' {key} equals the MAP theory's away from the transition",
-        )
+        check = f"adam_{key}_matches_theory_away_from_transition"
+        claim = f"trained networks' {key} equals the MAP theory's away from the transition"
         comparison = cm.check_theory(run, a, result, far, key, _OUTPUTS, check, claim)
         record = {k: v for k, v in comparison.items() if k != "table"}
         cm.save_record(run, f"adam.check_{key}_", record, f"adam_check_{key}_P", comparison["P"])
         run.scalar(f"adam_{key}_vs_theory", {k: v.tolist() for k, v in record.items()})
     _check_refinement(run, a, result, keep)
-    values, amplitude = result.masked(c.transition_key()), a.diagram.order_global["amplitude"]
-    cm.check_hysteresis(run, "adam", result, values, a.order, a.info, amplitude, c.window_margin)
+    cm.check_hysteresis(run, "adam", result, result.masked(c.transition_key()), a, a.order)
     copy_phase = keep & (P >= 2 * a.P_t)
     if copy_phase.any():
         what, note = "the attention pattern's non-uniform variance", "networks at P >= 2 P_t"
@@ -234,20 +231,11 @@ def run_adam(config: AdamConfig, run: Run) -> None:
 
 
 for _name, _config, _description, _title in (
-    (
-        "copy-head-adam",
-        AdamConfig,
-        "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, "
-        "theory",
-        "Softmax networks trained by Adam to the MAP",
-    ),
-    (
-        "copy-head-adam-linear",
-        LinearAdamConfig,
-        "linear networks by Adam to the MAP: square-root onset, no jump, no hysteresis, theory",
-        "Linear networks trained by Adam to the MAP",
-    ),
-):
+    ("copy-head-adam", AdamConfig, "softmax networks by Adam to the MAP: jump (grid "
+     "refinement), hysteresis, loss drop, theory", "Softmax networks trained by Adam to the MAP"),
+    ("copy-head-adam-linear", LinearAdamConfig, "linear networks by Adam to the MAP: square-root "
+     "onset, no jump, no hysteresis, theory", "Linear networks trained by Adam to the MAP"),
+):  # fmt: skip
     register_experiment(
         _name, _config, _description, title=_title, docs="copy_head.md#what-the-experiments-find"
     )(run_adam)
