@@ -71,32 +71,22 @@ class CopyHeadConfig(ExperimentConfig):
     def loop_dtype(self):
         return jnp.float32 if self.precision == "single" else jnp.float64
 
-    def lowered(self, tree):
-        """``tree`` (statistics, posterior, scores) in :attr:`loop_dtype`."""
-        return _task.cast_floating(tree, self.loop_dtype)
-
-    def head(self, attention: str) -> ch.AbstractCopyHead:
-        return (
-            ch.LinearCopyHead(alpha=self.alpha) if attention == "linear" else ch.SoftmaxCopyHead()
-        )
+    def priors(self) -> dict:
+        """The likelihood temperature and the prior variances, by name."""
+        return dict(temperature=self.temperature, sigma_w2=self.sigma_w2, sigma_g2=self.sigma_g2)
 
     def posterior(self, attention: str) -> ch.CopyHeadPosterior:
-        return ch.CopyHeadPosterior(
-            self.head(attention), self.temperature, self.sigma_w2, self.sigma_g2
-        )
+        """The Bayesian copy head of ``attention`` ("softmax", or "linear" with ``alpha``)."""
+        linear = attention == "linear"
+        head = ch.LinearCopyHead(alpha=self.alpha) if linear else ch.SoftmaxCopyHead()
+        return ch.CopyHeadPosterior(head, **self.priors())
 
     def reduced(self, attention: str, objective: str = "marginal") -> ch.AbstractReducedModel:
-        common = dict(
-            L=self.L,
-            V=self.V,
-            temperature=self.temperature,
-            sigma_w2=self.sigma_w2,
-            sigma_g2=self.sigma_g2,
-            objective=ch.Objective.marginal if objective == "marginal" else ch.Objective.map,
-        )
+        """The reduced model of ``attention`` at (L, V); ``objective`` "marginal" or "map"."""
+        common = dict(L=self.L, V=self.V, objective=getattr(ch.Objective, objective))
         if attention == "softmax":
-            return ch.SoftmaxReduced(**common)
-        return ch.LinearReduced(alpha=self.alpha, **common)
+            return ch.SoftmaxReduced(**common, **self.priors())
+        return ch.LinearReduced(alpha=self.alpha, **common, **self.priors())
 
     def copy_scores(self, attention: str) -> jax.Array:
         """Copy-pattern start G = gap S: gap = 2 ln L (softmax) or 0.25 L^alpha (linear)."""

@@ -65,20 +65,24 @@ def theory_figures(run, c, results, hyst) -> None:
     run.save_figure(fig, "attention_heatmaps")
 
 
-def network_figures(run, name, result, keys, curves, loss_key: str = "test_loss") -> None:
-    """Order parameters and a loss (``loss_key``; chain means for samples) of the trained
-    networks or chains against the theory's ``curves`` (key -> (P grid, values))."""
-    P, keep = result.params["P"], result.ok()
+def network_figures(run, name, result, a, keys, loss_key: str = "test_loss") -> None:
+    """Order parameters ``keys`` and a loss (``loss_key``; chain means for samples) of the
+    trained networks or chains against the theory ``a``'s global minimum (and its test loss,
+    where ``a`` has one)."""
+    d, P, keep = a.diagram, result.params["P"], result.ok()
+    curves = {k: (d.P, d.order_global[theory_key(a.model, k)]) for k in keys}
+    if hasattr(a, "loss"):
+        curves["test_loss"] = (d.P, a.loss[0])
     fig, ax = new_figure(1, len(keys) + 1)
-    for a, key in zip(ax[0], (*keys, loss_key), strict=True):
+    for panel, key in zip(ax[0], (*keys, loss_key), strict=True):
         vals = result.outputs[key]
         vals = np.nanmean(vals, axis=1) if vals.ndim > 1 else vals
-        a.semilogx(P[keep], vals[keep], "o", ms=3, alpha=0.6, label=key)
+        panel.semilogx(P[keep], vals[keep], "o", ms=3, alpha=0.6, label=key)
         if key in curves:
-            a.semilogx(*curves[key], "k-", label="theory")
-        a.set(xlabel="P (sequences)", ylabel=key)
-        a.legend(fontsize=7)
-        note_excluded(a, result.n_failed(), len(P))
+            panel.semilogx(*curves[key], "k-", label="theory")
+        panel.set(xlabel="P (sequences)", ylabel=key)
+        panel.legend(fontsize=7)
+        note_excluded(panel, result.n_failed(), len(P))
     run.save_figure(fig, f"{name}_order_parameters")
 
 
@@ -86,9 +90,8 @@ def posterior_figures(run, a, result) -> None:
     """copy-head-sgld: the chains' order parameters against the marginal theory, and
     histograms of the transition's order parameter from both starts (at the first P of the
     hysteresis scan and at the largest P)."""
-    key, keys, d = a.config.transition_key(), a.config.keys(), a.diagram
-    curves = {k: (d.P, d.order_global[theory_key(a.model, k)]) for k in keys}
-    network_figures(run, "sgld", result, keys, curves, loss_key="mode_" + key)
+    key = a.config.transition_key()
+    network_figures(run, "sgld", result, a, a.config.keys(), loss_key="mode_" + key)
     P, start = result.params["P"], result.params["start"]
     shown = [*a.window_P[:1], float(np.unique(P)[-1])]
     fig, ax = new_figure(1, len(shown))

@@ -74,24 +74,17 @@ def _theory(c: AdamConfig, run) -> types.SimpleNamespace:
     posterior, d = c.posterior(c.attention), a.diagram
     width, levels = c.refine_width, c.refine_levels
     a.refine_grid = np.geomspace(a.P_t / width, a.P_t * width, 2**levels + 1)
-    a.loss = tuple(
-        cmp.theory_test_loss(posterior, a.model, x, d.P, c.L, c.V)
-        for x in (d.x_global, d.x_up, d.x_down)
-    )  # the global minimum's, the uniform branch's, the copy branch's
+    a.loss = cmp.loss_branches(posterior, a.model, d, c.L, c.V)  # global, uniform, copy
     a.fall_grid = a.fall_theory = np.array([])
     if not a.first:
-        a.fall_grid = cmp.fall_grid(d.P, a.loss[0], c.fall_width, levels)
-        xs = np.stack([np.asarray(ch.global_minimum(a.model, p).x) for p in a.fall_grid])
-        a.fall_theory = cmp.theory_test_loss(posterior, a.model, xs, a.fall_grid, c.L, c.V)
+        fall = (c.fall_width, levels, c.L, c.V)
+        a.fall_grid, a.fall_theory = cmp.fall_theory(posterior, a.model, d.P, a.loss[0], *fall)
     a.P_grid = np.unique(
         np.concatenate([np.asarray(c.P_values, float), a.refine_grid, a.fall_grid])
     )
     arrays = dict(zip(("test_loss", "test_loss_up", "test_loss_down"), a.loss, strict=True))
     arrays["x_global"] = d.x_global
     cm.record_theory(run, a, arrays, order_from_refinement=a.refined.as_dict())
-    keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
-    a.curves = {k: (d.P, d.order_global[cmp.theory_key(a.model, k)]) for k in keys}
-    a.curves["test_loss"] = (d.P, a.loss[0])
     return a
 
 
@@ -111,9 +104,7 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
     run.scalar("failed_members", result.n_failed())
     P, seeds = result.params["P"], result.seeds
     keep = cmp.select_lower_energy(P, seeds, result.masked("energy")) & result.ok()
-    # The lower-energy runs at the P_values farther than exclusion_factor from P_t.
-    far = np.isin(P, np.asarray(c.P_values, float)) & keep
-    far &= np.abs(np.log(P / a.P_t)) > np.log(c.exclusion_factor)
+    far = np.isin(P, cmp.ladder(c.P_values, a.P_t, c.exclusion_factor)) & keep
     for key in (*c.keys(), "test_loss"):
         check = f"adam_{key}_matches_theory_away_from_transition"
         claim = f"trained networks' {key} equals the MAP theory's away from the transition"
@@ -128,7 +119,8 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
         what, note = "the attention pattern's non-uniform variance", "networks at P >= 2 P_t"
         G, check = result.outputs["G"], "adam_coverage_of_copy_span"
         cm.check_coverage(run, check, what, posterior, G, copy_phase, seeds, note)
-    _figures.network_figures(run, "adam", result, tuple(a.curves)[:-1], a.curves)
+    keys = ("c_G", "delta") if c.attention == "softmax" else c.keys()
+    _figures.network_figures(run, "adam", result, a, keys)
 
 
 def _check_refinement(run, a, result, keep) -> None:

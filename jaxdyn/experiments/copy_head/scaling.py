@@ -72,9 +72,6 @@ class ScalingConfig(CopyHeadConfig):
             crossover_L=(256, 1024, 4096, 8192), crossover_V=(8, 32, 128, 256),
         )  # fmt: skip
 
-    def priors(self) -> dict:
-        return dict(temperature=self.temperature, sigma_w2=self.sigma_w2, sigma_g2=self.sigma_g2)
-
 
 BOUNDARY_CLAIM = "softmax is first order for L >= 16 when V is not much larger than L (V_c > L)"
 CROSSOVER_L_CLAIM = "linear attention: crossover P ~ L^(3/2) (at fixed V)"

@@ -13,14 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ... import copyhead as ch
-from ...copyhead import (
-    _bimodality,
-    _compare as cmp,
-    _fluctuations,
-    _hysteresis,
-    _mass,
-    _members,
-)
+from ...copyhead import _bimodality, _compare as cmp, _fluctuations, _hysteresis, _mass, _members
+from ...copyhead._samplers import mala_step_size
 from ...runs import Run, register_experiment
 from ...sweep import Grid
 from . import _common as cm, _figures
@@ -32,9 +26,8 @@ class SGLDConfig(cm.NetworkConfig):
 
     Step sizes (blackjax convention, no 1/2): SGLD h = :func:`jaxdyn.copyhead.sgld_step_size`
     with ``step_scale``, G moving ``g_preconditioner`` times faster (a constant
-    reparametrisation, exact); MALA starts at h_G = mala_step_scale (L^2)^{-1/3} /
-    (1 + P L / (16 V T)) (MALA's d^{-1/3} in d = L^2 dimensions), adapted to acceptance 0.574
-    during burn-in.
+    reparametrisation, exact); MALA starts at :func:`jaxdyn.copyhead._samplers.mala_step_size`
+    with ``mala_step_scale``.
 
     Attributes:
         window_points: P values scanned from P* to twice the uniform spinodal P_hi for
@@ -79,12 +72,6 @@ class SGLDConfig(cm.NetworkConfig):
             mode_steps=600, precursor_fractions=(0.25, 0.9), mass_check=False,
         )  # fmt: skip
 
-    def mala_step(self, P):
-        scale = float(self.L) ** (2.0 / 3.0) * (
-            1.0 + P * self.L / (16.0 * self.V * self.temperature)
-        )
-        return self.mala_step_scale / scale
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LinearSGLDConfig(SGLDConfig):
@@ -116,13 +103,9 @@ def _theory(c: SGLDConfig, run) -> types.SimpleNamespace:
     cm.record_theory(
         run, a, states, window_P=a.window_P.tolist(), precursor_P=a.precursor_P.tolist()
     )
-    # The ladder: the P_values farther than exclusion_factor from P_t and outside the saddle
-    # coexistence window widened by window_margin^2.
-    ladder = np.asarray(c.P_values, float)
-    ladder = ladder[np.abs(np.log(ladder / a.P_t)) > np.log(c.exclusion_factor)]
-    if a.info["coexistence"] is not None:
-        lo, hi = a.info["coexistence"]
-        ladder = ladder[(ladder < lo / c.window_margin**2) | (ladder > hi * c.window_margin**2)]
+    # The ladder: away from P_t and outside the saddle coexistence window (widened).
+    window, widening = a.info["coexistence"], c.window_margin**2
+    ladder = cmp.ladder(c.P_values, a.P_t, c.exclusion_factor, window, widening)
     a.ladder_mask = lambda P: np.isin(P, ladder)
     return a
 
@@ -145,8 +128,9 @@ def _run_sgld(c: SGLDConfig, run: Run) -> None:
     }
     chains = {k: getattr(c, k) for k in _CHAIN_SETTINGS}
     copy_G, grid = c.copy_scores(c.attention), Grid.zip(members, seeds=c.seeds, base_seed=c.seed)
+    mala_step = lambda P: mala_step_size(P, c.L, c.V, c.temperature, c.mala_step_scale)
     member = _members.posterior_chains(
-        posterior, copy_G, c.L, c.V, P_max, mala_step=c.mala_step, dtype=c.loop_dtype, **chains
+        posterior, copy_G, c.L, c.V, P_max, mala_step=mala_step, dtype=c.loop_dtype, **chains
     )
     # ArviZ's labels: a member's datasets are its chains, a chain's samples its draws.
     dims = {"seed": "chain", **dict.fromkeys(("G_final", "mala_G_final", "mode_G"), cm.SCORE_DIMS)}
