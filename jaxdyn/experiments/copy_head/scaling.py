@@ -52,16 +52,13 @@ class ScalingConfig(CopyHeadConfig):
 
     def validate(self) -> None:
         super().validate()
-        for name, low in (("L_values", 2), ("V_values", 1), ("boundary_L", 2)):
-            v = getattr(self, name)
+        # L >= 2 and V >= 1; the (L, V) grids in any order, the laws' axes increasing
+        grids = ("L_values", "V_values", "boundary_L")
+        for name in (*grids, "law_L", "onset_V", "crossover_L", "crossover_V"):
+            v, low, increasing = getattr(self, name), 1 if "V" in name else 2, name not in grids
             require(
-                len(v) >= 3 and min(v) >= low, f"{name} needs >= 3 values, each >= {low}, got {v}"
-            )
-        for name, low in (("law_L", 2), ("onset_V", 1), ("crossover_L", 2), ("crossover_V", 1)):
-            v = getattr(self, name)
-            require(
-                len(v) >= 3 and min(v) >= low and list(v) == sorted(set(v)),
-                f"{name} needs >= 3 increasing values >= {low}, got {v}",
+                len(v) >= 3 and min(v) >= low and (not increasing or list(v) == sorted(set(v))),
+                f"{name} needs >= 3 {'increasing ' * increasing}values >= {low}, got {v}",
             )
 
     @classmethod

@@ -182,11 +182,9 @@ def _check_linear_onset(c: TheoryConfig, run: Run, lin) -> None:
         note=f"global minimum at 1.001 P_c: c_1 = {x[0]:.4g}, c_G = {x[1]:.4g}",
     )
     o = diagram.order_global
-    for w, name in ((1.0, "raw"), (np.sqrt(c.L), "normalised")):
-        run.scalar(
-            f"linear_crossover_P_{name}",
-            _transition.crossover_point(diagram.P, o["c_1"], o["c_G"], w, P_c),
-        )
+    crossover = lambda w: _transition.crossover_point(diagram.P, o["c_1"], o["c_G"], w, P_c)
+    run.scalar("linear_crossover_P_raw", crossover(1.0))
+    run.scalar("linear_crossover_P_normalised", crossover(np.sqrt(c.L)))
     run.scalar("linear_onset_P_c", P_c)
     run.scalar("linear_onset_over_T_V_three_halves", P_c / (c.temperature * c.V**1.5))
 
