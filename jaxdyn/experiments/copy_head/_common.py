@@ -227,7 +227,7 @@ def record_theory(run, a, arrays: dict, **extra) -> None:
     """The theory ``a`` as the scalar ``theory`` (objective, transition, ``extra``) and its
     ``arrays`` as ``theory.<name>`` along its P grid ``theory_P``."""
     label = _reduced.objective_label(a.model.objective)
-    run.scalar("theory", {"objective": label, **info_json(a.info), **extra})
+    run.scalar("theory", {"objective": label, **a.info, **extra})  # the order by its name
     save_record(run, "theory.", {**arrays, "P": a.diagram.P}, "theory_P", a.diagram.P)
 
 
@@ -290,11 +290,6 @@ def save_record(run, prefix: str, record: dict, dim: str, coord) -> None:
     run.save_arrays(
         dims=dims, coords={dim: coord}, **{f"{prefix}{k}": v for k, v in record.items()}
     )
-
-
-def info_json(info: dict) -> dict:
-    """A transition's ``info`` for summary.json: the order by name."""
-    return {k: (v.name if isinstance(v, ch.TransitionOrder) else v) for k, v in info.items()}
 
 
 class SettingRun:

@@ -111,7 +111,7 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
         comparison = cm.check_theory(run, a, result, far, key, _OUTPUTS, check, claim)
         record = {k: v for k, v in comparison.items() if k != "table"}
         cm.save_record(run, f"adam.check_{key}_", record, f"adam_check_{key}_P", comparison["P"])
-        run.scalar(f"adam_{key}_vs_theory", {k: v.tolist() for k, v in record.items()})
+        run.scalar(f"adam_{key}_vs_theory", record)
     _check_refinement(run, a, result, keep)
     cm.check_hysteresis(run, "adam", result, result.masked(c.transition_key()), a, a.order)
     copy_phase = keep & (P >= 2 * a.P_t)
@@ -199,9 +199,8 @@ def _check_loss_fall(run, a, table) -> None:
     )
     slopes, opt, theory = cmp.fall_slopes(grid, table, a.fall_theory)
     orders = dict(measured_order=measured.as_dict(), theory_order=expected.as_dict())
-    slope = np.mean(slopes, axis=0).tolist()
-    record = dict(slope=slope, theory_slope=theory.tolist(), optimiser=opt.tolist())
-    run.scalar("adam_test_loss_fall", {"P": grid.tolist(), **orders, **record})
+    record = dict(slope=np.mean(slopes, axis=0), theory_slope=theory, optimiser=opt)
+    run.scalar("adam_test_loss_fall", {"P": grid, **orders, **record})
     run.evidence(
         "adam_test_loss_slope_matches_theory",
         ch.claims.matches_theory(

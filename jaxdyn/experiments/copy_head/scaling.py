@@ -131,9 +131,7 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
         coords={"boundary_L": L, "bracket_end": ["lower", "upper"]},
     )
     fit = fit_power_law(L.astype(float), np.sqrt(brackets[:, 0] * brackets[:, 1]))
-    run.scalar(
-        "first_order_boundary", {f"L{x}": b.tolist() for x, b in zip(L, brackets, strict=True)}
-    )
+    run.scalar("first_order_boundary", {f"L{x}": b for x, b in zip(L, brackets, strict=True)})
     exponent = {"V_c ~ L^x": fit.slope, "ci": [fit.ci_low, fit.ci_high]}
     run.scalar("first_order_boundary_exponent", exponent)
     run.evidence(

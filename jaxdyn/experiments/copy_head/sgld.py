@@ -213,8 +213,7 @@ def _check_hysteresis_and_bimodality(run, a, result) -> None:
     bimodal = _bimodality.bimodal_fraction(P, seeds, samples, hyst.P, tol)
     run.scalar("hysteresis_per_P", hyst.where(np.ones_like(hyst.P, bool)))
     run.scalar(
-        "bimodal_fraction_per_P",
-        {f"{p:g}": b for p, b in zip(hyst.P, bimodal.tolist(), strict=True)},
+        "bimodal_fraction_per_P", {f"{p:g}": b for p, b in zip(hyst.P, bimodal, strict=True)}
     )
     frac = hyst.disagree_fraction
     if a.first:
@@ -253,7 +252,7 @@ def _check_precursors(run, a, pre, posterior, P_max: int) -> None:
     )  # fmt: skip
     record = {"P_over_P_t": p["P"] / a.P_t, "variance": p["variance"], "laplace": p["laplace"]}
     cm.save_record(run, "precursor.", record, "precursor_P", p["P"])
-    run.scalar("precursor", {k: v.tolist() for k, v in record.items()})
+    run.scalar("precursor", record)
     low = record["P_over_P_t"] <= 0.5
     run.evidence(
         "precursor_variance_matches_laplace",
@@ -267,8 +266,7 @@ def _check_precursors(run, a, pre, posterior, P_max: int) -> None:
         ),
         note=f"P / P_t = {np.round(record['P_over_P_t'][low], 3).tolist()}",
     )
-    rises = {k: p[k] for k in ("rise", "laplace_rise", "divergent_rise")}
-    run.scalar("precursor_rise", {k: np.asarray(v).tolist() for k, v in rises.items()})
+    run.scalar("precursor_rise", {k: p[k] for k in ("rise", "laplace_rise", "divergent_rise")})
     alternative = 0.0 if c.attention == "linear" else p["divergent_rise"]
     run.evidence(
         "precursor_as_page_predicts",

@@ -92,7 +92,7 @@ def run_theory(config: TheoryConfig, run: Run) -> None:
 
 def _analyse(c: TheoryConfig, run: Run, attention: str):
     a = cm.reduced_theory(c, attention, c.objective, c.P_min, c.P_max, n_P=c.n_P)
-    for key, value in cm.info_json(a.info).items():
+    for key, value in a.info.items():  # the order by name (summary.json)
         run.scalar(f"{attention}_{key}", value)
     run.scalar(f"{attention}_order_from_refinement", a.refined.as_dict())
     states = {k: getattr(a.diagram, k) for k in ("x_global", "x_up", "x_down", "P", "S_global")}
