@@ -72,7 +72,8 @@ def test_action_equals_direct_gaussian_integral(name, cyclic):
     head, formula = HEADS[name]
     X, Y = _data(cyclic=cyclic)
     G = 1.5 * jax.random.normal(jax.random.key(3), (6, 6))
-    S = _posterior.action_from_data(G, X, Y, attention=head, temperature=T, sigma_w2=SW2, sigma_g2=SG2, cyclic=cyclic)
+    priors = dict(temperature=T, sigma_w2=SW2, sigma_g2=SG2)
+    S = _posterior.action_from_data(G, X, Y, attention=head, cyclic=cyclic, **priors)
     direct = _direct_gaussian_integral(G, X, Y, formula, cyclic)
     assert abs(float(S + _constant(Y, 6) - direct)) < 1e-8
 
@@ -97,7 +98,8 @@ def test_action_equals_direct_integral_on_random_problems(seed, L, V, P, T, sw2,
     kx, kg = jax.random.split(jax.random.key(seed))
     X, Y = ch.copy_task(kx, P, L, V)
     G = 2.0 * jax.random.normal(kg, (L, L))
-    S = _posterior.action_from_data(G, X, Y, attention=head, temperature=T, sigma_w2=sw2, sigma_g2=sg2)
+    priors = dict(temperature=T, sigma_w2=sw2, sigma_g2=sg2)
+    S = _posterior.action_from_data(G, X, Y, attention=head, **priors)
     X, Y, A = np.asarray(X), np.asarray(Y), np.asarray(formula(G))
     Phi = np.einsum("lm,pmv->plv", A, X).reshape(P * L, V)
     K = T * np.eye(P * L) + (sw2 / V) * Phi @ Phi.T
@@ -119,7 +121,8 @@ def test_action_equals_direct_integral_on_random_problems(seed, L, V, P, T, sw2,
 def test_action_gradient_matches_finite_differences(attention):
     X, Y = _data()
     G = jax.random.normal(jax.random.key(4), (6, 6))
-    f = lambda g: _posterior.action_from_data(g, X, Y, attention=attention, temperature=T, sigma_w2=SW2, sigma_g2=SG2)
+    priors = dict(temperature=T, sigma_w2=SW2, sigma_g2=SG2)
+    f = lambda g: _posterior.action_from_data(g, X, Y, attention=attention, **priors)
     grad = jax.grad(f)(G)
     for k in range(3):
         D = jax.random.normal(jax.random.key(10 + k), G.shape)
@@ -201,18 +204,15 @@ def test_joint_energy_gradient_equals_autodiff(head, cyclic):
 def test_linear_action_has_mirror_symmetry():
     X, Y = _data()
     G = jax.random.normal(jax.random.key(7), (6, 6))
-    assert (
-        abs(float(_posterior.action_from_data(G, X, Y, attention=ch.LinearCopyHead()) - _posterior.action_from_data(-G, X, Y, attention=ch.LinearCopyHead())))
-        < 1e-10
-    )
+    S = lambda g: _posterior.action_from_data(g, X, Y, attention=ch.LinearCopyHead())
+    assert abs(float(S(G) - S(-G))) < 1e-10
 
 
 def test_action_never_forms_a_PL_by_PL_matrix():
     P, L, V = 7, 5, 3
     X, Y = _data(P=P, L=L, V=V)
-    jaxpr = jax.make_jaxpr(jax.grad(lambda g: _posterior.action_from_data(g, X, Y, attention=ch.SoftmaxCopyHead())))(
-        jnp.zeros((L, L))
-    )
+    S = lambda g: _posterior.action_from_data(g, X, Y, attention=ch.SoftmaxCopyHead())
+    jaxpr = jax.make_jaxpr(jax.grad(S))(jnp.zeros((L, L)))
     sizes = [
         v.aval.shape for eqn in jaxpr.jaxpr.eqns for v in eqn.outvars if hasattr(v.aval, "shape")
     ]
@@ -251,7 +251,9 @@ def test_action_rejects_bad_hyperparameters(kwargs, message):
 def test_traced_bad_temperature_fails_at_run_time():
     X, Y = _data()
     stats = ch.copy_statistics(X, Y)
-    f = jax.jit(lambda t: ch.CopyHeadPosterior(ch.SoftmaxCopyHead(), t).action(jnp.zeros((6, 6)), stats))
+    G = jnp.zeros((6, 6))
+    action = lambda t: ch.CopyHeadPosterior(ch.SoftmaxCopyHead(), t).action(G, stats)
+    f = jax.jit(action)
     assert np.isfinite(float(f(0.5)))
     with pytest.raises(Exception, match="temperature"):
         f(-0.5).block_until_ready()

@@ -36,7 +36,8 @@ def _problem(seed):
     k = jax.random.split(jax.random.key(seed), 3)
     X, Y = ch.copy_task(k[0], P, L, V)
     T, sw2, sg2 = (float(v) for v in jax.random.uniform(k[1], (3,), minval=0.5, maxval=2.0))
-    return ch.CopyHeadPosterior(ch.SoftmaxCopyHead(), T, sw2, sg2), ch.copy_statistics(X, Y), k[2], L, V
+    posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead(), T, sw2, sg2)
+    return posterior, ch.copy_statistics(X, Y), k[2], L, V
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -9,8 +9,8 @@ import pytest
 
 import jaxdyn.copyhead as ch
 from jaxdyn.copyhead import _mass, _task
-from jaxdyn.evidence import Verdict
 from jaxdyn.copyhead._compare import power_record
+from jaxdyn.evidence import Verdict
 from jaxdyn.experiments.copy_head._common import SettingRun
 
 powered = ch.claims.powered
@@ -146,3 +146,37 @@ def test_laplace_phase_of_a_kinked_head_is_flagged_a_smooth_one_is_not():
     posterior = ch.CopyHeadPosterior(ch.SoftmaxCopyHead())
     phase = _mass.population_phase(posterior, soft, ch.global_minimum(soft, P).x, P)
     assert bool(phase.twice_differentiable)
+
+
+def test_ladder_keeps_the_P_away_from_the_transition_and_its_window():
+    """The comparison ladder against a direct selection, on random P sets."""
+    from jaxdyn.copyhead._compare import ladder
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        P = np.sort(np.exp(rng.uniform(0.0, 6.0, size=8)))
+        P_t, factor, widening = np.exp(rng.uniform(1.0, 5.0)), 1.5, 1.21
+        window = (P_t / 1.3, P_t * 1.4)
+        far = [p for p in P if p > P_t * factor or p < P_t / factor]
+        np.testing.assert_array_equal(ladder(P, P_t, factor), far)
+        outside = [p for p in far if p < window[0] / widening or p > window[1] * widening]
+        np.testing.assert_array_equal(ladder(P, P_t, factor, window, widening), outside)
+
+
+def test_theory_effect_is_the_jump_between_branches_or_the_change_over_the_range():
+    """Straight branches in ln P: the jump at P_t is their gap there (first order); the
+    change of the global curve otherwise; test_loss reads the given loss curves."""
+    import types
+
+    from jaxdyn.copyhead._compare import theory_effect
+
+    P = np.geomspace(1.0, 100.0, 21)
+    up, down = {"c_G": 0.1 * np.log(P)}, {"c_G": 1.0 + 0.2 * np.log(P)}
+    diagram = types.SimpleNamespace(P=P, order_up=up, order_down=down,
+                                    order_global={"c_G": np.minimum(up["c_G"], 5.0)})  # fmt: skip
+    model = ch.LinearReduced(L=8, V=4)  # keeps the name c_G
+    gap = 1.0 + 0.1 * np.log(10.0)
+    assert np.isclose(theory_effect(model, diagram, 10.0, True, "c_G"), gap)
+    assert np.isclose(theory_effect(model, diagram, 10.0, False, "c_G"), 0.1 * np.log(100.0))
+    loss = (np.linspace(3.0, 1.0, 21), np.full(21, 3.0), np.full(21, 1.5))
+    assert np.isclose(theory_effect(model, diagram, 10.0, True, "test_loss", loss), 1.5)

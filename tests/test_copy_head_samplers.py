@@ -225,7 +225,8 @@ def test_minibatch_gradient_is_unbiased():
 
     def one(x, y):  # batch_size 1, drawn with probability 1 / P
         batch = _samplers.Minibatch(x[None], y[None], jnp.sum(w))
-        return jax.grad(lambda W, G: _samplers.minibatch_energy(posterior, W, G, batch), (0, 1))(W, G)
+        energy = lambda W, G: _samplers.minibatch_energy(posterior, W, G, batch)
+        return jax.grad(energy, (0, 1))(W, G)
 
     per_sequence = jax.jit(jax.vmap(one))(X[:P], Y[:P])
     for f, g in zip(full, per_sequence, strict=True):
@@ -363,3 +364,11 @@ def test_single_precision_samplers_and_adam_stay_single_and_track_double():
     ]
     assert fits[0]["G"].dtype == jnp.float32 and fits[1]["G"].dtype == jnp.float64
     np.testing.assert_allclose(fits[0]["G"], fits[1]["G"], atol=1e-3)
+
+
+def test_mala_starting_step_closed_form():
+    """h_G = scale (L^2)^{-1/3} / (1 + P L / (16 V T)) at L = 64, V = 8, T = 1, P = 64:
+    0.4 / (16 x 33)."""
+    assert np.isclose(_samplers.mala_step_size(64.0, 64, 8, 1.0, 0.4), 0.4 / (16 * 33))
+    # twice the temperature halves the data term: 1 + 16 = 17
+    assert np.isclose(_samplers.mala_step_size(64.0, 64, 8, 2.0, 0.4), 0.4 / (16 * 17))

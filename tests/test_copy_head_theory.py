@@ -44,7 +44,8 @@ def test_population_action_equals_exact_action_at_expected_statistics(attention,
     posterior = ch.CopyHeadPosterior(attention, 0.9, cyclic=cyclic)
     stats = _task.population_statistics(L, V, P, cyclic=cyclic)
     exact = posterior.action(G, stats)
-    pop = _reduced.population_action(G, posterior.attention(G), P, V=V, temperature=0.9, cyclic=cyclic)
+    A = posterior.attention(G)
+    pop = _reduced.population_action(G, A, P, V=V, temperature=0.9, cyclic=cyclic)
     assert abs(float(exact - pop)) < 1e-10
 
 
@@ -116,7 +117,8 @@ def test_softmax_at_L8_is_continuous():
 def _softmax_minima_count(L, V, Ps):
     """Local minima of the reduced softmax action on a fine Delta grid, for each P."""
     deltas = jnp.linspace(-1.0, 3.0 * np.log(L) + 3.0, 6001)
-    S = jax.jit(jax.vmap(lambda p: _reduced.reduced_action_softmax(deltas, p, L=L, V=V)))(jnp.asarray(Ps))
+    action = lambda p: _reduced.reduced_action_softmax(deltas, p, L=L, V=V)
+    S = jax.jit(jax.vmap(action))(jnp.asarray(Ps))
     S = np.asarray(S)
     return ((S[:, 1:-1] < S[:, :-2]) & (S[:, 1:-1] < S[:, 2:])).sum(axis=1)
 
@@ -223,4 +225,5 @@ def test_minimum_error_covers_the_distance_to_the_minimum_and_is_never_zero():
     error = np.asarray(_models.minimum_error(model, shifted, 3.0 * P_c, order))
     distance = np.abs(np.asarray(shifted - above.x))
     assert np.all(error >= distance) and np.all(error <= 2.5 * np.linalg.norm(distance) + 1e-5)
-    assert np.all(np.isinf(np.asarray(_models.minimum_error(model, jnp.zeros(2), 3.0 * P_c, order))))
+    unconverged = _models.minimum_error(model, jnp.zeros(2), 3.0 * P_c, order)
+    assert np.all(np.isinf(np.asarray(unconverged)))

@@ -7,7 +7,16 @@ import numpy as np
 import pytest
 
 import jaxdyn.copyhead as ch
-from jaxdyn.copyhead import _bimodality, _fluctuations, _hysteresis, _measure, _phase, _scaling, _train, _transition
+from jaxdyn.copyhead import (
+    _bimodality,
+    _fluctuations,
+    _hysteresis,
+    _measure,
+    _phase,
+    _scaling,
+    _train,
+    _transition,
+)
 
 
 def _steps_on_grids(f, lo=1.0, hi=2.0, levels=(16, 32, 64, 128), offsets=8):
@@ -67,7 +76,8 @@ def test_bimodality_separates_two_modes_from_one_and_from_tight_clusters():
     assert not _bimodality.bimodality(rng.normal(0.0, 1.0, 500)).bimodal
     clusters = np.concatenate([rng.normal(0.0, 1e-3, 50), rng.normal(0.01, 1e-3, 50)])
     assert _bimodality.bimodality(clusters).bimodal  # two clusters 10 sigma apart ...
-    assert not _bimodality.bimodality(clusters, min_separation=0.1).bimodal  # ... but not two states
+    # ... but not two states
+    assert not _bimodality.bimodality(clusters, min_separation=0.1).bimodal
 
 
 def test_pair_disagreement_and_switch_bracket():
@@ -113,9 +123,8 @@ def test_laplace_covariance_equals_the_dense_inverse_hessian():
     stats = ch.copy_statistics(X, Y)
     posterior = ch.CopyHeadPosterior(ch.LinearCopyHead(), 0.8, 1.2, 0.9)
     G = 0.3 * jax.random.normal(jax.random.key(1), (L, L))
-    G = jax.jit(lambda g: _train.minimise_action(posterior, stats, g, steps=2000, learning_rate=0.02))(
-        G
-    )
+    descend = lambda g: _train.minimise_action(posterior, stats, g, steps=2000, learning_rate=0.02)
+    G = jax.jit(descend)(G)
     observable = lambda g: jnp.stack(ch.order_parameters(posterior.attention(g)))
     cov = jax.jit(lambda g: _fluctuations.laplace_covariance(posterior, stats, g, observable))(G)
     H = jax.jit(jax.hessian(lambda g: posterior.action(g.reshape(L, L), stats)))(G.ravel())
@@ -135,3 +144,20 @@ def test_population_test_loss_is_the_expected_loss_on_fresh_sequences():
     per_seq = jnp.sum((Y - posterior.head(G, X, W)) ** 2, axis=(1, 2))
     se = float(jnp.std(per_seq)) / np.sqrt(per_seq.size)
     assert abs(float(jnp.mean(per_seq)) - exact) < 5 * se
+
+
+def test_linear_exponents_read_each_axis_of_the_table():
+    """A table made of exact power laws, P_c = V^2 and crossovers L^{3/2} V^{1/2}: each
+    exponent is found on its own axis, for every label of the other."""
+    Ls, Vs = [16, 32, 64, 128], [4, 8, 16]
+    L, V = np.meshgrid(np.asarray(Ls, float), np.asarray(Vs, float), indexing="ij")
+    table = {"P_c": V**2 + 0 * L, "raw": L**1.5 * V**0.5, "normalised": 2 * L**1.5 * V**0.5}
+    out = _scaling.linear_exponents(Ls, Vs, table)
+    laws = {"onset_in_V": (2.0, Ls)}
+    for name in ("raw", "normalised"):
+        laws.update({f"crossover_{name}_in_L": (1.5, Vs), f"crossover_{name}_in_V": (0.5, Ls)})
+    assert sorted(out) == sorted(f"linear_{name}_exponent" for name in laws)
+    for name, (law, labels) in laws.items():
+        rows = out[f"linear_{name}_exponent"]
+        assert len(rows) == len(labels)
+        assert all(np.isclose(row["exponent"], law) for row in rows.values()), (name, rows)

@@ -132,6 +132,45 @@ def effect_size(P, P_t: float, first: bool, up, down, curve) -> float:
     return float(np.max(curve) - np.min(curve))
 
 
+def theory_effect(model, diagram, P_t: float, first: bool, key: str, loss=()) -> float:
+    """:func:`effect_size` of the order parameter ``key`` along a phase diagram of ``model``
+    (its global curve and both branches), or of the test loss (``key == "test_loss"``:
+    ``loss`` = the global minimum's, the uniform branch's and the copy branch's curves)."""
+    if key == "test_loss":
+        curve, up, down = loss
+    else:
+        tk = theory_key(model, key)
+        curve, up, down = (getattr(diagram, f"order_{b}")[tk] for b in ("global", "up", "down"))
+    return effect_size(diagram.P, P_t, first, up, down, curve)
+
+
+def loss_branches(posterior, model, diagram, L: int, V: int) -> tuple[np.ndarray, ...]:
+    """The population test loss (:func:`theory_test_loss`) along a phase diagram of
+    ``model``: the global minimum's, the uniform branch's and the copy branch's."""
+    states = (diagram.x_global, diagram.x_up, diagram.x_down)
+    return tuple(theory_test_loss(posterior, model, x, diagram.P, L, V) for x in states)
+
+
+def fall_theory(posterior, model, P, loss, width: float, levels: int, L: int, V: int):
+    """The nested :func:`fall_grid` around the steepest fall of the theory's test ``loss``
+    along ``P``, and the theory's test loss at its points (from the global minimum at each,
+    not interpolated)."""
+    grid = fall_grid(P, loss, width, levels)
+    xs = np.stack([np.asarray(global_minimum(model, p).x) for p in grid])
+    return grid, theory_test_loss(posterior, model, xs, grid, L, V)
+
+
+def ladder(P_values, P_t: float, factor: float, window=None, widening: float = 1.0):
+    """The ``P_values`` a comparison with the theory uses: farther than ``factor`` from the
+    transition P_t (in ratio) and, given a coexistence ``window`` (lo, hi), outside
+    (lo / widening, hi widening)."""
+    P = np.asarray(P_values, float)
+    P = P[np.abs(np.log(P / P_t)) > np.log(factor)]
+    if window is not None:
+        P = P[(P < window[0] / widening) | (P > window[1] * widening)]
+    return P
+
+
 def select_lower_energy(P, seeds, energy) -> np.ndarray:
     """Mask of the member with the lower finite ``energy`` of each (P, seed) group: the
     network's MAP among its starts."""

@@ -324,9 +324,8 @@ class RowHeadReduced(AbstractReducedModel):
 
     def __check_init__(self):
         if not isinstance(self.attention_head, AbstractRowHead):
-            raise TypeError(
-                f"attention_head must be an AbstractRowHead, got {type(self.attention_head).__name__}"
-            )
+            got = type(self.attention_head).__name__
+            raise TypeError(f"attention_head must be an AbstractRowHead, got {got}")
         super().__check_init__()
 
     def copy_weights(

@@ -9,8 +9,9 @@ b_perp = P tau / V, b_par = P 1^T A 1 / V:
         - (1/2T) [ (V-1) b_perp^2 / (T/kappa + m_perp) + b_par^2 / (T/kappa + m_par) ].
 
 ``objective=Objective.marginal`` is this (W integrated out: what SGLD and MALA sample);
-``objective=Objective.map`` drops the ln det term: the profile min_W of the joint energy, i.e. what Adam
-to the joint MAP over (W, G) minimises [derived: min_W E = S - (V/2) ln det(...) + const].
+``objective=Objective.map`` drops the ln det term: the profile min_W of the joint energy,
+i.e. what Adam to the joint MAP over (W, G) minimises [derived: min_W E = S - (V/2) ln det(...)
++ const].
 
 Reduced coordinates (cyclic convention):
 - linear, A = c_1 U + c_G S, G = L^alpha A: ||A||^2 = c_1^2 + 2 c_1 c_G + L c_G^2, row sums

@@ -56,6 +56,14 @@ def sgld_step_size(
     return jnp.asarray(scale) / curvature
 
 
+def mala_step_size(P, L: int, V: int, temperature: float, scale: float = 0.4):
+    """A starting MALA step on G for P sequences (blackjax convention, no 1/2):
+    h_G = scale (L^2)^{-1/3} / (1 + P L / (16 V T)), MALA's d^{-1/3} in d = L^2 dimensions,
+    shrunk as the data's curvature (of order P L / (V T)) outgrows the prior's; burn-in
+    adapts it to acceptance 0.574."""
+    return scale / (float(L) ** (2.0 / 3.0) * (1.0 + P * L / (16.0 * V * temperature)))
+
+
 def _noise_layout(sgld, partitionable_noise: bool):
     """blackjax SGLD with its step traced under ``jax.threefry_partitionable(False)`` unless
     ``partitionable_noise`` (see :func:`sgld_kernel`), and its new position in the dtypes of

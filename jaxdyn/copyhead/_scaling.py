@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from jaxtyping import ArrayLike, Float
 
+from ..evidence import local_exponents
+from ..evidence._decisions import _extrapolate  # the value and error of extrapolated_exponent
 from ._models import SoftmaxReduced
 from ._phase import instability_point, linear_onset, locate_transition, phase_diagram
 from ._transition import (
@@ -227,6 +229,19 @@ def softmax_grid(Ls, Vs, P_min: float, P_max: float, n_P: int, log=print, **kwar
     return P_star, orders, mismatches
 
 
+def tokens_exponents(Ls, Vs, P_star) -> dict:
+    """Power-law exponents in L of the softmax P* in tokens (``P_star`` (L, V) in sequences,
+    times L) per V (:func:`exponent_table`), each beside the local exponent of the paper's
+    L ln^2 L at the L range's geometric centre, 1 + 2 / ln L."""
+    paper = 1 + 2 / np.log(np.sqrt(min(Ls) * max(Ls)))
+    table = exponent_table(Ls, P_star * np.asarray(Ls, float)[:, None], 0, "V", Vs)
+    for v in table.values():
+        if v is not None:
+            v.pop("contains")
+            v["paper_L_ln2L_local_exponent"] = paper
+    return table
+
+
 def linear_points(model, n_P: int) -> dict:
     """A linear reduced model's onset P_c (closed form), its relative difference from the
     bisected instability, and the crossovers c_G = c_1 (``raw``) and sqrt(L) c_G = c_1
@@ -241,6 +256,27 @@ def linear_points(model, n_P: int) -> dict:
         "raw": crossover_point(d.P, o["c_1"], o["c_G"], 1.0, P_c),
         "normalised": crossover_point(d.P, o["c_1"], o["c_G"], np.sqrt(model.L), P_c),
     }
+
+
+def linear_table(reduced, Ls, Vs, n_P: int) -> dict[str, np.ndarray]:
+    """:func:`linear_points` of ``reduced(L, V)`` at every (L, V) of ``Ls`` x ``Vs``: one
+    (L, V) array per quantity."""
+    points = [[linear_points(reduced(L, V), n_P) for V in Vs] for L in Ls]
+    return {k: np.array([[p[k] for p in row] for row in points]) for k in points[0][0]}
+
+
+def linear_exponents(Ls, Vs, table) -> dict[str, dict]:
+    """Power-law exponents (:func:`exponent_table`) of a :func:`linear_table`: the onset's
+    in V (candidates 3/2 and 2) and each crossover's in L (3/2) and in V (1/2), by name."""
+    out = {"linear_onset_in_V_exponent": exponent_table(Vs, table["P_c"], 1, "L", Ls, (1.5, 2.0))}
+    for name in ("raw", "normalised"):
+        out[f"linear_crossover_{name}_in_L_exponent"] = exponent_table(
+            Ls, table[name], 0, "V", Vs, (1.5,)
+        )
+        out[f"linear_crossover_{name}_in_V_exponent"] = exponent_table(
+            Vs, table[name], 1, "L", Ls, (0.5,)
+        )
+    return out
 
 
 def crossover_root(model, weight: float) -> float:
@@ -279,10 +315,41 @@ def softmax_P_star_along_L(
     return P, jump
 
 
-def crossovers(reduced, Ls, V0, L1, Vs) -> tuple[np.ndarray, np.ndarray]:
+def softmax_law(reduced, Ls, P_min: float, P_max: float) -> tuple[np.ndarray, dict]:
+    """P* (sequences) of ``reduced(L)`` along ``Ls`` (:func:`softmax_P_star_along_L`) and
+    its record against L ln^2 L (tokens): the a_G jump, the local exponents of P* in ln ln L
+    (2 for the law) at the pairs' mid-points and their extrapolation to L -> infinity (value,
+    error; :func:`jaxdyn.evidence.extrapolated_exponent`), and the local exponents in L of
+    P* in tokens beside the law's own."""
+    x = np.asarray(Ls, float)
+    P, jump = softmax_P_star_along_L(reduced, Ls, P_min, P_max)
+    m, mid = lnln_exponents(x, P)
+    tokens = lambda y: local_exponents(x, y * x)[0].tolist()
+    return P, {
+        "L": list(Ls),
+        "P_star_sequences": P.tolist(),
+        "a_G_jump": jump.tolist(),
+        "lnlnL_local_exponent": m.tolist(),
+        "at_L": mid.tolist(),
+        "tokens_local_exponent": tokens(P),
+        "paper_tokens_local_exponent": tokens(np.log(x) ** 2),
+        "extrapolated_lnlnL_exponent": list(_extrapolate(mid, m)),
+    }
+
+
+def crossovers(reduced, Ls, V0, L1, Vs) -> tuple[np.ndarray, np.ndarray, dict]:
     """The linear crossover (:func:`crossover_root`) of ``reduced(L, V)`` along ``Ls`` at V0
-    and along ``Vs`` at L1: each (2, n), raw (c_G = c_1) then normalised (sqrt(L) c_G = c_1)."""
+    and along ``Vs`` at L1: each (2, n), raw (c_G = c_1) then normalised (sqrt(L) c_G = c_1),
+    and their record: the raw P (sequences) and the local exponents of both conventions (3/2
+    in L and 1/2 in V for the paper's laws)."""
     at = lambda L, V, w: crossover_root(reduced(L, V), w)
     along_L = np.stack([[at(L, V0, 1.0) for L in Ls], [at(L, V0, np.sqrt(L)) for L in Ls]])
     along_V = np.stack([[at(L1, V, 1.0) for V in Vs], [at(L1, V, np.sqrt(L1)) for V in Vs]])
-    return along_L, along_V
+    x, y = np.asarray(Ls, float), np.asarray(Vs, float)
+    lex = lambda axis, P: local_exponents(axis, P)[0].tolist()
+    record = dict(L=list(Ls), at_V=V0, V=list(Vs), at_L=L1)
+    record.update(P_sequences_along_L=along_L[0].tolist(), P_sequences_along_V=along_V[0].tolist())
+    record.update(L_local_exponents=lex(x, along_L[0]), V_local_exponents=lex(y, along_V[0]))
+    record["normalised_L_local_exponents"] = lex(x, along_L[1])
+    record["normalised_V_local_exponents"] = lex(y, along_V[1])
+    return along_L, along_V, record

@@ -265,8 +265,8 @@ def pooling_first(
     claim: str, c_1: float, c_G: float, L: int | float, *, tolerance: float = 1e-6
 ) -> Evidence:
     """The onset direction of a linear head is pooling: the share of U in ||A||^2
-    (:func:`jaxdyn.copyhead._order.pooling_share`) of the minimum just above the onset is at least 1/2; the bound
-    is the minimiser's tolerance on the share."""
+    (:func:`jaxdyn.copyhead._order.pooling_share`) of the minimum just above the onset is at
+    least 1/2; the bound is the minimiser's tolerance on the share."""
     return at_least(
         claim,
         measured=pooling_share(c_1, c_G, L),

@@ -71,32 +71,22 @@ class CopyHeadConfig(ExperimentConfig):
     def loop_dtype(self):
         return jnp.float32 if self.precision == "single" else jnp.float64
 
-    def lowered(self, tree):
-        """``tree`` (statistics, posterior, scores) in :attr:`loop_dtype`."""
-        return _task.cast_floating(tree, self.loop_dtype)
-
-    def head(self, attention: str) -> ch.AbstractCopyHead:
-        return (
-            ch.LinearCopyHead(alpha=self.alpha) if attention == "linear" else ch.SoftmaxCopyHead()
-        )
+    def priors(self) -> dict:
+        """The likelihood temperature and the prior variances, by name."""
+        return dict(temperature=self.temperature, sigma_w2=self.sigma_w2, sigma_g2=self.sigma_g2)
 
     def posterior(self, attention: str) -> ch.CopyHeadPosterior:
-        return ch.CopyHeadPosterior(
-            self.head(attention), self.temperature, self.sigma_w2, self.sigma_g2
-        )
+        """The Bayesian copy head of ``attention`` ("softmax", or "linear" with ``alpha``)."""
+        linear = attention == "linear"
+        head = ch.LinearCopyHead(alpha=self.alpha) if linear else ch.SoftmaxCopyHead()
+        return ch.CopyHeadPosterior(head, **self.priors())
 
     def reduced(self, attention: str, objective: str = "marginal") -> ch.AbstractReducedModel:
-        common = dict(
-            L=self.L,
-            V=self.V,
-            temperature=self.temperature,
-            sigma_w2=self.sigma_w2,
-            sigma_g2=self.sigma_g2,
-            objective=ch.Objective.marginal if objective == "marginal" else ch.Objective.map,
-        )
+        """The reduced model of ``attention`` at (L, V); ``objective`` "marginal" or "map"."""
+        common = dict(L=self.L, V=self.V, objective=getattr(ch.Objective, objective))
         if attention == "softmax":
-            return ch.SoftmaxReduced(**common)
-        return ch.LinearReduced(alpha=self.alpha, **common)
+            return ch.SoftmaxReduced(**common, **self.priors())
+        return ch.LinearReduced(alpha=self.alpha, **common, **self.priors())
 
     def copy_scores(self, attention: str) -> jax.Array:
         """Copy-pattern start G = gap S: gap = 2 ln L (softmax) or 0.25 L^alpha (linear)."""
@@ -182,19 +172,21 @@ def snug_sweep(run, name: str, member, grid, config: CopyHeadConfig, **labels):
     return run.sweep(name, member, grid, options=options, **labels)
 
 
-def check_hysteresis(run, prefix, result, values, order, info, amplitude, margin):
+def check_hysteresis(run, prefix, result, values, a, order):
     """Hysteresis between the uniform (``start = 0``) and the copying (``start = 1``) start per
-    dataset and P, against the theory's order. First order with a coexistence window
-    ``(lo, hi)``: runs more than half the jump apart are in different minima; every dataset
-    must disagree well inside the window (``lo m < P < hi / m``) and agree well outside it
-    (``P < lo / m^2`` or ``P > hi m^2``). Otherwise the starts must agree within 0.1 x the
-    largest order-parameter ``amplitude``. Returns the pair disagreement."""
+    dataset and P, against the theory ``a`` of the given ``order``. First order with a
+    coexistence window ``(lo, hi)``: runs more than half the jump apart are in different
+    minima; every dataset must disagree well inside the window (``lo m < P < hi / m``, m the
+    config's ``window_margin``) and agree well outside it (``P < lo / m^2`` or
+    ``P > hi m^2``). Otherwise the starts must agree within 0.1 x the largest
+    order-parameter amplitude. Returns the pair disagreement."""
     P, seeds, start, ok = result.params["P"], result.seeds, result.params["start"], result.ok()
+    info, amplitude = a.info, a.diagram.order_global["amplitude"]
     first = order is ch.TransitionOrder.first and info["coexistence"] is not None
     tol = 0.5 * info["jump"] if first else 0.1 * float(np.max(np.abs(amplitude)))
     hyst = _hysteresis.pair_disagreement(P, seeds, start, values, ok, tolerance=tol)
     if first:
-        (lo, hi), m = info["coexistence"], margin
+        (lo, hi), m = info["coexistence"], a.config.window_margin
         inside = "two coexisting minima: every dataset's two starts stay apart inside the theory's"
         rows = (
             ("hysteresis_inside_window", inside + " coexistence window",
@@ -215,13 +207,14 @@ def check_hysteresis(run, prefix, result, values, order, info, amplitude, margin
     return hyst
 
 
-def network_theory(c: NetworkConfig, objective: str, *, refine: bool) -> types.SimpleNamespace:
-    """The reduced theory a network or posterior experiment is checked against, on
-    [P_min / 2, 2 P_max]: its transition (``info``), P_t (P*, the onset, or the refinement
-    window's centre) and ``order`` (by grid refinement with ``refine``, else the landscape's)."""
-    model = c.reduced(c.attention, objective)
-    lo, hi = 0.5 * min(c.P_values), 2.0 * max(c.P_values)
-    diagram, _, info = _phase.transition_with_onset(model, lo, hi)
+def reduced_theory(c, attention, objective, lo=None, hi=None, *, n_P=60, refine=True):
+    """The reduced theory a run of ``attention`` is checked against, on [lo, hi] (by default
+    [P_min / 2, 2 P_max] of a :class:`NetworkConfig`'s ``P_values``): its transition
+    (``info``), P_t (P*, the onset, or the refinement window's centre) and ``order`` (by grid
+    refinement with ``refine``, else the landscape's)."""
+    lo, hi = lo or 0.5 * min(c.P_values), hi or 2.0 * max(c.P_values)
+    model = c.reduced(attention, objective)
+    diagram, _, info = _phase.transition_with_onset(model, lo, hi, n_P)
     refined = ch.transition_order(model, lo, hi) if refine or info["P_star"] is None else None
     P_t = info["P_star"] or float(np.sqrt(np.prod(refined.window)))
     order = refined.order if refine else info["transition_order"]
@@ -234,29 +227,18 @@ def record_theory(run, a, arrays: dict, **extra) -> None:
     """The theory ``a`` as the scalar ``theory`` (objective, transition, ``extra``) and its
     ``arrays`` as ``theory.<name>`` along its P grid ``theory_P``."""
     label = _reduced.objective_label(a.model.objective)
-    run.scalar("theory", {"objective": label, **info_json(a.info), **extra})
+    run.scalar("theory", {"objective": label, **a.info, **extra})  # the order by its name
     save_record(run, "theory.", {**arrays, "P": a.diagram.P}, "theory_P", a.diagram.P)
-
-
-def effect(a, key: str) -> float:
-    """What a comparison with the theory ``a`` must detect: the jump of ``key`` between the
-    branches at P_t (first order), else its change over the theory's P range."""
-    d = a.diagram
-    if key == "test_loss":
-        curve, up, down = a.loss
-    else:
-        tk = _compare.theory_key(a.model, key)
-        curve, up, down = d.order_global[tk], d.order_up[tk], d.order_down[tk]
-    return _compare.effect_size(d.P, a.P_t, a.first, up, down, curve)
 
 
 def check_theory(run, a, result, mask, key: str, names: str, check: str, claim: str) -> dict:
     """The runs ``mask`` of ``result`` against the theory ``a`` at their P
     (:func:`jaxdyn.copyhead._compare.corrected_comparison` of the outputs ``names`` formats:
     the value, its bootstrap, their optimiser errors), recorded as evidence: the theory inside
-    every 99% t x SE + bound interval, the alternative off by :func:`effect` (the transition's
-    jump, or the change over the range); ``inconclusive`` unless the standard errors are at
-    most effect / 5 (its power, recorded as ``<check before _matches_theory>_power``)."""
+    every 99% t x SE + bound interval, the alternative off by the effect
+    (:func:`jaxdyn.copyhead._compare.theory_effect`: the transition's jump, or the change over
+    the range); ``inconclusive`` unless the standard errors are at most effect / 5 (its
+    power, recorded as ``<check before _matches_theory>_power``)."""
     value, boot, error, boot_error = (n.format(key) for n in names.split())
     error = 2.0 * result.outputs[error] + result.outputs[boot_error]
     cfg, raw, boot = a.config, result.masked(value), result.masked(boot)
@@ -264,7 +246,9 @@ def check_theory(run, a, result, mask, key: str, names: str, check: str, claim: 
         result.params["P"], result.seeds, mask, raw, boot, error, cfg.posterior(cfg.attention),
         a.model, key, cfg.L, cfg.V,
     )  # fmt: skip
-    effect_size = effect(a, key)
+    effect_size = _compare.theory_effect(
+        a.model, a.diagram, a.P_t, a.first, key, getattr(a, "loss", ())
+    )
     power = _compare.power_record(c["table"], effect_size)
     run.scalar(check.split("_matches_theory")[0] + "_power", power)
     evidence = ch.claims.matches_theory(
@@ -306,11 +290,6 @@ def save_record(run, prefix: str, record: dict, dim: str, coord) -> None:
     run.save_arrays(
         dims=dims, coords={dim: coord}, **{f"{prefix}{k}": v for k, v in record.items()}
     )
-
-
-def info_json(info: dict) -> dict:
-    """A transition's ``info`` for summary.json: the order by name."""
-    return {k: (v.name if isinstance(v, ch.TransitionOrder) else v) for k, v in info.items()}
 
 
 class SettingRun:

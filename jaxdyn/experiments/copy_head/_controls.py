@@ -12,9 +12,6 @@ from ...runs import negative_control
 from .scaling import CROSSOVER_L_CLAIM, CROSSOVER_V_CLAIM
 from .theory import CONTINUOUS_CLAIM, FIRST_ORDER_CLAIM, ONSET_CLAIM, POOLING_FIRST_CLAIM
 
-THEORY, SCALING = "copy-head-theory", "copy-head-scaling"
-ADAM = ("copy-head-adam", "copy-head-adam-linear")
-SGLD = ("copy-head-sgld", "copy-head-sgld-linear")
 _rng = np.random.default_rng(0)
 _h = np.log(2.0) / 2.0 ** np.arange(4)  # refinement spacings
 _smooth = lambda: _transition.classify_refinement(_h, 0.3 * _h)  # steps shrink like h
@@ -89,6 +86,9 @@ _CONTROLS = [  # (experiment groups, checks, counterfactual)
          "jump", (1e-3 * np.abs(_rng.normal(size=10)) - 0.2)[:, None], np.zeros(1), a_([0.2]))),
     ("adam", "adam_coverage_of_copy_span", _random_attention_is_not_covered),
     ("sgld", "posterior_mode_coverage_of_copy_span", _random_attention_is_not_covered),
+    ("sgld", "posterior_mean_c_1_matches_laplace posterior_mean_c_G_matches_laplace",
+     lambda: cl.laplace_shift(  # the mean at the mode, against softmax's shift at L=64, P=64
+         "mean = mode + shift", 0.002 * _rng.normal(size=(4, 2)), a_([0.034, 0.03]))),
     ("sgld", "precursor_variance_matches_laplace",  # fluctuations capped below Laplace's
      lambda: cl.matches_theory(
          "laplace", 0.3 + 0.02 * _rng.normal(size=(8, 2)), np.ones(2), np.full(2, 0.5))),
@@ -108,8 +108,9 @@ _CONTROLS = [  # (experiment groups, checks, counterfactual)
     ("scaling", "first_order_line_extends_beyond_V_equals_L",  # the line ends below V = L
      lambda: cl.first_order_line_above_L("V_c > L", _Lb, _Lb[:, None] * [0.5, 0.55])),
 ]  # fmt: skip
-_GROUPS = {"theory": (THEORY,), "scaling": (SCALING,), "adam": ADAM, "sgld": SGLD}
+_GROUPS = {"theory": ("",), "scaling": ("",), "adam": ("", "-linear"), "sgld": ("", "-linear")}
+# a group's experiments: copy-head-<group><suffix>
 for _groups, _checks, _control in _CONTROLS:
-    for _experiment in (e for g in _groups.split() for e in _GROUPS[g]):
+    for _experiment in (f"copy-head-{g}{h}" for g in _groups.split() for h in _GROUPS[g]):
         for _check in _checks.split():
             negative_control(_experiment, _check)(_control)

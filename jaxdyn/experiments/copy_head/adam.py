@@ -70,28 +70,21 @@ def _theory(c: AdamConfig, run) -> types.SimpleNamespace:
     """The MAP theory and the P grid: the ``P_values``, nested grids ``refine_grid`` around
     the transition P_t and, for a continuous theory, ``fall_grid`` around its steepest
     test-loss fall (with the theory's loss there, ``fall_theory``)."""
-    a = cm.network_theory(c, "map", refine=True)
+    a = cm.reduced_theory(c, c.attention, "map")
     posterior, d = c.posterior(c.attention), a.diagram
     width, levels = c.refine_width, c.refine_levels
     a.refine_grid = np.geomspace(a.P_t / width, a.P_t * width, 2**levels + 1)
-    a.loss = tuple(
-        cmp.theory_test_loss(posterior, a.model, x, d.P, c.L, c.V)
-        for x in (d.x_global, d.x_up, d.x_down)
-    )  # the global minimum's, the uniform branch's, the copy branch's
+    a.loss = cmp.loss_branches(posterior, a.model, d, c.L, c.V)  # global, uniform, copy
     a.fall_grid = a.fall_theory = np.array([])
     if not a.first:
-        a.fall_grid = cmp.fall_grid(d.P, a.loss[0], c.fall_width, levels)
-        xs = np.stack([np.asarray(ch.global_minimum(a.model, p).x) for p in a.fall_grid])
-        a.fall_theory = cmp.theory_test_loss(posterior, a.model, xs, a.fall_grid, c.L, c.V)
+        fall = (c.fall_width, levels, c.L, c.V)
+        a.fall_grid, a.fall_theory = cmp.fall_theory(posterior, a.model, d.P, a.loss[0], *fall)
     a.P_grid = np.unique(
         np.concatenate([np.asarray(c.P_values, float), a.refine_grid, a.fall_grid])
     )
     arrays = dict(zip(("test_loss", "test_loss_up", "test_loss_down"), a.loss, strict=True))
     arrays["x_global"] = d.x_global
     cm.record_theory(run, a, arrays, order_from_refinement=a.refined.as_dict())
-    keys = ("c_G", "delta") if c.attention == "softmax" else ("c_1", "c_G")
-    a.curves = {k: (d.P, d.order_global[cmp.theory_key(a.model, k)]) for k in keys}
-    a.curves["test_loss"] = (d.P, a.loss[0])
     return a
 
 
@@ -111,27 +104,23 @@ def _run_adam(c: AdamConfig, run: Run) -> None:
     run.scalar("failed_members", result.n_failed())
     P, seeds = result.params["P"], result.seeds
     keep = cmp.select_lower_energy(P, seeds, result.masked("energy")) & result.ok()
-    # The lower-energy runs at the P_values farther than exclusion_factor from P_t.
-    far = np.isin(P, np.asarray(c.P_values, float)) & keep
-    far &= np.abs(np.log(P / a.P_t)) > np.log(c.exclusion_factor)
+    far = np.isin(P, cmp.ladder(c.P_values, a.P_t, c.exclusion_factor)) & keep
     for key in (*c.keys(), "test_loss"):
-        check, claim = (
-            f"adam_{key}_matches_theory_away_from_transition",
-            f"trained networks' {key} equals the MAP theory's away from the transition",
-        )
+        check = f"adam_{key}_matches_theory_away_from_transition"
+        claim = f"trained networks' {key} equals the MAP theory's away from the transition"
         comparison = cm.check_theory(run, a, result, far, key, _OUTPUTS, check, claim)
         record = {k: v for k, v in comparison.items() if k != "table"}
         cm.save_record(run, f"adam.check_{key}_", record, f"adam_check_{key}_P", comparison["P"])
-        run.scalar(f"adam_{key}_vs_theory", {k: v.tolist() for k, v in record.items()})
+        run.scalar(f"adam_{key}_vs_theory", record)
     _check_refinement(run, a, result, keep)
-    values, amplitude = result.masked(c.transition_key()), a.diagram.order_global["amplitude"]
-    cm.check_hysteresis(run, "adam", result, values, a.order, a.info, amplitude, c.window_margin)
+    cm.check_hysteresis(run, "adam", result, result.masked(c.transition_key()), a, a.order)
     copy_phase = keep & (P >= 2 * a.P_t)
     if copy_phase.any():
         what, note = "the attention pattern's non-uniform variance", "networks at P >= 2 P_t"
         G, check = result.outputs["G"], "adam_coverage_of_copy_span"
         cm.check_coverage(run, check, what, posterior, G, copy_phase, seeds, note)
-    _figures.network_figures(run, "adam", result, tuple(a.curves)[:-1], a.curves)
+    keys = ("c_G", "delta") if c.attention == "softmax" else c.keys()
+    _figures.network_figures(run, "adam", result, a, keys)
 
 
 def _check_refinement(run, a, result, keep) -> None:
@@ -210,9 +199,8 @@ def _check_loss_fall(run, a, table) -> None:
     )
     slopes, opt, theory = cmp.fall_slopes(grid, table, a.fall_theory)
     orders = dict(measured_order=measured.as_dict(), theory_order=expected.as_dict())
-    slope = np.mean(slopes, axis=0).tolist()
-    record = dict(slope=slope, theory_slope=theory.tolist(), optimiser=opt.tolist())
-    run.scalar("adam_test_loss_fall", {"P": grid.tolist(), **orders, **record})
+    record = dict(slope=np.mean(slopes, axis=0), theory_slope=theory, optimiser=opt)
+    run.scalar("adam_test_loss_fall", {"P": grid, **orders, **record})
     run.evidence(
         "adam_test_loss_slope_matches_theory",
         ch.claims.matches_theory(
@@ -234,20 +222,11 @@ def run_adam(config: AdamConfig, run: Run) -> None:
 
 
 for _name, _config, _description, _title in (
-    (
-        "copy-head-adam",
-        AdamConfig,
-        "softmax networks by Adam to the MAP: jump (grid refinement), hysteresis, loss drop, "
-        "theory",
-        "Softmax networks trained by Adam to the MAP",
-    ),
-    (
-        "copy-head-adam-linear",
-        LinearAdamConfig,
-        "linear networks by Adam to the MAP: square-root onset, no jump, no hysteresis, theory",
-        "Linear networks trained by Adam to the MAP",
-    ),
-):
+    ("copy-head-adam", AdamConfig, "softmax networks by Adam to the MAP: jump (grid "
+     "refinement), hysteresis, loss drop, theory", "Softmax networks trained by Adam to the MAP"),
+    ("copy-head-adam-linear", LinearAdamConfig, "linear networks by Adam to the MAP: square-root "
+     "onset, no jump, no hysteresis, theory", "Linear networks trained by Adam to the MAP"),
+):  # fmt: skip
     register_experiment(
         _name, _config, _description, title=_title, docs="copy_head.md#what-the-experiments-find"
     )(run_adam)

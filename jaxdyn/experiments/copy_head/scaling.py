@@ -11,7 +11,6 @@ import numpy as np
 from ... import copyhead as ch, fit_power_law
 from ...copyhead import _phase, _scaling
 from ...evidence import local_exponents
-from ...evidence._decisions import _extrapolate  # the value and error behind extrapolated_exponent
 from ...plotting import new_figure
 from ...runs import Run, register_experiment
 from ._common import CopyHeadConfig, require
@@ -53,16 +52,13 @@ class ScalingConfig(CopyHeadConfig):
 
     def validate(self) -> None:
         super().validate()
-        for name, low in (("L_values", 2), ("V_values", 1), ("boundary_L", 2)):
-            v = getattr(self, name)
+        # L >= 2 and V >= 1; the (L, V) grids in any order, the laws' axes increasing
+        grids = ("L_values", "V_values", "boundary_L")
+        for name in (*grids, "law_L", "onset_V", "crossover_L", "crossover_V"):
+            v, low, increasing = getattr(self, name), 1 if "V" in name else 2, name not in grids
             require(
-                len(v) >= 3 and min(v) >= low, f"{name} needs >= 3 values, each >= {low}, got {v}"
-            )
-        for name, low in (("law_L", 2), ("onset_V", 1), ("crossover_L", 2), ("crossover_V", 1)):
-            v = getattr(self, name)
-            require(
-                len(v) >= 3 and min(v) >= low and list(v) == sorted(set(v)),
-                f"{name} needs >= 3 increasing values >= {low}, got {v}",
+                len(v) >= 3 and min(v) >= low and (not increasing or list(v) == sorted(set(v))),
+                f"{name} needs >= 3 {'increasing ' * increasing}values >= {low}, got {v}",
             )
 
     @classmethod
@@ -72,9 +68,6 @@ class ScalingConfig(CopyHeadConfig):
             boundary_iterations=4, law_L=tuple(2**k for k in range(8, 25, 4)), law_V=(16,),
             crossover_L=(256, 1024, 4096, 8192), crossover_V=(8, 32, 128, 256),
         )  # fmt: skip
-
-    def priors(self) -> dict:
-        return dict(temperature=self.temperature, sigma_w2=self.sigma_w2, sigma_g2=self.sigma_g2)
 
 
 BOUNDARY_CLAIM = "softmax is first order for L >= 16 when V is not much larger than L (V_c > L)"
@@ -94,7 +87,6 @@ def run_scaling(c: ScalingConfig, run: Run) -> None:
     grid = {"L": np.asarray(c.L_values), "V": np.asarray(c.V_values)}
     P_star = _softmax_grid(c, run, grid)
     _boundary(c, run)
-    _softmax_forms(c, run, P_star)
     laws = {"softmax": _softmax_law(c, run), "onset": _onset_law(c, run)}
     lin = _linear_grid(c, run, grid)
     laws.update(_crossover_law(c, run))
@@ -102,7 +94,8 @@ def run_scaling(c: ScalingConfig, run: Run) -> None:
 
 
 def _softmax_grid(c: ScalingConfig, run: Run, grid: dict) -> np.ndarray:
-    """Every (L, V): landscape, refinement and brute-force classifications and P*."""
+    """Every (L, V): landscape, refinement and brute-force classifications and P*; the
+    candidate forms of P*(L, V) ranked by AIC, and its exponent in L (tokens)."""
     P_star, orders, mismatches = _scaling.softmax_grid(
         c.L_values, c.V_values, 0.05 * c.temperature, 1e4 * c.temperature, c.n_P, run.log,
         **c.priors(),
@@ -117,6 +110,12 @@ def _softmax_grid(c: ScalingConfig, run: Run, grid: dict) -> np.ndarray:
         "every (L, V)",
         note="mismatches: " + (", ".join(mismatches) or "none"),
     )
+    LL, VV = np.meshgrid(*(np.asarray(v, float) for v in grid.values()), indexing="ij")
+    fits = _scaling.compare_scaling_forms(LL, VV, P_star / c.temperature)
+    run.scalar("softmax_P_star_forms", [dataclasses.asdict(f) for f in fits])
+    run.scalar("softmax_P_star_best_form", fits[0].name if fits else None)
+    exponents = _scaling.tokens_exponents(c.L_values, c.V_values, P_star)
+    run.scalar("softmax_tokens_exponent_in_L", exponents)
     return P_star
 
 
@@ -132,9 +131,7 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
         coords={"boundary_L": L, "bracket_end": ["lower", "upper"]},
     )
     fit = fit_power_law(L.astype(float), np.sqrt(brackets[:, 0] * brackets[:, 1]))
-    run.scalar(
-        "first_order_boundary", {f"L{x}": b.tolist() for x, b in zip(L, brackets, strict=True)}
-    )
+    run.scalar("first_order_boundary", {f"L{x}": b for x, b in zip(L, brackets, strict=True)})
     exponent = {"V_c ~ L^x": fit.slope, "ci": [fit.ci_low, fit.ci_high]}
     run.scalar("first_order_boundary_exponent", exponent)
     run.evidence(
@@ -144,33 +141,10 @@ def _boundary(c: ScalingConfig, run: Run) -> None:
     )
 
 
-def _softmax_forms(c: ScalingConfig, run: Run, P_star: np.ndarray) -> None:
-    LL, VV = np.meshgrid(
-        np.asarray(c.L_values, float), np.asarray(c.V_values, float), indexing="ij"
-    )
-    fits = _scaling.compare_scaling_forms(LL, VV, P_star / c.temperature)
-    run.scalar("softmax_P_star_forms", [dataclasses.asdict(f) for f in fits])
-    run.scalar("softmax_P_star_best_form", fits[0].name if fits else None)
-    tokens = P_star * np.asarray(c.L_values, float)[:, None]
-    paper = 1 + 2 / np.log(np.sqrt(min(c.L_values) * max(c.L_values)))  # L ln^2 L's exponent
-    exps = _scaling.exponent_table(c.L_values, tokens, 0, "V", c.V_values)
-    for v in exps.values():
-        if v is not None:
-            v.pop("contains")
-            v["paper_L_ln2L_local_exponent"] = paper
-    run.scalar("softmax_tokens_exponent_in_L", exps)
-
-
 def _linear_grid(c: ScalingConfig, run: Run, grid: dict) -> dict:
     """Every (L, V): the closed-form onset against bisection, and the crossovers."""
-    points = [
-        [
-            _scaling.linear_points(dataclasses.replace(c, L=L, V=V).reduced("linear"), c.n_P)
-            for V in c.V_values
-        ]
-        for L in c.L_values
-    ]
-    table = {k: np.array([[p[k] for p in row] for row in points]) for k in points[0][0]}
+    reduced = lambda L, V: dataclasses.replace(c, L=L, V=V).reduced("linear")
+    table = _scaling.linear_table(reduced, c.L_values, c.V_values, c.n_P)
     run.consistency(
         "linear_onset_closed_form_matches_bisection",
         expected=0.0,
@@ -185,48 +159,20 @@ def _linear_grid(c: ScalingConfig, run: Run, grid: dict) -> dict:
         "linear_crossover_normalised": table["normalised"],
     }
     run.save_arrays(**arrays, dims={k: AXES for k in arrays}, coords=grid)
-    run.scalar(
-        "linear_onset_in_V_exponent",
-        _scaling.exponent_table(c.V_values, table["P_c"], 1, "L", c.L_values, (1.5, 2.0)),
-    )
-    for name in ("raw", "normalised"):
-        run.scalar(
-            f"linear_crossover_{name}_in_L_exponent",
-            _scaling.exponent_table(c.L_values, table[name], 0, "V", c.V_values, (1.5,)),
-        )
-        run.scalar(
-            f"linear_crossover_{name}_in_V_exponent",
-            _scaling.exponent_table(c.V_values, table[name], 1, "L", c.L_values, (0.5,)),
-        )
+    for name, exponents in _scaling.linear_exponents(c.L_values, c.V_values, table).items():
+        run.scalar(name, exponents)
     return table
 
 
 def _softmax_law(c: ScalingConfig, run: Run) -> tuple:
     """P* (sequences) of the reduced softmax action at each V of law_V over law_L."""
     Ls = np.asarray(c.law_L, float)
-    tokens = lambda y: local_exponents(Ls, y * Ls)[0].tolist()
     for V in c.law_V:
         reduced = lambda L, V=V: dataclasses.replace(c, L=L, V=V).reduced("softmax")
-        P, jump = _scaling.softmax_P_star_along_L(
-            reduced, c.law_L, 0.05 * c.temperature, 1e6 * c.temperature
-        )
-        run.save_arrays(
-            **{f"law_P_star_V{V}": P}, dims={f"law_P_star_V{V}": ("law_L",)}, coords={"law_L": Ls}
-        )
-        m, mid = _scaling.lnln_exponents(Ls, P)
-        run.scalar(
-            f"softmax_P_star_law_V{V}",
-            {
-                "L": c.law_L,
-                "P_star_sequences": P.tolist(),
-                "a_G_jump": jump.tolist(),
-                "lnlnL_local_exponent": m.tolist(),
-                "at_L": mid.tolist(),
-                "tokens_local_exponent": tokens(P),
-                "paper_tokens_local_exponent": tokens(np.log(Ls) ** 2),
-                "extrapolated_lnlnL_exponent": list(_extrapolate(mid, m)),
-            },
-        )
+        P, law = _scaling.softmax_law(reduced, c.law_L, 0.05 * c.temperature, 1e6 * c.temperature)
+        name = f"law_P_star_V{V}"
+        run.save_arrays(**{name: P}, dims={name: ("law_L",)}, coords={"law_L": Ls})
+        run.scalar(f"softmax_P_star_law_V{V}", law)
         run.evidence(f"softmax_P_star_L_ln2L_at_range[{V}]", ch.claims.softmax_P_star_law(Ls, P))
         run.evidence(
             f"softmax_P_star_L_ln2L_asymptotic[{V}]", ch.claims.softmax_P_star_asymptotic(Ls, P)
@@ -234,27 +180,19 @@ def _softmax_law(c: ScalingConfig, run: Run) -> tuple:
     return Ls, P * Ls
 
 
-def _onset_law(c: ScalingConfig, run: Run) -> dict:
+def _onset_law(c: ScalingConfig, run: Run) -> tuple:
     """The closed-form linear onset P_c(V) at L = onset_L, for the configured alpha and for
     alpha = 0 (A = G), in sequences (the V exponent is the same in tokens)."""
     Vs = np.asarray(c.onset_V, float)
     out = {}
     for alpha in sorted({float(c.alpha), 0.0}, reverse=True):
         at = lambda V, alpha=alpha: dataclasses.replace(c, L=c.onset_L, V=V, alpha=alpha)
-        P_c = np.array([_phase.linear_onset(at(V).reduced("linear")) for V in c.onset_V])
-        out[alpha] = P_c
+        P_c = out[alpha] = np.array([_phase.linear_onset(at(V).reduced("linear")) for V in Vs])
         tag = "" if alpha == c.alpha else "_alpha0"
         run.evidence(f"linear_onset_V2{tag}", ch.claims.onset_V2(Vs, P_c))
-        run.scalar(
-            f"linear_onset_law{tag}",
-            {
-                "alpha": alpha,
-                "L": c.onset_L,
-                "V": c.onset_V,
-                "P_c_sequences": P_c.tolist(),
-                "local_exponents": local_exponents(Vs, P_c)[0].tolist(),
-            },
-        )
+        exponents = local_exponents(Vs, P_c)[0].tolist()
+        law = dict(alpha=alpha, L=c.onset_L, V=c.onset_V, P_c_sequences=P_c.tolist())
+        run.scalar(f"linear_onset_law{tag}", {**law, "local_exponents": exponents})
     return Vs, out[float(c.alpha)]
 
 
@@ -264,7 +202,7 @@ def _crossover_law(c: ScalingConfig, run: Run) -> dict:
     crossover_V_at_L; each law decided where its local exponent has settled."""
     V0, L1 = c.crossover_L_at_V, c.crossover_V_at_L
     reduced = lambda L, V: dataclasses.replace(c, L=L, V=V).reduced("linear")
-    along_L, along_V = _scaling.crossovers(reduced, c.crossover_L, V0, L1, c.crossover_V)
+    along_L, along_V, law = _scaling.crossovers(reduced, c.crossover_L, V0, L1, c.crossover_V)
     Ls, Vs = np.asarray(c.crossover_L, float), np.asarray(c.crossover_V, float)
     run.save_arrays(
         crossover_along_L=along_L,
@@ -275,12 +213,6 @@ def _crossover_law(c: ScalingConfig, run: Run) -> dict:
         },
         coords={"crossover_L": Ls, "crossover_V": Vs, "crossover": ["raw", "normalised"]},
     )
-    lex = lambda x, y: local_exponents(x, y)[0].tolist()
-    law = dict(L=c.crossover_L, at_V=V0, V=c.crossover_V, at_L=L1)
-    law.update(P_sequences_along_L=along_L[0].tolist(), P_sequences_along_V=along_V[0].tolist())
-    law.update(L_local_exponents=lex(Ls, along_L[0]), V_local_exponents=lex(Vs, along_V[0]))
-    law["normalised_L_local_exponents"] = lex(Ls, along_L[1])
-    law["normalised_V_local_exponents"] = lex(Vs, along_V[1])
     run.scalar("linear_crossover_law", law)
     for check, claim, x, y, power, at in (
         ("linear_crossover_L_three_halves", CROSSOVER_L_CLAIM, Ls, along_L[0], 1.5, f"V = {V0}"),
@@ -297,9 +229,8 @@ def _figures(c: ScalingConfig, run: Run, P_star, lin: dict, laws: dict) -> None:
     fig, ax = new_figure(1, 3)
     Ls = np.asarray(c.L_values)
     titles = ("softmax P* (tokens)", "linear onset P_c", "linear crossover c_G = c_1")
-    for a, y, title in zip(
-        ax[0], (P_star * Ls[:, None], lin["P_c"], lin["raw"]), titles, strict=True
-    ):
+    grids = (P_star * Ls[:, None], lin["P_c"], lin["raw"])
+    for a, y, title in zip(ax[0], grids, titles, strict=True):
         for j, V in enumerate(c.V_values):
             a.loglog(Ls, y[:, j], "o-", label=f"V={V}")
         a.set(title=title, xlabel="L")
@@ -314,17 +245,16 @@ def _figures(c: ScalingConfig, run: Run, P_star, lin: dict, laws: dict) -> None:
     fig, ax = new_figure(1, 4)
     for a, (name, power, logs, title, xlabel) in zip(ax[0], panels, strict=True):
         x, y = (np.asarray(v, float) for v in laws[name])
-        paper = lambda x, power=power, logs=logs: x**power * np.log(x) ** logs
-        ok = np.isfinite(y) & (y > 0)
-        x, y = x[ok], y[ok]
+        x, y = x[np.isfinite(y) & (y > 0)], y[np.isfinite(y) & (y > 0)]
         a.set_title(title, fontsize=8)
         a.set_xlabel(xlabel)
         if x.size < 2:
             continue
-        a.loglog(x, y, "o", label="reduced theory")
         xs = np.geomspace(x.min(), x.max(), 100)
-        a.loglog(xs, paper(xs) * y[-1] / paper(x[-1:])[0], "--", label="paper's law")
+        paper = xs**power * np.log(xs) ** logs  # the paper's law through the top point
         k = np.log(y[-1] / y[-2]) / np.log(x[-1] / x[-2])
+        a.loglog(x, y, "o", label="reduced theory")
+        a.loglog(xs, paper * y[-1] / paper[-1], "--", label="paper's law")
         a.loglog(xs, y[-1] * (xs / x[-1]) ** k, ":", label=f"fitted x^{k:.2f}")
         a.legend(fontsize=6)
     run.save_figure(fig, "scaling_laws")

@@ -90,18 +90,17 @@ def run_theory(config: TheoryConfig, run: Run) -> None:
     _figures.theory_figures(run, config, results, hyst)
 
 
-def _analyse(c: TheoryConfig, run: Run, attention: str) -> dict:
-    model = c.reduced(attention, c.objective)
-    diagram, _, info = _phase.transition_with_onset(model, c.P_min, c.P_max, c.n_P)
-    refined = ch.transition_order(model, c.P_min, c.P_max)
-    for key, value in cm.info_json(info).items():
+def _analyse(c: TheoryConfig, run: Run, attention: str):
+    a = cm.reduced_theory(c, attention, c.objective, c.P_min, c.P_max, n_P=c.n_P)
+    for key, value in a.info.items():  # the order by name (summary.json)
         run.scalar(f"{attention}_{key}", value)
-    run.scalar(f"{attention}_order_from_refinement", refined.as_dict())
-    states = {k: getattr(diagram, k) for k in ("x_global", "x_up", "x_down", "P", "S_global")}
-    cm.save_record(run, f"{attention}.", states, f"{attention}_P", diagram.P)
-    steps = {"refinement_spacing": refined.spacing, "refinement_largest_step": refined.largest_step}
-    cm.save_record(run, f"{attention}.", steps, f"{attention}_spacing", refined.spacing)
-    return {"model": model, "diagram": diagram, "info": info, "refined": refined}
+    run.scalar(f"{attention}_order_from_refinement", a.refined.as_dict())
+    states = {k: getattr(a.diagram, k) for k in ("x_global", "x_up", "x_down", "P", "S_global")}
+    cm.save_record(run, f"{attention}.", states, f"{attention}_P", a.diagram.P)
+    r = a.refined
+    steps = {"refinement_spacing": r.spacing, "refinement_largest_step": r.largest_step}
+    cm.save_record(run, f"{attention}.", steps, f"{attention}_spacing", r.spacing)
+    return a
 
 
 def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
@@ -110,32 +109,32 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
     for a in cm.ATTENTIONS:
         run.consistency(
             f"{a}_order_refinement_matches_landscape",
-            expected=results[a]["info"]["transition_order"].value,
-            measured=results[a]["refined"].order.value,
+            expected=results[a].info["transition_order"].value,
+            measured=results[a].refined.order.value,
             basis="one reduced model classified twice: refinement exponent of the largest step "
             "vs coexisting continuation branches / symmetric-state instability",
         )
     sm = results["softmax"]
     deltas = np.linspace(-1.0, 3.0 * np.log(c.L) + 3.0, 6000)
     coexist, window, barrier = _transition.brute_force_coexistence(
-        sm["model"], c.P_min, c.P_max, deltas
+        sm.model, c.P_min, c.P_max, deltas
     )
     run.scalar("softmax_brute_force", dict(coexistence=coexist, window=window, barrier=barrier))
     run.consistency(
         "softmax_refinement_matches_brute_force",
         expected=float(coexist),
-        measured=float(sm["refined"].order is ch.TransitionOrder.first),
+        measured=float(sm.refined.order is ch.TransitionOrder.first),
         basis="brute force: two local minima on a fine Delta grid near the jump",
     )
-    run.scalar("transition_order", {a: results[a]["refined"].order.name for a in cm.ATTENTIONS})
+    run.scalar("transition_order", {a: results[a].refined.order.name for a in cm.ATTENTIONS})
     if c.L >= 16 and c.V <= c.L:
         run.evidence(
             "softmax_first_order_where_page_predicts",
-            ch.claims.transition_order(FIRST_ORDER_CLAIM, ch.TransitionOrder.first, sm["refined"]),
+            ch.claims.transition_order(FIRST_ORDER_CLAIM, ch.TransitionOrder.first, sm.refined),
         )
         lo, hi = window if window is not None else (c.P_min, c.P_max)
         Ps = np.geomspace(lo / 1.5, hi * 1.5, 200)
-        counts, _ = _transition.landscape_minima(sm["model"], Ps, deltas)
+        counts, _ = _transition.landscape_minima(sm.model, Ps, deltas)
         basis = "strict local minima on 6000 Delta values"
         run.evidence(
             "softmax_no_pooling_phase",
@@ -145,18 +144,18 @@ def _check_orders(c: TheoryConfig, run: Run, results: dict) -> None:
     else:
         run.report(
             "softmax_order_outside_page_regime",
-            measured=sm["refined"].order.value,
+            measured=sm.refined.order.value,
             claim=FIRST_ORDER_CLAIM,
             note=f"L={c.L}, V={c.V} is outside the page's regime; the order found "
-            f"({sm['refined'].order.name}) is recorded",
+            f"({sm.refined.order.name}) is recorded",
         )
-    second, refined = ch.TransitionOrder.second, results["linear"]["refined"]
+    second, refined = ch.TransitionOrder.second, results["linear"].refined
     evidence = ch.claims.transition_order(CONTINUOUS_CLAIM, second, refined)
     run.evidence("linear_transition_continuous", evidence)
 
 
-def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
-    model, diagram = lin["model"], lin["diagram"]
+def _check_linear_onset(c: TheoryConfig, run: Run, lin) -> None:
+    model, diagram = lin.model, lin.diagram
     P_c = _phase.linear_onset(model)
     bisected = _phase.instability_point(model, c.P_min, c.P_max)
     run.consistency(
@@ -183,26 +182,20 @@ def _check_linear_onset(c: TheoryConfig, run: Run, lin: dict) -> None:
         note=f"global minimum at 1.001 P_c: c_1 = {x[0]:.4g}, c_G = {x[1]:.4g}",
     )
     o = diagram.order_global
-    for w, name in ((1.0, "raw"), (np.sqrt(c.L), "normalised")):
-        run.scalar(
-            f"linear_crossover_P_{name}",
-            _transition.crossover_point(diagram.P, o["c_1"], o["c_G"], w, P_c),
-        )
+    crossover = lambda w: _transition.crossover_point(diagram.P, o["c_1"], o["c_G"], w, P_c)
+    run.scalar("linear_crossover_P_raw", crossover(1.0))
+    run.scalar("linear_crossover_P_normalised", crossover(np.sqrt(c.L)))
     run.scalar("linear_onset_P_c", P_c)
     run.scalar("linear_onset_over_T_V_three_halves", P_c / (c.temperature * c.V**1.5))
 
 
-def _exact_hysteresis(c: TheoryConfig, run: Run, attention: str, res: dict) -> dict:
+def _exact_hysteresis(c: TheoryConfig, run: Run, attention: str, a) -> dict:
     """The exact finite-data action S(G) (all L^2 scores) minimised from uniform (G = 0) and
     from the copy pattern on ``hysteresis_seeds`` nested datasets, around the reduced
     coexistence window (or P* / 2 to 2 P*); against the reduced theory's window and P*."""
-    info, diagram = res["info"], res["diagram"]
-    if info["coexistence"] is not None:
-        (lo, hi), m = info["coexistence"], c.window_margin**3
-        lo, hi = lo / m, hi * m
-    else:
-        centre = info["P_star"] or float(np.sqrt(np.prod(res["refined"].window)))
-        lo, hi = centre / 2.0, centre * 2.0
+    info, m = a.info, c.window_margin**3
+    window = info["coexistence"]
+    lo, hi = (window[0] / m, window[1] * m) if window is not None else (a.P_t / 2, a.P_t * 2)
     Ps = np.geomspace(lo, hi, c.hysteresis_points)
     P_max = int(np.ceil(Ps.max()))
     posterior = c.posterior(attention)
@@ -218,11 +211,10 @@ def _exact_hysteresis(c: TheoryConfig, run: Run, attention: str, res: dict) -> d
     axes = {"P": Ps, "start": [0.0, 1.0], "learning_rate": [c.hysteresis_learning_rate]}
     grid = Grid.product(axes, seeds=c.hysteresis_seeds, base_seed=c.seed)
     result = cm.snug_sweep(run, f"exact_hysteresis_{attention}", member, grid, c)
-    key = "c_G" if attention == "softmax" else "c_1"
-    order, amplitude = info["transition_order"], diagram.order_global["amplitude"]
-    values, prefix = result.outputs[key], f"{attention}_exact_action"
-    hyst = cm.check_hysteresis(run, prefix, result, values, order, info, amplitude, c.window_margin)
-    if order is ch.TransitionOrder.first and info["coexistence"] is not None:
+    key, order = "c_G" if attention == "softmax" else "c_1", info["transition_order"]
+    prefix = f"{attention}_exact_action"
+    hyst = cm.check_hysteresis(run, prefix, result, result.outputs[key], a, order)
+    if order is ch.TransitionOrder.first and window is not None:
         _check_switch(run, c, attention, result, info, posterior, descend)
     run.scalar(f"{attention}_exact_action_disagreement", hyst.where(np.ones_like(hyst.P, bool)))
     return {"P": Ps, "values": result.reshaped(key), "hysteresis": hyst}
