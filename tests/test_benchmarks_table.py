@@ -81,6 +81,7 @@ def test_the_experiment_table_reads_its_json():
     body = page.split("experiments-table: start", 1)[1].split("experiments-table: end", 1)[0]
     rows = [line.strip("|").split("|") for line in body.splitlines() if line.startswith("| ")][1:]
     assert {r[0].strip() for r in rows} == set(record["quick"]) | set(record["full"])
+
     def number(text):  # an empty cell: not measured
         return float(text) if text else None
 

@@ -95,9 +95,12 @@ def _independent_spinodals(p_of, L, V, P_lo, P_hi):
     def count(P):
         m_perp, m_par = P * frob2 / V, P * rowsum2 / V
         b_perp, b_par = P * tau / V, P * total / V
-        S = (L - 1) * delta**2 / 2 + 0.5 * V * (
-            (V - 1) * np.log1p(kappa * m_perp / T) + np.log1p(kappa * m_par / T)
-        ) - ((V - 1) * b_perp**2 / (T / kappa + m_perp) + b_par**2 / (T / kappa + m_par)) / (2 * T)
+        S = (
+            (L - 1) * delta**2 / 2
+            + 0.5 * V * ((V - 1) * np.log1p(kappa * m_perp / T) + np.log1p(kappa * m_par / T))
+            - ((V - 1) * b_perp**2 / (T / kappa + m_perp) + b_par**2 / (T / kappa + m_par))
+            / (2 * T)
+        )
         return int(np.sum((S[1:-1] < S[:-2]) & (S[1:-1] < S[2:])))
 
     Ps = np.geomspace(P_lo, P_hi, 400)

@@ -73,10 +73,10 @@ CASES = {
     ),
     "stages_in_order": (
         lambda: gf.claims.stages_in_order(
-            np.linspace(0, 400, 4001), dict(zip(STAGES, [15.0, 75.0, 100.0, 300.0]))
+            np.linspace(0, 400, 4001), dict(zip(STAGES, [15.0, 75.0, 100.0, 300.0], strict=True))
         ),
         lambda: gf.claims.stages_in_order(
-            np.linspace(0, 400, 4001), dict(zip(STAGES, [15.0, 5.0, 100.0, 300.0]))
+            np.linspace(0, 400, 4001), dict(zip(STAGES, [15.0, 5.0, 100.0, 300.0], strict=True))
         ),
     ),
     "focus_fastest_for_frequent_queries": (
@@ -89,11 +89,17 @@ CASES = {
     ),
     "unstable_attention_mode": (
         lambda: gf.claims.unstable_attention_mode(
-            np.array([0.08, 0.08, 0.0, -0.5]), np.array([1.0, 1.0, 0.5, 0.0]), 0.08, 2,
+            np.array([0.08, 0.08, 0.0, -0.5]),
+            np.array([1.0, 1.0, 0.5, 0.0]),
+            0.08,
+            2,
             tolerance=1e-10,
         ),
         lambda: gf.claims.unstable_attention_mode(
-            np.array([0.08, 0.08, 0.03, -0.5]), np.array([1.0, 1.0, 0.0, 0.0]), 0.08, 2,
+            np.array([0.08, 0.08, 0.03, -0.5]),
+            np.array([1.0, 1.0, 0.0, 0.0]),
+            0.08,
+            2,
             tolerance=1e-10,
         ),
     ),

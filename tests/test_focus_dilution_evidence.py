@@ -10,8 +10,8 @@ import scipy.linalg
 from jax.flatten_util import ravel_pytree
 
 import jaxdyn.gradflow as gf
-from jaxdyn.gradflow import claims as _claims, _linearise, _measure, _stages
 from jaxdyn.evidence import Verdict
+from jaxdyn.gradflow import _linearise, _measure, _stages, claims as _claims
 
 
 def random_chain(rng, d):
@@ -103,7 +103,9 @@ def test_stage_order_reads_order_missing_signatures_and_resolution():
     assert missing.verdict is Verdict.inconclusive and "dilution" in missing.reason
     close = _claims._stage_order([15.0, 75.0, 75.5, 300.0], np.full(4, 0.5), names)
     assert close.verdict is Verdict.inconclusive
-    np.testing.assert_allclose(_measure.stage_resolution([0.0, 1.0, 3.0], [2.0, np.nan]), [2.0, np.nan])
+    np.testing.assert_allclose(
+        _measure.stage_resolution([0.0, 1.0, 3.0], [2.0, np.nan]), [2.0, np.nan]
+    )
 
 
 def test_entropy_course_is_refuted_only_when_the_horizon_covered_it():
@@ -117,14 +119,15 @@ def test_entropy_course_is_refuted_only_when_the_horizon_covered_it():
     # lower it, so a flow still moving at the end leaves it open; a settled flow decides it
     moving = gf.claims.entropy_down_up_down(0.5, 0.9, 0.9, H, 1e-4, complete=True)
     assert moving.inconclusive and "steady state" in moving.reason
-    assert gf.claims.entropy_down_up_down(0.5, 0.9, 0.9, H, 1e-4, complete=True, settled=True).refuted
+    assert gf.claims.entropy_down_up_down(
+        0.5, 0.9, 0.9, H, 1e-4, complete=True, settled=True
+    ).refuted
 
 
 def test_escape_time_slope_in_log_inverse_eps_with_one_offset_per_group():
     eps = np.tile([1e-2, 1e-3, 1e-4], 3)
     groups = np.repeat([1.0, 2.0, 3.0], 3)
     x = np.log(1 / eps)
-    rng = np.random.default_rng(0)
     # deterministic: the law plus its O(eps) next-order term, known to the save spacing 0.01
     y = x + 2 * groups + 3.0 * eps
     res = np.full(9, 0.01)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
-from jaxdyn.gradflow import _flow, _markov, _model, _outcomes
 from jaxdyn import Status, entropy, fit_exponential
+from jaxdyn.gradflow import _flow, _markov, _model, _outcomes
 
 PI = jnp.array([0.75, 0.19, 0.05, 0.01])
 H_PI = 0.72714
@@ -177,7 +177,9 @@ def test_derivative_of_loss_at_time_wrt_lam_matches_finite_differences():
 
     def f(lam, **kw):
         P = _markov.paper_transition(PI, lam)
-        return _outcomes.loss_at_time(model0, gf.MarkovChain(P, PI), 15.0, rtol=1e-10, atol=1e-12, **kw)
+        return _outcomes.loss_at_time(
+            model0, gf.MarkovChain(P, PI), 15.0, rtol=1e-10, atol=1e-12, **kw
+        )
 
     # forward mode through the solver (cheaper to compile than reverse mode; the slow test
     # below differentiates an escape time in reverse mode)

@@ -8,8 +8,8 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 import jaxdyn.gradflow as gf
-from jaxdyn.gradflow import _linearise, _markov, _model
 from jaxdyn import Status, entropy
+from jaxdyn.gradflow import _linearise, _markov, _model
 
 PI = jnp.array([0.75, 0.19, 0.05, 0.01])
 
@@ -37,12 +37,17 @@ def test_focus_rate_reference_value_and_paper_family_identity():
     cov = p @ ((g - p @ g) * (b - p @ b))
     for lam in (0.2, 0.5, 0.9):
         np.testing.assert_allclose(
-            float(_linearise._focus_rate(PI, _markov.paper_transition(PI, lam))), lam * var * cov, rtol=1e-12
+            float(_linearise._focus_rate(PI, _markov.paper_transition(PI, lam))),
+            lam * var * cov,
+            rtol=1e-12,
         )
 
 
 def test_unigram_saddle_is_a_critical_point():
-    for P in (_markov.paper_transition(PI, 0.5), _markov.reversible_transition(PI, jax.random.key(1))):
+    for P in (
+        _markov.paper_transition(PI, 0.5),
+        _markov.reversible_transition(PI, jax.random.key(1)),
+    ):
         s = gf.unigram_saddle(PI, 4, 3)
         g = ravel_pytree(_linearise._loss_gradient(s.model, PI, P))[0]
         assert float(jnp.linalg.norm(g)) < 1e-12

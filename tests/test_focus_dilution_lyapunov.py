@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
-from jaxdyn.gradflow import _markov
 from jaxdyn import Status, fit_power_law
+from jaxdyn.gradflow import _markov
 
 
 @pytest.fixture(scope="module")

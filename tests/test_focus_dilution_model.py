@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import jaxdyn.gradflow as gf
-from jaxdyn.gradflow import _markov, _model
 from jaxdyn import entropy
 from jaxdyn._validation import require_stochastic
+from jaxdyn.gradflow import _markov, _model
 
 PI = np.array([0.75, 0.19, 0.05, 0.01])
 
@@ -65,7 +65,9 @@ def test_markov_chain_validates_once_on_random_chains_and_batches_under_vmap():
     with pytest.raises(ValueError, match="not row-stochastic"):
         gf.MarkovChain(np.array([[0.5, 0.6], [0.5, 0.5]]))
     with pytest.raises(ValueError, match="not stationary"):
-        gf.MarkovChain(_markov.paper_transition(jnp.asarray(PI), 0.3), np.array([0.4, 0.3, 0.2, 0.1]))
+        gf.MarkovChain(
+            _markov.paper_transition(jnp.asarray(PI), 0.3), np.array([0.4, 0.3, 0.2, 0.1])
+        )
     with pytest.raises(ValueError, match="positive"):
         gf.MarkovChain.paper(np.array([1.0, 0.0, 0.0, 0.0]), 0.5)
     lams = jnp.array([0.2, 0.5])
@@ -172,7 +174,9 @@ def test_sequence_loss_approaches_the_population_loss_for_long_sequences():
     lengths = np.array([16, 32, 64, 128, 256])
     n = 4000
     # independent chains for each s (prefixes of disjoint blocks of stationary chains)
-    xs = np.asarray(_markov._sample_sequences(jax.random.key(6), P, n * len(lengths), 257, initial=pi))
+    xs = np.asarray(
+        _markov._sample_sequences(jax.random.key(6), P, n * len(lengths), 257, initial=pi)
+    )
     gaps, ses = [], []
     for i, s in enumerate(lengths):
         x = xs[i * n : (i + 1) * n, : s + 1]

@@ -193,7 +193,8 @@ def score_angle(
     Near the saddle ``W0 = gamma_v alpha^T + E`` (``gamma_v`` the profile of ``saddle_W0``, the
     embedding of the saddle the flow visits, ``alpha`` the top right singular vector of
     ``W0``) and ``(WQ, WK)`` is the unstable attention mode (``WQ = alpha q^T``,
-    ``WK = +-alpha q^T``, ``|q| = ||alpha^T (WQ +- WK)|| / 2``, the sign whose amplitude grows at that save)
+    ``WK = +-alpha q^T``, ``|q| = ||alpha^T (WQ +- WK)|| / 2``, the sign whose amplitude grows
+    at that save)
     plus a part that does not grow there: the rest of ``(WQ, WK)``, of norm at most ``N =
     ||(WQ, WK)||`` at ``t_noise``, and the other (stable, rate ``-|c|``) attention mode, whose
     amplitude ``q_s`` is read at each save (condensation can leave it large). Then

@@ -69,8 +69,8 @@ __all__ = [
 def unigram_plateau(loss: float, bound: float, entropy: float, log_d: float) -> Evidence:
     """The loss sits at ``H(pi)`` (the unigram plateau) before attention moves.
 
-    ``within`` the quadratic-model bound of ``FlowAnalysis.plateau()``, against the alternative ``log d``
-    (no plateau below the start): a bound that contains both is ``inconclusive``."""
+    ``within`` the quadratic-model bound of ``FlowAnalysis.plateau()``, against the alternative
+    ``log d`` (no plateau below the start): a bound that contains both is ``inconclusive``."""
     model = ErrorModel.bound(
         bound if np.isfinite(bound) else 0.0,
         basis="|L - L*| <= ||grad L||^2 / (2 lambda_min) at the save nearest the saddle",
@@ -591,11 +591,11 @@ def dilution_mode_rate(
     rate: float, half_rates, rate_error: float, c: float, *, at_saddle: bool = True
 ) -> Evidence:
     """The dilution mode grows like ``e^{c t}`` out of the saddle (the paper's stage III):
-    the measured rate (``FlowAnalysis.dilution_mode_growth()``) equals ``c`` within ``2 max |k - c|`` (a mode
-    driven at the attention's instantaneous rate ``k``, once or twice) plus the change of the
-    rate between the window's halves, against the alternative ``2c`` (a mode forced by
-    ``Phi``, quadratic in the attention amplitude). ``inconclusive`` for a flow that has not
-    settled on the saddle (``at_saddle`` false)."""
+    the measured rate (``FlowAnalysis.dilution_mode_growth()``) equals ``c`` within
+    ``2 max |k - c|`` (a mode driven at the attention's instantaneous rate ``k``, once or
+    twice) plus the change of the rate between the window's halves, against the alternative
+    ``2c`` (a mode forced by ``Phi``, quadratic in the attention amplitude). ``inconclusive``
+    for a flow that has not settled on the saddle (``at_saddle`` false)."""
     claim = "the dilution mode grows like exp(c t) out of the unigram saddle"
     if not at_saddle or not np.isfinite(rate):
         return Evidence(
