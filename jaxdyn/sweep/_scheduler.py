@@ -228,16 +228,19 @@ class SegmentedPrograms:
         self.packing = _state_packing(self.member, params, seeds)
         size = sum(int(np.prod(shape)) for shape in self.packing.shapes)
         self.xla = xla_options(device.platform, small=size <= SMALL_STATE)
+        self.xla_once = xla_options(device.platform, small=size <= SMALL_STATE, once=True)
         static = (self.member, width, self.packing)
         with CompileCounter() as counter:
             if shared_structure(self.member) is None:
-                self.init = _sweep_init.lower(*static, *example).compile(compiler_options=self.xla)
+                self.init = _sweep_init.lower(*static, *example).compile(
+                    compiler_options=self.xla_once
+                )
             else:
                 self.init = self._shared_start(example)
             packed_shape = _sweep_init.eval_shape(*static, *example)[0]
             self._packed = jax.tree.map(self._spec, packed_shape)
             self.finish = _sweep_finish.lower(*static, *example, self._packed).compile(
-                compiler_options=self.xla
+                compiler_options=self.xla_once
             )
         state_shape = self.packing.state_shape
         narrow = segment_width(requested_width, width, device.platform, state_shape)
@@ -278,7 +281,7 @@ class SegmentedPrograms:
 
     def _shared_start(self, example) -> _SharedStart:
         problems = _sweep_problems.lower(self.member, self.width, *example).compile(
-            compiler_options=self.xla
+            compiler_options=self.xla_once
         )
         arrays = jax.tree.map(
             self._spec, _sweep_problems.eval_shape(self.member, self.width, *example)
@@ -300,7 +303,7 @@ class SegmentedPrograms:
                 shared,
                 key,
                 _sweep_start_shared.lower(structure, self.width, self.packing, arrays).compile(
-                    compiler_options=self.xla
+                    compiler_options=self.xla_once
                 ),
             )
         return _SharedStart(problems, shared[key])
