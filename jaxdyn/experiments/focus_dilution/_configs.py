@@ -61,16 +61,19 @@ class _Analysis(_Solved):
     """Attributes:
     eps: initialisation scale (entries i.i.d. N(0, eps^2)).
     horizon_budget: the longest horizon, in first horizons, while the stage the run needs is not
-        reached (end time and step budget doubled each time).
+        reached (end time and step budget multiplied by ``horizon_growth`` each time).
+    horizon_growth: the factor of each growth of the horizon (each try solves from t = 0).
     origin_eps: initialisation scales of the flows near the origin (at least 3, distinct).
     origin_amplitude: the window near the origin ends where the largest eps has grown to this.
     """
 
     RANGES: ClassVar[str] = (
-        "eps (0, 0.1); horizon_budget >= 1; origin_eps (0, 0.1); origin_amplitude (0, 1)"
+        "eps (0, 0.1); horizon_budget >= 1; horizon_growth > 1; origin_eps (0, 0.1); "
+        "origin_amplitude (0, 1)"
     )
     eps: float = 1e-3
     horizon_budget: float = 4.0
+    horizon_growth: float = 2.0
     origin_eps: tuple[float, ...] = (0.02, 0.01, 0.005, 0.0025)
     origin_amplitude: float = 0.1
 
@@ -384,6 +387,7 @@ class TextConfig(_Analysis):
             n_draws=6,
             num_saves=80,
             t1=200.0,
+            horizon_growth=4.0,  # WikiText departs at t ~ 2200: 200, 800, 3200 as doubling ends
             find_stall=False,
             proxy=False,
         )
@@ -396,3 +400,8 @@ class TinyStoriesConfig(TextConfig):
     corpus_path: str = "tinystories"
     queries: tuple[str, ...] = ("the", ",", "a", "full", "been")
     vocab_size: int = 32
+
+    @classmethod
+    def quick(cls) -> dict:
+        # the departure comes early here (t ~ 300): doubling stops at 400, growth 4 at 800
+        return {**TextConfig.quick(), "horizon_growth": 2.0}

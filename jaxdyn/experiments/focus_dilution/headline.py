@@ -22,6 +22,7 @@ def run_focus_dilution(config: FocusDilutionConfig, run: Run) -> None:
     a, horizon = gf.analyse_flow_until(
         mc,
         budget=config.horizon_budget,
+        growth=config.horizon_growth,
         key=jax.random.key(config.seed),
         **keywords(config, gf.analyse_flow) | {"t1": config.t1 or None},
     )

@@ -104,6 +104,7 @@ def run_text(config: TextConfig, run: Run) -> None:
         chain,
         lambda st: st.departure.time,
         budget=config.horizon_budget,
+        growth=config.horizon_growth,
         key=jax.random.key(config.seed),
         solver=gf.stiff_solver() if config.stiff else None,
         **keywords(config, gf.analyse_flow),
