@@ -388,6 +388,7 @@ class TextConfig(_Analysis):
             num_saves=80,
             t1=200.0,
             horizon_growth=4.0,  # WikiText departs at t ~ 2200: 200, 800, 3200 as doubling ends
+            horizon_budget=64.0,  # up to t = 12800, for chains that depart late
             find_stall=False,
             proxy=False,
         )
