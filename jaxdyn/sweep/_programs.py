@@ -155,8 +155,7 @@ def xla_options(platform: str, *, small: bool = False, once: bool = False) -> di
     options: dict[str, bool | int] = {"xla_cpu_multi_thread_eigen": False}
     if small:
         options["xla_cpu_use_fusion_emitters"] = False
-    import os as _os
-    if once and not _os.environ.get("TMP_NO_ONCE"):
+    if once:
         options["xla_backend_optimization_level"] = 0
     return options
 
