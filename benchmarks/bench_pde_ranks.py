@@ -39,7 +39,8 @@ converged runs of every panel, to ``pde_ranks_subset.json``; ``--quick``: the fi
 ``--quick-runs`` runs of every panel, nothing written; ``--stacked``: also time the same
 attempts stepped as stacks). The JSON states the load average at the start and the end, and
 CPU seconds beside the wall times, which load inflates. Targets (the natural member in its
-plain script): >= 100x warm, >= 10x cold.
+plain script): >= 100x warm, >= 10x cold, judged against ``baseline_s`` (``passed``) and
+against the whole published loop (``passed_against_published_loop``).
 """
 
 from __future__ import annotations
@@ -280,6 +281,10 @@ def main() -> None:
         "natural_warm_s": round(natural_warm_s, 2),
         "natural_ratio_warm": round(baseline_s / natural_warm_s, 1),
         "natural_ratio_cold": round(baseline_s / natural_cold_s, 1),
+        # against the whole published loop (its set-aside attempts included): what a user of
+        # the published code pays for the figure
+        "natural_ratio_warm_vs_published_loop": round(loop_s / natural_warm_s, 1),
+        "natural_ratio_cold_vs_published_loop": round(loop_s / natural_cold_s, 1),
         "published_loop_cpu_s": round(loop_cpu_s, 2),
         "baseline_cpu_s": round(baseline_cpu_s, 2),
         "natural_cold_cpu_s": round(plain["cold_cpu_s"], 2),
@@ -328,6 +333,9 @@ def main() -> None:
             baseline_s / natural_warm_s >= TARGET_WARM
             and baseline_s / natural_cold_s >= TARGET_COLD
             and np.array_equal(whole.outputs["rank"], warm.outputs["rank"])
+        ),
+        "passed_against_published_loop": bool(
+            loop_s / natural_warm_s >= TARGET_WARM and loop_s / natural_cold_s >= TARGET_COLD
         ),
         "cores": 1,
         "runs_per_panel": config.runs,
