@@ -126,7 +126,7 @@ def effective_vmap_width(vmap_width: int, n_members: int) -> int:
     return max(1, min(int(vmap_width), 1 << max(0, math.ceil(math.log2(max(n_members, 1))))))
 
 
-def xla_options(platform: str, *, small: bool = False, once: bool = False) -> dict[str, bool | int]:
+def xla_options(platform: str, *, small: bool = False) -> dict[str, bool]:
     """The XLA options the engine compiles its programs with (``jax.jit``'s
     ``compiler_options``: per program, no ``XLA_FLAGS``, nothing set process-wide).
 
@@ -141,22 +141,14 @@ def xla_options(platform: str, *, small: bool = False, once: bool = False) -> di
       state has at most ``SMALL_STATE`` numbers): XLA's elemental emitters compile faster and
       run such members as fast; larger states (particle systems) keep the fusion emitters,
       which run them faster.
-    - ``xla_backend_optimization_level=0`` for ``once`` programs: the programs of a segmented
-      sweep that run once per chunk (the members' code before and after their solve, the
-      solver's start, the outputs' packing) are compiled without LLVM's optimisation passes.
-      They are most of a first sweep's compile time and little of its run time; the program
-      that advances the solves, run segment after segment, keeps them
-      (benchmarks/results/pde_ranks.json).
 
     Other platforms: XLA's defaults.
     """
     if platform != "cpu":
         return {}
-    options: dict[str, bool | int] = {"xla_cpu_multi_thread_eigen": False}
+    options = {"xla_cpu_multi_thread_eigen": False}
     if small:
         options["xla_cpu_use_fusion_emitters"] = False
-    if once:
-        options["xla_backend_optimization_level"] = 0
     return options
 
 

@@ -228,19 +228,16 @@ class SegmentedPrograms:
         self.packing = _state_packing(self.member, params, seeds)
         size = sum(int(np.prod(shape)) for shape in self.packing.shapes)
         self.xla = xla_options(device.platform, small=size <= SMALL_STATE)
-        self.xla_once = xla_options(device.platform, small=size <= SMALL_STATE, once=True)
         static = (self.member, width, self.packing)
         with CompileCounter() as counter:
             if shared_structure(self.member) is None:
-                self.init = _sweep_init.lower(*static, *example).compile(
-                    compiler_options=self.xla_once
-                )
+                self.init = _sweep_init.lower(*static, *example).compile(compiler_options=self.xla)
             else:
                 self.init = self._shared_start(example)
             packed_shape = _sweep_init.eval_shape(*static, *example)[0]
             self._packed = jax.tree.map(self._spec, packed_shape)
             self.finish = _sweep_finish.lower(*static, *example, self._packed).compile(
-                compiler_options=self.xla_once
+                compiler_options=self.xla
             )
         state_shape = self.packing.state_shape
         narrow = segment_width(requested_width, width, device.platform, state_shape)
@@ -281,7 +278,7 @@ class SegmentedPrograms:
 
     def _shared_start(self, example) -> _SharedStart:
         problems = _sweep_problems.lower(self.member, self.width, *example).compile(
-            compiler_options=self.xla_once
+            compiler_options=self.xla
         )
         arrays = jax.tree.map(
             self._spec, _sweep_problems.eval_shape(self.member, self.width, *example)
@@ -303,7 +300,7 @@ class SegmentedPrograms:
                 shared,
                 key,
                 _sweep_start_shared.lower(structure, self.width, self.packing, arrays).compile(
-                    compiler_options=self.xla_once
+                    compiler_options=self.xla
                 ),
             )
         return _SharedStart(problems, shared[key])
