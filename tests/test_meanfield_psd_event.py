@@ -5,6 +5,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxdyn import Status
 from jaxdyn.meanfield import simulate_gaussian
@@ -58,6 +59,7 @@ class _Shrinking(AbstractGaussianClosed):
         return jnp.zeros_like(jnp.asarray(mean)), -jnp.eye(cov.shape[0], dtype=cov.dtype)
 
 
+@pytest.mark.heavy  # four event-stopped solves to compile
 def test_not_psd_fires_at_the_closed_form_time():
     """``Sigma(t) = diag(1, 2, 4) - t I``: ``lambda_min = 1 - t`` crosses ``-p tr Sigma``
     (``tr = 7 - 3t``) at ``t* = (1 + 7p) / (1 + 3p)``."""
