@@ -121,3 +121,18 @@ def fit_exponential(t: Points, y: Points, *, confidence: float = 0.95) -> Linear
 
 
 __all__ = ["LinearFit", "entropy", "fit_exponential", "fit_line", "fit_power_law"]
+
+
+def extrapolate_exponent(x: Points, m: Points) -> tuple[float, float]:
+    """Local exponents ``m`` at ``x`` extrapolated to ``x -> infinity`` in ``u = 1 / ln x``:
+    the parabola through the last three points, and as its error the difference from the
+    line through the last two (an embedded pair, as a Runge-Kutta step with local
+    extrapolation estimates its error by the lower-order solution)."""
+    x, m = np.asarray(x, float).ravel(), np.asarray(m, float).ravel()
+    keep = np.isfinite(m) & np.isfinite(x) & (x > 1)
+    u, m = 1.0 / np.log(x[keep]), m[keep]
+    if m.size < 3:
+        return float("nan"), float("nan")
+    line = np.polyval(np.polyfit(u[-2:], m[-2:], 1), 0.0)
+    parabola = np.polyval(np.polyfit(u[-3:], m[-3:], 2), 0.0)
+    return float(parabola), float(abs(line - parabola))

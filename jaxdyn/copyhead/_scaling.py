@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from jaxtyping import ArrayLike, Float
 
+from .._numerics import extrapolate_exponent
 from ..evidence import local_exponents
-from ..evidence._decisions import _extrapolate  # the value and error of extrapolated_exponent
 from ._models import SoftmaxReduced
 from ._phase import instability_point, linear_onset, locate_transition, phase_diagram
 from ._transition import (
@@ -333,7 +333,7 @@ def softmax_law(reduced, Ls, P_min: float, P_max: float) -> tuple[np.ndarray, di
         "at_L": mid.tolist(),
         "tokens_local_exponent": tokens(P),
         "paper_tokens_local_exponent": tokens(np.log(x) ** 2),
-        "extrapolated_lnlnL_exponent": list(_extrapolate(mid, m)),
+        "extrapolated_lnlnL_exponent": list(extrapolate_exponent(mid, m)),
     }
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from jaxtyping import ArrayLike
 
-from .._numerics import fit_line, fit_power_law
+from .._numerics import extrapolate_exponent, fit_line, fit_power_law
 from ._contract import ErrorModel, Evidence, Verdict, at_least, at_most, estimate
 
 Numbers = ArrayLike | Sequence
@@ -238,21 +238,6 @@ def local_exponents(x: Numbers, y: Numbers) -> tuple[np.ndarray, np.ndarray]:
     return np.diff(np.log(y)) / np.diff(np.log(x)), np.sqrt(x[1:] * x[:-1])
 
 
-def _extrapolate(x: Numbers, m: Numbers) -> tuple[float, float]:
-    """Local exponents ``m`` at ``x`` extrapolated to ``x -> infinity`` in ``u = 1 / ln x``:
-    the parabola through the last three points, and as its error the difference from the
-    line through the last two (an embedded pair, as a Runge-Kutta step with local
-    extrapolation estimates its error by the lower-order solution)."""
-    x, m = np.asarray(x, float).ravel(), np.asarray(m, float).ravel()
-    keep = np.isfinite(m) & np.isfinite(x) & (x > 1)
-    u, m = 1.0 / np.log(x[keep]), m[keep]
-    if m.size < 3:
-        return float("nan"), float("nan")
-    line = np.polyval(np.polyfit(u[-2:], m[-2:], 1), 0.0)
-    parabola = np.polyval(np.polyfit(u[-3:], m[-3:], 2), 0.0)
-    return float(parabola), float(abs(line - parabola))
-
-
 def _between_forms(
     claim: str, measured: float, law: float, alternative: float, *, error: float, basis: str
 ) -> Evidence:
@@ -301,7 +286,7 @@ def extrapolated_exponent(
     ``inconclusive`` in between, with fewer than three finite exponents, or when the error
     straddles a band's edge (a range reaching larger ``x`` would decide).
     """
-    value, error = _extrapolate(x, exponents)
+    value, error = extrapolate_exponent(x, exponents)
     return _between_forms(
         claim,
         value,
