@@ -93,20 +93,66 @@ def test_induction_head_holds_above_the_baseline_and_control_attention_that_igno
         C.induction_head([0.8], 0.39)
 
 
+def _chains(curve, chains=16, offset=0.5, noise=0.05, seed=0):
+    """Per-chain LLC curves as common random numbers give them: each chain its own offset
+    (shared along training) and a little noise that changes with the weights."""
+    rng = np.random.default_rng(seed)
+    return (
+        curve
+        + offset * rng.normal(size=(chains, 1))
+        + noise * rng.normal(size=(chains, curve.size))
+    )
+
+
+B1, B2 = 10, 18
+
+
+def _kinked(x, first=1.5, second=-2.0):
+    return 2 + 0.1 * x + first * np.maximum(x - x[B1], 0) + second * np.maximum(x - x[B2], 0)
+
+
+def test_llc_trend_changes_measures_each_kink_over_the_stage_after_it():
+    """Noiseless chains: the displacements are the slope changes times the stages' lengths."""
+    x, steps = X[1:], STEPS[1:]
+    ev = C.llc_trend_changes(steps, _chains(_kinked(x), noise=0.0), steps[[B2, B1]])
+    expected = [1.5 * (x[B2] - x[B1]), -2.0 * (x[-1] - x[B2])]
+    np.testing.assert_allclose(ev.measured, expected, rtol=1e-10)
+    assert ev.verdict is Verdict.holds, ev.reason
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_llc_trend_changes_holds_for_a_broken_line_and_not_for_a_straight_one(seed):
-    rng = np.random.default_rng(seed)
-    x = X[1:]
-    steps = STEPS[1:]
-    b1, b2 = 10, 18
-    kinked = 2 + 0.1 * x + 1.5 * np.maximum(x - x[b1], 0) - 2.0 * np.maximum(x - x[b2], 0)
-    se = np.full(x.size, 0.05)
-    ev = C.llc_trend_changes(steps, kinked + 0.05 * rng.normal(size=x.size), se, steps[[b1, b2]])
+    x, steps = X[1:], STEPS[1:]
+    ev = C.llc_trend_changes(steps, _chains(_kinked(x), seed=seed), steps[[B1, B2]])
     assert ev.verdict is Verdict.holds, ev.reason
-    # negative control: a steady trend with the same noise has no significant kink
-    straight = 2 + 0.4 * x + 0.05 * rng.normal(size=x.size)
-    ev = C.llc_trend_changes(steps, straight, se, steps[[b1, b2]])
-    assert ev.verdict is not Verdict.holds
+    # negative control: a steady trend with the same chains has no kink: refuted (each
+    # displacement's interval is well inside +-1/2)
+    ev = C.llc_trend_changes(steps, _chains(2 + 0.4 * x, seed=seed), steps[[B1, B2]])
+    assert ev.verdict is Verdict.refuted, ev.reason
+    # one boundary without a change is enough to refute
+    ev = C.llc_trend_changes(steps, _chains(_kinked(x, first=0.0), seed=seed), steps[[B1, B2]])
+    assert ev.verdict is Verdict.refuted, ev.reason
+
+
+def test_llc_trend_changes_is_inconclusive_without_power_or_without_a_fit():
+    x, steps = X[1:], STEPS[1:]
+    # noise as large as the kinks: neither resolved nor excluded
+    noisy = _chains(_kinked(x, first=0.5 / (x[B2] - x[B1])), chains=4, noise=0.5)
+    assert C.llc_trend_changes(steps, noisy, steps[[B1, B2]]).verdict is Verdict.inconclusive
+    # a change smaller than one parameter direction, resolved from 0, is not a change
+    small = _chains(_kinked(x, first=0.2 / (x[B2] - x[B1]), second=0.0), noise=0.005)
+    assert C.llc_trend_changes(steps, small, steps[[B1, B2]]).verdict is Verdict.refuted
+    chains = _chains(_kinked(x))
+    for bad in (
+        dict(llc=chains[:1], boundaries=steps[[B1, B2]]),  # one chain: no spread
+        dict(llc=chains, boundaries=[steps[B1], steps[B1] + 0.5]),  # no estimate in between
+        dict(llc=chains, boundaries=[steps[0], steps[B2]]),  # one estimate up to the first
+        dict(llc=chains, boundaries=[steps[B1], steps[-1]]),  # none after the last
+        dict(llc=chains, boundaries=[]),
+        dict(llc=chains[:, :-1], boundaries=steps[[B1, B2]]),  # shape mismatch
+    ):
+        ev = C.llc_trend_changes(steps, bad["llc"], bad["boundaries"])
+        assert ev.verdict is Verdict.inconclusive, bad
 
 
 def test_stage_boundaries_of_a_staged_curve():

@@ -72,3 +72,28 @@ def test_one_layer_model_is_not_an_induction_head():
         np.asarray(traj.induction[:, -1, 0]), float(traj.induction_baseline[0])
     )
     assert ev.verdict is not Verdict.holds, ev
+
+
+def test_llc_along_training_uses_common_random_numbers():
+    """Every checkpoint samples with the same chains' noise: equal weights give equal rows,
+    other weights other rows, and the chains differ from each other."""
+    import equinox as eqx
+    import jax
+
+    import jaxdyn.induction as ind
+    from jaxdyn.induction import _llc
+
+    tokens = np.random.default_rng(0).integers(0, 3, size=(16, 8))
+    model = eqx.filter_jit(ind.AttentionOnlyTransformer)(
+        key=jax.random.key(1), states=3, length=8, width=4, layers=1
+    )
+    w = np.asarray(_llc.flat_weights(model))
+    other = w + 0.1 * np.random.default_rng(0).normal(size=w.size)
+    kw = dict(num_chains=3, num_draws=4, num_burnin=2, step_size=1e-4, batch_size=4)
+    rows = _llc.llc_along_training(
+        model, np.stack([w, other, w]), tokens, key=jax.random.key(3), **kw
+    )
+    assert rows.shape == (3, 3)
+    np.testing.assert_array_equal(rows[0], rows[2])
+    assert not np.allclose(rows[0], rows[1])
+    assert np.unique(rows[0]).size == 3

@@ -7,7 +7,6 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.flatten_util
-import jax.numpy as jnp
 import numpy as np
 
 from ..llc import estimate_llc
@@ -37,29 +36,30 @@ def _batch_loss(model, batch):
     return next_token_loss(model, batch[0])
 
 
-def llc_along_training(template, weights, tokens, *, key, **estimate) -> tuple:
+def llc_along_training(template, weights, tokens, *, key, **estimate) -> np.ndarray:
     """:func:`jaxdyn.llc.estimate_llc` of :func:`next_token_loss` on ``tokens`` (n counts
     sequences) at each row of ``weights`` (:func:`flat_weights` of checkpoints of a model
-    shaped like ``template``); ``estimate`` its other keywords. Returns ``(llc, stderr)``.
+    shaped like ``template``); ``estimate`` its other keywords. Returns the per-chain estimates,
+    ``(rows, chains)``.
 
-    Row ``j`` samples with key ``fold_in(key, j)``; all rows run as one compiled program
-    (vmapped over the checkpoints), each exactly as a separate call would."""
+    Common random numbers: every row samples with the same ``key``, so chain ``c`` draws the
+    same Langevin noise and the same minibatches at every checkpoint and its estimates along
+    training change only with the weights (their differences keep little of the sampling
+    noise; the chains stay independent of each other). All rows run as one compiled program
+    (vmapped over the checkpoints), each exactly as a separate call with ``key`` would."""
     weights = np.asarray(weights)
     if weights.shape[0] == 0:
-        return np.zeros(0), np.zeros(0)
+        return np.zeros((0, estimate.get("num_chains", 8)))
     params, static = eqx.partition(template, eqx.is_inexact_array)
 
     @eqx.filter_jit
     def at(params, weights, key, tokens):
         _, unravel = jax.flatten_util.ravel_pytree(params)  # traced here: no eager programs
-        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(len(weights)))
 
-        def one(w, k):
+        def one(w):
             model = eqx.combine(unravel(w), static)
-            est = estimate_llc(_batch_loss, model, (tokens,), key=k, **estimate)
-            return est.llc, est.stderr
+            return estimate_llc(_batch_loss, model, (tokens,), key=key, **estimate).per_chain
 
-        return eqx.filter_vmap(one)(weights, keys)
+        return eqx.filter_vmap(one)(weights)
 
-    llc, se = at(params, weights, key, tokens)
-    return np.asarray(llc, float), np.asarray(se, float)
+    return np.asarray(at(params, weights, key, tokens), float)

@@ -63,25 +63,28 @@ def first_crossing(values, threshold, *, below: bool = False):
     return int(idx[0]) if idx.size else None
 
 
-def broken_line_slopes(x, y, y_se, knots):
-    """Weighted least squares of ``y`` on a continuous broken line in ``x`` with kinks at
-    ``knots``: the slope changes at each kink and their standard errors (scaled by the
-    residual when it exceeds the stated errors). Returns ``(changes, errors, dof)``.
+def broken_line_changes(x, y, knots) -> np.ndarray:
+    """Least squares of each row of ``y`` on a continuous broken line in ``x`` with kinks at
+    ``knots``: the slope change at each kink, one row per row of ``y`` (``(rows, knots)``).
+
+    The line is ``a + b x + sum_i c_i max(x - k_i, 0)``; ``c_i`` is the change of slope at
+    ``k_i``. It is identified when at least two ``x`` lie at or before the first kink and at
+    least one in each later stage (after a kink, up to the next); :func:`stage_counts`.
     """
     # generic: move to jaxdyn.evidence
     x = np.asarray(x, float)
-    y = np.asarray(y, float)
-    w = 1.0 / np.maximum(np.asarray(y_se, float), 1e-300)
+    y = np.atleast_2d(np.asarray(y, float))
     X = np.column_stack([np.ones_like(x), x] + [np.maximum(x - k, 0.0) for k in knots])
-    dof = x.size - X.shape[1]
-    Xw = X * w[:, None]
-    coef, *_ = np.linalg.lstsq(Xw, y * w, rcond=None)
-    cov = np.linalg.pinv(Xw.T @ Xw)
-    if dof > 0:
-        chi2 = float(np.sum(((y - X @ coef) * w) ** 2)) / dof
-        cov = cov * max(chi2, 1.0)
-    se = np.sqrt(np.diag(cov))
-    return coef[2:], se[2:], dof
+    coef, *_ = np.linalg.lstsq(X, y.T, rcond=None)
+    return coef[2:].T
+
+
+def stage_counts(x, knots) -> list[int]:
+    """How many ``x`` lie in each stage that ``knots`` cut: ``(-inf, k_1]``, ``(k_1, k_2]``,
+    ..., ``(k_last, inf)``."""
+    x = np.asarray(x, float)
+    edges = [-np.inf, *knots, np.inf]
+    return [int(np.sum((x > lo) & (x <= hi))) for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
 
 
 def stage_boundaries(

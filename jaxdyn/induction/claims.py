@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..evidence import ErrorModel, Evidence, Verdict, at_least
-from ._stages import band, broken_line_slopes, first_crossing, plateau_window
+from ._stages import band, broken_line_changes, first_crossing, plateau_window, stage_counts
 
 __all__ = [
     "induction_head",
@@ -178,46 +178,75 @@ def induction_head(
     return at_least(claim, measured=float(x.mean()), limit=limit, error_model=model)
 
 
-def llc_trend_changes(steps, llc, llc_se, boundaries, *, confidence: float = 0.99) -> Evidence:
+def llc_trend_changes(
+    steps, llc, boundaries, *, effect: float = 0.5, confidence: float = 0.99
+) -> Evidence:
     """The learning coefficient's trend in ``ln(1 + step)`` changes at the stage boundaries.
 
-    ``steps``: where the LLC was estimated; ``boundaries``: the steps where the loss and the
-    attention change stage (:func:`~jaxdyn.induction.stage_boundaries`). A continuous broken
-    line with kinks at the boundaries is fitted to the estimates weighted by their standard
-    errors; ``holds`` when every kink's slope change differs from 0 beyond its Student-t
-    interval (the fit's residual degrees of freedom; errors scaled up by the residual when it
-    exceeds them), ``inconclusive`` when some does not (the alternative, a change smaller than
-    the error, cannot be rejected), or with fewer than two estimates in a segment. The
-    prediction is the number of boundaries with a change; the measurement the slope changes.
+    ``llc``: per-chain estimates, ``(chains, steps)``, sampled with common random numbers
+    (chain ``c`` draws the same Langevin noise and minibatches at every step, so each row is
+    a smooth function of the weights along training); ``boundaries``: the steps where the loss
+    and the attention change stage (:func:`~jaxdyn.induction.stage_boundaries`).
+
+    Per chain, a continuous broken line in ``x = ln(1 + step)`` with kinks at the boundaries is
+    fitted by least squares. A kink's *displacement* is its slope change times the length in
+    ``x`` of the stage after it (to the next boundary, or to the last estimate): how far the
+    LLC has left the previous stage's trend by the end of that stage. The chains are
+    independent, so the displacements' spread across chains is their sampling error: the mean
+    over chains with a Student-t interval (``chains - 1`` degrees of freedom) at ``confidence``.
+
+    The minimal effect ``effect`` (LLC units) is what counts as a change: 1/2, one parameter
+    direction of a regular model (each adds 1/2 to the learning coefficient; the resolution the
+    LLC calibration's alternatives ``(d +- 1) / 2`` use). ``holds`` when every boundary's
+    interval lies beyond ``+-effect`` (a change of at least one direction, resolved);
+    ``refuted`` when some boundary's interval lies inside ``(-effect, effect)`` (at that
+    boundary the LLC keeps its trend to within less than one direction: a two one-sided test,
+    each side at ``(1 - confidence) / 2``, so at most ``1 - confidence`` over two boundaries);
+    ``inconclusive`` otherwise, with fewer than 2 chains, or when the broken line is not
+    identified (fewer than two estimates up to the first boundary, none in a later stage).
     """
     steps = np.asarray(steps, float)
     llc = np.asarray(llc, float)
     knots = sorted(float(np.log1p(b)) for b in boundaries)
     x = np.log1p(steps)
     claim = "the LLC's trend changes at the stage boundaries"
-    edges = [-np.inf, *knots, np.inf]
-    counts = [
-        int(np.sum((x > lo) & (x <= hi))) for lo, hi in zip(edges[:-1], edges[1:], strict=True)
-    ]
-    if not knots or min(counts) < 2 or not np.all(np.isfinite(llc)):
+    counts = stage_counts(x, knots) if knots else []
+    chains = llc.shape[0] if llc.ndim == 2 and llc.shape[1] == x.size else 0
+    if not knots or counts[0] < 2 or min(counts) < 1 or chains < 2 or not np.all(np.isfinite(llc)):
         model = ErrorModel.standard_error(0.0, dof=None, confidence=confidence)
-        return Evidence(
-            claim,
-            len(knots),
-            np.nan,
-            model,
-            Verdict.inconclusive,
-            0.0,
-            f"estimates per segment {counts} (need >= 2 each), or an estimate is not finite",
+        reason = (
+            f"estimates per stage {counts} (need >= 2 up to the first boundary, >= 1 in each "
+            f"later stage), {chains} chains (need >= 2, rows of shape (chains, {x.size})), "
+            "or an estimate is not finite"
         )
-    changes, errors, dof = broken_line_slopes(x, llc, llc_se, knots)
+        return Evidence(claim, effect, np.nan, model, Verdict.inconclusive, 0.0, reason)
+    span = np.diff([*knots, x.max()])
+    changes = broken_line_changes(x, llc, knots)
+    shift = changes * span
+    se = shift.std(axis=0, ddof=1) / np.sqrt(chains)
     model = ErrorModel.standard_error(
-        errors,
-        dof=max(dof, 1),
+        se,
+        dof=chains - 1,
         confidence=confidence,
-        basis="weighted least squares of a broken line, errors scaled by the residual",
+        basis=f"chain-to-chain spread of per-chain broken-line fits, {chains} chains with common"
+        " random numbers along training",
     )
-    significant = np.abs(changes) > model.half_width()
-    verdict = Verdict.holds if bool(np.all(significant)) else Verdict.inconclusive
-    reason = "" if verdict is Verdict.holds else "a slope change is within its interval of 0"
-    return Evidence(claim, len(knots), changes, model, verdict, 0.0, reason)
+    mean, half = shift.mean(axis=0), model.half_width()
+    inside = np.abs(mean) + half < effect
+    beyond = np.abs(mean) - half > effect
+    if inside.any():
+        verdict = Verdict.refuted
+    elif beyond.all():
+        verdict = Verdict.holds
+    else:
+        verdict = Verdict.inconclusive
+    per_knot = "; ".join(
+        f"step {b:g}: slope change {c:.3g}, displacement {m:.3g} +- {h:.2g}"
+        for b, c, m, h in zip(sorted(boundaries), changes.mean(0), mean, half, strict=True)
+    )
+    reason = {
+        Verdict.holds: f"every displacement beyond +-{effect:g} ({per_knot})",
+        Verdict.refuted: f"a displacement inside +-{effect:g} ({per_knot})",
+        Verdict.inconclusive: f"a displacement's interval contains +-{effect:g} ({per_knot})",
+    }[verdict]
+    return Evidence(claim, effect, mean, model, verdict, 0.0, reason)

@@ -43,7 +43,8 @@ class InductionConfig(ExperimentConfig):
         llc_checkpoints: how many checkpoints (of seed 0) get a learning-coefficient estimate.
         llc_sequences, llc_chains, llc_draws, llc_burnin, llc_step_size, llc_localization,
             llc_batch_size: :func:`jaxdyn.llc.estimate_llc` on ``llc_sequences`` fresh
-            sequences (n counts sequences).
+            sequences (n counts sequences), the same chains' noise at every checkpoint
+            (common random numbers: the trend's error is the spread across chains).
     """
 
     states: int = 3
@@ -61,12 +62,12 @@ class InductionConfig(ExperimentConfig):
     confidence: float = 0.99
     llc_checkpoints: int = 16
     llc_sequences: int = 1024
-    llc_chains: int = 4
-    llc_draws: int = 200
+    llc_chains: int = 32
+    llc_draws: int = 100
     llc_burnin: int = 50
     llc_step_size: float = 1e-4
     llc_localization: float = 100.0
-    llc_batch_size: int = 64
+    llc_batch_size: int = 16
 
     def validate(self) -> None:
         for ok, message in (
@@ -78,6 +79,7 @@ class InductionConfig(ExperimentConfig):
             (min(self.held_out, self.predictor_sequences) >= 2, "need >= 2 sequences"),
             (0 < self.confidence < 1, "confidence must be in (0, 1)"),
             (self.llc_checkpoints >= 0, "llc_checkpoints must be >= 0"),
+            (self.llc_chains >= 2, "llc_chains must be >= 2 (the trend's error is across chains)"),
             (self.learning_rate > 0 and self.llc_step_size > 0, "step sizes must be > 0"),
         ):
             if not ok:
@@ -94,12 +96,12 @@ class InductionConfig(ExperimentConfig):
             "x64": False,
             "held_out": 512,
             "predictor_sequences": 8192,
-            "llc_checkpoints": 10,
+            "llc_checkpoints": 8,
             "llc_sequences": 256,
-            "llc_chains": 3,
-            "llc_draws": 80,
-            "llc_burnin": 30,
-            "llc_batch_size": 32,
+            "llc_chains": 48,
+            "llc_draws": 40,
+            "llc_burnin": 20,
+            "llc_batch_size": 4,
         }
 
     def model(self, key) -> ind.AttentionOnlyTransformer:
@@ -233,7 +235,7 @@ def run_induction(c: InductionConfig, run: Run) -> None:
     )
     idx = _llc.llc_checkpoints(steps, c.llc_checkpoints, bounds) if c.llc_checkpoints else ()
     idx = np.asarray(idx, int)
-    llc, llc_se = _llc.llc_along_training(
+    per_chain = _llc.llc_along_training(
         eqx.filter_jit(c.model)(jax.random.key(0)),  # one program, not one per eager op
         result.outputs["weights"][np.flatnonzero(ok)[0]][idx],
         task.sample(jax.random.split(k_llc)[0], c.llc_sequences),
@@ -245,25 +247,34 @@ def run_induction(c: InductionConfig, run: Run) -> None:
         localization=c.llc_localization,
         batch_size=c.llc_batch_size,
     )
+    llc = per_chain.mean(1)
+    llc_se = per_chain.std(1, ddof=1) / np.sqrt(c.llc_chains)
     if idx.size:
         run.log(f"LLC at steps {steps[idx].tolist()}: " + ", ".join(f"{v:.3g}" for v in llc))
     boundaries = [steps[b] for b in bounds if b is not None]
     run.evidence(
         "llc_trend_changes",
-        ind.claims.llc_trend_changes(steps[idx], llc, llc_se, boundaries, confidence=c.confidence),
+        ind.claims.llc_trend_changes(steps[idx], per_chain.T, boundaries, confidence=c.confidence),
     )
     run.save_arrays(
         loss=loss,
         loss_se=loss_se,
         llc=llc,
         llc_se=llc_se,
+        llc_per_chain=per_chain,
         dims={
             "loss": ("seed", "step"),
             "loss_se": ("seed", "step"),
             "llc": ("llc_step",),
             "llc_se": ("llc_step",),
+            "llc_per_chain": ("llc_step", "chain"),
         },
-        coords={"seed": result.seeds[ok], "step": steps, "llc_step": steps[idx]},
+        coords={
+            "seed": result.seeds[ok],
+            "step": steps,
+            "llc_step": steps[idx],
+            "chain": np.arange(c.llc_chains),
+        },
     )
     _figures.figures(
         run,
@@ -324,6 +335,9 @@ def _content_blind():
 
 @negative_control(NAME, "llc_trend_changes")
 def _steady_llc():
-    """An LLC with one steady trend in ln(step): no kink to find."""
-    llc = 3 + 0.5 * _X[1:] + 0.05 * np.random.default_rng(0).normal(size=_X.size - 1)
-    return ind.claims.llc_trend_changes(_STEPS[1:], llc, np.full(llc.size, 0.05), _STEPS[[9, 16]])
+    """An LLC with one steady trend in ln(step) (each chain its own offset and noise): no kink
+    to find."""
+    rng = np.random.default_rng(0)
+    offset = 0.5 * rng.normal(size=(16, 1))
+    llc = 3 + 0.5 * _X[1:] + offset + 0.05 * rng.normal(size=(16, _X.size - 1))
+    return ind.claims.llc_trend_changes(_STEPS[1:], llc, _STEPS[[9, 16]])
