@@ -40,8 +40,10 @@ def test_quick_run_decides_the_stage_claims(tmp_path):
     assert checks["all_seeds_trained"]["passed"]
     assert checks["induction_head"]["verdict"] == "holds"
     assert checks["previous_token_head_first"]["verdict"] == "holds"
-    for name in ("unigram_plateau", "bigram_plateau", "llc_trend_changes"):
+    for name in ("unigram_plateau", "bigram_plateau"):
         assert checks[name]["verdict"] in ("holds", "refuted", "inconclusive")
+    # decided at the quick size (common random numbers along training, 48 chains)
+    assert checks["llc_trend_changes"]["verdict"] in ("holds", "refuted")
     assert (out / "figures" / "induction_head.png").exists()
     arrays = np.load(out / "results.npz")
     assert np.all(np.isfinite(arrays["llc"]))
