@@ -2,6 +2,7 @@
 experiments from one queue, then one report."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -34,6 +35,7 @@ _EXPERIMENTS = textwrap.dedent(
             raise RuntimeError("this experiment fails")
         run.report("pid", measured=os.getpid())
         run.report("process_count", measured=jax.process_count())
+        run.report("cores", measured=sorted(os.sched_getaffinity(0)))
 
 
     for name, meet, fail in (("pool-a", "pool-b", False), ("pool-b", "pool-a", False),
@@ -63,7 +65,7 @@ def test_reproduce_runs_experiments_side_by_side_and_reports_once(tmp_path):
         + ["--out", str(out), "--processes", "2", "--profile"],
         cwd=tmp_path,
         env={
-            **__import__("os").environ,
+            **os.environ,
             "POOL_TEST_DIR": str(tmp_path),
             "JAXDYN_CACHE_DIR": str(tmp_path / "cache"),
         },
@@ -86,6 +88,8 @@ def test_reproduce_runs_experiments_side_by_side_and_reports_once(tmp_path):
     }
     assert all(r["process_count"] == 1 for r in reports.values())
     assert reports["pool-a"]["pid"] != reports["pool-b"]["pid"]  # side by side
+    if len(os.sched_getaffinity(0)) >= 2:  # each worker on its own share of the cores
+        assert not set(reports["pool-a"]["cores"]) & set(reports["pool-b"]["cores"])
     assert all(proc.stderr.count(f"] {n}\n") == 1 for n in names), proc.stderr  # each once
     assert "failed experiments: pool-c" in proc.stderr
     assert (out / "report" / "report.md").exists() and "report:" in proc.stdout
@@ -165,3 +169,15 @@ def test_the_full_size_times_are_the_full_size_table_of_every_paper_experiment()
     assert set(FULL_WALL_S) == {e.name for e in list_experiments() if e.paper}
     names = sorted(FULL_WALL_S)
     assert longest_first(names, False, None)[0] == max(FULL_WALL_S, key=FULL_WALL_S.get)
+
+
+def test_worker_cores_split_this_process_cores_into_disjoint_shares(monkeypatch):
+    """n workers get n contiguous, disjoint, equal shares of this process's cores (the rest
+    unused); nothing is pinned where the cores cannot be split."""
+    from jaxdyn.distributed import pinned_to, worker_cores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5, 7, 8, 9}, raising=False)
+    assert worker_cores(2) == [frozenset({3, 5}), frozenset({7, 8})]
+    assert worker_cores(5) == [frozenset({c}) for c in (3, 5, 7, 8, 9)]
+    assert worker_cores(1) == [None] and worker_cores(6) == [None] * 6
+    assert pinned_to(None) is None and callable(pinned_to(frozenset({3})))

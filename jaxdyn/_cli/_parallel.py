@@ -166,7 +166,7 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
     import time
     from pathlib import Path
 
-    from jaxdyn.distributed import _stop, worker_python_path
+    from jaxdyn.distributed import _stop, pinned_to, worker_cores, worker_python_path
     from jaxdyn.runs._profile import process_age_s
 
     from ._commands import finish_reproduce, launch_config, write_queue
@@ -185,12 +185,14 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
     # later options win in argparse: one process per worker, every worker in one folder
     worker_argv = [*argv, "--processes", "1", "--out", str(out_root)]
     procs, forwarders = [], []
+    cores = worker_cores(min(n, len(names)))
     try:
-        for _ in range(min(n, len(names))):
+        for i in range(min(n, len(names))):
             procs.append(
                 subprocess.Popen(
                     [sys.executable, "-m", "jaxdyn", *worker_argv],
                     env=env,
+                    preexec_fn=pinned_to(cores[i]),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                 )

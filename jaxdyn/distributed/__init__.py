@@ -190,6 +190,33 @@ def _forward_stdout(proc: subprocess.Popen, stream: str = "stdout", muted=None):
     return thread
 
 
+def worker_cores(n: int) -> list[frozenset[int] | None]:
+    """The cores each of ``n`` local workers runs on: this process's cores split into ``n``
+    contiguous shares (``None`` for every worker where they cannot be split, or on a platform
+    without CPU affinity).
+
+    A worker that may use every core sizes XLA's CPU thread pool to all of them and splits
+    its larger loops over that pool; ``n`` such workers on ``n`` cores keep ``n`` times as
+    many busy threads as cores, and a split loop waits for its slowest piece, descheduled
+    behind another worker's thread. A worker held to its own share sizes the pool to it.
+    """
+    if not hasattr(os, "sched_getaffinity"):
+        return [None] * n
+    cores = sorted(os.sched_getaffinity(0))
+    share = len(cores) // max(n, 1)
+    if n <= 1 or share == 0:
+        return [None] * n
+    return [frozenset(cores[i * share : (i + 1) * share]) for i in range(n)]
+
+
+def pinned_to(cores: frozenset[int] | None):
+    """A ``preexec_fn`` for :class:`subprocess.Popen` that holds the child to ``cores``
+    before it starts (``None``: no function, the child inherits this process's cores)."""
+    if cores is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cores)
+
+
 def worker_python_path() -> str:
     """``PYTHONPATH`` for worker processes: they import what this process can (experiments
     found through ``sys.path``, e.g. a module in the working directory)."""
@@ -226,6 +253,7 @@ def launch_local(
     procs, forwarders = [], []
     muted = [threading.Event() for _ in range(n)] if on_failure is not None else None
     python_path = worker_python_path()
+    cores = worker_cores(n)
     for i in range(n):
         worker_env = dict(os.environ)
         worker_env["PYTHONPATH"] = python_path
@@ -240,6 +268,7 @@ def launch_local(
             subprocess.Popen(
                 [sys.executable, "-m", "jaxdyn.distributed", *argv],
                 env=worker_env,
+                preexec_fn=pinned_to(cores[i]),
                 stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
                 stderr=None if muted is None else subprocess.PIPE,
             )
