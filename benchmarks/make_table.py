@@ -66,7 +66,7 @@ _PAIRS = (
     ),
 )
 _NESTED_TIME = ("jaxdyn_s", "time_s")
-_NESTED_BASELINE = ("pytorch_batched_loop_s",)
+_NESTED_BASELINE = ("pytorch_batched_loop_s", "baseline_s")
 
 
 def _first(record: dict, keys) -> tuple[str | None, object]:

@@ -181,3 +181,29 @@ def test_worker_cores_split_this_process_cores_into_disjoint_shares(monkeypatch)
     assert worker_cores(5) == [frozenset({c}) for c in (3, 5, 7, 8, 9)]
     assert worker_cores(1) == [None] and worker_cores(6) == [None] * 6
     assert pinned_to(None) is None and callable(pinned_to(frozenset({3})))
+
+
+def test_one_quick_experiment_runs_in_one_process_unless_processes_are_asked_for(monkeypatch):
+    """``auto`` would start one cooperating process per core; one ``--quick`` experiment runs
+    here instead (its sweeps are too small to divide), unless ``--processes`` or
+    ``JAXDYN_LAUNCH`` asks for processes; a quick reproduce of several keeps its pool."""
+    import argparse
+    from pathlib import Path
+
+    from jaxdyn._cli._parallel import _quick_by_default
+
+    monkeypatch.delenv("JAXDYN_LAUNCH", raising=False)
+
+    def args(command="run", quick=True, processes=None, only=None):
+        return argparse.Namespace(
+            command=command, quick=quick, processes=processes, only=only, out=Path("unused")
+        )
+
+    assert _quick_by_default(args())
+    assert not _quick_by_default(args(processes="2"))
+    assert not _quick_by_default(args(processes="auto"))
+    assert not _quick_by_default(args(quick=False))
+    assert _quick_by_default(args("reproduce", only=["pde-sigmoid"]))
+    assert not _quick_by_default(args("reproduce", only=["pde-sigmoid", "pde-twisted"]))
+    monkeypatch.setenv("JAXDYN_LAUNCH", '{"processes": 2}')
+    assert not _quick_by_default(args())

@@ -19,6 +19,26 @@ def _processes(args) -> int:
         raise ConfigError(f"--processes: {err}") from None
 
 
+def _quick_by_default(args) -> bool:
+    """Whether one ``--quick`` experiment runs in this process although ``auto`` would start
+    one cooperating process per core: neither ``--processes`` nor ``JAXDYN_LAUNCH`` asked for
+    processes. Cooperating processes each trace and compile every program and share only
+    the sweeps, which at quick sizes are one or two chunks: they cost more than they divide
+    (benchmarks/results/cooperating_processes.json). ``reproduce --quick`` of several
+    experiments keeps its pool of side-by-side workers."""
+    from jaxdyn.distributed import LaunchConfig
+
+    if not getattr(args, "quick", False) or getattr(args, "processes", None) is not None:
+        return False
+    if LaunchConfig.from_environ().processes not in (None, ""):
+        return False
+    if args.command == "reproduce":
+        from ._commands import reproduce_plan
+
+        return len(reproduce_plan(args)[0]) <= 1
+    return True
+
+
 def apply_cpu_devices(args) -> None:
     """Split the CPU into ``--cpu-devices`` XLA devices (before JAX starts), if asked."""
     if getattr(args, "show_config", False):  # nothing runs
@@ -46,6 +66,8 @@ def launch_workers(args, argv: list[str]) -> int | None:
     if args.command not in ("run", "reproduce") or is_worker():
         return None
     n = _processes(args)
+    if n > 1 and _quick_by_default(args):
+        n = 1
     if n <= 1:
         return None
     if args.command == "run":

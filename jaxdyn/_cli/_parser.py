@@ -19,7 +19,8 @@ def _add_parallel_options(parser) -> None:
         "--processes": (
             "run as N cooperating processes on this machine (jax.distributed; auto, the "
             "default: one per core on a CPU-only install, one with a GPU/TPU jaxlib or "
-            "--cpu-devices); reproduce of several experiments runs them side by side on N "
+            "--cpu-devices); one experiment at --quick runs in one process unless N is "
+            "given; reproduce of several experiments runs them side by side on N "
             "single-process workers instead; results are identical for any N (default: "
             "JAXDYN_LAUNCH's processes, else auto)"
         ),
