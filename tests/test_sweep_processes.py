@@ -209,9 +209,14 @@ def test_run_experiment_from_python_uses_every_core_by_default(tmp_path, monkeyp
         return launch(argv, n, **kw)
 
     monkeypatch.setattr(jaxdyn.distributed, "launch_local", counting_launch)
-    many = run_experiment("toy-blowup", out=tmp_path / "many", quick=True, overrides={})
-    one = run_experiment("toy-blowup", out=tmp_path / "one", quick=True, processes=1)
+    small = {"seeds": 2}  # the quick size, as a full-size run
+    many = run_experiment("toy-blowup", out=tmp_path / "many", overrides=small)
+    one = run_experiment("toy-blowup", out=tmp_path / "one", overrides=small, processes=1)
     assert spawned == [max(auto, 2)]
+    # a quick run asks for no processes: it runs here (its sweeps are too small to divide)
+    quick = run_experiment("toy-blowup", out=tmp_path / "quick", quick=True)
+    assert spawned == [max(auto, 2)]
+    _same_results(quick, one)
     _same_results(one, many)
 
     def local(config, run):

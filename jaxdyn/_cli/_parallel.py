@@ -20,17 +20,12 @@ def _processes(args) -> int:
 
 
 def _quick_by_default(args) -> bool:
-    """Whether one ``--quick`` experiment runs in this process although ``auto`` would start
-    one cooperating process per core: neither ``--processes`` nor ``JAXDYN_LAUNCH`` asked for
-    processes. Cooperating processes each trace and compile every program and share only
-    the sweeps, which at quick sizes are one or two chunks: they cost more than they divide
-    (benchmarks/results/cooperating_processes.json). ``reproduce --quick`` of several
-    experiments keeps its pool of side-by-side workers."""
-    from jaxdyn.distributed import LaunchConfig
+    """Whether this command is one ``--quick`` experiment that runs in one process by
+    default (:func:`jaxdyn.distributed.quick_in_one_process`); ``reproduce --quick`` of
+    several experiments keeps its pool of side-by-side workers."""
+    from jaxdyn.distributed import quick_in_one_process
 
-    if not getattr(args, "quick", False) or getattr(args, "processes", None) is not None:
-        return False
-    if LaunchConfig.from_environ().processes not in (None, ""):
+    if not quick_in_one_process(getattr(args, "processes", None), getattr(args, "quick", False)):
         return False
     if args.command == "reproduce":
         from ._commands import reproduce_plan

@@ -77,6 +77,19 @@ def resolve_processes(
         raise ValueError(str(err).replace("cpu devices", "processes")) from None
 
 
+def quick_in_one_process(
+    processes: int | str | None, quick: bool, launch: LaunchConfig | None = None
+) -> bool:
+    """Whether one ``--quick`` experiment runs in one process where ``auto`` would start one
+    cooperating process per core: it is quick and neither ``processes`` nor the launch
+    configuration asks for processes. Cooperating processes each trace and compile every
+    program and share only the sweeps, which at quick sizes are one or two chunks: they cost
+    more than they divide (benchmarks/results/cooperating_processes.json)."""
+    if not quick or processes is not None:
+        return False
+    return (launch or LaunchConfig.from_environ()).processes in (None, "")
+
+
 def is_worker(launch: LaunchConfig | None = None) -> bool:
     """Whether this process already belongs to a multi-process run (started by
     :func:`launch_local` or ``python -m jaxdyn.distributed``): it must not start workers."""

@@ -294,13 +294,18 @@ def _importable_module(experiment) -> str | None:
     return "" if experiment.module.startswith("jaxdyn.") else experiment.module
 
 
-def _in_worker_processes(prepared: PreparedRun, processes, argv: list[str], echo: bool) -> bool:
+def _in_worker_processes(
+    prepared: PreparedRun, processes, argv: list[str], echo: bool, quick: bool
+) -> bool:
     """Run ``argv`` as local worker processes when ``processes`` asks for more than one and
-    the workers can import the experiment; ``False`` to run in this process instead."""
+    the workers can import the experiment; ``False`` to run in this process instead (also
+    for a quick run that asks for no processes: ``distributed.quick_in_one_process``)."""
     try:
         n = distributed.resolve_processes(processes)
     except ValueError as err:
         raise ConfigError(f"processes: {err}") from None
+    if distributed.quick_in_one_process(processes, quick):
+        return False
     module = _importable_module(prepared.experiment)
     if n <= 1 or distributed.is_worker() or module is None:
         return False
@@ -333,7 +338,7 @@ def run_experiment(
 
     Like the command line it uses every core by default: ``processes`` (``None``:
     the launch configuration's ``processes`` (``JAXDYN_LAUNCH``), else ``"auto"``, one process
-    per core on a CPU-only install)
+    per core on a CPU-only install, and one process for a ``quick`` run)
     local worker processes on ``jax.distributed`` run the experiment, with results identical
     to one process (docs/scaling.md). It runs in this process instead when one process is
     asked for, when this process is already one of several, when ``XLA_FLAGS`` splits the CPU
@@ -361,6 +366,6 @@ def run_experiment(
     for flag, values in (("--set", overrides), ("--sweep", sweep)):
         for item in _assignments(values):
             argv += [flag, item]
-    if _in_worker_processes(prepared, processes, argv, echo):
+    if _in_worker_processes(prepared, processes, argv, echo, quick):
         return prepared.out
     return execute_run(prepared, overwrite=overwrite, echo=echo)
