@@ -348,6 +348,8 @@ def test_third_method_stops_where_the_closed_form_does():
     assert solve(-1.0, t1=0.01)[0] == Status.code(Status.successful)
 
 
+@pytest.mark.slow
+@pytest.mark.heavy  # kept out of the fast suite for its time
 def test_third_method_agrees_with_the_accurate_solve_on_published_draws():
     """Every attempt of the published d = 3 panels, both attentions (two runs per panel):
     ``pde-ranks``' third method (DOP853 on the published right-hand side, from the unpadded

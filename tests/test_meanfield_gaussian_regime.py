@@ -134,6 +134,8 @@ def test_undecided_and_unsupported_inputs():
     jax.block_until_ready(jnp.zeros(()))
 
 
+@pytest.mark.slow
+@pytest.mark.heavy  # kept out of the fast suite for its time
 def test_singular_start_keeps_its_rank_but_the_rank_one_set_repels():
     """V = diag(1, 3), A = J (skew: S = 0), Sigma_0 = u u^T, u = (1, 1)/sqrt(2): every rank-one
     Sigma is stationary (u^T A u = 0), so ``low_rank`` with rank 1 is exact. [derived] A

@@ -125,6 +125,8 @@ def _jump_solve(a, solver, y0=1.0):
     return jnp.sum(sol.ys[-1]), sol.stats["num_steps"]
 
 
+@pytest.mark.slow
+@pytest.mark.heavy  # kept out of the fast suite for its time
 def test_adaptive_solve_with_a_controller_jump_matches_diffrax():
     """A discontinuous field with ``jump_ts``: after the jump the first-same-as-last stage is
     evaluated again (a stale one would be the field of the other side). Same steps, same

@@ -53,6 +53,8 @@ def test_backsolve_adjoint_with_an_event_is_refused_in_one_line():
         )
 
 
+@pytest.mark.slow
+@pytest.mark.heavy  # kept out of the fast suite for its time
 def test_a_vmapped_solve_with_an_event_in_its_batch_returns_each_members_own_final_state():
     """diffrax runs the event's root find for every member of a vmapped batch once one member
     has an event. A member without one must still return its own state at the time it reached

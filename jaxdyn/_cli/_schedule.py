@@ -71,7 +71,7 @@ FULL_WALL_S: dict[str, float] = {
     "focus-dilution-lyapunov": 19.1,
     "focus-dilution-text": 1124.3,
     "focus-dilution-tinystories": 103.6,
-    "induction-head": 2346.9,
+    "induction-head": 296.4,
     "pde-blowup": 58.2,
     "pde-causal": 78.6,
     "pde-cone": 44.7,
