@@ -295,6 +295,7 @@ print("callback" in program.as_text())
 """
 
 
+@pytest.mark.slow  # CI's slow contract tests run it; kept out of the fast suite for its time
 def test_the_command_line_decides_what_a_failed_error_if_does(monkeypatch, capsys):
     """Every ``jaxdyn`` command runs ``eqx.error_if`` as ``nan`` (no host callback in the
     program, so the persistent cache keeps it) unless ``EQX_ON_ERROR`` is set, through the

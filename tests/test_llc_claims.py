@@ -58,6 +58,8 @@ def test_stationarity_and_its_negative_control(regression):
     assert claims.stationary(cold).refuted
 
 
+@pytest.mark.slow
+@pytest.mark.heavy  # kept out of the fast suite for its time
 def test_softmax_copy_head_gauge_and_ignoring_it_refuted():
     """Softmax's row-shift gauge removes L directions: (d - L) / 2, not d / 2."""
     L, V = 3, 2
