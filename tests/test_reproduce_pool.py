@@ -185,25 +185,26 @@ def test_worker_cores_split_this_process_cores_into_disjoint_shares(monkeypatch)
 
 def test_one_quick_experiment_runs_in_one_process_unless_processes_are_asked_for(monkeypatch):
     """``auto`` would start one cooperating process per core; one ``--quick`` experiment runs
-    here instead (its sweeps are too small to divide), unless ``--processes`` or
+    in one process instead (its sweeps are too small to divide), unless ``--processes`` or
     ``JAXDYN_LAUNCH`` asks for processes; a quick reproduce of several keeps its pool."""
     import argparse
-    from pathlib import Path
 
-    from jaxdyn._cli._parallel import _quick_by_default
+    from jaxdyn._cli._parallel import _processes
+    from jaxdyn.distributed import resolve_processes
 
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # "auto" counts cores, not accelerators
     monkeypatch.delenv("JAXDYN_LAUNCH", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    cores = len(os.sched_getaffinity(0))
 
-    def args(command="run", quick=True, processes=None, only=None):
-        return argparse.Namespace(
-            command=command, quick=quick, processes=processes, only=only, out=Path("unused")
-        )
+    def args(quick=True, processes=None):
+        return argparse.Namespace(quick=quick, processes=processes, cpu_devices=None)
 
-    assert _quick_by_default(args())
-    assert not _quick_by_default(args(processes="2"))
-    assert not _quick_by_default(args(processes="auto"))
-    assert not _quick_by_default(args(quick=False))
-    assert _quick_by_default(args("reproduce", only=["pde-sigmoid"]))
-    assert not _quick_by_default(args("reproduce", only=["pde-sigmoid", "pde-twisted"]))
-    monkeypatch.setenv("JAXDYN_LAUNCH", '{"processes": 2}')
-    assert not _quick_by_default(args())
+    assert resolve_processes(None, quick=True) == 1 and resolve_processes(None) == cores
+    assert _processes(args()) == 1
+    assert _processes(args(processes="3")) == 3
+    assert _processes(args(processes="auto")) == cores
+    assert _processes(args(quick=False)) == cores
+    assert _processes(args(), one_experiment=False) == cores  # a quick reproduce's pool
+    monkeypatch.setenv("JAXDYN_LAUNCH", '{"processes": 3}')
+    assert _processes(args()) == 3

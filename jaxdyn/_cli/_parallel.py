@@ -6,32 +6,20 @@ import os
 import threading
 
 
-def _processes(args) -> int:
-    """How many local worker processes ``run``/``reproduce`` should use."""
+def _processes(args, *, one_experiment: bool = True) -> int:
+    """How many local worker processes ``run``/``reproduce`` should use (one ``--quick``
+    experiment: one, unless asked; a quick ``reproduce`` of several keeps its pool)."""
     from jaxdyn.distributed import resolve_processes
     from jaxdyn.runs import ConfigError
 
     try:
         return resolve_processes(
-            getattr(args, "processes", None), cpu_devices=bool(getattr(args, "cpu_devices", None))
+            getattr(args, "processes", None),
+            cpu_devices=bool(getattr(args, "cpu_devices", None)),
+            quick=one_experiment and bool(getattr(args, "quick", False)),
         )
     except ValueError as err:
         raise ConfigError(f"--processes: {err}") from None
-
-
-def _quick_by_default(args) -> bool:
-    """Whether this command is one ``--quick`` experiment that runs in one process by
-    default (:func:`jaxdyn.distributed.quick_in_one_process`); ``reproduce --quick`` of
-    several experiments keeps its pool of side-by-side workers."""
-    from jaxdyn.distributed import quick_in_one_process
-
-    if not quick_in_one_process(getattr(args, "processes", None), getattr(args, "quick", False)):
-        return False
-    if args.command == "reproduce":
-        from ._commands import reproduce_plan
-
-        return len(reproduce_plan(args)[0]) <= 1
-    return True
 
 
 def apply_cpu_devices(args) -> None:
@@ -60,9 +48,12 @@ def launch_workers(args, argv: list[str]) -> int | None:
 
     if args.command not in ("run", "reproduce") or is_worker():
         return None
-    n = _processes(args)
-    if n > 1 and _quick_by_default(args):
-        n = 1
+    if args.command == "reproduce":
+        from ._commands import reproduce_plan
+
+        n = _processes(args, one_experiment=len(reproduce_plan(args)[0]) <= 1)
+    else:
+        n = _processes(args)
     if n <= 1:
         return None
     if args.command == "run":

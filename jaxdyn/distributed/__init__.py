@@ -54,40 +54,30 @@ def resolve_processes(
     *,
     cpu_devices: bool = False,
     launch: LaunchConfig | None = None,
+    quick: bool = False,
 ) -> int:
     """How many local worker processes to run: an int (or digit string), or ``"auto"``, one
     per core available to this process on a CPU-only install and one when a GPU/TPU jaxlib
     is installed (one process drives the accelerators). ``None``: the launch configuration's
     ``processes`` (default: this process's), else one when the CPU is split into in-process
     devices (``cpu_devices``, or ``xla_force_host_platform_device_count`` in ``XLA_FLAGS``:
-    the user chose that way of using the cores), else ``"auto"``. Raises ``ValueError`` (one
-    line) on anything else."""
+    the user chose that way of using the cores) or for one ``quick`` experiment (cooperating
+    processes each trace and compile every program and share only the sweeps, which at quick
+    sizes are one or two chunks: benchmarks/results/cooperating_processes.json), else
+    ``"auto"``. Raises ``ValueError`` (one line) on anything else."""
     from jaxdyn.distributed._devices import resolve_cpu_devices
 
     if value is None:
         value = (launch or LaunchConfig.from_environ()).processes
     if value is None or value == "":
         split = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
-        value = "1" if cpu_devices or split else "auto"
+        value = "1" if cpu_devices or split or quick else "auto"
     if str(value).strip().lower() == "auto" and accelerator_installed():
         return 1
     try:
         return resolve_cpu_devices(value) or 1
     except ValueError as err:
         raise ValueError(str(err).replace("cpu devices", "processes")) from None
-
-
-def quick_in_one_process(
-    processes: int | str | None, quick: bool, launch: LaunchConfig | None = None
-) -> bool:
-    """Whether one ``--quick`` experiment runs in one process where ``auto`` would start one
-    cooperating process per core: it is quick and neither ``processes`` nor the launch
-    configuration asks for processes. Cooperating processes each trace and compile every
-    program and share only the sweeps, which at quick sizes are one or two chunks: they cost
-    more than they divide (benchmarks/results/cooperating_processes.json)."""
-    if not quick or processes is not None:
-        return False
-    return (launch or LaunchConfig.from_environ()).processes in (None, "")
 
 
 def is_worker(launch: LaunchConfig | None = None) -> bool:
@@ -227,7 +217,14 @@ def pinned_to(cores: frozenset[int] | None):
     before it starts (``None``: no function, the child inherits this process's cores)."""
     if cores is None:
         return None
-    return lambda: os.sched_setaffinity(0, cores)
+
+    def pin() -> None:
+        try:
+            os.sched_setaffinity(0, cores)
+        except OSError:  # cores taken away meanwhile: the child keeps this process's
+            pass
+
+    return pin
 
 
 def worker_python_path() -> str:

@@ -299,13 +299,11 @@ def _in_worker_processes(
 ) -> bool:
     """Run ``argv`` as local worker processes when ``processes`` asks for more than one and
     the workers can import the experiment; ``False`` to run in this process instead (also
-    for a quick run that asks for no processes: ``distributed.quick_in_one_process``)."""
+    for a quick run that asks for no processes: ``distributed.resolve_processes``)."""
     try:
-        n = distributed.resolve_processes(processes)
+        n = distributed.resolve_processes(processes, quick=quick)
     except ValueError as err:
         raise ConfigError(f"processes: {err}") from None
-    if distributed.quick_in_one_process(processes, quick):
-        return False
     module = _importable_module(prepared.experiment)
     if n <= 1 or distributed.is_worker() or module is None:
         return False
