@@ -24,16 +24,24 @@ from jaxdyn._atomic import atomic_write_text
 
 
 def _timed_run(name: str, processes: int, out: Path) -> float:
+    """Wall seconds of ``jaxdyn run name --quick --processes processes``; exits with one line
+    (the run's last error line) when it fails."""
     shutil.rmtree(out, ignore_errors=True)
+    print(f"jaxdyn run {name} --quick --processes {processes}", file=sys.stderr, flush=True)
     start = time.perf_counter()
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "jaxdyn", "run", name, "--quick", "--processes", str(processes)]
         + ["--out", str(out)],
-        check=True,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        sys.exit(f"jaxdyn run {name} --processes {processes} failed: {last}")
+    print(f"  {seconds:.1f} s", file=sys.stderr, flush=True)
+    return seconds
 
 
 def main() -> None:
