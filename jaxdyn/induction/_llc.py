@@ -4,6 +4,8 @@ devinterp's account of in-context learning reads the stages off where the LLC's 
 
 from __future__ import annotations
 
+import inspect
+
 import equinox as eqx
 import jax
 import jax.flatten_util
@@ -49,7 +51,8 @@ def llc_along_training(template, weights, tokens, *, key, **estimate) -> np.ndar
     (vmapped over the checkpoints), each exactly as a separate call with ``key`` would."""
     weights = np.asarray(weights)
     if weights.shape[0] == 0:
-        return np.zeros((0, estimate.get("num_chains", 8)))
+        default = inspect.signature(estimate_llc).parameters["num_chains"].default
+        return np.zeros((0, estimate.get("num_chains", default)))
     params, static = eqx.partition(template, eqx.is_inexact_array)
 
     @eqx.filter_jit
