@@ -113,6 +113,25 @@ def sphere_member(n, d, t1, steps, radius):
     return member
 
 
+def handwritten_rk4(velocity, h, steps):
+    """``(x, beta) -> x`` after ``steps`` classical RK4 steps of size ``h`` of
+    ``dx/dt = velocity(x, beta)`` in ``lax.fori_loop``: the hand-written JAX baseline (no
+    jaxdyn), also the kernel of ``probe_beta_sweep_kernel.py``."""
+    import jax
+
+    def one(x, beta):
+        def rk4(_, y):
+            k1 = velocity(y, beta)
+            k2 = velocity(y + 0.5 * h * k1, beta)
+            k3 = velocity(y + 0.5 * h * k2, beta)
+            k4 = velocity(y + h * k3, beta)
+            return y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+
+        return jax.lax.fori_loop(0, steps, rk4, x)
+
+    return one
+
+
 def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
     import jax
     import jax.numpy as jnp
@@ -147,16 +166,7 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
         avg = softmax_weights(scores) @ x
         return avg - jnp.sum(avg * x, -1, keepdims=True) / jnp.sum(x * x, -1, keepdims=True) * x
 
-    def one(x, beta):
-        def rk4(_, y):
-            k1 = velocity(y, beta)
-            k2 = velocity(y + 0.5 * h * k1, beta)
-            k3 = velocity(y + 0.5 * h * k2, beta)
-            k4 = velocity(y + h * k3, beta)
-            return y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-
-        return jax.lax.fori_loop(0, steps, rk4, x)
-
+    one = handwritten_rk4(velocity, h, steps)
     plain = jax.jit(jax.vmap(jax.vmap(one, in_axes=(0, None)), in_axes=(None, 0)))
     t_plain = _median_time(lambda: plain(jnp.asarray(x0), jnp.asarray(betas)), reps)
     jax_x = result.reshaped("final_x")  # (betas, systems, n, d)
