@@ -174,7 +174,7 @@ def test_the_full_size_times_are_the_full_size_table_of_every_paper_experiment()
 def test_worker_cores_split_this_process_cores_into_disjoint_shares(monkeypatch):
     """n workers get n contiguous, disjoint, equal shares of this process's cores (the rest
     unused); nothing is pinned where the cores cannot be split."""
-    from jaxdyn.distributed import pinned_to, worker_cores
+    from jaxdyn.distributed._cores import pinned_to, worker_cores
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5, 7, 8, 9}, raising=False)
     assert worker_cores(2) == [frozenset({3, 5}), frozenset({7, 8})]

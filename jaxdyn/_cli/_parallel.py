@@ -174,7 +174,8 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
     import time
     from pathlib import Path
 
-    from jaxdyn.distributed import _stop, pinned_to, worker_cores, worker_python_path
+    from jaxdyn.distributed import _stop, worker_python_path
+    from jaxdyn.distributed._cores import pinned_to, worker_cores
     from jaxdyn.runs._profile import process_age_s
 
     from ._commands import finish_reproduce, launch_config, write_queue

@@ -29,6 +29,7 @@ import time
 # run layer uses (`jaxdyn run --processes N`, `python -m jaxdyn.distributed ...`).
 __all__ = ["initialize"]
 
+from ._cores import pinned_to, worker_cores
 from ._launch import LaunchConfig
 
 
@@ -191,40 +192,6 @@ def _forward_stdout(proc: subprocess.Popen, stream: str = "stdout", muted=None):
     thread = threading.Thread(target=forward, daemon=True, name="jaxdyn-worker-stdout")
     thread.start()
     return thread
-
-
-def worker_cores(n: int) -> list[frozenset[int] | None]:
-    """The cores each of ``n`` local workers runs on: this process's cores split into ``n``
-    contiguous shares (``None`` for every worker where they cannot be split, or on a platform
-    without CPU affinity).
-
-    A worker that may use every core sizes XLA's CPU thread pool to all of them and splits
-    its larger loops over that pool; ``n`` such workers on ``n`` cores keep ``n`` times as
-    many busy threads as cores, and a split loop waits for its slowest piece, descheduled
-    behind another worker's thread. A worker held to its own share sizes the pool to it.
-    """
-    if not hasattr(os, "sched_getaffinity"):
-        return [None] * n
-    cores = sorted(os.sched_getaffinity(0))
-    share = len(cores) // max(n, 1)
-    if n <= 1 or share == 0:
-        return [None] * n
-    return [frozenset(cores[i * share : (i + 1) * share]) for i in range(n)]
-
-
-def pinned_to(cores: frozenset[int] | None):
-    """A ``preexec_fn`` for :class:`subprocess.Popen` that holds the child to ``cores``
-    before it starts (``None``: no function, the child inherits this process's cores)."""
-    if cores is None:
-        return None
-
-    def pin() -> None:
-        try:
-            os.sched_setaffinity(0, cores)
-        except OSError:  # cores taken away meanwhile: the child keeps this process's
-            pass
-
-    return pin
 
 
 def worker_python_path() -> str:
