@@ -50,6 +50,18 @@ _PAIRS = (
     ("speedup", ("target_speedup", "target"), (), ()),
     ("natural_ratio_warm", ("target_warm",), ("natural_warm_s",), ("baseline_s",)),
     ("natural_ratio_cold", ("target_cold",), ("natural_cold_s",), ("baseline_s",)),
+    (
+        "natural_ratio_warm_vs_published_loop",
+        ("target_warm",),
+        ("natural_warm_s",),
+        ("published_loop_s",),
+    ),
+    (
+        "natural_ratio_cold_vs_published_loop",
+        ("target_cold",),
+        ("natural_cold_s",),
+        ("published_loop_s",),
+    ),
     ("ratio_warm", ("target_warm",), ("jaxdyn_warm_s",), ("baseline_s",)),
     ("ratio_cold", ("target_cold",), ("jaxdyn_cold_s",), ("baseline_s",)),
     (

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import math
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -26,8 +28,9 @@ _listener_installed = False
 
 def _on_event_duration(event: str, duration: float, **kwargs) -> None:
     if event == _COMPILE_EVENT and "_sweep_" in str(kwargs.get("fun_name", "")):
-        for counter in _COUNTERS:
-            counter.count += 1
+        with _LISTENING:  # compilations may end in a ConcurrentCompiler's threads
+            for counter in _COUNTERS:
+                counter.count += 1
 
 
 class CompileCounter:
@@ -45,7 +48,60 @@ class CompileCounter:
         return self
 
     def __exit__(self, *exc) -> None:
-        _COUNTERS.remove(self)
+        with _LISTENING:
+            _COUNTERS.remove(self)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS reports one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+class _Compiled:
+    """A compilation already done, with a future's ``result``."""
+
+    def __init__(self, compiled):
+        self._compiled = compiled
+
+    def result(self):
+        return self._compiled
+
+
+class ConcurrentCompiler:
+    """Compiles lowered programs (``jax.stages.Lowered``) in threads, one per usable core.
+
+    XLA releases Python's lock while it compiles, so the engine lowers a chunk's programs one
+    after another and hands each to this compiler at once: the programs compile concurrently
+    with each other and with the tracing of the next one. With one core (or ``threads=1``)
+    each program is compiled when submitted, as a plain ``lowered.compile()``. Used as a
+    ``with`` block, which waits for every submitted compilation (so that a
+    :class:`CompileCounter` around it counts them all).
+    """
+
+    def __init__(self, threads: int | None = None):
+        threads = usable_cores() if threads is None else threads
+        self.concurrent = threads > 1
+        self._pool = (
+            concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="jaxdyn-compile")
+            if self.concurrent
+            else None
+        )
+
+    def submit(self, lowered: jax.stages.Lowered, options: dict):
+        """Start compiling ``lowered`` with XLA ``options``; returns an object whose
+        ``result()`` is the ``jax.stages.Compiled`` (raising the compiler's error, if any)."""
+        if self._pool is None:
+            return _Compiled(lowered.compile(compiler_options=options))
+        return self._pool.submit(lowered.compile, compiler_options=options)
+
+    def __enter__(self) -> ConcurrentCompiler:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
 
 # Lowering a member under shard_map fails where the single-device program works in two known

@@ -42,6 +42,7 @@ from ._programs import (
     DEVICE_EVENT,
     SMALL_STATE,
     CompileCounter,
+    ConcurrentCompiler,
     _ByIdentity,
     compiled_bytes,
     grouped,
@@ -167,10 +168,16 @@ def _sweep_start_shared(structure, width, packing, arrays):
 
 
 class _SharedStart:
-    """A chunk's start as two programs: the member's problems, then the shared start."""
+    """A chunk's start as two programs: the member's problems, then the shared start (each
+    compiled, or pending in a :class:`ConcurrentCompiler` until :meth:`resolved`)."""
 
     def __init__(self, problems, start):
         self.problems, self.start = problems, start
+
+    def resolved(self) -> _SharedStart:
+        problems = self.problems.result() if hasattr(self.problems, "result") else self.problems
+        start = self.start() if not isinstance(self.start, jax.stages.Compiled) else self.start
+        return _SharedStart(problems, start)
 
     def __call__(self, params, seeds):
         return self.start(self.problems(params, seeds))
@@ -229,23 +236,33 @@ class SegmentedPrograms:
         size = sum(int(np.prod(shape)) for shape in self.packing.shapes)
         self.xla = xla_options(device.platform, small=size <= SMALL_STATE)
         static = (self.member, width, self.packing)
-        with CompileCounter() as counter:
-            if shared_structure(self.member) is None:
-                self.init = _sweep_init.lower(*static, *example).compile(compiler_options=self.xla)
-            else:
-                self.init = self._shared_start(example)
-            packed_shape = _sweep_init.eval_shape(*static, *example)[0]
-            self._packed = jax.tree.map(self._spec, packed_shape)
-            self.finish = _sweep_finish.lower(*static, *example, self._packed).compile(
-                compiler_options=self.xla
-            )
         state_shape = self.packing.state_shape
         narrow = segment_width(requested_width, width, device.platform, state_shape)
         self.group_widths = group_widths(narrow, width, width_count)
         self.narrow_after = narrow_after
-        self.out_shape = _sweep_finish.eval_shape(*static, *example, self._packed)
         self._example = example
         self._advance: dict[int, Callable] = {}
+        packed_shape = _sweep_init.eval_shape(*static, *example)[0]
+        self._packed = jax.tree.map(self._spec, packed_shape)
+        with CompileCounter() as counter, ConcurrentCompiler() as compiler:
+            # Every program a chunk will run is lowered here, one after another, and each is
+            # handed to the compiler as soon as it is lowered: with several cores, XLA compiles
+            # the earlier programs while Python traces the later ones. The narrower segment
+            # widths are compiled ahead only where they are used from the first segment
+            # (``narrow_after = 0``) and cores are free to compile them
+            # (widest first: the longest compilations start first).
+            ahead = self.group_widths if compiler.concurrent and narrow_after == 0 else ()
+            advances = {w: self._lower_advance(w, compiler) for w in sorted(ahead, reverse=True)}
+            if shared_structure(self.member) is None:
+                init = compiler.submit(_sweep_init.lower(*static, *example), self.xla)
+            else:
+                init = self._shared_start(example, compiler)
+            finish = compiler.submit(_sweep_finish.lower(*static, *example, self._packed), self.xla)
+            self.init = init.result() if not isinstance(init, _SharedStart) else init.resolved()
+            self.finish = finish.result()
+            for w, pending in advances.items():
+                self._advance[w] = pending()
+        self.out_shape = _sweep_finish.eval_shape(*static, *example, self._packed)
         self.compilations = counter.count
         self.segments = 0  # rounds of the last run (init included)
         self.lane_steps = 0  # lanes x segment_steps of the last run: what the device paid
@@ -257,14 +274,23 @@ class SegmentedPrograms:
 
     def advance(self, width: int) -> Callable:
         """The compiled one-segment program for groups of ``width`` (compiled when first
-        needed; shared between members whose solves share a form, ``_shared_advance``)."""
-        if width not in self._advance and shared_structure(self.member) is not None:
-            self._advance[width] = self._shared_advance(width)
+        needed unless compiled ahead; shared between members whose solves share a form,
+        ``_lower_advance``)."""
         if width not in self._advance:
-            idx = self._spec(np.zeros(width, np.int32))
-            n_real = self._spec(np.int32(0))
-            with CompileCounter() as counter:
-                self._advance[width] = _sweep_advance.lower(
+            with CompileCounter() as counter, ConcurrentCompiler(threads=1) as compiler:
+                self._advance[width] = self._lower_advance(width, compiler)()
+            self.compilations += counter.count
+        return self._advance[width]
+
+    def _lower_advance(self, width: int, compiler) -> Callable[[], Callable]:
+        """Lower the one-segment program for groups of ``width`` and hand it to ``compiler``;
+        returns a function that waits for it (and files a shared program in the cache)."""
+        idx = self._spec(np.zeros(width, np.int32))
+        n_real = self._spec(np.int32(0))
+        structure = shared_structure(self.member)
+        if structure is None:
+            pending = compiler.submit(
+                _sweep_advance.lower(
                     self.member,
                     self.segment_steps,
                     self.packing,
@@ -272,13 +298,32 @@ class SegmentedPrograms:
                     self._packed,
                     idx,
                     n_real,
-                ).compile(compiler_options=self.xla)
-            self.compilations += counter.count
-        return self._advance[width]
+                ),
+                self.xla,
+            )
+            return pending.result
+        shapes = tuple((d, x.shape) for d, x in sorted(self._packed.items()))
+        key = (structure, self.segment_steps, self.packing, self.device, shapes, width)
+        shared = self.cache.shared
+        if key in shared:
+            return lambda: shared[key]
+        pending = compiler.submit(
+            _sweep_advance_shared.lower(
+                structure, self.segment_steps, self.packing, self._packed, idx, n_real
+            ),
+            self.xla,
+        )
 
-    def _shared_start(self, example) -> _SharedStart:
-        problems = _sweep_problems.lower(self.member, self.width, *example).compile(
-            compiler_options=self.xla
+        def wait() -> Callable:
+            if key not in shared:
+                self.cache.remember(shared, key, _SharedAdvance(pending.result()))
+            return shared[key]
+
+        return wait
+
+    def _shared_start(self, example, compiler) -> _SharedStart:
+        problems = compiler.submit(
+            _sweep_problems.lower(self.member, self.width, *example), self.xla
         )
         arrays = jax.tree.map(
             self._spec, _sweep_problems.eval_shape(self.member, self.width, *example)
@@ -295,31 +340,18 @@ class SegmentedPrograms:
             self.width,
         )
         shared = self.cache.shared
-        if key not in shared:
-            self.cache.remember(
-                shared,
-                key,
-                _sweep_start_shared.lower(structure, self.width, self.packing, arrays).compile(
-                    compiler_options=self.xla
-                ),
-            )
-        return _SharedStart(problems, shared[key])
+        if key in shared:
+            return _SharedStart(problems, shared[key])
+        start = compiler.submit(
+            _sweep_start_shared.lower(structure, self.width, self.packing, arrays), self.xla
+        )
 
-    def _shared_advance(self, width: int) -> Callable:
-        structure = shared_structure(self.member)
-        shapes = tuple((d, x.shape) for d, x in sorted(self._packed.items()))
-        key = (structure, self.segment_steps, self.packing, self.device, shapes, width)
-        shared = self.cache.shared
-        if key not in shared:
-            idx = self._spec(np.zeros(width, np.int32))
-            n_real = self._spec(np.int32(0))
-            with CompileCounter() as counter:
-                compiled = _sweep_advance_shared.lower(
-                    structure, self.segment_steps, self.packing, self._packed, idx, n_real
-                ).compile(compiler_options=self.xla)
-            self.compilations += counter.count
-            self.cache.remember(shared, key, _SharedAdvance(compiled))
-        return shared[key]
+        def wait():
+            if key not in shared:
+                self.cache.remember(shared, key, start.result())
+            return shared[key]
+
+        return _SharedStart(problems, wait)
 
     def run(self, params: dict, seeds: np.ndarray, n_real: int | None = None):
         """``(outputs, status codes, segments run)`` of one chunk of members (on the host);
