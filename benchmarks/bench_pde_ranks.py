@@ -145,6 +145,8 @@ def plain_script(panels, progress, cores) -> dict:
     import subprocess
     import tempfile
 
+    from jaxdyn.distributed._cores import pinned_to
+
     arrays: dict = {"n_panels": len(panels), "max_steps": PLAIN_MAX_STEPS}
     from jaxdyn.meanfield._paper_inputs import rank_panels
 
@@ -170,7 +172,7 @@ def plain_script(panels, progress, cores) -> dict:
         done = subprocess.run(
             [sys.executable, "-c", PLAIN_SCRIPT, str(path)],
             env=env,
-            preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None,
+            preexec_fn=pinned_to(frozenset(cores)) if cores else None,
             capture_output=True,
             text=True,
             check=False,

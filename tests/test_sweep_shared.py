@@ -154,3 +154,48 @@ def test_member_functions_of_one_kind_and_different_sizes_share_one_segment_prog
     scale = 1.0 + np.max(np.abs(direct["cov"]), axis=(1, 2))
     bound = RTOL * np.asarray(direct["steps"])
     assert np.all(np.max(np.abs(l2.outputs["cov"] - direct["cov"]), axis=(1, 2)) / scale < bound)
+
+
+@pytest.mark.slow  # two first sweeps of event-stopped solves: ~15 s of compilation
+def test_compiling_on_several_threads_changes_neither_results_nor_compilations(monkeypatch):
+    """The engine compiles a chunk's programs in one thread per usable core (the narrow
+    segment width ahead, with ``narrow_after = 0``); on one core, one after another and the
+    narrow width when first used. Both give the same programs: bitwise the same results and
+    the same number of compilations (every one counted, wherever it ended)."""
+    import jaxdyn.sweep._programs as programs
+
+    options = SweepOptions(vmap_width=8, segment_steps=16, segment_width=4)
+    params = _params(2, 12, seed=3)  # blow-ups and steady states of very different lengths
+    submit = programs.ConcurrentCompiler.submit
+    batches: list[list[str]] = []  # the programs handed to each compiler, in order
+
+    def recording(self, lowered, options):
+        if not batches or batches[-1][0] is not self:
+            batches.append([self])
+        batches[-1].append(lowered.as_text()[:200].split("module @")[1].split()[0])
+        return submit(self, lowered, options)
+
+    monkeypatch.setattr(programs.ConcurrentCompiler, "submit", recording)
+    results, seen = {}, {}
+    for threads in (1, 2):
+        monkeypatch.setattr(programs, "usable_cores", lambda threads=threads: threads)
+        SweepCache.default.clear()
+        jax.clear_caches()  # compile again, not from jax's in-memory caches
+        batches.clear()
+        results[threads] = run_sweep(_member("softmax"), Grid.zip(params), options=options)
+        seen[threads] = [[name.removeprefix("jit__sweep_") for name in b[1:]] for b in batches]
+    # one core: the segment programs one at a time, when first used; two: all at once, the
+    # widest segment program first
+    assert seen[1] == [
+        ["problems", "start_shared", "finish"],
+        ["advance_shared"],
+        ["advance_shared"],
+    ]
+    assert seen[2] == [["advance_shared", "advance_shared", "problems", "start_shared", "finish"]]
+    one, two = results[1], results[2]
+    # problems, start, finish and the segment programs of both widths (8 and the narrow 4)
+    assert one.n_compilations == two.n_compilations == 5
+    np.testing.assert_array_equal(one.status, two.status)
+    for key in one.outputs:
+        np.testing.assert_array_equal(one.outputs[key], two.outputs[key], err_msg=key)
+    assert len(np.unique(one.outputs["steps"])) > 3  # the narrow width was needed

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from .._affinity import process_cores
+
 
 def worker_cores(n: int) -> list[frozenset[int] | None]:
     """The cores each of ``n`` local workers runs on: this process's cores split into ``n``
@@ -15,9 +17,9 @@ def worker_cores(n: int) -> list[frozenset[int] | None]:
     many busy threads as cores, and a split loop waits for its slowest piece, descheduled
     behind another worker's thread. A worker held to its own share sizes the pool to it.
     """
-    if not hasattr(os, "sched_getaffinity"):
+    cores = process_cores()
+    if cores is None:
         return [None] * n
-    cores = sorted(os.sched_getaffinity(0))
     share = len(cores) // max(n, 1)
     if n <= 1 or share == 0:
         return [None] * n

@@ -14,6 +14,7 @@ import os
 
 import jax
 
+from .._affinity import usable_cores
 from .._compat import backends_are_initialized
 
 __all__ = ["use_cpu_devices", "resolve_cpu_devices", "xla_cpu_setup"]
@@ -29,10 +30,7 @@ def resolve_cpu_devices(n: int | str | None) -> int | None:
     if n is None or (isinstance(n, str) and n.strip() == ""):
         return None
     if isinstance(n, str) and n.strip().lower() == "auto":
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # not on Linux
-            return max(1, os.cpu_count() or 1)
+        return usable_cores()
     try:
         count = int(n)
     except (TypeError, ValueError):

@@ -5,16 +5,17 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import math
-import os
 import threading
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from .._affinity import usable_cores
 from .._status import Status, as_status, item_code, mark_nonfinite
 
 SWEEP_AXIS = "sweep"
@@ -43,30 +44,13 @@ class CompileCounter:
             if not _listener_installed:
                 jax.monitoring.register_event_duration_secs_listener(_on_event_duration)
                 _listener_installed = True
-        self.count = 0
-        _COUNTERS.append(self)
+            self.count = 0
+            _COUNTERS.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
         with _LISTENING:
             _COUNTERS.remove(self)
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the OS reports one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-class _Compiled:
-    """A compilation already done, with a future's ``result``."""
-
-    def __init__(self, compiled):
-        self._compiled = compiled
-
-    def result(self):
-        return self._compiled
 
 
 class ConcurrentCompiler:
@@ -77,7 +61,8 @@ class ConcurrentCompiler:
     with each other and with the tracing of the next one. With one core (or ``threads=1``)
     each program is compiled when submitted, as a plain ``lowered.compile()``. Used as a
     ``with`` block, which waits for every submitted compilation (so that a
-    :class:`CompileCounter` around it counts them all).
+    :class:`CompileCounter` around it counts them all). Everything it compiles is waited for
+    before the engine runs a program, so results never depend on the number of threads.
     """
 
     def __init__(self, threads: int | None = None):
@@ -89,12 +74,13 @@ class ConcurrentCompiler:
             else None
         )
 
-    def submit(self, lowered: jax.stages.Lowered, options: dict):
-        """Start compiling ``lowered`` with XLA ``options``; returns an object whose
-        ``result()`` is the ``jax.stages.Compiled`` (raising the compiler's error, if any)."""
+    def submit(self, lowered: jax.stages.Lowered, options: dict) -> Callable[[], Any]:
+        """Start compiling ``lowered`` with XLA ``options``; returns a function that waits for
+        the ``jax.stages.Compiled`` (raising the compiler's error, if any)."""
         if self._pool is None:
-            return _Compiled(lowered.compile(compiler_options=options))
-        return self._pool.submit(lowered.compile, compiler_options=options)
+            compiled = lowered.compile(compiler_options=options)
+            return lambda: compiled
+        return self._pool.submit(lowered.compile, compiler_options=options).result
 
     def __enter__(self) -> ConcurrentCompiler:
         return self

@@ -168,16 +168,10 @@ def _sweep_start_shared(structure, width, packing, arrays):
 
 
 class _SharedStart:
-    """A chunk's start as two programs: the member's problems, then the shared start (each
-    compiled, or pending in a :class:`ConcurrentCompiler` until :meth:`resolved`)."""
+    """A chunk's start as two programs: the member's problems, then the shared start."""
 
     def __init__(self, problems, start):
         self.problems, self.start = problems, start
-
-    def resolved(self) -> _SharedStart:
-        problems = self.problems.result() if hasattr(self.problems, "result") else self.problems
-        start = self.start() if not isinstance(self.start, jax.stages.Compiled) else self.start
-        return _SharedStart(problems, start)
 
     def __call__(self, params, seeds):
         return self.start(self.problems(params, seeds))
@@ -258,10 +252,9 @@ class SegmentedPrograms:
             else:
                 init = self._shared_start(example, compiler)
             finish = compiler.submit(_sweep_finish.lower(*static, *example, self._packed), self.xla)
-            self.init = init.result() if not isinstance(init, _SharedStart) else init.resolved()
-            self.finish = finish.result()
-            for w, pending in advances.items():
-                self._advance[w] = pending()
+            self.init, self.finish = init(), finish()
+            for w, wait in advances.items():
+                self._advance[w] = wait()
         self.out_shape = _sweep_finish.eval_shape(*static, *example, self._packed)
         self.compilations = counter.count
         self.segments = 0  # rounds of the last run (init included)
@@ -283,13 +276,14 @@ class SegmentedPrograms:
         return self._advance[width]
 
     def _lower_advance(self, width: int, compiler) -> Callable[[], Callable]:
-        """Lower the one-segment program for groups of ``width`` and hand it to ``compiler``;
-        returns a function that waits for it (and files a shared program in the cache)."""
+        """Lower the one-segment program for groups of ``width`` (unless the cache holds it) and
+        hand it to ``compiler``; returns a function that waits for it (and files a shared
+        program in the cache)."""
         idx = self._spec(np.zeros(width, np.int32))
         n_real = self._spec(np.int32(0))
         structure = shared_structure(self.member)
         if structure is None:
-            pending = compiler.submit(
+            return compiler.submit(
                 _sweep_advance.lower(
                     self.member,
                     self.segment_steps,
@@ -301,13 +295,12 @@ class SegmentedPrograms:
                 ),
                 self.xla,
             )
-            return pending.result
         shapes = tuple((d, x.shape) for d, x in sorted(self._packed.items()))
         key = (structure, self.segment_steps, self.packing, self.device, shapes, width)
         shared = self.cache.shared
         if key in shared:
             return lambda: shared[key]
-        pending = compiler.submit(
+        compiled = compiler.submit(
             _sweep_advance_shared.lower(
                 structure, self.segment_steps, self.packing, self._packed, idx, n_real
             ),
@@ -316,12 +309,15 @@ class SegmentedPrograms:
 
         def wait() -> Callable:
             if key not in shared:
-                self.cache.remember(shared, key, _SharedAdvance(pending.result()))
+                self.cache.remember(shared, key, _SharedAdvance(compiled()))
             return shared[key]
 
         return wait
 
-    def _shared_start(self, example, compiler) -> _SharedStart:
+    def _shared_start(self, example, compiler) -> Callable[[], _SharedStart]:
+        """Lower a chunk's problems program and, unless the cache holds it, the shared start
+        program, handing each to ``compiler``; returns a function that waits for both (and
+        files the shared start in the cache)."""
         problems = compiler.submit(
             _sweep_problems.lower(self.member, self.width, *example), self.xla
         )
@@ -340,18 +336,18 @@ class SegmentedPrograms:
             self.width,
         )
         shared = self.cache.shared
-        if key in shared:
-            return _SharedStart(problems, shared[key])
-        start = compiler.submit(
-            _sweep_start_shared.lower(structure, self.width, self.packing, arrays), self.xla
-        )
+        start = None
+        if key not in shared:
+            start = compiler.submit(
+                _sweep_start_shared.lower(structure, self.width, self.packing, arrays), self.xla
+            )
 
-        def wait():
+        def wait() -> _SharedStart:
             if key not in shared:
-                self.cache.remember(shared, key, start.result())
-            return shared[key]
+                self.cache.remember(shared, key, start())
+            return _SharedStart(problems(), shared[key])
 
-        return _SharedStart(problems, wait)
+        return wait
 
     def run(self, params: dict, seeds: np.ndarray, n_real: int | None = None):
         """``(outputs, status codes, segments run)`` of one chunk of members (on the host);
