@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])
@@ -103,6 +104,7 @@ def main() -> None:
                 reference = out if reference is None else reference
                 row["max_abs_gap_to_bounded"] = float(np.max(np.abs(out - reference)))
             rows[f"{label}/{velocity.__name__}"] = row
+            print(f"{label}/{velocity.__name__}: {row['seconds']:.3f} s", file=sys.stderr)
     result = {
         "probe": "beta_sweep_kernel",
         "size": {"systems": SYSTEMS, "tokens": N, "d": D, "rk4_steps": STEPS, "width": WIDTH},
