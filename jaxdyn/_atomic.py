@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -39,9 +40,17 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def atomic_savez(path: str | os.PathLike, **arrays) -> None:
-    """``np.savez_compressed`` to ``path`` atomically (keys may contain dots)."""
+    """A compressed ``.npz`` of ``arrays`` at ``path``, written atomically (keys may contain
+    dots; ``np.load`` reads it as it reads ``np.savez_compressed``'s).
+
+    Compressed at zlib's fastest level: a run rewrites its ``results.npz`` each time it adds
+    arrays, and numbers in floating point barely compress at any level, while numpy's level 6
+    costs several times the time of level 1."""
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for key, value in arrays.items():
+            with archive.open(f"{key}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asarray(value), allow_pickle=True)
     atomic_write_bytes(path, buffer.getvalue())
 
 

@@ -75,9 +75,10 @@ def test_sweep_over_ten_values_compiles_once():
         traces.append(1)
         return _noisy_decay(params, key)
 
-    # traced twice: once to look for a solve the engine could segment, once to compile
+    # traced once: the search for a solve the engine could segment traces the member as the
+    # plain program runs it, and the program reuses that trace
     result = run_sweep(member, Grid.product({"rate": np.linspace(0.0, 1.0, 10)}, seeds=2))
-    assert len(traces) == 2
+    assert len(traces) == 1
     assert result.n_compilations == 1
     # Chunks smaller than the grid reuse the same executable (last chunk padded).
     traces.clear()
@@ -86,7 +87,8 @@ def test_sweep_over_ten_values_compiles_once():
         Grid.product({"rate": np.linspace(0.0, 1.0, 10)}, seeds=2),
         options=SweepOptions(chunk_size=3, vmap_width=2),
     )
-    # (the search for a solve is remembered for the member and its shapes: one trace)
+    # (the search for a solve is remembered for the member and its shapes: one trace, for the
+    # new group width)
     assert len(traces) == 1 and result.n_compilations == 1
     assert result.chunk_size == 4
     # a second sweep of the same member and shapes: jit's cache, nothing traced or compiled

@@ -49,10 +49,10 @@ def test_a_simulate_gaussian_member_is_traced_at_most_3_times_then_never():
     np.testing.assert_array_equal(again.outputs["cov"], first.outputs["cov"])
     steps = first.outputs["steps"]
     assert steps.max() > 2 * 128 > steps.min(), steps  # several segments, unequal members
-    cache.clear()  # the next sweep decides again: one trace
+    cache.clear()  # the next sweep decides again
     one = {k: v[0] for k, v in grid.params.items()}
     plan, new = cache.plan(member, one, grid.seeds[0])
-    assert new and plan.reason is None and len(traces) == 1
+    assert new and plan.reason is None and len(traces) == 2  # the search, the problem
 
 
 def test_a_member_solving_inside_its_own_vmap_runs_as_written_and_says_why_once():
@@ -78,6 +78,37 @@ def test_a_member_solving_inside_its_own_vmap_runs_as_written_and_says_why_once(
     assert not any("not run in segments" in line for line in logged)  # said once
     p = {k: v[1] for k, v in grid.params.items()}
     np.testing.assert_allclose(result.outputs["cov"][1], member(p, None)["cov"], rtol=1e-12)
+
+
+def test_a_member_with_two_solves_runs_as_written_with_both_solutions():
+    # The search answers the first top-level solve with a placeholder; the member's plain
+    # program must then be traced afresh, with both solves diffrax's own.
+    traces = []
+
+    def member(params, key):
+        traces.append(1)
+        field = Softmax(params["Q"], params["K"], params["V"])
+        kw = dict(blowup_trace=None, psd_tol=None)
+        short = simulate_gaussian(field, jnp.zeros(D), params["cov0"], 0.5, **kw)
+        long = simulate_gaussian(field, jnp.zeros(D), params["cov0"], 1.0, **kw)
+        return {"short": short.final_cov, "long": long.final_cov}
+
+    cache = SweepCache()
+    grid = _grid(n=4)
+    logged = []
+    result = run_sweep(member, grid, cache=cache, log=logged.append)
+    why = [line for line in logged if "not run in segments" in line]
+    assert len(why) == 1 and "2 times" in why[0], logged
+    assert len(traces) == 3, len(traces)  # the search, the problem, the plain program
+    for i in (0, 3):
+        p = {k: v[i] for k, v in grid.params.items()}
+        direct = member(p, None)
+        for k in ("short", "long"):
+            np.testing.assert_allclose(result.outputs[k][i], direct[k], rtol=1e-10)
+    assert not np.allclose(result.outputs["short"], result.outputs["long"])
+    traces.clear()
+    run_sweep(member, grid, cache=cache)
+    assert not traces  # the plain program is in jit's cache
 
 
 def test_a_member_without_a_problem_solve_is_a_plain_member():

@@ -58,19 +58,20 @@ class SweepCache:
         table[key] = value
         return value
 
-    def plan(self, fn: Callable, params: dict, seed) -> tuple[MemberPlan, bool]:
+    def plan(self, fn: Callable, params: dict, seed, width: int = 1) -> tuple[MemberPlan, bool]:
         """``(plan, new)``: the engine's decision for ``fn`` with one member's ``params`` and
-        ``seed`` (made now, by one trace of ``fn``, when ``new``)."""
+        ``seed`` (made now when ``new``, by tracing ``fn`` as a plain group of ``width``
+        members, and once more alone if it calls ``solve()``)."""
         shapes = jax.tree.map(lambda x: (jnp.shape(x), jnp.result_type(x)), (params, seed))
         key = (fn, jtu.tree_structure(shapes), tuple(jtu.tree_leaves(shapes)),
                jax.config.jax_enable_x64)  # fmt: skip
         try:
             plan = self.plans.get(key)
         except TypeError:  # an unhashable member function: decided at every sweep
-            return plan_member(fn, params, seed), True
+            return plan_member(fn, params, seed, width), True
         if plan is not None:
             return plan, False
-        return self.remember(self.plans, key, plan_member(fn, params, seed)), True
+        return self.remember(self.plans, key, plan_member(fn, params, seed, width)), True
 
 
 SweepCache.default = SweepCache()

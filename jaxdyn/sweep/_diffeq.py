@@ -62,10 +62,12 @@ import jax
 import jax.extend
 import jax.numpy as jnp
 import jax.tree_util as jtu
+import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Int, PyTree, Real
 
 from .._compat import clip_floor, clip_to_end, direction_terms, own_final_save
 from .._status import item_code, item_with_code
+from ._programs import member_group
 from ._segmented import AbstractSegmentedMember
 
 _NO_LIMIT = 2**31 - 1
@@ -752,18 +754,21 @@ class DiffeqMember(AbstractSegmentedMember):
 # once, at its top level, is run by the engine as a segmented member (:class:`SolveMember`).
 # The engine asks the member for its problem through one explicit object, a
 # :class:`MemberTrace`, which it makes current (``_CURRENT``) only while it traces the member
-# in one of two jitted functions of its own:
+# in one of three jitted functions of its own:
 #
-# - :func:`member_problem` traces ``fn`` up to its outputs with every ``solve()`` answered by
-#   a placeholder, and returns the array leaves of the solved problem (of its shared form when
-#   the simulator offers one). The same trace decides whether the member can be segmented
-#   (:func:`plan_member`); jit's cache keeps it, so the member is not traced again for the
-#   programs that start each chunk's solves;
+# - the search (:func:`plan_member`): ``member_group`` traces one vmapped group of members as
+#   a plain sweep runs them and counts the ``solve()`` calls at the member's top level. A
+#   member with none is decided (run as written) and its plain programs reuse this trace;
+# - :func:`member_problem` (a member that called ``solve()``) traces ``fn`` up to its outputs
+#   with every ``solve()`` answered by a placeholder, and returns the array leaves of the
+#   solved problem (of its shared form when the simulator offers one). The same trace decides
+#   whether the member can be segmented; jit's cache keeps it, so the member is not traced
+#   again for the programs that start each chunk's solves;
 # - :func:`member_outputs` traces ``fn`` once more with ``solve()`` answered by the solution
 #   of the finished segmented solve.
 #
-# Every segment between the two runs the problem's own structure (``ProblemStructure``): no
-# segment program traces ``fn``. Outside these two functions no ``MemberTrace`` is current
+# Every segment between the last two runs the problem's own structure (``ProblemStructure``):
+# no segment program traces ``fn``. Outside these functions no ``MemberTrace`` is current
 # and ``solve()`` is ``diffrax.diffeqsolve``. The decisions (a :class:`MemberPlan` per member
 # function and input shapes) live in a :class:`~jaxdyn.sweep.SweepCache`, which a user can
 # clear.
@@ -853,10 +858,31 @@ def _cell_contents(cell) -> list:
         return []
 
 
+class PlainMember:
+    """A plain member function as the engine's plain programs call it (``program`` of a
+    :class:`MemberPlan`). Compared by identity, as a static argument of jit: the search for a
+    solve and every plain program of the plan share jit's trace of it. While the engine
+    searches it (a ``"search"`` :class:`MemberTrace` current), a call marks the member's top
+    level, which is inside the engine's ``vmap``."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, params, key):
+        trace = _CURRENT.get()
+        if trace is not None and trace.mode == "search":
+            trace.trace_state = jax.extend.core.get_opaque_trace_state()
+        return self.fn(params, key)
+
+    def __repr__(self) -> str:
+        return f"PlainMember({getattr(self.fn, '__qualname__', type(self.fn).__name__)})"
+
+
 class MemberPlan:
     """The engine's decision about one member function for one member's input shapes (kept in
     a :class:`~jaxdyn.sweep.SweepCache`): segmented (``reason is None``; ``structure`` is the
-    structure of the problem it solves) or run as written (``reason`` says why).
+    structure of the problem it solves) or run as written (``reason`` says why) by the plain
+    programs of ``program`` (a :class:`PlainMember`).
     Compared by identity: it is a static argument of the engine's jitted functions, so a new
     plan (after ``SweepCache.clear()``) traces the member again."""
 
@@ -864,6 +890,7 @@ class MemberPlan:
         self.fn = fn
         self.reason: str | None = None
         self.structure: ProblemStructure | None = None
+        self.program = PlainMember(fn)
 
     def __repr__(self) -> str:
         name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
@@ -873,11 +900,13 @@ class MemberPlan:
 class MemberTrace:
     """What a :meth:`DiffeqProblem.solve` called while the engine traces a member answers.
 
-    ``mode`` is ``"problem"`` (record the problem, answer with a placeholder) or ``"outputs"``
-    (answer with the solution of the finished solve in ``state``). Only a solve called at the
-    member's top level (the trace the engine started, not inside a ``vmap``, ``grad``,
-    ``scan``, ``cond`` or ``jit`` of the member's own) is the engine's; any other is solved by
-    ``diffeqsolve`` as written, and the plan records why the member is not segmented."""
+    ``mode`` is ``"search"`` (count the solves while the member is traced as a plain
+    program; answer with a placeholder), ``"problem"`` (record the problem, answer with a
+    placeholder) or ``"outputs"`` (answer with the solution of the finished solve in
+    ``state``). Only a solve called at the member's top level (the trace the engine started,
+    not inside a ``vmap``, ``grad``, ``scan``, ``cond`` or ``jit`` of the member's own) is the
+    engine's; any other is solved by ``diffeqsolve`` as written, and the plan records why the
+    member is not segmented."""
 
     def __init__(self, plan: MemberPlan, mode: str, state: SharedState | None = None):
         self.plan, self.mode, self.state = plan, mode, state
@@ -900,7 +929,9 @@ class MemberTrace:
             return None
         solved, restrict = (problem, None) if shared is None else shared()
         arrays, static = eqx.partition(solved, eqx.is_array)
-        if self.mode == "problem":
+        if self.mode == "search":
+            state = SharedState(arrays, start_state(solved))  # a placeholder of the right type
+        elif self.mode == "problem":
             self.arrays = arrays
             if any(_holds_tracer(x) for x in jtu.tree_leaves(static)):
                 self.plan.reason = (
@@ -936,6 +967,35 @@ def _with_trace(fn, params, key, trace: MemberTrace):
         _CURRENT.reset(token)
 
 
+def plan_member(fn: Callable, params: dict, seed, width: int = 1) -> MemberPlan:
+    """The engine's decision for ``fn`` (a plain member function), given one member's
+    ``params`` and ``seed``.
+
+    The member is first traced as the plain sweep runs it, one vmapped group of ``width``
+    members (:func:`~jaxdyn.sweep._programs.member_group`), with a ``"search"`` trace
+    current. A member that calls no ``solve()`` at its top level (most members) is then
+    decided, and its plain programs reuse this trace from jit's cache: it is traced once. A
+    member that does is traced once more, alone (:func:`member_problem`), to decide whether
+    its solve can be continued in segments; its searched trace answered that solve with a
+    placeholder, so its plain programs, if it needs them, get a :class:`PlainMember` of their
+    own."""
+    plan = MemberPlan(fn)
+    search = MemberTrace(plan, "search")
+    group = lambda x: jax.ShapeDtypeStruct((width,) + np.shape(x), np.asarray(x).dtype)
+    _with_trace(
+        lambda p, s: member_group.trace(plan.program, p, s),
+        jax.tree.map(group, params),
+        group(seed),
+        search,
+    )
+    if search.calls == 0:
+        plan.reason = _why_not(search)
+        return plan
+    plan.program = PlainMember(fn)
+    member_problem.trace(plan, params, jax.random.key(seed))
+    return plan
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def member_problem(plan: MemberPlan, params, key):
     """The array leaves of the problem one member solves (the member traced once)."""
@@ -969,14 +1029,6 @@ def _why_not(trace: MemberTrace) -> str | None:
     if trace.calls > 1:
         return f"it calls DiffeqProblem.solve() {trace.calls} times (the engine continues one)"
     return None
-
-
-def plan_member(fn: Callable, params: dict, seed) -> MemberPlan:
-    """The engine's decision for ``fn`` (a plain member function), from one trace of it with
-    one member's ``params`` and ``seed`` (:func:`member_problem`)."""
-    plan = MemberPlan(fn)
-    member_problem.trace(plan, params, jax.random.key(seed))
-    return plan
 
 
 class SolveMember(AbstractSegmentedMember):

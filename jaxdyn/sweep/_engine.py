@@ -91,7 +91,8 @@ def _check_arguments(fn, grid, options, cache, log, name):
         # A plain member whose one solve is a DiffeqProblem.solve() (the library's
         # simulators) is run in segments (jaxdyn/sweep/_diffeq.py, docs/sweep.md).
         one = {k: v[0] for k, v in grid.params.items()}
-        plan, new = cache.plan(fn, one, grid.seeds[0])
+        width = effective_vmap_width(options.vmap_width, len(grid))
+        plan, new = cache.plan(fn, one, grid.seeds[0], width)
         if plan.reason is None:
             member = SolveMember(plan)
             if options.segment_steps > 0:
@@ -100,6 +101,7 @@ def _check_arguments(fn, grid, options, cache, log, name):
         if new and "calls no" not in plan.reason:
             name_of = getattr(fn, "__qualname__", type(fn).__name__)
             log(f"sweep '{name}': member {name_of} is not run in segments: {plan.reason}")
+        return plan.program, False, options, cache  # its plain programs share the plan's trace
     return fn, segmented, options, cache
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from .._affinity import usable_cores
 from .._status import Status, as_status, item_code, mark_nonfinite
@@ -128,21 +128,37 @@ def outputs_and_status(out):
     return out, jnp.asarray(item_code(status), jnp.int32)
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def member_group(fn: Callable, params, seeds):
+    """One vmapped group of a plain sweep's members: ``(outputs, status codes)``.
+
+    A jitted function of its own, so that every program of the same member function and group
+    width (each chunk size, the output shapes, the engine's search of the member for a solve,
+    :func:`jaxdyn.sweep._diffeq.plan_member`) shares one trace of the member: XLA inlines it
+    into each program."""
+    return jax.vmap(lambda p, s: _member_outputs(fn, p, s))(params, seeds)
+
+
 def batched_member_program(fn: Callable, vmap_width: int) -> Callable:
     """``(params, seeds) -> (outputs, status codes)`` for a batch of members on one device.
 
-    Members are vectorised in groups of a fixed width and the groups are looped over with
-    ``lax.map``. XLA's vectorised code can round differently for different batch widths, so a
-    fixed width keeps every member's result bitwise independent of the chunk size and of the
-    number of devices.
+    Members are vectorised in groups of a fixed width (:func:`member_group`) and the groups
+    are looped over with ``lax.map``. XLA's vectorised code can round differently for
+    different batch widths, so a fixed width keeps every member's result bitwise independent
+    of the chunk size and of the number of devices.
     """
-    return grouped(lambda p, s: _member_outputs(fn, p, s), vmap_width)
+    return in_groups(functools.partial(member_group, fn), vmap_width)
 
 
 def grouped(fn: Callable, vmap_width: int) -> Callable:
     """``fn`` of one member, applied to a leading member axis in vmapped groups of
     ``vmap_width`` (a ``lax.map`` over the groups when there are several)."""
-    vmapped = jax.vmap(fn)
+    return in_groups(jax.vmap(fn), vmap_width)
+
+
+def in_groups(vmapped: Callable, vmap_width: int) -> Callable:
+    """``vmapped`` (a function of one group of ``vmap_width`` members) applied to a leading
+    member axis: directly for one group, a ``lax.map`` over the groups for several."""
 
     def batched(*args):
         n = jax.tree.leaves(args)[0].shape[0]
@@ -270,8 +286,14 @@ class ShardedProgram:
         self.n_devices = mesh.devices.size
         self.sharding = NamedSharding(mesh, PartitionSpec(SWEEP_AXIS))
         self.static = (static_member(fn), width, None if self.n_devices == 1 else mesh)
+        # On one device the program is lowered for that device alone: its groups then see the
+        # avals that member_group was traced with when the engine searched the member for a
+        # solve, so jit's cache serves them (a mesh's sharding would trace the member again).
+        lowered_sharding = (
+            self.sharding if self.n_devices > 1 else SingleDeviceSharding(mesh.devices.flat[0])
+        )
         put = lambda x: jax.ShapeDtypeStruct(
-            np.shape(x), np.asarray(x).dtype, sharding=self.sharding
+            np.shape(x), np.asarray(x).dtype, sharding=lowered_sharding
         )  # noqa: E731
         lowered = _sweep_chunk.lower(*self.static, jax.tree.map(put, params), put(seeds))
         platform = mesh.devices.flat[0].platform
