@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         use_error_mode()
         collect_garbage_less_often()
     from ._cli._commands import COMMANDS
-    from ._cli._parallel import apply_cpu_devices, launch_workers
+    from ._cli._parallel import apply_cpu_devices, early_reproduce_pool, launch_workers
     from ._cli._parser import build_parser
     from .distributed._launch import LaunchConfig
 
@@ -61,16 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     for option in ("processes", "cpu_devices"):
         if getattr(args, option, "absent") is None:
             setattr(args, option, getattr(launch, option))
+    # --profile and (once they import) --import hold for this process's runs and for the
+    # processes it starts: they join the launch configuration in the environment
+    launch = launch.replace(profile=launch.profile or bool(getattr(args, "profile", False)))
+    launch.to_environ(os.environ)
+    # reproduce of every paper experiment: its workers start now, before this process imports
+    # JAX and the experiments
+    pool = early_reproduce_pool(args, argv, launch)
     # Before JAX starts; in every worker too (same entry point and arguments). Quick runs are
     # mostly compilation: XLA's elemental emitters compile faster and run slower.
     if not getattr(args, "show_config", False):  # --show-config runs nothing: no JAX import
         from jaxdyn.distributed._devices import xla_cpu_setup
 
         xla_cpu_setup(elemental_emitters=bool(getattr(args, "quick", False)))
-    # --profile and (once they import) --import hold for this process's runs and for the
-    # processes it starts: they join the launch configuration in the environment
-    launch = launch.replace(profile=launch.profile or bool(getattr(args, "profile", False)))
-    launch.to_environ(os.environ)
     from jaxdyn.runs import ConfigError
     from jaxdyn.runs._registry import import_experiments
 
@@ -78,7 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         apply_cpu_devices(args)
         import_experiments([*launch.imports, *args.imports])
         launch.replace(imports=args.imports).to_environ(os.environ)
-        launched = launch_workers(args, argv)
+        if pool is not None:
+            from ._cli._commands import reproduce_plan
+
+            launched = pool.finish(reproduce_plan(args)[0], args.quick)
+        else:
+            launched = launch_workers(args, argv)
         if launched == EXIT_INTERRUPTED:
             raise KeyboardInterrupt
         if launched is not None:
@@ -97,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         print(f"jaxdyn: {args.command} failed: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_FAILED
+    finally:
+        if pool is not None:  # workers still running (this process failed): stop them
+            pool.stop()
 
 
 if __name__ == "__main__":

@@ -208,3 +208,47 @@ def test_one_quick_experiment_runs_in_one_process_unless_processes_are_asked_for
     assert _processes(args(), one_experiment=False) == cores  # a quick reproduce's pool
     monkeypatch.setenv("JAXDYN_LAUNCH", '{"processes": 3}')
     assert _processes(args()) == 3
+
+
+def test_a_pool_started_before_the_names_are_checked_says_a_bad_name_once(tmp_path):
+    """A reproduce of several experiments starts its workers before it lists and checks them
+    (they import meanwhile): a bad name then stops the waiting workers, is said once, and
+    leaves no folder."""
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxdyn", "reproduce", "--quick", "--processes", "2"]
+        + ["--only", "no-such-experiment", "--only", "pde-twisted", "--out", str(out)],
+        cwd=tmp_path,
+        env={**os.environ, "JAXDYN_CACHE_DIR": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("unknown experiment 'no-such-experiment'") == 1, proc.stderr
+    assert "[1/" not in proc.stderr and not out.exists()
+
+
+def test_a_pool_worker_waits_for_its_launchers_queue(tmp_path):
+    """A worker waits for the queue while its launcher lives, and no longer than asked."""
+    import threading
+    import time
+
+    from jaxdyn._cli._commands import QUEUE_FILE, wait_for_queue
+
+    def write_later():
+        time.sleep(0.3)
+        (tmp_path / QUEUE_FILE).write_text("a\n")
+
+    threading.Thread(target=write_later).start()
+    start = time.monotonic()
+    wait_for_queue(tmp_path, wait_s=30.0, launcher_pid=os.getpid())
+    assert 0.25 < time.monotonic() - start < 10.0 and (tmp_path / QUEUE_FILE).exists()
+    start = time.monotonic()
+    wait_for_queue(tmp_path / "never", wait_s=0.2, launcher_pid=os.getpid())  # gives up
+    assert 0.15 < time.monotonic() - start < 5.0
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    start = time.monotonic()
+    wait_for_queue(tmp_path / "never", wait_s=30.0, launcher_pid=gone.pid)  # launcher ended
+    assert time.monotonic() - start < 5.0

@@ -186,18 +186,23 @@ def _reproduce_one(name: str, out: Path, args, say) -> bool:
 
 def reproduce_plan(args) -> tuple[list[str], Path]:
     """``reproduce``'s experiments (unknown names fail here, before anything runs) and the
-    folder they go to (``--out``, else ``runs/reproduce-<time>[-quick]``)."""
-    import datetime
-
+    folder they go to (:func:`reproduce_out`)."""
     from jaxdyn.runs import get_experiment, list_experiments
 
     names = list(dict.fromkeys(args.only or [e.name for e in list_experiments() if e.paper]))
     for name in names:
         get_experiment(name)
+    return names, reproduce_out(args)
+
+
+def reproduce_out(args) -> Path:
+    """``reproduce``'s folder: ``--out``, else ``runs/reproduce-<time>[-quick]``."""
+    import datetime
+
     if args.out is not None:
-        return names, args.out
+        return Path(args.out)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return names, Path("runs") / f"reproduce-{stamp}{'-quick' if args.quick else ''}"
+    return Path("runs") / f"reproduce-{stamp}{'-quick' if args.quick else ''}"
 
 
 QUEUE_FILE = ".queue"  # in the pool's claim folder: the experiments in the order workers take them
@@ -206,10 +211,11 @@ QUEUE_FILE = ".queue"  # in the pool's claim folder: the experiments in the orde
 def write_queue(claims: Path, names: list[str], quick: bool) -> list[str]:
     """Write the pool's queue into its claim folder: ``names``, longest first by the estimate
     of :mod:`._schedule`, so that the workers finish together; return it."""
+    from .._atomic import atomic_write_text
     from ._schedule import longest_first
 
     queue = longest_first(names, quick, compilation_cache_dir())
-    (claims / QUEUE_FILE).write_text("\n".join(queue) + "\n")
+    atomic_write_text(claims / QUEUE_FILE, "\n".join(queue) + "\n")  # workers may be reading
     return queue
 
 
@@ -220,6 +226,32 @@ def read_queue(claims: Path, names: list[str]) -> list[str]:
     except OSError:
         return names
     return [n for n in queue if n in names] + [n for n in names if n not in queue]
+
+
+def wait_for_queue(claims: Path, *, wait_s: float, launcher_pid: int | None) -> None:
+    """Wait (at most ``wait_s`` seconds, while the process ``launcher_pid`` lives) for the
+    launcher of a pool to write its queue: the workers start before it lists and checks the
+    experiments, and a launcher that finds bad input stops them while they wait, so the
+    error is said once."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while not (claims / QUEUE_FILE).exists():
+        if time.monotonic() >= deadline or not _alive(launcher_pid):
+            return
+        time.sleep(0.02)
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def claim_experiment(claims: Path, name: str) -> bool:
@@ -288,9 +320,12 @@ def cmd_reproduce(args) -> int:
     the report."""
     from jaxdyn.runs import read_summary
 
+    launch = launch_config()
+    claims = launch.reproduce_claims
+    if claims:  # a pool's worker: its launcher checks the names and writes the queue
+        wait_for_queue(Path(claims), wait_s=120.0, launcher_pid=launch.launcher_pid)
     names, out_root = reproduce_plan(args)
     enable_compilation_cache()
-    claims = launch_config().reproduce_claims
     failed = False
     say = print if _is_first_process() else (lambda *a, **k: None)
     queue = read_queue(Path(claims), names) if claims else names

@@ -157,6 +157,35 @@ def _forward_lines(source, target) -> threading.Thread:
 
 
 def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, quick: bool) -> int:
+    """``reproduce`` of ``names`` on a :class:`ReproducePool` of ``n`` workers, then the
+    report."""
+    return ReproducePool(argv, min(n, len(names)), out_root).finish(names, quick)
+
+
+def early_reproduce_pool(args, argv: list[str], launch) -> ReproducePool | None:
+    """The pool of a ``reproduce`` of several experiments, started before this process imports
+    JAX and the experiments: the workers import theirs meanwhile, instead of after (this
+    process still lists and checks the experiments, for the queue and the report). ``None``
+    where :func:`launch_workers` decides later: one experiment, ``--import`` (a module that
+    fails to import would fail in every worker too), ``--show-config``, a worker, or one
+    process."""
+    import sys
+
+    if args.command != "reproduce" or getattr(args, "show_config", False):
+        return None
+    if len(set(args.only or ())) == 1 or args.imports or launch.imports or launch.is_worker:
+        return None
+    if "jax" in sys.modules and sys.modules["jax"].distributed.is_initialized():
+        return None
+    n = _processes(args, one_experiment=False)
+    if n <= 1:
+        return None
+    from ._commands import reproduce_out
+
+    return ReproducePool(argv, n, reproduce_out(args))
+
+
+class ReproducePool:
     """``reproduce`` on ``n`` cores: ``n`` independent single-process workers that take the
     experiments in turn from one queue (each the next one nobody has claimed, longest first by
     the estimate of :mod:`._schedule`, so that they finish together), then the report.
@@ -166,59 +195,92 @@ def launch_reproduce_pool(argv: list[str], n: int, names: list[str], out_root, q
     trace and compile every program, and share only the sweeps), and each experiment's results
     are those of one process, which equal those of any number of processes. A failed experiment
     does not stop the others; an interruption stops every worker (``--resume`` continues).
+
+    The workers start when the pool is made; they wait for the queue, which :meth:`finish`
+    writes, so the launcher may list the experiments while the workers import.
     """
-    import shutil
-    import subprocess
-    import sys
-    import tempfile
-    import time
-    from pathlib import Path
 
-    from jaxdyn.distributed import _stop, worker_python_path
-    from jaxdyn.distributed._cores import pinned_to, worker_cores
-    from jaxdyn.runs._profile import process_age_s
+    def __init__(self, argv: list[str], n: int, out_root):
+        import subprocess
+        import sys
+        import tempfile
+        from pathlib import Path
 
-    from ._commands import finish_reproduce, launch_config, write_queue
-    from ._error_mode import use_error_mode
-    from ._exit_codes import EXIT_INTERRUPTED
+        from jaxdyn.distributed import worker_python_path
+        from jaxdyn.distributed._cores import pinned_to, worker_cores
+        from jaxdyn.runs._profile import process_age_s
 
-    startup_s = process_age_s()  # imports, the experiments' registry, arguments
-    out_root = Path(out_root)
-    out_root.mkdir(parents=True, exist_ok=True)
-    claims = Path(tempfile.mkdtemp(prefix=".claims-", dir=out_root))
-    write_queue(claims, names, quick)
-    env = dict(os.environ, PYTHONPATH=worker_python_path())
-    pool = launch_config().replace(reproduce_claims=str(claims), launcher_pid=os.getpid())
-    pool.to_environ(env)
-    use_error_mode(env)  # the worker's equinox reads it at import
-    # later options win in argparse: one process per worker, every worker in one folder
-    worker_argv = [*argv, "--processes", "1", "--out", str(out_root)]
-    procs, forwarders = [], []
-    cores = worker_cores(min(n, len(names)))
-    try:
-        for i in range(min(n, len(names))):
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "jaxdyn", *worker_argv],
-                    env=env,
-                    preexec_fn=pinned_to(cores[i]),
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
+        from ._commands import launch_config
+        from ._error_mode import use_error_mode
+
+        self.startup_s = process_age_s()  # imports, arguments (and the registry, if listed)
+        self.out_root = Path(out_root)
+        self._made_out_root = not self.out_root.exists()
+        self.out_root.mkdir(parents=True, exist_ok=True)
+        self.claims = Path(tempfile.mkdtemp(prefix=".claims-", dir=self.out_root))
+        env = dict(os.environ, PYTHONPATH=worker_python_path())
+        pool = launch_config().replace(reproduce_claims=str(self.claims), launcher_pid=os.getpid())
+        pool.to_environ(env)
+        use_error_mode(env)  # the worker's equinox reads it at import
+        # later options win in argparse: one process per worker, every worker in one folder
+        worker_argv = [*argv, "--processes", "1", "--out", str(self.out_root)]
+        self.procs: list = []
+        self.forwarders: list = []
+        cores = worker_cores(n)
+        try:
+            for i in range(n):
+                self.procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "jaxdyn", *worker_argv],
+                        env=env,
+                        preexec_fn=pinned_to(cores[i]),
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                    )
                 )
-            )
-            forwarders += [
-                _forward_lines(procs[-1].stdout, sys.stdout),
-                _forward_lines(procs[-1].stderr, sys.stderr),
-            ]
-        while any(p.poll() is None for p in procs):
-            time.sleep(0.1)
-    except KeyboardInterrupt:
-        _stop(procs)
-        return EXIT_INTERRUPTED
-    finally:
-        for thread in forwarders:
+                self.forwarders += [
+                    _forward_lines(self.procs[-1].stdout, sys.stdout),
+                    _forward_lines(self.procs[-1].stderr, sys.stderr),
+                ]
+        except BaseException:
+            self.stop()
+            raise
+
+    def finish(self, names: list[str], quick: bool) -> int:
+        """Queue ``names`` for the workers, wait for them, and write the report; the exit code
+        (``EXIT_INTERRUPTED`` when interrupted)."""
+        import time
+
+        from ._commands import finish_reproduce, write_queue
+        from ._exit_codes import EXIT_INTERRUPTED
+
+        try:
+            write_queue(self.claims, names, quick)
+            while any(p.poll() is None for p in self.procs):
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            self.stop()
+            return EXIT_INTERRUPTED
+        finally:
+            self._close()
+        if any(p.returncode == EXIT_INTERRUPTED for p in self.procs):
+            return EXIT_INTERRUPTED
+        return finish_reproduce(names, self.out_root, quick, self.startup_s)
+
+    def stop(self) -> None:
+        """Interrupt the workers still running (a no-op once they have ended)."""
+        from jaxdyn.distributed import _stop
+
+        if any(p.poll() is None for p in self.procs):
+            _stop(self.procs)
+        self._close()
+        if self._made_out_root and not any(self.out_root.iterdir()):
+            self.out_root.rmdir()  # stopped before anything ran: leave no empty folder
+
+    def _close(self) -> None:
+        import shutil
+
+        for thread in self.forwarders:
             thread.join(timeout=2.0)
-        shutil.rmtree(claims, ignore_errors=True)
-    if any(p.returncode == EXIT_INTERRUPTED for p in procs):
-        return EXIT_INTERRUPTED
-    return finish_reproduce(names, out_root, quick, startup_s)
+        self.forwarders = []
+        shutil.rmtree(self.claims, ignore_errors=True)
