@@ -178,6 +178,8 @@ def early_reproduce_pool(args, argv: list[str], launch) -> ReproducePool | None:
     if "jax" in sys.modules and sys.modules["jax"].distributed.is_initialized():
         return None
     n = _processes(args, one_experiment=False)
+    if args.only:  # no more workers than experiments (every paper experiment: more than cores)
+        n = min(n, len(set(args.only)))
     if n <= 1:
         return None
     from ._commands import reproduce_out
