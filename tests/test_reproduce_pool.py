@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 _EXPERIMENTS = textwrap.dedent(
     """
     import dataclasses, os, pathlib, time
@@ -210,6 +212,7 @@ def test_one_quick_experiment_runs_in_one_process_unless_processes_are_asked_for
     assert _processes(args()) == 3
 
 
+@pytest.mark.slow  # CI's slow contract tests
 def test_a_pool_started_before_the_names_are_checked_says_a_bad_name_once(tmp_path):
     """A reproduce of several experiments starts its workers before it lists and checks them
     (they import meanwhile): a bad name then stops the waiting workers, is said once, and

@@ -5,6 +5,7 @@ all in a repeated one; a member the engine cannot segment is said to be so, once
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxdyn.meanfield import simulate_gaussian
 from jaxdyn.meanfield.fields import Softmax
@@ -80,6 +81,7 @@ def test_a_member_solving_inside_its_own_vmap_runs_as_written_and_says_why_once(
     np.testing.assert_allclose(result.outputs["cov"][1], member(p, None)["cov"], rtol=1e-12)
 
 
+@pytest.mark.slow  # CI's slow contract tests
 def test_a_member_with_two_solves_runs_as_written_with_both_solutions():
     # The search answers the first top-level solve with a placeholder; the member's plain
     # program must then be traced afresh, with both solves diffrax's own.
