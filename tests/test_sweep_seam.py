@@ -29,6 +29,13 @@ def _grid(n=16, seed=0):
     )
 
 
+def _sweep_saying_why(member, grid, cache):
+    """``(result, log lines, lines saying why the member is not run in segments)``."""
+    logged = []
+    result = run_sweep(member, grid, cache=cache, log=logged.append)
+    return result, logged, [line for line in logged if "not run in segments" in line]
+
+
 def test_a_simulate_gaussian_member_is_traced_at_most_3_times_then_never():
     traces = []
 
@@ -67,16 +74,11 @@ def test_a_member_solving_inside_its_own_vmap_runs_as_written_and_says_why_once(
         sols = jax.vmap(one)(jnp.array([0.5, 1.0]))
         return {"cov": sols.final_cov}
 
-    cache = SweepCache()
-    grid = _grid(n=4)
-    logged = []
-    result = run_sweep(member, grid, cache=cache, log=logged.append)
-    why = [line for line in logged if "not run in segments" in line]
+    cache, grid = SweepCache(), _grid(n=4)
+    result, logged, why = _sweep_saying_why(member, grid, cache)
     assert len(why) == 1 and "transformation of its own" in why[0], logged
     assert not any("segments of" in line for line in logged)
-    logged.clear()
-    run_sweep(member, grid, cache=cache, log=logged.append)
-    assert not any("not run in segments" in line for line in logged)  # said once
+    assert not _sweep_saying_why(member, grid, cache)[2]  # said once
     p = {k: v[1] for k, v in grid.params.items()}
     np.testing.assert_allclose(result.outputs["cov"][1], member(p, None)["cov"], rtol=1e-12)
 
@@ -95,11 +97,8 @@ def test_a_member_with_two_solves_runs_as_written_with_both_solutions():
         long = simulate_gaussian(field, jnp.zeros(D), params["cov0"], 1.0, **kw)
         return {"short": short.final_cov, "long": long.final_cov}
 
-    cache = SweepCache()
-    grid = _grid(n=4)
-    logged = []
-    result = run_sweep(member, grid, cache=cache, log=logged.append)
-    why = [line for line in logged if "not run in segments" in line]
+    cache, grid = SweepCache(), _grid(n=4)
+    result, logged, why = _sweep_saying_why(member, grid, cache)
     assert len(why) == 1 and "2 times" in why[0], logged
     assert len(traces) == 3, len(traces)  # the search, the problem, the plain program
     for i in (0, 3):
