@@ -245,13 +245,13 @@ def test_a_pool_worker_waits_for_its_launchers_queue(tmp_path):
 
     threading.Thread(target=write_later).start()
     start = time.monotonic()
-    wait_for_queue(tmp_path, wait_s=30.0, launcher_pid=os.getpid())
+    assert wait_for_queue(tmp_path, wait_s=30.0, launcher_pid=os.getpid())
     assert 0.25 < time.monotonic() - start < 10.0 and (tmp_path / QUEUE_FILE).exists()
     start = time.monotonic()
-    wait_for_queue(tmp_path / "never", wait_s=0.2, launcher_pid=os.getpid())  # gives up
+    assert wait_for_queue(tmp_path / "never", wait_s=0.2, launcher_pid=os.getpid())  # gives up
     assert 0.15 < time.monotonic() - start < 5.0
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     start = time.monotonic()
-    wait_for_queue(tmp_path / "never", wait_s=30.0, launcher_pid=gone.pid)  # launcher ended
+    assert not wait_for_queue(tmp_path / "never", wait_s=30.0, launcher_pid=gone.pid)  # ended
     assert time.monotonic() - start < 5.0

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from ._exit_codes import EXIT_FAILED, EXIT_OK
+from ._exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 
 def launch_config():
@@ -228,18 +228,22 @@ def read_queue(claims: Path, names: list[str]) -> list[str]:
     return [n for n in queue if n in names] + [n for n in names if n not in queue]
 
 
-def wait_for_queue(claims: Path, *, wait_s: float, launcher_pid: int | None) -> None:
+def wait_for_queue(claims: Path, *, wait_s: float, launcher_pid: int | None) -> bool:
     """Wait (at most ``wait_s`` seconds, while the process ``launcher_pid`` lives) for the
     launcher of a pool to write its queue: the workers start before it lists and checks the
     experiments, and a launcher that finds bad input stops them while they wait, so the
-    error is said once."""
+    error is said once. ``False`` when the launcher ended without writing it (it speaks for
+    the run; the worker says nothing)."""
     import time
 
     deadline = time.monotonic() + wait_s
     while not (claims / QUEUE_FILE).exists():
-        if time.monotonic() >= deadline or not _alive(launcher_pid):
-            return
+        if not _alive(launcher_pid):
+            return False
+        if time.monotonic() >= deadline:
+            return True  # take the experiments in the registry's order
         time.sleep(0.02)
+    return True
 
 
 def _alive(pid: int | None) -> bool:
@@ -322,8 +326,10 @@ def cmd_reproduce(args) -> int:
 
     launch = launch_config()
     claims = launch.reproduce_claims
-    if claims:  # a pool's worker: its launcher checks the names and writes the queue
-        wait_for_queue(Path(claims), wait_s=120.0, launcher_pid=launch.launcher_pid)
+    # a pool's worker: its launcher checks the names and writes the queue; a launcher that
+    # ended without one stopped the pool (bad input, an interruption) and has said why
+    if claims and not wait_for_queue(Path(claims), wait_s=120.0, launcher_pid=launch.launcher_pid):
+        return EXIT_INTERRUPTED
     names, out_root = reproduce_plan(args)
     enable_compilation_cache()
     failed = False
