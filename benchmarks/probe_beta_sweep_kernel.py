@@ -1,27 +1,38 @@
 """Probe: where the beta sweep's time goes (``bench_pde_particles``' beta sweep, jaxdyn's
-part), and what XLA options and formulations of the sphere velocity change.
+part), and what the formulation of the sphere velocity and XLA's vector width change.
 
 The kernel is the sweep's shape without the engine: 1024 systems of 64 tokens on the sphere in
 d = 8, 100 RK4 steps to t = 1, as ``lax.map`` over groups of 32 (the engine's ``vmap_width``)
 of ``vmap`` of a ``fori_loop``, float32, one core, warm (compiled beforehand), best of 3.
-Variants of the velocity ``P_x^perp sum_j softmax_j(beta <x_i, x_j>) x_j``:
+Velocities ``P_x^perp sum_j softmax_j(beta <x_i, x_j>) x_j``:
 
-- ``bounded``: ``SphereSoftmax``'s (``exp(beta G - beta)``, products, then normalised);
-- ``no_exp`` / ``no_division`` / ``no_projection``: one part removed (what it costs);
-- ``diag_matvec``: ``|x|^2`` read off the diagonal of ``G = x x^T`` and the radial dot as a
-  matrix-vector product.
+- ``library``: ``SphereSoftmax(beta, d).velocity`` as jaxdyn writes it (``exp(beta G - beta)``,
+  products, row sums as a product with ones, the tangent projection's row dots written out:
+  ``jaxdyn.meanfield.fields._wrappers.row_dots``);
+- ``reductions``: the same with ``jnp.sum`` reductions for the row sums and row dots (jaxdyn's
+  form before);
+- ``no_exp`` / ``no_projection``: ``library`` with one part removed (what it costs).
 
-Each runs with the engine's options and with ``xla_cpu_prefer_vector_width=512``. Prints one
-JSON object (not a benchmark with a target: it explains ``pde_particles.json``'s beta sweep).
+Each runs with the sweep engine's XLA options (``xla_options("cpu")``) and with
+``xla_cpu_prefer_vector_width=512`` added (512-bit vectors in XLA's fused code instead of LLVM's
+default 256 bits on AVX-512 CPUs; the engine does not set it: it lengthens the compilation of
+other sweeps, e.g. ``copy-head-sgld``'s by about 40%). Then one run of each of ``library`` and
+``reductions`` under the engine's options is profiled (``jax.profiler``) and its time split by
+the kind of kernel (matrix products, the ``exp`` fusion, reductions, other elementwise
+fusions). Prints one JSON object (it explains ``pde_particles.json``'s beta sweep; no target).
 
     python benchmarks/probe_beta_sweep_kernel.py
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
+import pathlib
+import re
 import sys
+import tempfile
 import time
 
 os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])
@@ -31,40 +42,32 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from bench_pde_particles import handwritten_rk4  # noqa: E402  (this folder, as a script)
 
+from jaxdyn.meanfield.fields import SphereSoftmax  # noqa: E402
+from jaxdyn.meanfield.fields._wrappers import tangent_projection  # noqa: E402
+from jaxdyn.sweep._programs import xla_options  # noqa: E402
+
 SYSTEMS, N, D, STEPS, WIDTH = 1024, 64, 8, 100, 32
 H = 1.0 / STEPS
 
 
-def _projection(avg, x):
-    return avg - jnp.sum(avg * x, -1, keepdims=True) / jnp.sum(x * x, -1, keepdims=True) * x
+def library(x, b):
+    return SphereSoftmax(b, D).velocity(x, x)
 
 
-def bounded(x, b):
+def reductions(x, b):
     E = jnp.exp(b * (x @ x.T) - b)
-    return _projection((E @ x) / jnp.sum(E, -1, keepdims=True), x)
+    avg = (E @ x) / jnp.sum(E, -1, keepdims=True)
+    return avg - jnp.sum(avg * x, -1, keepdims=True) / jnp.sum(x * x, -1, keepdims=True) * x
 
 
 def no_exp(x, b):
     E = b * (x @ x.T) - b
-    return _projection((E @ x) / jnp.sum(E, -1, keepdims=True), x)
-
-
-def no_division(x, b):
-    E = jnp.exp(b * (x @ x.T) - b)
-    return _projection(E @ x, x)
+    return tangent_projection((E @ x) / (E @ jnp.ones(N, x.dtype))[:, None], x)
 
 
 def no_projection(x, b):
     E = jnp.exp(b * (x @ x.T) - b)
-    return (E @ x) / jnp.sum(E, -1, keepdims=True)
-
-
-def diag_matvec(x, b):
-    G = x @ x.T
-    E = jnp.exp(b * G - b)
-    avg = (E @ x) / jnp.sum(E, -1, keepdims=True)
-    ones = jnp.ones((D,), x.dtype)
-    return avg - ((avg * x) @ ones / jnp.diagonal(G))[:, None] * x
+    return (E @ x) / (E @ jnp.ones(N, x.dtype))[:, None]
 
 
 def _program(velocity, options):
@@ -84,14 +87,44 @@ def _inputs():
     return x, betas
 
 
+def _kernel_kinds(program) -> dict[str, str]:
+    """Each fused kernel of the optimised program, by the kind of its root operation."""
+    text = program.as_text()
+    kinds = {}
+    for name, comp in re.findall(r"%(\S+) = \S+ fusion\([^)]*\).*?calls=%([\w.\-]+)", text):
+        body = re.search(r"\n%" + re.escape(comp) + r" .*?\n(.*?)\n}", text, re.S)
+        root = re.search(r"ROOT %\S+ = \S+ (\w+)", body.group(1)).group(1) if body else "?"
+        kinds[name] = {"dot": "matrix products", "exponential": "exp fusion"}.get(
+            root, "reductions" if root == "reduce" else "other elementwise"
+        )
+    return kinds
+
+
+def _profile(program, x, betas) -> dict[str, float]:
+    """Seconds in each kind of kernel during one run (jax.profiler's trace of this process)."""
+    kinds = _kernel_kinds(program)
+    with tempfile.TemporaryDirectory() as folder:
+        with jax.profiler.trace(folder):
+            jax.block_until_ready(program(x, betas))
+        trace = next(pathlib.Path(folder).rglob("*.xplane.pb"))
+        data = jax.profiler.ProfileData.from_file(str(trace))
+        seconds = collections.Counter()
+        for plane in data.planes:
+            for line in plane.lines:
+                for event in line.events:
+                    if event.name in kinds:
+                        seconds[kinds[event.name]] += event.duration_ns / 1e9
+    return {kind: round(value, 4) for kind, value in seconds.most_common()}
+
+
 def main() -> None:
-    engine = {"xla_cpu_multi_thread_eigen": False}
+    engine = xla_options("cpu")
     wide = {**engine, "xla_cpu_prefer_vector_width": 512}
     x, betas = _inputs()
     reference = None
     rows = {}
     for label, options in (("engine_options", engine), ("vector_width_512", wide)):
-        for velocity in (bounded, no_exp, no_division, no_projection, diag_matvec):
+        for velocity in (library, reductions, no_exp, no_projection):
             program = _program(velocity, options)
             out = jax.block_until_ready(program(x, betas))
             times = []
@@ -100,16 +133,22 @@ def main() -> None:
                 jax.block_until_ready(program(x, betas))
                 times.append(time.perf_counter() - start)
             row = {"seconds": min(times)}
-            if velocity in (bounded, diag_matvec):
+            if velocity in (library, reductions):
                 reference = out if reference is None else reference
-                row["max_abs_gap_to_bounded"] = float(np.max(np.abs(out - reference)))
+                row["max_abs_gap_to_library"] = float(np.max(np.abs(out - reference)))
             rows[f"{label}/{velocity.__name__}"] = row
             print(f"{label}/{velocity.__name__}: {row['seconds']:.3f} s", file=sys.stderr)
+    profiles = {
+        name: _profile(_program(velocity, engine), x, betas)
+        for name, velocity in (("library", library), ("reductions", reductions))
+    }
     result = {
         "probe": "beta_sweep_kernel",
         "size": {"systems": SYSTEMS, "tokens": N, "d": D, "rk4_steps": STEPS, "width": WIDTH},
+        "engine_options": engine,
         "load_average_1_5_15min": list(os.getloadavg()),
         **rows,
+        "profiled_seconds_by_kernel_kind_engine_options": profiles,
     }
     print(json.dumps(result, indent=1))
 

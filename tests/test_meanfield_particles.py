@@ -307,3 +307,25 @@ def test_fixed_step_sphere_flow_matches_a_hand_written_rk4_at_its_save_times():
         np.testing.assert_allclose(sol.xs, saves, atol=1e-12)
         np.testing.assert_allclose(sol.ts, ts, atol=1e-15)
         assert bool(sol.status == Status.successful)
+
+
+@pytest.mark.parametrize("d", [1, 8, 16, 17, 40])
+def test_sphere_projection_equals_the_projector_applied_to_the_base_velocity(d):
+    # row dots written out (d <= 16) or summed as a reduction (d > 16): the same projector
+    # (I - x x^T / |x|^2) v, computed here in NumPy float64 row by row
+    from jaxdyn.meanfield.fields import SphereProjected
+
+    rng = np.random.default_rng(d)
+    n = 11
+    base = Softmax(
+        Q=rng.standard_normal((d, d)) / np.sqrt(d),
+        K=rng.standard_normal((d, d)) / np.sqrt(d),
+        V=rng.standard_normal((d, d)),
+    )
+    x = rng.standard_normal((n, d)) * rng.uniform(0.5, 2.0, (n, 1))
+    v = np.asarray(base.velocity(jnp.asarray(x), jnp.asarray(x)), np.float64)
+    projectors = [np.eye(d) - np.outer(xi, xi) / (xi @ xi) for xi in x]
+    expected = np.stack([p @ vi for p, vi in zip(projectors, v, strict=True)])
+    got = np.asarray(SphereProjected(base=base).velocity(jnp.asarray(x), jnp.asarray(x)))
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12 * np.abs(v).max())
+    np.testing.assert_allclose(np.sum(got * x, axis=-1), 0.0, atol=1e-12 * np.abs(v).max())

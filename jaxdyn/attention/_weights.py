@@ -66,10 +66,11 @@ def bounded_softmax_average(
     This skips the max-reduction pass over the score matrix (the fast path of sweeps of small
     particle systems, e.g. tokens on the unit sphere where ``beta <x, y> <= beta``). Valid
     while no row underflows entirely, i.e. every row has a score within ~80 (float32) of
-    ``bound``; otherwise use :func:`softmax_weights`.
+    ``bound``; otherwise use :func:`softmax_weights`. The row sums ``E 1`` are a product with a
+    vector of ones, on XLA:CPU slightly faster than a reduction over the rows.
     """
     E = jnp.exp(jnp.asarray(scores) - bound)
-    return (E @ values) / jnp.sum(E, axis=-1, keepdims=True)
+    return (E @ values) / (E @ jnp.ones(E.shape[-1], E.dtype))[..., None]
 
 
 def log_softmax_weights(

@@ -18,7 +18,7 @@ from jaxdyn.attention import bounded_softmax_average, online_softmax_average
 
 from ._base import AbstractVelocityField
 from ._heads import Softmax
-from ._wrappers import SphereProjected
+from ._wrappers import SphereProjected, tangent_projection
 
 
 class SphereSoftmax(AbstractVelocityField):
@@ -74,11 +74,10 @@ class SphereSoftmax(AbstractVelocityField):
             eye = jnp.eye(self.d, dtype=beta.dtype)
             general = SphereProjected(base=Softmax(Q=beta * jnp.sqrt(self.d) * eye, K=eye, V=eye))
             return general.velocity(x, tokens, t=t)
-        sq = jnp.sum(x * x, axis=-1, keepdims=True)
         if self.chunk_size is not None:
             avg = online_softmax_average(
                 lambda q, k: beta * (q @ k.T), x, tokens, tokens, chunk_size=self.chunk_size
             )
-            return avg - (jnp.sum(avg * x, axis=-1, keepdims=True) / sq) * x
-        avg = bounded_softmax_average(beta * (x @ tokens.T), tokens, beta)
-        return avg - (jnp.sum(avg * x, axis=-1, keepdims=True) / sq) * x
+        else:
+            avg = bounded_softmax_average(beta * (x @ tokens.T), tokens, beta)
+        return tangent_projection(avg, x)
