@@ -229,32 +229,21 @@ def read_queue(claims: Path, names: list[str]) -> list[str]:
 
 
 def wait_for_queue(claims: Path, *, wait_s: float, launcher_pid: int | None) -> bool:
-    """Wait (at most ``wait_s`` seconds, while the process ``launcher_pid`` lives) for the
-    launcher of a pool to write its queue: the workers start before it lists and checks the
-    experiments, and a launcher that finds bad input stops them while they wait, so the
-    error is said once. ``False`` when the launcher ended without writing it (it speaks for
-    the run; the worker says nothing)."""
+    """Wait (at most ``wait_s`` seconds, while this worker's launcher ``launcher_pid`` is still
+    its parent) for the launcher of a pool to write its queue: the workers start before it
+    lists and checks the experiments, and a launcher that finds bad input stops them while
+    they wait, so the error is said once. ``False`` when the launcher ended without writing it
+    (it speaks for the run; the worker says nothing). The launcher is alive while it is the
+    parent, as for :mod:`jaxdyn.distributed`'s workers (a process id alone can be reused)."""
     import time
 
     deadline = time.monotonic() + wait_s
     while not (claims / QUEUE_FILE).exists():
-        if not _alive(launcher_pid):
+        if launcher_pid is not None and os.getppid() != launcher_pid:
             return False
         if time.monotonic() >= deadline:
             return True  # take the experiments in the registry's order
         time.sleep(0.02)
-    return True
-
-
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 
