@@ -27,7 +27,7 @@ def _speaks_for_the_run(launch) -> bool:
     return (launch.process_id or 0) == 0
 
 
-def collect_garbage_less_often() -> None:
+def _collect_garbage_less_often() -> None:
     """CPython's cyclic collector for a process that traces JAX programs: a collection every
     50,000 net allocations (not 700), a full one after 400 of them (not 100).
 
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the process's own command line (a call from Python keeps its mode)
         # before anything imports equinox: eqx.error_if as EQX_ON_ERROR, else nan
         use_error_mode()
-        collect_garbage_less_often()
+        _collect_garbage_less_often()
     from ._cli._commands import COMMANDS
     from ._cli._parallel import apply_cpu_devices, early_reproduce_pool, launch_workers
     from ._cli._parser import build_parser
