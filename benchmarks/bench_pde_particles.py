@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import pathlib
+import sys
 import time
 
 import diffrax
@@ -42,6 +43,11 @@ def _pin(cores: int) -> list[int]:
 
         xla_cpu_setup()
     return allowed
+
+
+def _say(line: str) -> None:
+    """Progress on stderr (the JSON goes to stdout)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _median_time(fn, reps):
@@ -152,6 +158,7 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
     t_jaxdyn = _median_time(
         lambda: run_sweep(member, grid, options=options).outputs["clusters"], reps
     )
+    _say(f"beta sweep: jaxdyn {t_jaxdyn:.2f} s (median of {reps})")
     result = run_sweep(member, grid, options=options)
     # the members' initial tokens, for the baselines: seed s of every beta uses key(s)
     keys = jax.vmap(jax.random.key)(jnp.asarray(result.seeds[:systems]))
@@ -162,6 +169,7 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
         t = time.perf_counter()
         torch_x, torch_clusters = _torch_sweep(x0, betas, steps, h, radius)
         torch_times.append(time.perf_counter() - t)
+        _say(f"beta sweep: PyTorch run {len(torch_times)}/{reps} {torch_times[-1]:.2f} s")
     t_torch = float(np.median(torch_times))
 
     def velocity(x, beta):
@@ -250,7 +258,9 @@ def main():
         sweep = beta_sweep(16, 64, 64, 8, 100, 10.0, reps=3)
         n, d, steps, mm = 8192, 64, 1, 2048
     rate = matmul_rate(mm, 5)
+    _say(f"float32 matmul rate at {mm}: {rate:.1f} GFLOP/s")
     t_steps, achieved = particle_steps(n, d, steps, 3)
+    _say(f"particle steps at n = {n}: {t_steps:.3f} s, {achieved / rate:.2f} of the matmul rate")
     fraction = achieved / rate
     out = {
         "load_average_1_5_15min": list(os.getloadavg()),  # a quiet machine: well below the cores
