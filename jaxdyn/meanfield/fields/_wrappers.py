@@ -24,10 +24,9 @@ def row_dots(a: Float[Array, "... d"], b: Float[Array, "... d"]) -> Float[Array,
 
     For a last axis of at most ``UNROLLED_ROW_DOT`` numbers the products and sums are written
     out. XLA:CPU then fuses them into the elementwise code that uses them, where ``jnp.sum``
-    over the axis runs as a reduction kernel of its own, slow for a handful of numbers per row:
-    in a sweep of 1,024 systems of 64 tokens at d = 8 (RK4 of :class:`SphereSoftmax`), the two
-    row dots of the tangent projection took about a sixth of the time as reductions and almost
-    none written out (``benchmarks/probe_beta_sweep_kernel.py``). Same sum, summed in order.
+    over the axis runs as a reduction kernel of its own, slow for a handful of numbers per row
+    (sweeps of many small particle systems, e.g. :class:`SphereSoftmax` at d = 8;
+    ``benchmarks/probe_beta_sweep_kernel.py`` times both forms). Same sum, summed in order.
     """
     d = a.shape[-1]
     if d > UNROLLED_ROW_DOT:
