@@ -18,8 +18,8 @@
 
 By default everything runs on ONE core (the process is pinned to one CPU before JAX and
 PyTorch start; XLA's and PyTorch's thread pools are single-threaded). All timings warm
-(compiled beforehand), median of repetitions (PyTorch's too). Writes JSON to stdout and to
-benchmarks/results/pde_particles.json.
+(compiled beforehand), median of repetitions (PyTorch's too). Writes JSON to stdout; the full-size
+one-core run also to benchmarks/results/pde_particles.json.
 
     python benchmarks/bench_pde_particles.py [--quick] [--cores N]
 """
@@ -247,6 +247,9 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--cores", type=int, default=1, help="CPU cores to run on (default 1)")
     args = parser.parse_args()
+    available = len(os.sched_getaffinity(0))
+    if not 1 <= args.cores <= available:
+        parser.error(f"--cores {args.cores}: this process may run on 1 to {available} cores")
     cpus = _pin(args.cores)
     import torch
 
@@ -284,7 +287,9 @@ def main():
     }
     text = json.dumps(out)
     print(text)
-    if not args.quick:  # the stored result is the full-size one
+    if args.quick or args.cores != 1:  # the stored result is the full-size, one-core one
+        _say("not stored (benchmarks/results/pde_particles.json holds the full one-core run)")
+    else:
         from jaxdyn._atomic import atomic_write_text
 
         results = pathlib.Path(__file__).resolve().parent / "results"
