@@ -13,10 +13,10 @@ Velocities ``P_x^perp sum_j softmax_j(beta <x_i, x_j>) x_j``:
   form before);
 - ``no_exp`` / ``no_projection``: ``library`` with one part removed (what it costs).
 
-Each runs with the sweep engine's XLA options (``xla_options("cpu")``) and with
-``xla_cpu_prefer_vector_width=512`` added (512-bit vectors in XLA's fused code instead of LLVM's
-default 256 bits on AVX-512 CPUs; the engine does not set it: it lengthens the compilation of
-other sweeps, e.g. ``copy-head-sgld``'s by about 40%). Then one run of each of ``library`` and
+Each runs with the sweep engine's XLA options (``xla_options("cpu")``, which ask for 512-bit
+vectors in XLA's fused code, ``xla_cpu_prefer_vector_width=512``) and with
+``xla_cpu_prefer_vector_width=256`` instead (LLVM's default on AVX-512 CPUs: what the width
+buys). Then one run of each of ``library`` and
 ``reductions`` under the engine's options is profiled (``jax.profiler``) and its time split by
 the kind of kernel (matrix products, the ``exp`` fusion, reductions, other elementwise
 fusions). Prints one JSON object (it explains ``pde_particles.json``'s beta sweep; no target).
@@ -119,11 +119,11 @@ def _profile(program, x, betas) -> dict[str, float]:
 
 def main() -> None:
     engine = xla_options("cpu")
-    wide = {**engine, "xla_cpu_prefer_vector_width": 512}
+    narrow = {**engine, "xla_cpu_prefer_vector_width": 256}
     x, betas = _inputs()
     reference = None
     rows = {}
-    for label, options in (("engine_options", engine), ("vector_width_512", wide)):
+    for label, options in (("engine_options", engine), ("vector_width_256", narrow)):
         for velocity in (library, reductions, no_exp, no_projection):
             program = _program(velocity, options)
             out = jax.block_until_ready(program(x, betas))

@@ -184,7 +184,7 @@ def effective_vmap_width(vmap_width: int, n_members: int) -> int:
     return max(1, min(int(vmap_width), 1 << max(0, math.ceil(math.log2(max(n_members, 1))))))
 
 
-def xla_options(platform: str, *, small: bool = False) -> dict[str, bool]:
+def xla_options(platform: str, *, small: bool = False) -> dict[str, bool | int]:
     """The XLA options the engine compiles its programs with (``jax.jit``'s
     ``compiler_options``: per program, no ``XLA_FLAGS``, nothing set process-wide).
 
@@ -195,6 +195,12 @@ def xla_options(platform: str, *, small: bool = False) -> dict[str, bool]:
       of sweep members (covariances of a few dimensions, short token sequences) the split and
       the wait cost far more than the product (benchmarks/results/pde_ranks.json); the
       engine uses the cores with devices and processes instead.
+    - ``xla_cpu_prefer_vector_width=512``: on CPUs with 512-bit vectors (AVX-512), XLA's
+      fused loops use them instead of LLVM's default of 256 bits, twice the numbers per
+      instruction. The exponentials of score matrices are most of a particle sweep besides
+      its products: the beta sweep of ``benchmarks/bench_pde_particles.py`` takes a tenth
+      to a fifth less time (``benchmarks/probe_beta_sweep_kernel.py``), for a few percent more
+      compilation over the main job. It only matters where the CPU has 512-bit vectors.
     - ``xla_cpu_use_fusion_emitters=False`` for ``small`` programs (segmented members whose
       state has at most ``SMALL_STATE`` numbers): XLA's elemental emitters compile faster and
       run such members as fast; larger states (particle systems) keep the fusion emitters,
@@ -204,7 +210,7 @@ def xla_options(platform: str, *, small: bool = False) -> dict[str, bool]:
     """
     if platform != "cpu":
         return {}
-    options = {"xla_cpu_multi_thread_eigen": False}
+    options = {"xla_cpu_multi_thread_eigen": False, "xla_cpu_prefer_vector_width": 512}
     if small:
         options["xla_cpu_use_fusion_emitters"] = False
     return options
