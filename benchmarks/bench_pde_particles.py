@@ -61,17 +61,25 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _median_time(fn, reps):
-    import jax
+def _median_s(fn, reps):
+    """Median seconds of ``fn()`` (which waits for its result) over ``reps`` calls after a
+    warm-up call (compilation, first-touch allocations)."""
     import numpy as np
 
-    jax.block_until_ready(fn())  # warm-up (compilation)
+    fn()
     times = []
     for _ in range(reps):
         t = time.perf_counter()
-        jax.block_until_ready(fn())
+        fn()
         times.append(time.perf_counter() - t)
     return float(np.median(times))
+
+
+def _median_time(fn, reps):
+    """:func:`_median_s` of a JAX computation (waits for its result)."""
+    import jax
+
+    return _median_s(lambda: jax.block_until_ready(fn()), reps)
 
 
 def _keep_freed_blocks() -> bool:
@@ -96,42 +104,32 @@ def _minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def _torch_runs(x0, betas, steps, h, radius, cpus, reps, keep_freed_blocks):
-    """``reps`` runs of the PyTorch loop in a fresh process (as a researcher runs it, nothing
-    of JAX's in it), each ``(seconds, minor page faults)``; under glibc's default allocator, or
-    with freed blocks kept (:func:`_keep_freed_blocks`)."""
-    import subprocess
-    import tempfile
+def _torch_worker(x0, betas, steps, h, radius, reps, keep_freed_blocks, label):
+    """In a fresh interpreter: ``reps`` runs of the PyTorch loop, each ``(seconds, minor page
+    faults)``, said on stderr as it ends; the last run's tokens and clusters."""
+    kept = _keep_freed_blocks() if keep_freed_blocks else False  # before torch allocates
+    import torch
 
-    import numpy as np
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    runs = []
+    for _ in range(reps):
+        faults, t = _minor_faults(), time.perf_counter()
+        x, clusters = _torch_sweep(x0, betas, steps, h, radius)
+        runs.append((time.perf_counter() - t, _minor_faults() - faults))
+        _say(f"beta sweep: PyTorch ({label}) {runs[-1][0]:.2f} s, {runs[-1][1]} page faults")
+    return {"kept": kept, "runs": runs}, x, clusters
 
-    with tempfile.TemporaryDirectory() as folder:
-        np.save(f"{folder}/x0.npy", x0)
-        np.save(f"{folder}/betas.npy", betas)
-        code = (
-            "import json, os, sys, time, numpy as np\n"
-            f"os.sched_setaffinity(0, {sorted(cpus)})\n"
-            f"sys.path.insert(0, {str(pathlib.Path(__file__).resolve().parent)!r})\n"
-            "from bench_pde_particles import _keep_freed_blocks, _minor_faults, _torch_sweep\n"
-            f"kept = _keep_freed_blocks() if {keep_freed_blocks} else False\n"
-            "import torch\n"
-            f"torch.set_num_threads({len(cpus)})\n"
-            f"x0, betas = np.load('{folder}/x0.npy'), np.load('{folder}/betas.npy')\n"
-            "runs = []\n"
-            f"for _ in range({reps}):\n"
-            "    faults, t = _minor_faults(), time.perf_counter()\n"
-            f"    x, clusters = _torch_sweep(x0, betas, {steps}, {h}, {radius})\n"
-            "    runs.append((time.perf_counter() - t, _minor_faults() - faults))\n"
-            f"np.save('{folder}/x.npy', x)\n"
-            f"np.save('{folder}/clusters.npy', clusters)\n"
-            "print(json.dumps({'kept': kept, 'runs': runs}))\n"
-        )
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        if out.returncode:
-            raise RuntimeError(f"the PyTorch loop failed:\n{out.stderr}")
-        result = json.loads(out.stdout.splitlines()[-1])
-        x, clusters = np.load(f"{folder}/x.npy"), np.load(f"{folder}/clusters.npy")
-    return result, x, clusters
+
+def _torch_runs(x0, betas, steps, h, radius, reps, keep_freed_blocks):
+    """:func:`_torch_worker` in a fresh process (``spawn``: as a researcher runs the loop,
+    nothing of JAX's in it; the CPUs this process is pinned to), under glibc's default
+    allocator or with freed blocks kept (:func:`_keep_freed_blocks`)."""
+    import multiprocessing
+
+    label = "freed blocks kept" if keep_freed_blocks else "default allocator"
+    args = (x0, betas, steps, h, radius, reps, keep_freed_blocks, label)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_torch_worker, args)
 
 
 def _torch_sweep(x0, betas, steps, h, radius):
@@ -237,12 +235,8 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
     keys = jax.vmap(jax.random.key)(jnp.asarray(result.seeds[:systems]))
     x0 = np.asarray(jax.vmap(lambda k: uniform_on_sphere(k, n, d))(keys))  # (systems, n, d)
 
-    cpus = os.sched_getaffinity(0)
-    kept, torch_x, torch_clusters = _torch_runs(x0, betas, steps, h, radius, cpus, reps, True)
-    default, _, _ = _torch_runs(x0, betas, steps, h, radius, cpus, reps, False)
-    for label, runs in (("freed blocks kept", kept), ("default allocator", default)):
-        for seconds, faults in runs["runs"]:
-            _say(f"beta sweep: PyTorch ({label}) {seconds:.2f} s, {faults} page faults")
+    kept, torch_x, torch_clusters = _torch_runs(x0, betas, steps, h, radius, reps, True)
+    default, _, _ = _torch_runs(x0, betas, steps, h, radius, reps, False)
     medians = {
         label: float(np.median([seconds for seconds, _ in runs["runs"]]))
         for label, runs in (("kept", kept), ("default", default))
@@ -300,35 +294,17 @@ def matmul_rate(size, reps):
     return 2.0 * size**3 / t / 1e9
 
 
-def _torch_median_time(fn, reps):
-    fn()  # warm-up
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return sorted(times)[len(times) // 2]
-
-
-def _per_call_s(fn, reps):
-    """Median seconds of one call of ``fn`` (which waits for its result), after a warm-up."""
-    import numpy as np
-
-    fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
-
-
 def _exp_rate(exp_of, numbers, reps):
     """Exponentials per second of ``exp_of(n)`` (a call evaluating ``n`` exponentials of
     numbers in [-16, 0], the sweep's ``beta (<x, y> - 1)`` at beta <= 8), in cache: the
     arrays fit in L2, and a call's fixed cost (the time of 16 exponentials) is subtracted."""
-    big, tiny = _per_call_s(exp_of(numbers), reps), _per_call_s(exp_of(16), reps)
-    return (numbers - 16) / max(big - tiny, 1e-9)
+    big, tiny = _median_s(exp_of(numbers), reps), _median_s(exp_of(16), reps)
+    if big <= tiny:
+        raise SystemExit(
+            f"exponential rate: {numbers} exponentials took no longer than 16 "
+            f"({big:.2e} s, {tiny:.2e} s); the machine is too noisy to measure it, run again"
+        )
+    return (numbers - 16) / (big - tiny)
 
 
 def best_rates(size, numbers, reps):
@@ -343,7 +319,7 @@ def best_rates(size, numbers, reps):
     xla_matmul = matmul_rate(size, reps)
     a, b = torch.randn(size, size), torch.randn(size, size)
     out = torch.empty(size, size)
-    torch_matmul = 2.0 * size**3 / _torch_median_time(lambda: torch.mm(a, b, out=out), reps) / 1e9
+    torch_matmul = 2.0 * size**3 / _median_s(lambda: torch.mm(a, b, out=out), reps) / 1e9
 
     def xla_exp(width):
         def exp_of(n):
