@@ -1,22 +1,42 @@
-"""The dense softmax average of a large score matrix runs by query blocks: the same numbers as
-the one-matrix evaluation (each row's softmax is independent), values and gradients."""
+"""The dense softmax average of a large score matrix runs by blocks in cache (whole rows, or
+tiles with an online log-sum-exp over the keys): the same numbers as the one-matrix evaluation
+(the result is invariant under each row's shift), values and gradients."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.attention import softmax_weights
-from jaxdyn.meanfield.fields import Softmax
-from jaxdyn.meanfield.fields._base import DENSE_BLOCK_ELEMENTS, QUERY_BLOCK, softmax_average
+from jaxdyn.attention import bounded_softmax_average, softmax_weights
+from jaxdyn.attention._chunked import _ROW_BLOCK, _ROWS_IN_CACHE, _TILE
+from jaxdyn.meanfield import uniform_on_sphere
+from jaxdyn.meanfield.fields import Softmax, SphereSoftmax
+from jaxdyn.meanfield.fields._base import DENSE_BLOCK_ELEMENTS, softmax_average
+from jaxdyn.meanfield.fields._wrappers import tangent_projection
+
+# (queries, keys): whole rows (not a whole number of blocks: padding is sliced off, just past
+# the size where blocks start); tiles (neither axis a whole number of tiles); few queries
+# against many keys (longer key tiles)
+SHAPES = {
+    "rows": (2 * _ROW_BLOCK + 38, DENSE_BLOCK_ELEMENTS // (2 * _ROW_BLOCK + 38) + 11),
+    "tiles": (_TILE[0] + 37, _ROWS_IN_CACHE // _ROW_BLOCK + 5 * _TILE[1] + 3),
+    "few queries": (7, DENSE_BLOCK_ELEMENTS // 7 + 1),
+}
 
 
-@pytest.mark.parametrize("seed", [1])
-def test_blocked_equals_one_matrix(seed):
+def test_shapes_reach_their_regime():
+    m, n = SHAPES["rows"]
+    assert m * n > DENSE_BLOCK_ELEMENTS and _ROW_BLOCK * n <= _ROWS_IN_CACHE
+    for m, n in (SHAPES["tiles"], SHAPES["few queries"]):
+        assert m * n > DENSE_BLOCK_ELEMENTS and _ROW_BLOCK * n > _ROWS_IN_CACHE
+
+
+@pytest.mark.parametrize("regime", list(SHAPES))
+def test_blocked_equals_one_matrix(regime):
+    seed = 1 + list(SHAPES).index(regime)
     key = jax.random.key(seed)
     d = 3 + seed
-    m = 2 * QUERY_BLOCK + 37 + seed  # not a whole number of blocks: padding is sliced off
-    n = DENSE_BLOCK_ELEMENTS // m + 11  # just past the size where blocks start
+    m, n = SHAPES[regime]
     x = jax.random.normal(key, (m, d)) * 2.0
     y = jax.random.normal(jax.random.fold_in(key, 1), (n, d)) * 2.0
     A = jax.random.normal(jax.random.fold_in(key, 2), (d, d))
@@ -26,7 +46,9 @@ def test_blocked_equals_one_matrix(seed):
     def reference(x, A, logw):
         return softmax_weights(x @ A.T @ y.T, log_weights=logw) @ y
 
-    for lw in (None, logw):
+    # the first key tiles wholly masked: the shift stays finite while every key seen is masked
+    masked = logw.at[: 2 * _TILE[1] + 5].set(-jnp.inf)
+    for lw in (None, logw, masked):
         blocked = softmax_average(score, x, y, log_weights=lw)
         np.testing.assert_allclose(blocked, reference(x, A, lw), rtol=1e-10, atol=1e-12)
 
@@ -51,3 +73,14 @@ def test_softmax_field_velocity_unchanged_by_blocks():
     A = K.T @ Q / jnp.sqrt(d)
     expected = softmax_weights(x @ A.T @ x.T) @ x @ V.T
     np.testing.assert_allclose(field.velocity(x, x), expected, rtol=1e-10, atol=1e-12)
+
+
+def test_sphere_softmax_many_tokens_equals_one_matrix():
+    """Beyond 2048 tokens ``SphereSoftmax`` evaluates by tiles shifted by their running row
+    maximum: the one matrix shifted by the score bound gives the same velocity."""
+    n, d, beta = _ROWS_IN_CACHE // _ROW_BLOCK + 3 * _TILE[1] + 1, 3, 9.0
+    x = uniform_on_sphere(jax.random.key(7), n, d)
+    one_matrix = tangent_projection(bounded_softmax_average(beta * (x @ x.T), x, beta), x)
+    np.testing.assert_allclose(
+        SphereSoftmax(beta, d).velocity(x, x), one_matrix, rtol=1e-10, atol=1e-12
+    )

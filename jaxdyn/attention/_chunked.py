@@ -52,34 +52,106 @@ def _map_query_chunks(fn, queries, chunk_size: int):
     return jax.tree_util.tree_map(lambda a: a.reshape((m_pad,) + a.shape[2:])[:m], out)
 
 
-def query_blocked_softmax_average(score_fn: ScoreFn, queries, keys, log_weights, block: int):
-    """``softmax(score_fn(queries, keys) + log m) @ keys`` over blocks of ``block`` queries,
-    every key at once, normalised after the product ``(E y) / (E 1)``: each block's scores,
-    exponentials and product stay in cache (the dense evaluation of a large score matrix;
-    :func:`online_softmax_average` also chunks the keys, for memory linear in ``n``)."""
-
-    def one_block(q):
-        logits = score_fn(q, keys)
-        if log_weights is not None:
-            logits = logits + log_weights
-        row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
-        E = jnp.exp(logits - jnp.where(jnp.isfinite(row_max), row_max, 0.0))
-        total = jnp.sum(E, axis=-1, keepdims=True)
-        return (E @ keys) / jnp.where(total > 0, total, 1.0)
-
-    return _map_query_chunks(one_block, queries, block)
+def _balanced_chunk(size: int, largest: int) -> int:
+    """The chunk length that cuts ``size`` into ``ceil(size / largest)`` nearly equal chunks:
+    at most one padding row per chunk instead of up to ``largest - 1`` in all."""
+    count = -(-size // min(largest, size))
+    return -(-size // count)
 
 
 def _prepare_keys(keys, values, log_weights, chunk_size: int):
     n = _leading(keys)
     chunk = min(chunk_size, n)
     n_pad = -(-n // chunk) * chunk
-    if log_weights is None:
+    if log_weights is None and n_pad > n:
         log_weights = jnp.zeros(n, jnp.asarray(values).dtype)
     keys_c = _split_chunks(_pad_leading(keys, n_pad), chunk)
     values_c = _split_chunks(_pad_leading(values, n_pad), chunk)
-    lw_c = _split_chunks(_pad_leading(log_weights, n_pad, fill=-jnp.inf), chunk)
+    lw_c = None
+    if log_weights is not None:
+        lw_c = _split_chunks(_pad_leading(log_weights, n_pad, fill=-jnp.inf), chunk)
     return keys_c, values_c, lw_c
+
+
+def _tiled_softmax_average(
+    score_fn, queries, keys, values, log_weights, query_chunk, key_chunk, *, remat: bool
+):
+    """``sum_k softmax_k(s_qk + log m_k) v_k`` over tiles of ``query_chunk x key_chunk``
+    scores: a ``lax.map`` over query chunks, in each a ``lax.scan`` over key chunks keeping a
+    running maximum, normaliser and weighted sum (the online log-sum-exp of flash attention).
+
+    The shift (the running maximum) is outside differentiation: the result is exactly
+    invariant under it, so the gradient is the softmax average's. ``remat`` wraps each
+    key-chunk body in ``jax.checkpoint`` (reverse mode linear in ``n``)."""
+    keys_c, values_c, lw_c = _prepare_keys(keys, values, log_weights, key_chunk)
+    dtype = values.dtype
+
+    def one_query_chunk(q):
+        mq = _leading(q)
+
+        def body(carry, chunk):
+            run_max, run_norm, run_acc = carry
+            k, v, lw = chunk
+            logits = score_fn(q, k)
+            if lw is not None:
+                logits = logits + lw[None, :]
+            new_max = jax.lax.stop_gradient(jnp.maximum(run_max, jnp.max(logits, axis=1)))
+            # Keep the shift finite while every key seen so far is masked.
+            shift = jnp.where(jnp.isfinite(new_max), new_max, 0.0)
+            scale = jnp.exp(run_max - shift)
+            w = jnp.exp(logits - shift[:, None])
+            run_norm = run_norm * scale + jnp.sum(w, axis=1)
+            run_acc = run_acc * scale[:, None] + w @ v
+            return (new_max, run_norm, run_acc), None
+
+        init = (
+            jnp.full(mq, -jnp.inf, dtype),
+            jnp.zeros(mq, dtype),
+            jnp.zeros((mq, values.shape[-1]), dtype),
+        )
+        step = jax.checkpoint(body) if remat else body
+        (_, norm, acc), _ = jax.lax.scan(step, init, (keys_c, values_c, lw_c))
+        return acc / jnp.where(norm > 0, norm, 1.0)[:, None]
+
+    return _map_query_chunks(one_query_chunk, queries, query_chunk)
+
+
+_ROW_BLOCK = 256
+"""Queries per block when a block's whole rows of scores fit in cache."""
+_ROWS_IN_CACHE = 1 << 19
+"""Scores (2 MB of float32) of a block of whole rows that still stays in cache."""
+_TILE = (1024, 128)
+"""Queries and keys per tile (512 KB of float32 scores) when whole rows do not fit."""
+
+
+def rows_fit_in_cache(n: int) -> bool:
+    """Whether a block of :data:`_ROW_BLOCK` queries' scores against ``n`` keys stays in cache
+    (beyond it, a dense evaluation is faster by :func:`tiled_softmax_average`'s tiles)."""
+    return _ROW_BLOCK * n <= _ROWS_IN_CACHE
+
+
+def tiled_softmax_average(score_fn: ScoreFn, queries, keys, log_weights):
+    """``softmax(score_fn(queries, keys) + log m) @ keys``, the dense evaluation of a large
+    score matrix, by blocks whose scores, maximum, exponentials and products stay in cache
+    (one pass over an ``m x n`` matrix in memory costs about as much as its exponentials):
+
+    - blocks of :data:`_ROW_BLOCK` queries against every key while such a block has at most
+      :data:`_ROWS_IN_CACHE` scores;
+    - otherwise tiles of about :data:`_TILE` queries x keys with an online log-sum-exp over
+      the key tiles (fewer queries take more keys per tile, so a loop step is never tiny).
+
+    Chunks are nearly equal (:func:`_balanced_chunk`). Reverse mode keeps each block's
+    exponentials (no recomputation), like the one-matrix evaluation;
+    :func:`online_softmax_average` is the memory-linear variant."""
+    m, n = _leading(queries), _leading(keys)
+    if rows_fit_in_cache(n):
+        query_chunk, key_chunk = _balanced_chunk(m, _ROW_BLOCK), n
+    else:
+        query_chunk = _balanced_chunk(m, _TILE[0])
+        key_chunk = _balanced_chunk(n, max(_TILE[1], _TILE[0] * _TILE[1] // query_chunk))
+    return _tiled_softmax_average(
+        score_fn, queries, keys, keys, log_weights, query_chunk, key_chunk, remat=False
+    )
 
 
 def online_softmax_average(
@@ -96,36 +168,9 @@ def online_softmax_average(
     Scores may be ``-inf`` (masked keys). A query whose keys are all masked gets zeros, like
     :func:`jaxdyn.attention.softmax_weights`.
     """
-    keys_c, values_c, lw_c = _prepare_keys(keys, values, log_weights, chunk_size)
-
-    def one_query_chunk(q):
-        mq = _leading(q)
-        p = values.shape[-1]
-        dtype = values.dtype
-
-        @jax.checkpoint
-        def body(carry, chunk):
-            run_max, run_norm, run_acc = carry
-            k, v, lw = chunk
-            logits = score_fn(q, k) + lw[None, :]
-            new_max = jnp.maximum(run_max, jnp.max(logits, axis=1))
-            # Keep the shift finite while every key seen so far is masked.
-            shift = jnp.where(jnp.isfinite(new_max), new_max, 0.0)
-            scale = jnp.exp(run_max - shift)
-            w = jnp.exp(logits - shift[:, None])
-            run_norm = run_norm * scale + jnp.sum(w, axis=1)
-            run_acc = run_acc * scale[:, None] + w @ v
-            return (new_max, run_norm, run_acc), None
-
-        init = (
-            jnp.full(mq, -jnp.inf, dtype),
-            jnp.zeros(mq, dtype),
-            jnp.zeros((mq, p), dtype),
-        )
-        (_, norm, acc), _ = jax.lax.scan(body, init, (keys_c, values_c, lw_c))
-        return acc / jnp.where(norm > 0, norm, 1.0)[:, None]
-
-    return _map_query_chunks(one_query_chunk, queries, chunk_size)
+    return _tiled_softmax_average(
+        score_fn, queries, keys, values, log_weights, chunk_size, chunk_size, remat=True
+    )
 
 
 def online_weighted_sum(
@@ -179,7 +224,9 @@ def online_logsumexp(
         def body(carry, chunk):
             run_max, run_sum = carry
             k, lw = chunk
-            logits = score_fn(q, k) + lw[None, :]
+            logits = score_fn(q, k)
+            if lw is not None:
+                logits = logits + lw[None, :]
             new_max = jnp.maximum(run_max, jnp.max(logits, axis=1))
             shift = jnp.where(jnp.isfinite(new_max), new_max, 0.0)
             run_sum = run_sum * jnp.exp(run_max - shift) + jnp.sum(

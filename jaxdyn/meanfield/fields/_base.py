@@ -37,7 +37,7 @@ from jaxdyn.attention import (
     online_weighted_sum,
     softmax_weights,
 )
-from jaxdyn.attention._chunked import query_blocked_softmax_average
+from jaxdyn.attention._chunked import tiled_softmax_average
 
 Weight = Float[Array, "..."] | Callable[..., Float[Array, "..."]]
 ScoreFn = Callable[[Float[Array, "m d"], Float[Array, "n d"]], Float[Array, "m n"]]
@@ -185,10 +185,8 @@ def scaled_interaction(Q: Weight, K: Weight, t: Float[ArrayLike, ""]) -> Float[A
     return K_t.T @ Q_t / jnp.sqrt(Q_t.shape[1])
 
 
-QUERY_BLOCK = 256
-"""Queries per block of the dense softmax average of a large score matrix."""
 DENSE_BLOCK_ELEMENTS = 1 << 20
-"""Score matrices with more entries than this are evaluated by query blocks."""
+"""Score matrices with more entries than this are evaluated by blocks in cache."""
 
 
 def softmax_average(
@@ -206,18 +204,19 @@ def softmax_average(
     (memory linear in ``n``).
 
     Dense evaluation of a large score matrix (more than :data:`DENSE_BLOCK_ELEMENTS` entries)
-    runs over blocks of :data:`QUERY_BLOCK` queries: each block's scores, exponentials and
-    product stay in cache instead of four passes over an ``m x n`` matrix in memory, and the
-    rows are normalised after the product, ``(E y) / (E 1)``. The numbers are the dense
-    softmax's (each row's softmax is independent of the others) up to rounding.
+    runs by blocks of queries and keys whose scores, maximum, exponentials and products stay
+    in cache, with an online log-sum-exp over the key blocks
+    (``jaxdyn.attention._chunked.tiled_softmax_average``); passes over an ``m x n`` matrix in
+    memory would cost as much as its exponentials. The numbers are the dense softmax's up to
+    rounding (the result is invariant under each row's shift).
     """
     if chunk_size is None:
         mask = None if positions is None else causal_mask(*positions)
         m, n = x.shape[0], tokens.shape[0]
-        if mask is not None or m * n <= DENSE_BLOCK_ELEMENTS or m < 2 * QUERY_BLOCK:
+        if mask is not None or m * n <= DENSE_BLOCK_ELEMENTS:
             weights = softmax_weights(score_fn(x, tokens), log_weights=log_weights, mask=mask)
             return weights @ tokens
-        return query_blocked_softmax_average(score_fn, x, tokens, log_weights, QUERY_BLOCK)
+        return tiled_softmax_average(score_fn, x, tokens, log_weights)
     if positions is None:
         return online_softmax_average(
             score_fn, x, tokens, tokens, log_weights=log_weights, chunk_size=chunk_size
