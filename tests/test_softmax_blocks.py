@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxdyn.attention import bounded_softmax_average, softmax_weights
-from jaxdyn.attention._chunked import _ROW_BLOCK, _ROWS_IN_CACHE, _TILE
+from jaxdyn.attention._chunked import _ROW_BLOCK, _ROWS_IN_CACHE, _TILE, rows_in_blocks
 from jaxdyn.meanfield import uniform_on_sphere
 from jaxdyn.meanfield.fields import Softmax, SphereSoftmax
 from jaxdyn.meanfield.fields._base import DENSE_BLOCK_ELEMENTS, softmax_average
@@ -51,6 +51,13 @@ def test_blocked_equals_one_matrix(regime):
     for lw in (None, logw, masked):
         blocked = softmax_average(score, x, y, log_weights=lw)
         np.testing.assert_allclose(blocked, reference(x, A, lw), rtol=1e-10, atol=1e-12)
+        # the evaluation other platforms than CPU get (blocks of queries against every key)
+        rows = rows_in_blocks(score, x, y, lw)
+        np.testing.assert_allclose(rows, reference(x, A, lw), rtol=1e-10, atol=1e-12)
+    halves = jax.vmap(lambda q: softmax_average(score, q, y))(x[: 2 * (m // 2)].reshape(2, -1, d))
+    np.testing.assert_allclose(
+        halves.reshape(-1, d), reference(x[: 2 * (m // 2)], A, None), rtol=1e-10, atol=1e-12
+    )
 
     def loss_blocked(x, A):
         return jnp.sum(jnp.sin(softmax_average(lambda q, k: q @ A.T @ k.T, x, y)))

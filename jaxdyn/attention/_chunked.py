@@ -130,13 +130,23 @@ def rows_fit_in_cache(n: int) -> bool:
     return _ROW_BLOCK * n <= _ROWS_IN_CACHE
 
 
+def rows_in_blocks(score_fn: ScoreFn, queries, keys, log_weights):
+    """``softmax(score_fn(queries, keys) + log m) @ keys`` by blocks of :data:`_ROW_BLOCK`
+    queries against every key (memory ``_ROW_BLOCK x n`` per block)."""
+    m, n = _leading(queries), _leading(keys)
+    query_chunk = _balanced_chunk(m, _ROW_BLOCK)
+    return _tiled_softmax_average(
+        score_fn, queries, keys, keys, log_weights, query_chunk, n, remat=False
+    )
+
+
 def tiled_softmax_average(score_fn: ScoreFn, queries, keys, log_weights):
     """``softmax(score_fn(queries, keys) + log m) @ keys``, the dense evaluation of a large
     score matrix, by blocks whose scores, maximum, exponentials and products stay in cache
     (one pass over an ``m x n`` matrix in memory costs about as much as its exponentials):
 
-    - blocks of :data:`_ROW_BLOCK` queries against every key while such a block has at most
-      :data:`_ROWS_IN_CACHE` scores;
+    - blocks of :data:`_ROW_BLOCK` queries against every key (:func:`rows_in_blocks`) while
+      such a block has at most :data:`_ROWS_IN_CACHE` scores;
     - otherwise tiles of about :data:`_TILE` queries x keys with an online log-sum-exp over
       the key tiles (fewer queries take more keys per tile, so a loop step is never tiny).
 
@@ -145,10 +155,9 @@ def tiled_softmax_average(score_fn: ScoreFn, queries, keys, log_weights):
     :func:`online_softmax_average` is the memory-linear variant."""
     m, n = _leading(queries), _leading(keys)
     if rows_fit_in_cache(n):
-        query_chunk, key_chunk = _balanced_chunk(m, _ROW_BLOCK), n
-    else:
-        query_chunk = _balanced_chunk(m, _TILE[0])
-        key_chunk = _balanced_chunk(n, max(_TILE[1], _TILE[0] * _TILE[1] // query_chunk))
+        return rows_in_blocks(score_fn, queries, keys, log_weights)
+    query_chunk = _balanced_chunk(m, _TILE[0])
+    key_chunk = _balanced_chunk(n, max(_TILE[1], _TILE[0] * _TILE[1] // query_chunk))
     return _tiled_softmax_average(
         score_fn, queries, keys, keys, log_weights, query_chunk, key_chunk, remat=False
     )

@@ -37,7 +37,7 @@ from jaxdyn.attention import (
     online_weighted_sum,
     softmax_weights,
 )
-from jaxdyn.attention._chunked import tiled_softmax_average
+from jaxdyn.attention._chunked import rows_in_blocks, tiled_softmax_average
 
 Weight = Float[Array, "..."] | Callable[..., Float[Array, "..."]]
 ScoreFn = Callable[[Float[Array, "m d"], Float[Array, "n d"]], Float[Array, "m n"]]
@@ -207,8 +207,9 @@ def softmax_average(
     runs by blocks of queries and keys whose scores, maximum, exponentials and products stay
     in cache, with an online log-sum-exp over the key blocks
     (``jaxdyn.attention._chunked.tiled_softmax_average``); passes over an ``m x n`` matrix in
-    memory would cost as much as its exponentials. The numbers are the dense softmax's up to
-    rounding (the result is invariant under each row's shift).
+    memory would cost as much as its exponentials. That is on CPU; other platforms evaluate
+    blocks of queries against every key. The numbers are the dense softmax's up to rounding
+    (the result is invariant under each row's shift).
     """
     if chunk_size is None:
         mask = None if positions is None else causal_mask(*positions)
@@ -216,7 +217,12 @@ def softmax_average(
         if mask is not None or m * n <= DENSE_BLOCK_ELEMENTS:
             weights = softmax_weights(score_fn(x, tokens), log_weights=log_weights, mask=mask)
             return weights @ tokens
-        return tiled_softmax_average(score_fn, x, tokens, log_weights)
+        # Cache-sized blocks are a CPU's choice; elsewhere each loop step would be kernel
+        # launches, and blocks of queries against every key stay (rows_in_blocks).
+        return jax.lax.platform_dependent(
+            cpu=lambda: tiled_softmax_average(score_fn, x, tokens, log_weights),
+            default=lambda: rows_in_blocks(score_fn, x, tokens, log_weights),
+        )
     if positions is None:
         return online_softmax_average(
             score_fn, x, tokens, tokens, log_weights=log_weights, chunk_size=chunk_size

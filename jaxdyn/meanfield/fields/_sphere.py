@@ -11,6 +11,7 @@ softmax attention with ``A = beta I``, ``V = I`` projected on the tangent space
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -37,9 +38,9 @@ class SphereSoftmax(AbstractVelocityField):
     exponent range (RK4 stages leave the sphere by ``O(h^2)``, harmless) and no query row
     underflows entirely: queries that are tokens always see themselves with
     ``E_ii = exp(beta (|x_i|^2 - 1)) ~ 1``; for other queries keep ``2 beta`` below ~80
-    (float32) or use ``bounded=False``. More than 2048 tokens are evaluated by tiles that stay
-    in cache, each shifted by its running row maximum (as ``softmax_average`` of the general
-    heads does; faster there than one matrix in memory). With ``chunk_size`` the
+    (float32) or use ``bounded=False``. On CPU, more than 2048 tokens are evaluated by tiles
+    that stay in cache, each shifted by its running row maximum (as ``softmax_average`` of the
+    general heads does; faster there than one matrix in memory). With ``chunk_size`` the
     general online log-sum-exp of ``jaxdyn.attention`` is used. ``bounded=False`` shifts by
     the row maximum instead (the velocity of ``SphereProjected(Softmax(Q = beta sqrt(d) I,
     K = I, V = I))``), valid for tokens anywhere.
@@ -81,8 +82,16 @@ class SphereSoftmax(AbstractVelocityField):
             avg = online_softmax_average(
                 lambda q, k: beta * (q @ k.T), x, tokens, tokens, chunk_size=self.chunk_size
             )
-        elif rows_fit_in_cache(tokens.shape[0]):
-            avg = bounded_softmax_average(beta * (x @ tokens.T), tokens, beta)
-        else:  # a score matrix beyond cache: tiles (shifted by their running maximum)
-            avg = tiled_softmax_average(lambda q, k: beta * (q @ k.T), x, tokens, None)
+        else:
+
+            def one_matrix():
+                return bounded_softmax_average(beta * (x @ tokens.T), tokens, beta)
+
+            def tiles():  # shifted by their running maximum
+                return tiled_softmax_average(lambda q, k: beta * (q @ k.T), x, tokens, None)
+
+            fits = rows_fit_in_cache(tokens.shape[0])  # on CPU; other platforms: one matrix
+            avg = (
+                one_matrix() if fits else jax.lax.platform_dependent(cpu=tiles, default=one_matrix)
+            )
         return tangent_projection(avg, x)
