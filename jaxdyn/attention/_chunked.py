@@ -7,6 +7,10 @@ running weighted sum (the online log-sum-exp of flash attention), and a ``lax.ma
 chunks bounds the live score block to ``chunk_size x chunk_size``. Each key-chunk body is
 wrapped in ``jax.checkpoint`` so reverse-mode differentiation also stays linear in ``n``.
 
+The same tiles, without ``jax.checkpoint`` and sized to stay in cache, are the dense
+evaluation of a large score matrix on CPU (:func:`tiled_softmax_average`): there a pass over an
+``m x n`` matrix in memory costs about as much as its exponentials.
+
 Keys are a PyTree whose leaves share the leading axis ``n`` (e.g. token coordinates and
 positions); ``score_fn(query_chunk, key_chunk)`` returns the scores of a block. Padding keys
 carry ``log_weight = -inf`` (softmax) or weight zero (sums), so they never contribute.
