@@ -10,7 +10,7 @@ import pytest
 from jaxdyn.attention import bounded_softmax_average, softmax_weights
 from jaxdyn.attention._chunked import _ROW_BLOCK, _ROWS_IN_CACHE, _TILE, rows_in_blocks
 from jaxdyn.meanfield import uniform_on_sphere
-from jaxdyn.meanfield.fields import Softmax, SphereSoftmax
+from jaxdyn.meanfield.fields import Linear, Sigmoid, Softmax, SphereSoftmax
 from jaxdyn.meanfield.fields._base import DENSE_BLOCK_ELEMENTS, softmax_average
 from jaxdyn.meanfield.fields._wrappers import tangent_projection
 
@@ -91,3 +91,45 @@ def test_sphere_softmax_many_tokens_equals_one_matrix():
     np.testing.assert_allclose(
         SphereSoftmax(beta, d).velocity(x, x), one_matrix, rtol=1e-10, atol=1e-12
     )
+
+
+@pytest.mark.parametrize("regime", ["tiles", "few queries"])
+def test_kernel_heads_blocked_equal_one_matrix(regime):
+    """Sigmoid and linear heads (unnormalised weights) evaluate a large weight matrix by the
+    same blocks: the one-matrix sum ``(1/c) sum_k kernel(s_qk) y_k`` (``c`` visible keys),
+    plain and causal, values and gradients."""
+    m, n = SHAPES[regime]
+    d = 3
+    key = jax.random.key(11)
+    Q, K, V = jax.random.normal(key, (3, d, d))
+    x = jax.random.normal(jax.random.fold_in(key, 1), (m, d))
+    y = jax.random.normal(jax.random.fold_in(key, 2), (n, d))
+    qpos = jax.random.uniform(jax.random.fold_in(key, 3), (m,))
+    kpos = jax.random.uniform(jax.random.fold_in(key, 4), (n,))
+    A = K.T @ Q / jnp.sqrt(d)
+    heads = {
+        "sigmoid": (Sigmoid(Q=Q, K=K, V=V, bias=-0.3), lambda s: jax.nn.sigmoid(s - 0.3)),
+        "linear": (Linear(Q=Q, K=K, V=V), lambda s: s),
+    }
+    for field, kernel in heads.values():
+        weights = kernel(x @ A.T @ y.T)
+        np.testing.assert_allclose(
+            field.velocity(x, y), weights @ y @ V.T / n, rtol=1e-10, atol=1e-12
+        )
+        visible = kpos[None, :] <= qpos[:, None]
+        count = jnp.maximum(visible.sum(1), 1)[:, None]
+        np.testing.assert_allclose(
+            field.causal_velocity(x, y, qpos, kpos),
+            jnp.where(visible, weights, 0.0) @ y @ V.T / count,
+            rtol=1e-10,
+            atol=1e-12,
+        )
+    field, kernel = heads["sigmoid"]
+
+    def blocked(x):
+        return jnp.sum(jnp.sin(field.velocity(x, y)))
+
+    def one_matrix(x):
+        return jnp.sum(jnp.sin(kernel(x @ A.T @ y.T) @ y @ V.T / n))
+
+    np.testing.assert_allclose(jax.grad(blocked)(x), jax.grad(one_matrix)(x), rtol=1e-9, atol=1e-11)

@@ -134,6 +134,15 @@ def rows_fit_in_cache(n: int) -> bool:
     return _ROW_BLOCK * n <= _ROWS_IN_CACHE
 
 
+def _cache_chunks(m: int, n: int) -> tuple[int, int]:
+    """Queries and keys per block of a dense evaluation in cache (see
+    :func:`tiled_softmax_average`)."""
+    if rows_fit_in_cache(n):
+        return _balanced_chunk(m, _ROW_BLOCK), n
+    query_chunk = _balanced_chunk(m, _TILE[0])
+    return query_chunk, _balanced_chunk(n, max(_TILE[1], _TILE[0] * _TILE[1] // query_chunk))
+
+
 def rows_in_blocks(score_fn: ScoreFn, queries, keys, log_weights):
     """``softmax(score_fn(queries, keys) + log m) @ keys`` by blocks of :data:`_ROW_BLOCK`
     queries against every key (memory ``_ROW_BLOCK x n`` per block)."""
@@ -157,11 +166,7 @@ def tiled_softmax_average(score_fn: ScoreFn, queries, keys, log_weights):
     Chunks are nearly equal (:func:`_balanced_chunk`). Reverse mode keeps each block's
     exponentials (no recomputation), like the one-matrix evaluation;
     :func:`online_softmax_average` is the memory-linear variant."""
-    m, n = _leading(queries), _leading(keys)
-    if rows_fit_in_cache(n):
-        return rows_in_blocks(score_fn, queries, keys, log_weights)
-    query_chunk = _balanced_chunk(m, _TILE[0])
-    key_chunk = _balanced_chunk(n, max(_TILE[1], _TILE[0] * _TILE[1] // query_chunk))
+    query_chunk, key_chunk = _cache_chunks(_leading(queries), _leading(keys))
     return _tiled_softmax_average(
         score_fn, queries, keys, keys, log_weights, query_chunk, key_chunk, remat=False
     )
@@ -186,6 +191,38 @@ def online_softmax_average(
     )
 
 
+def _tiled_weighted_sum(weight_fn, queries, keys, values, query_chunk, key_chunk, *, remat):
+    """``sum_k w(q, k) v_k`` over tiles of ``query_chunk x key_chunk`` weights: a ``lax.map``
+    over query chunks, in each a ``lax.scan`` over key chunks accumulating the products.
+    Padding keys are all-zero vectors with zero values, so any weight times a zero value
+    vanishes. ``remat`` wraps each key-chunk body in ``jax.checkpoint``."""
+    n = _leading(keys)
+    n_pad = -(-n // key_chunk) * key_chunk
+    keys_c = _split_chunks(_pad_leading(keys, n_pad), key_chunk)
+    values_c = _split_chunks(_pad_leading(values, n_pad), key_chunk)
+
+    def one_query_chunk(q):
+        def body(acc, chunk):
+            k, v = chunk
+            return acc + weight_fn(q, k) @ v, None
+
+        init = jnp.zeros((_leading(q), values.shape[-1]), values.dtype)
+        acc, _ = jax.lax.scan(jax.checkpoint(body) if remat else body, init, (keys_c, values_c))
+        return acc
+
+    return _map_query_chunks(one_query_chunk, queries, query_chunk)
+
+
+def tiled_weighted_sum(weight_fn: ScoreFn, queries, keys, values):
+    """``sum_k w(q, k) v_k`` for unnormalised weights, the dense evaluation of a large weight
+    matrix, by the blocks of :func:`tiled_softmax_average` (in cache; no recomputation in
+    reverse mode)."""
+    query_chunk, key_chunk = _cache_chunks(_leading(queries), _leading(keys))
+    return _tiled_weighted_sum(
+        weight_fn, queries, keys, values, query_chunk, key_chunk, remat=False
+    )
+
+
 def online_weighted_sum(
     weight_fn: ScoreFn,
     queries: PyTree,
@@ -199,23 +236,8 @@ def online_weighted_sum(
     ``weight_fn`` must return zero for padding keys; padding keys are all-zero vectors and
     carry zero values, so any weight times a zero value vanishes.
     """
-    n = _leading(keys)
-    chunk = min(chunk_size, n)
-    n_pad = -(-n // chunk) * chunk
-    keys_c = _split_chunks(_pad_leading(keys, n_pad), chunk)
-    values_c = _split_chunks(_pad_leading(values, n_pad), chunk)
-
-    def one_query_chunk(q):
-        @jax.checkpoint
-        def body(acc, chunk):
-            k, v = chunk
-            return acc + weight_fn(q, k) @ v, None
-
-        init = jnp.zeros((_leading(q), values.shape[-1]), values.dtype)
-        acc, _ = jax.lax.scan(body, init, (keys_c, values_c))
-        return acc
-
-    return _map_query_chunks(one_query_chunk, queries, chunk_size)
+    chunk = min(chunk_size, _leading(keys))
+    return _tiled_weighted_sum(weight_fn, queries, keys, values, chunk_size, chunk, remat=True)
 
 
 def online_logsumexp(

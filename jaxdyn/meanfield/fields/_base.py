@@ -37,7 +37,7 @@ from jaxdyn.attention import (
     online_weighted_sum,
     softmax_weights,
 )
-from jaxdyn.attention._chunked import rows_in_blocks, tiled_softmax_average
+from jaxdyn.attention._chunked import rows_in_blocks, tiled_softmax_average, tiled_weighted_sum
 
 Weight = Float[Array, "..."] | Callable[..., Float[Array, "..."]]
 ScoreFn = Callable[[Float[Array, "m d"], Float[Array, "n d"]], Float[Array, "m n"]]
@@ -290,7 +290,9 @@ class AbstractKernelHead(AbstractBilinearHead, AbstractCausalField):
     row sum (sigmoid and linear attention); subclasses give the scores and the kernel.
 
     Causal: ``n`` becomes the number of visible tokens, i.e. the field of the conditional
-    measure of the tokens at positions ``s' <= s``.
+    measure of the tokens at positions ``s' <= s``. A dense weight matrix of more than
+    :data:`DENSE_BLOCK_ELEMENTS` entries is summed by blocks in cache on CPU, as in
+    :func:`softmax_average`.
     """
 
     @abc.abstractmethod
@@ -312,7 +314,17 @@ class AbstractKernelHead(AbstractBilinearHead, AbstractCausalField):
             qpos, kpos = positions
             count = jnp.searchsorted(jnp.sort(kpos), qpos, side="right").astype(x.dtype)
         if self.chunk_size is None:
-            total = block_weights((x, qpos), (tokens, kpos)) @ tokens
+
+            def one_matrix():
+                return block_weights((x, qpos), (tokens, kpos)) @ tokens
+
+            def in_cache():  # a large weight matrix, on CPU (see softmax_average)
+                return tiled_weighted_sum(block_weights, (x, qpos), (tokens, kpos), tokens)
+
+            if x.shape[0] * n <= DENSE_BLOCK_ELEMENTS:
+                total = one_matrix()
+            else:
+                total = jax.lax.platform_dependent(cpu=in_cache, default=one_matrix)
         else:
             total = online_weighted_sum(
                 block_weights, (x, qpos), (tokens, kpos), tokens, chunk_size=self.chunk_size
