@@ -285,15 +285,19 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
     }
 
 
-def matmul_rate(size, reps):
+def _xla_matmul(size):
+    """A call of XLA's float32 ``size`` x ``size`` matmul (compiled on first call)."""
     import jax
     import jax.numpy as jnp
 
     a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
     b = jax.random.normal(jax.random.key(1), (size, size), jnp.float32)
     f = jax.jit(jnp.matmul)
-    t = _median_time(lambda: f(a, b), reps)
-    return 2.0 * size**3 / t / 1e9
+    return lambda: f(a, b)
+
+
+def matmul_rate(size, reps):
+    return 2.0 * size**3 / _median_time(_xla_matmul(size), reps) / 1e9
 
 
 def _exp_rate(exp_of, numbers, reps):
@@ -378,10 +382,7 @@ def particle_steps(n, d, steps, matmul_size, reps):
             ).final_x
         )
     )
-    a = jax.random.normal(jax.random.key(0), (matmul_size, matmul_size), jnp.float32)
-    b = jax.random.normal(jax.random.key(1), (matmul_size, matmul_size), jnp.float32)
-    matmul = jax.jit(jnp.matmul)
-    timed = {"matmul": lambda: matmul(a, b), "steps": lambda: run(x0)}
+    timed = {"matmul": _xla_matmul(matmul_size), "steps": lambda: run(x0)}
     times = {name: [] for name in timed}
     for fn in timed.values():
         jax.block_until_ready(fn())

@@ -8,27 +8,34 @@ import numpy as np
 import pytest
 
 from jaxdyn.attention import bounded_softmax_average, softmax_weights
-from jaxdyn.attention._chunked import _ROW_BLOCK, _ROWS_IN_CACHE, _TILE, rows_in_blocks
+from jaxdyn.attention._chunked import (
+    _ROW_BLOCK,
+    _ROWS_IN_CACHE,
+    _TILE,
+    DENSE_ELEMENTS,
+    _balanced_chunk,
+    _cache_chunks,
+    _tiled_softmax_average,
+)
 from jaxdyn.meanfield import uniform_on_sphere
 from jaxdyn.meanfield.fields import Linear, Sigmoid, Softmax, SphereSoftmax
-from jaxdyn.meanfield.fields._base import DENSE_BLOCK_ELEMENTS, softmax_average
+from jaxdyn.meanfield.fields._base import softmax_average
 from jaxdyn.meanfield.fields._wrappers import tangent_projection
 
 # (queries, keys): whole rows (not a whole number of blocks: padding is sliced off, just past
 # the size where blocks start); tiles (neither axis a whole number of tiles); few queries
 # against many keys (longer key tiles)
 SHAPES = {
-    "rows": (2 * _ROW_BLOCK + 38, DENSE_BLOCK_ELEMENTS // (2 * _ROW_BLOCK + 38) + 11),
+    "rows": (2 * _ROW_BLOCK + 38, DENSE_ELEMENTS // (2 * _ROW_BLOCK + 38) + 11),
     "tiles": (_TILE[0] + 37, _ROWS_IN_CACHE // _ROW_BLOCK + 5 * _TILE[1] + 3),
-    "few queries": (7, DENSE_BLOCK_ELEMENTS // 7 + 1),
+    "few queries": (7, DENSE_ELEMENTS // 7 + 1),
 }
 
 
 def test_shapes_reach_their_regime():
-    m, n = SHAPES["rows"]
-    assert m * n > DENSE_BLOCK_ELEMENTS and _ROW_BLOCK * n <= _ROWS_IN_CACHE
-    for m, n in (SHAPES["tiles"], SHAPES["few queries"]):
-        assert m * n > DENSE_BLOCK_ELEMENTS and _ROW_BLOCK * n > _ROWS_IN_CACHE
+    for regime, (m, n) in SHAPES.items():
+        assert m * n > DENSE_ELEMENTS
+        assert (_cache_chunks(m, n)[1] == n) == (regime == "rows")  # whole rows: one key chunk
 
 
 @pytest.mark.parametrize("regime", list(SHAPES))
@@ -52,7 +59,8 @@ def test_blocked_equals_one_matrix(regime):
         blocked = softmax_average(score, x, y, log_weights=lw)
         np.testing.assert_allclose(blocked, reference(x, A, lw), rtol=1e-10, atol=1e-12)
         # the evaluation other platforms than CPU get (blocks of queries against every key)
-        rows = rows_in_blocks(score, x, y, lw)
+        query_chunk = _balanced_chunk(m, _ROW_BLOCK)
+        rows = _tiled_softmax_average(score, x, y, y, lw, query_chunk, n, remat=False)
         np.testing.assert_allclose(rows, reference(x, A, lw), rtol=1e-10, atol=1e-12)
     halves = jax.vmap(lambda q: softmax_average(score, q, y))(x[: 2 * (m // 2)].reshape(2, -1, d))
     np.testing.assert_allclose(
@@ -82,10 +90,11 @@ def test_softmax_field_velocity_unchanged_by_blocks():
     np.testing.assert_allclose(field.velocity(x, x), expected, rtol=1e-10, atol=1e-12)
 
 
-def test_sphere_softmax_many_tokens_equals_one_matrix():
-    """Beyond 2048 tokens ``SphereSoftmax`` evaluates by tiles shifted by their running row
-    maximum: the one matrix shifted by the score bound gives the same velocity."""
-    n, d, beta = _ROWS_IN_CACHE // _ROW_BLOCK + 3 * _TILE[1] + 1, 3, 9.0
+@pytest.mark.parametrize("regime", ["rows", "tiles"])
+def test_sphere_softmax_many_tokens_equals_one_matrix(regime):
+    """Beyond 2^20 scores ``SphereSoftmax`` evaluates by blocks shifted by the score bound,
+    without a running maximum: the one matrix gives the same velocity."""
+    n, d, beta = SHAPES[regime][1], 3, 9.0
     x = uniform_on_sphere(jax.random.key(7), n, d)
     one_matrix = tangent_projection(bounded_softmax_average(beta * (x @ x.T), x, beta), x)
     np.testing.assert_allclose(

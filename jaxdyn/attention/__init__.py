@@ -1,9 +1,10 @@
 """Attention kernels shared by every theory: scores, weights, masks, entropy of attention rows.
 
 Functional kernels (scores -> weights, key axis last, optional key measure ``log_weights`` and
-boolean ``mask``) live in ``_weights``; the memory-linear chunked evaluation (online
-log-sum-exp over key chunks) in ``_chunked``. The mean-field velocity fields built on them are
-in :mod:`jaxdyn.meanfield`. Other packages import from here only.
+boolean ``mask``) live in ``_weights``; the evaluation over key chunks (online log-sum-exp:
+memory-linear, or in cache-sized blocks for dense evaluation, which the mean-field fields use
+from ``_chunked`` without a public name) in ``_chunked``. The mean-field velocity fields built
+on them are in :mod:`jaxdyn.meanfield`.
 """
 
 from ._chunked import (

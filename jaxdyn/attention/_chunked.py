@@ -8,8 +8,9 @@ chunks bounds the live score block to ``chunk_size x chunk_size``. Each key-chun
 wrapped in ``jax.checkpoint`` so reverse-mode differentiation also stays linear in ``n``.
 
 The same tiles, without ``jax.checkpoint`` and sized to stay in cache, are the dense
-evaluation of a large score matrix on CPU (:func:`tiled_softmax_average`): there a pass over an
-``m x n`` matrix in memory costs about as much as its exponentials.
+evaluation of a large score matrix on CPU (:func:`dense_softmax_average`,
+:func:`dense_weighted_sum`): there a pass over an ``m x n`` matrix in memory costs about as
+much as its exponentials.
 
 Keys are a PyTree whose leaves share the leading axis ``n`` (e.g. token coordinates and
 positions); ``score_fn(query_chunk, key_chunk)`` returns the scores of a block. Padding keys
@@ -23,6 +24,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
+
+from ._weights import bounded_softmax_average, softmax_weights
 
 ScoreFn = Callable[[PyTree, PyTree], Float[Array, "m c"]]
 
@@ -78,15 +81,26 @@ def _prepare_keys(keys, values, log_weights, chunk_size: int):
 
 
 def _tiled_softmax_average(
-    score_fn, queries, keys, values, log_weights, query_chunk, key_chunk, *, remat: bool
+    score_fn,
+    queries,
+    keys,
+    values,
+    log_weights,
+    query_chunk,
+    key_chunk,
+    *,
+    remat: bool,
+    bound=None,
 ):
     """``sum_k softmax_k(s_qk + log m_k) v_k`` over tiles of ``query_chunk x key_chunk``
     scores: a ``lax.map`` over query chunks, in each a ``lax.scan`` over key chunks keeping a
     running maximum, normaliser and weighted sum (the online log-sum-exp of flash attention).
 
     The shift (the running maximum) is outside differentiation: the result is exactly
-    invariant under it, so the gradient is the softmax average's. ``remat`` wraps each
-    key-chunk body in ``jax.checkpoint`` (reverse mode linear in ``n``)."""
+    invariant under it, so the gradient is the softmax average's. With a known ``bound`` on
+    the scores the shift is the bound instead (no maximum, no rescaling; see
+    :func:`jaxdyn.attention.bounded_softmax_average` for when that is safe). ``remat`` wraps
+    each key-chunk body in ``jax.checkpoint`` (reverse mode linear in ``n``)."""
     keys_c, values_c, lw_c = _prepare_keys(keys, values, log_weights, key_chunk)
     dtype = values.dtype
 
@@ -99,6 +113,9 @@ def _tiled_softmax_average(
             logits = score_fn(q, k)
             if lw is not None:
                 logits = logits + lw[None, :]
+            if bound is not None:
+                w = jnp.exp(logits - bound)
+                return (run_max, run_norm + jnp.sum(w, axis=1), run_acc + w @ v), None
             new_max = jax.lax.stop_gradient(jnp.maximum(run_max, jnp.max(logits, axis=1)))
             # Keep the shift finite while every key seen so far is masked.
             shift = jnp.where(jnp.isfinite(new_max), new_max, 0.0)
@@ -115,11 +132,15 @@ def _tiled_softmax_average(
         )
         step = jax.checkpoint(body) if remat else body
         (_, norm, acc), _ = jax.lax.scan(step, init, (keys_c, values_c, lw_c))
+        if bound is not None:  # as bounded_softmax_average: no guard against underflow
+            return acc / norm[:, None]
         return acc / jnp.where(norm > 0, norm, 1.0)[:, None]
 
     return _map_query_chunks(one_query_chunk, queries, query_chunk)
 
 
+DENSE_ELEMENTS = 1 << 20
+"""Score matrices with at most this many entries are evaluated as one matrix."""
 _ROW_BLOCK = 256
 """Queries per block when a block's whole rows of scores fit in cache."""
 _ROWS_IN_CACHE = 1 << 19
@@ -128,47 +149,52 @@ _TILE = (1024, 128)
 """Queries and keys per tile (512 KB of float32 scores) when whole rows do not fit."""
 
 
-def rows_fit_in_cache(n: int) -> bool:
-    """Whether a block of :data:`_ROW_BLOCK` queries' scores against ``n`` keys stays in cache
-    (beyond it, a dense evaluation is faster by :func:`tiled_softmax_average`'s tiles)."""
-    return _ROW_BLOCK * n <= _ROWS_IN_CACHE
-
-
 def _cache_chunks(m: int, n: int) -> tuple[int, int]:
-    """Queries and keys per block of a dense evaluation in cache (see
-    :func:`tiled_softmax_average`)."""
-    if rows_fit_in_cache(n):
+    """Queries and keys per block of a dense evaluation in cache: blocks of
+    :data:`_ROW_BLOCK` queries against every key while such a block has at most
+    :data:`_ROWS_IN_CACHE` scores, else tiles of about :data:`_TILE` (fewer queries take more
+    keys per tile, so a loop step is never tiny). Chunks are nearly equal."""
+    if _ROW_BLOCK * n <= _ROWS_IN_CACHE:
         return _balanced_chunk(m, _ROW_BLOCK), n
     query_chunk = _balanced_chunk(m, _TILE[0])
     return query_chunk, _balanced_chunk(n, max(_TILE[1], _TILE[0] * _TILE[1] // query_chunk))
 
 
-def rows_in_blocks(score_fn: ScoreFn, queries, keys, log_weights):
-    """``softmax(score_fn(queries, keys) + log m) @ keys`` by blocks of :data:`_ROW_BLOCK`
-    queries against every key (memory ``_ROW_BLOCK x n`` per block)."""
+def _on_cpu(cpu: Callable, other: Callable):
+    """``cpu()`` where the program runs on a CPU, ``other()`` elsewhere (decided when it is
+    compiled). Cache-sized blocks are a CPU's choice: on a GPU each loop step would be kernel
+    launches."""
+    return jax.lax.platform_dependent(cpu=cpu, default=other)
+
+
+def dense_softmax_average(
+    score_fn: ScoreFn, queries, keys, *, log_weights=None, bound=None
+) -> Float[Array, "m d"]:
+    """``softmax(score_fn(queries, keys) + log m) @ keys``, every score evaluated (no memory
+    bound; :func:`online_softmax_average` is the memory-linear variant).
+
+    Up to :data:`DENSE_ELEMENTS` scores: one matrix. Beyond, on CPU, blocks whose scores,
+    shift, exponentials and products stay in cache (:func:`_cache_chunks`), with an online
+    log-sum-exp over the key blocks: a pass over an ``m x n`` matrix in memory costs about as
+    much as its exponentials. Elsewhere, blocks of :data:`_ROW_BLOCK` queries against every
+    key. Each row is shifted by its (running) maximum, or by ``bound``, a known bound on the
+    scores (:func:`jaxdyn.attention.bounded_softmax_average`: no maximum pass). The numbers are
+    the one matrix's up to rounding; reverse mode keeps each block's exponentials, as the one
+    matrix does."""
     m, n = _leading(queries), _leading(keys)
-    query_chunk = _balanced_chunk(m, _ROW_BLOCK)
-    return _tiled_softmax_average(
-        score_fn, queries, keys, keys, log_weights, query_chunk, n, remat=False
-    )
+    if m * n <= DENSE_ELEMENTS:
+        if bound is not None:
+            return bounded_softmax_average(score_fn(queries, keys), keys, bound)
+        return softmax_weights(score_fn(queries, keys), log_weights=log_weights) @ keys
 
+    def blocks(query_chunk, key_chunk):
+        return _tiled_softmax_average(
+            score_fn, queries, keys, keys, log_weights, query_chunk, key_chunk, remat=False,
+            bound=bound,
+        )  # fmt: skip
 
-def tiled_softmax_average(score_fn: ScoreFn, queries, keys, log_weights):
-    """``softmax(score_fn(queries, keys) + log m) @ keys``, the dense evaluation of a large
-    score matrix, by blocks whose scores, maximum, exponentials and products stay in cache
-    (one pass over an ``m x n`` matrix in memory costs about as much as its exponentials):
-
-    - blocks of :data:`_ROW_BLOCK` queries against every key (:func:`rows_in_blocks`) while
-      such a block has at most :data:`_ROWS_IN_CACHE` scores;
-    - otherwise tiles of about :data:`_TILE` queries x keys with an online log-sum-exp over
-      the key tiles (fewer queries take more keys per tile, so a loop step is never tiny).
-
-    Chunks are nearly equal (:func:`_balanced_chunk`). Reverse mode keeps each block's
-    exponentials (no recomputation), like the one-matrix evaluation;
-    :func:`online_softmax_average` is the memory-linear variant."""
-    query_chunk, key_chunk = _cache_chunks(_leading(queries), _leading(keys))
-    return _tiled_softmax_average(
-        score_fn, queries, keys, keys, log_weights, query_chunk, key_chunk, remat=False
+    return _on_cpu(
+        lambda: blocks(*_cache_chunks(m, n)), lambda: blocks(_balanced_chunk(m, _ROW_BLOCK), n)
     )
 
 
@@ -196,10 +222,7 @@ def _tiled_weighted_sum(weight_fn, queries, keys, values, query_chunk, key_chunk
     over query chunks, in each a ``lax.scan`` over key chunks accumulating the products.
     Padding keys are all-zero vectors with zero values, so any weight times a zero value
     vanishes. ``remat`` wraps each key-chunk body in ``jax.checkpoint``."""
-    n = _leading(keys)
-    n_pad = -(-n // key_chunk) * key_chunk
-    keys_c = _split_chunks(_pad_leading(keys, n_pad), key_chunk)
-    values_c = _split_chunks(_pad_leading(values, n_pad), key_chunk)
+    keys_c, values_c, _ = _prepare_keys(keys, values, None, key_chunk)
 
     def one_query_chunk(q):
         def body(acc, chunk):
@@ -213,13 +236,24 @@ def _tiled_weighted_sum(weight_fn, queries, keys, values, query_chunk, key_chunk
     return _map_query_chunks(one_query_chunk, queries, query_chunk)
 
 
-def tiled_weighted_sum(weight_fn: ScoreFn, queries, keys, values):
-    """``sum_k w(q, k) v_k`` for unnormalised weights, the dense evaluation of a large weight
-    matrix, by the blocks of :func:`tiled_softmax_average` (in cache; no recomputation in
-    reverse mode)."""
-    query_chunk, key_chunk = _cache_chunks(_leading(queries), _leading(keys))
-    return _tiled_weighted_sum(
-        weight_fn, queries, keys, values, query_chunk, key_chunk, remat=False
+def dense_weighted_sum(weight_fn: ScoreFn, queries, keys, values) -> Float[Array, "m p"]:
+    """``sum_k w(q, k) v_k`` for unnormalised weights, every weight evaluated: one matrix up
+    to :data:`DENSE_ELEMENTS` weights; beyond, on CPU, the blocks in cache of
+    :func:`dense_softmax_average` with a running sum (elsewhere one matrix). Reverse mode
+    keeps each block's weights, as the one matrix does."""
+    m, n = _leading(queries), _leading(keys)
+
+    def one_matrix():
+        return weight_fn(queries, keys) @ values
+
+    if m * n <= DENSE_ELEMENTS:
+        return one_matrix()
+    query_chunk, key_chunk = _cache_chunks(m, n)
+    return _on_cpu(
+        lambda: _tiled_weighted_sum(
+            weight_fn, queries, keys, values, query_chunk, key_chunk, remat=False
+        ),
+        one_matrix,
     )
 
 

@@ -37,7 +37,7 @@ from jaxdyn.attention import (
     online_weighted_sum,
     softmax_weights,
 )
-from jaxdyn.attention._chunked import rows_in_blocks, tiled_softmax_average, tiled_weighted_sum
+from jaxdyn.attention._chunked import dense_softmax_average, dense_weighted_sum
 
 Weight = Float[Array, "..."] | Callable[..., Float[Array, "..."]]
 ScoreFn = Callable[[Float[Array, "m d"], Float[Array, "n d"]], Float[Array, "m n"]]
@@ -185,10 +185,6 @@ def scaled_interaction(Q: Weight, K: Weight, t: Float[ArrayLike, ""]) -> Float[A
     return K_t.T @ Q_t / jnp.sqrt(Q_t.shape[1])
 
 
-DENSE_BLOCK_ELEMENTS = 1 << 20
-"""Score matrices with more entries than this are evaluated by blocks in cache."""
-
-
 def softmax_average(
     score_fn: ScoreFn,
     x: Float[Array, "m d"],
@@ -203,26 +199,15 @@ def softmax_average(
     weight zero; a query that sees no key gets zero). Dense, or in chunks of ``chunk_size``
     (memory linear in ``n``).
 
-    Dense evaluation of a large score matrix (more than :data:`DENSE_BLOCK_ELEMENTS` entries)
-    runs by blocks of queries and keys whose scores, maximum, exponentials and products stay
-    in cache, with an online log-sum-exp over the key blocks
-    (``jaxdyn.attention._chunked.tiled_softmax_average``); passes over an ``m x n`` matrix in
-    memory would cost as much as its exponentials. That is on CPU; other platforms evaluate
-    blocks of queries against every key. The numbers are the dense softmax's up to rounding
-    (the result is invariant under each row's shift).
+    Dense evaluation without a mask is ``jaxdyn.attention._chunked.dense_softmax_average``: one
+    matrix, or on CPU blocks that stay in cache beyond 2^20 scores.
     """
     if chunk_size is None:
-        mask = None if positions is None else causal_mask(*positions)
-        m, n = x.shape[0], tokens.shape[0]
-        if mask is not None or m * n <= DENSE_BLOCK_ELEMENTS:
-            weights = softmax_weights(score_fn(x, tokens), log_weights=log_weights, mask=mask)
-            return weights @ tokens
-        # Cache-sized blocks are a CPU's choice; elsewhere each loop step would be kernel
-        # launches, and blocks of queries against every key stay (rows_in_blocks).
-        return jax.lax.platform_dependent(
-            cpu=lambda: tiled_softmax_average(score_fn, x, tokens, log_weights),
-            default=lambda: rows_in_blocks(score_fn, x, tokens, log_weights),
-        )
+        if positions is None:
+            return dense_softmax_average(score_fn, x, tokens, log_weights=log_weights)
+        mask = causal_mask(*positions)
+        weights = softmax_weights(score_fn(x, tokens), log_weights=log_weights, mask=mask)
+        return weights @ tokens
     if positions is None:
         return online_softmax_average(
             score_fn, x, tokens, tokens, log_weights=log_weights, chunk_size=chunk_size
@@ -290,9 +275,9 @@ class AbstractKernelHead(AbstractBilinearHead, AbstractCausalField):
     row sum (sigmoid and linear attention); subclasses give the scores and the kernel.
 
     Causal: ``n`` becomes the number of visible tokens, i.e. the field of the conditional
-    measure of the tokens at positions ``s' <= s``. A dense weight matrix of more than
-    :data:`DENSE_BLOCK_ELEMENTS` entries is summed by blocks in cache on CPU, as in
-    :func:`softmax_average`.
+    measure of the tokens at positions ``s' <= s``. Dense sums are
+    ``jaxdyn.attention._chunked.dense_weighted_sum`` (blocks in cache on CPU beyond 2^20
+    weights).
     """
 
     @abc.abstractmethod
@@ -314,17 +299,7 @@ class AbstractKernelHead(AbstractBilinearHead, AbstractCausalField):
             qpos, kpos = positions
             count = jnp.searchsorted(jnp.sort(kpos), qpos, side="right").astype(x.dtype)
         if self.chunk_size is None:
-
-            def one_matrix():
-                return block_weights((x, qpos), (tokens, kpos)) @ tokens
-
-            def in_cache():  # a large weight matrix, on CPU (see softmax_average)
-                return tiled_weighted_sum(block_weights, (x, qpos), (tokens, kpos), tokens)
-
-            if x.shape[0] * n <= DENSE_BLOCK_ELEMENTS:
-                total = one_matrix()
-            else:
-                total = jax.lax.platform_dependent(cpu=in_cache, default=one_matrix)
+            total = dense_weighted_sum(block_weights, (x, qpos), (tokens, kpos), tokens)
         else:
             total = online_weighted_sum(
                 block_weights, (x, qpos), (tokens, kpos), tokens, chunk_size=self.chunk_size

@@ -11,12 +11,11 @@ softmax attention with ``A = beta I``, ``V = I`` projected on the tangent space
 from __future__ import annotations
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxdyn.attention import bounded_softmax_average, online_softmax_average
-from jaxdyn.attention._chunked import rows_fit_in_cache, tiled_softmax_average
+from jaxdyn.attention import online_softmax_average
+from jaxdyn.attention._chunked import dense_softmax_average
 
 from ._base import AbstractVelocityField
 from ._heads import Softmax
@@ -32,15 +31,14 @@ class SphereSoftmax(AbstractVelocityField):
     unit sphere the scores ``beta <x, y>`` are bounded by ``beta``, so the shift is ``beta``
     instead of the row maximum: ``E = exp(beta (<x, y> - 1))`` lies in ``[e^{-2 beta}, 1]``
     and no max-reduction pass over the score matrix is needed. The normalisation is applied
-    after the products (``jaxdyn.attention.bounded_softmax_average``), then projected. The
+    after the products (``jaxdyn.attention.bounded_softmax_average``; beyond 2^20 scores, on
+    CPU, by blocks that stay in cache), then projected. The
     result is the same softmax average up to rounding for any tokens; the
     shift only matters for range. It is safe while ``beta (|x||y| - 1)`` stays well below the
     exponent range (RK4 stages leave the sphere by ``O(h^2)``, harmless) and no query row
     underflows entirely: queries that are tokens always see themselves with
     ``E_ii = exp(beta (|x_i|^2 - 1)) ~ 1``; for other queries keep ``2 beta`` below ~80
-    (float32) or use ``bounded=False``. On CPU, more than 2048 tokens are evaluated by tiles
-    that stay in cache, each shifted by its running row maximum (as ``softmax_average`` of the
-    general heads does; faster there than one matrix in memory). With ``chunk_size`` the
+    (float32) or use ``bounded=False``. With ``chunk_size`` the
     general online log-sum-exp of ``jaxdyn.attention`` is used. ``bounded=False`` shifts by
     the row maximum instead (the velocity of ``SphereProjected(Softmax(Q = beta sqrt(d) I,
     K = I, V = I))``), valid for tokens anywhere.
@@ -83,15 +81,5 @@ class SphereSoftmax(AbstractVelocityField):
                 lambda q, k: beta * (q @ k.T), x, tokens, tokens, chunk_size=self.chunk_size
             )
         else:
-
-            def one_matrix():
-                return bounded_softmax_average(beta * (x @ tokens.T), tokens, beta)
-
-            def tiles():  # shifted by their running maximum
-                return tiled_softmax_average(lambda q, k: beta * (q @ k.T), x, tokens, None)
-
-            fits = rows_fit_in_cache(tokens.shape[0])  # on CPU; other platforms: one matrix
-            avg = (
-                one_matrix() if fits else jax.lax.platform_dependent(cpu=tiles, default=one_matrix)
-            )
+            avg = dense_softmax_average(lambda q, k: beta * (q @ k.T), x, tokens, bound=beta)
         return tangent_projection(avg, x)
