@@ -11,15 +11,22 @@ Velocities ``P_x^perp sum_j softmax_j(beta <x_i, x_j>) x_j``:
   ``jaxdyn.meanfield.fields._wrappers.row_dots``);
 - ``reductions``: the same with ``jnp.sum`` reductions for the row sums and row dots (jaxdyn's
   form before);
-- ``no_exp`` / ``no_projection``: ``library`` with one part removed (what it costs).
+- ``no_exp`` / ``no_projection``: ``library`` with one part removed (what it costs);
+- ``scores_written_out``: ``library`` with the score matrix written as ``d`` broadcast
+  products and sums instead of a matrix product, so that XLA fuses the scores into the
+  ``exp``'s elementwise code (no product kernel and no score matrix between them).
 
 Each runs with the sweep engine's XLA options (``xla_options("cpu")``, which ask for 512-bit
 vectors in XLA's fused code, ``xla_cpu_prefer_vector_width=512``) and with
 ``xla_cpu_prefer_vector_width=256`` instead (LLVM's default on AVX-512 CPUs: what the width
-buys). Then one run of each of ``library`` and
-``reductions`` under the engine's options is profiled (``jax.profiler``) and its time split by
-the kind of kernel (matrix products, the ``exp`` fusion, reductions, other elementwise
-fusions). Prints one JSON object (it explains ``pde_particles.json``'s beta sweep; no target).
+buys). By default XLA:CPU (jaxlib 0.10.2) runs the batched products as YNNPACK kernels
+(``library_kernels`` in each row counts them); ``library`` also runs with the library fusions
+changed (``LIBRARY_FUSIONS``: YNNPACK off, so XLA emits the products itself; YNNPACK for every
+product and for elementwise code; XNNPACK or oneDNN instead). Then one run of each of
+``library`` and ``reductions`` under the engine's options is profiled (``jax.profiler``) and
+its time split by the kind of kernel (matrix products, the ``exp`` fusion, reductions, other
+elementwise fusions). Prints one JSON object (it explains ``pde_particles.json``'s beta sweep;
+no target).
 
     python benchmarks/probe_beta_sweep_kernel.py
 """
@@ -70,6 +77,35 @@ def no_projection(x, b):
     return (E @ x) / (E @ jnp.ones(N, x.dtype))[:, None]
 
 
+def scores_written_out(x, b):
+    xt = x.T
+    G = x[:, :1] * xt[:1, :]
+    for k in range(1, D):
+        G = G + x[:, k : k + 1] * xt[k : k + 1, :]
+    E = jnp.exp(b * G - b)
+    return tangent_projection((E @ x) / (E @ jnp.ones(N, x.dtype))[:, None], x)
+
+
+_DOT, _ELTWISE = "LIBRARY_FUSION_TYPE_DOT", "LIBRARY_FUSION_TYPE_ELTWISE"
+_YNN, _XNN = "xla_cpu_experimental_ynn_fusion_type", "xla_cpu_experimental_xnn_fusion_type"
+LIBRARY_FUSIONS = {  # XLA:CPU options of jaxlib 0.10.2 (DebugOptions), added to the engine's
+    "ynnpack_off": {_YNN: ""},
+    "ynnpack_dot": {_YNN: _DOT},
+    "ynnpack_dot_eltwise": {_YNN: f"{_DOT},{_ELTWISE}"},
+    "ynnpack_off_xnnpack_dot_eltwise": {_YNN: "", _XNN: f"{_DOT},{_ELTWISE}"},
+    "ynnpack_off_onednn_dot_eltwise": {
+        _YNN: "",
+        "xla_cpu_experimental_onednn_fusion_type": f"{_DOT},{_ELTWISE}",
+    },
+}
+
+
+def _library_kernels(program) -> dict[str, int]:
+    """How many kernels of the optimised program each library fusion runs (by kind)."""
+    found = re.findall(r"%(ynn|xnn|onednn)_fusion\S* = ", program.as_text())
+    return dict(collections.Counter(found))
+
+
 def _program(velocity, options):
     one = handwritten_rk4(velocity, H, STEPS)
 
@@ -117,27 +153,38 @@ def _profile(program, x, betas) -> dict[str, float]:
     return {kind: round(value, 4) for kind, value in seconds.most_common()}
 
 
+def _best_of_3(program, x, betas):
+    """The program's output and its best time of 3 runs after a warm-up run."""
+    out = jax.block_until_ready(program(x, betas))
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        jax.block_until_ready(program(x, betas))
+        times.append(time.perf_counter() - start)
+    return out, min(times)
+
+
 def main() -> None:
     engine = xla_options("cpu")
     narrow = {**engine, "xla_cpu_prefer_vector_width": 256}
     x, betas = _inputs()
     reference = None
     rows = {}
-    for label, options in (("engine_options", engine), ("vector_width_256", narrow)):
-        for velocity in (library, reductions, no_exp, no_projection):
-            program = _program(velocity, options)
-            out = jax.block_until_ready(program(x, betas))
-            times = []
-            for _ in range(3):
-                start = time.perf_counter()
-                jax.block_until_ready(program(x, betas))
-                times.append(time.perf_counter() - start)
-            row = {"seconds": min(times)}
-            if velocity in (library, reductions):
-                reference = out if reference is None else reference
-                row["max_abs_gap_to_library"] = float(np.max(np.abs(out - reference)))
-            rows[f"{label}/{velocity.__name__}"] = row
-            print(f"{label}/{velocity.__name__}: {row['seconds']:.3f} s", file=sys.stderr)
+    runs = [
+        (label, options, velocity)
+        for label, options in (("engine_options", engine), ("vector_width_256", narrow))
+        for velocity in (library, reductions, no_exp, no_projection, scores_written_out)
+    ] + [(f"library_fusion_{name}", {**engine, **extra}, library) for name, extra in
+         LIBRARY_FUSIONS.items()]  # fmt: skip
+    for label, options, velocity in runs:
+        program = _program(velocity, options)
+        out, seconds = _best_of_3(program, x, betas)
+        row = {"seconds": seconds, "library_kernels": _library_kernels(program)}
+        if velocity in (library, reductions, scores_written_out):
+            reference = out if reference is None else reference
+            row["max_abs_gap_to_library"] = float(np.max(np.abs(out - reference)))
+        rows[f"{label}/{velocity.__name__}"] = row
+        print(f"{label}/{velocity.__name__}: {row['seconds']:.3f} s", file=sys.stderr)
     profiles = {
         name: _profile(_program(velocity, engine), x, betas)
         for name, velocity in (("library", library), ("reductions", reductions))
