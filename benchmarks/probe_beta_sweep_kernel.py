@@ -189,10 +189,18 @@ def main() -> None:
         (label, options, velocity)
         for label, options in (("engine_options", engine), ("vector_width_256", narrow))
         for velocity in (
-            library, reductions, no_exp, no_projection, scores_written_out, symmetric_blocks
+            library,
+            reductions,
+            no_exp,
+            no_projection,
+            scores_written_out,
+            symmetric_blocks,
         )
-    ] + [(f"library_fusion_{name}", {**engine, **extra}, library) for name, extra in
-         LIBRARY_FUSIONS.items()]  # fmt: skip
+    ]
+    runs += [
+        (f"library_fusion_{name}", {**engine, **extra}, library)
+        for name, extra in LIBRARY_FUSIONS.items()
+    ]
     for label, options, velocity in runs:
         program = _program(velocity, options)
         out, seconds = _best_of_3(program, x, betas)

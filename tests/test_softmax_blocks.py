@@ -142,3 +142,36 @@ def test_kernel_heads_blocked_equal_one_matrix(regime):
         return jnp.sum(jnp.sin(kernel(x @ A.T @ y.T) @ y @ V.T / n))
 
     np.testing.assert_allclose(jax.grad(blocked)(x), jax.grad(one_matrix)(x), rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("regime", ["rows", "tiles"])
+def test_causal_softmax_blocked_equals_masked_matrix(regime):
+    """A causal softmax head beyond 2^20 scores evaluates its mask blockwise, as part of the
+    scores: the one masked matrix gives the same velocity and gradient, including a query
+    that sees no key (zeros) and one that sees a single key."""
+    m, n = SHAPES[regime]
+    d = 3
+    key = jax.random.key(13)
+    Q, K, V = jax.random.normal(key, (3, d, d))
+    x = jax.random.normal(jax.random.fold_in(key, 1), (m, d))
+    y = jax.random.normal(jax.random.fold_in(key, 2), (n, d))
+    kpos = jax.random.uniform(jax.random.fold_in(key, 3), (n,))
+    qpos = jax.random.uniform(jax.random.fold_in(key, 4), (m,))
+    qpos = qpos.at[0].set(-1.0).at[1].set(jnp.min(kpos))  # sees no key; sees one key
+    field = Softmax(Q=Q, K=K, V=V)
+    A = K.T @ Q / jnp.sqrt(d)
+    visible = kpos[None, :] <= qpos[:, None]
+
+    def one_matrix(x):
+        return softmax_weights(x @ A.T @ y.T, mask=visible) @ y @ V.T
+
+    blocked = field.causal_velocity(x, y, qpos, kpos)
+    np.testing.assert_allclose(blocked, one_matrix(x), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(blocked[0], 0.0)
+    np.testing.assert_allclose(blocked[1], y[jnp.argmin(kpos)] @ V.T, rtol=1e-12)
+    grads = [
+        jax.grad(lambda x, f=f: jnp.sum(jnp.sin(f(x))))(x)
+        for f in (lambda x: field.causal_velocity(x, y, qpos, kpos), one_matrix)
+    ]
+    assert np.all(np.isfinite(grads[0]))
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-9, atol=1e-11)

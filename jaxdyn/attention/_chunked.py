@@ -168,10 +168,17 @@ def _on_cpu(cpu: Callable, other: Callable):
 
 
 def dense_softmax_average(
-    score_fn: ScoreFn, queries, keys, *, log_weights=None, bound=None
-) -> Float[Array, "m d"]:
-    """``softmax(score_fn(queries, keys) + log m) @ keys``, every score evaluated (no memory
-    bound; :func:`online_softmax_average` is the memory-linear variant).
+    score_fn: ScoreFn,
+    queries: PyTree,
+    keys: PyTree,
+    values: Float[Array, "n p"],
+    *,
+    log_weights: Float[Array, " n"] | None = None,
+    bound: Float[Array, ""] | None = None,
+) -> Float[Array, "m p"]:
+    """``softmax(score_fn(queries, keys) + log m) @ values``, every score evaluated (no memory
+    bound; :func:`online_softmax_average`, same arguments, is the memory-linear variant).
+    Scores may be ``-inf`` (masked keys; a query that sees no key gets zeros).
 
     Up to :data:`DENSE_ELEMENTS` scores: one matrix. Beyond, on CPU, blocks whose scores,
     shift, exponentials and products stay in cache (:func:`_cache_chunks`), with an online
@@ -184,12 +191,12 @@ def dense_softmax_average(
     m, n = _leading(queries), _leading(keys)
     if m * n <= DENSE_ELEMENTS:
         if bound is not None:
-            return bounded_softmax_average(score_fn(queries, keys), keys, bound)
-        return softmax_weights(score_fn(queries, keys), log_weights=log_weights) @ keys
+            return bounded_softmax_average(score_fn(queries, keys), values, bound)
+        return softmax_weights(score_fn(queries, keys), log_weights=log_weights) @ values
 
     def blocks(query_chunk, key_chunk):
         return _tiled_softmax_average(
-            score_fn, queries, keys, keys, log_weights, query_chunk, key_chunk, remat=False,
+            score_fn, queries, keys, values, log_weights, query_chunk, key_chunk, remat=False,
             bound=bound,
         )  # fmt: skip
 
@@ -270,8 +277,7 @@ def online_weighted_sum(
     ``weight_fn`` must return zero for padding keys; padding keys are all-zero vectors and
     carry zero values, so any weight times a zero value vanishes.
     """
-    chunk = min(chunk_size, _leading(keys))
-    return _tiled_weighted_sum(weight_fn, queries, keys, values, chunk_size, chunk, remat=True)
+    return _tiled_weighted_sum(weight_fn, queries, keys, values, chunk_size, chunk_size, remat=True)
 
 
 def online_logsumexp(

@@ -199,31 +199,22 @@ def softmax_average(
     weight zero; a query that sees no key gets zero). Dense, or in chunks of ``chunk_size``
     (memory linear in ``n``).
 
-    Dense evaluation without a mask is ``jaxdyn.attention._chunked.dense_softmax_average``: one
-    matrix, or on CPU blocks that stay in cache beyond 2^20 scores.
+    Dense is ``jaxdyn.attention._chunked.dense_softmax_average`` (one matrix, or on CPU blocks
+    that stay in cache beyond 2^20 scores), chunked is ``online_softmax_average``; the mask is
+    part of the scores (``-inf`` where a key is not visible), so both evaluate it blockwise.
     """
-    if chunk_size is None:
-        if positions is None:
-            return dense_softmax_average(score_fn, x, tokens, log_weights=log_weights)
-        mask = causal_mask(*positions)
-        weights = softmax_weights(score_fn(x, tokens), log_weights=log_weights, mask=mask)
-        return weights @ tokens
     if positions is None:
-        return online_softmax_average(
-            score_fn, x, tokens, tokens, log_weights=log_weights, chunk_size=chunk_size
-        )
+        scores, queries, keys = score_fn, x, tokens
+    else:
 
-    def block_scores(q, k):
-        return jnp.where(causal_mask(q[1], k[1]), score_fn(q[0], k[0]), -jnp.inf)
+        def scores(q, k):
+            return jnp.where(causal_mask(q[1], k[1]), score_fn(q[0], k[0]), -jnp.inf)
 
-    qpos, kpos = positions
+        queries, keys = (x, positions[0]), (tokens, positions[1])
+    if chunk_size is None:
+        return dense_softmax_average(scores, queries, keys, tokens, log_weights=log_weights)
     return online_softmax_average(
-        block_scores,
-        (x, qpos),
-        (tokens, kpos),
-        tokens,
-        log_weights=log_weights,
-        chunk_size=chunk_size,
+        scores, queries, keys, tokens, log_weights=log_weights, chunk_size=chunk_size
     )
 
 

@@ -81,5 +81,7 @@ class SphereSoftmax(AbstractVelocityField):
                 lambda q, k: beta * (q @ k.T), x, tokens, tokens, chunk_size=self.chunk_size
             )
         else:
-            avg = dense_softmax_average(lambda q, k: beta * (q @ k.T), x, tokens, bound=beta)
+            avg = dense_softmax_average(
+                lambda q, k: beta * (q @ k.T), x, tokens, tokens, bound=beta
+            )
         return tangent_projection(avg, x)
