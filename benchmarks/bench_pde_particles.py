@@ -33,8 +33,10 @@
 
 By default everything runs on ONE core (the process is pinned to one CPU before JAX and
 PyTorch start; XLA's and PyTorch's thread pools are single-threaded). All timings warm
-(compiled beforehand), median of repetitions (PyTorch's too). Writes JSON to stdout; the full-size
-one-core run also to benchmarks/results/pde_particles.json.
+(compiled beforehand), median of repetitions (PyTorch's too). With ``--cores N`` both use N
+cores: PyTorch N threads, jaxdyn's sweep N chunks at once (the engine's default on a CPU with
+N cores). Writes JSON to stdout; a full-size run also to benchmarks/results/pde_particles.json
+(one core) or pde_particles_coresN.json.
 
     python benchmarks/bench_pde_particles.py [--quick] [--cores N]
 """
@@ -435,7 +437,7 @@ def main():
     )
     out = {
         "load_average_1_5_15min": list(os.getloadavg()),  # a quiet machine: well below the cores
-        "benchmark": "pde_particles",
+        "benchmark": "pde_particles" if args.cores == 1 else f"pde_particles_cores{args.cores}",
         "quick": args.quick,
         "cpus": cpus,
         "torch": torch.__version__,
@@ -458,14 +460,17 @@ def main():
     }
     text = json.dumps(out)
     print(text)
-    if args.quick or args.cores != 1:  # the stored result is the full-size, one-core one
-        _say("not stored (benchmarks/results/pde_particles.json holds the full one-core run)")
+    if args.quick:  # the stored results are full-size ones
+        _say("not stored (benchmarks/results holds full-size runs only)")
     else:
         from jaxdyn._atomic import atomic_write_text
 
         results = pathlib.Path(__file__).resolve().parent / "results"
         results.mkdir(exist_ok=True)
-        atomic_write_text(results / "pde_particles.json", text + "\n")
+        stored = (
+            "pde_particles.json" if args.cores == 1 else f"pde_particles_cores{args.cores}.json"
+        )
+        atomic_write_text(results / stored, text + "\n")
 
 
 if __name__ == "__main__":

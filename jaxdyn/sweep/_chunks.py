@@ -8,6 +8,7 @@ and of work sharing between processes.
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import os
 import time
@@ -30,15 +31,22 @@ def slice_members(params: dict, seeds: np.ndarray, start: int, stop: int):
 
 
 def choose_chunk(
-    requested: int, n_members: int, n_devices: int, width: int, max_per_device: int
+    requested: int,
+    n_members: int,
+    n_devices: int,
+    width: int,
+    max_per_device: int,
+    threads: int = 1,
 ) -> int:
-    """Members per chunk: at least one chunk per process, at most ``max_per_device`` members
-    per device, a multiple of ``devices x width``."""
+    """Members per chunk: at least one chunk per process and per thread (``threads`` chunks
+    run at once, :func:`run_plain_chunks`), at most ``max_per_device`` members per device, a
+    multiple of ``devices x width``."""
     if requested and requested > 0:
         per_device = math.ceil(requested / n_devices)
     else:
         n_proc, _ = process_layout()
-        per_device = min(math.ceil(n_members / (n_devices * n_proc)), max_per_device)
+        share = n_devices * n_proc * threads
+        per_device = min(math.ceil(n_members / share), max_per_device)
     per_device = math.ceil(max(per_device, 1) / width) * width
     return per_device * n_devices
 
@@ -66,7 +74,9 @@ def spread_order(n_members: int, chunk: int) -> np.ndarray:
     return np.argsort(np.arange(n_members) % n_chunks, kind="stable")
 
 
-def initial_chunk(checkpoints, options, n_members, n_devices, width, log, name, segmented):
+def initial_chunk(
+    checkpoints, options, n_members, n_devices, width, log, name, segmented, threads=1
+):
     """The chunk size: a resumed sweep keeps its stored one when it still divides evenly."""
     stored = checkpoints.stored_chunk_size()
     if stored is not None and stored % (n_devices * width) == 0:
@@ -79,13 +89,18 @@ def initial_chunk(checkpoints, options, n_members, n_devices, width, log, name, 
         checkpoints.discard()
     if segmented:
         return segmented_chunk(options.chunk_size, n_members, width), False
-    chunk = choose_chunk(options.chunk_size, n_members, n_devices, width, _DEFAULT_MAX_PER_DEVICE)
+    chunk = choose_chunk(
+        options.chunk_size, n_members, n_devices, width, _DEFAULT_MAX_PER_DEVICE, threads
+    )
     return chunk, False
 
 
-def fit_memory(compile_for, grid, n_devices, width, chunk, fixed, options: SweepOptions, log, name):
-    """Compile for ``chunk``; halve it while one chunk exceeds the memory budget."""
-    budget = options.memory_budget_gb * 2**30
+def fit_memory(
+    compile_for, grid, n_devices, width, chunk, fixed, options: SweepOptions, log, name, threads=1
+):
+    """Compile for ``chunk``; halve it while the ``threads`` chunks that may run at once
+    exceed the memory budget."""
+    budget = options.memory_budget_gb * 2**30 / threads
     n_compilations = 0
     while True:
         example_params, example_seeds = slice_members(grid.params, grid.seeds, 0, chunk)
@@ -97,13 +112,14 @@ def fit_memory(compile_for, grid, n_devices, width, chunk, fixed, options: Sweep
         new_chunk = max(smallest, (chunk // 2) // smallest * smallest)
         log(
             f"sweep '{name}': chunk of {chunk} needs {program.bytes_per_device / 2**30:.2f} GiB "
-            f"per device (> {options.memory_budget_gb} GiB); retrying with {new_chunk}"
+            f"per device (> {budget / 2**30:.2f} GiB: {options.memory_budget_gb} GiB over "
+            f"{threads} chunk(s) at once); retrying with {new_chunk}"
         )
         chunk = new_chunk
     if program.bytes_per_device > budget:
         log(
             f"sweep '{name}': warning: one chunk needs {program.bytes_per_device / 2**30:.2f} "
-            f"GiB per device, above the budget of {options.memory_budget_gb} GiB"
+            f"GiB per device, above the budget of {budget / 2**30:.2f} GiB"
         )
     return program, chunk, n_compilations
 
@@ -173,13 +189,29 @@ class _ChunkLog:
 
 
 def run_plain_chunks(
-    get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name, log=None
+    get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name, log=None, threads=1
 ):
     """Dispatch this process's unfinished chunks (one ahead of the fetch), checkpointing
-    each; ``get_program()`` compiles the chunk program when first needed."""
+    each; ``get_program()`` compiles the chunk program when first needed.
+
+    With ``threads > 1`` (a CPU device with more cores than devices, and a program that can:
+    the engine's ``chunk_threads`` and ``program.concurrent``), up to ``threads`` chunks run
+    at once, each in a thread of its own. XLA:CPU runs a program on the thread that
+    calls it, with little parallelism inside the small operations of sweep members, so one
+    program leaves the other cores idle; the checkpoints are written here, by the calling
+    thread, as the chunks finish. Results do not depend on it: every chunk runs the same
+    executable on its own members."""
     pending = plan.todo
     bar = _progress_bar(progress, plan, name)
     chunk_log = _ChunkLog(log, plan, bar, name, checkpoints)
+    if threads > 1 and len(pending) > 1:
+        try:
+            _run_concurrently(
+                get_program(), plan, grid, chunk, checkpoints, threads, bar, chunk_log
+            )
+        finally:
+            bar.close()
+        return
 
     def dispatch(i):
         members = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
@@ -207,6 +239,30 @@ def run_plain_chunks(
             chunk_log.update()
     finally:
         bar.close()
+
+
+def _run_concurrently(program, plan, grid, chunk, checkpoints, threads, bar, chunk_log):
+    """``threads`` chunks at once; each is checkpointed by the calling thread as it ends. A
+    failed chunk cancels the chunks not yet started and is raised; those already running
+    finish first (an XLA program cannot be interrupted)."""
+
+    def run(i):
+        members = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
+        return program.fetch(program.dispatch(*members))
+
+    start = time.perf_counter()
+    pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="jaxdyn-chunk")
+    try:
+        futures = {pool.submit(run, i): i for i in plan.todo}
+        for future in concurrent.futures.as_completed(futures):
+            i = futures[future]
+            plan.outputs[i], plan.status[i] = future.result()
+            checkpoints.save(i, plan.outputs[i], plan.status[i])
+            bar.update(1)
+            chunk_log.update()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        jax.monitoring.record_event_duration_secs(DEVICE_EVENT, time.perf_counter() - start)
 
 
 def run_segmented_chunks(

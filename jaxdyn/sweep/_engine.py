@@ -45,6 +45,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from .._affinity import usable_cores
 from .._status import status_code, status_name
 from ._cache import SweepCache
 from ._checkpoints import SweepCheckpoints
@@ -116,6 +117,16 @@ def _local_devices(options: SweepOptions) -> list:
     return devices
 
 
+def chunk_threads(devices: list, segmented: bool) -> int:
+    """How many chunks of a plain sweep may run at once in this process: on CPU devices, the
+    cores this process may use per device (XLA:CPU runs a program on the calling thread and
+    leaves the other cores mostly idle for small members); one elsewhere, and for segmented
+    sweeps, whose scheduler runs a chunk's segments one after another."""
+    if segmented or devices[0].platform != "cpu":
+        return 1
+    return max(1, usable_cores() // len(devices))
+
+
 def _compiler(fn, segmented, devices, width, options, log, cache):
     """``compile_for(params, seeds) -> (program, compilations done now)`` for a chunk."""
     if segmented:
@@ -182,8 +193,9 @@ def run_sweep(
         )
         checkpoints = SweepCheckpoints(checkpoint_dir, name, meta)
         compile_for = _compiler(fn, segmented, devices, width, options, log, cache)
+        threads = chunk_threads(devices, segmented)
         program, chunk, _ = _agree_on_chunk(
-            compile_for, grid, checkpoints, options, n_devices, width, log, name, segmented
+            compile_for, grid, checkpoints, options, n_devices, width, log, name, segmented, threads
         )
         order = spread_order(n_members, chunk) if segmented else None
         ordered = _reordered(grid, order)
@@ -193,15 +205,30 @@ def run_sweep(
         n_chunks = math.ceil(n_members / chunk)
         log(_plan_message(name, n_members, n_chunks, chunk, n_devices, segmented, options))
         plan = ChunkPlan(checkpoints, n_chunks)
-        run_chunks = run_segmented_chunks if segmented else run_plain_chunks
-        segments = run_chunks(
-            programs.get, plan, ordered, chunk, checkpoints, options.progress, name, log
-        )
+        # chunks at once: only with work for several and a program free of blocking kernels
+        concurrent = threads > 1 and len(plan.todo) > 1 and programs.get().concurrent
+        if concurrent:
+            log(f"sweep '{name}': up to {threads} chunks at once ({usable_cores()} cores)")
         if segmented:
-            n_segments, lane_steps = segments
+            n_segments, lane_steps = run_segmented_chunks(
+                programs.get, plan, ordered, chunk, checkpoints, options.progress, name, log
+            )
             log(
                 f"sweep '{name}': at most {n_segments} segment(s) per chunk, "
                 f"{lane_steps} lane-steps"
+            )
+        else:
+            at_once = threads if concurrent else 1
+            run_plain_chunks(
+                programs.get,
+                plan,
+                ordered,
+                chunk,
+                checkpoints,
+                options.progress,
+                name,
+                log,
+                at_once,
             )
         out_shape = _out_shape(programs.program, fn, segmented, width, options, example)
         chunk_outputs, chunk_status = plan.gather(out_shape)
@@ -234,7 +261,7 @@ def _plan_message(name, n_members, n_chunks, chunk, n_devices, segmented, option
 
 
 def _agree_on_chunk(
-    compile_for, grid, checkpoints, options, n_devices, width, log, name, segmented
+    compile_for, grid, checkpoints, options, n_devices, width, log, name, segmented, threads
 ):
     """``(program or None, chunk size, compilations)``: process 0 sizes the chunks (compiling
     the program), every process receives the size. The others compile only if they get
@@ -242,7 +269,7 @@ def _agree_on_chunk(
     program, chunk, n_compilations = None, 0, 0
     if process_layout()[1] == 0:
         chunk, resumed = initial_chunk(
-            checkpoints, options, len(grid), n_devices, width, log, name, segmented
+            checkpoints, options, len(grid), n_devices, width, log, name, segmented, threads
         )
         program, chunk, n_compilations = fit_memory(
             compile_for,
@@ -254,6 +281,7 @@ def _agree_on_chunk(
             options,
             log,
             name,
+            threads,
         )
         checkpoints.start(chunk)
     return program, same_everywhere(chunk), n_compilations

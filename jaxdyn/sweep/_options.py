@@ -26,8 +26,10 @@ class SweepOptions:
             device count and process count at a fixed width.
         chunk_size: members per compiled call (rounded up to a multiple of devices x width);
             ``0`` chooses it from ``memory_budget_gb``.
-        memory_budget_gb: memory one chunk may use per device (arguments, outputs and XLA
-            temporaries, from the compiled program's memory analysis).
+        memory_budget_gb: memory the chunks running at once may use per device (arguments,
+            outputs and XLA temporaries, from the compiled program's memory analysis). A
+            plain sweep on a CPU device with several cores runs a chunk per core at once
+            (docs/scaling.md); otherwise one chunk runs at a time.
         devices: how many of this process's devices to shard over (``None``: all).
         progress: show a progress bar (``None``: when stderr is a terminal).
         segment_steps: for segmented members (:class:`~jaxdyn.sweep.DiffeqMember`,

@@ -305,6 +305,7 @@ class ShardedProgram:
         platform = mesh.devices.flat[0].platform
         self.compiled = lowered.compile(compiler_options=xla_options(platform))
         self.bytes_per_device = compiled_bytes(self.compiled) / self.n_devices
+        self.concurrent = self.n_devices == 1 and runs_concurrently(self.compiled)
         self.out_shape = _unsharded(lowered.out_info)
 
     def dispatch(self, params, seeds):
@@ -333,6 +334,7 @@ class PerDeviceProgram:
             lowered = _sweep_chunk.lower(*self.static, p, s)
             self.compiled.append(lowered.compile(compiler_options=xla_options(device.platform)))
         self.bytes_per_device = compiled_bytes(self.compiled[0])
+        self.concurrent = False  # several devices already run at once
         self.out_shape = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct((seeds.shape[0],) + x.shape[1:], x.dtype),
             _unsharded(lowered.out_info),
@@ -377,6 +379,23 @@ def compile_program(fn, mesh, width, params, seeds, log=lambda msg: None):
             warnings.warn(message, RuntimeWarning, stacklevel=3)
             program = PerDeviceProgram(fn, list(mesh.devices.flat), width, params, seeds)
     return program, counter.count
+
+
+def runs_concurrently(compiled: jax.stages.Compiled) -> bool:
+    """Whether calls of ``compiled`` may run at once in threads of one process: its optimised
+    HLO holds no custom call.
+
+    jaxlib's CPU LAPACK kernels (eigh, Cholesky, LU and solves, QR, SVD: custom calls) split a
+    batch into tasks on XLA's intra-op thread pool and block until they are done; two
+    programs running them at once can leave every pool thread waiting, a deadlock
+    (``benchmarks/repro_xla_cpu_lapack_deadlock.py``; docs/scaling.md). Host callbacks are
+    custom calls too. XLA's own kernels, YNNPACK fusions included, do not block so.
+    ``False`` where XLA gives no text."""
+    try:
+        text = compiled.as_text()
+    except Exception:  # noqa: BLE001  (a backend without HLO text: run one at a time)
+        return False
+    return isinstance(text, str) and "custom-call(" not in text and "custom_call_target" not in text
 
 
 def compiled_bytes(compiled) -> float:
