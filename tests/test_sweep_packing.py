@@ -82,7 +82,7 @@ def test_more_group_widths_give_the_same_exact_results(count):
     programs = SegmentedPrograms(
         _Halving(), 32, 4, 5, params, seeds, jax.devices()[0], width_count=count
     )
-    outputs, _, _ = programs.run(params, seeds)
+    outputs, _, _, _ = programs.run(params, seeds)
     np.testing.assert_array_equal(outputs["n"], expected[:, 0])
     assert programs.group_widths == group_widths(4, 32, count)
     assert set(programs._advance) == set(programs.group_widths)  # each compiled, when needed
@@ -109,10 +109,9 @@ def test_narrow_widths_are_used_only_after_the_wide_groups_lost_narrow_after_lan
         programs = SegmentedPrograms(
             _Halving(), 32, 4, 5, params, seeds, jax.devices()[0], narrow_after=after
         )
-        outputs, _, _ = programs.run(params, seeds)
+        outputs, _, _, lanes[after] = programs.run(params, seeds)
         np.testing.assert_array_equal(outputs["n"], expected[:, 0])
         np.testing.assert_array_equal(outputs["peak"], expected[:, 1])
-        lanes[after] = programs.lane_steps
         used = set(programs._advance)
         assert used == ({32} if after == 10**9 else {4, 32}), (after, used)
     # the narrow groups save lane-steps; used later, they save fewer

@@ -191,16 +191,16 @@ def test_generic_segmented_member_matches_a_python_loop_and_costs_the_sum_of_its
     params = {"x": np.concatenate([xs, np.full(24, xs[-1])])}
     seeds = np.zeros(n, np.int64)
     programs = SegmentedPrograms(member, 32, 8, segment, params, seeds, jax.devices()[0])
-    outputs, _, _ = programs.run(params, seeds, len(xs))
+    outputs, _, segments, lane_steps = programs.run(params, seeds, len(xs))
     np.testing.assert_array_equal(outputs["n"][: len(xs)], expected[:, 0])
     steps = np.concatenate([expected[:, 0], np.full(24, expected[-1, 0])])
     plain_lanes = sum(32 * steps[i : i + 32].max() for i in range(0, n, 32))
     work = expected[:, 0].sum()
     # a member pays whole segments (< one wasted segment each), the chunk's padding pays
     # init, and each round pads one group (by less than half a wide group of 32)
-    bound = work + n * segment + 16 * segment * programs.segments
-    assert programs.lane_steps <= bound
-    assert plain_lanes > 3 * programs.lane_steps, (plain_lanes, programs.lane_steps)
+    bound = work + n * segment + 16 * segment * segments
+    assert lane_steps <= bound
+    assert plain_lanes > 3 * lane_steps, (plain_lanes, lane_steps)
 
 
 def test_step_to_lands_exactly_on_the_next_step_end():

@@ -12,9 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdyn.sweep import Grid, SweepOptions, _engine, run_sweep
+from jaxdyn.meanfield import simulate_particles, uniform_on_sphere
+from jaxdyn.meanfield.fields import SphereSoftmax
+from jaxdyn.sweep import Grid, SweepCache, SweepOptions, _engine, run_sweep
 from jaxdyn.sweep._chunks import choose_chunk
 from jaxdyn.sweep._programs import runs_concurrently
+from jaxdyn.sweep._scheduler import SegmentedPrograms
 
 
 def _rotor(params, key):
@@ -88,23 +91,22 @@ def test_chunks_at_once_really_overlap(monkeypatch):
     assert len(program_calls) == 2 and len(seen) == 2
 
 
-def test_programs_with_lapack_or_callbacks_run_one_chunk_at_a_time(monkeypatch):
+def test_programs_with_lapack_kernels_run_one_chunk_at_a_time(monkeypatch):
     """jaxlib's CPU LAPACK kernels block XLA's thread pool (a deadlock when two programs run
     them at once: benchmarks/repro_xla_cpu_lapack_deadlock.py), so such programs are not
-    run concurrently; plain XLA code, products included, is."""
+    run concurrently; plain XLA code, products included, and host callbacks are."""
     x = jnp.ones((4, 6, 6))
     plain = jax.jit(lambda x: jnp.tanh(x @ x) + 1.0).lower(x).compile()
     eigh = jax.jit(lambda x: jnp.linalg.eigvalsh(x @ x)).lower(x).compile()
     cholesky = jax.jit(lambda x: jnp.linalg.cholesky(x @ x + 6 * jnp.eye(6))).lower(x).compile()
-    callback = (
-        jax.jit(lambda x: jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), x))
-        .lower(x)
-        .compile()
-    )
+    shape = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    callback = jax.jit(lambda x: jax.pure_callback(np.sin, shape, x)).lower(x).compile()
+    both = jax.jit(lambda x: jnp.linalg.eigvalsh(jax.pure_callback(np.sin, shape, x)))
     assert runs_concurrently(plain)
+    assert runs_concurrently(callback)
     assert not runs_concurrently(eigh)
     assert not runs_concurrently(cholesky)
-    assert not runs_concurrently(callback)
+    assert not runs_concurrently(both.lower(x).compile())
 
     def member(params, key):
         m = jax.random.normal(key, (5, 5))
@@ -134,3 +136,38 @@ def test_a_chunk_per_thread_within_the_per_device_cap(threads):
     assert choose_chunk(0, 100, 1, 32, 1024, threads) == {1: 128, 2: 64, 4: 32}[threads]
     assert choose_chunk(0, 8192, 1, 32, 1024, threads) == 1024  # the cap still holds
     assert choose_chunk(96, 1024, 1, 32, 1024, threads) == 96  # an explicit size wins
+
+
+def _particles(params, key):
+    """A segmented member: an adaptive solve of 8 tokens on the sphere (the engine runs
+    ``simulate_particles``' solve in segments of ``segment_steps`` steps)."""
+    x0 = uniform_on_sphere(key, 8, 3)
+    sol = simulate_particles(SphereSoftmax(params["beta"], 3), x0, 3.0, blowup_norm=None)
+    return {"x": sol.final_x, "status": sol.status}
+
+
+def test_segmented_chunks_at_once_give_bitwise_the_results_of_one_at_a_time(monkeypatch):
+    grid = Grid.product({"beta": np.geomspace(0.5, 8.0, 6).astype(np.float32)}, seeds=8)
+    options = SweepOptions(vmap_width=8, chunk_size=16, segment_steps=8, progress=False)
+    _with_cores(monkeypatch, 1)
+    cache = SweepCache()
+    lines_one = []
+    one = run_sweep(_particles, grid, options=options, cache=cache, log=lines_one.append)
+    assert any("segments of 8 steps" in line for line in lines_one), lines_one
+    _with_cores(monkeypatch, 3)
+    lines = []
+    real_run = SegmentedPrograms.run
+    both = threading.Barrier(3, timeout=60)
+
+    def waiting_run(self, *args, **kwargs):
+        both.wait()  # the three chunks must be in flight together, or this times out
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(SegmentedPrograms, "run", waiting_run)
+    many = run_sweep(_particles, grid, options=options, cache=cache, log=lines.append)
+    assert one.chunk_size == many.chunk_size == 16  # sized alike: the groups are the same
+    assert any("up to 3 chunks at once" in line for line in lines), lines
+    np.testing.assert_array_equal(many.outputs["x"], one.outputs["x"])
+    np.testing.assert_array_equal(many.status, one.status)
+    steps = lambda ls: [line for line in ls if "lane-steps" in line]  # noqa: E731
+    assert steps(lines) == steps(lines_one)  # the same segments and device work

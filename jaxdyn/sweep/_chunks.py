@@ -205,10 +205,14 @@ def run_plain_chunks(
     bar = _progress_bar(progress, plan, name)
     chunk_log = _ChunkLog(log, plan, bar, name, checkpoints)
     if threads > 1 and len(pending) > 1:
+        program = get_program()
+
+        def run(i):
+            members = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
+            return program.fetch(program.dispatch(*members))
+
         try:
-            _run_concurrently(
-                get_program(), plan, grid, chunk, checkpoints, threads, bar, chunk_log
-            )
+            _run_concurrently(run, plan, checkpoints, threads, bar, chunk_log)
         finally:
             bar.close()
         return
@@ -241,48 +245,60 @@ def run_plain_chunks(
         bar.close()
 
 
-def _run_concurrently(program, plan, grid, chunk, checkpoints, threads, bar, chunk_log):
-    """``threads`` chunks at once; each is checkpointed by the calling thread as it ends. A
-    failed chunk cancels the chunks not yet started and is raised; those already running
-    finish first (an XLA program cannot be interrupted)."""
-
-    def run(i):
-        members = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
-        return program.fetch(program.dispatch(*members))
-
+def _run_concurrently(run, plan, checkpoints, threads, bar, chunk_log) -> list:
+    """``run(i)`` for this process's unfinished chunks, ``threads`` at once; each chunk's
+    ``(outputs, status, ...)`` is checkpointed by the calling thread as it ends, and the
+    rest of each result returned (in the order the chunks ended). A failed chunk cancels the
+    chunks not yet started and is raised; those already running finish first (an XLA program
+    cannot be interrupted). The time inside is recorded as ``DEVICE_EVENT`` once."""
     start = time.perf_counter()
     pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="jaxdyn-chunk")
+    rest = []
     try:
         futures = {pool.submit(run, i): i for i in plan.todo}
         for future in concurrent.futures.as_completed(futures):
             i = futures[future]
-            plan.outputs[i], plan.status[i] = future.result()
+            plan.outputs[i], plan.status[i], *more = future.result()
             checkpoints.save(i, plan.outputs[i], plan.status[i])
+            rest.append(more)
             bar.update(1)
             chunk_log.update()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         jax.monitoring.record_event_duration_secs(DEVICE_EVENT, time.perf_counter() - start)
+    return rest
 
 
 def run_segmented_chunks(
-    get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name, log=None
+    get_program, plan: ChunkPlan, grid, chunk, checkpoints, progress, name, log=None, threads=1
 ) -> tuple[int, int]:
     """Run this process's unfinished chunks of a segmented sweep, checkpointing each; returns
-    the most segments a chunk needed and the lanes x steps the device ran (all chunks)."""
+    the most segments a chunk needed and the lanes x steps the device ran (all chunks).
+
+    With ``threads > 1``, up to ``threads`` chunks run at once, as in
+    :func:`run_plain_chunks`. Each chunk's segments and groups depend on its own members
+    only, so results do not change."""
     bar = _progress_bar(progress, plan, name)
     chunk_log = _ChunkLog(log, plan, bar, name, checkpoints)
-    n_segments = lane_steps = 0
+
+    def run(i, record=True):
+        params, seeds = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
+        n_real = min(chunk, len(grid) - i * chunk)
+        return get_program().run(params, seeds, n_real, record=record)
+
+    counts = []
     try:
-        for i in plan.todo:
-            params, seeds = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
-            n_real = min(chunk, len(grid) - i * chunk)
-            plan.outputs[i], plan.status[i], segments = get_program().run(params, seeds, n_real)
-            n_segments = max(n_segments, segments)
-            lane_steps += get_program().lane_steps
+        if threads > 1 and len(plan.todo) > 1:
+            counts = _run_concurrently(
+                lambda i: run(i, record=False), plan, checkpoints, threads, bar, chunk_log
+            )
+        for i in [] if counts else plan.todo:
+            plan.outputs[i], plan.status[i], *more = run(i)
+            counts.append(more)
             checkpoints.save(i, plan.outputs[i], plan.status[i])
             bar.update(1)
             chunk_log.update()
     finally:
         bar.close()
-    return n_segments, lane_steps
+    n_segments = max((segments for segments, _ in counts), default=0)
+    return n_segments, sum(lane_steps for _, lane_steps in counts)

@@ -117,12 +117,12 @@ def _local_devices(options: SweepOptions) -> list:
     return devices
 
 
-def chunk_threads(devices: list, segmented: bool) -> int:
-    """How many chunks of a plain sweep may run at once in this process: on CPU devices, the
-    cores this process may use per device (XLA:CPU runs a program on the calling thread and
-    leaves the other cores mostly idle for small members); one elsewhere, and for segmented
-    sweeps, whose scheduler runs a chunk's segments one after another."""
-    if segmented or devices[0].platform != "cpu":
+def chunk_threads(devices: list) -> int:
+    """How many chunks may run at once in this process: on CPU devices, the cores this
+    process may use per device (XLA:CPU runs a program on the calling thread, and the small
+    operations of sweep members gain nothing from its thread pool, so one program leaves
+    the other cores idle); one elsewhere."""
+    if devices[0].platform != "cpu":
         return 1
     return max(1, usable_cores() // len(devices))
 
@@ -193,9 +193,21 @@ def run_sweep(
         )
         checkpoints = SweepCheckpoints(checkpoint_dir, name, meta)
         compile_for = _compiler(fn, segmented, devices, width, options, log, cache)
-        threads = chunk_threads(devices, segmented)
+        threads = chunk_threads(devices)
+        # A segmented chunk's members share groups, so its size must not depend on the
+        # cores; its chunks run at once as far as the memory budget allows (_at_once).
+        sizing_threads = 1 if segmented else threads
         program, chunk, _ = _agree_on_chunk(
-            compile_for, grid, checkpoints, options, n_devices, width, log, name, segmented, threads
+            compile_for,
+            grid,
+            checkpoints,
+            options,
+            n_devices,
+            width,
+            log,
+            name,
+            segmented,
+            sizing_threads,
         )
         order = spread_order(n_members, chunk) if segmented else None
         ordered = _reordered(grid, order)
@@ -205,20 +217,26 @@ def run_sweep(
         n_chunks = math.ceil(n_members / chunk)
         log(_plan_message(name, n_members, n_chunks, chunk, n_devices, segmented, options))
         plan = ChunkPlan(checkpoints, n_chunks)
-        # chunks at once: only with work for several and a program free of blocking kernels
-        concurrent = threads > 1 and len(plan.todo) > 1 and programs.get().concurrent
-        if concurrent:
-            log(f"sweep '{name}': up to {threads} chunks at once ({usable_cores()} cores)")
+        at_once = _at_once(threads, plan, programs, segmented, options)
+        if at_once > 1:
+            log(f"sweep '{name}': up to {at_once} chunks at once ({usable_cores()} cores)")
         if segmented:
             n_segments, lane_steps = run_segmented_chunks(
-                programs.get, plan, ordered, chunk, checkpoints, options.progress, name, log
+                programs.get,
+                plan,
+                ordered,
+                chunk,
+                checkpoints,
+                options.progress,
+                name,
+                log,
+                at_once,
             )
             log(
                 f"sweep '{name}': at most {n_segments} segment(s) per chunk, "
                 f"{lane_steps} lane-steps"
             )
         else:
-            at_once = threads if concurrent else 1
             run_plain_chunks(
                 programs.get,
                 plan,
@@ -248,6 +266,18 @@ def run_sweep(
     jax.monitoring.record_event_duration_secs(SWEEP_EVENT, result.wall_time_s)
     _log_outcome(result, log, name, accept)
     return result
+
+
+def _at_once(threads, plan, programs, segmented, options) -> int:
+    """Chunks to run at once: ``threads`` where there are several to run and the programs
+    hold no blocking kernel (``program.concurrent``); a segmented sweep's chunks were sized
+    for one at a time, so as many as the memory budget holds."""
+    if threads <= 1 or len(plan.todo) <= 1 or not programs.get().concurrent:
+        return 1
+    if segmented and programs.get().bytes_per_device > 0:
+        fits = int(options.memory_budget_gb * 2**30 // programs.get().bytes_per_device)
+        return max(1, min(threads, fits))
+    return threads
 
 
 def _plan_message(name, n_members, n_chunks, chunk, n_devices, segmented, options) -> str:

@@ -27,9 +27,9 @@ class SweepOptions:
         chunk_size: members per compiled call (rounded up to a multiple of devices x width);
             ``0`` chooses it from ``memory_budget_gb``.
         memory_budget_gb: memory the chunks running at once may use per device (arguments,
-            outputs and XLA temporaries, from the compiled program's memory analysis). A
-            plain sweep on a CPU device with several cores runs a chunk per core at once
-            (docs/scaling.md); otherwise one chunk runs at a time.
+            outputs and XLA temporaries, from the compiled program's memory analysis). On a
+            CPU device with several cores, up to a chunk per core runs at once
+            (docs/scaling.md); elsewhere one chunk runs at a time.
         devices: how many of this process's devices to shard over (``None``: all).
         progress: show a progress bar (``None``: when stderr is a terminal).
         segment_steps: for segmented members (:class:`~jaxdyn.sweep.DiffeqMember`,

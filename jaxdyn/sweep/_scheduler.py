@@ -29,6 +29,7 @@ of the unsegmented path.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable
 
@@ -47,6 +48,7 @@ from ._programs import (
     compiled_bytes,
     grouped,
     outputs_and_status,
+    runs_concurrently,
     static_member,
     to_host,
     xla_options,
@@ -236,6 +238,7 @@ class SegmentedPrograms:
         self.narrow_after = narrow_after
         self._example = example
         self._advance: dict[int, Callable] = {}
+        self._compiling = threading.Lock()  # chunks running at once share these programs
         packed_shape = _sweep_init.eval_shape(*static, *example)[0]
         self._packed = jax.tree.map(self._spec, packed_shape)
         with CompileCounter() as counter, ConcurrentCompiler() as compiler:
@@ -257,8 +260,6 @@ class SegmentedPrograms:
                 self._advance[w] = wait()
         self.out_shape = _sweep_finish.eval_shape(*static, *example, self._packed)
         self.compilations = counter.count
-        self.segments = 0  # rounds of the last run (init included)
-        self.lane_steps = 0  # lanes x segment_steps of the last run: what the device paid
         self.bytes_per_device = compiled_bytes(self.finish) + (
             compiled_bytes(self.init.start)
             if isinstance(self.init, _SharedStart)
@@ -269,11 +270,25 @@ class SegmentedPrograms:
         """The compiled one-segment program for groups of ``width`` (compiled when first
         needed unless compiled ahead; shared between members whose solves share a form,
         ``_lower_advance``)."""
-        if width not in self._advance:
-            with CompileCounter() as counter, ConcurrentCompiler(threads=1) as compiler:
-                self._advance[width] = self._lower_advance(width, compiler)()
-            self.compilations += counter.count
-        return self._advance[width]
+        with self._compiling:
+            if width not in self._advance:
+                with CompileCounter() as counter, ConcurrentCompiler(threads=1) as compiler:
+                    self._advance[width] = self._lower_advance(width, compiler)()
+                self.compilations += counter.count
+            return self._advance[width]
+
+    @functools.cached_property
+    def concurrent(self) -> bool:
+        """Whether chunks may run these programs at once in threads
+        (:func:`~jaxdyn.sweep._programs.runs_concurrently`: no custom call in the start, the
+        widest segment program or the finish). The narrower segment programs, compiled
+        later, are the same member at another width."""
+        programs = [self.finish, self.advance(self.width)]
+        if isinstance(self.init, _SharedStart):
+            programs += [self.init.problems, self.init.start]
+        else:
+            programs.append(self.init)
+        return all(runs_concurrently(getattr(p, "compiled", p)) for p in programs)
 
     def _lower_advance(self, width: int, compiler) -> Callable[[], Callable]:
         """Lower the one-segment program for groups of ``width`` (unless the cache holds it) and
@@ -349,9 +364,11 @@ class SegmentedPrograms:
 
         return wait
 
-    def run(self, params: dict, seeds: np.ndarray, n_real: int | None = None):
-        """``(outputs, status codes, segments run)`` of one chunk of members (on the host);
-        members from ``n_real`` on are padding and are not advanced past ``init``. The time
+    def run(self, params: dict, seeds: np.ndarray, n_real: int | None = None, record=True):
+        """``(outputs, status codes, segments run, lane-steps)`` of one chunk of members (on
+        the host); lane-steps are the lanes x ``segment_steps`` the device paid. Members from
+        ``n_real`` on are padding and are not advanced past ``init``. Several chunks may run
+        at once, in threads (``concurrent``). With ``record``, the time
         spent in the compiled programs and waiting for them is recorded as a
         ``jax.monitoring`` event (``DEVICE_EVENT``; compilation excluded)."""
         device_s = 0.0
@@ -363,7 +380,7 @@ class SegmentedPrograms:
         if n_real is not None:
             done[n_real:] = True
         n_segments = 1
-        self.lane_steps = 0
+        lane_steps = 0
         active = np.flatnonzero(~done)
         # Lane-steps the groups of the widest width alone spent beyond the cheapest cover by
         # all widths: the narrower widths are used once they reach ``narrow_after``.
@@ -384,18 +401,18 @@ class SegmentedPrograms:
                     params, seeds, states, idx.astype(np.int32), np.int32(real)
                 )  # dispatched asynchronously
                 in_flight.append((idx[:real], group_done))
-                self.lane_steps += idx.size * self.segment_steps
+                lane_steps += idx.size * self.segment_steps
             for idx, group_done in in_flight:
                 done[idx] = to_host(group_done)[: idx.size]
             device_s += time.perf_counter() - start
             n_segments += 1
             active = np.flatnonzero(~done)
-        self.segments = n_segments
         start = time.perf_counter()
         outputs, status = to_host(self.finish(params, seeds, states))
         device_s += time.perf_counter() - start
-        jax.monitoring.record_event_duration_secs(DEVICE_EVENT, device_s)
-        return outputs, status, n_segments
+        if record:
+            jax.monitoring.record_event_duration_secs(DEVICE_EVENT, device_s)
+        return outputs, status, n_segments, lane_steps
 
 
 def states_size(states) -> int:
