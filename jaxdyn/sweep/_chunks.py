@@ -292,12 +292,13 @@ def run_segmented_chunks(
             counts = _run_concurrently(
                 lambda i: run(i, record=False), plan, checkpoints, threads, bar, chunk_log
             )
-        for i in [] if counts else plan.todo:
-            plan.outputs[i], plan.status[i], *more = run(i)
-            counts.append(more)
-            checkpoints.save(i, plan.outputs[i], plan.status[i])
-            bar.update(1)
-            chunk_log.update()
+        else:
+            for i in plan.todo:
+                plan.outputs[i], plan.status[i], *more = run(i)
+                counts.append(more)
+                checkpoints.save(i, plan.outputs[i], plan.status[i])
+                bar.update(1)
+                chunk_log.update()
     finally:
         bar.close()
     n_segments = max((segments for segments, _ in counts), default=0)
