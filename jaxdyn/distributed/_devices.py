@@ -1,11 +1,13 @@
 """One XLA device per CPU core, so that the sweep engine's sharding uses every core.
 
 XLA runs one compiled program on one CPU device with little parallelism inside small
-operations: a sweep of many small members (particle systems, SGLD chains, Gaussian ODEs)
-then uses one core of a multi-core CPU. JAX can split the host into several CPU devices
-(``jax_num_cpu_devices``, the option behind ``--xla_force_host_platform_device_count``); the
-sweep engine then shards members over them as over GPUs. Results do not change: sweep
-members are bitwise identical for any device count (``jaxdyn.sweep.run_sweep``).
+operations: one program of many small members (particle systems, SGLD chains, Gaussian ODEs)
+uses one core of a multi-core CPU. The sweep engine runs several chunks at once on one device
+where the program allows it (no LAPACK kernels: docs/scaling.md). Alternatively JAX can split
+the host into several CPU devices (``jax_num_cpu_devices``, the option behind
+``--xla_force_host_platform_device_count``); the sweep engine then shards members over them as
+over GPUs. Results do not change: sweep members are bitwise identical for any device count
+(``jaxdyn.sweep.run_sweep``).
 """
 
 from __future__ import annotations
