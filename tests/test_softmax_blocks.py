@@ -102,20 +102,26 @@ def test_sphere_softmax_many_tokens_equals_one_matrix(regime):
     )
 
 
-@pytest.mark.parametrize("regime", ["tiles", "few queries"])
-def test_kernel_heads_blocked_equal_one_matrix(regime):
-    """Sigmoid and linear heads (unnormalised weights) evaluate a large weight matrix by the
-    same blocks: the one-matrix sum ``(1/c) sum_k kernel(s_qk) y_k`` (``c`` visible keys),
-    plain and causal, values and gradients."""
-    m, n = SHAPES[regime]
-    d = 3
-    key = jax.random.key(11)
+def _random_head(regime, seed):
+    """A head's random ``Q, K, V`` (d = 3), queries ``x`` and keys ``y`` of the regime's
+    shape, and uniform query and key positions."""
+    (m, n), d = SHAPES[regime], 3
+    key = jax.random.key(seed)
     Q, K, V = jax.random.normal(key, (3, d, d))
     x = jax.random.normal(jax.random.fold_in(key, 1), (m, d))
     y = jax.random.normal(jax.random.fold_in(key, 2), (n, d))
     qpos = jax.random.uniform(jax.random.fold_in(key, 3), (m,))
     kpos = jax.random.uniform(jax.random.fold_in(key, 4), (n,))
-    A = K.T @ Q / jnp.sqrt(d)
+    return Q, K, V, x, y, qpos, kpos
+
+
+@pytest.mark.parametrize("regime", ["tiles", "few queries"])
+def test_kernel_heads_blocked_equal_one_matrix(regime):
+    """Sigmoid and linear heads (unnormalised weights) evaluate a large weight matrix by the
+    same blocks: the one-matrix sum ``(1/c) sum_k kernel(s_qk) y_k`` (``c`` visible keys),
+    plain and causal, values and gradients."""
+    Q, K, V, x, y, qpos, kpos = _random_head(regime, 11)
+    A, n = K.T @ Q / jnp.sqrt(3), y.shape[0]
     heads = {
         "sigmoid": (Sigmoid(Q=Q, K=K, V=V, bias=-0.3), lambda s: jax.nn.sigmoid(s - 0.3)),
         "linear": (Linear(Q=Q, K=K, V=V), lambda s: s),
@@ -149,17 +155,10 @@ def test_causal_softmax_blocked_equals_masked_matrix(regime):
     """A causal softmax head beyond 2^20 scores evaluates its mask blockwise, as part of the
     scores: the one masked matrix gives the same velocity and gradient, including a query
     that sees no key (zeros) and one that sees a single key."""
-    m, n = SHAPES[regime]
-    d = 3
-    key = jax.random.key(13)
-    Q, K, V = jax.random.normal(key, (3, d, d))
-    x = jax.random.normal(jax.random.fold_in(key, 1), (m, d))
-    y = jax.random.normal(jax.random.fold_in(key, 2), (n, d))
-    kpos = jax.random.uniform(jax.random.fold_in(key, 3), (n,))
-    qpos = jax.random.uniform(jax.random.fold_in(key, 4), (m,))
+    Q, K, V, x, y, qpos, kpos = _random_head(regime, 13)
     qpos = qpos.at[0].set(-1.0).at[1].set(jnp.min(kpos))  # sees no key; sees one key
     field = Softmax(Q=Q, K=K, V=V)
-    A = K.T @ Q / jnp.sqrt(d)
+    A = K.T @ Q / jnp.sqrt(3)
     visible = kpos[None, :] <= qpos[:, None]
 
     def one_matrix(x):

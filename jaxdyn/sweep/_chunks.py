@@ -212,7 +212,7 @@ def run_plain_chunks(
             return program.fetch(program.dispatch(*members))
 
         try:
-            _run_concurrently(run, plan, checkpoints, threads, bar, chunk_log)
+            _each_chunk(run, plan, checkpoints, threads, bar, chunk_log)
         finally:
             bar.close()
         return
@@ -245,27 +245,35 @@ def run_plain_chunks(
         bar.close()
 
 
-def _run_concurrently(run, plan, checkpoints, threads, bar, chunk_log) -> list:
-    """``run(i)`` for this process's unfinished chunks, ``threads`` at once; each chunk's
-    ``(outputs, status, ...)`` is checkpointed by the calling thread as it ends, and the
-    rest of each result returned (in the order the chunks ended). A failed chunk cancels the
-    chunks not yet started and is raised; those already running finish first (an XLA program
-    cannot be interrupted). The time inside is recorded as ``DEVICE_EVENT`` once."""
+def _each_chunk(run, plan, checkpoints, threads, bar, chunk_log) -> list:
+    """``run(i) -> (outputs, status, *rest)`` for this process's unfinished chunks, up to
+    ``threads`` at once (one: in this thread); each chunk is checkpointed by the calling
+    thread as it ends. Returns each chunk's ``rest``, in the order the chunks ended.
+
+    With threads, a failed chunk cancels the chunks not yet started and is raised; those
+    already running finish first (an XLA program cannot be interrupted), and the time inside
+    is recorded as ``DEVICE_EVENT`` once (the chunks' own times overlap)."""
+    pool = None
+    if threads > 1 and len(plan.todo) > 1:
+        pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="jaxdyn-chunk")
     start = time.perf_counter()
-    pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="jaxdyn-chunk")
     rest = []
     try:
-        futures = {pool.submit(run, i): i for i in plan.todo}
-        for future in concurrent.futures.as_completed(futures):
-            i = futures[future]
-            plan.outputs[i], plan.status[i], *more = future.result()
-            checkpoints.save(i, plan.outputs[i], plan.status[i])
+        if pool is None:
+            finished = ((i, run(i)) for i in plan.todo)
+        else:
+            futures = {pool.submit(run, i): i for i in plan.todo}
+            finished = ((futures[f], f.result()) for f in concurrent.futures.as_completed(futures))
+        for i, (outputs, status, *more) in finished:
+            plan.outputs[i], plan.status[i] = outputs, status
+            checkpoints.save(i, outputs, status)
             rest.append(more)
             bar.update(1)
             chunk_log.update()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        jax.monitoring.record_event_duration_secs(DEVICE_EVENT, time.perf_counter() - start)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+            jax.monitoring.record_event_duration_secs(DEVICE_EVENT, time.perf_counter() - start)
     return rest
 
 
@@ -280,25 +288,15 @@ def run_segmented_chunks(
     only, so results do not change."""
     bar = _progress_bar(progress, plan, name)
     chunk_log = _ChunkLog(log, plan, bar, name, checkpoints)
+    alone = threads <= 1 or len(plan.todo) <= 1  # each chunk records its own device time
 
-    def run(i, record=True):
+    def run(i):
         params, seeds = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
         n_real = min(chunk, len(grid) - i * chunk)
-        return get_program().run(params, seeds, n_real, record=record)
+        return get_program().run(params, seeds, n_real, record=alone)
 
-    counts = []
     try:
-        if threads > 1 and len(plan.todo) > 1:
-            counts = _run_concurrently(
-                lambda i: run(i, record=False), plan, checkpoints, threads, bar, chunk_log
-            )
-        else:
-            for i in plan.todo:
-                plan.outputs[i], plan.status[i], *more = run(i)
-                counts.append(more)
-                checkpoints.save(i, plan.outputs[i], plan.status[i])
-                bar.update(1)
-                chunk_log.update()
+        counts = _each_chunk(run, plan, checkpoints, threads, bar, chunk_log)
     finally:
         bar.close()
     n_segments = max((segments for segments, _ in counts), default=0)

@@ -220,33 +220,15 @@ def run_sweep(
         at_once = _at_once(threads, plan, programs, segmented, options)
         if at_once > 1:
             log(f"sweep '{name}': up to {at_once} chunks at once ({usable_cores()} cores)")
+        run_chunks = run_segmented_chunks if segmented else run_plain_chunks
+        segments = run_chunks(
+            programs.get, plan, ordered, chunk, checkpoints, options.progress, name, log, at_once
+        )
         if segmented:
-            n_segments, lane_steps = run_segmented_chunks(
-                programs.get,
-                plan,
-                ordered,
-                chunk,
-                checkpoints,
-                options.progress,
-                name,
-                log,
-                at_once,
-            )
+            n_segments, lane_steps = segments
             log(
                 f"sweep '{name}': at most {n_segments} segment(s) per chunk, "
                 f"{lane_steps} lane-steps"
-            )
-        else:
-            run_plain_chunks(
-                programs.get,
-                plan,
-                ordered,
-                chunk,
-                checkpoints,
-                options.progress,
-                name,
-                log,
-                at_once,
             )
         out_shape = _out_shape(programs.program, fn, segmented, width, options, example)
         chunk_outputs, chunk_status = plan.gather(out_shape)
