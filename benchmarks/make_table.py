@@ -128,6 +128,8 @@ def rows(name: str, record: dict) -> list[tuple[str, ...]]:
     """The table rows of one result file (`name` is its file name)."""
     bench = record.get("benchmark", Path(name).stem)
     where = str(record.get("device", "CPU"))
+    if "vector_isa" in record:  # CPUs with and without 512-bit vectors differ in rates
+        where += f" ({record['vector_isa'].upper()})"
     out = []
     for ratio_key, target_keys, time_keys, baseline_keys in _PAIRS:
         if ratio_key not in record:

@@ -38,11 +38,13 @@ def test_every_row_reads_its_json():
         if f.name != "experiment_wall_times.json"  # its own table, below
     }
     checked = 0
-    for bench, _, _, ratio, target, passed, _, file in rows:
+    for bench, _, _, ratio, target, passed, device, file in rows:
         match = re.fullmatch(r"(\S+) \(`(\w+)`\)", ratio)
         if not match:
             continue
         record = json.loads((ROOT / "benchmarks" / "results" / file.strip("`")).read_text())
+        if "vector_isa" in record:  # the kind of CPU, where a file states it
+            assert device.endswith(f"({record['vector_isa'].upper()})"), (bench, device)
         if " / " in bench:
             record = record[bench.split(" / ", 1)[1]]
         value = record[match.group(2)]
