@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# Three full CLI runs of a paper experiment (about 3 minutes on 2 cores): the slow suite.
+# Three full CLI runs of a paper experiment (a few minutes on 2 cores): the slow suite.
 # The fast suite checks the same contract on a small registered experiment
 # (tests/test_cli_runs.py) and on the engine directly (tests/test_sweep_engine.py).
 pytestmark = pytest.mark.slow
