@@ -21,11 +21,11 @@
    n^2`` FLOPs per velocity, at the faster of XLA's and PyTorch's float32 2048 x 2048 matmul
    rates; its ``n^2`` exponentials per velocity at the faster of ``jnp.exp`` and ``torch.exp``
    on 2^16 numbers in the sweep's range, in cache, a call's fixed cost subtracted; on N cores,
-   the faster of each rate with N threads and N times its one-thread rate, since the members
-   are independent), and
-   ``speedup_bound_vs_pytorch`` is the PyTorch time over it: at those rates, a program that
-   evaluates every score's exponential and the products one after the other cannot beat it
-   (the elementwise passes, projections and RK4 combinations are left out).
+   the faster of each rate with N threads and N times its one-core rate, measured in a process
+   pinned to one core, since the members are independent), and ``speedup_bound_vs_pytorch``
+   is the PyTorch time over it: at those rates, a program that evaluates every score's
+   exponential and the products one after the other cannot beat it (the elementwise passes,
+   projections and RK4 combinations are left out).
 2. Particle steps at n = 8192, d = 64 (float32): RK4 steps of (general) softmax attention
    through ``simulate_particles`` at fixed RK4 steps under a plain ``jax.jit`` (what a user's
    script gets), their matmul FLOP rate (4 n^2 d per velocity) against XLA's float32 2048 x
@@ -291,20 +291,19 @@ def beta_sweep(n_betas, systems, n, d, steps, t1, reps):
     }
 
 
-def _xla_matmul(size, options=None):
-    """A call of XLA's float32 ``size`` x ``size`` matmul (compiled on first call; ``options``:
-    ``compiler_options``, default XLA's)."""
+def _xla_matmul(size):
+    """A call of XLA's float32 ``size`` x ``size`` matmul (compiled on first call)."""
     import jax
     import jax.numpy as jnp
 
     a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
     b = jax.random.normal(jax.random.key(1), (size, size), jnp.float32)
-    f = jax.jit(jnp.matmul).lower(a, b).compile(compiler_options=options)
+    f = jax.jit(jnp.matmul)
     return lambda: f(a, b)
 
 
-def matmul_rate(size, reps, options=None):
-    return 2.0 * size**3 / _median_time(_xla_matmul(size, options), reps) / 1e9
+def matmul_rate(size, reps):
+    return 2.0 * size**3 / _median_time(_xla_matmul(size), reps) / 1e9
 
 
 def _exp_rate(exp_of, numbers, reps):
@@ -320,65 +319,69 @@ def _exp_rate(exp_of, numbers, reps):
     return (numbers - 16) / (big - tiny)
 
 
-def _rates(size, numbers, reps, *, one_thread):
-    """XLA's and PyTorch's float32 rates: matmul (GFLOP/s, ``size`` x ``size``) and
-    exponentials per second (``numbers`` of them in cache, :func:`_exp_rate`; XLA's the faster
-    with 256- and 512-bit vectors). ``one_thread``: XLA's matmul without its thread pool and
-    PyTorch on one thread (XLA's ``exp`` of 2^16 numbers is split over the cores, unless the
-    process has one)."""
+def _rates(size, numbers, reps):
+    """XLA's and PyTorch's float32 rates with the cores this process has: matmul (GFLOP/s,
+    ``size`` x ``size``) and exponentials per second (``numbers`` of them in cache,
+    :func:`_exp_rate`; XLA's the faster with 256- and 512-bit vectors)."""
     import jax
     import jax.numpy as jnp
     import torch
 
-    threads = torch.get_num_threads()
-    if one_thread:
-        torch.set_num_threads(1)
-    try:
-        eigen = {"xla_cpu_multi_thread_eigen": False} if one_thread else None
-        xla_matmul = matmul_rate(size, reps, eigen)
-        a, b = torch.randn(size, size), torch.randn(size, size)
-        out = torch.empty(size, size)
-        torch_matmul = 2.0 * size**3 / _median_s(lambda: torch.mm(a, b, out=out), reps) / 1e9
+    xla_matmul = matmul_rate(size, reps)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    out = torch.empty(size, size)
+    torch_matmul = 2.0 * size**3 / _median_s(lambda: torch.mm(a, b, out=out), reps) / 1e9
 
-        def xla_exp(width):
-            def exp_of(n):
-                z = jnp.linspace(-16.0, 0.0, n, dtype=jnp.float32)
-                options = {"xla_cpu_prefer_vector_width": width}
-                f = jax.jit(jnp.exp).lower(z).compile(compiler_options=options)
-                return lambda: f(z).block_until_ready()
+    def xla_exp(width):
+        def exp_of(n):
+            z = jnp.linspace(-16.0, 0.0, n, dtype=jnp.float32)
+            options = {"xla_cpu_prefer_vector_width": width}
+            f = jax.jit(jnp.exp).lower(z).compile(compiler_options=options)
+            return lambda: f(z).block_until_ready()
 
-            return exp_of
+        return exp_of
 
-        def torch_exp_of(n):
-            z, e = torch.linspace(-16.0, 0.0, n), torch.empty(n)
-            return lambda: torch.exp(z, out=e)
+    def torch_exp_of(n):
+        z, e = torch.linspace(-16.0, 0.0, n), torch.empty(n)
+        return lambda: torch.exp(z, out=e)
 
-        xla = max(_exp_rate(xla_exp(width), numbers, 200 * reps) for width in (256, 512))
-        torch_exp = _exp_rate(torch_exp_of, numbers, 200 * reps)
-    finally:
-        torch.set_num_threads(threads)
     return {
         "xla_matmul_gflops": xla_matmul,
         "torch_matmul_gflops": torch_matmul,
-        "xla_exp_per_s": xla,
-        "torch_exp_per_s": torch_exp,
+        "xla_exp_per_s": max(
+            _exp_rate(xla_exp(width), numbers, 200 * reps) for width in (256, 512)
+        ),
+        "torch_exp_per_s": _exp_rate(torch_exp_of, numbers, 200 * reps),
     }
+
+
+def _one_core_rates_worker(size, numbers, reps):
+    """In a fresh interpreter pinned to one core before JAX and PyTorch start: :func:`_rates`.
+    Pinning is what makes the rates one core's: in a process with more cores, XLA's matmul
+    uses them even with ``xla_cpu_multi_thread_eigen=False``."""
+    _pin(1)
+    import torch
+
+    torch.set_num_threads(1)
+    return _rates(size, numbers, reps)
 
 
 def best_rates(size, numbers, reps, cores):
     """The machine's best float32 rates on ``cores`` cores, for the beta sweep's roofline: for
     matmul and for exponentials, the fastest of XLA's and PyTorch's rates measured with every
-    core and ``cores`` times their one-thread rates (an upper bound for a program that splits
-    the work over the cores: the sweep's members are independent, and jaxdyn runs a chunk per
-    core)."""
-    rates = _rates(size, numbers, reps, one_thread=cores == 1)
+    core and ``cores`` times their one-core rates (measured in a process of its own pinned to
+    one core; an upper bound for a program that splits the work over the cores: the sweep's
+    members are independent, and jaxdyn runs a chunk per core)."""
+    import multiprocessing
+
+    rates = _rates(size, numbers, reps)
     rates["exp_numbers_per_call"] = numbers
+    one = rates
     if cores > 1:
-        one = _rates(size, numbers, reps, one_thread=True)
-        rates["one_thread"] = one
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            one = pool.apply(_one_core_rates_worker, (size, numbers, reps))
+        rates["one_core"] = one
         rates["cores"] = cores
-    else:
-        one = rates
     gflops = ("xla_matmul_gflops", "torch_matmul_gflops")
     exps = ("xla_exp_per_s", "torch_exp_per_s")
     rates["best_matmul_gflops"] = max(max(rates[k], cores * one[k]) for k in gflops)
@@ -496,7 +499,7 @@ def main():
             "matmul_gflops": step_matmul,  # XLA's, timed alternately with the steps
             "matmul_size": mm,
             "fraction_of_matmul_rate": fraction,
-            # against the faster of XLA's and PyTorch's matmul rates in best_rates (timed apart)
+            # against best_rates' best_matmul_gflops (timed apart)
             "fraction_of_best_matmul_rate": achieved / rates["best_matmul_gflops"],
             "target_fraction": 0.75,
         },

@@ -204,7 +204,7 @@ def run_plain_chunks(
     pending = plan.todo
     bar = _progress_bar(progress, plan, name)
     chunk_log = _ChunkLog(log, plan, bar, name, checkpoints)
-    if threads > 1 and len(pending) > 1:
+    if _in_threads(threads, plan):
         program = get_program()
 
         def run(i):
@@ -245,6 +245,12 @@ def run_plain_chunks(
         bar.close()
 
 
+def _in_threads(threads, plan) -> bool:
+    """Whether :func:`_each_chunk` runs the chunks in threads: several threads, several
+    chunks to run."""
+    return threads > 1 and len(plan.todo) > 1
+
+
 def _each_chunk(run, plan, checkpoints, threads, bar, chunk_log) -> list:
     """``run(i) -> (outputs, status, *rest)`` for this process's unfinished chunks, up to
     ``threads`` at once (one: in this thread); each chunk is checkpointed by the calling
@@ -254,7 +260,7 @@ def _each_chunk(run, plan, checkpoints, threads, bar, chunk_log) -> list:
     already running finish first (an XLA program cannot be interrupted), and the time inside
     is recorded as ``DEVICE_EVENT`` once (the chunks' own times overlap)."""
     pool = None
-    if threads > 1 and len(plan.todo) > 1:
+    if _in_threads(threads, plan):
         pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="jaxdyn-chunk")
     start = time.perf_counter()
     rest = []
@@ -288,7 +294,7 @@ def run_segmented_chunks(
     only, so results do not change."""
     bar = _progress_bar(progress, plan, name)
     chunk_log = _ChunkLog(log, plan, bar, name, checkpoints)
-    alone = threads <= 1 or len(plan.todo) <= 1  # each chunk records its own device time
+    alone = not _in_threads(threads, plan)  # each chunk records its own device time
 
     def run(i):
         params, seeds = slice_members(grid.params, grid.seeds, i * chunk, (i + 1) * chunk)
